@@ -1,0 +1,69 @@
+# intend — build, test and run. `make demo` and `make test` are all a fresh
+# machine needs: `make tools` installs what is missing.
+
+SHELL        := /bin/bash
+GO           ?= go
+TOOLS        ?= $(CURDIR)/.tools
+TEMPORAL_CLI_VERSION := v1.5.1
+STATICCHECK_VERSION  := v0.8.2
+TEMPORAL     := $(TOOLS)/bin/temporal
+STATICCHECK  := $(TOOLS)/bin/staticcheck
+VERSION      ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+TEST_TIMEOUT ?= 30m
+
+export INTEND_TEMPORAL_CLI := $(TEMPORAL)
+
+.PHONY: all build test demo tools postgres lint bench fuzz clean help
+
+all: build
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build bin/intend
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
+
+tools: $(TEMPORAL) postgres ## install the pinned Temporal CLI and PostgreSQL server binaries when missing
+
+# The Temporal CLI is built from source with `go install` (nothing is
+# downloaded from GitHub releases); ~5 minutes on 2 cores, once.
+$(TEMPORAL):
+	@echo "building Temporal CLI $(TEMPORAL_CLI_VERSION) into $(TOOLS)/bin (takes a few minutes, once)"
+	@mkdir -p $(TOOLS)/bin
+	GOBIN=$(TOOLS)/bin $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+postgres: ## make sure PostgreSQL server binaries (initdb, postgres) exist
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "PostgreSQL: $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"; \
+	else \
+		echo "PostgreSQL server binaries missing: installing with apt-get"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
+	fi
+
+$(STATICCHECK):
+	@mkdir -p $(TOOLS)/bin
+	GOBIN=$(TOOLS)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+test: tools ## run the whole test suite against real PostgreSQL and Temporal
+	CI=$${CI:-1} $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+
+FUZZTIME ?= 30s
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./adapters/resource/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/intent/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./api/
+
+demo: build tools ## embedded all-in-one deploy of examples/quickstart
+	./bin/intend deploy examples/quickstart
+
+lint: $(STATICCHECK) ## go vet and staticcheck
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+bench: ## hot-path benchmarks (end-to-end deploy benchmarks come with the deploy engine)
+	$(GO) test -run '^$$' -bench . -benchmem ./adapters/... ./internal/intent/
+
+clean: ## remove build output and the embedded deploy's state
+	rm -rf bin data

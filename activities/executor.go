@@ -1,0 +1,158 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/telemetry"
+	"github.com/intendhq/intend/workflows"
+)
+
+// chunkSize is how many resources an executor runs between two writes of
+// outcomes (and heartbeats). A retried activity resumes after the last
+// chunk it recorded.
+const chunkSize = 100
+
+// Executor holds the activities of agent task queues.
+type Executor struct {
+	Store    *store.Store
+	Adapters *adapters.Registry
+	// Concurrency bounds the resources of one batch handled at once.
+	Concurrency int
+	Log         *slog.Logger
+	Metrics     *telemetry.Telemetry // may be nil
+}
+
+// Register registers the activities under their explicit names.
+func (e *Executor) Register(w worker.ActivityRegistry) {
+	w.RegisterActivityWithOptions(e.ExecuteBatch, activity.RegisterOptions{Name: workflows.ExecuteBatchActivity})
+}
+
+// batchProgress is the heartbeat detail: resources done and recorded.
+type batchProgress struct {
+	Done   int
+	Result workflows.BatchResult
+}
+
+// ExecuteBatch loads a batch from PostgreSQL, runs every resource through
+// its adapter with bounded concurrency, and records one action per resource
+// and the new deploy state, chunk by chunk, heartbeating progress.
+func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (workflows.BatchResult, error) {
+	started := time.Now()
+	b, err := e.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
+	if err != nil {
+		return workflows.BatchResult{}, err
+	}
+	var p batchProgress
+	if activity.HasHeartbeatDetails(ctx) {
+		if err := activity.GetHeartbeatDetails(ctx, &p); err != nil {
+			p = batchProgress{}
+		}
+	}
+	info := activity.GetInfo(ctx)
+	conc := max(e.Concurrency, 1)
+	for p.Done < len(b.Resources) {
+		end := min(p.Done+chunkSize, len(b.Resources))
+		chunk := b.Resources[p.Done:end]
+		recs := make([]store.ActionRecord, len(chunk))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, conc)
+		for i := range chunk {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(i int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				recs[i] = e.runOne(ctx, b, chunk[i], info)
+			}(i)
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return p.Result, err
+		}
+		if err := e.Store.RecordActions(ctx, in.EnvironmentID, recs); err != nil {
+			return p.Result, fmt.Errorf("record outcomes: %w", err)
+		}
+		for _, r := range recs {
+			if r.Result == "deployed" {
+				p.Result.Deployed++
+			} else {
+				p.Result.Failed++
+			}
+			if r.Changed {
+				p.Result.Changed++
+			}
+			if e.Metrics != nil {
+				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, r.Action, r.Result).Inc()
+			}
+		}
+		p.Done = end
+		activity.RecordHeartbeat(ctx, p)
+	}
+	if e.Metrics != nil {
+		e.Metrics.BatchDuration.WithLabelValues(in.Agent).Observe(time.Since(started).Seconds())
+		e.Metrics.BatchSize.Observe(float64(len(b.Resources)))
+	}
+	return p.Result, nil
+}
+
+// runOne performs one attempt on one resource and returns its action record.
+func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResource, info activity.Info) store.ActionRecord {
+	rec := store.ActionRecord{
+		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.Action, Reason: b.Reason,
+		StartedAt: time.Now().UTC(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		Attempt: int(info.Attempt),
+	}
+	hc := adapters.NewContext()
+	outcome, err := e.apply(ctx, hc, b, r)
+	rec.FinishedAt = time.Now().UTC()
+	rec.Changed = outcome.Changed
+	rec.Result = "deployed"
+	if err != nil {
+		rec.Result = "failed"
+		rec.Error = err.Error()
+		hc.Error("attempt failed", "error", err.Error(), "class", string(adapters.ClassOf(err)))
+		if e.Log != nil {
+			e.Log.Warn("resource failed", "resource_id", r.ID, "version", b.Version, "error", err)
+		}
+	}
+	if len(outcome.Diff) > 0 {
+		rec.Changes, _ = json.Marshal(outcome.Diff)
+	}
+	if logs := hc.Logs(); len(logs) > 0 {
+		rec.Logs, _ = json.Marshal(logs)
+	}
+	return rec
+}
+
+func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b store.Batch, r store.BatchResource) (adapters.Outcome, error) {
+	id, err := resource.Parse(r.ID)
+	if err != nil {
+		return adapters.Outcome{}, adapters.Permanent(err)
+	}
+	h, ok := e.Adapters.Lookup(id.Type)
+	if !ok {
+		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("no adapter for type %s on this executor (it has %v)",
+			id.Type, e.Adapters.Types()))
+	}
+	attrs := map[string]any{}
+	dec := json.NewDecoder(bytes.NewReader(r.Attributes))
+	dec.UseNumber()
+	if err := dec.Decode(&attrs); err != nil {
+		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("attributes: %w", err))
+	}
+	return adapters.Run(ctx, h, hc, adapters.Resource{ID: id, Attributes: attrs, Purged: r.Purged}, b.Action == "dryrun")
+}
+
+func nowUTC() time.Time { return time.Now().UTC() }

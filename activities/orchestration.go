@@ -1,0 +1,84 @@
+// Package activities holds intend's Temporal activities: the only code that
+// works on the world. Orchestration activities run on the server's `intend`
+// task queue and touch PostgreSQL; executor activities run on agent task
+// queues and drive adapters.
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/workflows"
+)
+
+// Orchestration holds the activities of the `intend` task queue.
+type Orchestration struct {
+	Store *store.Store
+}
+
+// Register registers the activities under their explicit names.
+func (o *Orchestration) Register(w worker.ActivityRegistry) {
+	w.RegisterActivityWithOptions(o.PlanDeploy, activity.RegisterOptions{Name: workflows.PlanDeployActivity})
+	w.RegisterActivityWithOptions(o.FinishDeploy, activity.RegisterOptions{Name: workflows.FinishDeployActivity})
+	w.RegisterActivityWithOptions(o.MarkBatch, activity.RegisterOptions{Name: workflows.MarkBatchActivity})
+}
+
+// PlanDeploy plans a run's batches in PostgreSQL (idempotent) and returns
+// their references. A halted environment gets an empty plan and its run
+// stays pending.
+func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) (workflows.PlanResult, error) {
+	env, err := o.Store.GetEnvironment(ctx, in.EnvironmentID)
+	if err != nil {
+		return workflows.PlanResult{}, err
+	}
+	if env.Halted {
+		return workflows.PlanResult{Halted: true}, nil
+	}
+	limits := store.BatchLimits{MaxResources: in.Limits.MaxResources, MaxBytes: in.Limits.MaxBytes}
+	if limits.MaxResources <= 0 {
+		limits = store.DefaultBatchLimits
+	}
+	p, err := o.Store.PlanDeploy(ctx, in.EnvironmentID, in.Run, limits)
+	if err != nil {
+		return workflows.PlanResult{}, err
+	}
+	out := workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total,
+		Batches: make([]workflows.BatchRef, len(p.Batches))}
+	for i, b := range p.Batches {
+		out.Batches[i] = workflows.BatchRef{Seq: b.Seq, Agent: b.Agent, Level: b.Level, Count: b.Count, First: b.First}
+	}
+	return out, nil
+}
+
+// FinishDeploy records a run's totals.
+func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInput) error {
+	return o.Store.FinishRun(ctx, in.EnvironmentID, in.Run, in.Status,
+		store.RunCounts{Deployed: in.Deployed, Failed: in.Failed, Unavailable: in.Unavailable})
+}
+
+// MarkBatch records the same outcome for every resource of a batch that no
+// executor ran, with one action record each.
+func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInput) error {
+	b, err := o.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
+	if err != nil {
+		return err
+	}
+	info := activity.GetInfo(ctx)
+	now := nowUTC()
+	recs := make([]store.ActionRecord, len(b.Resources))
+	for i, r := range b.Resources {
+		recs[i] = store.ActionRecord{
+			ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.Action, Reason: b.Reason,
+			StartedAt: now, FinishedAt: now, Result: in.Result, Error: in.Reason,
+			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt),
+		}
+	}
+	if err := o.Store.RecordActions(ctx, in.EnvironmentID, recs); err != nil {
+		return fmt.Errorf("record %s for batch %d: %w", in.Result, in.Seq, err)
+	}
+	return nil
+}

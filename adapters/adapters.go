@@ -1,0 +1,294 @@
+// Package adapters is the contract between intend's executors and the smart
+// adapters that manage one resource type each. It is the only package of
+// intend an adapter author needs (with adapters/resource for ids).
+//
+// An adapter observes the current state of one resource on its target and
+// then creates, updates or deletes it; the engine (Run) makes every decision:
+// whether anything is to be done, what the diff is, and what dry-run reports.
+// Adapters never sleep-and-retry: they classify their errors (Permanent,
+// Transient, Throttled) and the executor and the scheduler act on the class.
+package adapters
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/intendhq/intend/adapters/resource"
+)
+
+// Resource is the desired state of one resource, as the engine hands it to an
+// adapter. Adapters must not mutate it.
+type Resource struct {
+	ID         resource.ID
+	Attributes map[string]any
+	Purged     bool
+}
+
+// Observation is what an adapter found on the target. Attributes holds the
+// observed value of every attribute the adapter manages; attributes of the
+// desired state that the observation does not name are not compared.
+type Observation struct {
+	Exists     bool
+	Attributes map[string]any
+}
+
+// Handler manages one resource type.
+//
+// Contract:
+//   - Observe reports the current state; "not found" is Exists=false, not an
+//     error. It must not change the target.
+//   - Create, Update and Delete are called only after Observe in the same
+//     attempt and must be idempotent: a repeat after a crash finds the target
+//     already changed and succeeds.
+//   - Update receives the diff the engine computed; it may apply only the
+//     changed attributes or rewrite the whole resource.
+//   - A Handler is used from many goroutines at once, for different resources.
+type Handler interface {
+	Observe(ctx context.Context, hc *Context, desired Resource) (Observation, error)
+	Create(ctx context.Context, hc *Context, desired Resource) error
+	Update(ctx context.Context, hc *Context, desired Resource, diff Diff) error
+	Delete(ctx context.Context, hc *Context, desired Resource) error
+}
+
+// Change is one attribute that differs between the target and the intent.
+type Change struct {
+	From any `json:"from"`
+	To   any `json:"to"`
+}
+
+// Diff maps attribute names to their change. Empty means up to date.
+type Diff map[string]Change
+
+// Names returns the changed attribute names, sorted.
+func (d Diff) Names() []string {
+	out := make([]string, 0, len(d))
+	for k := range d {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LogLine is one structured line an adapter logged during an attempt; the
+// executor keeps it in the resource action log.
+type LogLine struct {
+	Time    time.Time      `json:"time"`
+	Level   string         `json:"level"`
+	Message string         `json:"msg"`
+	Attrs   map[string]any `json:"attrs,omitempty"`
+}
+
+// Context is handed to an adapter for one attempt on one resource: it
+// collects the adapter's log lines for the action log. It is safe for
+// concurrent use by the goroutines of one attempt.
+type Context struct {
+	mu   sync.Mutex
+	logs []LogLine
+	now  func() time.Time
+}
+
+// NewContext returns an empty handler context.
+func NewContext() *Context { return &Context{now: time.Now} }
+
+func (c *Context) log(level slog.Level, msg string, args []any) {
+	attrs := map[string]any{}
+	r := slog.NewRecord(time.Time{}, level, msg, 0)
+	r.Add(args...)
+	r.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.Resolve().Any()
+		return true
+	})
+	if len(attrs) == 0 {
+		attrs = nil
+	}
+	c.mu.Lock()
+	c.logs = append(c.logs, LogLine{Time: c.now().UTC(), Level: level.String(), Message: msg, Attrs: attrs})
+	c.mu.Unlock()
+}
+
+// Debug logs a debug line into the action log (key/value args as in slog).
+func (c *Context) Debug(msg string, args ...any) { c.log(slog.LevelDebug, msg, args) }
+
+// Info logs an informational line into the action log.
+func (c *Context) Info(msg string, args ...any) { c.log(slog.LevelInfo, msg, args) }
+
+// Warn logs a warning into the action log.
+func (c *Context) Warn(msg string, args ...any) { c.log(slog.LevelWarn, msg, args) }
+
+// Error logs an error line into the action log.
+func (c *Context) Error(msg string, args ...any) { c.log(slog.LevelError, msg, args) }
+
+// Logs returns a copy of the lines logged so far.
+func (c *Context) Logs() []LogLine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]LogLine(nil), c.logs...)
+}
+
+// Class says what should happen after an adapter error.
+type Class string
+
+const (
+	// ClassPermanent errors will not go away by retrying the same intent.
+	ClassPermanent Class = "permanent"
+	// ClassTransient errors may go away on a later attempt.
+	ClassTransient Class = "transient"
+	// ClassThrottled means the target asked to slow down.
+	ClassThrottled Class = "throttled"
+)
+
+// Error is an adapter error with its class.
+type Error struct {
+	Class Class
+	Err   error
+}
+
+func (e *Error) Error() string { return string(e.Class) + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent marks err as permanent.
+func Permanent(err error) error { return &Error{Class: ClassPermanent, Err: err} }
+
+// Transient marks err as transient.
+func Transient(err error) error { return &Error{Class: ClassTransient, Err: err} }
+
+// Throttled marks err as throttling by the target.
+func Throttled(err error) error { return &Error{Class: ClassThrottled, Err: err} }
+
+// ClassOf returns the class of err; unclassified errors are transient, since
+// retrying an idempotent adapter is safe.
+func ClassOf(err error) Class {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return ClassTransient
+}
+
+// Outcome is what one attempt on one resource did.
+type Outcome struct {
+	// Changed is true when the target was (or, in dry-run, would be) changed.
+	Changed bool
+	// Action is "none", "create", "update" or "delete".
+	Action string
+	Diff   Diff
+}
+
+// Run performs one attempt on one resource: observe, decide, act. With
+// dryRun it stops before acting and reports what it would do. Errors from
+// the adapter are returned with their class intact.
+func Run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun bool) (Outcome, error) {
+	obs, err := h.Observe(ctx, hc, desired)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("observe: %w", err)
+	}
+	var out Outcome
+	switch {
+	case desired.Purged && !obs.Exists:
+		return Outcome{Action: "none"}, nil
+	case desired.Purged:
+		out = Outcome{Changed: true, Action: "delete", Diff: Diff{"purged": {From: false, To: true}}}
+	case !obs.Exists:
+		d := Diff{}
+		for k, v := range desired.Attributes {
+			d[k] = Change{From: nil, To: v}
+		}
+		out = Outcome{Changed: true, Action: "create", Diff: d}
+	default:
+		d := ComputeDiff(desired.Attributes, obs.Attributes)
+		if len(d) == 0 {
+			return Outcome{Action: "none"}, nil
+		}
+		out = Outcome{Changed: true, Action: "update", Diff: d}
+	}
+	if dryRun {
+		return out, nil
+	}
+	switch out.Action {
+	case "delete":
+		err = h.Delete(ctx, hc, desired)
+	case "create":
+		err = h.Create(ctx, hc, desired)
+	case "update":
+		err = h.Update(ctx, hc, desired, out.Diff)
+	}
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", out.Action, err)
+	}
+	return out, nil
+}
+
+// ComputeDiff compares desired with observed attributes, for the attributes
+// the observation names. Values are compared by their JSON form, so 420 and
+// 420.0 are equal and map order never matters.
+func ComputeDiff(desired, observed map[string]any) Diff {
+	d := Diff{}
+	for k, want := range desired {
+		got, ok := observed[k]
+		if !ok {
+			continue
+		}
+		if !jsonEqual(want, got) {
+			d[k] = Change{From: got, To: want}
+		}
+	}
+	return d
+}
+
+func jsonEqual(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	if string(ja) == string(jb) {
+		return true
+	}
+	// Normalise numbers and nested maps by a round trip through any.
+	var na, nb any
+	if json.Unmarshal(ja, &na) != nil || json.Unmarshal(jb, &nb) != nil {
+		return false
+	}
+	ja, _ = json.Marshal(na)
+	jb, _ = json.Marshal(nb)
+	return string(ja) == string(jb)
+}
+
+// Registry maps resource types ("fs::File") to their handlers.
+type Registry struct {
+	handlers map[string]Handler
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{handlers: map[string]Handler{}} }
+
+// Register adds the handler for a resource type; registering a type twice
+// panics, as it is a programming error.
+func (r *Registry) Register(resourceType string, h Handler) {
+	if _, dup := r.handlers[resourceType]; dup {
+		panic("adapters: type registered twice: " + resourceType)
+	}
+	r.handlers[resourceType] = h
+}
+
+// Lookup returns the handler for a resource type.
+func (r *Registry) Lookup(resourceType string) (Handler, bool) {
+	h, ok := r.handlers[resourceType]
+	return h, ok
+}
+
+// Types returns the registered types, sorted.
+func (r *Registry) Types() []string {
+	out := make([]string, 0, len(r.handlers))
+	for k := range r.handlers {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,11 @@
+// Package fs holds the adapters for the local file system of the executor's
+// host: today only fs::File, a regular file with text content and a mode.
+package fs
+
+import "github.com/intendhq/intend/adapters"
+
+// Register adds every fs resource type to r. Registering twice panics, as
+// adapters.Registry.Register does.
+func Register(r *adapters.Registry) {
+	r.Register(FileType, File{})
+}

@@ -1,0 +1,404 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/store"
+)
+
+type projectRequest struct {
+	Name string `json:"name"`
+}
+
+func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
+	var req projectRequest
+	if err := Decode(r, &req, s.opts.MaxBodyBytes); err != nil {
+		return err
+	}
+	if err := store.ValidateName(req.Name); err != nil {
+		return InvalidField("/name", err.Error())
+	}
+	p, err := s.opts.Store.CreateProject(r.Context(), req.Name)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusCreated, p)
+	return nil
+}
+
+func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
+	ps, err := s.opts.Store.ListProjects(r.Context())
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, list[store.Project]{Items: nonNil(ps)})
+	return nil
+}
+
+type environmentRequest struct {
+	Project     string                     `json:"project"`
+	Name        string                     `json:"name"`
+	Description string                     `json:"description"`
+	Settings    map[string]json.RawMessage `json:"settings"`
+}
+
+func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
+	var req environmentRequest
+	if err := Decode(r, &req, s.opts.MaxBodyBytes); err != nil {
+		return err
+	}
+	var errs []FieldError
+	if req.Project == "" {
+		errs = append(errs, FieldError{Field: "/project", Detail: "is required (a project id or name)"})
+	}
+	if err := store.ValidateName(req.Name); err != nil {
+		errs = append(errs, FieldError{Field: "/name", Detail: err.Error()})
+	}
+	if _, serrs := store.ApplySettings(store.DefaultSettings(), req.Settings); len(serrs) > 0 {
+		for _, se := range serrs {
+			errs = append(errs, FieldError{Field: "/settings/" + se.Key, Detail: se.Reason})
+		}
+	}
+	if len(errs) > 0 {
+		return Validation("the environment is invalid", errs...)
+	}
+	e, err := s.opts.Store.CreateEnvironment(r.Context(), store.NewEnvironment{
+		Project: req.Project, Name: req.Name, Description: req.Description, Settings: req.Settings,
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return InvalidField("/project", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusCreated, e)
+	return nil
+}
+
+func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
+	es, err := s.opts.Store.ListEnvironments(r.Context(), r.URL.Query().Get("project"))
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, list[store.Environment]{Items: nonNil(es)})
+	return nil
+}
+
+// env resolves the {env} path parameter (an id or a name).
+func (s *Server) env(r *http.Request) (store.Environment, error) {
+	ref, err := pathParam(chi.URLParam(r, "env"))
+	if err != nil {
+		return store.Environment{}, err
+	}
+	return s.opts.Store.GetEnvironment(r.Context(), ref)
+}
+
+func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, e)
+	return nil
+}
+
+type environmentPatch struct {
+	Name        *string                    `json:"name"`
+	Description *string                    `json:"description"`
+	Halted      *bool                      `json:"halted"`
+	Settings    map[string]json.RawMessage `json:"settings"`
+}
+
+func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	var req environmentPatch
+	if err := Decode(r, &req, s.opts.MaxBodyBytes); err != nil {
+		return err
+	}
+	if req.Name != nil && *req.Name != e.Name {
+		return InvalidField("/name", "an environment's name cannot change: it is part of its workflow ids and task queues")
+	}
+	if _, serrs := store.ApplySettings(e.Settings, req.Settings); len(serrs) > 0 {
+		var errs []FieldError
+		for _, se := range serrs {
+			errs = append(errs, FieldError{Field: "/settings/" + se.Key, Detail: se.Reason})
+		}
+		return Validation("the settings are invalid", errs...)
+	}
+	out, err := s.opts.Store.UpdateEnvironment(r.Context(), e.ID, store.EnvironmentPatch{
+		Description: req.Description, Halted: req.Halted, Settings: req.Settings,
+	})
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Store.DeleteEnvironment(r.Context(), e.ID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) exportVersion(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	body, err := ReadBody(r, s.opts.MaxExportBytes)
+	if err != nil {
+		return err
+	}
+	v, err := intent.DecodeBytes(body)
+	if err != nil {
+		return exportProblem(err)
+	}
+	info, err := s.opts.Store.ExportVersion(r.Context(), e.ID, v)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusCreated, info)
+	return nil
+}
+
+// exportProblem renders the compiler-facing errors of a version export.
+func exportProblem(err error) error {
+	var ve *intent.ValidationError
+	if errors.As(err, &ve) {
+		errs := make([]FieldError, len(ve.Problems))
+		for i, p := range ve.Problems {
+			errs[i] = FieldError{Field: p.Path, Detail: p.Detail}
+		}
+		detail := "the version is invalid: " + strconv.Itoa(len(errs)) + " problem"
+		if len(errs) != 1 {
+			detail += "s"
+		}
+		return Validation(detail, errs...)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return MalformedJSON(err.Error())
+	}
+	return Validation(err.Error())
+}
+
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	vs, err := s.opts.Store.ListVersions(r.Context(), e.ID, limit)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, list[store.VersionInfo]{Items: nonNil(vs)})
+	return nil
+}
+
+func versionParam(r *http.Request) (int64, error) {
+	v, err := strconv.ParseInt(chi.URLParam(r, "version"), 10, 64)
+	if err != nil || v < 1 {
+		return 0, BadRequest("version %q is not a positive whole number", chi.URLParam(r, "version"))
+	}
+	return v, nil
+}
+
+type versionResponse struct {
+	store.VersionInfo
+	Resources []store.VersionResource `json:"resources"`
+	Next      string                  `json:"next,omitempty"`
+}
+
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	v, err := versionParam(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 1000, 1, 10000)
+	if err != nil {
+		return err
+	}
+	info, err := s.opts.Store.GetVersion(r.Context(), e.ID, v)
+	if err != nil {
+		return err
+	}
+	rs, err := s.opts.Store.VersionResources(r.Context(), e.ID, v, r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	out := versionResponse{VersionInfo: info, Resources: nonNil(rs)}
+	if len(rs) == limit {
+		out.Next = rs[len(rs)-1].ID
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) releaseVersion(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	v, err := versionParam(r)
+	if err != nil {
+		return err
+	}
+	rel, err := s.opts.Store.ReleaseVersion(r.Context(), e.ID, v)
+	if err != nil {
+		return err
+	}
+	if rel.Run != nil && s.opts.Deployer != nil {
+		// The run is recorded; if starting fails now, the reconciler
+		// starts it later, so the release still succeeds.
+		if err := s.opts.Deployer.StartRun(r.Context(), e, *rel.Run); err != nil {
+			s.log.Warn("deploy run not started yet; the reconciler will retry",
+				"environment", e.Name, "run", rel.Run.Run, "error", err)
+		}
+	}
+	WriteJSON(w, http.StatusOK, rel)
+	return nil
+}
+
+func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 1000, 1, 10000)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := store.ResourceFilter{Agent: q.Get("agent"), Type: q.Get("type"), Result: q.Get("result"),
+		Compliance: q.Get("compliance"), Orphans: q.Get("orphans") == "true", After: q.Get("after"), Limit: limit}
+	rs, err := s.opts.Store.ListResources(r.Context(), e.ID, f)
+	if err != nil {
+		return err
+	}
+	out := list[store.ResourceState]{Items: nonNil(rs)}
+	if len(rs) == limit {
+		out.Next = rs[len(rs)-1].ResourceID
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+type resourceResponse struct {
+	store.ResourceState
+	Actions []store.Action `json:"actions"`
+}
+
+func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	rid, err := pathParam(chi.URLParam(r, "*"))
+	if err != nil {
+		return err
+	}
+	st, err := s.opts.Store.GetResource(r.Context(), e.ID, rid)
+	if err != nil {
+		return err
+	}
+	acts, err := s.opts.Store.ListActions(r.Context(), e.ID, store.ActionFilter{ResourceID: rid, Limit: 20})
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, resourceResponse{ResourceState: st, Actions: nonNil(acts)})
+	return nil
+}
+
+func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	var before int64
+	if c := r.URL.Query().Get("before"); c != "" {
+		if before, err = strconv.ParseInt(c, 10, 64); err != nil {
+			return Validation("invalid query parameter", FieldError{Field: "?before", Detail: "must be an action id"})
+		}
+	}
+	acts, err := s.opts.Store.ListActions(r.Context(), e.ID, store.ActionFilter{
+		ResourceID: strings.TrimSpace(r.URL.Query().Get("resource")), Before: before, Limit: limit})
+	if err != nil {
+		return err
+	}
+	out := list[store.Action]{Items: nonNil(acts)}
+	if len(acts) == limit {
+		out.Next = strconv.FormatInt(acts[len(acts)-1].ID, 10)
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 50, 1, 1000)
+	if err != nil {
+		return err
+	}
+	runs, err := s.opts.Store.ListRuns(r.Context(), e.ID, limit)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, list[store.DeployRun]{Items: nonNil(runs)})
+	return nil
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	run, err := strconv.ParseInt(chi.URLParam(r, "run"), 10, 64)
+	if err != nil || run < 1 {
+		return BadRequest("run %q is not a positive whole number", chi.URLParam(r, "run"))
+	}
+	out, err := s.opts.Store.GetRun(r.Context(), e.ID, run)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

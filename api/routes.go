@@ -1,0 +1,54 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// Handler returns the route tree: every route of the API is declared here.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	if s.opts.Telemetry != nil {
+		r.Use(s.opts.Telemetry.HTTPMiddleware)
+	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		WriteProblem(w, r, NotFound("no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		WriteProblem(w, r, MethodNotAllowed(r.Method))
+	})
+
+	r.Get("/healthz", s.healthz)
+	if s.opts.Telemetry != nil {
+		r.Handle("/metrics", s.opts.Telemetry.Handler())
+	}
+
+	r.Route("/api/v1", func(r chi.Router) {
+		r.Post("/projects", s.serve(s.createProject))
+		r.Get("/projects", s.serve(s.listProjects))
+
+		r.Post("/environments", s.serve(s.createEnvironment))
+		r.Get("/environments", s.serve(s.listEnvironments))
+		r.Route("/environments/{env}", func(r chi.Router) {
+			r.Get("/", s.serve(s.getEnvironment))
+			r.Patch("/", s.serve(s.patchEnvironment))
+			r.Delete("/", s.serve(s.deleteEnvironment))
+
+			r.Put("/versions", s.serve(s.exportVersion))
+			r.Get("/versions", s.serve(s.listVersions))
+			r.Get("/versions/{version}", s.serve(s.getVersion))
+			r.Post("/versions/{version}/release", s.serve(s.releaseVersion))
+
+			r.Get("/resources", s.serve(s.listResources))
+			// Resource ids hold '/', '[', ',' and '='; clients should
+			// escape them, but a raw id with slashes is taken whole.
+			r.Get("/resources/*", s.serve(s.getResource))
+			r.Get("/actions", s.serve(s.listActions))
+
+			r.Get("/runs", s.serve(s.listRuns))
+			r.Get("/runs/{run}", s.serve(s.getRun))
+		})
+	})
+	return r
+}

@@ -1,0 +1,135 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/telemetry"
+)
+
+// Deployer starts the workflow of a deploy run that the store recorded.
+// Starting must be idempotent: the server's reconciler may start the same
+// run again.
+type Deployer interface {
+	StartRun(ctx context.Context, env store.Environment, run store.DeployRun) error
+}
+
+// Options configures a Server.
+type Options struct {
+	Store     *store.Store
+	Deployer  Deployer
+	Log       *slog.Logger
+	Telemetry *telemetry.Telemetry
+	// Health checks, by name ("postgresql", "temporal"), run by /healthz.
+	Health map[string]func(context.Context) error
+	// MaxBodyBytes limits ordinary request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// MaxExportBytes limits version exports (default 256 MiB).
+	MaxExportBytes int64
+}
+
+// Server is intend's REST API.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns the API server; Handler serves it.
+func New(opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxExportBytes <= 0 {
+		opts.MaxExportBytes = 256 << 20
+	}
+	return &Server{opts: opts, log: opts.Log}
+}
+
+// handlerFunc is an HTTP handler that returns its error; serve renders it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) serve(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			WriteError(w, r, s.log, storeProblem(err))
+		}
+	}
+}
+
+// storeProblem turns the store's typed errors into problems; everything
+// else stays an internal error.
+func storeProblem(err error) error {
+	var se *store.SettingError
+	switch {
+	case errors.As(err, new(*Problem)):
+		return err
+	case errors.Is(err, store.ErrNotFound):
+		return NotFound("%s", strings.TrimSuffix(err.Error(), ": "+store.ErrNotFound.Error()))
+	case errors.Is(err, store.ErrConflict):
+		return Conflict("%s", strings.TrimSuffix(err.Error(), ": "+store.ErrConflict.Error()))
+	case errors.As(err, &se):
+		return InvalidField("/settings/"+se.Key, se.Reason)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Unavailable("the request was cancelled or timed out")
+	}
+	return err
+}
+
+// list is the envelope of every list response.
+type list[T any] struct {
+	Items []T `json:"items"`
+	// Next is the cursor of the next page, absent on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, Validation("invalid query parameter", FieldError{Field: "?" + name,
+			Detail: "must be a whole number from " + strconv.Itoa(lo) + " to " + strconv.Itoa(hi)})
+	}
+	return n, nil
+}
+
+// pathParam returns a path parameter unescaped ("%2F" → "/").
+func pathParam(raw string) (string, error) {
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", BadRequest("path segment %q is not valid URL encoding", raw)
+	}
+	return v, nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	checks := map[string]string{}
+	ok := true
+	for name, check := range s.opts.Health {
+		if err := check(ctx); err != nil {
+			checks[name] = err.Error()
+			ok = false
+			continue
+		}
+		checks[name] = "ok"
+	}
+	status, code := "ok", http.StatusOK
+	if !ok {
+		status, code = "unavailable", http.StatusServiceUnavailable
+	}
+	WriteJSON(w, code, map[string]any{"status": status, "checks": checks})
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	intend "github.com/intendhq/intend"
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/devtemporal"
+	"github.com/intendhq/intend/internal/pgcluster"
+	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/internal/store"
+)
+
+func deployCommand(g *globals) *cobra.Command {
+	var dataDir, project, env string
+	var keep bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "deploy [PATH]",
+		Short: "Embedded all-in-one deploy: start PostgreSQL, Temporal and the server, deploy, stop",
+		Long: `Deploy a desired state with everything embedded: PostgreSQL (from the local
+binaries) in <data-dir>/pg, a Temporal dev server (the pinned CLI, SQLite in
+<data-dir>/temporal.db), and an intend server with its executor, all on
+loopback. It exports the version through the REST API, releases it, shows
+progress, prints a summary and the Temporal UI address, and stops everything
+unless --keep-running is given. State survives between runs in <data-dir>.
+
+PATH is a version file ({"resources": [...]}, as PUT .../versions takes) or a
+directory holding resources.json; it defaults to the current directory.
+(Compiling CUE models comes with the compiler.)`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "."
+			if len(args) == 1 {
+				path = args[0]
+			}
+			return embeddedDeploy(cmd.Context(), g, path, dataDir, project, env, keep, timeout)
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", filepath.Join("data", "deploy")),
+		"where the embedded PostgreSQL and Temporal keep their state (env INTEND_DATA_DIR)")
+	cmd.Flags().StringVar(&project, "project", "default", "project to create or use")
+	cmd.Flags().StringVar(&env, "environment", "dev", "environment to create or use")
+	cmd.Flags().BoolVar(&keep, "keep-running", false, "keep everything running after the deploy, until interrupted")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the deploy after this long")
+	return cmd
+}
+
+func versionFile(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.IsDir() {
+		f := filepath.Join(path, "resources.json")
+		if _, err := os.Stat(f); err != nil {
+			return "", fmt.Errorf("%s holds no resources.json", path)
+		}
+		return f, nil
+	}
+	return path, nil
+}
+
+func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, envName string, keep bool, timeout time.Duration) error {
+	out := g.stdout
+	file, err := versionFile(path)
+	if err != nil {
+		return err
+	}
+	body, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	if g.logLevel == "info" {
+		// The progress lines are the output; server logs only on warnings.
+		g.logLevel = "warn"
+		if log, err = g.logger(); err != nil {
+			return err
+		}
+	}
+	dataDir, err = filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	cfg, err := intend.TemporalDevConfig()
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+
+	fmt.Fprintf(out, "→ starting PostgreSQL in %s\n", filepath.Join(dataDir, "pg"))
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dataDir, "pg"), Fsync: true})
+	if err != nil {
+		return fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	defer pg.Stop(context.WithoutCancel(ctx))
+	if err := pg.CreateDatabase(ctx, "intend", ""); err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("create database: %w", err)
+	}
+
+	fmt.Fprintf(out, "→ starting Temporal dev server (namespace %s)\n", cfg.Namespace)
+	ts, err := devtemporal.Start(ctx, devtemporal.Options{
+		DBFile: filepath.Join(dataDir, "temporal.db"),
+		Port:   portIfFree(cfg.IP, cfg.Port), UIPort: portIfFree(cfg.IP, cfg.UIPort), Config: cfg,
+	})
+	if err != nil {
+		return fmt.Errorf("start Temporal: %w", err)
+	}
+	defer ts.Stop()
+
+	srv, err := server.Start(ctx, server.Config{
+		Listen: "127.0.0.1:0", DatabaseURL: pg.URL("intend"),
+		TemporalAddress: ts.HostPort(), TemporalNamespace: ts.Namespace(),
+		EmbeddedExecutor: true, Log: log, ReconcileEvery: 5 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop(context.WithoutCancel(ctx))
+	base := "http://" + srv.Addr()
+	fmt.Fprintf(out, "→ intend server on %s (started in %s)\n", base, time.Since(began).Round(time.Millisecond))
+
+	c := apiclient.New(base)
+	if _, err := c.EnsureProject(ctx, project); err != nil {
+		return fmt.Errorf("project %s: %w", project, err)
+	}
+	env, err := c.EnsureEnvironment(ctx, project, envName)
+	if err != nil {
+		return fmt.Errorf("environment %s: %w", envName, err)
+	}
+	v, err := c.ExportVersion(ctx, env.Name, body)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", file, err)
+	}
+	fmt.Fprintf(out, "→ exported %s as version %d of %s/%s: %d resources, %d changed\n",
+		file, v.Version, project, env.Name, v.ResourceCount, v.ChangedCount)
+	rel, err := c.Release(ctx, env.Name, v.Version)
+	if err != nil {
+		return fmt.Errorf("release version %d: %w", v.Version, err)
+	}
+	if rel.Run == nil {
+		fmt.Fprintf(out, "→ released version %d; no deploy requested (auto_deploy is off)\n", v.Version)
+	} else {
+		fmt.Fprintf(out, "→ released version %d: deploy run %d, workflow %s\n", v.Version, rel.Run.Run, rel.Run.WorkflowID)
+		run, err := waitRun(ctx, c, env.Name, rel.Run.Run, timeout, out)
+		if err != nil {
+			return err
+		}
+		printSummary(ctx, c, env.Name, run, out)
+		if run.Failed > 0 || run.Unavailable > 0 {
+			defer fmt.Fprintf(out, "deploy finished with %d failed and %d unavailable resources\n", run.Failed, run.Unavailable)
+		}
+	}
+	if ts.UIAddress() != "" {
+		fmt.Fprintf(out, "Temporal UI: %s/namespaces/%s/workflows\n", strings.TrimRight(ts.UIAddress(), "/"), ts.Namespace())
+	}
+	if keep {
+		fmt.Fprintf(out, "Keeping everything running (API %s, Temporal %s); press Ctrl-C to stop.\n", base, ts.HostPort())
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// waitRun polls a run until it is done, printing progress when it moves.
+func waitRun(ctx context.Context, c *apiclient.Client, env string, run int64, timeout time.Duration, out interface {
+	Write([]byte) (int, error)
+}) (store.DeployRun, error) {
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		r, err := c.Run(ctx, env, run)
+		if err != nil {
+			return r, err
+		}
+		line := fmt.Sprintf("  run %d: %s, %d/%d done (%d deployed, %d failed, %d unavailable)",
+			r.Run, r.Status, r.Deployed+r.Failed+r.Unavailable, r.Total, r.Deployed, r.Failed, r.Unavailable)
+		if line != last {
+			fmt.Fprintln(out, line)
+			last = line
+		}
+		if r.Status == "done" || r.Status == "failed" {
+			return r, nil
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("deploy run %d not done after %s (status %s); see the Temporal UI", run, timeout, r.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func printSummary(ctx context.Context, c *apiclient.Client, env string, run store.DeployRun, out interface {
+	Write([]byte) (int, error)
+}) {
+	took := ""
+	if run.StartedAt != nil && run.FinishedAt != nil {
+		took = " in " + run.FinishedAt.Sub(run.RequestedAt).Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(out, "✓ deploy run %d of version %d finished%s: %d deployed, %d failed, %d unavailable\n",
+		run.Run, run.Version, took, run.Deployed, run.Failed, run.Unavailable)
+	items, _, err := c.Resources(ctx, env, map[string][]string{"limit": {"20"}})
+	if err != nil {
+		return
+	}
+	for _, r := range items {
+		fmt.Fprintf(out, "  %-12s %-14s %s\n", r.LastResult, r.Compliance, r.ResourceID)
+	}
+	if len(items) == 20 {
+		fmt.Fprintln(out, "  …")
+	}
+}
+
+// portIfFree returns port when it can be bound on ip, else 0 (pick one).
+func portIfFree(ip string, port int) int {
+	if port <= 0 {
+		return 0
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return 0
+	}
+	ln.Close()
+	return port
+}

@@ -1,0 +1,363 @@
+// Package devtemporal runs a Temporal dev server (`temporal server
+// start-dev`) from the CLI that `make tools` pins, configured by the
+// project's temporal.yaml: its namespace, search attributes, log level and
+// dynamic config.
+//
+// It starts the process itself rather than through the SDK's
+// testsuite.StartDevServer, with the same flags, because that helper cannot
+// tie the server's life to ours (a killed test binary would leak it), keeps
+// dialling for a minute after the server has died of a bad flag or a taken
+// port, leaks the process when it gives up, and never says why.
+package devtemporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+
+	"github.com/intendhq/intend"
+)
+
+// Options configures Start.
+type Options struct {
+	// CLIPath is the temporal executable; "" means FindCLI.
+	CLIPath string
+	// DBFile is the SQLite file the server persists to; "" keeps
+	// everything in memory, lost when the server stops.
+	DBFile string
+	// Port is the frontend gRPC port; 0 picks a free one.
+	Port int
+	// UIPort is the web UI port; 0 picks a free one, -1 disables the UI.
+	UIPort int
+	// Config holds the namespace, search attributes and server settings;
+	// the zero value means intend.TemporalDevConfig(). Config.Port and
+	// Config.UIPort are ignored: Port and UIPort above decide.
+	Config intend.TemporalDev
+	// Log receives the server's output. nil means temporal.log next to
+	// DBFile, or nothing when DBFile is "".
+	Log io.Writer
+	// Logger is the Temporal client's logger; nil discards its messages.
+	Logger *slog.Logger
+	// KeepOnParentDeath lets the server outlive this process. By default
+	// the kernel kills it when this process dies (Linux only).
+	KeepOnParentDeath bool
+}
+
+// Server is a running dev server started by Start. Its methods are safe
+// for concurrent use.
+type Server struct {
+	cmd       *exec.Cmd
+	client    client.Client
+	hostPort  string
+	uiAddress string
+	namespace string
+	tail      *tailBuffer
+	logFile   *os.File
+
+	exited  chan struct{} // closed when the process has exited
+	waitErr error         // set before exited is closed
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+const (
+	startTimeout = time.Minute
+	stopTimeout  = 20 * time.Second
+	pollInterval = 50 * time.Millisecond
+	portAttempts = 3
+	logTailBytes = 4 << 10
+)
+
+var errPortInUse = errors.New("port already in use")
+
+// Start runs the dev server and returns once its namespace and search
+// attributes are registered and a client is connected.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	cfg := opts.Config
+	if cfg.Namespace == "" {
+		var err error
+		if cfg, err = intend.TemporalDevConfig(); err != nil {
+			return nil, fmt.Errorf("devtemporal: %w", err)
+		}
+	}
+	cli := opts.CLIPath
+	if cli == "" {
+		var err error
+		if cli, err = FindCLI(); err != nil {
+			return nil, err
+		}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+
+	var logFile *os.File
+	if opts.DBFile != "" {
+		if err := os.MkdirAll(filepath.Dir(opts.DBFile), 0o755); err != nil {
+			return nil, fmt.Errorf("devtemporal: %w", err)
+		}
+		if opts.Log == nil {
+			f, err := os.OpenFile(filepath.Join(filepath.Dir(opts.DBFile), "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return nil, fmt.Errorf("devtemporal: open log: %w", err)
+			}
+			logFile, opts.Log = f, f
+		}
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+
+	for attempt := 1; ; attempt++ {
+		s, err := start(ctx, cli, cfg, opts, logger)
+		if errors.Is(err, errPortInUse) && (opts.Port == 0 || opts.UIPort == 0) && attempt < portAttempts {
+			// A port we found free was taken before the server bound it.
+			continue
+		}
+		if err != nil {
+			if logFile != nil {
+				_ = logFile.Close()
+			}
+			return nil, fmt.Errorf("devtemporal: %w", err)
+		}
+		s.logFile = logFile
+		return s, nil
+	}
+}
+
+func start(ctx context.Context, cli string, cfg intend.TemporalDev, opts Options, logger *slog.Logger) (*Server, error) {
+	ip := cfg.IP
+	if ip == "" {
+		ip = "127.0.0.1"
+	}
+	port, err := portOrFree(ip, opts.Port)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		hostPort:  net.JoinHostPort(ip, strconv.Itoa(port)),
+		namespace: cfg.Namespace,
+		tail:      &tailBuffer{max: logTailBytes},
+		exited:    make(chan struct{}),
+	}
+	// The flags testsuite.StartDevServer passes, plus temporal.yaml's.
+	args := []string{
+		"server", "start-dev",
+		"--ip", ip, "--port", strconv.Itoa(port),
+		"--namespace", cfg.Namespace,
+		"--dynamic-config-value", "frontend.enableServerVersionCheck=false",
+	}
+	if cfg.LogLevel != "" {
+		args = append(args, "--log-level", cfg.LogLevel)
+	}
+	if opts.UIPort < 0 {
+		args = append(args, "--headless")
+	} else {
+		uiPort, err := portOrFree(ip, opts.UIPort)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--ui-port", strconv.Itoa(uiPort))
+		s.uiAddress = "http://" + net.JoinHostPort(ip, strconv.Itoa(uiPort))
+	}
+	if opts.DBFile != "" {
+		args = append(args, "--db-filename", opts.DBFile)
+	}
+	args = append(args, cfg.SearchAttributeArgs()...)
+	args = append(args, cfg.DynamicConfigArgs()...)
+
+	cmd := exec.Command(cli, args...)
+	cmd.Stdout = io.MultiWriter(s.tail, opts.Log)
+	cmd.Stderr = cmd.Stdout
+	cmd.WaitDelay = 5 * time.Second
+	if !opts.KeepOnParentDeath {
+		cmd.SysProcAttr = dieWithParent()
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cli, err)
+	}
+	s.cmd = cmd
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.exited)
+	}()
+
+	if err := s.waitReady(ctx, cfg, logger); err != nil {
+		s.kill()
+		tail := s.tail.String()
+		if strings.Contains(tail, "address already in use") {
+			err = fmt.Errorf("%w: %w", errPortInUse, err)
+		}
+		return nil, fmt.Errorf("%w\ntemporal %s output (tail):\n%s", err, strings.Join(args, " "), tail)
+	}
+	return s, nil
+}
+
+// waitReady dials the server until it answers, its namespace exists and
+// every configured search attribute is registered.
+func (s *Server) waitReady(ctx context.Context, cfg intend.TemporalDev, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	want := make([]string, 0, len(cfg.SearchAttributes))
+	for name := range cfg.SearchAttributes {
+		want = append(want, name)
+	}
+	slices.Sort(want)
+
+	var lastErr error
+	for {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("dev server exited during start: %v", s.waitErr)
+		default:
+		}
+		lastErr = s.probe(ctx, want, logger)
+		if lastErr == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dev server at %s not ready: %w (last error: %v)", s.hostPort, ctx.Err(), lastErr)
+		case <-s.exited:
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+func (s *Server) probe(ctx context.Context, searchAttributes []string, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if s.client == nil {
+		c, err := client.DialContext(ctx, client.Options{
+			HostPort:  s.hostPort,
+			Namespace: s.namespace,
+			Logger:    log.NewStructuredLogger(logger),
+		})
+		if err != nil {
+			return err
+		}
+		s.client = c
+	}
+	if _, err := s.client.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: s.namespace}); err != nil {
+		return fmt.Errorf("namespace %s: %w", s.namespace, err)
+	}
+	resp, err := s.client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	for _, name := range searchAttributes {
+		if _, ok := resp.GetCustomAttributes()[name]; !ok {
+			return fmt.Errorf("search attribute %s not registered yet", name)
+		}
+	}
+	return nil
+}
+
+// HostPort returns the frontend's gRPC address, host:port.
+func (s *Server) HostPort() string { return s.hostPort }
+
+// UIAddress returns the web UI's URL, or "" when the UI is disabled.
+func (s *Server) UIAddress() string { return s.uiAddress }
+
+// Namespace returns the namespace the server registered and Client uses.
+func (s *Server) Namespace() string { return s.namespace }
+
+// Client returns a client connected to the server, for Namespace. It is
+// shared: callers must not close it; Stop does.
+func (s *Server) Client() client.Client { return s.client }
+
+// Stop closes the client and stops the server: SIGINT, then SIGKILL if it
+// has not exited after 20 s. Stop is idempotent.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		s.stopErr = s.stop()
+		if s.logFile != nil {
+			_ = s.logFile.Close()
+		}
+	})
+	return s.stopErr
+}
+
+func (s *Server) stop() error {
+	if s.client != nil {
+		s.client.Close()
+	}
+	select {
+	case <-s.exited:
+		return fmt.Errorf("devtemporal: dev server had already exited: %v\n%s", s.waitErr, s.tail.String())
+	default:
+	}
+	if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
+		_ = s.cmd.Process.Kill()
+	}
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(stopTimeout):
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	return errors.New("devtemporal: dev server did not shut down in time and was killed")
+}
+
+// kill ends the process at once and waits for it.
+func (s *Server) kill() {
+	if s.client != nil {
+		s.client.Close()
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+func portOrFree(ip string, port int) (int, error) {
+	if port > 0 {
+		return port, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tailBuffer keeps the last max bytes written to it, for error messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

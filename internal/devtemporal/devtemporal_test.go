@@ -1,0 +1,177 @@
+package devtemporal
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/intendhq/intend"
+)
+
+func TestStartInMemory(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := intend.TemporalDevConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s := startServer(ctx, t, Options{UIPort: -1})
+	if s.UIAddress() != "" {
+		t.Errorf("UI disabled, but UIAddress is %q", s.UIAddress())
+	}
+	if s.Namespace() != cfg.Namespace {
+		t.Errorf("namespace %q, want %q from temporal.yaml", s.Namespace(), cfg.Namespace)
+	}
+	if !strings.HasPrefix(s.HostPort(), cfg.IP+":") {
+		t.Errorf("host:port %q is not on %s", s.HostPort(), cfg.IP)
+	}
+
+	if _, err := s.Client().WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: cfg.Namespace}); err != nil {
+		t.Fatalf("describe namespace: %v", err)
+	}
+	resp, err := s.Client().OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, typ := range cfg.SearchAttributes {
+		got, ok := resp.GetCustomAttributes()[name]
+		want := enums.IndexedValueType(enums.IndexedValueType_shorthandValue[typ])
+		if !ok || got != want {
+			t.Errorf("search attribute %s: got %v (registered %v), want %v", name, got, ok, want)
+		}
+	}
+
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("second stop should be a no-op: %v", err)
+	}
+}
+
+func TestStartPersistentWithUI(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := filepath.Join(t.TempDir(), "temporal", "dev.db")
+
+	s := startServer(ctx, t, Options{DBFile: db})
+	if s.UIAddress() == "" {
+		t.Fatal("UI enabled, but UIAddress is empty")
+	}
+	resp, err := http.Get(s.UIAddress())
+	if err != nil {
+		t.Fatalf("web UI: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("web UI answered %s", resp.Status)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(db), "temporal.log")); err != nil {
+		t.Errorf("no log next to the database: %v", err)
+	}
+
+	// Restarting on the same file finds namespace and search attributes
+	// already there; that must not be an error.
+	s = startServer(ctx, t, Options{DBFile: db, UIPort: -1})
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop after restart: %v", err)
+	}
+}
+
+func TestStartFailsWithOutput(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := intend.TemporalDevConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.LogLevel = "loud" // not a level the CLI knows
+	began := time.Now()
+	_, err = Start(ctx, Options{Config: cfg, UIPort: -1})
+	if err == nil {
+		t.Fatal("start with an invalid log level succeeded")
+	}
+	if !strings.Contains(err.Error(), `invalid argument "loud"`) {
+		t.Errorf("error does not include the CLI's output: %v", err)
+	}
+	if d := time.Since(began); d > 20*time.Second {
+		t.Errorf("took %v to notice that the server died", d)
+	}
+}
+
+func TestFindCLI(t *testing.T) {
+	p, err := FindCLI()
+	if err != nil {
+		t.Fatal(err) // says what to install
+	}
+	if !isExecutable(p) {
+		t.Fatalf("FindCLI returned %s, not an executable", p)
+	}
+
+	t.Setenv("INTEND_TEMPORAL_CLI", filepath.Join(t.TempDir(), "temporal"))
+	if _, err := FindCLI(); err == nil {
+		t.Fatal("INTEND_TEMPORAL_CLI naming a missing file was accepted")
+	}
+	t.Setenv("INTEND_TEMPORAL_CLI", p)
+	if got, err := FindCLI(); err != nil || got != p {
+		t.Fatalf("INTEND_TEMPORAL_CLI=%s: got %q, %v", p, got, err)
+	}
+}
+
+func TestRepoRoot(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	other := filepath.Join(root, "vendor", "other")
+	deep := filepath.Join(other, "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(path, content string) {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(root, "go.mod"), "// intend\nmodule github.com/intendhq/intend\n\ngo 1.26.0\n")
+	write(filepath.Join(other, "go.mod"), "module example.com/other\n")
+
+	for _, tc := range []struct {
+		name, from, want string
+	}{
+		{"another module's go.mod is passed over", deep, root},
+		{"the root itself", root, root},
+		{"outside any checkout", filepath.Dir(root), ""},
+	} {
+		if got := repoRoot(tc.from); got != tc.want {
+			t.Errorf("%s: repoRoot(%s) = %q, want %q", tc.name, tc.from, got, tc.want)
+		}
+	}
+}
+
+func startServer(ctx context.Context, t *testing.T, opts Options) *Server {
+	t.Helper()
+	s, err := Start(ctx, opts)
+	if errors.Is(err, ErrNoCLI) {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}

@@ -1,0 +1,12 @@
+// Package names builds the Temporal names that several layers must agree on:
+// workflow ids and task queues. They are part of intend's operator-facing API.
+package names
+
+import "fmt"
+
+// AgentTaskQueue is the task queue executors poll for one agent of one
+// environment.
+func AgentTaskQueue(env, agent string) string { return "agent/" + env + "/" + agent }
+
+// DeployWorkflowID is the id of a deploy run's workflow.
+func DeployWorkflowID(env string, run int64) string { return fmt.Sprintf("env/%s/deploy/%d", env, run) }

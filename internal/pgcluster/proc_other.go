@@ -1,0 +1,25 @@
+//go:build !unix
+
+package pgcluster
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+type runAs struct{}
+
+func serverOwner() (*runAs, error) {
+	return nil, errors.New("pgcluster: only supported on unix systems")
+}
+
+func sysProcAttr(*runAs, bool) *syscall.SysProcAttr { return nil }
+
+func chownTree(string, *runAs) error { return nil }
+
+func makeTraversable(string, *runAs) error { return nil }
+
+func processAlive(int) bool { return true }
+
+func interrupt(p *os.Process) error { return p.Kill() }

@@ -1,0 +1,322 @@
+// Package server assembles `intend server`: migrations, the REST API, the
+// orchestration worker on the `intend` task queue, the embedded executor,
+// and the reconciler that (re)starts deploy runs recorded in PostgreSQL.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/intendhq/intend/activities"
+	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/fs"
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/executor"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/telemetry"
+	"github.com/intendhq/intend/migrations"
+	"github.com/intendhq/intend/workflows"
+)
+
+// Config configures a server.
+type Config struct {
+	Listen            string
+	DatabaseURL       string
+	TemporalAddress   string
+	TemporalNamespace string
+	// EmbeddedExecutor runs executors in the server for the agents that
+	// environments assign to it (setting autostart_agents).
+	EmbeddedExecutor bool
+	// ExecutorConcurrency bounds resources handled at once per batch.
+	ExecutorConcurrency int
+	// ReconcileEvery is the period of the reconciler (default 15 s).
+	ReconcileEvery time.Duration
+	Log            *slog.Logger
+}
+
+// Server is a running `intend server`.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	store     *store.Store
+	temporal  client.Client
+	worker    worker.Worker
+	executors *executor.Manager
+	http      *http.Server
+	listener  net.Listener
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// Registry returns the adapters built into intend.
+func Registry() *adapters.Registry {
+	r := adapters.NewRegistry()
+	fs.Register(r)
+	return r
+}
+
+// DialTemporal connects a Temporal client with intend's logger and metrics.
+func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logger, tel *telemetry.Telemetry) (client.Client, error) {
+	opts := client.Options{
+		HostPort:  address,
+		Namespace: namespace,
+		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
+	}
+	if tel != nil {
+		opts.MetricsHandler = tel.TemporalMetricsHandler()
+	}
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to temporal at %s (namespace %s): %w", address, namespace, err)
+	}
+	return c, nil
+}
+
+// Start migrates the database, connects to Temporal, and starts the API,
+// the workers and the reconciler. Stop undoes it.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.ReconcileEvery <= 0 {
+		cfg.ReconcileEvery = 15 * time.Second
+	}
+	if cfg.ExecutorConcurrency <= 0 {
+		cfg.ExecutorConcurrency = 16
+	}
+	log := cfg.Log
+	from, to, err := migrations.Apply(ctx, cfg.DatabaseURL, -1)
+	if err != nil {
+		return nil, fmt.Errorf("migrate database: %w", err)
+	}
+	if from != to {
+		log.Info("database migrated", "from", from, "to", to)
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	tel, err := telemetry.New()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc}
+	fail := func(err error) (*Server, error) {
+		s.Stop(context.Background())
+		return nil, err
+	}
+	if err := EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
+		return fail(err)
+	}
+
+	s.worker = worker.New(tc, workflows.TaskQueue, worker.Options{})
+	RegisterOrchestration(s.worker, st)
+	if err := s.worker.Start(); err != nil {
+		return fail(fmt.Errorf("start orchestration worker: %w", err))
+	}
+	if cfg.EmbeddedExecutor {
+		acts := &activities.Executor{Store: st, Adapters: Registry(), Concurrency: cfg.ExecutorConcurrency,
+			Log: log, Metrics: tel}
+		s.executors = executor.NewManager(tc, acts, log, 0)
+	}
+
+	srv := api.New(api.Options{
+		Store: st, Deployer: s, Log: log, Telemetry: tel,
+		Health: map[string]func(context.Context) error{
+			"postgresql": st.Ping,
+			"temporal": func(ctx context.Context) error {
+				_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
+				return err
+			},
+		},
+	})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
+	}
+	s.listener = ln
+	s.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "error", err)
+		}
+	}()
+
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.reconcileLoop(bg)
+	}()
+	log.Info("intend server started", "listen", ln.Addr().String(), "temporal", cfg.TemporalAddress,
+		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
+	return s, nil
+}
+
+// RegisterOrchestration registers the workflows and orchestration
+// activities on w under their explicit names.
+func RegisterOrchestration(w worker.Registry, st *store.Store) {
+	workflows.Register(w)
+	(&activities.Orchestration{Store: st}).Register(w)
+}
+
+// Addr is the address the API listens on.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Store is the server's store.
+func (s *Server) Store() *store.Store { return s.store }
+
+// Temporal is the server's Temporal client.
+func (s *Server) Temporal() client.Client { return s.temporal }
+
+// Stop shuts the server down: API first, then the reconciler and workers.
+func (s *Server) Stop(ctx context.Context) {
+	if s.http != nil {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = s.http.Shutdown(sctx)
+		cancel()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	if s.executors != nil {
+		s.executors.Stop()
+	}
+	if s.worker != nil {
+		s.worker.Stop()
+	}
+	if s.temporal != nil {
+		s.temporal.Close()
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+}
+
+// StartRun starts the workflow of a recorded deploy run. Starting a run
+// whose workflow is already running is not an error.
+func (s *Server) StartRun(ctx context.Context, env store.Environment, run store.DeployRun) error {
+	if s.executors != nil {
+		if err := s.executors.Autostart(ctx, s.store); err != nil {
+			s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
+		}
+	}
+	return StartDeploy(ctx, s.temporal, env.ID, env.Name, run.Run, run.Version, run.Reason)
+}
+
+// StartDeploy starts the deploy workflow of a run, idempotently.
+func StartDeploy(ctx context.Context, c client.Client, envID, envName string, run, version int64, reason string) error {
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.DeployWorkflowID(envName, run),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(envName),
+			temporal.NewSearchAttributeKeyInt64(workflows.SearchAttrVersion).ValueSet(version),
+		),
+		StaticSummary: fmt.Sprintf("deploy run %d of version %d: %s", run, version, reason),
+	}, workflows.DeployWorkflowName, workflows.DeployInput{
+		EnvironmentID: envID, EnvironmentName: envName, Run: run, Version: version,
+	})
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &already) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("start deploy run %d of %s: %w", run, envName, err)
+	}
+	return nil
+}
+
+// reconcileLoop starts the workflows of recorded runs that have none (the
+// server died between commit and start, Temporal lost its store, or the
+// environment was resumed) and serves new agents.
+func (s *Server) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ReconcileEvery)
+	defer t.Stop()
+	for {
+		s.reconcile(ctx, time.Now().Add(-5*time.Second))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) reconcile(ctx context.Context, before time.Time) {
+	if s.executors != nil {
+		if err := s.executors.Autostart(ctx, s.store); err != nil && ctx.Err() == nil {
+			s.log.Warn("embedded executor: autostart failed", "error", err)
+		}
+	}
+	runs, err := s.store.OpenRuns(ctx, before)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("reconcile: list open runs", "error", err)
+		}
+		return
+	}
+	for _, r := range runs {
+		if r.Halted {
+			continue
+		}
+		if err := StartDeploy(ctx, s.temporal, r.EnvironmentID, r.EnvironmentName, r.Run, r.Version, r.Reason); err != nil {
+			s.log.Warn("reconcile: start deploy run", "environment", r.EnvironmentName, "run", r.Run, "error", err)
+		}
+	}
+}
+
+// EnsureSearchAttributes registers intend's custom search attributes in
+// the namespace when they are missing (a dev server started from
+// temporal.yaml has them already).
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	want := map[string]enumspb.IndexedValueType{
+		workflows.SearchAttrEnvironment: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		workflows.SearchAttrVersion:     enumspb.INDEXED_VALUE_TYPE_INT,
+	}
+	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range want {
+		if _, ok := have.GetCustomAttributes()[name]; !ok {
+			missing[name] = typ
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing,
+	}); err != nil {
+		return fmt.Errorf("add search attributes %v to namespace %s: %w", missing, namespace, err)
+	}
+	return nil
+}

@@ -1,0 +1,479 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BatchLimits bound what one executor activity receives.
+type BatchLimits struct {
+	MaxResources int // resources per batch
+	MaxBytes     int // summed attribute bytes per batch
+}
+
+// DefaultBatchLimits are the limits the deploy workflow uses unless told
+// otherwise; see docs/architecture.md, "Batching".
+var DefaultBatchLimits = BatchLimits{MaxResources: 500, MaxBytes: 1 << 20}
+
+// BatchRef names one batch of a deploy run: all a workflow history holds
+// about it.
+type BatchRef struct {
+	Seq   int    `json:"seq"`
+	Agent string `json:"agent"`
+	Level int    `json:"level"`
+	Count int    `json:"count"`
+	// First is the first resource id, for the activity's summary.
+	First string `json:"first"`
+}
+
+// Plan is the outcome of PlanDeploy.
+type Plan struct {
+	Version int64      `json:"version"`
+	Action  string     `json:"action"`
+	Reason  string     `json:"reason"`
+	Total   int        `json:"total"`
+	Batches []BatchRef `json:"batches"`
+}
+
+type planItem struct {
+	id       string
+	agent    string
+	hash     []byte
+	requires []string
+	size     int
+	level    int
+}
+
+// PlanDeploy selects the resources a run deploys, orders them in levels of
+// their requires, and cuts each (level, agent) group into batches bounded by
+// limits. It is idempotent: a repeat returns the batches planned before.
+func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits BatchLimits) (Plan, error) {
+	var p Plan
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var status string
+		err := tx.QueryRow(ctx, `select version, action, reason, status from deploy_runs
+			where environment_id = $1::uuid and run = $2 for update`, envID, run).Scan(&p.Version, &p.Action, &p.Reason, &status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if status != "pending" {
+			return existingPlan(ctx, tx, envID, run, &p)
+		}
+		filter := `rs.intent_hash is not null and rs.compliance <> 'compliant'`
+		if p.Action == "repair" || p.Action == "dryrun" {
+			filter = `rs.intent_hash is not null`
+		}
+		rows, err := tx.Query(ctx, `
+			select rs.resource_id, rs.agent, rs.intent_hash, c.requires, pg_column_size(c.attributes)
+			from resource_state rs
+			join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
+			where rs.environment_id = $1::uuid and `+filter+`
+			order by rs.resource_id`, envID)
+		if err != nil {
+			return err
+		}
+		var items []planItem
+		for rows.Next() {
+			var it planItem
+			if err := rows.Scan(&it.id, &it.agent, &it.hash, &it.requires, &it.size); err != nil {
+				return err
+			}
+			items = append(items, it)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		assignLevels(items)
+		p.Batches = cutBatches(items, limits)
+		p.Total = len(items)
+
+		var copyRows [][]any
+		seq := 0
+		for _, b := range p.Batches {
+			ids := make([]string, 0, b.Count)
+			hashes := make([][]byte, 0, b.Count)
+			for _, it := range items[seq : seq+b.Count] {
+				ids = append(ids, it.id)
+				hashes = append(hashes, it.hash)
+			}
+			seq += b.Count
+			copyRows = append(copyRows, []any{envID, run, b.Seq, b.Agent, b.Level, ids, hashes})
+		}
+		if len(copyRows) > 0 {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"deploy_batches"},
+				[]string{"environment_id", "run", "seq", "agent", "level", "resource_ids", "hashes"},
+				pgx.CopyFromRows(copyRows)); err != nil {
+				return fmt.Errorf("store batches: %w", err)
+			}
+		}
+		_, err = tx.Exec(ctx, `update deploy_runs set status = 'running', started_at = now(), total = $3
+			where environment_id = $1::uuid and run = $2`, envID, run, p.Total)
+		return err
+	})
+	return p, err
+}
+
+func existingPlan(ctx context.Context, tx pgx.Tx, envID string, run int64, p *Plan) error {
+	rows, err := tx.Query(ctx, `select seq, agent, level, cardinality(resource_ids), resource_ids[1]
+		from deploy_batches where environment_id = $1::uuid and run = $2 order by seq`, envID, run)
+	if err != nil {
+		return err
+	}
+	p.Batches, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchRef, error) {
+		var b BatchRef
+		return b, r.Scan(&b.Seq, &b.Agent, &b.Level, &b.Count, &b.First)
+	})
+	for _, b := range p.Batches {
+		p.Total += b.Count
+	}
+	return err
+}
+
+// assignLevels sorts items by (level, agent, id) where level is the length
+// of the longest requires chain inside the planned set. Requires outside the
+// set are deployed already and do not count. Kahn's algorithm, iterative.
+func assignLevels(items []planItem) {
+	index := make(map[string]int, len(items))
+	for i, it := range items {
+		index[it.id] = i
+	}
+	indeg := make([]int, len(items))
+	dependents := make([][]int, len(items))
+	for i, it := range items {
+		for _, r := range it.requires {
+			if j, ok := index[r]; ok && j != i {
+				indeg[i]++
+				dependents[j] = append(dependents[j], i)
+			}
+		}
+	}
+	queue := make([]int, 0, len(items))
+	for i := range items {
+		if indeg[i] == 0 {
+			queue = append(queue, i)
+		}
+	}
+	done := 0
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		done++
+		for _, d := range dependents[i] {
+			if items[i].level+1 > items[d].level {
+				items[d].level = items[i].level + 1
+			}
+			indeg[d]--
+			if indeg[d] == 0 {
+				queue = append(queue, d)
+			}
+		}
+	}
+	if done < len(items) {
+		// A cycle cannot be exported; should stored data hold one anyway,
+		// its members go last rather than never.
+		maxLevel := 0
+		for _, it := range items {
+			maxLevel = max(maxLevel, it.level)
+		}
+		for i := range items {
+			if indeg[i] > 0 {
+				items[i].level = maxLevel + 1
+			}
+		}
+	}
+	sort.SliceStable(items, func(a, b int) bool {
+		if items[a].level != items[b].level {
+			return items[a].level < items[b].level
+		}
+		if items[a].agent != items[b].agent {
+			return items[a].agent < items[b].agent
+		}
+		return items[a].id < items[b].id
+	})
+}
+
+// cutBatches cuts sorted items into consecutive batches of one (level,
+// agent) within limits.
+func cutBatches(items []planItem, limits BatchLimits) []BatchRef {
+	if limits.MaxResources <= 0 {
+		limits = DefaultBatchLimits
+	}
+	var out []BatchRef
+	bytes := 0
+	for _, it := range items {
+		n := len(out)
+		if n == 0 || out[n-1].Level != it.level || out[n-1].Agent != it.agent ||
+			out[n-1].Count >= limits.MaxResources || (limits.MaxBytes > 0 && bytes+it.size > limits.MaxBytes && out[n-1].Count > 0) {
+			out = append(out, BatchRef{Seq: n + 1, Agent: it.agent, Level: it.level, First: it.id})
+			bytes = 0
+			n++
+		}
+		out[n-1].Count++
+		bytes += it.size
+	}
+	return out
+}
+
+// BatchResource is one resource of a batch, as an executor receives it.
+type BatchResource struct {
+	ID         string
+	Hash       []byte
+	Attributes json.RawMessage
+	Purged     bool
+}
+
+// Batch is what an executor loads for one activity.
+type Batch struct {
+	Version   int64
+	Action    string
+	Reason    string
+	Agent     string
+	Resources []BatchResource
+}
+
+// LoadBatch reads one batch with the content of its resources.
+func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error) {
+	var b Batch
+	err := s.pool.QueryRow(ctx, `select r.version, r.action, r.reason, b.agent
+		from deploy_batches b join deploy_runs r on r.environment_id = b.environment_id and r.run = b.run
+		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
+		Scan(&b.Version, &b.Action, &b.Reason, &b.Agent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, fmt.Errorf("deploy run %d batch %d: %w", run, seq, ErrNotFound)
+	}
+	if err != nil {
+		return b, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		select u.rid, u.hash, c.attributes, c.purged
+		from deploy_batches b
+		cross join lateral unnest(b.resource_ids, b.hashes) with ordinality as u(rid, hash, ord)
+		join resource_contents c on c.environment_id = b.environment_id and c.hash = u.hash
+		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3
+		order by u.ord`, envID, run, seq)
+	if err != nil {
+		return b, err
+	}
+	b.Resources, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchResource, error) {
+		var x BatchResource
+		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged)
+	})
+	return b, err
+}
+
+// ActionRecord is one attempt on one resource, for the action log.
+type ActionRecord struct {
+	ResourceID string
+	Hash       []byte
+	Version    int64
+	Action     string
+	Reason     string
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Result     string // deployed, failed, ...
+	Changed    bool
+	Changes    json.RawMessage // {"attr": {"from": ..., "to": ...}} or nil
+	Logs       json.RawMessage // [LogLine] or nil
+	Error      string
+	WorkflowID string
+	RunID      string
+	Attempt    int
+}
+
+// RecordActions appends attempts to the action log and, for deploys and
+// repairs, moves each resource's deploy state in the same transaction. A
+// resource whose intent changed meanwhile keeps compliance has_update.
+func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(recs))
+	ids := make([]string, 0, len(recs))
+	hashes := make([][]byte, 0, len(recs))
+	results := make([]string, 0, len(recs))
+	changed := make([]bool, 0, len(recs))
+	finished := make([]time.Time, 0, len(recs))
+	for i, r := range recs {
+		var errText any
+		if r.Error != "" {
+			errText = r.Error
+		}
+		rows[i] = []any{envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
+			jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, r.WorkflowID, r.RunID, r.Attempt}
+		if r.Action == "dryrun" {
+			continue
+		}
+		ids = append(ids, r.ResourceID)
+		hashes = append(hashes, r.Hash)
+		results = append(results, r.Result)
+		changed = append(changed, r.Changed)
+		finished = append(finished, r.FinishedAt)
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
+			[]string{"environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
+				"result", "changes", "logs", "error", "workflow_id", "run_id", "attempt"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("append action log: %w", err)
+		}
+		if err := countProgress(ctx, tx, envID, recs); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `
+			update resource_state rs set
+			  last_result = u.result,
+			  last_attempt = u.finished,
+			  last_produced_change = u.changed,
+			  deployed_hash = case when u.result = 'deployed' then u.hash else rs.deployed_hash end,
+			  last_success = case when u.result = 'deployed' then u.finished else rs.last_success end,
+			  compliance = case when rs.intent_hash is distinct from u.hash then 'has_update'
+			                    when u.result = 'deployed' then 'compliant'
+			                    else 'non_compliant' end
+			from unnest($2::text[], $3::bytea[], $4::text[], $5::bool[], $6::timestamptz[])
+			  as u(rid, hash, result, changed, finished)
+			where rs.environment_id = $1::uuid and rs.resource_id = u.rid`,
+			envID, ids, hashes, results, changed, finished)
+		if err != nil {
+			return fmt.Errorf("update deploy state: %w", err)
+		}
+		return nil
+	})
+}
+
+// countProgress moves the live counters of the runs the records belong to.
+// They show progress while a run works; FinishRun sets the exact totals.
+func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	type counts struct{ deployed, failed, unavailable int }
+	byWorkflow := map[string]*counts{}
+	for _, r := range recs {
+		c := byWorkflow[r.WorkflowID]
+		if c == nil {
+			c = &counts{}
+			byWorkflow[r.WorkflowID] = c
+		}
+		switch r.Result {
+		case "deployed":
+			c.deployed++
+		case "unavailable":
+			c.unavailable++
+		default:
+			c.failed++
+		}
+	}
+	for wf, c := range byWorkflow {
+		if _, err := tx.Exec(ctx, `update deploy_runs set deployed = deployed + $3, failed = failed + $4,
+			unavailable = unavailable + $5 where environment_id = $1::uuid and workflow_id = $2 and status = 'running'`,
+			envID, wf, c.deployed, c.failed, c.unavailable); err != nil {
+			return fmt.Errorf("count progress: %w", err)
+		}
+	}
+	return nil
+}
+
+func jsonOrNil(b json.RawMessage) any {
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	return string(b)
+}
+
+// RunCounts are a finished run's totals.
+type RunCounts struct {
+	Deployed    int `json:"deployed"`
+	Failed      int `json:"failed"`
+	Unavailable int `json:"unavailable"`
+}
+
+// FinishRun marks a run done (or failed) with its totals.
+func (s *Store) FinishRun(ctx context.Context, envID string, run int64, status string, c RunCounts) error {
+	_, err := s.pool.Exec(ctx, `update deploy_runs set status = $3, finished_at = coalesce(finished_at, now()),
+		deployed = $4, failed = $5, unavailable = $6 where environment_id = $1::uuid and run = $2`,
+		envID, run, status, c.Deployed, c.Failed, c.Unavailable)
+	return err
+}
+
+// GetRun returns one deploy run.
+func (s *Store) GetRun(ctx context.Context, envID string, run int64) (DeployRun, error) {
+	r, err := scanRun(s.pool.QueryRow(ctx, `select `+runColumns+` from deploy_runs
+		where environment_id = $1::uuid and run = $2`, envID, run))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+	}
+	return r, err
+}
+
+// ListRuns returns the environment's newest deploy runs first.
+func (s *Store) ListRuns(ctx context.Context, envID string, limit int) ([]DeployRun, error) {
+	rows, err := s.pool.Query(ctx, `select `+runColumns+` from deploy_runs
+		where environment_id = $1::uuid order by run desc limit $2`, envID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeployRun, error) { return scanRun(r) })
+}
+
+// OpenRun is a run that was requested but may have no workflow yet.
+type OpenRun struct {
+	EnvironmentID   string
+	EnvironmentName string
+	Halted          bool
+	Run             int64
+	Version         int64
+	Reason          string
+	WorkflowID      string
+}
+
+// OpenRuns lists pending and running runs requested before `before`, so
+// the server can (re)start their workflows; starting is idempotent by id.
+func (s *Store) OpenRuns(ctx context.Context, before time.Time) ([]OpenRun, error) {
+	rows, err := s.pool.Query(ctx, `select e.id::text, e.name, e.halted, r.run, r.version, r.reason, r.workflow_id
+		from deploy_runs r join environments e on e.id = r.environment_id
+		where r.status in ('pending', 'running') and r.requested_at < $1
+		order by r.requested_at`, before)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (OpenRun, error) {
+		var o OpenRun
+		return o, r.Scan(&o.EnvironmentID, &o.EnvironmentName, &o.Halted, &o.Run, &o.Version, &o.Reason, &o.WorkflowID)
+	})
+}
+
+// ServedAgents lists, per environment, the agents of released resources, for
+// the embedded executor to decide which task queues to poll.
+func (s *Store) ServedAgents(ctx context.Context) (map[string][]string, map[string]Settings, error) {
+	envs, err := s.ListEnvironments(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	settings := map[string]Settings{}
+	for _, e := range envs {
+		settings[e.Name] = e.Settings
+	}
+	rows, err := s.pool.Query(ctx, `select distinct e.name, rs.agent from resource_state rs
+		join environments e on e.id = rs.environment_id where rs.intent_hash is not null order by 1, 2`)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string][]string{}
+	for rows.Next() {
+		var env, agent string
+		if err := rows.Scan(&env, &agent); err != nil {
+			return nil, nil, err
+		}
+		out[env] = append(out[env], agent)
+	}
+	return out, settings, rows.Err()
+}

@@ -1,0 +1,294 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Project groups environments.
+type Project struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Environment is one tenant: its own versions, resources and settings.
+type Environment struct {
+	ID              string    `json:"id"`
+	ProjectID       string    `json:"project_id"`
+	Name            string    `json:"name"`
+	Description     string    `json:"description"`
+	Settings        Settings  `json:"settings"`
+	Halted          bool      `json:"halted"`
+	LastVersion     int64     `json:"last_version"`
+	ReleasedVersion *int64    `json:"released_version"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+}
+
+// Settings are an environment's typed settings. Stored as JSON holding
+// only the keys that were set; absent keys read as their default.
+type Settings struct {
+	// AutoDeploy starts a deploy when a version is released.
+	AutoDeploy bool `json:"auto_deploy"`
+	// DeployInterval is the retry period for non-compliant resources, in
+	// seconds; 0 turns periodic retry off.
+	DeployInterval int `json:"deploy_interval"`
+	// RepairInterval is the self-healing period, in seconds; 0 turns it off.
+	RepairInterval int `json:"repair_interval"`
+	// AutostartAgents lists the agents the server's embedded executor serves
+	// ("*" = every agent). Other agents need an `intend executor`.
+	AutostartAgents []string `json:"autostart_agents"`
+}
+
+// DefaultSettings are the settings of a new environment.
+func DefaultSettings() Settings {
+	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"}}
+}
+
+// SettingError names one invalid setting.
+type SettingError struct {
+	Key    string
+	Reason string
+}
+
+func (e *SettingError) Error() string { return fmt.Sprintf("setting %q: %s", e.Key, e.Reason) }
+
+// ApplySettings merges a patch of raw JSON values over s, validating every
+// key and value. Unknown keys are refused.
+func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*SettingError) {
+	var errs []*SettingError
+	keys := make([]string, 0, len(patch))
+	for k := range patch {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		raw := patch[k]
+		bad := func(reason string) { errs = append(errs, &SettingError{Key: k, Reason: reason}) }
+		switch k {
+		case "auto_deploy":
+			if json.Unmarshal(raw, &s.AutoDeploy) != nil {
+				bad("must be a boolean")
+			}
+		case "deploy_interval", "repair_interval":
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n < 0 {
+				bad("must be a whole number of seconds, 0 or more")
+				continue
+			}
+			if k == "deploy_interval" {
+				s.DeployInterval = n
+			} else {
+				s.RepairInterval = n
+			}
+		case "autostart_agents":
+			var a []string
+			if json.Unmarshal(raw, &a) != nil {
+				bad("must be a list of agent names")
+				continue
+			}
+			s.AutostartAgents = a
+		default:
+			bad("unknown setting (known: auto_deploy, autostart_agents, deploy_interval, repair_interval)")
+		}
+	}
+	return s, errs
+}
+
+// ServesAgent reports whether the embedded executor serves agent.
+func (s Settings) ServesAgent(agent string) bool {
+	for _, a := range s.AutostartAgents {
+		if a == "*" || a == agent {
+			return true
+		}
+	}
+	return false
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`)
+
+// ValidateName checks a project or environment name: lower-case letters,
+// digits, '-' and '_', 1 to 63 characters, starting and ending with a letter
+// or digit. Environment names appear in workflow ids and task queues.
+func ValidateName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("name %q must be 1-63 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// CreateProject stores a new project.
+func (s *Store) CreateProject(ctx context.Context, name string) (Project, error) {
+	var p Project
+	err := s.pool.QueryRow(ctx,
+		`insert into projects (name) values ($1) returning id::text, name, created_at`, name).
+		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	if isUniqueViolation(err, "") {
+		return p, fmt.Errorf("project %q exists already: %w", name, ErrConflict)
+	}
+	return p, err
+}
+
+// ListProjects returns all projects by name.
+func (s *Store) ListProjects(ctx context.Context) ([]Project, error) {
+	rows, err := s.pool.Query(ctx, `select id::text, name, created_at from projects order by name`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Project, error) {
+		var p Project
+		return p, r.Scan(&p.ID, &p.Name, &p.CreatedAt)
+	})
+}
+
+// GetProject finds a project by id or name.
+func (s *Store) GetProject(ctx context.Context, ref string) (Project, error) {
+	var p Project
+	err := s.pool.QueryRow(ctx,
+		`select id::text, name, created_at from projects where id::text = $1 or name = $1`, ref).
+		Scan(&p.ID, &p.Name, &p.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, fmt.Errorf("project %q: %w", ref, ErrNotFound)
+	}
+	return p, err
+}
+
+const envColumns = `id::text, project_id::text, name, description, settings, halted,
+	last_version, released_version, created_at, updated_at`
+
+func scanEnvironment(row pgx.Row) (Environment, error) {
+	var e Environment
+	var raw []byte
+	if err := row.Scan(&e.ID, &e.ProjectID, &e.Name, &e.Description, &raw, &e.Halted,
+		&e.LastVersion, &e.ReleasedVersion, &e.CreatedAt, &e.UpdatedAt); err != nil {
+		return e, err
+	}
+	e.Settings = DefaultSettings()
+	if err := json.Unmarshal(raw, &e.Settings); err != nil {
+		return e, fmt.Errorf("environment %s: stored settings: %w", e.Name, err)
+	}
+	return e, nil
+}
+
+// NewEnvironment is the input of CreateEnvironment.
+type NewEnvironment struct {
+	Project     string // id or name
+	Name        string
+	Description string
+	Settings    map[string]json.RawMessage
+}
+
+// CreateEnvironment stores a new environment in a project.
+func (s *Store) CreateEnvironment(ctx context.Context, in NewEnvironment) (Environment, error) {
+	p, err := s.GetProject(ctx, in.Project)
+	if err != nil {
+		return Environment{}, err
+	}
+	set, errs := ApplySettings(DefaultSettings(), in.Settings)
+	if len(errs) > 0 {
+		return Environment{}, errs[0]
+	}
+	raw, err := json.Marshal(set)
+	if err != nil {
+		return Environment{}, err
+	}
+	e, err := scanEnvironment(s.pool.QueryRow(ctx, `
+		insert into environments (project_id, name, description, settings)
+		values ($1::uuid, $2, $3, $4) returning `+envColumns,
+		p.ID, in.Name, in.Description, raw))
+	if isUniqueViolation(err, "") {
+		return e, fmt.Errorf("environment %q exists already: %w", in.Name, ErrConflict)
+	}
+	return e, err
+}
+
+// ListEnvironments returns the environments, of one project when project is
+// not empty, by name.
+func (s *Store) ListEnvironments(ctx context.Context, project string) ([]Environment, error) {
+	q := `select ` + envColumns + ` from environments order by name`
+	args := []any{}
+	if project != "" {
+		p, err := s.GetProject(ctx, project)
+		if err != nil {
+			return nil, err
+		}
+		q = `select ` + envColumns + ` from environments where project_id = $1::uuid order by name`
+		args = append(args, p.ID)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Environment, error) { return scanEnvironment(r) })
+}
+
+// GetEnvironment finds an environment by id or name.
+func (s *Store) GetEnvironment(ctx context.Context, ref string) (Environment, error) {
+	e, err := scanEnvironment(s.pool.QueryRow(ctx,
+		`select `+envColumns+` from environments where id::text = $1 or name = $1`, ref))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("environment %q: %w", ref, ErrNotFound)
+	}
+	return e, err
+}
+
+// EnvironmentPatch holds the fields PATCH may change; nil means unchanged.
+type EnvironmentPatch struct {
+	Description *string
+	Halted      *bool
+	Settings    map[string]json.RawMessage
+}
+
+// UpdateEnvironment applies a patch and returns the new environment.
+func (s *Store) UpdateEnvironment(ctx context.Context, id string, p EnvironmentPatch) (Environment, error) {
+	var out Environment
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		e, err := scanEnvironment(tx.QueryRow(ctx,
+			`select `+envColumns+` from environments where id = $1::uuid for update`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("environment %q: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if p.Description != nil {
+			e.Description = *p.Description
+		}
+		if p.Halted != nil {
+			e.Halted = *p.Halted
+		}
+		set, errs := ApplySettings(e.Settings, p.Settings)
+		if len(errs) > 0 {
+			return errs[0]
+		}
+		raw, err := json.Marshal(set)
+		if err != nil {
+			return err
+		}
+		out, err = scanEnvironment(tx.QueryRow(ctx, `
+			update environments set description = $2, halted = $3, settings = $4, updated_at = now()
+			where id = $1::uuid returning `+envColumns, id, e.Description, e.Halted, raw))
+		return err
+	})
+	return out, err
+}
+
+// DeleteEnvironment removes an environment and everything it holds.
+func (s *Store) DeleteEnvironment(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, `delete from environments where id = $1::uuid`, id)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("environment %q: %w", id, ErrNotFound)
+	}
+	return nil
+}

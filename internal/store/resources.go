@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ResourceState is the deploy state of one released resource.
+type ResourceState struct {
+	ResourceID         string     `json:"id"`
+	Type               string     `json:"type"`
+	Agent              string     `json:"agent"`
+	IntentVersion      *int64     `json:"intent_version"`
+	IntentHash         string     `json:"intent_hash"`
+	DeployedHash       string     `json:"deployed_hash"`
+	LastResult         string     `json:"last_result"`
+	Compliance         string     `json:"compliance"`
+	Blocked            bool       `json:"blocked"`
+	Orphan             bool       `json:"orphan"`
+	LastAttempt        *time.Time `json:"last_attempt"`
+	LastSuccess        *time.Time `json:"last_success"`
+	LastProducedChange bool       `json:"last_produced_change"`
+}
+
+const stateColumns = `resource_id, resource_type, agent, intent_version, coalesce(encode(intent_hash, 'hex'), ''),
+	coalesce(encode(deployed_hash, 'hex'), ''), last_result, compliance, blocked, intent_hash is null,
+	last_attempt, last_success, last_produced_change`
+
+func scanState(row pgx.Row) (ResourceState, error) {
+	var s ResourceState
+	return s, row.Scan(&s.ResourceID, &s.Type, &s.Agent, &s.IntentVersion, &s.IntentHash, &s.DeployedHash,
+		&s.LastResult, &s.Compliance, &s.Blocked, &s.Orphan, &s.LastAttempt, &s.LastSuccess, &s.LastProducedChange)
+}
+
+// ResourceFilter selects resources; empty fields do not filter.
+type ResourceFilter struct {
+	Agent      string
+	Type       string
+	Result     string
+	Compliance string
+	Orphans    bool   // include resources no longer in the released version
+	After      string // cursor: the last resource id of the previous page
+	Limit      int
+}
+
+// ListResources returns one page of resources in id order.
+func (s *Store) ListResources(ctx context.Context, envID string, f ResourceFilter) ([]ResourceState, error) {
+	where := []string{"environment_id = $1::uuid", "resource_id > $2"}
+	args := []any{envID, f.After}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Agent != "" {
+		add("agent = $%d", f.Agent)
+	}
+	if f.Type != "" {
+		add("resource_type = $%d", f.Type)
+	}
+	if f.Result != "" {
+		add("last_result = $%d", f.Result)
+	}
+	if f.Compliance != "" {
+		add("compliance = $%d", f.Compliance)
+	}
+	if !f.Orphans {
+		where = append(where, "intent_hash is not null")
+	}
+	args = append(args, f.Limit)
+	q := fmt.Sprintf(`select %s from resource_state where %s order by resource_id limit $%d`,
+		stateColumns, strings.Join(where, " and "), len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ResourceState, error) { return scanState(r) })
+}
+
+// GetResource returns one resource's deploy state.
+func (s *Store) GetResource(ctx context.Context, envID, resourceID string) (ResourceState, error) {
+	st, err := scanState(s.pool.QueryRow(ctx, `select `+stateColumns+` from resource_state
+		where environment_id = $1::uuid and resource_id = $2`, envID, resourceID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, fmt.Errorf("resource %q: %w", resourceID, ErrNotFound)
+	}
+	return st, err
+}
+
+// Action is one record of the resource action log.
+type Action struct {
+	ID         int64           `json:"id"`
+	ResourceID string          `json:"resource_id"`
+	Version    int64           `json:"version"`
+	Action     string          `json:"action"`
+	Reason     string          `json:"reason"`
+	StartedAt  time.Time       `json:"started_at"`
+	FinishedAt time.Time       `json:"finished_at"`
+	Result     string          `json:"result"`
+	Changes    json.RawMessage `json:"changes,omitempty"`
+	Logs       json.RawMessage `json:"logs,omitempty"`
+	Error      *string         `json:"error,omitempty"`
+	WorkflowID string          `json:"workflow_id"`
+	RunID      string          `json:"run_id"`
+	Attempt    int             `json:"attempt"`
+}
+
+// ActionFilter selects action records, newest first.
+type ActionFilter struct {
+	ResourceID string
+	Before     int64 // cursor: the last id of the previous page; 0 = newest
+	Limit      int
+}
+
+// ListActions returns action records, newest first.
+func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) ([]Action, error) {
+	before := f.Before
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	q := `select id, resource_id, version, action, reason, started_at, finished_at, result, changes, logs,
+		error, workflow_id, run_id, attempt from resource_actions
+		where environment_id = $1::uuid and id < $2 and ($3 = '' or resource_id = $3)
+		order by id desc limit $4`
+	rows, err := s.pool.Query(ctx, q, envID, before, f.ResourceID, f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) {
+		var a Action
+		return a, r.Scan(&a.ID, &a.ResourceID, &a.Version, &a.Action, &a.Reason, &a.StartedAt, &a.FinishedAt,
+			&a.Result, &a.Changes, &a.Logs, &a.Error, &a.WorkflowID, &a.RunID, &a.Attempt)
+	})
+}

@@ -1,0 +1,72 @@
+// Package store is intend's PostgreSQL layer: every query the server and the
+// executors run lives here, written against pgx v5. Callers get plain Go
+// values and typed errors (ErrNotFound, ErrConflict), never pgx types.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is wrapped by errors about rows that do not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is wrapped by errors about requests that contradict what is
+// stored (a duplicate name, a stale version).
+var ErrConflict = errors.New("conflict")
+
+// Store wraps a pgx connection pool. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to databaseURL and checks the connection.
+func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if cfg.MaxConns < 8 {
+		cfg.MaxConns = 8
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close releases the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that PostgreSQL answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	return s.pool.QueryRow(ctx, "select 1").Scan(&one)
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+func isUniqueViolation(err error, constraint string) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return constraint == "" || pe.ConstraintName == constraint
+	}
+	return false
+}
+
+func isForeignKeyViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503"
+}

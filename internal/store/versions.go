@@ -1,0 +1,349 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/names"
+)
+
+// VersionInfo describes one desired-state version.
+type VersionInfo struct {
+	Version       int64      `json:"version"`
+	CreatedAt     time.Time  `json:"created_at"`
+	ReleasedAt    *time.Time `json:"released_at"`
+	ResourceCount int        `json:"resource_count"`
+	ChangedCount  int        `json:"changed_count"`
+}
+
+// VersionResource is one resource as stored in a version.
+type VersionResource struct {
+	ID            string          `json:"id"`
+	Attributes    json.RawMessage `json:"attributes"`
+	Requires      []string        `json:"requires"`
+	Purged        bool            `json:"purged"`
+	SendEvent     bool            `json:"send_event"`
+	ReceiveEvents bool            `json:"receive_events"`
+	ReportOnly    bool            `json:"report_only"`
+	Hash          string          `json:"hash"`
+}
+
+// ExportVersion stores v as the environment's next version and returns it.
+// Only what differs from the previous version is written: unchanged resources
+// keep their open membership row, contents are stored once per hash.
+// Exports of one environment are serialised by a lock on its row.
+func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Version) (VersionInfo, error) {
+	var info VersionInfo
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var last int64
+		if err := tx.QueryRow(ctx, `select last_version from environments where id = $1::uuid for update`, envID).
+			Scan(&last); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+			}
+			return err
+		}
+		next := last + 1
+
+		prev := map[string][]byte{}
+		rows, err := tx.Query(ctx, `select resource_id, hash from version_resources
+			where environment_id = $1::uuid and last_version is null`, envID)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			var h []byte
+			if err := rows.Scan(&id, &h); err != nil {
+				return err
+			}
+			prev[id] = h
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+
+		var closeIDs []string
+		var contents, members [][]any
+		seen := make(map[string]struct{}, len(v.Resources))
+		for _, r := range v.Resources {
+			id := r.ID.String()
+			seen[id] = struct{}{}
+			h := r.Hash()
+			old, existed := prev[id]
+			if existed && bytes.Equal(old, h[:]) {
+				continue
+			}
+			if existed {
+				closeIDs = append(closeIDs, id)
+			}
+			req := make([]string, len(r.Requires))
+			for i, q := range r.Requires {
+				req[i] = q.String()
+			}
+			contents = append(contents, []any{h[:], id, string(r.CanonicalAttributes()), req,
+				r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly})
+			members = append(members, []any{envID, id, next, h[:], r.ID.Type, r.ID.Agent})
+		}
+		for id := range prev {
+			if _, ok := seen[id]; !ok {
+				closeIDs = append(closeIDs, id)
+			}
+		}
+
+		if len(contents) > 0 {
+			if _, err := tx.Exec(ctx, `create temp table tmp_contents (
+				hash bytea, resource_id text, attributes text, requires text[],
+				purged bool, send_event bool, receive_events bool, report_only bool) on commit drop`); err != nil {
+				return err
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tmp_contents"},
+				[]string{"hash", "resource_id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only"},
+				pgx.CopyFromRows(contents)); err != nil {
+				return fmt.Errorf("copy contents: %w", err)
+			}
+			if _, err := tx.Exec(ctx, `insert into resource_contents
+				(environment_id, hash, resource_id, attributes, requires, purged, send_event, receive_events, report_only)
+				select $1::uuid, hash, resource_id, attributes::jsonb, requires, purged, send_event, receive_events, report_only
+				from tmp_contents on conflict do nothing`, envID); err != nil {
+				return fmt.Errorf("insert contents: %w", err)
+			}
+		}
+		if len(closeIDs) > 0 {
+			if _, err := tx.Exec(ctx, `update version_resources set last_version = $2
+				where environment_id = $1::uuid and last_version is null and resource_id = any($3)`,
+				envID, next, closeIDs); err != nil {
+				return fmt.Errorf("close memberships: %w", err)
+			}
+		}
+		if len(members) > 0 {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"version_resources"},
+				[]string{"environment_id", "resource_id", "first_version", "hash", "resource_type", "agent"},
+				pgx.CopyFromRows(members)); err != nil {
+				return fmt.Errorf("copy memberships: %w", err)
+			}
+		}
+		changed := len(members) + len(closeIDs) - countBoth(members, closeIDs)
+		if err := tx.QueryRow(ctx, `insert into versions (environment_id, version, resource_count, changed_count)
+			values ($1::uuid, $2, $3, $4) returning version, created_at, released_at, resource_count, changed_count`,
+			envID, next, len(v.Resources), changed).
+			Scan(&info.Version, &info.CreatedAt, &info.ReleasedAt, &info.ResourceCount, &info.ChangedCount); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `update environments set last_version = $2, updated_at = now() where id = $1::uuid`, envID, next)
+		return err
+	})
+	return info, err
+}
+
+// countBoth counts resources that were closed and reopened (changed): they
+// appear in both lists but are one change.
+func countBoth(members [][]any, closed []string) int {
+	if len(closed) == 0 {
+		return 0
+	}
+	set := make(map[string]struct{}, len(closed))
+	for _, id := range closed {
+		set[id] = struct{}{}
+	}
+	n := 0
+	for _, m := range members {
+		if _, ok := set[m[1].(string)]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// ListVersions returns the environment's versions, newest first.
+func (s *Store) ListVersions(ctx context.Context, envID string, limit int) ([]VersionInfo, error) {
+	rows, err := s.pool.Query(ctx, `select version, created_at, released_at, resource_count, changed_count
+		from versions where environment_id = $1::uuid order by version desc limit $2`, envID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VersionInfo, error) {
+		var v VersionInfo
+		return v, r.Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount)
+	})
+}
+
+// GetVersion returns one version's metadata.
+func (s *Store) GetVersion(ctx context.Context, envID string, version int64) (VersionInfo, error) {
+	var v VersionInfo
+	err := s.pool.QueryRow(ctx, `select version, created_at, released_at, resource_count, changed_count
+		from versions where environment_id = $1::uuid and version = $2`, envID, version).
+		Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return v, fmt.Errorf("version %d: %w", version, ErrNotFound)
+	}
+	return v, err
+}
+
+// VersionResources returns up to limit resources of a version with ids after
+// the cursor, in id order.
+func (s *Store) VersionResources(ctx context.Context, envID string, version int64, after string, limit int) ([]VersionResource, error) {
+	rows, err := s.pool.Query(ctx, `
+		select vr.resource_id, c.attributes, c.requires, c.purged, c.send_event, c.receive_events, c.report_only, c.hash
+		from version_resources vr
+		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
+		where vr.environment_id = $1::uuid and vr.first_version <= $2
+		  and (vr.last_version is null or vr.last_version > $2) and vr.resource_id > $3
+		order by vr.resource_id limit $4`, envID, version, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VersionResource, error) {
+		var v VersionResource
+		var h []byte
+		err := r.Scan(&v.ID, &v.Attributes, &v.Requires, &v.Purged, &v.SendEvent, &v.ReceiveEvents, &v.ReportOnly, &h)
+		v.Hash = fmt.Sprintf("%x", h)
+		return v, err
+	})
+}
+
+// DeployRun is one deploy workflow's record.
+type DeployRun struct {
+	Run         int64      `json:"run"`
+	Version     int64      `json:"version"`
+	Action      string     `json:"action"`
+	Reason      string     `json:"reason"`
+	Status      string     `json:"status"`
+	RequestedAt time.Time  `json:"requested_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Total       int        `json:"total"`
+	Deployed    int        `json:"deployed"`
+	Failed      int        `json:"failed"`
+	Unavailable int        `json:"unavailable"`
+	WorkflowID  string     `json:"workflow_id"`
+}
+
+// Release is what ReleaseVersion did.
+type Release struct {
+	Version VersionInfo `json:"version"`
+	// Changed counts the resources whose intent changed with this release.
+	Changed int `json:"changed"`
+	// Run is the deploy the release requested (nil when auto_deploy is off
+	// or the version was released already).
+	Run *DeployRun `json:"deploy_run"`
+	// AlreadyReleased is true when the version was the released one already.
+	AlreadyReleased bool `json:"already_released"`
+}
+
+// ReleaseVersion makes version the one the orchestrator enforces: the
+// deploy state of every resource whose intent changed since the previously
+// released version is updated (and only those), and, when auto_deploy is on,
+// a pending deploy run is recorded in the same transaction so that it is
+// started exactly once even if the server dies right after.
+func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64) (Release, error) {
+	var out Release
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		e, err := scanEnvironment(tx.QueryRow(ctx, `select `+envColumns+` from environments where id = $1::uuid for update`, envID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		v, err := scanVersion(tx.QueryRow(ctx, `select version, created_at, released_at, resource_count, changed_count
+			from versions where environment_id = $1::uuid and version = $2`, envID, version))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("version %d: %w", version, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		var prev int64
+		if e.ReleasedVersion != nil {
+			prev = *e.ReleasedVersion
+		}
+		if prev == version {
+			out = Release{Version: v, AlreadyReleased: true}
+			return nil
+		}
+		if version < prev {
+			return fmt.Errorf("version %d is older than the released version %d: %w", version, prev, ErrConflict)
+		}
+		tag, err := tx.Exec(ctx, `
+			insert into resource_state (environment_id, resource_id, resource_type, agent, intent_hash, intent_version)
+			select vr.environment_id, vr.resource_id, vr.resource_type, vr.agent, vr.hash, $3
+			from version_resources vr
+			where vr.environment_id = $1::uuid and vr.first_version > $2 and vr.first_version <= $3
+			  and (vr.last_version is null or vr.last_version > $3)
+			on conflict (environment_id, resource_id) do update set
+			  intent_hash = excluded.intent_hash,
+			  intent_version = excluded.intent_version,
+			  compliance = case when resource_state.deployed_hash = excluded.intent_hash
+			                     and resource_state.last_result = 'deployed'
+			                    then 'compliant' else 'has_update' end`, envID, prev, version)
+		if err != nil {
+			return fmt.Errorf("update deploy state: %w", err)
+		}
+		changed := int(tag.RowsAffected())
+		tag, err = tx.Exec(ctx, `
+			update resource_state rs set intent_hash = null, intent_version = $3
+			where rs.environment_id = $1::uuid and rs.intent_hash is not null
+			  and exists (select 1 from version_resources vr where vr.environment_id = rs.environment_id
+			      and vr.resource_id = rs.resource_id and vr.last_version > $2 and vr.last_version <= $3)
+			  and not exists (select 1 from version_resources vr where vr.environment_id = rs.environment_id
+			      and vr.resource_id = rs.resource_id and vr.first_version <= $3
+			      and (vr.last_version is null or vr.last_version > $3))`, envID, prev, version)
+		if err != nil {
+			return fmt.Errorf("orphan removed resources: %w", err)
+		}
+		changed += int(tag.RowsAffected())
+		if err := tx.QueryRow(ctx, `update versions set released_at = now()
+			where environment_id = $1::uuid and version = $2 returning released_at`, envID, version).Scan(&v.ReleasedAt); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `update environments set released_version = $2, updated_at = now() where id = $1::uuid`,
+			envID, version); err != nil {
+			return err
+		}
+		out = Release{Version: v, Changed: changed}
+		if e.Settings.AutoDeploy {
+			run, err := insertRun(ctx, tx, e, version, "deploy", fmt.Sprintf("new version %d", version))
+			if err != nil {
+				return err
+			}
+			out.Run = &run
+		}
+		return nil
+	})
+	return out, err
+}
+
+func scanVersion(row pgx.Row) (VersionInfo, error) {
+	var v VersionInfo
+	return v, row.Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount)
+}
+
+const runColumns = `run, version, action, reason, status, requested_at, started_at, finished_at,
+	total, deployed, failed, unavailable, workflow_id`
+
+func scanRun(row pgx.Row) (DeployRun, error) {
+	var r DeployRun
+	return r, row.Scan(&r.Run, &r.Version, &r.Action, &r.Reason, &r.Status, &r.RequestedAt, &r.StartedAt,
+		&r.FinishedAt, &r.Total, &r.Deployed, &r.Failed, &r.Unavailable, &r.WorkflowID)
+}
+
+// insertRun records a pending deploy run; the caller holds the environment
+// row lock.
+func insertRun(ctx context.Context, tx pgx.Tx, e Environment, version int64, action, reason string) (DeployRun, error) {
+	var run int64
+	if err := tx.QueryRow(ctx, `update environments set last_deploy_run = last_deploy_run + 1
+		where id = $1::uuid returning last_deploy_run`, e.ID).Scan(&run); err != nil {
+		return DeployRun{}, err
+	}
+	return scanRun(tx.QueryRow(ctx, `insert into deploy_runs (environment_id, run, version, action, reason, workflow_id)
+		values ($1::uuid, $2, $3, $4, $5, $6) returning `+runColumns,
+		e.ID, run, version, action, reason, names.DeployWorkflowID(e.Name, run)))
+}

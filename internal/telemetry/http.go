@@ -1,0 +1,105 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// unmatchedRoute is the route label of requests no chi route matched, so
+// that scanners probing random paths cannot create new series.
+const unmatchedRoute = "unmatched"
+
+// HTTPMiddleware counts requests in intend_http_requests_total{method,route,code}
+// and times them in intend_http_request_duration_seconds{method,route}.
+//
+// route is the chi route pattern ("/environments/{name}"), never the raw
+// path, whose values would make the series unbounded. Requests no route
+// matched get "unmatched" (so do 405s, for which chi records no pattern), or
+// the pattern of the sub-router they fell into ("/api/v1/*"), which chi cannot
+// tell from a wildcard route. The pattern is only known once chi has routed,
+// so it is read after the handler returns. Install the middleware with Use on
+// the root chi router; wrapped around the router from outside it also works,
+// because it then provides the routing context chi fills in.
+//
+// A handler that panics is recorded as a 500 (unless it had already sent a
+// status) and the panic continues to the recoverer outside.
+func (t *Telemetry) HTTPMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rctx := chi.RouteContext(r.Context())
+		if rctx == nil {
+			// A chi Mux reuses a routing context it finds in the request.
+			rctx = chi.NewRouteContext()
+			r = r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, rctx))
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		completed := false
+		defer func() {
+			code := sw.statusCode()
+			if !completed && !sw.wroteHeader {
+				// Panicking: the recoverer will answer 500.
+				code = http.StatusInternalServerError
+			}
+			route := rctx.RoutePattern()
+			if route == "" {
+				route = unmatchedRoute
+			}
+			t.httpRequests.WithLabelValues(r.Method, route, strconv.Itoa(code)).Inc()
+			t.httpDuration.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(sw, r)
+		completed = true
+	})
+}
+
+// statusWriter records the status code sent through it. It implements
+// http.Flusher, for streamed responses, and Unwrap, so that
+// http.ResponseController reaches the underlying writer's other features.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+// WriteHeader records the first final status and passes every status on;
+// 1xx informational responses may precede it.
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		w.status, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write sends an implicit 200 when no status was written, as net/http does.
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.implicitOK()
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush sends buffered data to the client, if the underlying writer can.
+func (w *statusWriter) Flush() {
+	w.implicitOK()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) implicitOK() {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = http.StatusOK, true
+	}
+}
+
+// statusCode is the status the client got: 200 when the handler wrote
+// nothing at all.
+func (w *statusWriter) statusCode() int {
+	if !w.wroteHeader {
+		return http.StatusOK
+	}
+	return w.status
+}

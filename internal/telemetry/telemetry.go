@@ -1,0 +1,157 @@
+// Package telemetry holds the Prometheus metrics of the intend server and its
+// executors: one registry per process, served on /metrics, fed by the HTTP
+// middleware, by intend's own domain metrics and, through an OpenTelemetry
+// bridge, by the Temporal SDK.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+)
+
+// temporalBuckets are the histogram boundaries, in seconds, of the Temporal
+// SDK's timers. OpenTelemetry's defaults (0 to 10000) are meant for
+// milliseconds and would put every latency in the first buckets. Long polls
+// last up to about a minute, hence the top.
+var temporalBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// Telemetry owns the process's metrics. Create it once in main with New and
+// pass it down; all methods and metric fields are safe for concurrent use.
+type Telemetry struct {
+	// Registry holds every metric of the process; Handler serves it.
+	Registry *prometheus.Registry
+
+	// DeployedResources counts the attempts executors made on resources,
+	// as intend_resource_actions_total{environment,action,result}. action is
+	// the adapter engine's Outcome.Action ("none", "create", "update",
+	// "delete"); result is "success" or the adapter error class
+	// ("permanent", "transient", "throttled"). Dry runs are not counted.
+	DeployedResources *prometheus.CounterVec
+
+	// BatchDuration observes how long an executor took for one batch of
+	// resources, as intend_executor_batch_duration_seconds{agent}.
+	BatchDuration *prometheus.HistogramVec
+
+	// BatchSize observes how many resources one executor batch held, as
+	// intend_executor_batch_resources.
+	BatchSize prometheus.Histogram
+
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+
+	meterProvider  *sdkmetric.MeterProvider
+	temporalHandle client.MetricsHandler
+}
+
+// New returns a Telemetry with a fresh registry holding the Go runtime and
+// process collectors, the HTTP and domain metrics, and the Temporal SDK
+// bridge. It never touches the global Prometheus or OpenTelemetry state, so
+// tests can create as many as they like.
+func New() (*Telemetry, error) {
+	reg := prometheus.NewRegistry()
+	t := &Telemetry{
+		Registry: reg,
+		DeployedResources: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intend_resource_actions_total",
+			Help: "Attempts executors made on resources, by environment, action and result.",
+		}, []string{"environment", "action", "result"}),
+		BatchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "intend_executor_batch_duration_seconds",
+			Help:    "Time an executor took for one batch of resources.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}, []string{"agent"}),
+		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "intend_executor_batch_resources",
+			Help:    "Number of resources in one executor batch.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
+		}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intend_http_requests_total",
+			Help: "HTTP requests served, by method, route pattern and status code.",
+		}, []string{"method", "route", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "intend_http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request, by method and route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"method", "route"}),
+	}
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		t.DeployedResources, t.BatchDuration, t.BatchSize,
+		t.httpRequests, t.httpDuration,
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register collector: %w", err)
+		}
+	}
+
+	exporter, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		// Every series would otherwise carry otel_scope_* labels and a
+		// target_info series would repeat what the scrape config knows.
+		otelprom.WithoutScopeInfo(),
+		otelprom.WithoutTargetInfo(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("create opentelemetry prometheus exporter: %w", err)
+	}
+	t.meterProvider = sdkmetric.NewMeterProvider(
+		sdkmetric.WithReader(exporter),
+		sdkmetric.WithView(sdkmetric.NewView(
+			sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
+			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: temporalBuckets}},
+		)),
+	)
+	t.temporalHandle = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
+		Meter: t.meterProvider.Meter("go.temporal.io/sdk"),
+		// Counters are Prometheus counters (name_total), not gauges.
+		UseMonotonicCounters: true,
+		// The default panics; a metric the meter refuses (a name clash) must
+		// not take a worker down, so it goes to OpenTelemetry's error
+		// handler, which logs it.
+		OnError: otel.Handle,
+	})
+	return t, nil
+}
+
+// Handler serves the registry in the Prometheus exposition formats, for
+// mounting on /metrics. Errors while gathering are counted in
+// promhttp_metric_handler_errors_total and the remaining metrics are served.
+func (t *Telemetry) Handler() http.Handler {
+	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{
+		Registry:          t.Registry,
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+	})
+}
+
+// TemporalMetricsHandler returns the handler to set as
+// client.Options.MetricsHandler, so that the Temporal SDK's metrics
+// (temporal_*) land in the same registry. Counters are exported as
+// Prometheus counters with the _total suffix and timers as histograms in
+// seconds (_seconds).
+func (t *Telemetry) TemporalMetricsHandler() client.MetricsHandler {
+	return t.temporalHandle
+}
+
+// Shutdown stops the OpenTelemetry meter provider behind the Temporal
+// bridge; call it once the Temporal client is closed. The Prometheus metrics
+// stay registered.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	if err := t.meterProvider.Shutdown(ctx); err != nil && !errors.Is(err, sdkmetric.ErrReaderShutdown) {
+		return fmt.Errorf("shut down meter provider: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+// Package intend holds the project-wide settings that are shared by every
+// binary and test: the Temporal dev-server settings of temporal.yaml.
+package intend
+
+import (
+	_ "embed"
+	"fmt"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed temporal.yaml
+var temporalYAML []byte
+
+// TemporalDev is the content of temporal.yaml: how intend starts a Temporal
+// dev server and which namespace and search attributes it expects.
+type TemporalDev struct {
+	Namespace        string            `yaml:"namespace"`
+	IP               string            `yaml:"ip"`
+	Port             int               `yaml:"port"`
+	UIPort           int               `yaml:"ui_port"`
+	SearchAttributes map[string]string `yaml:"search_attributes"`
+	LogLevel         string            `yaml:"log_level"`
+	DynamicConfig    map[string]any    `yaml:"dynamic_config"`
+}
+
+// TemporalDevConfig parses the embedded temporal.yaml.
+func TemporalDevConfig() (TemporalDev, error) {
+	var c TemporalDev
+	if err := yaml.Unmarshal(temporalYAML, &c); err != nil {
+		return c, fmt.Errorf("temporal.yaml: %w", err)
+	}
+	if c.Namespace == "" {
+		return c, fmt.Errorf("temporal.yaml: namespace is empty")
+	}
+	for name, typ := range c.SearchAttributes {
+		switch typ {
+		case "Keyword", "Int", "Text", "Bool", "Double", "Datetime", "KeywordList":
+		default:
+			return c, fmt.Errorf("temporal.yaml: search attribute %s has unknown type %q", name, typ)
+		}
+	}
+	return c, nil
+}
+
+// SearchAttributeArgs returns the dev-server flags that register the search
+// attributes, in a stable order.
+func (c TemporalDev) SearchAttributeArgs() []string {
+	names := make([]string, 0, len(c.SearchAttributes))
+	for n := range c.SearchAttributes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var args []string
+	for _, n := range names {
+		args = append(args, "--search-attribute", n+"="+c.SearchAttributes[n])
+	}
+	return args
+}
+
+// DynamicConfigArgs returns the dev-server flags for dynamic_config, in a
+// stable order. Values are passed as JSON literals as the CLI expects.
+func (c TemporalDev) DynamicConfigArgs() []string {
+	keys := make([]string, 0, len(c.DynamicConfig))
+	for k := range c.DynamicConfig {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var args []string
+	for _, k := range keys {
+		var v string
+		switch x := c.DynamicConfig[k].(type) {
+		case string:
+			v = fmt.Sprintf("%q", x)
+		default:
+			v = fmt.Sprint(x)
+		}
+		args = append(args, "--dynamic-config-value", k+"="+v)
+	}
+	return args
+}

@@ -1,0 +1,172 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Register registers intend's workflows under their explicit names.
+func Register(w interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+}) {
+	w.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
+}
+
+func workflowRegisterOptions() workflow.RegisterOptions {
+	return workflow.RegisterOptions{Name: DeployWorkflowName}
+}
+
+const (
+	defaultMaxInFlight = 8
+	defaultAgentWait   = 10 * time.Minute
+)
+
+// Deploy runs one deploy run: it asks the orchestration worker for the plan
+// (batches by requires level and agent), dispatches each batch to its
+// agent's task queue with bounded concurrency, level after level, and
+// records the totals. Per-resource outcomes are written by the executors;
+// the history holds only batch references and counts.
+func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
+	log := workflow.GetLogger(ctx)
+	res := DeployResult{Run: in.Run, Version: in.Version}
+
+	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           TaskQueue,
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+	})
+	var plan PlanResult
+	if err := workflow.ExecuteActivity(local, PlanDeployActivity, PlanInput{
+		EnvironmentID: in.EnvironmentID, Run: in.Run, Limits: in.Limits,
+	}).Get(ctx, &plan); err != nil {
+		return res, fmt.Errorf("plan: %w", err)
+	}
+	res.Version, res.Total, res.Batches = plan.Version, plan.Total, len(plan.Batches)
+	if plan.Halted {
+		log.Info("environment is halted; the run stays pending until it resumes", "run", in.Run)
+		res.Halted = true
+		return res, nil
+	}
+
+	maxInFlight := in.MaxInFlight
+	if maxInFlight <= 0 {
+		maxInFlight = defaultMaxInFlight
+	}
+	agentWait := time.Duration(in.AgentWaitSeconds) * time.Second
+	if agentWait <= 0 {
+		agentWait = defaultAgentWait
+	}
+
+	for start := 0; start < len(plan.Batches); {
+		end := start
+		for end < len(plan.Batches) && plan.Batches[end].Level == plan.Batches[start].Level {
+			end++
+		}
+		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, &res); err != nil {
+			return res, err
+		}
+		start = end
+	}
+
+	status := "done"
+	if err := workflow.ExecuteActivity(local, FinishDeployActivity, FinishInput{
+		EnvironmentID: in.EnvironmentID, Run: in.Run, Status: status,
+		Deployed: res.Deployed, Failed: res.Failed, Unavailable: res.Unavailable,
+	}).Get(ctx, nil); err != nil {
+		return res, fmt.Errorf("finish: %w", err)
+	}
+	log.Info("deploy finished", "run", in.Run, "version", res.Version, "total", res.Total,
+		"deployed", res.Deployed, "failed", res.Failed, "unavailable", res.Unavailable)
+	return res, nil
+}
+
+// runLevel dispatches the batches of one requires level, at most maxInFlight
+// at a time, and waits for all of them.
+func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, maxInFlight int,
+	agentWait time.Duration, res *DeployResult) error {
+	sel := workflow.NewSelector(ctx)
+	inFlight := 0
+	var fatal error
+	for i := 0; i < len(batches) || inFlight > 0; {
+		if i < len(batches) && inFlight < maxInFlight {
+			b := batches[i]
+			i++
+			inFlight++
+			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+				TaskQueue:              AgentTaskQueue(in.EnvironmentName, b.Agent),
+				ScheduleToStartTimeout: agentWait,
+				StartToCloseTimeout:    30 * time.Minute,
+				HeartbeatTimeout:       time.Minute,
+				RetryPolicy: &temporal.RetryPolicy{
+					InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+				},
+				Summary: batchSummary(b),
+			})
+			f := workflow.ExecuteActivity(actx, ExecuteBatchActivity, BatchInput{
+				EnvironmentID: in.EnvironmentID, EnvironmentName: in.EnvironmentName,
+				Run: in.Run, Seq: b.Seq, Agent: b.Agent,
+			})
+			sel.AddFuture(f, func(f workflow.Future) {
+				inFlight--
+				var br BatchResult
+				err := f.Get(ctx, &br)
+				if err == nil {
+					res.Deployed += br.Deployed
+					res.Failed += br.Failed
+					res.Changed += br.Changed
+					return
+				}
+				result, reason := "failed", "executor gave up: "+rootMessage(err)
+				if isScheduleToStartTimeout(err) {
+					result = "unavailable"
+					reason = fmt.Sprintf("no executor polled task queue %s within %s",
+						AgentTaskQueue(in.EnvironmentName, b.Agent), agentWait)
+				}
+				if merr := workflow.ExecuteActivity(local, MarkBatchActivity, MarkBatchInput{
+					EnvironmentID: in.EnvironmentID, Run: in.Run, Seq: b.Seq, Result: result, Reason: reason,
+				}).Get(ctx, nil); merr != nil {
+					fatal = fmt.Errorf("mark batch %d %s: %w", b.Seq, result, merr)
+					return
+				}
+				if result == "unavailable" {
+					res.Unavailable += b.Count
+				} else {
+					res.Failed += b.Count
+				}
+			})
+			continue
+		}
+		sel.Select(ctx)
+		if fatal != nil {
+			return fatal
+		}
+	}
+	return fatal
+}
+
+func batchSummary(b BatchRef) string {
+	if b.Count <= 1 {
+		return b.First
+	}
+	return fmt.Sprintf("%s and %d more", b.First, b.Count-1)
+}
+
+func isScheduleToStartTimeout(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
+
+func rootMessage(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}
