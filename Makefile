@@ -50,10 +50,13 @@ test: tools ## run the whole test suite against real PostgreSQL and Temporal
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
 FUZZTIME ?= 30s
-fuzz: ## run each fuzz target for FUZZTIME (default 30s)
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./adapters/resource/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/intent/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./api/
+fuzz: ## run every fuzz target for FUZZTIME (default 30s)
+	@set -e; for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -h '^func Fuzz' $$pkg/*_test.go | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 demo: build tools ## embedded all-in-one deploy of examples/quickstart
 	./bin/intend deploy examples/quickstart

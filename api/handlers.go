@@ -346,7 +346,7 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
 	var before int64
 	if c := r.URL.Query().Get("before"); c != "" {
 		if before, err = strconv.ParseInt(c, 10, 64); err != nil {
-			return Validation("invalid query parameter", FieldError{Field: "?before", Detail: "must be an action id"})
+			return InvalidField("?before", "must be an action id")
 		}
 	}
 	acts, err := s.opts.Store.ListActions(r.Context(), e.ID, store.ActionFilter{

@@ -99,8 +99,7 @@ func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, Validation("invalid query parameter", FieldError{Field: "?" + name,
-			Detail: "must be a whole number from " + strconv.Itoa(lo) + " to " + strconv.Itoa(hi)})
+		return 0, InvalidField("?"+name, "must be a whole number from "+strconv.Itoa(lo)+" to "+strconv.Itoa(hi))
 	}
 	return n, nil
 }
@@ -114,6 +113,9 @@ func pathParam(raw string) (string, error) {
 	return v, nil
 }
 
+// healthz reports whether PostgreSQL and Temporal answer. It is a status
+// endpoint, not an error: the body is always {"status", "checks"}, with
+// "ok" or "failed" per check; the reasons go to the log, never the client.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
@@ -121,7 +123,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ok := true
 	for name, check := range s.opts.Health {
 		if err := check(ctx); err != nil {
-			checks[name] = err.Error()
+			s.log.Warn("health check failed", "check", name, "error", err)
+			checks[name] = "failed"
 			ok = false
 			continue
 		}

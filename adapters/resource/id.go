@@ -113,7 +113,7 @@ func Parse(s string) (ID, error) {
 	if s == "" {
 		return fail(PartID, "id is empty")
 	}
-	head := s
+	var head string
 	if s[len(s)-1] == ']' {
 		head = s[:len(s)-1]
 	} else {

@@ -110,8 +110,8 @@ func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, env
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	defer pg.Stop(context.WithoutCancel(ctx))
-	if err := pg.CreateDatabase(ctx, "intend", ""); err != nil && !strings.Contains(err.Error(), "already exists") {
-		return fmt.Errorf("create database: %w", err)
+	if err := pg.EnsureDatabase(ctx, "intend"); err != nil {
+		return err
 	}
 
 	fmt.Fprintf(out, "→ starting Temporal dev server (namespace %s)\n", cfg.Namespace)

@@ -95,12 +95,17 @@ func (g *globals) logger() (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
 }
 
-// connectionFlags adds the flags for PostgreSQL and Temporal.
-func (g *globals) connectionFlags(cmd *cobra.Command, defaultNamespace string) {
-	f := cmd.Flags()
-	f.StringVar(&g.databaseURL, "database-url",
+// databaseFlag adds --database-url.
+func (g *globals) databaseFlag(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&g.databaseURL, "database-url",
 		g.env("INTEND_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/intend?sslmode=disable"),
 		"PostgreSQL connection URL (env INTEND_DATABASE_URL)")
+}
+
+// connectionFlags adds the flags for PostgreSQL and Temporal.
+func (g *globals) connectionFlags(cmd *cobra.Command, defaultNamespace string) {
+	g.databaseFlag(cmd)
+	f := cmd.Flags()
 	f.StringVar(&g.temporalAddress, "temporal-address", g.env("INTEND_TEMPORAL_ADDRESS", "127.0.0.1:7233"),
 		"Temporal frontend host:port (env INTEND_TEMPORAL_ADDRESS)")
 	f.StringVar(&g.temporalNamespace, "temporal-namespace", g.env("INTEND_TEMPORAL_NAMESPACE", defaultNamespace),

@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/migrations"
 )
 
@@ -31,8 +30,7 @@ func migrateCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	dev, _ := intend.TemporalDevConfig()
-	g.connectionFlags(cmd, dev.Namespace)
+	g.databaseFlag(cmd)
 	cmd.Flags().Int32Var(&to, "to", -1, "target version (-1 = newest)")
 	return cmd
 }

@@ -292,14 +292,34 @@ func (c *Cluster) Dir() string { return c.dir }
 
 // CreateDatabase creates database name as a copy of template ("" means
 // PostgreSQL's default, template1). PostgreSQL refuses to copy a template
-// that has other connections, so callers copying one template from several
-// goroutines should serialise the calls.
+// while any session is connected to it (it waits up to 5 s for them to
+// leave); concurrent copies of one template do not conflict.
 func (c *Cluster) CreateDatabase(ctx context.Context, name, template string) error {
 	sql := "create database " + pgx.Identifier{name}.Sanitize()
 	if template != "" {
 		sql += " template " + pgx.Identifier{template}.Sanitize()
 	}
 	if err := c.exec(ctx, sql); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// EnsureDatabase creates database name unless it exists already.
+func (c *Cluster) EnsureDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "select exists (select 1 from pg_database where datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "create database "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil

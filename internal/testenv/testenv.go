@@ -49,11 +49,10 @@ var (
 	cluster *pgcluster.Cluster
 	server  *devtemporal.Server
 
-	// dbMu serialises copies of TemplateDB: PostgreSQL refuses to copy a
-	// template while another session is connected to it.
-	dbMu  sync.Mutex
-	dbSeq int
-
+	// dbSeq numbers databases. Copies of TemplateDB need no lock among
+	// themselves: CREATE DATABASE only refuses a template that has open
+	// sessions, and a copy in progress is not one.
+	dbSeq   atomic.Int64
 	nameSeq atomic.Int64
 )
 
@@ -131,12 +130,8 @@ func Database(t testing.TB) string {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), dbTimeout)
 	defer cancel()
-	dbMu.Lock()
-	dbSeq++
-	name := "t_" + strconv.Itoa(dbSeq)
-	err := cluster.CreateDatabase(ctx, name, TemplateDB)
-	dbMu.Unlock()
-	if err != nil {
+	name := "t_" + strconv.FormatInt(dbSeq.Add(1), 10)
+	if err := cluster.CreateDatabase(ctx, name, TemplateDB); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(func() {

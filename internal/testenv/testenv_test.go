@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,6 +55,16 @@ func TestDatabase(t *testing.T) {
 	var found bool
 	if err := conn.QueryRow(t.Context(), "select to_regclass('only_in_a') is not null").Scan(&found); err != nil || found {
 		t.Fatalf("table of one database seen in the other: %v, %v", found, err)
+	}
+}
+
+func TestDatabaseConcurrent(t *testing.T) {
+	t.Parallel()
+	for i := range 8 {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			t.Parallel()
+			exec(t, testenv.Database(t), "select 1 from "+migrations.VersionTable)
+		})
 	}
 }
 

@@ -1,0 +1,305 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/telemetry"
+	"github.com/intendhq/intend/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// recordingDeployer remembers the runs the API asked to start.
+type recordingDeployer struct {
+	mu   sync.Mutex
+	runs []store.DeployRun
+}
+
+func (d *recordingDeployer) StartRun(_ context.Context, _ store.Environment, r store.DeployRun) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.runs = append(d.runs, r)
+	return nil
+}
+
+type fixture struct {
+	t        *testing.T
+	srv      *httptest.Server
+	deployer *recordingDeployer
+}
+
+func newFixture(t *testing.T, opts api.Options) *fixture {
+	t.Helper()
+	st, err := store.Open(context.Background(), testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	tel, err := telemetry.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &recordingDeployer{}
+	opts.Store, opts.Deployer, opts.Telemetry = st, d, tel
+	opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if opts.Health == nil {
+		opts.Health = map[string]func(context.Context) error{"postgresql": st.Ping}
+	}
+	srv := httptest.NewServer(api.New(opts).Handler())
+	t.Cleanup(srv.Close)
+	return &fixture{t: t, srv: srv, deployer: d}
+}
+
+// call sends a request and decodes the JSON answer into a map.
+func (f *fixture) call(method, path, body string) (int, map[string]any) {
+	f.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, f.srv.URL+path, rd)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	out := map[string]any{}
+	if len(data) > 0 && strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		if err := json.Unmarshal(data, &out); err != nil {
+			f.t.Fatalf("%s %s: response is not JSON: %v: %s", method, path, err, data)
+		}
+	}
+	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
+		f.t.Errorf("%s %s: error %d without problem+json: %q", method, path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return resp.StatusCode, out
+}
+
+func (f *fixture) mustCall(method, path, body string, want int) map[string]any {
+	f.t.Helper()
+	code, out := f.call(method, path, body)
+	if code != want {
+		f.t.Fatalf("%s %s = %d, want %d: %v", method, path, code, want, out)
+	}
+	return out
+}
+
+func (f *fixture) env(name string) {
+	f.mustCall("POST", "/api/v1/projects", `{"name":"p-`+name+`"}`, 201)
+	f.mustCall("POST", "/api/v1/environments", `{"project":"p-`+name+`","name":"`+name+`"}`, 201)
+}
+
+func fileRes(path string, requires ...string) string {
+	req, _ := json.Marshal(requires)
+	if requires == nil {
+		req = []byte("[]")
+	}
+	return fmt.Sprintf(`{"id":"fs::File[h,path=%s]","attributes":{"path":"%s","content":"x"},"requires":%s}`, path, path, req)
+}
+
+func version(rs ...string) string { return `{"resources":[` + strings.Join(rs, ",") + `]}` }
+
+func TestProjectsAndEnvironments(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	p := f.mustCall("POST", "/api/v1/projects", `{"name":"web"}`, 201)
+	if p["name"] != "web" || p["id"] == "" {
+		t.Errorf("project = %v", p)
+	}
+	f.mustCall("POST", "/api/v1/projects", `{"name":"web"}`, 409)
+	e := f.mustCall("POST", "/api/v1/environments",
+		`{"project":"web","name":"prod","description":"production","settings":{"repair_interval":3600}}`, 201)
+	settings := e["settings"].(map[string]any)
+	if settings["repair_interval"] != float64(3600) || settings["auto_deploy"] != true || e["halted"] != false {
+		t.Errorf("environment = %v", e)
+	}
+	// by name and by id
+	f.mustCall("GET", "/api/v1/environments/prod", "", 200)
+	f.mustCall("GET", "/api/v1/environments/"+e["id"].(string), "", 200)
+	got := f.mustCall("PATCH", "/api/v1/environments/prod", `{"halted":true,"settings":{"auto_deploy":false}}`, 200)
+	if got["halted"] != true || got["settings"].(map[string]any)["auto_deploy"] != false ||
+		got["settings"].(map[string]any)["repair_interval"] != float64(3600) {
+		t.Errorf("patched = %v", got)
+	}
+	l := f.mustCall("GET", "/api/v1/environments?project=web", "", 200)
+	if n := len(l["items"].([]any)); n != 1 {
+		t.Errorf("list has %d environments", n)
+	}
+	f.mustCall("DELETE", "/api/v1/environments/prod", "", 204)
+	f.mustCall("GET", "/api/v1/environments/prod", "", 404)
+}
+
+func TestProblems(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{MaxBodyBytes: 256, MaxExportBytes: 4096})
+	f.env("prob")
+	big := version(strings.Repeat(fileRes("/a")+",", 60) + fileRes("/b"))
+	cases := []struct {
+		why, method, path, body string
+		status                  int
+		typ                     string
+		field                   string // a field the problem must name
+		detail                  string // text the detail or a field entry must hold
+	}{
+		{"malformed JSON", "POST", "/api/v1/projects", `{"name":`, 400, "malformed-json", "", "ends unexpectedly"},
+		{"unknown field", "POST", "/api/v1/projects", `{"name":"x","nmae":"y"}`, 422, "unknown-field", "/nmae", "nmae"},
+		{"wrong type", "POST", "/api/v1/projects", `{"name":5}`, 422, "invalid-field", "/name", "string"},
+		{"bad name", "POST", "/api/v1/projects", `{"name":"Not OK"}`, 422, "invalid-field", "/name", "lower-case"},
+		{"body too large", "POST", "/api/v1/projects", `{"name":"` + strings.Repeat("a", 300) + `"}`, 413, "body-too-large", "", "256"},
+		{"unknown environment", "GET", "/api/v1/environments/nope", "", 404, "not-found", "", `environment "nope"`},
+		{"unknown project", "POST", "/api/v1/environments", `{"project":"nope","name":"x"}`, 422, "invalid-field", "/project", "nope"},
+		{"unknown setting", "PATCH", "/api/v1/environments/prob", `{"settings":{"colour":1}}`, 422, "validation", "/settings/colour", "unknown setting"},
+		{"bad setting", "PATCH", "/api/v1/environments/prob", `{"settings":{"deploy_interval":-1}}`, 422, "validation", "/settings/deploy_interval", "0 or more"},
+		{"rename", "PATCH", "/api/v1/environments/prob", `{"name":"other"}`, 422, "invalid-field", "/name", "cannot change"},
+		{"export too large", "PUT", "/api/v1/environments/prob/versions", big, 413, "body-too-large", "", "4096"},
+		{"cycle", "PUT", "/api/v1/environments/prob/versions",
+			version(fileRes("/a", "fs::File[h,path=/b]"), fileRes("/b", "fs::File[h,path=/a]")), 422, "validation", "", "cycle"},
+		{"require outside the version", "PUT", "/api/v1/environments/prob/versions",
+			version(fileRes("/a", "fs::File[h,path=/zzz]")), 422, "validation", "/resources/0/requires/0", "/zzz"},
+		{"duplicate id", "PUT", "/api/v1/environments/prob/versions",
+			version(fileRes("/a"), fileRes("/a")), 422, "validation", "", "duplicate"},
+		{"bad resource id", "PUT", "/api/v1/environments/prob/versions",
+			`{"resources":[{"id":"File[h,path=/a]","attributes":{"path":"/a"}}]}`, 422, "validation", "/resources/0/id", "type"},
+		{"unknown resource field", "PUT", "/api/v1/environments/prob/versions",
+			`{"resources":[{"id":"fs::File[h,path=/a]","attributes":{"path":"/a"},"colour":1}]}`, 422, "validation", "/resources/0/colour", ""},
+		{"missing version", "POST", "/api/v1/environments/prob/versions/99/release", "", 404, "not-found", "", "version 99"},
+		{"bad version number", "GET", "/api/v1/environments/prob/versions/x", "", 400, "bad-request", "", `"x"`},
+		{"bad limit", "GET", "/api/v1/environments/prob/resources?limit=0", "", 422, "invalid-field", "?limit", "whole number"},
+		{"no route", "GET", "/api/v1/nothing", "", 404, "not-found", "", "no route"},
+		{"wrong method", "DELETE", "/api/v1/projects", "", 405, "method-not-allowed", "", "DELETE"},
+	}
+	for _, c := range cases {
+		t.Run(c.why, func(t *testing.T) {
+			code, p := f.call(c.method, c.path, c.body)
+			if code != c.status || p["type"] != "urn:intend:problem:"+c.typ || int(p["status"].(float64)) != c.status {
+				t.Fatalf("%s: got %d %v, want %d %s", c.why, code, p, c.status, c.typ)
+			}
+			text, _ := p["detail"].(string)
+			fieldFound := c.field == ""
+			errs, _ := p["errors"].([]any)
+			for _, e := range errs {
+				m := e.(map[string]any)
+				text += " " + m["detail"].(string)
+				if m["field"] == c.field {
+					fieldFound = true
+				}
+			}
+			if !fieldFound {
+				t.Errorf("%s: problem does not name field %q: %v", c.why, c.field, p)
+			}
+			if !strings.Contains(text, c.detail) {
+				t.Errorf("%s: problem does not say %q: %v", c.why, c.detail, p)
+			}
+		})
+	}
+}
+
+func TestExportReleaseAndResources(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	f.env("flow")
+	v1 := f.mustCall("PUT", "/api/v1/environments/flow/versions",
+		version(fileRes("/a"), fileRes("/b", "fs::File[h,path=/a]")), 201)
+	if v1["version"] != float64(1) || v1["resource_count"] != float64(2) || v1["changed_count"] != float64(2) {
+		t.Errorf("v1 = %v", v1)
+	}
+	// v2 changes nothing: it exists but writes no resources.
+	v2 := f.mustCall("PUT", "/api/v1/environments/flow/versions",
+		version(fileRes("/b", "fs::File[h,path=/a]"), fileRes("/a")), 201)
+	if v2["version"] != float64(2) || v2["changed_count"] != float64(0) {
+		t.Errorf("v2 = %v", v2)
+	}
+	got := f.mustCall("GET", "/api/v1/environments/flow/versions/2", "", 200)
+	rs := got["resources"].([]any)
+	if len(rs) != 2 || rs[0].(map[string]any)["id"] != "fs::File[h,path=/a]" {
+		t.Errorf("version 2 resources = %v", rs)
+	}
+	rel := f.mustCall("POST", "/api/v1/environments/flow/versions/2/release", "", 200)
+	run := rel["deploy_run"].(map[string]any)
+	if run["workflow_id"] != "env/flow/deploy/1" || run["status"] != "pending" || rel["changed"] != float64(2) {
+		t.Errorf("release = %v", rel)
+	}
+	if len(f.deployer.runs) != 1 || f.deployer.runs[0].Run != 1 {
+		t.Errorf("deployer runs = %+v", f.deployer.runs)
+	}
+	// Releasing it again is a no-op; releasing an older one is refused.
+	again := f.mustCall("POST", "/api/v1/environments/flow/versions/2/release", "", 200)
+	if again["already_released"] != true || again["deploy_run"] != nil {
+		t.Errorf("re-release = %v", again)
+	}
+	f.mustCall("POST", "/api/v1/environments/flow/versions/1/release", "", 409)
+
+	l := f.mustCall("GET", "/api/v1/environments/flow/resources?limit=1", "", 200)
+	items := l["items"].([]any)
+	if len(items) != 1 || l["next"] != "fs::File[h,path=/a]" {
+		t.Fatalf("page 1 = %v", l)
+	}
+	first := items[0].(map[string]any)
+	if first["last_result"] != "new" || first["compliance"] != "has_update" || first["agent"] != "h" || first["type"] != "fs::File" {
+		t.Errorf("resource = %v", first)
+	}
+	l = f.mustCall("GET", "/api/v1/environments/flow/resources?limit=1&after=fs::File[h,path=/a]", "", 200)
+	if items := l["items"].([]any); len(items) != 1 || items[0].(map[string]any)["id"] != "fs::File[h,path=/b]" {
+		t.Errorf("page 2 = %v", l)
+	}
+	one := f.mustCall("GET", "/api/v1/environments/flow/resources/fs::File%5Bh,path=%2Fb%5D", "", 200)
+	if one["id"] != "fs::File[h,path=/b]" {
+		t.Errorf("one resource = %v", one)
+	}
+	// An unescaped id with slashes is taken whole.
+	f.mustCall("GET", "/api/v1/environments/flow/resources/fs::File[h,path=/b]", "", 200)
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	t.Parallel()
+	down := fmt.Errorf("temporal is down")
+	f := newFixture(t, api.Options{Health: map[string]func(context.Context) error{
+		"postgresql": func(context.Context) error { return nil },
+		"temporal":   func(context.Context) error { return down },
+	}})
+	hresp, err := http.Get(f.srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Status string
+		Checks map[string]string
+	}
+	if err := json.NewDecoder(hresp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	hresp.Body.Close()
+	if hresp.StatusCode != 503 || out.Status != "unavailable" || out.Checks["temporal"] != "failed" ||
+		out.Checks["postgresql"] != "ok" {
+		t.Errorf("healthz = %d %+v", hresp.StatusCode, out)
+	}
+	f.mustCall("GET", "/api/v1/projects", "", 200)
+	resp, err := http.Get(f.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !bytes.Contains(body, []byte(`intend_http_requests_total{code="200",method="GET",route="/api/v1/projects"} 1`)) {
+		t.Errorf("metrics lack the request counter:\n%s", body)
+	}
+}
