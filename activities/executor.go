@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -68,6 +69,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		recs := make([]store.ActionRecord, len(chunk))
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, conc)
+		committed := p
 		for i := range chunk {
 			wg.Add(1)
 			sem <- struct{}{}
@@ -75,6 +77,10 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 				defer wg.Done()
 				defer func() { <-sem }()
 				recs[i] = e.runOne(ctx, b, chunk[i], info)
+				// Keeps the activity alive through slow adapters; the
+				// details stay those of the last recorded chunk. The
+				// SDK throttles heartbeats.
+				activity.RecordHeartbeat(ctx, committed)
 			}(i)
 		}
 		wg.Wait()
@@ -115,7 +121,7 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 		Attempt: int(info.Attempt),
 	}
 	hc := adapters.NewContext()
-	outcome, err := e.apply(ctx, hc, b, r)
+	outcome, err := e.safeApply(ctx, hc, b, r)
 	rec.FinishedAt = time.Now().UTC()
 	rec.Changed = outcome.Changed
 	rec.Result = "deployed"
@@ -134,6 +140,20 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 		rec.Logs, _ = json.Marshal(logs)
 	}
 	return rec
+}
+
+// safeApply runs apply and turns an adapter panic into a permanent failure
+// of that resource, so one bad adapter cannot take the executor down.
+func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b store.Batch, r store.BatchResource) (out adapters.Outcome, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if e.Log != nil {
+				e.Log.Error("adapter panicked", "resource_id", r.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+			err = adapters.Permanent(fmt.Errorf("adapter panicked: %v", p))
+		}
+	}()
+	return e.apply(ctx, hc, b, r)
 }
 
 func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b store.Batch, r store.BatchResource) (adapters.Outcome, error) {

@@ -33,10 +33,9 @@ type Telemetry struct {
 	Registry *prometheus.Registry
 
 	// DeployedResources counts the attempts executors made on resources,
-	// as intend_resource_actions_total{environment,action,result}. action is
-	// the adapter engine's Outcome.Action ("none", "create", "update",
-	// "delete"); result is "success" or the adapter error class
-	// ("permanent", "transient", "throttled"). Dry runs are not counted.
+	// as intend_resource_actions_total{environment,action,result}: action
+	// and result are those of the action log (action "deploy", "repair" or
+	// "dryrun"; result "deployed", "failed", …).
 	DeployedResources *prometheus.CounterVec
 
 	// BatchDuration observes how long an executor took for one batch of

@@ -1,0 +1,185 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/workflows"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// thing is a fake adapter: it keeps resources in a map and misbehaves for
+// the names it is told to.
+type thing struct {
+	mu      sync.Mutex
+	state   map[string]string
+	calls   map[string]int
+	panicOn string
+	failOn  string
+}
+
+func (h *thing) Observe(_ context.Context, _ *adapters.Context, r adapters.Resource) (adapters.Observation, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls[r.ID.Value]++
+	if r.ID.Value == h.panicOn {
+		panic("boom")
+	}
+	if r.ID.Value == h.failOn {
+		return adapters.Observation{}, adapters.Permanent(errors.New("target refuses"))
+	}
+	v, ok := h.state[r.ID.Value]
+	if !ok {
+		return adapters.Observation{}, nil
+	}
+	return adapters.Observation{Exists: true, Attributes: map[string]any{"name": r.ID.Value, "v": v}}, nil
+}
+
+func (h *thing) Create(_ context.Context, hc *adapters.Context, r adapters.Resource) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.state[r.ID.Value] = r.Attributes["v"].(string)
+	hc.Info("created", "name", r.ID.Value)
+	return nil
+}
+
+func (h *thing) Update(ctx context.Context, hc *adapters.Context, r adapters.Resource, _ adapters.Diff) error {
+	return h.Create(ctx, hc, r)
+}
+
+func (h *thing) Delete(_ context.Context, _ *adapters.Context, r adapters.Resource) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.state, r.ID.Value)
+	return nil
+}
+
+func setup(t *testing.T, n int) (*store.Store, store.Environment, int64, store.Plan) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.CreateProject(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(`{"resources":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"id":"test::Thing[a,name=t%03d]","attributes":{"name":"t%03d","v":"1"}}`, i, i)
+	}
+	b.WriteString("]}")
+	v, err := intent.DecodeBytes([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.ExportVersion(ctx, e.ID, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := st.ReleaseVersion(ctx, e.ID, info.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.PlanDeploy(ctx, e.ID, rel.Run.Run, store.BatchLimits{MaxResources: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, e, rel.Run.Run, p
+}
+
+func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
+	t.Parallel()
+	st, e, run, plan := setup(t, 250)
+	h := &thing{state: map[string]string{}, calls: map[string]int{}, panicOn: "t007", failOn: "t042"}
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", h)
+	ex := &Executor{Store: st, Adapters: reg, Concurrency: 8}
+
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: plan.Batches[0].Seq, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 248 || res.Failed != 2 || res.Changed != 248 {
+		t.Errorf("result = %+v, want 248 deployed (changed), 2 failed", res)
+	}
+	ctx := context.Background()
+	for id, want := range map[string]string{"t007": "adapter panicked: boom", "t042": "target refuses"} {
+		rid := "test::Thing[a,name=" + id + "]"
+		stt, err := st.GetResource(ctx, e.ID, rid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acts, err := st.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: rid, Limit: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stt.LastResult != "failed" || stt.Compliance != "non_compliant" || len(acts) != 1 ||
+			acts[0].Error == nil || !strings.Contains(*acts[0].Error, want) {
+			t.Errorf("%s: state %+v, actions %+v; want failed with %q", id, stt, acts, want)
+		}
+	}
+	ok, err := st.GetResource(ctx, e.ID, "test::Thing[a,name=t100]")
+	if err != nil || ok.LastResult != "deployed" || ok.Compliance != "compliant" {
+		t.Errorf("t100 = %+v, %v", ok, err)
+	}
+}
+
+func TestExecuteBatchResumesAfterRecordedChunks(t *testing.T) {
+	t.Parallel()
+	st, e, run, plan := setup(t, 250)
+	h := &thing{state: map[string]string{}, calls: map[string]int{}}
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", h)
+	ex := &Executor{Store: st, Adapters: reg, Concurrency: 4}
+
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	// A previous attempt recorded two chunks before it died.
+	env.SetHeartbeatDetails(batchProgress{Done: 200, Result: workflows.BatchResult{Deployed: 200}})
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: plan.Batches[0].Seq, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.calls) != 50 || h.calls["t199"] != 0 || h.calls["t200"] != 1 {
+		t.Errorf("adapter ran %d resources (t199: %d, t200: %d), want only the 50 after the recorded chunks",
+			len(h.calls), h.calls["t199"], h.calls["t200"])
+	}
+	if res.Deployed != 250 {
+		t.Errorf("result = %+v, want the 200 recorded plus 50", res)
+	}
+}
