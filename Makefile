@@ -65,8 +65,11 @@ lint: $(STATICCHECK) ## go vet and staticcheck
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-bench: ## hot-path benchmarks (end-to-end deploy benchmarks come with the deploy engine)
+BENCH_N ?= 10000
+bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./adapters/... ./internal/intent/
+	$(GO) run ./cmd/intend-bench -n $(BENCH_N)
+	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm; fi
 
 clean: ## remove build output and the embedded deploy's state
 	rm -rf bin data

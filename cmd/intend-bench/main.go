@@ -1,0 +1,202 @@
+// Command intend-bench measures intend end to end on this machine and
+// prints a table: it starts PostgreSQL and a Temporal dev server from the
+// local binaries (as `intend deploy` does), runs an intend server with its
+// embedded executor in-process, and deploys file resources through the REST
+// API. `make bench` runs it; docs/benchmarks.md records its numbers.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/devtemporal"
+	"github.com/intendhq/intend/internal/pgcluster"
+	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/internal/store"
+)
+
+func main() {
+	n := flag.Int("n", 10000, "resources to deploy")
+	fsync := flag.Bool("fsync", true, "keep PostgreSQL's durability settings (as `intend deploy` does)")
+	filesDir := flag.String("files", "", "where the deployed files go (default: a temp dir under $TMPDIR)")
+	flag.Parse()
+	if err := run(context.Background(), *n, *fsync, *filesDir, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "intend-bench:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct {
+	name, value, note string
+}
+
+func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer) error {
+	dir, err := os.MkdirTemp("", "intend-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "pg"), Fsync: fsync})
+	if err != nil {
+		return err
+	}
+	defer pg.Stop(context.WithoutCancel(ctx))
+	if err := pg.EnsureDatabase(ctx, "intend"); err != nil {
+		return err
+	}
+	ts, err := devtemporal.Start(ctx, devtemporal.Options{DBFile: filepath.Join(dir, "temporal.db"), UIPort: -1})
+	if err != nil {
+		return err
+	}
+	defer ts.Stop()
+	srv, err := server.Start(ctx, server.Config{
+		Listen: "127.0.0.1:0", DatabaseURL: pg.URL("intend"), TemporalAddress: ts.HostPort(),
+		TemporalNamespace: ts.Namespace(), EmbeddedExecutor: true,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop(context.WithoutCancel(ctx))
+	c := apiclient.New("http://" + srv.Addr())
+	if _, err := c.EnsureProject(ctx, "bench"); err != nil {
+		return err
+	}
+	if _, err := c.EnsureEnvironment(ctx, "bench", "bench"); err != nil {
+		return err
+	}
+	files := filepath.Join(dir, "files")
+	if filesDir != "" {
+		if files, err = os.MkdirTemp(filesDir, "intend-bench-files-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(files)
+	}
+	fmt.Fprintf(out, "%d fs::File resources into %s, PostgreSQL fsync %v\n", n, files, fsync)
+	var rows []row
+
+	// P1: first deploy of n independent files.
+	body := version(files, n, -1)
+	t0 := time.Now()
+	v, err := c.ExportVersion(ctx, "bench", body)
+	if err != nil {
+		return err
+	}
+	exported := time.Since(t0)
+	t1 := time.Now()
+	run, err := releaseAndWait(ctx, c, v.Version)
+	if err != nil {
+		return err
+	}
+	deployed := time.Since(t1)
+	if run.Deployed != n {
+		return fmt.Errorf("first deploy: %+v, want %d deployed", run, n)
+	}
+	if err := breakdown(ctx, pg.URL("intend"), run.WorkflowID, out); err != nil {
+		return err
+	}
+	rows = append(rows,
+		row{"export " + fmt.Sprint(n) + " resources (PUT versions)", exported.Round(time.Millisecond).String(), fmt.Sprintf("%.0f resources/s", float64(n)/exported.Seconds())},
+		row{"P1 first deploy, release → all recorded", deployed.Round(time.Millisecond).String(), fmt.Sprintf("%.0f resources/s (bar ≥ 2,500)", float64(n)/deployed.Seconds())},
+		row{"P1 end to end incl. export", (exported + deployed).Round(time.Millisecond).String(), fmt.Sprintf("%.0f resources/s", float64(n)/(exported+deployed).Seconds())},
+	)
+
+	// P2: one changed resource among n.
+	body = version(files, n, n/2)
+	v, err = c.ExportVersion(ctx, "bench", body)
+	if err != nil {
+		return err
+	}
+	t2 := time.Now()
+	run, err = releaseAndWait(ctx, c, v.Version)
+	if err != nil {
+		return err
+	}
+	one := time.Since(t2)
+	rows = append(rows, row{"P2 one change among " + fmt.Sprint(n) + ", release → recorded", one.Round(time.Millisecond).String(),
+		fmt.Sprintf("%d deployed (bar ≤ 0.5 s, one write)", run.Deployed)})
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "workload\ttime\tnote\n")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.name, r.value, r.note)
+	}
+	return tw.Flush()
+}
+
+// version builds a version of n files under dir; the file at index change
+// (if ≥ 0) gets different content.
+func version(dir string, n, change int) []byte {
+	type res struct {
+		ID         string         `json:"id"`
+		Attributes map[string]any `json:"attributes"`
+	}
+	rs := make([]res, n)
+	for i := range rs {
+		p := filepath.Join(dir, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%06d", i))
+		content := fmt.Sprintf("file %d\n", i)
+		if i == change {
+			content = "changed\n"
+		}
+		rs[i] = res{ID: "fs::File[bench,path=" + p + "]", Attributes: map[string]any{"path": p, "content": content, "mode": "0644"}}
+	}
+	b, _ := json.Marshal(map[string]any{"resources": rs})
+	return b
+}
+
+// breakdown prints where a run's time went, from PostgreSQL's timestamps.
+func breakdown(ctx context.Context, url, workflowID string, out io.Writer) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var plan, first, last, finish float64
+	err = conn.QueryRow(ctx, `select
+		extract(epoch from r.started_at - r.requested_at),
+		extract(epoch from min(a.started_at) - r.requested_at),
+		extract(epoch from max(a.finished_at) - r.requested_at),
+		extract(epoch from r.finished_at - r.requested_at)
+		from deploy_runs r join resource_actions a on a.workflow_id = r.workflow_id
+		where r.workflow_id = $1 group by r.requested_at, r.started_at, r.finished_at`, workflowID).
+		Scan(&plan, &first, &last, &finish)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: planned after %.3fs, first resource at %.3fs, last at %.3fs, finished at %.3fs (from release)\n",
+		workflowID, plan, first, last, finish)
+	return nil
+}
+
+func releaseAndWait(ctx context.Context, c *apiclient.Client, v int64) (store.DeployRun, error) {
+	rel, err := c.Release(ctx, "bench", v)
+	if err != nil {
+		return store.DeployRun{}, err
+	}
+	if rel.Run == nil {
+		return store.DeployRun{}, fmt.Errorf("release of %d started no run", v)
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		r, err := c.Run(ctx, "bench", rel.Run.Run)
+		if err != nil {
+			return r, err
+		}
+		if r.Status == "done" || r.Status == "failed" {
+			return r, nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return store.DeployRun{}, fmt.Errorf("run %d not done in 10 minutes", rel.Run.Run)
+}
