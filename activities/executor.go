@@ -53,7 +53,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 	started := time.Now()
 	b, err := e.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
 	if err != nil {
-		return workflows.BatchResult{}, err
+		return workflows.BatchResult{}, classify(err)
 	}
 	var p batchProgress
 	if activity.HasHeartbeatDetails(ctx) {

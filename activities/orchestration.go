@@ -6,14 +6,31 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
+
+// ErrTypeNotFound is the Temporal error type of activity errors about rows
+// that are gone (a deleted environment or run): retrying cannot help.
+const ErrTypeNotFound = "NotFound"
+
+// classify marks store errors that retrying cannot fix as non-retryable.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNotFound, err)
+	}
+	return err
+}
 
 // Orchestration holds the activities of the `intend` task queue.
 type Orchestration struct {
@@ -33,7 +50,7 @@ func (o *Orchestration) Register(w worker.ActivityRegistry) {
 func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) (workflows.PlanResult, error) {
 	env, err := o.Store.GetEnvironment(ctx, in.EnvironmentID)
 	if err != nil {
-		return workflows.PlanResult{}, err
+		return workflows.PlanResult{}, classify(err)
 	}
 	if env.Halted {
 		return workflows.PlanResult{Halted: true}, nil
@@ -44,7 +61,7 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 	}
 	p, err := o.Store.PlanDeploy(ctx, in.EnvironmentID, in.Run, limits)
 	if err != nil {
-		return workflows.PlanResult{}, err
+		return workflows.PlanResult{}, classify(err)
 	}
 	out := workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total,
 		Batches: make([]workflows.BatchRef, len(p.Batches))}
@@ -56,8 +73,8 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 
 // FinishDeploy records a run's totals.
 func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInput) error {
-	return o.Store.FinishRun(ctx, in.EnvironmentID, in.Run, in.Status,
-		store.RunCounts{Deployed: in.Deployed, Failed: in.Failed, Unavailable: in.Unavailable})
+	return classify(o.Store.FinishRun(ctx, in.EnvironmentID, in.Run, in.Status,
+		store.RunCounts{Deployed: in.Deployed, Failed: in.Failed, Unavailable: in.Unavailable}))
 }
 
 // MarkBatch records the same outcome for every resource of a batch that no
@@ -65,7 +82,7 @@ func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInp
 func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInput) error {
 	b, err := o.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	info := activity.GetInfo(ctx)
 	now := nowUTC()

@@ -204,6 +204,25 @@ func TestDeployThroughTemporal(t *testing.T) {
 		t.Errorf("c action should name the failing path: %+v", acts)
 	}
 
+	// /metrics has intend's own metrics and the Temporal SDK's.
+	resp, err := http.Get(c.Base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`intend_resource_actions_total{action="deploy",environment="` + env + `",result="deployed"} 5`,
+		`intend_resource_actions_total{action="deploy",environment="` + env + `",result="failed"} 1`,
+		`intend_executor_batch_resources_count`,
+		`temporal_workflow_completed_total`,
+		`temporal_activity_execution_latency_seconds_bucket`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	// The list endpoint filters by state.
 	failed, _, err := c.Resources(ctx, env, url.Values{"result": {"failed"}})
 	if err != nil {
