@@ -99,6 +99,16 @@ create index resource_state_agent on resource_state (environment_id, agent, reso
 create index resource_state_pending on resource_state (environment_id, agent, resource_id)
     where intent_hash is not null and compliance <> 'compliant';
 
+-- Agents seen in released versions, per environment: the embedded executor
+-- serves them (setting autostart_agents) without scanning resource_state.
+create table agents (
+    environment_id uuid not null references environments (id) on delete cascade,
+    name           text not null,
+    paused         boolean not null default false,
+    first_seen     timestamptz not null default now(),
+    primary key (environment_id, name)
+);
+
 -- A deploy run is one deploy workflow: env/<env>/deploy/<run>.
 create table deploy_runs (
     environment_id uuid not null references environments (id) on delete cascade,
@@ -162,6 +172,7 @@ create index resource_actions_env on resource_actions (environment_id, id desc);
 drop table resource_actions;
 drop table deploy_batches;
 drop table deploy_runs;
+drop table agents;
 drop table resource_state;
 drop table version_resources;
 drop table resource_contents;

@@ -396,12 +396,18 @@ type RunCounts struct {
 	Unavailable int `json:"unavailable"`
 }
 
-// FinishRun marks a run done (or failed) with its totals.
+// FinishRun marks a run done (or failed) with its totals and drops its
+// batches, which only a running run needs.
 func (s *Store) FinishRun(ctx context.Context, envID string, run int64, status string, c RunCounts) error {
-	_, err := s.pool.Exec(ctx, `update deploy_runs set status = $3, finished_at = coalesce(finished_at, now()),
-		deployed = $4, failed = $5, unavailable = $6 where environment_id = $1::uuid and run = $2`,
-		envID, run, status, c.Deployed, c.Failed, c.Unavailable)
-	return err
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `update deploy_runs set status = $3, finished_at = coalesce(finished_at, now()),
+			deployed = $4, failed = $5, unavailable = $6 where environment_id = $1::uuid and run = $2`,
+			envID, run, status, c.Deployed, c.Failed, c.Unavailable); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `delete from deploy_batches where environment_id = $1::uuid and run = $2`, envID, run)
+		return err
+	})
 }
 
 // GetRun returns one deploy run.
@@ -451,8 +457,9 @@ func (s *Store) OpenRuns(ctx context.Context, before time.Time) ([]OpenRun, erro
 	})
 }
 
-// ServedAgents lists, per environment, the agents of released resources, for
-// the embedded executor to decide which task queues to poll.
+// ServedAgents lists, per environment name, the agents seen in released
+// versions and the environments' settings, for the embedded executor to
+// decide which task queues to poll.
 func (s *Store) ServedAgents(ctx context.Context) (map[string][]string, map[string]Settings, error) {
 	envs, err := s.ListEnvironments(ctx, "")
 	if err != nil {
@@ -462,8 +469,8 @@ func (s *Store) ServedAgents(ctx context.Context) (map[string][]string, map[stri
 	for _, e := range envs {
 		settings[e.Name] = e.Settings
 	}
-	rows, err := s.pool.Query(ctx, `select distinct e.name, rs.agent from resource_state rs
-		join environments e on e.id = rs.environment_id where rs.intent_hash is not null order by 1, 2`)
+	rows, err := s.pool.Query(ctx, `select e.name, a.name from agents a
+		join environments e on e.id = a.environment_id order by 1, 2`)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -123,11 +123,18 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
+	where := "environment_id = $1::uuid and id < $2"
+	args := []any{envID, before, f.Limit}
+	if f.ResourceID != "" {
+		// A separate predicate (not "$x = '' or …"), so the planner uses
+		// the per-resource index.
+		where += " and resource_id = $4"
+		args = append(args, f.ResourceID)
+	}
 	q := `select id, resource_id, version, action, reason, started_at, finished_at, result, changes, logs,
 		error, workflow_id, run_id, attempt from resource_actions
-		where environment_id = $1::uuid and id < $2 and ($3 = '' or resource_id = $3)
-		order by id desc limit $4`
-	rows, err := s.pool.Query(ctx, q, envID, before, f.ResourceID, f.Limit)
+		where ` + where + ` order by id desc limit $3`
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

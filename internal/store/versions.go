@@ -288,6 +288,13 @@ func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64)
 			return fmt.Errorf("update deploy state: %w", err)
 		}
 		changed := int(tag.RowsAffected())
+		if _, err := tx.Exec(ctx, `
+			insert into agents (environment_id, name)
+			select distinct vr.environment_id, vr.agent from version_resources vr
+			where vr.environment_id = $1::uuid and vr.first_version > $2 and vr.first_version <= $3
+			on conflict do nothing`, envID, prev, version); err != nil {
+			return fmt.Errorf("record agents: %w", err)
+		}
 		tag, err = tx.Exec(ctx, `
 			update resource_state rs set intent_hash = null, intent_version = $3
 			where rs.environment_id = $1::uuid and rs.intent_hash is not null
