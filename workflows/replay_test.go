@@ -1,0 +1,24 @@
+package workflows
+
+import (
+	"testing"
+
+	"go.temporal.io/sdk/worker"
+)
+
+// TestReplayCommittedHistories replays histories recorded from real runs
+// (testdata/*.json, written by `temporal workflow show --output json`).
+// A change to a workflow that would break running executions fails here;
+// such a change needs workflow.GetVersion, not a new history.
+func TestReplayCommittedHistories(t *testing.T) {
+	t.Parallel()
+	for _, h := range []struct{ file, why string }{
+		{"testdata/deploy_quickstart.json", "the quick start: 4 resources in 3 requires levels, one purged"},
+	} {
+		r := worker.NewWorkflowReplayer()
+		Register(r)
+		if err := r.ReplayWorkflowHistoryFromJSONFile(nil, h.file); err != nil {
+			t.Errorf("%s (%s): %v", h.file, h.why, err)
+		}
+	}
+}
