@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/server"
@@ -115,9 +114,17 @@ func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, env
 	}
 
 	fmt.Fprintf(out, "→ starting Temporal dev server (namespace %s)\n", cfg.Namespace)
+	// The ports of temporal.yaml when they are free, others otherwise.
+	port, err := childproc.PortOr(cfg.IP, cfg.Port)
+	if err != nil {
+		return err
+	}
+	uiPort, err := childproc.PortOr(cfg.IP, cfg.UIPort)
+	if err != nil {
+		return err
+	}
 	ts, err := devtemporal.Start(ctx, devtemporal.Options{
-		DBFile: filepath.Join(dataDir, "temporal.db"),
-		Port:   portIfFree(cfg.IP, cfg.Port), UIPort: portIfFree(cfg.IP, cfg.UIPort), Config: cfg,
+		DBFile: filepath.Join(dataDir, "temporal.db"), Port: port, UIPort: uiPort, Config: cfg,
 	})
 	if err != nil {
 		return fmt.Errorf("start Temporal: %w", err)
@@ -227,17 +234,4 @@ func printSummary(ctx context.Context, c *apiclient.Client, env string, run stor
 	if len(items) == 20 {
 		fmt.Fprintln(out, "  …")
 	}
-}
-
-// portIfFree returns port when it can be bound on ip, else 0 (pick one).
-func portIfFree(ip string, port int) int {
-	if port <= 0 {
-		return 0
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-	if err != nil {
-		return 0
-	}
-	ln.Close()
-	return port
 }

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.temporal.io/api/operatorservice/v1"
@@ -32,6 +33,7 @@ import (
 	"go.temporal.io/sdk/log"
 
 	"github.com/intendhq/intend"
+	"github.com/intendhq/intend/internal/childproc"
 )
 
 // Options configures Start.
@@ -67,7 +69,7 @@ type Server struct {
 	hostPort  string
 	uiAddress string
 	namespace string
-	tail      *tailBuffer
+	tail      *childproc.Tail
 	logFile   *os.File
 
 	exited  chan struct{} // closed when the process has exited
@@ -155,7 +157,7 @@ func start(ctx context.Context, cli string, cfg intend.TemporalDev, opts Options
 	s := &Server{
 		hostPort:  net.JoinHostPort(ip, strconv.Itoa(port)),
 		namespace: cfg.Namespace,
-		tail:      &tailBuffer{max: logTailBytes},
+		tail:      &childproc.Tail{Max: logTailBytes},
 		exited:    make(chan struct{}),
 	}
 	// The flags testsuite.StartDevServer passes, plus temporal.yaml's.
@@ -189,7 +191,8 @@ func start(ctx context.Context, cli string, cfg intend.TemporalDev, opts Options
 	cmd.Stderr = cmd.Stdout
 	cmd.WaitDelay = 5 * time.Second
 	if !opts.KeepOnParentDeath {
-		cmd.SysProcAttr = dieWithParent()
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		childproc.DieWithParent(cmd.SysProcAttr)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cli, err)
@@ -327,37 +330,10 @@ func (s *Server) kill() {
 	<-s.exited
 }
 
+// portOrFree returns port, or a free one when port is 0.
 func portOrFree(ip string, port int) (int, error) {
 	if port > 0 {
 		return port, nil
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tailBuffer keeps the last max bytes written to it, for error messages.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
+	return childproc.FreePort(ip)
 }

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/childproc"
 )
 
 // Options configures Start.
@@ -57,7 +58,7 @@ type Cluster struct {
 	port    int
 	cmd     *exec.Cmd
 	logFile *os.File
-	tail    *tailBuffer
+	tail    *childproc.Tail
 
 	exited  chan struct{} // closed when the postmaster has exited
 	waitErr error         // set before exited is closed
@@ -120,7 +121,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	for attempt := 1; ; attempt++ {
 		port := opts.Port
 		if port == 0 {
-			if port, err = freePort(); err != nil {
+			if port, err = childproc.FreePort("127.0.0.1"); err != nil {
 				c.closeLog()
 				return nil, fmt.Errorf("pgcluster: %w", err)
 			}
@@ -219,7 +220,7 @@ func (c *Cluster) start(ctx context.Context, bin string, owner *runAs, port int,
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
 
-	c.tail = &tailBuffer{max: logTailBytes}
+	c.tail = &childproc.Tail{Max: logTailBytes}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = c.dir
 	cmd.Stdout = io.MultiWriter(c.tail, opts.Log)
@@ -417,41 +418,6 @@ func isPostgres(pid int) bool {
 		return !errors.Is(err, os.ErrNotExist)
 	}
 	return strings.Contains(string(b), "postgres")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tailBuffer keeps the last max bytes written to it, for error messages.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	if t == nil {
-		return ""
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }
 
 func tailOf(b []byte) string {

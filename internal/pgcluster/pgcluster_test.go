@@ -123,17 +123,6 @@ func TestNewestDebianBinDir(t *testing.T) {
 	}
 }
 
-func TestTailBuffer(t *testing.T) {
-	t.Parallel()
-	b := &tailBuffer{max: 5}
-	for _, s := range []string{"abc", "defg", "h"} {
-		b.Write([]byte(s))
-	}
-	if got := b.String(); got != "defgh" {
-		t.Fatalf("got %q, want the last 5 bytes", got)
-	}
-}
-
 func start(ctx context.Context, t *testing.T, opts Options) *Cluster {
 	t.Helper()
 	c, err := Start(ctx, opts)

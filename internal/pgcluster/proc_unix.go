@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/intendhq/intend/internal/childproc"
 )
 
 // runAs is the user postgres runs as when we are root.
@@ -45,7 +47,7 @@ func sysProcAttr(owner *runAs, dieWithParent bool) *syscall.SysProcAttr {
 		a.Credential = &syscall.Credential{Uid: owner.uid, Gid: owner.gid}
 	}
 	if dieWithParent {
-		setPdeathsig(a)
+		childproc.DieWithParent(a)
 	}
 	return a
 }

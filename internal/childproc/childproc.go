@@ -1,0 +1,64 @@
+// Package childproc holds what starting a server as a child process needs,
+// shared by pgcluster and devtemporal (and `intend deploy`): the tail of its
+// output for error messages, free loopback ports, and tying its life to
+// ours.
+package childproc
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+)
+
+// Tail keeps the last Max bytes written to it. It is safe for concurrent
+// use; a nil *Tail reads as empty.
+type Tail struct {
+	Max int
+
+	mu  sync.Mutex
+	buf []byte
+}
+
+// Write appends p, dropping what falls out of the window.
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.Max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns the bytes kept.
+func (t *Tail) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// FreePort returns a TCP port that was free on ip a moment ago. Another
+// process may take it before the caller binds it; callers retry.
+func FreePort(ip string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// PortOr returns port when it can be bound on ip now, else a free one.
+func PortOr(ip string, port int) (int, error) {
+	if port > 0 {
+		if l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return FreePort(ip)
+}

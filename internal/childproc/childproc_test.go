@@ -1,0 +1,39 @@
+package childproc
+
+import (
+	"net"
+	"testing"
+)
+
+func TestTailKeepsTheLastBytes(t *testing.T) {
+	t.Parallel()
+	b := &Tail{Max: 5}
+	for _, s := range []string{"abc", "defg", "h"} {
+		b.Write([]byte(s))
+	}
+	if got := b.String(); got != "defgh" {
+		t.Fatalf("got %q, want the last 5 bytes", got)
+	}
+	var none *Tail
+	if none.String() != "" {
+		t.Fatal("a nil tail is not empty")
+	}
+}
+
+func TestPortOrFallsBackWhenTaken(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	got, err := PortOr("127.0.0.1", taken)
+	if err != nil || got == taken || got == 0 {
+		t.Fatalf("PortOr(taken %d) = %d, %v; want another free port", taken, got, err)
+	}
+	free, _ := FreePort("127.0.0.1")
+	if got, err := PortOr("127.0.0.1", free); err != nil || got != free {
+		t.Fatalf("PortOr(free %d) = %d, %v; want it back", free, got, err)
+	}
+}
