@@ -101,7 +101,7 @@ func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, m
 				TaskQueue:              AgentTaskQueue(in.EnvironmentName, b.Agent),
 				ScheduleToStartTimeout: agentWait,
 				StartToCloseTimeout:    30 * time.Minute,
-				HeartbeatTimeout:       time.Minute,
+				HeartbeatTimeout:       20 * time.Second,
 				RetryPolicy: &temporal.RetryPolicy{
 					InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
 				},
