@@ -44,11 +44,18 @@ func (e *Executor) Register(w worker.ActivityRegistry) {
 type batchProgress struct {
 	Done   int
 	Result workflows.BatchResult
+	// NotDeployed maps the recorded resources of the batch that failed or
+	// were skipped to their result: their dependents are skipped.
+	NotDeployed map[string]string
 }
 
-// ExecuteBatch loads a batch from PostgreSQL, runs every resource through
-// its adapter with bounded concurrency, and records one action per resource
-// and the new deploy state, chunk by chunk, heartbeating progress.
+// ExecuteBatch loads a batch from PostgreSQL and runs its resources through
+// their adapters in dependency order with bounded concurrency: a resource
+// starts once the resources of the batch it requires are done, and is
+// skipped (skipped_for_dependency) when one of them, or a required resource
+// outside the batch, is not deployed. It records one action per resource
+// and the new deploy state chunk by chunk, heartbeating progress, so a
+// retry resumes after the last recorded chunk.
 func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (workflows.BatchResult, error) {
 	started := time.Now()
 	b, err := e.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
@@ -61,29 +68,13 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 			p = batchProgress{}
 		}
 	}
+	if p.NotDeployed == nil {
+		p.NotDeployed = map[string]string{}
+	}
 	info := activity.GetInfo(ctx)
-	conc := max(e.Concurrency, 1)
 	for p.Done < len(b.Resources) {
 		end := min(p.Done+chunkSize, len(b.Resources))
-		chunk := b.Resources[p.Done:end]
-		recs := make([]store.ActionRecord, len(chunk))
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, conc)
-		committed := p
-		for i := range chunk {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func(i int) {
-				defer wg.Done()
-				defer func() { <-sem }()
-				recs[i] = e.runOne(ctx, b, chunk[i], info)
-				// Keeps the activity alive through slow adapters; the
-				// details stay those of the last recorded chunk. The
-				// SDK throttles heartbeats.
-				activity.RecordHeartbeat(ctx, committed)
-			}(i)
-		}
-		wg.Wait()
+		recs := e.runChunk(ctx, b, b.Resources[p.Done:end], p, info)
 		if err := ctx.Err(); err != nil {
 			return p.Result, err
 		}
@@ -91,10 +82,16 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 			return p.Result, fmt.Errorf("record outcomes: %w", err)
 		}
 		for _, r := range recs {
-			if r.Result == "deployed" {
+			switch r.Result {
+			case "deployed":
 				p.Result.Deployed++
-			} else {
+			case "skipped_for_dependency":
+				p.Result.Skipped++
+			default:
 				p.Result.Failed++
+			}
+			if r.Result != "deployed" {
+				p.NotDeployed[r.ResourceID] = r.Result
 			}
 			if r.Changed {
 				p.Result.Changed++
@@ -111,6 +108,88 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		e.Metrics.BatchSize.Observe(float64(len(b.Resources)))
 	}
 	return p.Result, nil
+}
+
+// runChunk runs the resources of one chunk and returns their records. Each
+// resource waits for the resources of the chunk it requires (they come
+// earlier: batches are in dependency order); only running adapters take a
+// concurrency slot, waiting does not.
+func (e *Executor) runChunk(ctx context.Context, b store.Batch, chunk []store.BatchResource, p batchProgress,
+	info activity.Info) []store.ActionRecord {
+	pos := make(map[string]int, len(chunk))
+	for i, r := range chunk {
+		pos[r.ID] = i
+	}
+	recs := make([]store.ActionRecord, len(chunk))
+	done := make([]chan struct{}, len(chunk))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	sem := make(chan struct{}, max(e.Concurrency, 1))
+	var wg sync.WaitGroup
+	for i := range chunk {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer close(done[i])
+			r := chunk[i]
+			for _, q := range r.Requires {
+				if j, ok := pos[q]; ok && j < i {
+					<-done[j]
+				}
+			}
+			if dep, result := blockedBy(r, i, pos, recs, b.Blocked, p.NotDeployed); dep != "" {
+				recs[i] = skipped(b, r, info, dep, result)
+				return
+			}
+			sem <- struct{}{}
+			recs[i] = e.runOne(ctx, b, r, info)
+			<-sem
+			// Keeps the activity alive through slow adapters; the details
+			// stay those of the last recorded chunk. The SDK throttles
+			// heartbeats.
+			activity.RecordHeartbeat(ctx, p)
+		}(i)
+	}
+	wg.Wait()
+	return recs
+}
+
+// blockedBy returns the first required resource of r that is not deployed,
+// with its result, or "" when r may run.
+func blockedBy(r store.BatchResource, i int, pos map[string]int, recs []store.ActionRecord,
+	outside, earlier map[string]string) (string, string) {
+	for _, q := range r.Requires {
+		if j, ok := pos[q]; ok && j < i {
+			if recs[j].Result != "deployed" {
+				return q, recs[j].Result
+			}
+			continue
+		}
+		if res, ok := earlier[q]; ok {
+			return q, res
+		}
+		if res, ok := outside[q]; ok {
+			return q, res
+		}
+	}
+	return "", ""
+}
+
+// skipped is the record of a resource not run because a dependency is not
+// deployed.
+func skipped(b store.Batch, r store.BatchResource, info activity.Info, dep, result string) store.ActionRecord {
+	now := time.Now().UTC()
+	hc := adapters.NewContext()
+	hc.Info("skipped: a required resource is not deployed", "requires", dep, "its_result", result)
+	logs, _ := json.Marshal(hc.Logs())
+	return store.ActionRecord{
+		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.Action, Reason: b.Reason,
+		StartedAt: now, FinishedAt: now, Result: "skipped_for_dependency",
+		Error: fmt.Sprintf("requires %s, which is not deployed (%s)", dep, result),
+		Logs:  logs, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		Attempt: int(info.Attempt),
+	}
 }
 
 // runOne performs one attempt on one resource and returns its action record.

@@ -183,3 +183,120 @@ func TestExecuteBatchResumesAfterRecordedChunks(t *testing.T) {
 		t.Errorf("result = %+v, want the 200 recorded plus 50", res)
 	}
 }
+
+// chainVersion: t000 ← t001 ← … (each requires the previous one).
+func setupChain(t *testing.T, n int, extra string) (*store.Store, store.Environment, int64, store.Plan) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.CreateProject(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(`{"resources":[`)
+	for i := 0; i < n; i++ {
+		req := ""
+		if i > 0 {
+			req = fmt.Sprintf(`,"requires":["test::Thing[a,name=t%03d]"]`, i-1)
+		}
+		fmt.Fprintf(&b, `{"id":"test::Thing[a,name=t%03d]","attributes":{"name":"t%03d","v":"1"}%s},`, i, i, req)
+	}
+	b.WriteString(extra + "]}")
+	v, err := intent.DecodeBytes([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.ExportVersion(ctx, e.ID, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := st.ReleaseVersion(ctx, e.ID, info.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.PlanDeploy(ctx, e.ID, rel.Run.Run, store.BatchLimits{MaxResources: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, e, rel.Run.Run, p
+}
+
+// TestExecuteBatchRunsChainsInOrderAndSkipsAfterAFailure: a chain of 250
+// on one agent is one batch (three chunks); it runs in order, and when
+// t120 fails, every later link is skipped_for_dependency without its
+// adapter being called, across chunk boundaries.
+func TestExecuteBatchRunsChainsInOrderAndSkipsAfterAFailure(t *testing.T) {
+	t.Parallel()
+	st, e, run, plan := setupChain(t, 250, `{"id":"test::Thing[a,name=free]","attributes":{"name":"free","v":"1"}}`)
+	if len(plan.Batches) != 1 {
+		t.Fatalf("a chain on one agent should be one batch: %+v", plan.Batches)
+	}
+	h := &thing{state: map[string]string{}, calls: map[string]int{}, failOn: "t120"}
+	var order []string
+	var mu sync.Mutex
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", recordOrder{h, &mu, &order})
+	ex := &Executor{Store: st, Adapters: reg, Concurrency: 8}
+
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: 1, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 121 || res.Failed != 1 || res.Skipped != 129 {
+		t.Errorf("result = %+v, want 121 deployed (t000–t119, free), 1 failed (t120), 129 skipped", res)
+	}
+	last := -1
+	for _, name := range order {
+		if name == "free" {
+			continue
+		}
+		var i int
+		fmt.Sscanf(name, "t%03d", &i)
+		if i <= last {
+			t.Fatalf("t%03d ran after t%03d", i, last)
+		}
+		last = i
+	}
+	if h.calls["t121"] != 0 || h.calls["t249"] != 0 {
+		t.Errorf("skipped resources reached the adapter: %v", h.calls)
+	}
+	ctx := context.Background()
+	st249, err := st.GetResource(ctx, e.ID, "test::Thing[a,name=t249]")
+	if err != nil || st249.LastResult != "skipped_for_dependency" || st249.Compliance != "non_compliant" {
+		t.Errorf("t249 = %+v, %v", st249, err)
+	}
+	acts, _ := st.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: "test::Thing[a,name=t121]", Limit: 1})
+	if len(acts) != 1 || acts[0].Error == nil || !strings.Contains(*acts[0].Error, "t120") {
+		t.Errorf("t121's action should name t120: %+v", acts)
+	}
+}
+
+// recordOrder wraps an adapter and records the order of Create calls.
+type recordOrder struct {
+	*thing
+	mu    *sync.Mutex
+	order *[]string
+}
+
+func (r recordOrder) Create(ctx context.Context, hc *adapters.Context, res adapters.Resource) error {
+	r.mu.Lock()
+	*r.order = append(*r.order, res.ID.Value)
+	r.mu.Unlock()
+	return r.thing.Create(ctx, hc, res)
+}

@@ -74,7 +74,7 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 // FinishDeploy records a run's totals.
 func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInput) error {
 	return classify(o.Store.FinishRun(ctx, in.EnvironmentID, in.Run, in.Status,
-		store.RunCounts{Deployed: in.Deployed, Failed: in.Failed, Unavailable: in.Unavailable}))
+		store.RunCounts{Deployed: in.Deployed, Failed: in.Failed, Skipped: in.Skipped, Unavailable: in.Unavailable}))
 }
 
 // MarkBatch records the same outcome for every resource of a batch that no

@@ -124,6 +124,7 @@ create table deploy_runs (
     total          integer not null default 0,
     deployed       integer not null default 0,
     failed         integer not null default 0,
+    skipped        integer not null default 0,
     unavailable    integer not null default 0,
     workflow_id    text not null,
     primary key (environment_id, run)

@@ -64,6 +64,7 @@ type DeployResult struct {
 	Batches     int
 	Deployed    int
 	Failed      int
+	Skipped     int
 	Unavailable int
 	Changed     int
 }
@@ -107,7 +108,9 @@ type BatchInput struct {
 type BatchResult struct {
 	Deployed int
 	Failed   int
-	Changed  int
+	// Skipped counts resources not run because a dependency is not deployed.
+	Skipped int
+	Changed int
 }
 
 // MarkBatchInput records one outcome for every resource of a batch that no
@@ -127,5 +130,6 @@ type FinishInput struct {
 	Status        string
 	Deployed      int
 	Failed        int
+	Skipped       int
 	Unavailable   int
 }

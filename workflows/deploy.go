@@ -76,12 +76,12 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	status := "done"
 	if err := workflow.ExecuteActivity(local, FinishDeployActivity, FinishInput{
 		EnvironmentID: in.EnvironmentID, Run: in.Run, Status: status,
-		Deployed: res.Deployed, Failed: res.Failed, Unavailable: res.Unavailable,
+		Deployed: res.Deployed, Failed: res.Failed, Skipped: res.Skipped, Unavailable: res.Unavailable,
 	}).Get(ctx, nil); err != nil {
 		return res, fmt.Errorf("finish: %w", err)
 	}
 	log.Info("deploy finished", "run", in.Run, "version", res.Version, "total", res.Total,
-		"deployed", res.Deployed, "failed", res.Failed, "unavailable", res.Unavailable)
+		"deployed", res.Deployed, "failed", res.Failed, "skipped", res.Skipped, "unavailable", res.Unavailable)
 	return res, nil
 }
 
@@ -118,6 +118,7 @@ func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, m
 				if err == nil {
 					res.Deployed += br.Deployed
 					res.Failed += br.Failed
+					res.Skipped += br.Skipped
 					res.Changed += br.Changed
 					return
 				}

@@ -127,6 +127,26 @@ func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer)
 	rows = append(rows, row{"P2 one change among " + fmt.Sprint(n) + ", release → recorded", one.Round(time.Millisecond).String(),
 		fmt.Sprintf("%d deployed (bar ≤ 0.5 s, one write)", run.Deployed)})
 
+	// P5: a chain of 1,000 resources, each requiring the previous one, in
+	// a fresh environment.
+	if _, err := c.EnsureEnvironment(ctx, "bench", "chain"); err != nil {
+		return err
+	}
+	body = chain(filepath.Join(files, "chain"), 1000)
+	v, err = c.ExportVersion(ctx, "chain", body)
+	if err != nil {
+		return err
+	}
+	t3 := time.Now()
+	run, err = releaseAndWaitIn(ctx, c, "chain", v.Version)
+	if err != nil {
+		return err
+	}
+	if run.Deployed != 1000 {
+		return fmt.Errorf("chain: %+v, want 1000 deployed", run)
+	}
+	rows = append(rows, row{"P5 chain of 1,000, release → recorded", time.Since(t3).Round(time.Millisecond).String(), "bar ≤ 30 s"})
+
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "workload\ttime\tnote\n")
 	for _, r := range rows {
@@ -179,8 +199,31 @@ func breakdown(ctx context.Context, url, workflowID string, out io.Writer) error
 	return nil
 }
 
+// chain builds a version of n files, each requiring the previous one.
+func chain(dir string, n int) []byte {
+	type res struct {
+		ID         string         `json:"id"`
+		Attributes map[string]any `json:"attributes"`
+		Requires   []string       `json:"requires,omitempty"`
+	}
+	rs := make([]res, n)
+	for i := range rs {
+		p := filepath.Join(dir, fmt.Sprintf("c%04d", i))
+		rs[i] = res{ID: "fs::File[bench,path=" + p + "]", Attributes: map[string]any{"path": p, "content": "link\n"}}
+		if i > 0 {
+			rs[i].Requires = []string{rs[i-1].ID}
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"resources": rs})
+	return b
+}
+
 func releaseAndWait(ctx context.Context, c *apiclient.Client, v int64) (store.DeployRun, error) {
-	rel, err := c.Release(ctx, "bench", v)
+	return releaseAndWaitIn(ctx, c, "bench", v)
+}
+
+func releaseAndWaitIn(ctx context.Context, c *apiclient.Client, env string, v int64) (store.DeployRun, error) {
+	rel, err := c.Release(ctx, env, v)
 	if err != nil {
 		return store.DeployRun{}, err
 	}
@@ -189,7 +232,7 @@ func releaseAndWait(ctx context.Context, c *apiclient.Client, v int64) (store.De
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
-		r, err := c.Run(ctx, "bench", rel.Run.Run)
+		r, err := c.Run(ctx, env, rel.Run.Run)
 		if err != nil {
 			return r, err
 		}

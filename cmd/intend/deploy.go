@@ -170,8 +170,9 @@ func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, env
 			return err
 		}
 		printSummary(ctx, c, env.Name, run, out)
-		if run.Failed > 0 || run.Unavailable > 0 {
-			defer fmt.Fprintf(out, "deploy finished with %d failed and %d unavailable resources\n", run.Failed, run.Unavailable)
+		if run.Failed > 0 || run.Skipped > 0 || run.Unavailable > 0 {
+			defer fmt.Fprintf(out, "deploy finished with %d failed, %d skipped and %d unavailable resources; see GET %s/api/v1/environments/%s/resources?compliance=non_compliant\n",
+				run.Failed, run.Skipped, run.Unavailable, base, env.Name)
 		}
 	}
 	if ts.UIAddress() != "" {
@@ -195,8 +196,8 @@ func waitRun(ctx context.Context, c *apiclient.Client, env string, run int64, ti
 		if err != nil {
 			return r, err
 		}
-		line := fmt.Sprintf("  run %d: %s, %d/%d done (%d deployed, %d failed, %d unavailable)",
-			r.Run, r.Status, r.Deployed+r.Failed+r.Unavailable, r.Total, r.Deployed, r.Failed, r.Unavailable)
+		line := fmt.Sprintf("  run %d: %s, %d/%d done (%d deployed, %d failed, %d skipped, %d unavailable)",
+			r.Run, r.Status, r.Deployed+r.Failed+r.Skipped+r.Unavailable, r.Total, r.Deployed, r.Failed, r.Skipped, r.Unavailable)
 		if line != last {
 			fmt.Fprintln(out, line)
 			last = line
@@ -222,8 +223,8 @@ func printSummary(ctx context.Context, c *apiclient.Client, env string, run stor
 	if run.StartedAt != nil && run.FinishedAt != nil {
 		took = " in " + run.FinishedAt.Sub(run.RequestedAt).Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(out, "✓ deploy run %d of version %d finished%s: %d deployed, %d failed, %d unavailable\n",
-		run.Run, run.Version, took, run.Deployed, run.Failed, run.Unavailable)
+	fmt.Fprintf(out, "✓ deploy run %d of version %d finished%s: %d deployed, %d failed, %d skipped, %d unavailable\n",
+		run.Run, run.Version, took, run.Deployed, run.Failed, run.Skipped, run.Unavailable)
 	items, _, err := c.Resources(ctx, env, map[string][]string{"limit": {"20"}})
 	if err != nil {
 		return

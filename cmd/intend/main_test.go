@@ -84,7 +84,7 @@ func TestEmbeddedDeploy(t *testing.T) {
 	if got, err := os.ReadFile(target); err != nil || string(got) != "hello\n" {
 		t.Fatalf("deployed file = %q, %v\n%s", got, err, out)
 	}
-	for _, want := range []string{"version 1", "1 deployed, 0 failed", "Temporal UI: http://"} {
+	for _, want := range []string{"version 1", "1 deployed, 0 failed, 0 skipped", "Temporal UI: http://"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -95,7 +95,7 @@ func TestEmbeddedDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second intend deploy: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "version 2") || !strings.Contains(out, "0 deployed, 0 failed") {
+	if !strings.Contains(out, "version 2") || !strings.Contains(out, "0 deployed, 0 failed, 0 skipped") {
 		t.Errorf("second deploy output:\n%s", out)
 	}
 }

@@ -178,14 +178,26 @@ func TestDeployThroughTemporal(t *testing.T) {
 	cPath := filepath.Join(blocker, "c.txt")
 	p := file(gone, "", "")
 	p.Purged = true
+	// d, on another agent, requires c: it is skipped, not attempted.
+	dPath := filepath.Join(dir, "d.txt")
+	d := file(dPath, "needs c\n", "0644", file(cPath, "", "").ID)
+	d.ID = strings.Replace(d.ID, "[localhost,", "[other,", 1)
 	run = deploy(t, c, env, body(t,
 		file(a, "alpha v2\n", "0640"),
 		file(b, "beta\n", "0600", aID),
 		p,
 		file(cPath, "never\n", "0644"),
+		d,
 	))
-	if run.Total != 3 || run.Deployed != 2 || run.Failed != 1 {
-		t.Fatalf("run 2 = %+v, want 3 planned: 2 deployed (a, gone), 1 failed (c); b untouched", run)
+	if run.Total != 4 || run.Deployed != 2 || run.Failed != 1 || run.Skipped != 1 {
+		t.Fatalf("run 2 = %+v, want 4 planned: 2 deployed (a, gone), 1 failed (c), 1 skipped (d); b untouched", run)
+	}
+	if _, err := os.Stat(dPath); !os.IsNotExist(err) {
+		t.Errorf("d was written although c failed: %v", err)
+	}
+	if st, acts := getResource(t, c, env, d.ID); st.LastResult != "skipped_for_dependency" || len(acts) != 1 ||
+		acts[0].Error == nil || !strings.Contains(*acts[0].Error, "c.txt") {
+		t.Errorf("d = %+v %+v, want skipped_for_dependency naming c", st, acts)
 	}
 	if got, mode := readFile(t, a); got != "alpha v2\n" || mode != 0o640 {
 		t.Errorf("a.txt after v2 = %q %v", got, mode)

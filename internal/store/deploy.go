@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,7 +46,6 @@ type planItem struct {
 	hash     []byte
 	requires []string
 	size     int
-	level    int
 }
 
 // PlanDeploy selects the resources a run deploys, orders them in levels of
@@ -92,8 +90,7 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		assignLevels(items)
-		p.Batches = cutBatches(items, limits)
+		items, p.Batches = planBatches(items, limits)
 		p.Total = len(items)
 
 		var copyRows [][]any
@@ -138,101 +135,24 @@ func existingPlan(ctx context.Context, tx pgx.Tx, envID string, run int64, p *Pl
 	return err
 }
 
-// assignLevels sorts items by (level, agent, id) where level is the length
-// of the longest requires chain inside the planned set. Requires outside the
-// set are deployed already and do not count. Kahn's algorithm, iterative.
-func assignLevels(items []planItem) {
-	index := make(map[string]int, len(items))
-	for i, it := range items {
-		index[it.id] = i
-	}
-	indeg := make([]int, len(items))
-	dependents := make([][]int, len(items))
-	for i, it := range items {
-		for _, r := range it.requires {
-			if j, ok := index[r]; ok && j != i {
-				indeg[i]++
-				dependents[j] = append(dependents[j], i)
-			}
-		}
-	}
-	queue := make([]int, 0, len(items))
-	for i := range items {
-		if indeg[i] == 0 {
-			queue = append(queue, i)
-		}
-	}
-	done := 0
-	for len(queue) > 0 {
-		i := queue[0]
-		queue = queue[1:]
-		done++
-		for _, d := range dependents[i] {
-			if items[i].level+1 > items[d].level {
-				items[d].level = items[i].level + 1
-			}
-			indeg[d]--
-			if indeg[d] == 0 {
-				queue = append(queue, d)
-			}
-		}
-	}
-	if done < len(items) {
-		// A cycle cannot be exported; should stored data hold one anyway,
-		// its members go last rather than never.
-		maxLevel := 0
-		for _, it := range items {
-			maxLevel = max(maxLevel, it.level)
-		}
-		for i := range items {
-			if indeg[i] > 0 {
-				items[i].level = maxLevel + 1
-			}
-		}
-	}
-	sort.SliceStable(items, func(a, b int) bool {
-		if items[a].level != items[b].level {
-			return items[a].level < items[b].level
-		}
-		if items[a].agent != items[b].agent {
-			return items[a].agent < items[b].agent
-		}
-		return items[a].id < items[b].id
-	})
-}
-
-// cutBatches cuts sorted items into consecutive batches of one (level,
-// agent) within limits.
-func cutBatches(items []planItem, limits BatchLimits) []BatchRef {
-	if limits.MaxResources <= 0 {
-		limits = DefaultBatchLimits
-	}
-	var out []BatchRef
-	bytes := 0
-	for _, it := range items {
-		n := len(out)
-		if n == 0 || out[n-1].Level != it.level || out[n-1].Agent != it.agent ||
-			out[n-1].Count >= limits.MaxResources || (limits.MaxBytes > 0 && bytes+it.size > limits.MaxBytes && out[n-1].Count > 0) {
-			out = append(out, BatchRef{Seq: n + 1, Agent: it.agent, Level: it.level, First: it.id})
-			bytes = 0
-			n++
-		}
-		out[n-1].Count++
-		bytes += it.size
-	}
-	return out
-}
-
 // BatchResource is one resource of a batch, as an executor receives it.
 type BatchResource struct {
 	ID         string
 	Hash       []byte
 	Attributes json.RawMessage
 	Purged     bool
+	// Requires lists the resources this one requires, in this batch or not.
+	Requires []string
 }
 
 // Batch is what an executor loads for one activity.
+//
+// Resources are in dependency order: a resource comes after every resource
+// of the batch it requires. Blocked names the requires outside the batch
+// that are not deployed as intended (their last result, e.g. "failed"):
+// resources requiring them are skipped.
 type Batch struct {
+	Blocked   map[string]string
 	Version   int64
 	Action    string
 	Reason    string
@@ -254,7 +174,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 		return b, err
 	}
 	rows, err := s.pool.Query(ctx, `
-		select u.rid, u.hash, c.attributes, c.purged
+		select u.rid, u.hash, c.attributes, c.purged, c.requires
 		from deploy_batches b
 		cross join lateral unnest(b.resource_ids, b.hashes) with ordinality as u(rid, hash, ord)
 		join resource_contents c on c.environment_id = b.environment_id and c.hash = u.hash
@@ -265,9 +185,43 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	b.Resources, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchResource, error) {
 		var x BatchResource
-		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged)
+		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires)
 	})
-	return b, err
+	if err != nil {
+		return b, err
+	}
+	in := make(map[string]bool, len(b.Resources))
+	for _, r := range b.Resources {
+		in[r.ID] = true
+	}
+	var outside []string
+	for _, r := range b.Resources {
+		for _, q := range r.Requires {
+			if !in[q] {
+				in[q] = true
+				outside = append(outside, q)
+			}
+		}
+	}
+	if len(outside) == 0 {
+		return b, nil
+	}
+	rows, err = s.pool.Query(ctx, `select resource_id, last_result from resource_state
+		where environment_id = $1::uuid and resource_id = any($2)
+		  and (intent_hash is null or deployed_hash is distinct from intent_hash or last_result <> 'deployed')`,
+		envID, outside)
+	if err != nil {
+		return b, err
+	}
+	b.Blocked = map[string]string{}
+	for rows.Next() {
+		var id, result string
+		if err := rows.Scan(&id, &result); err != nil {
+			return b, err
+		}
+		b.Blocked[id] = result
+	}
+	return b, rows.Err()
 }
 
 // ActionRecord is one attempt on one resource, for the action log.
@@ -355,7 +309,7 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 // countProgress moves the live counters of the runs the records belong to.
 // They show progress while a run works; FinishRun sets the exact totals.
 func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
-	type counts struct{ deployed, failed, unavailable int }
+	type counts struct{ deployed, failed, skipped, unavailable int }
 	byWorkflow := map[string]*counts{}
 	for _, r := range recs {
 		c := byWorkflow[r.WorkflowID]
@@ -368,14 +322,17 @@ func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 			c.deployed++
 		case "unavailable":
 			c.unavailable++
+		case "skipped_for_dependency":
+			c.skipped++
 		default:
 			c.failed++
 		}
 	}
 	for wf, c := range byWorkflow {
 		if _, err := tx.Exec(ctx, `update deploy_runs set deployed = deployed + $3, failed = failed + $4,
-			unavailable = unavailable + $5 where environment_id = $1::uuid and workflow_id = $2 and status = 'running'`,
-			envID, wf, c.deployed, c.failed, c.unavailable); err != nil {
+			skipped = skipped + $5, unavailable = unavailable + $6
+			where environment_id = $1::uuid and workflow_id = $2 and status = 'running'`,
+			envID, wf, c.deployed, c.failed, c.skipped, c.unavailable); err != nil {
 			return fmt.Errorf("count progress: %w", err)
 		}
 	}
@@ -393,6 +350,7 @@ func jsonOrNil(b json.RawMessage) any {
 type RunCounts struct {
 	Deployed    int `json:"deployed"`
 	Failed      int `json:"failed"`
+	Skipped     int `json:"skipped"`
 	Unavailable int `json:"unavailable"`
 }
 
@@ -401,8 +359,8 @@ type RunCounts struct {
 func (s *Store) FinishRun(ctx context.Context, envID string, run int64, status string, c RunCounts) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `update deploy_runs set status = $3, finished_at = coalesce(finished_at, now()),
-			deployed = $4, failed = $5, unavailable = $6 where environment_id = $1::uuid and run = $2`,
-			envID, run, status, c.Deployed, c.Failed, c.Unavailable); err != nil {
+			deployed = $4, failed = $5, skipped = $6, unavailable = $7 where environment_id = $1::uuid and run = $2`,
+			envID, run, status, c.Deployed, c.Failed, c.Skipped, c.Unavailable); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `delete from deploy_batches where environment_id = $1::uuid and run = $2`, envID, run)

@@ -222,6 +222,7 @@ type DeployRun struct {
 	Total       int        `json:"total"`
 	Deployed    int        `json:"deployed"`
 	Failed      int        `json:"failed"`
+	Skipped     int        `json:"skipped"`
 	Unavailable int        `json:"unavailable"`
 	WorkflowID  string     `json:"workflow_id"`
 }
@@ -334,12 +335,12 @@ func scanVersion(row pgx.Row) (VersionInfo, error) {
 }
 
 const runColumns = `run, version, action, reason, status, requested_at, started_at, finished_at,
-	total, deployed, failed, unavailable, workflow_id`
+	total, deployed, failed, skipped, unavailable, workflow_id`
 
 func scanRun(row pgx.Row) (DeployRun, error) {
 	var r DeployRun
 	return r, row.Scan(&r.Run, &r.Version, &r.Action, &r.Reason, &r.Status, &r.RequestedAt, &r.StartedAt,
-		&r.FinishedAt, &r.Total, &r.Deployed, &r.Failed, &r.Unavailable, &r.WorkflowID)
+		&r.FinishedAt, &r.Total, &r.Deployed, &r.Failed, &r.Skipped, &r.Unavailable, &r.WorkflowID)
 }
 
 // insertRun records a pending deploy run; the caller holds the environment

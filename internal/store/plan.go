@@ -1,0 +1,174 @@
+package store
+
+import "sort"
+
+// planBatches orders the resources of a run and cuts them into batches.
+//
+// A batch holds resources of one agent, and may hold resources that require
+// each other: the executor runs a batch in dependency order. So a chain of
+// resources on one agent is one batch, not one batch per link. Batches get
+// a level: every batch a batch depends on (through requires between
+// resources of different batches) has a lower level, and batches of one
+// level are independent, so the deploy workflow runs a level's batches in
+// parallel and the levels one after another.
+//
+// How:
+//  1. order the resources topologically (Kahn; ties by agent, then id);
+//  2. give each resource a stage: the most agent changes along any requires
+//     path into it, so resources of one agent that depend on each other
+//     share a stage;
+//  3. cut each (stage, agent) group, in topological order, into batches
+//     within the limits;
+//  4. a batch's level is one more than the highest level of a batch it
+//     depends on (0 if none).
+//
+// Requires outside the run are deployed already and do not count. It
+// returns the items reordered so that every batch is a contiguous run of
+// them, and the batches in (level, agent, stage) order, numbered from 1.
+func planBatches(items []planItem, limits BatchLimits) ([]planItem, []BatchRef) {
+	if limits.MaxResources <= 0 {
+		limits = DefaultBatchLimits
+	}
+	n := len(items)
+	index := make(map[string]int, n)
+	for i, it := range items {
+		index[it.id] = i
+	}
+	deps := make([][]int, n)
+	dependents := make([][]int, n)
+	indeg := make([]int, n)
+	for i, it := range items {
+		for _, r := range it.requires {
+			if j, ok := index[r]; ok && j != i {
+				deps[i] = append(deps[i], j)
+				dependents[j] = append(dependents[j], i)
+				indeg[i]++
+			}
+		}
+	}
+
+	// 1. Topological order; the ready set is kept sorted by (agent, id)
+	// so the plan does not depend on the input order.
+	less := func(a, b int) bool {
+		if items[a].agent != items[b].agent {
+			return items[a].agent < items[b].agent
+		}
+		return items[a].id < items[b].id
+	}
+	var ready []int
+	for i := range items {
+		if indeg[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	sort.Slice(ready, func(a, b int) bool { return less(ready[a], ready[b]) })
+	order := make([]int, 0, n)
+	for len(ready) > 0 {
+		i := ready[0]
+		ready = ready[1:]
+		order = append(order, i)
+		var next []int
+		for _, d := range dependents[i] {
+			indeg[d]--
+			if indeg[d] == 0 {
+				next = append(next, d)
+			}
+		}
+		if len(next) > 0 {
+			ready = append(ready, next...)
+			sort.Slice(ready, func(a, b int) bool { return less(ready[a], ready[b]) })
+		}
+	}
+	if len(order) < n {
+		// A cycle cannot be exported; should stored data hold one anyway,
+		// its members go last, in id order, rather than never.
+		var rest []int
+		for i := range items {
+			if indeg[i] > 0 {
+				rest = append(rest, i)
+			}
+		}
+		sort.Slice(rest, func(a, b int) bool { return less(rest[a], rest[b]) })
+		order = append(order, rest...)
+	}
+	pos := make([]int, n)
+	for p, i := range order {
+		pos[i] = p
+	}
+
+	// 2. Stages.
+	stage := make([]int, n)
+	for _, i := range order {
+		for _, j := range deps[i] {
+			if pos[j] > pos[i] {
+				continue // inside a cycle
+			}
+			s := stage[j]
+			if items[j].agent != items[i].agent {
+				s++
+			}
+			stage[i] = max(stage[i], s)
+		}
+	}
+
+	// 3. Cut (stage, agent) groups in topological order.
+	byGroup := make([]int, n)
+	copy(byGroup, order)
+	sort.SliceStable(byGroup, func(a, b int) bool {
+		x, y := byGroup[a], byGroup[b]
+		if stage[x] != stage[y] {
+			return stage[x] < stage[y]
+		}
+		return items[x].agent < items[y].agent
+	})
+	batchOf := make([]int, n)
+	type cut struct {
+		agent   string
+		stage   int
+		members []int
+		bytes   int
+	}
+	var cuts []cut
+	for _, i := range byGroup {
+		k := len(cuts) - 1
+		if k < 0 || cuts[k].stage != stage[i] || cuts[k].agent != items[i].agent ||
+			len(cuts[k].members) >= limits.MaxResources ||
+			(limits.MaxBytes > 0 && cuts[k].bytes+items[i].size > limits.MaxBytes && len(cuts[k].members) > 0) {
+			cuts = append(cuts, cut{agent: items[i].agent, stage: stage[i]})
+			k++
+		}
+		cuts[k].members = append(cuts[k].members, i)
+		cuts[k].bytes += items[i].size
+		batchOf[i] = k
+	}
+
+	// 4. Levels: cuts are in (stage, agent, topological) order, so every
+	// batch a cut depends on comes before it.
+	level := make([]int, len(cuts))
+	for k, c := range cuts {
+		for _, i := range c.members {
+			for _, j := range deps[i] {
+				if b := batchOf[j]; b != k && b < k {
+					level[k] = max(level[k], level[b]+1)
+				}
+			}
+		}
+	}
+	ck := make([]int, len(cuts))
+	for k := range ck {
+		ck[k] = k
+	}
+	sort.SliceStable(ck, func(a, b int) bool { return level[ck[a]] < level[ck[b]] })
+
+	out := make([]planItem, 0, n)
+	refs := make([]BatchRef, 0, len(cuts))
+	for seq, k := range ck {
+		c := cuts[k]
+		for _, i := range c.members {
+			out = append(out, items[i])
+		}
+		refs = append(refs, BatchRef{Seq: seq + 1, Agent: c.agent, Level: level[k], Count: len(c.members),
+			First: items[c.members[0]].id})
+	}
+	return out, refs
+}
