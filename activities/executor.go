@@ -184,7 +184,7 @@ func skipped(b store.Batch, r store.BatchResource, info activity.Info, dep, resu
 	hc.Info("skipped: a required resource is not deployed", "requires", dep, "its_result", result)
 	logs, _ := json.Marshal(hc.Logs())
 	return store.ActionRecord{
-		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.Action, Reason: b.Reason,
+		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: actionOf(b, r), Reason: b.Reason,
 		StartedAt: now, FinishedAt: now, Result: "skipped_for_dependency",
 		Error: fmt.Sprintf("requires %s, which is not deployed (%s)", dep, result),
 		Logs:  logs, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
@@ -195,7 +195,7 @@ func skipped(b store.Batch, r store.BatchResource, info activity.Info, dep, resu
 // runOne performs one attempt on one resource and returns its action record.
 func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResource, info activity.Info) store.ActionRecord {
 	rec := store.ActionRecord{
-		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.Action, Reason: b.Reason,
+		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: actionOf(b, r), Reason: b.Reason,
 		StartedAt: time.Now().UTC(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		Attempt: int(info.Attempt),
 	}
@@ -255,3 +255,13 @@ func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b store.Batc
 }
 
 func nowUTC() time.Time { return time.Now().UTC() }
+
+// actionOf is the action an attempt records: a dry-run stays a dry-run;
+// otherwise "deploy" for a resource that was not compliant and "repair" for
+// one re-verified.
+func actionOf(b store.Batch, r store.BatchResource) string {
+	if b.Action == "dryrun" || r.Action == "" {
+		return b.Action
+	}
+	return r.Action
+}

@@ -97,15 +97,18 @@ func setup(t *testing.T, n int) (*store.Store, store.Environment, int64, store.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := st.ReleaseVersion(ctx, e.ID, info.Version)
+	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
+		t.Fatal(err)
+	}
+	take, err := st.TakeRequests(ctx, e.ID, "test", nil, false)
+	if err != nil || take.Run == nil {
+		t.Fatalf("take: %+v %v", take, err)
+	}
+	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := st.PlanDeploy(ctx, e.ID, rel.Run.Run, store.BatchLimits{MaxResources: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, e, rel.Run.Run, p
+	return st, e, take.Run.Run, p
 }
 
 func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
@@ -218,15 +221,18 @@ func setupChain(t *testing.T, n int, extra string) (*store.Store, store.Environm
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := st.ReleaseVersion(ctx, e.ID, info.Version)
+	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
+		t.Fatal(err)
+	}
+	take, err := st.TakeRequests(ctx, e.ID, "test", nil, false)
+	if err != nil || take.Run == nil {
+		t.Fatalf("take: %+v %v", take, err)
+	}
+	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := st.PlanDeploy(ctx, e.ID, rel.Run.Run, store.BatchLimits{MaxResources: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, e, rel.Run.Run, p
+	return st, e, take.Run.Run, p
 }
 
 // TestExecuteBatchRunsChainsInOrderAndSkipsAfterAFailure: a chain of 250

@@ -42,6 +42,30 @@ func (o *Orchestration) Register(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(o.PlanDeploy, activity.RegisterOptions{Name: workflows.PlanDeployActivity})
 	w.RegisterActivityWithOptions(o.FinishDeploy, activity.RegisterOptions{Name: workflows.FinishDeployActivity})
 	w.RegisterActivityWithOptions(o.MarkBatch, activity.RegisterOptions{Name: workflows.MarkBatchActivity})
+	w.RegisterActivityWithOptions(o.TakeRequests, activity.RegisterOptions{Name: workflows.TakeRequestsActivity})
+}
+
+// TakeRequests turns the environment's queued requests (and the due
+// timers' requests) into one deploy run, idempotently by token.
+func (o *Orchestration) TakeRequests(ctx context.Context, in workflows.TakeInput) (workflows.TakeResult, error) {
+	timers := make([]store.Request, len(in.Timers))
+	for i, t := range in.Timers {
+		timers[i] = store.Request{Kind: t.Kind, Reason: t.Reason}
+		if !t.StaleBefore.IsZero() {
+			sb := t.StaleBefore
+			timers[i].StaleBefore = &sb
+		}
+	}
+	t, err := o.Store.TakeRequests(ctx, in.EnvironmentID, in.Token, timers, in.Adopt)
+	if err != nil {
+		return workflows.TakeResult{}, classify(err)
+	}
+	out := workflows.TakeResult{Halted: t.Halted, Kinds: t.Kinds,
+		DeployInterval: t.Settings.DeployInterval, RepairInterval: t.Settings.RepairInterval}
+	if t.Run != nil {
+		out.Run, out.Version, out.Action, out.Reason = t.Run.Run, t.Run.Version, t.Run.Action, t.Run.Reason
+	}
+	return out, nil
 }
 
 // PlanDeploy plans a run's batches in PostgreSQL (idempotent) and returns
@@ -89,7 +113,7 @@ func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInp
 	recs := make([]store.ActionRecord, len(b.Resources))
 	for i, r := range b.Resources {
 		recs[i] = store.ActionRecord{
-			ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.Action, Reason: b.Reason,
+			ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: actionOf(b, r), Reason: b.Reason,
 			StartedAt: now, FinishedAt: now, Result: in.Result, Error: in.Reason,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt),
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -21,23 +22,43 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// recordingDeployer remembers the runs the API asked to start.
-type recordingDeployer struct {
-	mu   sync.Mutex
-	runs []store.DeployRun
+// recordingScheduler remembers what the API asked of the schedulers.
+type recordingScheduler struct {
+	mu     sync.Mutex
+	events []string
 }
 
-func (d *recordingDeployer) StartRun(_ context.Context, _ store.Environment, r store.DeployRun) error {
+func (d *recordingScheduler) record(s string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.runs = append(d.runs, r)
+	d.events = append(d.events, s)
+}
+
+func (d *recordingScheduler) Ensure(_ context.Context, e store.Environment) error {
+	d.record("ensure " + e.Name)
 	return nil
 }
 
+func (d *recordingScheduler) Wake(_ context.Context, e store.Environment, reason string, release, halt bool) error {
+	d.record(fmt.Sprintf("wake %s %q release=%v halt=%v", e.Name, reason, release, halt))
+	return nil
+}
+
+func (d *recordingScheduler) Stop(_ context.Context, e store.Environment) error {
+	d.record("stop " + e.Name)
+	return nil
+}
+
+func (d *recordingScheduler) seen() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.events...)
+}
+
 type fixture struct {
-	t        *testing.T
-	srv      *httptest.Server
-	deployer *recordingDeployer
+	t     *testing.T
+	srv   *httptest.Server
+	sched *recordingScheduler
 }
 
 func newFixture(t *testing.T, opts api.Options) *fixture {
@@ -51,15 +72,15 @@ func newFixture(t *testing.T, opts api.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &recordingDeployer{}
-	opts.Store, opts.Deployer, opts.Telemetry = st, d, tel
+	d := &recordingScheduler{}
+	opts.Store, opts.Scheduler, opts.Telemetry = st, d, tel
 	opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if opts.Health == nil {
 		opts.Health = map[string]func(context.Context) error{"postgresql": st.Ping}
 	}
 	srv := httptest.NewServer(api.New(opts).Handler())
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, srv: srv, deployer: d}
+	return &fixture{t: t, srv: srv, sched: d}
 }
 
 // call sends a request and decodes the JSON answer into a map.
@@ -234,16 +255,21 @@ func TestExportReleaseAndResources(t *testing.T) {
 		t.Errorf("version 2 resources = %v", rs)
 	}
 	rel := f.mustCall("POST", "/api/v1/environments/flow/versions/2/release", "", 200)
-	run := rel["deploy_run"].(map[string]any)
-	if run["workflow_id"] != "env/flow/deploy/1" || run["status"] != "pending" || rel["changed"] != float64(2) {
+	req := rel["deploy_request"].(map[string]any)
+	if req["kind"] != "deploy" || req["reason"] != "new version 2" || req["run"] != nil || rel["changed"] != float64(2) {
 		t.Errorf("release = %v", rel)
 	}
-	if len(f.deployer.runs) != 1 || f.deployer.runs[0].Run != 1 {
-		t.Errorf("deployer runs = %+v", f.deployer.runs)
+	if got := f.sched.seen(); len(got) != 2 || got[1] != `wake flow "new version 2" release=true halt=false` {
+		t.Errorf("scheduler calls = %q, want ensure then a release wake-up", got)
+	}
+	id := int(req["id"].(float64))
+	got = f.mustCall("GET", fmt.Sprintf("/api/v1/environments/flow/requests/%d", id), "", 200)
+	if got["reason"] != "new version 2" {
+		t.Errorf("request = %v", got)
 	}
 	// Releasing it again is a no-op; releasing an older one is refused.
 	again := f.mustCall("POST", "/api/v1/environments/flow/versions/2/release", "", 200)
-	if again["already_released"] != true || again["deploy_run"] != nil {
+	if again["already_released"] != true || again["deploy_request"] != nil {
 		t.Errorf("re-release = %v", again)
 	}
 	f.mustCall("POST", "/api/v1/environments/flow/versions/1/release", "", 409)
@@ -267,6 +293,60 @@ func TestExportReleaseAndResources(t *testing.T) {
 	}
 	// An unescaped id with slashes is taken whole.
 	f.mustCall("GET", "/api/v1/environments/flow/resources/fs::File[h,path=/b]", "", 200)
+}
+
+func TestDeployHaltAndAgents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	f.env("ops")
+	f.mustCall("PUT", "/api/v1/environments/ops/versions", version(fileRes("/a")), 201)
+	f.mustCall("POST", "/api/v1/environments/ops/versions/1/release", "", 200)
+
+	full := f.mustCall("POST", "/api/v1/environments/ops/deploy", `{"mode":"full","agents":["h"]}`, 202)
+	if full["kind"] != "repair" || full["reason"] != "user repair" || full["stale_before"] == nil {
+		t.Errorf("full deploy = %v", full)
+	}
+	inc := f.mustCall("POST", "/api/v1/environments/ops/deploy", `{"mode":"incremental"}`, 202)
+	if inc["kind"] != "deploy" || inc["reason"] != "user deploy" {
+		t.Errorf("incremental deploy = %v", inc)
+	}
+	code, p := f.call("POST", "/api/v1/environments/ops/deploy", `{"mode":"sometimes"}`)
+	if code != 422 || p["type"] != "urn:intend:problem:invalid-field" {
+		t.Errorf("bad mode = %d %v", code, p)
+	}
+
+	if h := f.mustCall("POST", "/api/v1/environments/ops/halt", "", 200); h["halted"] != true {
+		t.Errorf("halt = %v", h)
+	}
+	if h := f.mustCall("POST", "/api/v1/environments/ops/resume", "", 200); h["halted"] != false {
+		t.Errorf("resume = %v", h)
+	}
+	agents := f.mustCall("GET", "/api/v1/environments/ops/agents", "", 200)["items"].([]any)
+	if len(agents) != 1 || agents[0].(map[string]any)["name"] != "h" {
+		t.Errorf("agents = %v", agents)
+	}
+	f.mustCall("POST", "/api/v1/environments/ops/agents/h/pause", "", 204)
+	if a := f.mustCall("GET", "/api/v1/environments/ops/agents", "", 200)["items"].([]any)[0].(map[string]any); a["paused"] != true {
+		t.Errorf("agent after pause = %v", a)
+	}
+	f.mustCall("POST", "/api/v1/environments/ops/agents/h/unpause", "", 204)
+	f.mustCall("POST", "/api/v1/environments/ops/agents/nobody/pause", "", 404)
+
+	want := []string{
+		`wake ops "user repair" release=false halt=false`,
+		`wake ops "user deploy" release=false halt=false`,
+		`wake ops "environment halted" release=false halt=true`,
+		`wake ops "environment resumed" release=false halt=false`,
+		`wake ops "agent h unpaused" release=false halt=false`,
+	}
+	got := f.sched.seen()
+	if len(got) < len(want) || !reflect.DeepEqual(got[len(got)-len(want):], want) {
+		t.Errorf("scheduler calls = %q, want them to end with %q", got, want)
+	}
+	f.mustCall("DELETE", "/api/v1/environments/ops", "", 204)
+	if got := f.sched.seen(); got[len(got)-1] != "stop ops" {
+		t.Errorf("deleting the environment did not stop its scheduler: %q", got)
+	}
 }
 
 func TestHealthAndMetrics(t *testing.T) {

@@ -78,6 +78,11 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	if s.opts.Scheduler != nil {
+		if err := s.opts.Scheduler.Ensure(r.Context(), e); err != nil {
+			s.log.Warn("scheduler not started yet; the reconciler will start it", "environment", e.Name, "error", err)
+		}
+	}
 	WriteJSON(w, http.StatusCreated, e)
 	return nil
 }
@@ -141,6 +146,9 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	if out.Halted != e.Halted || len(req.Settings) > 0 {
+		s.wake(r, out, "environment settings changed", false, out.Halted && !e.Halted)
+	}
 	WriteJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -149,6 +157,11 @@ func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request) error
 	e, err := s.env(r)
 	if err != nil {
 		return err
+	}
+	if s.opts.Scheduler != nil {
+		if err := s.opts.Scheduler.Stop(r.Context(), e); err != nil {
+			return err
+		}
 	}
 	if err := s.opts.Store.DeleteEnvironment(r.Context(), e.ID); err != nil {
 		return err
@@ -272,13 +285,8 @@ func (s *Server) releaseVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if rel.Run != nil && s.opts.Deployer != nil {
-		// The run is recorded; if starting fails now, the reconciler
-		// starts it later, so the release still succeeds.
-		if err := s.opts.Deployer.StartRun(r.Context(), e, *rel.Run); err != nil {
-			s.log.Warn("deploy run not started yet; the reconciler will retry",
-				"environment", e.Name, "run", rel.Run.Run, "error", err)
-		}
+	if rel.Request != nil {
+		s.wake(r, e, rel.Request.Reason, true, false)
 	}
 	WriteJSON(w, http.StatusOK, rel)
 	return nil

@@ -46,8 +46,16 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/resources/*", s.serve(s.getResource))
 			r.Get("/actions", s.serve(s.listActions))
 
+			r.Post("/deploy", s.serve(s.deploy))
+			r.Get("/requests/{request}", s.serve(s.getRequest))
 			r.Get("/runs", s.serve(s.listRuns))
 			r.Get("/runs/{run}", s.serve(s.getRun))
+
+			r.Post("/halt", s.serve(s.setHalted(true)))
+			r.Post("/resume", s.serve(s.setHalted(false)))
+			r.Get("/agents", s.serve(s.listAgents))
+			r.Post("/agents/{agent}/pause", s.serve(s.setPaused(true)))
+			r.Post("/agents/{agent}/unpause", s.serve(s.setPaused(false)))
 		})
 	})
 	return r

@@ -14,17 +14,24 @@ import (
 	"github.com/intendhq/intend/internal/telemetry"
 )
 
-// Deployer starts the workflow of a deploy run that the store recorded.
-// Starting must be idempotent: the server's reconciler may start the same
-// run again.
-type Deployer interface {
-	StartRun(ctx context.Context, env store.Environment, run store.DeployRun) error
+// Scheduler reaches the environments' scheduler workflows. Requests are
+// queued in PostgreSQL first; waking is how the scheduler hears of them at
+// once (it also polls), so a failed wake-up delays work but loses nothing.
+type Scheduler interface {
+	// Ensure makes sure the environment's scheduler runs.
+	Ensure(ctx context.Context, env store.Environment) error
+	// Wake tells it to look at its queue now. release says new intent
+	// arrived (a running repair yields to it); halt that the environment
+	// was halted (the running run stops dispatching).
+	Wake(ctx context.Context, env store.Environment, reason string, release, halt bool) error
+	// Stop terminates it and its runs.
+	Stop(ctx context.Context, env store.Environment) error
 }
 
 // Options configures a Server.
 type Options struct {
 	Store     *store.Store
-	Deployer  Deployer
+	Scheduler Scheduler
 	Log       *slog.Logger
 	Telemetry *telemetry.Telemetry
 	// Health checks, by name ("postgresql", "temporal"), run by /healthz.
@@ -53,6 +60,18 @@ func New(opts Options) *Server {
 		opts.MaxExportBytes = 256 << 20
 	}
 	return &Server{opts: opts, log: opts.Log}
+}
+
+// wake wakes an environment's scheduler; failures are logged, not
+// returned: the request is queued and the scheduler's poll finds it.
+func (s *Server) wake(r *http.Request, env store.Environment, reason string, release, halt bool) {
+	if s.opts.Scheduler == nil {
+		return
+	}
+	if err := s.opts.Scheduler.Wake(r.Context(), env, reason, release, halt); err != nil {
+		s.log.Warn("scheduler not woken; it will find the request when it polls",
+			"environment", env.Name, "reason", reason, "error", err)
+	}
 }
 
 // handlerFunc is an HTTP handler that returns its error; serve renders it.

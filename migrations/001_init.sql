@@ -109,6 +109,27 @@ create table agents (
     primary key (environment_id, name)
 );
 
+-- The scheduler's queue: what users, releases and timers asked for. The
+-- scheduler takes every queued request of an environment at once into one
+-- deploy run (merging them); a preempted run puts its requests back.
+create table deploy_requests (
+    environment_id uuid not null references environments (id) on delete cascade,
+    id             bigint generated always as identity,
+    kind           text not null check (kind in ('deploy', 'repair')),
+    reason         text not null,
+    -- null: every agent / every resource
+    agents         text[],
+    resource_ids   text[],
+    -- repair: only resources not attempted since then (null: all)
+    stale_before   timestamptz,
+    requested_at   timestamptz not null default now(),
+    -- the run that took it; null while queued
+    run            bigint,
+    primary key (environment_id, id)
+);
+create index deploy_requests_queued on deploy_requests (environment_id) where run is null;
+create index deploy_requests_run on deploy_requests (environment_id, run);
+
 -- A deploy run is one deploy workflow: env/<env>/deploy/<run>.
 create table deploy_runs (
     environment_id uuid not null references environments (id) on delete cascade,
@@ -117,7 +138,9 @@ create table deploy_runs (
     action         text not null check (action in ('deploy', 'repair', 'dryrun')),
     reason         text not null,
     status         text not null default 'pending'
-        check (status in ('pending', 'running', 'done', 'failed')),
+        check (status in ('pending', 'running', 'done', 'failed', 'preempted')),
+    -- the scheduler's idempotency key for creating this run
+    token          text unique,
     requested_at   timestamptz not null default now(),
     started_at     timestamptz,
     finished_at    timestamptz,
@@ -173,6 +196,7 @@ create index resource_actions_env on resource_actions (environment_id, id desc);
 drop table resource_actions;
 drop table deploy_batches;
 drop table deploy_runs;
+drop table deploy_requests;
 drop table agents;
 drop table resource_state;
 drop table version_resources;

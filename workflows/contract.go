@@ -4,7 +4,11 @@
 // intend's API (histories, the Temporal UI, other workers).
 package workflows
 
-import "github.com/intendhq/intend/internal/names"
+import (
+	"time"
+
+	"github.com/intendhq/intend/internal/names"
+)
 
 // TaskQueue is the task queue of the orchestration worker run by
 // `intend server`: workflows and the activities that touch PostgreSQL.
@@ -12,12 +16,24 @@ const TaskQueue = "intend"
 
 // Workflow and activity names, registered explicitly.
 const (
-	DeployWorkflowName = "intend.Deploy"
+	DeployWorkflowName    = "intend.Deploy"
+	SchedulerWorkflowName = "intend.Scheduler"
+
+	TakeRequestsActivity = "intend.TakeRequests"
 
 	PlanDeployActivity   = "intend.PlanDeploy"
 	FinishDeployActivity = "intend.FinishDeploy"
 	MarkBatchActivity    = "intend.MarkBatch"
 	ExecuteBatchActivity = "intend.ExecuteBatch"
+)
+
+// Signals.
+const (
+	// WakeSignal tells a scheduler to look at its queue now (payload Wake).
+	WakeSignal = "intend.wake"
+	// PreemptSignal tells a deploy run to dispatch nothing more, finish the
+	// batches in flight and end as preempted, its requests queued again.
+	PreemptSignal = "intend.preempt"
 )
 
 // Search attributes intend sets on its workflows (see temporal.yaml).
@@ -32,6 +48,79 @@ func AgentTaskQueue(env, agent string) string { return names.AgentTaskQueue(env,
 
 // DeployWorkflowID is the id of a deploy run's workflow.
 func DeployWorkflowID(env string, run int64) string { return names.DeployWorkflowID(env, run) }
+
+// SchedulerWorkflowID is the id of an environment's scheduler.
+func SchedulerWorkflowID(env string) string { return names.SchedulerWorkflowID(env) }
+
+// Wake is the payload of WakeSignal.
+type Wake struct {
+	Reason string
+	// Release: new intent arrived; a running repair-only run is preempted
+	// so the changes go first.
+	Release bool
+	// Halt: the environment was halted; the running run is preempted.
+	Halt bool
+}
+
+// DeployOptions tune the deploy runs a scheduler starts.
+type DeployOptions struct {
+	MaxInFlight      int
+	Limits           BatchLimits
+	AgentWaitSeconds int
+}
+
+// SchedulerInput starts (or continues) an environment's scheduler.
+type SchedulerInput struct {
+	EnvironmentID   string
+	EnvironmentName string
+	Deploy          DeployOptions
+	// PollSeconds is how often an idle scheduler looks at its queue without
+	// being woken (default 60): a safety net for lost wake-ups.
+	PollSeconds int
+	// MaxHistory is the history length after which an idle scheduler
+	// continues as new (default 2000).
+	MaxHistory int
+
+	// Carried across continue-as-new; zero on a fresh start.
+	Continued  bool
+	Seq        int64
+	NextRetry  time.Time
+	NextRepair time.Time
+	Woken      bool
+}
+
+// TakeInput asks the orchestration worker to turn queued requests into a
+// deploy run.
+type TakeInput struct {
+	EnvironmentID string
+	// Token makes the take idempotent across activity retries.
+	Token string
+	// Timers are requests of due timers (retry, repair); they are queued
+	// only when they have anything to do.
+	Timers []TimerRequest
+	// Adopt returns an open run instead (a fresh scheduler's first take).
+	Adopt bool
+}
+
+// TimerRequest is a request a scheduler timer makes.
+type TimerRequest struct {
+	Kind        string // deploy or repair
+	Reason      string
+	StaleBefore time.Time // repair: resources not attempted since
+}
+
+// TakeResult is a take: a run to start (Run > 0), or nothing.
+type TakeResult struct {
+	Run     int64
+	Version int64
+	Action  string
+	Reason  string
+	Kinds   []string
+	Halted  bool
+	// The environment's intervals, in seconds (0 = off).
+	DeployInterval int
+	RepairInterval int
+}
 
 // BatchLimits bound one executor activity's batch.
 type BatchLimits struct {
@@ -60,6 +149,7 @@ type DeployResult struct {
 	Run         int64
 	Version     int64
 	Halted      bool
+	Preempted   bool
 	Total       int
 	Batches     int
 	Deployed    int

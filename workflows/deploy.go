@@ -15,6 +15,7 @@ func Register(w interface {
 	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
 }) {
 	w.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
+	w.RegisterWorkflowWithOptions(Scheduler, workflow.RegisterOptions{Name: SchedulerWorkflowName})
 }
 
 func workflowRegisterOptions() workflow.RegisterOptions {
@@ -48,10 +49,12 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	}
 	res.Version, res.Total, res.Batches = plan.Version, plan.Total, len(plan.Batches)
 	if plan.Halted {
-		log.Info("environment is halted; the run stays pending until it resumes", "run", in.Run)
+		log.Info("environment is halted; the run's requests go back to the queue", "run", in.Run)
 		res.Halted = true
-		return res, nil
+		return res, finish(local, ctx, in, "preempted", res)
 	}
+	preempt := workflow.GetSignalChannel(ctx, PreemptSignal)
+	preempted := false
 
 	maxInFlight := in.MaxInFlight
 	if maxInFlight <= 0 {
@@ -62,38 +65,56 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 		agentWait = defaultAgentWait
 	}
 
-	for start := 0; start < len(plan.Batches); {
+	for start := 0; start < len(plan.Batches) && !preempted; {
 		end := start
 		for end < len(plan.Batches) && plan.Batches[end].Level == plan.Batches[start].Level {
 			end++
 		}
-		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, &res); err != nil {
+		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, &res, preempt, &preempted); err != nil {
 			return res, err
 		}
 		start = end
 	}
 
 	status := "done"
-	if err := workflow.ExecuteActivity(local, FinishDeployActivity, FinishInput{
-		EnvironmentID: in.EnvironmentID, Run: in.Run, Status: status,
-		Deployed: res.Deployed, Failed: res.Failed, Skipped: res.Skipped, Unavailable: res.Unavailable,
-	}).Get(ctx, nil); err != nil {
-		return res, fmt.Errorf("finish: %w", err)
+	if preempted {
+		status = "preempted"
+		res.Preempted = true
+	}
+	if err := finish(local, ctx, in, status, res); err != nil {
+		return res, err
 	}
 	log.Info("deploy finished", "run", in.Run, "version", res.Version, "total", res.Total,
 		"deployed", res.Deployed, "failed", res.Failed, "skipped", res.Skipped, "unavailable", res.Unavailable)
 	return res, nil
 }
 
+func finish(local, ctx workflow.Context, in DeployInput, status string, res DeployResult) error {
+	if err := workflow.ExecuteActivity(local, FinishDeployActivity, FinishInput{
+		EnvironmentID: in.EnvironmentID, Run: in.Run, Status: status,
+		Deployed: res.Deployed, Failed: res.Failed, Skipped: res.Skipped, Unavailable: res.Unavailable,
+	}).Get(ctx, nil); err != nil {
+		return fmt.Errorf("finish: %w", err)
+	}
+	return nil
+}
+
 // runLevel dispatches the batches of one requires level, at most maxInFlight
-// at a time, and waits for all of them.
+// at a time, and waits for those dispatched. A preempt signal stops the
+// dispatching; the batches in flight finish.
 func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, maxInFlight int,
-	agentWait time.Duration, res *DeployResult) error {
+	agentWait time.Duration, res *DeployResult, preempt workflow.ReceiveChannel, preempted *bool) error {
 	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(preempt, func(c workflow.ReceiveChannel, _ bool) {
+		var reason string
+		c.Receive(ctx, &reason)
+		*preempted = true
+		workflow.GetLogger(ctx).Info("deploy run preempted", "run", in.Run, "reason", reason)
+	})
 	inFlight := 0
 	var fatal error
-	for i := 0; i < len(batches) || inFlight > 0; {
-		if i < len(batches) && inFlight < maxInFlight {
+	for i := 0; (i < len(batches) && !*preempted) || inFlight > 0; {
+		if i < len(batches) && !*preempted && inFlight < maxInFlight {
 			b := batches[i]
 			i++
 			inFlight++

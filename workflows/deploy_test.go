@@ -178,7 +178,7 @@ func TestDeployMarksBatchesWithoutExecutorUnavailable(t *testing.T) {
 	}
 }
 
-func TestDeployHaltedEnvironmentLeavesRunPending(t *testing.T) {
+func TestDeployOnHaltedEnvironmentEndsPreempted(t *testing.T) {
 	t.Parallel()
 	f := newFake(nil)
 	f.plan = PlanResult{Halted: true}
@@ -186,8 +186,9 @@ func TestDeployHaltedEnvironmentLeavesRunPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Halted || f.finished != nil || len(f.started) != 0 {
-		t.Errorf("halted run: result %+v, finished %+v, started %v", res, f.finished, f.started)
+	if !res.Halted || f.finished == nil || f.finished.Status != "preempted" || len(f.started) != 0 {
+		t.Errorf("halted run: result %+v, finished %+v, started %v; want it preempted (requests re-queued), nothing run",
+			res, f.finished, f.started)
 	}
 }
 

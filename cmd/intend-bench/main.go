@@ -68,7 +68,7 @@ func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer)
 	if err != nil {
 		return err
 	}
-	defer srv.Stop(context.WithoutCancel(ctx))
+	defer srv.Shutdown(context.WithoutCancel(ctx))
 	c := apiclient.New("http://" + srv.Addr())
 	if _, err := c.EnsureProject(ctx, "bench"); err != nil {
 		return err
@@ -227,19 +227,8 @@ func releaseAndWaitIn(ctx context.Context, c *apiclient.Client, env string, v in
 	if err != nil {
 		return store.DeployRun{}, err
 	}
-	if rel.Run == nil {
-		return store.DeployRun{}, fmt.Errorf("release of %d started no run", v)
+	if rel.Request == nil {
+		return store.DeployRun{}, fmt.Errorf("release of %d queued no deploy", v)
 	}
-	deadline := time.Now().Add(10 * time.Minute)
-	for time.Now().Before(deadline) {
-		r, err := c.Run(ctx, env, rel.Run.Run)
-		if err != nil {
-			return r, err
-		}
-		if r.Status == "done" || r.Status == "failed" {
-			return r, nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return store.DeployRun{}, fmt.Errorf("run %d not done in 10 minutes", rel.Run.Run)
+	return c.WaitRequest(ctx, env, rel.Request.ID, 10*time.Minute, nil)
 }

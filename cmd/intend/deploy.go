@@ -139,7 +139,7 @@ func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, env
 	if err != nil {
 		return err
 	}
-	defer srv.Stop(context.WithoutCancel(ctx))
+	defer srv.Shutdown(context.WithoutCancel(ctx))
 	base := "http://" + srv.Addr()
 	fmt.Fprintf(out, "→ intend server on %s (started in %s)\n", base, time.Since(began).Round(time.Millisecond))
 
@@ -161,11 +161,21 @@ func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, env
 	if err != nil {
 		return fmt.Errorf("release version %d: %w", v.Version, err)
 	}
-	if rel.Run == nil {
+	if rel.Request == nil {
 		fmt.Fprintf(out, "→ released version %d; no deploy requested (auto_deploy is off)\n", v.Version)
 	} else {
-		fmt.Fprintf(out, "→ released version %d: deploy run %d, workflow %s\n", v.Version, rel.Run.Run, rel.Run.WorkflowID)
-		run, err := waitRun(ctx, c, env.Name, rel.Run.Run, timeout, out)
+		fmt.Fprintf(out, "→ released version %d: deploy request %d queued for scheduler %s\n", v.Version, rel.Request.ID,
+			"env/"+env.Name+"/scheduler")
+		last := ""
+		run, err := c.WaitRequest(ctx, env.Name, rel.Request.ID, timeout, func(r store.DeployRun) {
+			line := fmt.Sprintf("  run %d (%s): %s, %d/%d done (%d deployed, %d failed, %d skipped, %d unavailable)",
+				r.Run, r.WorkflowID, r.Status, r.Deployed+r.Failed+r.Skipped+r.Unavailable, r.Total,
+				r.Deployed, r.Failed, r.Skipped, r.Unavailable)
+			if line != last {
+				fmt.Fprintln(out, line)
+				last = line
+			}
+		})
 		if err != nil {
 			return err
 		}
@@ -183,37 +193,6 @@ func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, env
 		<-ctx.Done()
 	}
 	return nil
-}
-
-// waitRun polls a run until it is done, printing progress when it moves.
-func waitRun(ctx context.Context, c *apiclient.Client, env string, run int64, timeout time.Duration, out interface {
-	Write([]byte) (int, error)
-}) (store.DeployRun, error) {
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		r, err := c.Run(ctx, env, run)
-		if err != nil {
-			return r, err
-		}
-		line := fmt.Sprintf("  run %d: %s, %d/%d done (%d deployed, %d failed, %d skipped, %d unavailable)",
-			r.Run, r.Status, r.Deployed+r.Failed+r.Skipped+r.Unavailable, r.Total, r.Deployed, r.Failed, r.Skipped, r.Unavailable)
-		if line != last {
-			fmt.Fprintln(out, line)
-			last = line
-		}
-		if r.Status == "done" || r.Status == "failed" {
-			return r, nil
-		}
-		if time.Now().After(deadline) {
-			return r, fmt.Errorf("deploy run %d not done after %s (status %s); see the Temporal UI", run, timeout, r.Status)
-		}
-		select {
-		case <-ctx.Done():
-			return r, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 func printSummary(ctx context.Context, c *apiclient.Client, env string, run store.DeployRun, out interface {

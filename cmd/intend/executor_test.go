@@ -54,7 +54,7 @@ func TestExternalExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Stop(ctx)
+	defer s.Shutdown(ctx)
 	c := apiclient.New("http://" + s.Addr())
 	env := testenv.UniqueName(t, "ext")
 	if _, err := c.EnsureProject(ctx, "p-"+env); err != nil {
@@ -81,7 +81,9 @@ func TestExternalExecutor(t *testing.T) {
 	// Nobody serves agent "remote" yet: the run waits. (Asserting that
 	// nothing happens needs a pause; half a second is several deploys.)
 	time.Sleep(500 * time.Millisecond)
-	if r, err := c.Run(ctx, env, rel.Run.Run); err != nil || r.Status == "done" {
+	if req, err := c.Request(ctx, env, rel.Request.ID); err != nil || req.Run == nil {
+		t.Fatalf("the scheduler has not taken the release: %+v %v", req, err)
+	} else if r, err := c.Run(ctx, env, *req.Run); err != nil || r.Status == "done" {
 		t.Fatalf("run finished without an executor: %+v %v", r, err)
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
@@ -97,22 +99,9 @@ func TestExternalExecutor(t *testing.T) {
 			"--log-level", "warn"},
 			func(string) string { return "" }, &out, &out)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r, err := c.Run(ctx, env, rel.Run.Run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status == "done" {
-			if r.Deployed != 1 {
-				t.Fatalf("run = %+v", r)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run not done 30s after the executor started: %+v\n%s", r, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	r, err := c.WaitRequest(ctx, env, rel.Request.ID, 30*time.Second, nil)
+	if err != nil || r.Deployed != 1 {
+		t.Fatalf("run = %+v, %v\n%s", r, err, out.String())
 	}
 	if got, err := os.ReadFile(target); err != nil || string(got) != "from the executor\n" {
 		t.Fatalf("file = %q, %v", got, err)

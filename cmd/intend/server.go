@@ -38,7 +38,7 @@ executor for the agents that environments assign to the server
 			}
 			<-ctx.Done()
 			log.Info("stopping")
-			s.Stop(cmd.Context())
+			s.Shutdown(cmd.Context())
 			return nil
 		},
 	}

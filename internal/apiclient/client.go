@@ -134,3 +134,56 @@ func (c *Client) Resources(ctx context.Context, env string, query url.Values) ([
 	err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+url.PathEscape(env)+"/resources?"+query.Encode(), nil, &l)
 	return l.Items, l.Next, err
 }
+
+// Request returns a deploy request.
+func (c *Client) Request(ctx context.Context, env string, id int64) (store.Request, error) {
+	var r store.Request
+	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/requests/%d", url.PathEscape(env), id), nil, &r)
+	return r, err
+}
+
+// Deploy queues a deploy ("incremental") or repair ("full").
+func (c *Client) Deploy(ctx context.Context, env, mode string) (store.Request, error) {
+	var r store.Request
+	err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+url.PathEscape(env)+"/deploy",
+		map[string]string{"mode": mode}, &r)
+	return r, err
+}
+
+// WaitRequest waits until the scheduler took a request into a run and that
+// run ended, calling progress (when not nil) with every new state of the
+// run. It returns the run.
+func (c *Client) WaitRequest(ctx context.Context, env string, id int64, timeout time.Duration,
+	progress func(store.DeployRun)) (store.DeployRun, error) {
+	deadline := time.Now().Add(timeout)
+	var last store.DeployRun
+	for {
+		req, err := c.Request(ctx, env, id)
+		if err != nil {
+			return last, err
+		}
+		if req.Run != nil {
+			r, err := c.Run(ctx, env, *req.Run)
+			if err != nil {
+				return last, err
+			}
+			if progress != nil && r != last {
+				progress(r)
+			}
+			last = r
+			switch r.Status {
+			case "done", "failed":
+				return r, nil
+			}
+			// A preempted run puts the request back; keep waiting.
+		}
+		if time.Now().After(deadline) {
+			return last, fmt.Errorf("deploy request %d not done after %s (run %+v)", id, timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

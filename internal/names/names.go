@@ -10,3 +10,6 @@ func AgentTaskQueue(env, agent string) string { return "agent/" + env + "/" + ag
 
 // DeployWorkflowID is the id of a deploy run's workflow.
 func DeployWorkflowID(env string, run int64) string { return fmt.Sprintf("env/%s/deploy/%d", env, run) }
+
+// SchedulerWorkflowID is the id of an environment's scheduler workflow.
+func SchedulerWorkflowID(env string) string { return "env/" + env + "/scheduler" }

@@ -1,6 +1,6 @@
 // Package server assembles `intend server`: migrations, the REST API, the
 // orchestration worker on the `intend` task queue, the embedded executor,
-// and the reconciler that (re)starts deploy runs recorded in PostgreSQL.
+// and the reconciler that keeps every environment's scheduler running.
 package server
 
 import (
@@ -43,9 +43,15 @@ type Config struct {
 	EmbeddedExecutor bool
 	// ExecutorConcurrency bounds resources handled at once per batch.
 	ExecutorConcurrency int
-	// ReconcileEvery is the period of the reconciler (default 15 s).
+	// ReconcileEvery is the period of the reconciler (default 15 s), which
+	// makes sure every environment's scheduler runs.
 	ReconcileEvery time.Duration
-	Log            *slog.Logger
+	// SchedulerPoll is how often an idle scheduler looks at its queue
+	// without being woken (default 60 s).
+	SchedulerPoll time.Duration
+	// Deploy tunes deploy runs (zero values: the defaults).
+	Deploy workflows.DeployOptions
+	Log    *slog.Logger
 }
 
 // Server is a running `intend server`.
@@ -122,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, store: st, temporal: tc}
 	fail := func(err error) (*Server, error) {
-		s.Stop(context.Background())
+		s.Shutdown(context.Background())
 		return nil, err
 	}
 	if err := EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
@@ -141,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	srv := api.New(api.Options{
-		Store: st, Deployer: s, Log: log, Telemetry: tel,
+		Store: st, Scheduler: s, Log: log, Telemetry: tel,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -192,8 +198,8 @@ func (s *Server) Store() *store.Store { return s.store }
 // Temporal is the server's Temporal client.
 func (s *Server) Temporal() client.Client { return s.temporal }
 
-// Stop shuts the server down: API first, then the reconciler and workers.
-func (s *Server) Stop(ctx context.Context) {
+// Shutdown stops the server: API first, then the reconciler and workers.
+func (s *Server) Shutdown(ctx context.Context) {
 	if s.http != nil {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = s.http.Shutdown(sctx)
@@ -217,50 +223,72 @@ func (s *Server) Stop(ctx context.Context) {
 	}
 }
 
-// StartRun starts the workflow of a recorded deploy run. Starting a run
-// whose workflow is already running is not an error.
-func (s *Server) StartRun(ctx context.Context, env store.Environment, run store.DeployRun) error {
-	if s.executors != nil {
-		if err := s.executors.Autostart(ctx, s.store); err != nil {
-			s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
-		}
+func (s *Server) schedulerInput(env store.Environment) workflows.SchedulerInput {
+	return workflows.SchedulerInput{
+		EnvironmentID: env.ID, EnvironmentName: env.Name, Deploy: s.cfg.Deploy,
+		PollSeconds: int(s.cfg.SchedulerPoll / time.Second),
 	}
-	return StartDeploy(ctx, s.temporal, env.ID, env.Name, run.Run, run.Version, run.Reason)
 }
 
-// StartDeploy starts the deploy workflow of a run, idempotently.
-func StartDeploy(ctx context.Context, c client.Client, envID, envName string, run, version int64, reason string) error {
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.DeployWorkflowID(envName, run),
+func (s *Server) schedulerOptions(env store.Environment) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       workflows.SchedulerWorkflowID(env.Name),
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(envName),
-			temporal.NewSearchAttributeKeyInt64(workflows.SearchAttrVersion).ValueSet(version),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name),
 		),
-		StaticSummary: fmt.Sprintf("deploy run %d of version %d: %s", run, version, reason),
-	}, workflows.DeployWorkflowName, workflows.DeployInput{
-		EnvironmentID: envID, EnvironmentName: envName, Run: run, Version: version,
-	})
-	var already *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &already) {
-		return nil
+		StaticSummary: "scheduler of environment " + env.Name,
 	}
-	if err != nil {
-		return fmt.Errorf("start deploy run %d of %s: %w", run, envName, err)
+}
+
+// Ensure starts the environment's scheduler unless it runs already
+// (starting a running one adds nothing to its history).
+func (s *Server) Ensure(ctx context.Context, env store.Environment) error {
+	if _, err := s.temporal.ExecuteWorkflow(ctx, s.schedulerOptions(env), workflows.SchedulerWorkflowName,
+		s.schedulerInput(env)); err != nil {
+		return fmt.Errorf("start scheduler of %s: %w", env.Name, err)
 	}
 	return nil
 }
 
-// reconcileLoop starts the workflows of recorded runs that have none (the
-// server died between commit and start, Temporal lost its store, or the
-// environment was resumed) and serves new agents.
+// Wake tells the environment's scheduler to look at its queue now,
+// starting it when it does not run. New agents are served first, so a
+// run's first batch finds its executor.
+func (s *Server) Wake(ctx context.Context, env store.Environment, reason string, release, halt bool) error {
+	if s.executors != nil && release {
+		if err := s.executors.Autostart(ctx, s.store); err != nil {
+			s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
+		}
+	}
+	_, err := s.temporal.SignalWithStartWorkflow(ctx, workflows.SchedulerWorkflowID(env.Name), workflows.WakeSignal,
+		workflows.Wake{Reason: reason, Release: release, Halt: halt}, s.schedulerOptions(env),
+		workflows.SchedulerWorkflowName, s.schedulerInput(env))
+	if err != nil {
+		return fmt.Errorf("wake scheduler of %s: %w", env.Name, err)
+	}
+	return nil
+}
+
+// Stop terminates the environment's scheduler and, with it, its runs.
+func (s *Server) Stop(ctx context.Context, env store.Environment) error {
+	err := s.temporal.TerminateWorkflow(ctx, workflows.SchedulerWorkflowID(env.Name), "",
+		"environment "+env.Name+" deleted")
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("stop scheduler of %s: %w", env.Name, err)
+	}
+	return nil
+}
+
+// reconcileLoop makes sure every environment's scheduler runs (after a
+// restart, or when Temporal lost its store) and serves new agents.
 func (s *Server) reconcileLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.ReconcileEvery)
 	defer t.Stop()
 	for {
-		s.reconcile(ctx, time.Now().Add(-5*time.Second))
+		s.reconcile(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -269,25 +297,22 @@ func (s *Server) reconcileLoop(ctx context.Context) {
 	}
 }
 
-func (s *Server) reconcile(ctx context.Context, before time.Time) {
+func (s *Server) reconcile(ctx context.Context) {
 	if s.executors != nil {
 		if err := s.executors.Autostart(ctx, s.store); err != nil && ctx.Err() == nil {
 			s.log.Warn("embedded executor: autostart failed", "error", err)
 		}
 	}
-	runs, err := s.store.OpenRuns(ctx, before)
+	envs, err := s.store.ListEnvironments(ctx, "")
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("reconcile: list open runs", "error", err)
+			s.log.Warn("reconcile: list environments", "error", err)
 		}
 		return
 	}
-	for _, r := range runs {
-		if r.Halted {
-			continue
-		}
-		if err := StartDeploy(ctx, s.temporal, r.EnvironmentID, r.EnvironmentName, r.Run, r.Version, r.Reason); err != nil {
-			s.log.Warn("reconcile: start deploy run", "environment", r.EnvironmentName, "run", r.Run, "error", err)
+	for _, e := range envs {
+		if err := s.Ensure(ctx, e); err != nil && ctx.Err() == nil {
+			s.log.Warn("reconcile: scheduler", "environment", e.Name, "error", err)
 		}
 	}
 }

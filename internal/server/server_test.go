@@ -31,13 +31,13 @@ func startServer(t *testing.T) (*apiclient.Client, *server.Server) {
 	s, err := server.Start(ctx, server.Config{
 		Listen: "127.0.0.1:0", DatabaseURL: testenv.Database(t),
 		TemporalAddress: hostPort, TemporalNamespace: namespace,
-		EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
-	t.Cleanup(func() { s.Stop(context.Background()) })
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	return apiclient.New("http://" + s.Addr()), s
 }
 
@@ -78,23 +78,14 @@ func deploy(t *testing.T, c *apiclient.Client, env string, b []byte) store.Deplo
 	if err != nil {
 		t.Fatalf("release %d: %v", v.Version, err)
 	}
-	if rel.Run == nil {
-		t.Fatalf("release %d requested no deploy run", v.Version)
+	if rel.Request == nil {
+		t.Fatalf("release %d queued no deploy", v.Version)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r, err := c.Run(ctx, env, rel.Run.Run)
-		if err != nil {
-			t.Fatalf("get run: %v", err)
-		}
-		if r.Status == "done" || r.Status == "failed" {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %d still %s after 60s: %+v", r.Run, r.Status, r)
-		}
-		time.Sleep(50 * time.Millisecond)
+	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 60*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return run
 }
 
 func readFile(t *testing.T, path string) (string, os.FileMode) {
@@ -245,10 +236,10 @@ func TestDeployThroughTemporal(t *testing.T) {
 	}
 }
 
-// TestReleaseStartsMissedRuns: a run recorded in PostgreSQL whose workflow
-// was never started (the server died between commit and start) is started
-// by the reconciler.
-func TestReleaseStartsMissedRuns(t *testing.T) {
+// TestSchedulerFindsUnannouncedRequests: a release recorded in PostgreSQL
+// whose wake-up never reached the scheduler (the server died between
+// commit and signal) is found by the scheduler's poll.
+func TestSchedulerFindsUnannouncedRequests(t *testing.T) {
 	c, s := startServer(t)
 	ctx := context.Background()
 	env := testenv.UniqueName(t, "rec")
@@ -266,26 +257,141 @@ func TestReleaseStartsMissedRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Release through the store only: no workflow is started.
+	// Release through the store only: nobody wakes the scheduler.
 	rel, err := s.Store().ReleaseVersion(ctx, e.ID, v.Version)
-	if err != nil || rel.Run == nil {
+	if err != nil || rel.Request == nil {
 		t.Fatalf("release: %v %+v", err, rel)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r, err := c.Run(ctx, env, rel.Run.Run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status == "done" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reconciler did not run the missed deploy: %+v", r)
-		}
-		time.Sleep(100 * time.Millisecond)
+	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 30*time.Second, nil)
+	if err != nil || run.Deployed != 1 {
+		t.Fatalf("the scheduler did not find the request: %+v %v", run, err)
 	}
 	if got, _ := readFile(t, path); got != "x\n" {
 		t.Errorf("file = %q", got)
+	}
+}
+
+func newEnv(t *testing.T, c *apiclient.Client, prefix string, settings map[string]any) string {
+	t.Helper()
+	ctx := context.Background()
+	env := testenv.UniqueName(t, prefix)
+	if _, err := c.EnsureProject(ctx, "p-"+env); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments", map[string]any{
+		"project": "p-" + env, "name": env, "settings": settings}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// TestUserRepairAndRetry: a user repair re-verifies everything (recorded as
+// repairs, nothing written); the retry interval deploys a failed resource
+// again once its cause is fixed, with no one asking.
+func TestUserRepairAndRetry(t *testing.T) {
+	c, _ := startServer(t)
+	ctx := context.Background()
+	env := newEnv(t, c, "trig", map[string]any{"deploy_interval": 1})
+	dir := t.TempDir()
+	ok := filepath.Join(dir, "ok.txt")
+	blocker := filepath.Join(dir, "blocker")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(blocker, "bad.txt")
+	run := deploy(t, c, env, body(t, file(ok, "ok\n", "0644"), file(bad, "bad\n", "0644")))
+	if run.Deployed != 1 || run.Failed != 1 {
+		t.Fatalf("first run = %+v", run)
+	}
+
+	// Fix the cause; the retry interval (1 s) deploys bad.txt by itself.
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, acts := getResource(t, c, env, file(bad, "", "").ID)
+		if st.LastResult == "deployed" {
+			if acts[0].Reason != "retry interval" || acts[0].Action != "deploy" {
+				t.Errorf("retry action = %+v", acts[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bad.txt not retried within 30 s: %+v", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got, _ := readFile(t, bad); got != "bad\n" {
+		t.Errorf("bad.txt = %q", got)
+	}
+
+	// A user repair re-verifies both, changing nothing.
+	req, err := c.Deploy(ctx, env, "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err = c.WaitRequest(ctx, env, req.ID, 30*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Action != "repair" || run.Deployed != 2 || !strings.Contains(run.Reason, "user repair") {
+		t.Errorf("repair run = %+v", run)
+	}
+	for _, p := range []string{ok, bad} {
+		_, acts := getResource(t, c, env, file(p, "", "").ID)
+		if acts[0].Action != "repair" || acts[0].Result != "deployed" || len(acts[0].Changes) != 0 {
+			t.Errorf("%s: last action = %+v, want a repair that changed nothing", p, acts[0])
+		}
+	}
+	// Drift is repaired.
+	if err := os.WriteFile(ok, []byte("drifted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req, err = c.Deploy(ctx, env, "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitRequest(ctx, env, req.ID, 30*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readFile(t, ok); got != "ok\n" {
+		t.Errorf("drift not repaired: %q", got)
+	}
+}
+
+// TestHaltHoldsReleases: a halted environment starts nothing; resuming
+// deploys what was released meanwhile.
+func TestHaltHoldsReleases(t *testing.T) {
+	c, _ := startServer(t)
+	ctx := context.Background()
+	env := newEnv(t, c, "halt", nil)
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/halt", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "held.txt")
+	v, err := c.ExportVersion(ctx, env, body(t, file(path, "held\n", "0644")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := c.Release(ctx, env, v.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing may happen while halted. (Asserting absence needs a pause;
+	// the scheduler polls every second here.)
+	time.Sleep(1500 * time.Millisecond)
+	if req, err := c.Request(ctx, env, rel.Request.ID); err != nil || req.Run != nil {
+		t.Fatalf("a halted environment took a request: %+v %v", req, err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a halted environment deployed: %v", err)
+	}
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/resume", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 30*time.Second, nil)
+	if err != nil || run.Deployed != 1 {
+		t.Fatalf("after resume: %+v %v", run, err)
 	}
 }

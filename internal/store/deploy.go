@@ -66,16 +66,22 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		if status != "pending" {
 			return existingPlan(ctx, tx, envID, run, &p)
 		}
-		filter := `rs.intent_hash is not null and rs.compliance <> 'compliant'`
-		if p.Action == "repair" || p.Action == "dryrun" {
-			filter = `rs.intent_hash is not null`
+		reqs, err := runRequests(ctx, tx, envID, run)
+		if err != nil {
+			return err
 		}
+		if len(reqs) == 0 {
+			// A run made outside the scheduler's queue covers everything
+			// its action implies.
+			reqs = []Request{{Kind: p.Action}}
+		}
+		cond, args := scope(reqs, []any{envID})
 		rows, err := tx.Query(ctx, `
 			select rs.resource_id, rs.agent, rs.intent_hash, c.requires, pg_column_size(c.attributes)
 			from resource_state rs
 			join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
-			where rs.environment_id = $1::uuid and `+filter+`
-			order by rs.resource_id`, envID)
+			where `+candidates+` and `+cond+`
+			order by rs.resource_id`, args...)
 		if err != nil {
 			return err
 		}
@@ -143,6 +149,9 @@ type BatchResource struct {
 	Purged     bool
 	// Requires lists the resources this one requires, in this batch or not.
 	Requires []string
+	// Action is what the attempt is, for the action log: "deploy" when the
+	// resource is not compliant, "repair" when it is re-verified.
+	Action string
 }
 
 // Batch is what an executor loads for one activity.
@@ -174,10 +183,12 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 		return b, err
 	}
 	rows, err := s.pool.Query(ctx, `
-		select u.rid, u.hash, c.attributes, c.purged, c.requires
+		select u.rid, u.hash, c.attributes, c.purged, c.requires,
+		       case when rs.compliance = 'compliant' then 'repair' else 'deploy' end
 		from deploy_batches b
 		cross join lateral unnest(b.resource_ids, b.hashes) with ordinality as u(rid, hash, ord)
 		join resource_contents c on c.environment_id = b.environment_id and c.hash = u.hash
+		left join resource_state rs on rs.environment_id = b.environment_id and rs.resource_id = u.rid
 		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3
 		order by u.ord`, envID, run, seq)
 	if err != nil {
@@ -185,7 +196,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	b.Resources, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchResource, error) {
 		var x BatchResource
-		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires)
+		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires, &x.Action)
 	})
 	if err != nil {
 		return b, err
@@ -354,8 +365,9 @@ type RunCounts struct {
 	Unavailable int `json:"unavailable"`
 }
 
-// FinishRun marks a run done (or failed) with its totals and drops its
-// batches, which only a running run needs.
+// FinishRun marks a run done, failed or preempted with its totals and
+// drops its batches, which only a running run needs. A preempted run's
+// requests go back to the queue.
 func (s *Store) FinishRun(ctx context.Context, envID string, run int64, status string, c RunCounts) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `update deploy_runs set status = $3, finished_at = coalesce(finished_at, now()),
@@ -363,8 +375,17 @@ func (s *Store) FinishRun(ctx context.Context, envID string, run int64, status s
 			envID, run, status, c.Deployed, c.Failed, c.Skipped, c.Unavailable); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `delete from deploy_batches where environment_id = $1::uuid and run = $2`, envID, run)
-		return err
+		if _, err := tx.Exec(ctx, `delete from deploy_batches where environment_id = $1::uuid and run = $2`, envID, run); err != nil {
+			return err
+		}
+		if status == "preempted" {
+			// Its requests go back to the queue; the next run takes them
+			// (a repair then skips what this run attempted).
+			_, err := tx.Exec(ctx, `update deploy_requests set run = null where environment_id = $1::uuid and run = $2`,
+				envID, run)
+			return err
+		}
+		return nil
 	})
 }
 

@@ -65,3 +65,8 @@ func isUniqueViolation(err error, constraint string) bool {
 	}
 	return false
 }
+
+func isForeignKeyViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503"
+}

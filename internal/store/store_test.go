@@ -117,8 +117,13 @@ func TestVersionsShareUnchangedResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rel.Changed != 2 || rel.Run == nil {
-		t.Errorf("release v2 = %+v, want 2 changed and a run", rel)
+	if rel.Changed != 2 || rel.Request == nil || rel.Request.Reason != "new version 2" {
+		t.Errorf("release v2 = %+v, want 2 changed and a deploy request", rel)
+	}
+	// Both releases queued a request; one take merges them into one run.
+	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
+	if err != nil || take.Run == nil || take.Run.Reason != "new version 1; new version 2" || take.Run.Action != "deploy" {
+		t.Fatalf("take = %+v, %v", take, err)
 	}
 	if n := count(t, conn, `select count(*) from resource_state where compliance = 'has_update'`); n != 1 {
 		t.Errorf("%d resources need an update, want 1 (f7)", n)
@@ -138,7 +143,7 @@ func TestVersionsShareUnchangedResources(t *testing.T) {
 	}
 
 	// Planning the run deploys only f7.
-	p, err := st.PlanDeploy(ctx, e.ID, rel.Run.Run, store.DefaultBatchLimits)
+	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.DefaultBatchLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +151,7 @@ func TestVersionsShareUnchangedResources(t *testing.T) {
 		t.Errorf("plan = %+v", p)
 	}
 	// Planning again returns the same batches.
-	again, err := st.PlanDeploy(ctx, e.ID, rel.Run.Run, store.DefaultBatchLimits)
+	again, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.DefaultBatchLimits)
 	if err != nil || again.Total != 1 || len(again.Batches) != 1 {
 		t.Errorf("re-plan = %+v, %v", again, err)
 	}
@@ -180,11 +185,14 @@ func TestPlanCutsBatchesByLevelAgentAndSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := st.ReleaseVersion(ctx, e.ID, info.Version)
-	if err != nil {
+	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
 		t.Fatal(err)
 	}
-	p, err := st.PlanDeploy(ctx, e.ID, rel.Run.Run, store.BatchLimits{MaxResources: 4, MaxBytes: 1 << 20})
+	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
+	if err != nil || take.Run == nil {
+		t.Fatalf("take = %+v, %v", take, err)
+	}
+	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 4, MaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +212,7 @@ func TestPlanCutsBatchesByLevelAgentAndSize(t *testing.T) {
 	if total != 25 || p.Batches[len(p.Batches)-1].Level != 1 {
 		t.Errorf("plan = %+v", p)
 	}
-	b, err := st.LoadBatch(ctx, e.ID, rel.Run.Run, p.Batches[0].Seq)
+	b, err := st.LoadBatch(ctx, e.ID, take.Run.Run, p.Batches[0].Seq)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,9 +232,9 @@ type Release struct {
 	Version VersionInfo `json:"version"`
 	// Changed counts the resources whose intent changed with this release.
 	Changed int `json:"changed"`
-	// Run is the deploy the release requested (nil when auto_deploy is off
-	// or the version was released already).
-	Run *DeployRun `json:"deploy_run"`
+	// Request is the deploy the release queued for the scheduler (nil when
+	// auto_deploy is off or the version was released already).
+	Request *Request `json:"deploy_request"`
 	// AlreadyReleased is true when the version was the released one already.
 	AlreadyReleased bool `json:"already_released"`
 }
@@ -242,8 +242,8 @@ type Release struct {
 // ReleaseVersion makes version the one the orchestrator enforces: the
 // deploy state of every resource whose intent changed since the previously
 // released version is updated (and only those), and, when auto_deploy is on,
-// a pending deploy run is recorded in the same transaction so that it is
-// started exactly once even if the server dies right after.
+// a deploy request is queued for the scheduler in the same transaction, so
+// it takes effect once even if the server dies right after.
 func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64) (Release, error) {
 	var out Release
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -318,11 +318,11 @@ func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64)
 		}
 		out = Release{Version: v, Changed: changed}
 		if e.Settings.AutoDeploy {
-			run, err := insertRun(ctx, tx, e, version, "deploy", fmt.Sprintf("new version %d", version))
+			req, err := insertRequest(ctx, tx, envID, Request{Kind: "deploy", Reason: fmt.Sprintf("new version %d", version)})
 			if err != nil {
 				return err
 			}
-			out.Run = &run
+			out.Request = &req
 		}
 		return nil
 	})
