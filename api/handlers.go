@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -330,6 +331,14 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// .../resources/{rid}/actions: the action log of one resource. A
+	// resource id ends in "]" (or "%5D"), so the suffix is unambiguous.
+	if base, ok := strings.CutSuffix(chi.URLParam(r, "*"), "/actions"); ok {
+		if rid, err = pathParam(base); err != nil {
+			return err
+		}
+		return s.resourceActions(w, r, e, rid)
+	}
 	st, err := s.opts.Store.GetResource(r.Context(), e.ID, rid)
 	if err != nil {
 		return err
@@ -347,18 +356,46 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.writeActions(w, r, e, strings.TrimSpace(r.URL.Query().Get("resource")))
+}
+
+// resourceActions serves GET .../resources/{rid}/actions.
+func (s *Server) resourceActions(w http.ResponseWriter, r *http.Request, e store.Environment, rid string) error {
+	if _, err := s.opts.Store.GetResource(r.Context(), e.ID, rid); err != nil {
+		return err
+	}
+	return s.writeActions(w, r, e, rid)
+}
+
+// writeActions renders one page of the action log, filtered by the query:
+// action, result, since and until (RFC 3339), before (cursor), limit.
+func (s *Server) writeActions(w http.ResponseWriter, r *http.Request, e store.Environment, rid string) error {
+	q := r.URL.Query()
 	limit, err := queryInt(r, "limit", 100, 1, 1000)
 	if err != nil {
 		return err
 	}
-	var before int64
-	if c := r.URL.Query().Get("before"); c != "" {
-		if before, err = strconv.ParseInt(c, 10, 64); err != nil {
+	f := store.ActionFilter{ResourceID: rid, Action: q.Get("action"), Result: q.Get("result"), Limit: limit}
+	switch f.Action {
+	case "", "deploy", "repair", "dryrun":
+	default:
+		return InvalidField("?action", "must be deploy, repair or dryrun")
+	}
+	if c := q.Get("before"); c != "" {
+		if f.Before, err = strconv.ParseInt(c, 10, 64); err != nil {
 			return InvalidField("?before", "must be an action id")
 		}
 	}
-	acts, err := s.opts.Store.ListActions(r.Context(), e.ID, store.ActionFilter{
-		ResourceID: strings.TrimSpace(r.URL.Query().Get("resource")), Before: before, Limit: limit})
+	for name, dst := range map[string]**time.Time{"since": &f.Since, "until": &f.Until} {
+		if v := q.Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return InvalidField("?"+name, "must be an RFC 3339 time, e.g. 2026-11-22T10:00:00Z")
+			}
+			*dst = &t
+		}
+	}
+	acts, err := s.opts.Store.ListActions(r.Context(), e.ID, f)
 	if err != nil {
 		return err
 	}

@@ -207,6 +207,28 @@ func TestDeployThroughTemporal(t *testing.T) {
 		t.Errorf("c action should name the failing path: %+v", acts)
 	}
 
+	// The action log filters by resource, action, result and time.
+	var page struct {
+		Items []store.Action
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/resources/"+url.PathEscape(aID)+"/actions", nil, &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 2 || page.Items[0].Reason != "new version 2" || page.Items[1].Reason != "new version 1" {
+		t.Errorf("actions of a = %+v, want v2's then v1's", page.Items)
+	}
+	since := url.QueryEscape(page.Items[0].StartedAt.Format(time.RFC3339Nano))
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/actions?result=failed&action=deploy&since="+since, nil, &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 1 || page.Items[0].ResourceID != file(cPath, "", "").ID {
+		t.Errorf("failed deploys since v2 = %+v, want only c", page.Items)
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/actions?since=yesterday", nil, nil); err == nil ||
+		!strings.Contains(err.Error(), "RFC 3339") {
+		t.Errorf("a bad time should be refused naming the format: %v", err)
+	}
+
 	// /metrics has intend's own metrics and the Temporal SDK's.
 	resp, err := http.Get(c.Base + "/metrics")
 	if err != nil {

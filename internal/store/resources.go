@@ -113,7 +113,11 @@ type Action struct {
 // ActionFilter selects action records, newest first.
 type ActionFilter struct {
 	ResourceID string
-	Before     int64 // cursor: the last id of the previous page; 0 = newest
+	Action     string     // deploy, repair or dryrun
+	Result     string     // deployed, failed, ...
+	Since      *time.Time // started at or after
+	Until      *time.Time // started before
+	Before     int64      // cursor: the last id of the previous page; 0 = newest
 	Limit      int
 }
 
@@ -125,11 +129,26 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 	}
 	where := "environment_id = $1::uuid and id < $2"
 	args := []any{envID, before, f.Limit}
+	// Separate predicates (not "$x = '' or …"), so the planner uses the
+	// per-resource index.
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where += fmt.Sprintf(" and "+cond, len(args))
+	}
 	if f.ResourceID != "" {
-		// A separate predicate (not "$x = '' or …"), so the planner uses
-		// the per-resource index.
-		where += " and resource_id = $4"
-		args = append(args, f.ResourceID)
+		add("resource_id = $%d", f.ResourceID)
+	}
+	if f.Action != "" {
+		add("action = $%d", f.Action)
+	}
+	if f.Result != "" {
+		add("result = $%d", f.Result)
+	}
+	if f.Since != nil {
+		add("started_at >= $%d", *f.Since)
+	}
+	if f.Until != nil {
+		add("started_at < $%d", *f.Until)
 	}
 	q := `select id, resource_id, version, action, reason, started_at, finished_at, result, changes, logs,
 		error, workflow_id, run_id, attempt from resource_actions
