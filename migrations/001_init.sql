@@ -123,7 +123,10 @@ create table deploy_requests (
     -- repair: only resources not attempted since then (null: all)
     stale_before   timestamptz,
     requested_at   timestamptz not null default now(),
-    -- the run that took it; null while queued
+    -- made by intend itself (timers, recovered dependencies, events): taken
+    -- only when it has anything to do
+    auto           boolean not null default false,
+    -- the run that took it (0: nothing to do); null while queued
     run            bigint,
     primary key (environment_id, id)
 );

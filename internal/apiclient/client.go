@@ -162,6 +162,9 @@ func (c *Client) WaitRequest(ctx context.Context, env string, id int64, timeout 
 		if err != nil {
 			return last, err
 		}
+		if req.Run != nil && *req.Run == 0 {
+			return last, nil // an automatic request that had nothing to do
+		}
 		if req.Run != nil {
 			r, err := c.Run(ctx, env, *req.Run)
 			if err != nil {

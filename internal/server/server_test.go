@@ -42,10 +42,12 @@ func startServer(t *testing.T) (*apiclient.Client, *server.Server) {
 }
 
 type res struct {
-	ID         string         `json:"id"`
-	Attributes map[string]any `json:"attributes"`
-	Requires   []string       `json:"requires,omitempty"`
-	Purged     bool           `json:"purged,omitempty"`
+	ID            string         `json:"id"`
+	Attributes    map[string]any `json:"attributes"`
+	Requires      []string       `json:"requires,omitempty"`
+	Purged        bool           `json:"purged,omitempty"`
+	SendEvent     bool           `json:"send_event,omitempty"`
+	ReceiveEvents bool           `json:"receive_events,omitempty"`
 }
 
 func file(path, content, mode string, requires ...string) res {
@@ -415,5 +417,70 @@ func TestHaltHoldsReleases(t *testing.T) {
 	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 30*time.Second, nil)
 	if err != nil || run.Deployed != 1 {
 		t.Fatalf("after resume: %+v %v", run, err)
+	}
+}
+
+// TestDependencyRecoveryAndEvents: a resource skipped for its dependency is
+// deployed by itself once the dependency is fixed, and a resource with
+// receive_events is re-run when a dependency with send_event changes.
+func TestDependencyRecoveryAndEvents(t *testing.T) {
+	c, _ := startServer(t)
+	ctx := context.Background()
+	env := newEnv(t, c, "deps", map[string]any{"deploy_interval": 0, "repair_interval": 0})
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "blocker")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dep := file(filepath.Join(blocker, "dep.txt"), "dep\n", "0644")
+	dep.SendEvent = true
+	user := file(filepath.Join(dir, "user.txt"), "user\n", "0644", dep.ID)
+	user.ReceiveEvents = true
+
+	run := deploy(t, c, env, body(t, dep, user))
+	if run.Failed != 1 || run.Skipped != 1 {
+		t.Fatalf("first run = %+v, want dep failed and user skipped", run)
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	// Deploy only dep; user follows because its dependency recovered.
+	var req store.Request
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/deploy",
+		map[string]any{"mode": "incremental", "resource_ids": []string{dep.ID}}, &req); err != nil {
+		t.Fatal(err)
+	}
+	if run, err := c.WaitRequest(ctx, env, req.ID, 30*time.Second, nil); err != nil || run.Deployed != 1 || run.Total != 1 {
+		t.Fatalf("deploy of dep = %+v %v", run, err)
+	}
+	first := waitAction(t, c, env, user.ID, "dependency "+dep.ID+" recovered", 0)
+	if got, _ := readFile(t, filepath.Join(dir, "user.txt")); got != "user\n" {
+		t.Errorf("user.txt = %q", got)
+	}
+
+	// A change of dep (send_event) re-runs user (receive_events), which
+	// itself did not change.
+	dep.Attributes["content"] = "dep v2\n"
+	deploy(t, c, env, body(t, dep, user))
+	a := waitAction(t, c, env, user.ID, "event from "+dep.ID, first.ID)
+	if a.Action != "repair" || a.Result != "deployed" {
+		t.Errorf("event action = %+v", a)
+	}
+}
+
+// waitAction waits for a resource's newest action, newer than action id
+// after, to give reason (merged runs join the reasons of their requests).
+func waitAction(t *testing.T, c *apiclient.Client, env, rid, reason string, after int64) store.Action {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, acts := getResource(t, c, env, rid)
+		if len(acts) > 0 && acts[0].ID > after && strings.Contains(acts[0].Reason, reason) {
+			return acts[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no action %q within 30 s; actions: %+v", rid, reason, acts)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -313,8 +314,114 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 		if err != nil {
 			return fmt.Errorf("update deploy state: %w", err)
 		}
-		return nil
+		return queueFollowUps(ctx, tx, envID, recs)
 	})
+}
+
+// queueFollowUps queues the automatic requests a chunk of outcomes calls
+// for: a deploy of the resources skipped because of a dependency that is
+// now deployed ("dependency X recovered"), and a repair of the resources
+// with receive_events that require a resource with send_event that just
+// changed ("event from X"). Automatic requests are dropped at take time
+// when the run at hand already did the work.
+func queueFollowUps(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	var deployed, changed []string
+	var changedHashes [][]byte
+	var at time.Time
+	for _, r := range recs {
+		if r.Action == "dryrun" || r.Result != "deployed" {
+			continue
+		}
+		deployed = append(deployed, r.ResourceID)
+		if r.Changed {
+			changed = append(changed, r.ResourceID)
+			changedHashes = append(changedHashes, r.Hash)
+		}
+		if r.FinishedAt.After(at) {
+			at = r.FinishedAt
+		}
+	}
+	if len(deployed) == 0 {
+		return nil
+	}
+	const dependents = `select distinct rs.resource_id, req.id
+		from resource_state rs
+		join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
+		cross join lateral unnest(c.requires) as req(id)
+		where rs.environment_id = $1::uuid and req.id = any($2) and `
+	ids, by, err := pairs(ctx, tx, dependents+`rs.last_result = 'skipped_for_dependency' order by 1, 2`, envID, deployed)
+	if err != nil {
+		return fmt.Errorf("find recovered dependents: %w", err)
+	}
+	if len(ids) > 0 {
+		if _, err := insertRequest(ctx, tx, envID, Request{Kind: "deploy", Auto: true, ResourceIDs: ids,
+			Reason: about("dependency", by, "recovered")}); err != nil {
+			return err
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `select u.rid from unnest($2::text[], $3::bytea[]) as u(rid, hash)
+		join resource_contents c on c.environment_id = $1::uuid and c.hash = u.hash
+		where c.send_event order by 1`, envID, changed, changedHashes)
+	if err != nil {
+		return err
+	}
+	senders, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(senders) == 0 {
+		return err
+	}
+	ids, by, err = pairs(ctx, tx, dependents+`rs.intent_hash is not null and c.receive_events order by 1, 2`, envID, senders)
+	if err != nil {
+		return fmt.Errorf("find event receivers: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err = insertRequest(ctx, tx, envID, Request{Kind: "repair", Auto: true, ResourceIDs: ids, StaleBefore: &at,
+		Reason: about("event from", by, "")})
+	return err
+}
+
+// pairs runs a query of (resource, cause) rows and returns the distinct
+// resources and causes, in order.
+func pairs(ctx context.Context, tx pgx.Tx, q string, args ...any) (ids, causes []string, err error) {
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	seenID, seenCause := map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var id, cause string
+		if err := rows.Scan(&id, &cause); err != nil {
+			return nil, nil, err
+		}
+		if !seenID[id] {
+			seenID[id] = true
+			ids = append(ids, id)
+		}
+		if !seenCause[cause] {
+			seenCause[cause] = true
+			causes = append(causes, cause)
+		}
+	}
+	sort.Strings(causes)
+	return ids, causes, rows.Err()
+}
+
+// about phrases a reason: "dependency X recovered", "event from X and 2
+// more".
+func about(prefix string, causes []string, suffix string) string {
+	s := prefix + " " + causes[0]
+	if len(causes) > 1 {
+		s += fmt.Sprintf(" and %d more", len(causes)-1)
+	}
+	if suffix != "" {
+		s += " " + suffix
+	}
+	return s
 }
 
 // countProgress moves the live counters of the runs the records belong to.

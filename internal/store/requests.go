@@ -24,15 +24,19 @@ type Request struct {
 	ResourceIDs []string   `json:"resource_ids,omitempty"`
 	StaleBefore *time.Time `json:"stale_before,omitempty"`
 	RequestedAt time.Time  `json:"requested_at"`
-	// Run is the deploy run that took the request; nil while queued.
+	// Auto marks requests intend made itself (timers, recovered
+	// dependencies, events); they are dropped when they have nothing to do.
+	Auto bool `json:"auto"`
+	// Run is the deploy run that took the request; nil while queued, 0 when
+	// an automatic request had nothing to do.
 	Run *int64 `json:"run"`
 }
 
-const requestColumns = `id, kind, reason, agents, resource_ids, stale_before, requested_at, run`
+const requestColumns = `id, kind, reason, agents, resource_ids, stale_before, requested_at, auto, run`
 
 func scanRequest(row pgx.Row) (Request, error) {
 	var r Request
-	return r, row.Scan(&r.ID, &r.Kind, &r.Reason, &r.Agents, &r.ResourceIDs, &r.StaleBefore, &r.RequestedAt, &r.Run)
+	return r, row.Scan(&r.ID, &r.Kind, &r.Reason, &r.Agents, &r.ResourceIDs, &r.StaleBefore, &r.RequestedAt, &r.Auto, &r.Run)
 }
 
 func insertRequest(ctx context.Context, q pgx.Tx, envID string, r Request) (Request, error) {
@@ -40,9 +44,9 @@ func insertRequest(ctx context.Context, q pgx.Tx, envID string, r Request) (Requ
 		return r, fmt.Errorf("request kind %q: want deploy or repair", r.Kind)
 	}
 	return scanRequest(q.QueryRow(ctx, `insert into deploy_requests
-		(environment_id, kind, reason, agents, resource_ids, stale_before)
-		values ($1::uuid, $2, $3, $4, $5, $6) returning `+requestColumns,
-		envID, r.Kind, r.Reason, nilIfEmpty(r.Agents), nilIfEmpty(r.ResourceIDs), r.StaleBefore))
+		(environment_id, kind, reason, agents, resource_ids, stale_before, auto)
+		values ($1::uuid, $2, $3, $4, $5, $6, $7) returning `+requestColumns,
+		envID, r.Kind, r.Reason, nilIfEmpty(r.Agents), nilIfEmpty(r.ResourceIDs), r.StaleBefore, r.Auto))
 }
 
 func nilIfEmpty(s []string) []string {
@@ -170,16 +174,15 @@ func (s *Store) TakeRequests(ctx context.Context, envID, token string, timers []
 			}
 		}
 		for _, r := range timers {
-			cond, args := scope([]Request{r}, []any{envID})
-			var due bool
-			if err := tx.QueryRow(ctx, `select exists (select 1 from resource_state rs where `+candidates+` and `+cond+`)`,
-				args...).Scan(&due); err != nil {
-				return err
-			}
-			if due {
-				if _, err := insertRequest(ctx, tx, envID, r); err != nil {
+			r.Auto = true
+			if due, err := hasWork(ctx, tx, envID, r); err != nil || !due {
+				if err != nil {
 					return err
 				}
+				continue
+			}
+			if _, err := insertRequest(ctx, tx, envID, r); err != nil {
+				return err
 			}
 		}
 		rows, err := tx.Query(ctx, `select `+requestColumns+` from deploy_requests
@@ -187,9 +190,34 @@ func (s *Store) TakeRequests(ctx context.Context, envID, token string, timers []
 		if err != nil {
 			return err
 		}
-		reqs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Request, error) { return scanRequest(r) })
-		if err != nil || len(reqs) == 0 {
+		queued, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Request, error) { return scanRequest(r) })
+		if err != nil {
 			return err
+		}
+		// Automatic requests with nothing (left) to do are closed, not run.
+		var reqs []Request
+		var idle []int64
+		for _, r := range queued {
+			if r.Auto {
+				due, err := hasWork(ctx, tx, envID, r)
+				if err != nil {
+					return err
+				}
+				if !due {
+					idle = append(idle, r.ID)
+					continue
+				}
+			}
+			reqs = append(reqs, r)
+		}
+		if len(idle) > 0 {
+			if _, err := tx.Exec(ctx, `update deploy_requests set run = 0 where environment_id = $1::uuid and id = any($2)`,
+				envID, idle); err != nil {
+				return err
+			}
+		}
+		if len(reqs) == 0 {
+			return nil
 		}
 		action, reason, kinds := merge(reqs)
 		var version int64
@@ -216,6 +244,15 @@ func (s *Store) TakeRequests(ctx context.Context, envID, token string, timers []
 		return nil
 	})
 	return t, err
+}
+
+// hasWork reports whether request r selects any resource now.
+func hasWork(ctx context.Context, tx pgx.Tx, envID string, r Request) (bool, error) {
+	cond, args := scope([]Request{r}, []any{envID})
+	var due bool
+	err := tx.QueryRow(ctx, `select exists (select 1 from resource_state rs where `+candidates+` and `+cond+`)`,
+		args...).Scan(&due)
+	return due, err
 }
 
 func runKinds(ctx context.Context, tx pgx.Tx, envID string, run int64) ([]string, error) {
@@ -286,7 +323,7 @@ func (s *Store) SetAgentPaused(ctx context.Context, envID, agent string, paused 
 			return nil
 		}
 		_, err = insertRequest(ctx, tx, envID, Request{Kind: "deploy", Reason: "agent " + agent + " unpaused",
-			Agents: []string{agent}})
+			Agents: []string{agent}, Auto: true})
 		return err
 	})
 }
