@@ -61,7 +61,8 @@ func (o *Orchestration) TakeRequests(ctx context.Context, in workflows.TakeInput
 		return workflows.TakeResult{}, classify(err)
 	}
 	out := workflows.TakeResult{Halted: t.Halted, Kinds: t.Kinds,
-		DeployInterval: t.Settings.DeployInterval, RepairInterval: t.Settings.RepairInterval}
+		DeployInterval: t.Settings.DeployInterval, RepairInterval: t.Settings.RepairInterval,
+		AgentTimeout: t.Settings.AgentTimeout}
 	if t.Run != nil {
 		out.Run, out.Version, out.Action, out.Reason = t.Run.Run, t.Run.Version, t.Run.Action, t.Run.Reason
 	}

@@ -120,6 +120,8 @@ type TakeResult struct {
 	// The environment's intervals, in seconds (0 = off).
 	DeployInterval int
 	RepairInterval int
+	// AgentTimeout is the environment's agent_timeout, in seconds.
+	AgentTimeout int
 }
 
 // BatchLimits bound one executor activity's batch.

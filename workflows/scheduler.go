@@ -194,8 +194,12 @@ func startRun(ctx workflow.Context, st SchedulerInput, take TakeResult) workflow
 		),
 		StaticSummary: fmt.Sprintf("%s run %d of version %d: %s", take.Action, take.Run, take.Version, take.Reason),
 	})
+	agentWait := st.Deploy.AgentWaitSeconds
+	if take.AgentTimeout > 0 {
+		agentWait = take.AgentTimeout
+	}
 	return workflow.ExecuteChildWorkflow(cctx, DeployWorkflowName, DeployInput{
 		EnvironmentID: st.EnvironmentID, EnvironmentName: st.EnvironmentName, Run: take.Run, Version: take.Version,
-		MaxInFlight: st.Deploy.MaxInFlight, Limits: st.Deploy.Limits, AgentWaitSeconds: st.Deploy.AgentWaitSeconds,
+		MaxInFlight: st.Deploy.MaxInFlight, Limits: st.Deploy.Limits, AgentWaitSeconds: agentWait,
 	})
 }

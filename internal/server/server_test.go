@@ -484,3 +484,20 @@ func waitAction(t *testing.T, c *apiclient.Client, env, rid, reason string, afte
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestNoExecutorMeansUnavailable: resources of an agent nobody serves are
+// recorded unavailable after agent_timeout, naming the task queue.
+func TestNoExecutorMeansUnavailable(t *testing.T) {
+	c, _ := startServer(t)
+	env := newEnv(t, c, "unav", map[string]any{"autostart_agents": []string{}, "agent_timeout": 1, "deploy_interval": 0})
+	r := file(filepath.Join(t.TempDir(), "never.txt"), "x\n", "0644")
+	run := deploy(t, c, env, body(t, r))
+	if run.Unavailable != 1 || run.Status != "done" {
+		t.Fatalf("run = %+v, want 1 unavailable", run)
+	}
+	st, acts := getResource(t, c, env, r.ID)
+	if st.LastResult != "unavailable" || len(acts) != 1 || acts[0].Error == nil ||
+		!strings.Contains(*acts[0].Error, "agent/"+env+"/localhost") {
+		t.Errorf("state %+v, actions %+v; want unavailable naming the task queue", st, acts)
+	}
+}

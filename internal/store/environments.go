@@ -46,11 +46,15 @@ type Settings struct {
 	// AutostartAgents lists the agents the server's embedded executor serves
 	// ("*" = every agent). Other agents need an `intend executor`.
 	AutostartAgents []string `json:"autostart_agents"`
+	// AgentTimeout is how long, in seconds, a batch waits for an executor
+	// of its agent before its resources are recorded unavailable.
+	AgentTimeout int `json:"agent_timeout"`
 }
 
 // DefaultSettings are the settings of a new environment.
 func DefaultSettings() Settings {
-	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"}}
+	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
+		AgentTimeout: 600}
 }
 
 // SettingError names one invalid setting.
@@ -89,6 +93,13 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			} else {
 				s.RepairInterval = n
 			}
+		case "agent_timeout":
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n < 1 {
+				bad("must be a whole number of seconds, 1 or more")
+				continue
+			}
+			s.AgentTimeout = n
 		case "autostart_agents":
 			var a []string
 			if json.Unmarshal(raw, &a) != nil {
@@ -97,7 +108,7 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			}
 			s.AutostartAgents = a
 		default:
-			bad("unknown setting (known: auto_deploy, autostart_agents, deploy_interval, repair_interval)")
+			bad("unknown setting (known: agent_timeout, auto_deploy, autostart_agents, deploy_interval, repair_interval)")
 		}
 	}
 	return s, errs
