@@ -98,6 +98,9 @@ create table resource_state (
 create index resource_state_agent on resource_state (environment_id, agent, resource_id);
 create index resource_state_pending on resource_state (environment_id, agent, resource_id)
     where intent_hash is not null and compliance <> 'compliant';
+-- Recording a deployed resource looks for what was skipped because of it.
+create index resource_state_skipped on resource_state (environment_id)
+    where last_result = 'skipped_for_dependency';
 
 -- Agents seen in released versions, per environment: the embedded executor
 -- serves them (setting autostart_agents) without scanning resource_state.

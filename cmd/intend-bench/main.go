@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -124,8 +125,32 @@ func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer)
 		return err
 	}
 	one := time.Since(t2)
+	writes, err := countWrites(ctx, pg.URL("intend"), run.WorkflowID)
+	if err != nil {
+		return err
+	}
 	rows = append(rows, row{"P2 one change among " + fmt.Sprint(n) + ", release → recorded", one.Round(time.Millisecond).String(),
-		fmt.Sprintf("%d deployed (bar ≤ 0.5 s, one write)", run.Deployed)})
+		fmt.Sprintf("%d attempted, %d written (bar ≤ 0.5 s, one write)", run.Deployed+run.Failed, writes)})
+	workflows := []string{run.WorkflowID}
+
+	// P3: repair of n unchanged resources (user repair).
+	req, err := c.Deploy(ctx, "bench", "full")
+	if err != nil {
+		return err
+	}
+	t4 := time.Now()
+	run, err = c.WaitRequest(ctx, "bench", req.ID, 10*time.Minute, nil)
+	if err != nil {
+		return err
+	}
+	repair := time.Since(t4)
+	if writes, err = countWrites(ctx, pg.URL("intend"), run.WorkflowID); err != nil {
+		return err
+	}
+	rows = append(rows, row{"P3 repair of " + fmt.Sprint(n) + " unchanged, request → recorded", repair.Round(time.Millisecond).String(),
+		fmt.Sprintf("%.0f resources/s, %d of %d verified, %d written (bar ≥ 5,000/s, 0 writes)",
+			float64(run.Deployed)/repair.Seconds(), run.Deployed, run.Total, writes)})
+	workflows = append(workflows, run.WorkflowID, "env/bench/deploy/1", "env/bench/scheduler")
 
 	// P5: a chain of 1,000 resources, each requiring the previous one, in
 	// a fresh environment.
@@ -146,6 +171,28 @@ func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer)
 		return fmt.Errorf("chain: %+v, want 1000 deployed", run)
 	}
 	rows = append(rows, row{"P5 chain of 1,000, release → recorded", time.Since(t3).Round(time.Millisecond).String(), "bar ≤ 30 s"})
+
+	// History sizes: the largest of the workflows above.
+	maxEvents, maxID := int64(0), ""
+	for _, id := range workflows {
+		d, err := srv.Temporal().DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return fmt.Errorf("describe %s: %w", id, err)
+		}
+		if n := d.GetWorkflowExecutionInfo().GetHistoryLength(); n > maxEvents {
+			maxEvents, maxID = n, id
+		}
+	}
+	rows = append(rows, row{"largest workflow history", fmt.Sprintf("%d events", maxEvents), maxID + " (limit 51,200)"})
+	var rss string
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmHWM:") {
+				rss = strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:"))
+			}
+		}
+	}
+	rows = append(rows, row{"peak RSS of server + executor + this client", rss, "bar: server ≤ 1 GiB at 100,000"})
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "workload\ttime\tnote\n")
@@ -173,6 +220,19 @@ func version(dir string, n, change int) []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"resources": rs})
 	return b
+}
+
+// countWrites counts the attempts of a run that changed something.
+func countWrites(ctx context.Context, url, workflowID string) (int, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx, `select count(*) from resource_actions where workflow_id = $1 and changes is not null`,
+		workflowID).Scan(&n)
+	return n, err
 }
 
 // breakdown prints where a run's time went, from PostgreSQL's timestamps.
