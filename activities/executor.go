@@ -138,7 +138,9 @@ func (e *Executor) runChunk(ctx context.Context, b store.Batch, chunk []store.Ba
 					<-done[j]
 				}
 			}
-			if dep, result := blockedBy(r, i, pos, recs, b.Blocked, p.NotDeployed); dep != "" {
+			// A dry-run diffs every resource: nothing is deployed, so
+			// nothing can be missing.
+			if dep, result := blockedBy(r, i, pos, recs, b.Blocked, p.NotDeployed); dep != "" && b.Action != "dryrun" {
 				recs[i] = skipped(b, r, info, dep, result)
 				return
 			}
@@ -203,6 +205,7 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 	outcome, err := e.safeApply(ctx, hc, b, r)
 	rec.FinishedAt = time.Now().UTC()
 	rec.Changed = outcome.Changed
+	rec.Operation = outcome.Action
 	rec.Result = "deployed"
 	if err != nil {
 		rec.Result = "failed"

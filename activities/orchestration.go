@@ -78,7 +78,15 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 		return workflows.PlanResult{}, classify(err)
 	}
 	if env.Halted {
-		return workflows.PlanResult{Halted: true}, nil
+		// A halted environment starts nothing, but a dry-run changes
+		// nothing and goes ahead.
+		run, err := o.Store.GetRun(ctx, in.EnvironmentID, in.Run)
+		if err != nil {
+			return workflows.PlanResult{}, classify(err)
+		}
+		if run.Action != "dryrun" {
+			return workflows.PlanResult{Halted: true}, nil
+		}
 	}
 	limits := store.BatchLimits{MaxResources: in.Limits.MaxResources, MaxBytes: in.Limits.MaxBytes}
 	if limits.MaxResources <= 0 {

@@ -47,6 +47,8 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/actions", s.serve(s.listActions))
 
 			r.Post("/deploy", s.serve(s.deploy))
+			r.Post("/dryrun", s.serve(s.createDryrun))
+			r.Get("/dryrun/{dryrun}", s.serve(s.getDryrun))
 			r.Get("/requests/{request}", s.serve(s.getRequest))
 			r.Get("/runs", s.serve(s.listRuns))
 			r.Get("/runs/{run}", s.serve(s.getRun))

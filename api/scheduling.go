@@ -120,3 +120,81 @@ func (s *Server) setPaused(paused bool) handlerFunc {
 		return nil
 	}
 }
+
+type dryrunRequest struct {
+	// Version to dry-run; 0 or absent: the released one.
+	Version     int64    `json:"version"`
+	Agents      []string `json:"agents"`
+	ResourceIDs []string `json:"resource_ids"`
+}
+
+// createDryrun records a dry-run and starts its workflow: 202 with the run.
+func (s *Server) createDryrun(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	var req dryrunRequest
+	if r.ContentLength != 0 {
+		if err := Decode(r, &req, s.opts.MaxBodyBytes); err != nil {
+			return err
+		}
+	}
+	if req.Version < 0 {
+		return InvalidField("/version", "must be a version number (or absent for the released one)")
+	}
+	run, err := s.opts.Store.CreateDryrun(r.Context(), e.ID, req.Version, req.Agents, req.ResourceIDs)
+	if err != nil {
+		return err
+	}
+	if s.opts.Dryruns != nil {
+		if err := s.opts.Dryruns.StartDryrun(r.Context(), e, run); err != nil {
+			s.log.Error("dry-run not started", "environment", e.Name, "run", run.Run, "error", err)
+			if ferr := s.opts.Store.FailRun(r.Context(), e.ID, run.Run); ferr != nil {
+				s.log.Error("mark dry-run failed", "environment", e.Name, "run", run.Run, "error", ferr)
+			}
+			return Unavailable("the dry-run could not be started (is Temporal up?); try again")
+		}
+	}
+	WriteJSON(w, http.StatusAccepted, run)
+	return nil
+}
+
+type dryrunResponse struct {
+	store.DeployRun
+	Results []store.DryrunResult `json:"results"`
+	Next    string               `json:"next,omitempty"`
+}
+
+// getDryrun returns a dry-run's progress and a page of its results.
+func (s *Server) getDryrun(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(chi.URLParam(r, "dryrun"), 10, 64)
+	if err != nil || id < 1 {
+		return BadRequest("dry-run %q is not a positive whole number", chi.URLParam(r, "dryrun"))
+	}
+	limit, err := queryInt(r, "limit", 1000, 1, 10000)
+	if err != nil {
+		return err
+	}
+	run, err := s.opts.Store.GetRun(r.Context(), e.ID, id)
+	if err != nil {
+		return err
+	}
+	if run.Action != "dryrun" {
+		return NotFound("dry-run %d: run %d is a %s", id, id, run.Action)
+	}
+	res, err := s.opts.Store.DryrunResults(r.Context(), e.ID, run.WorkflowID, r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	out := dryrunResponse{DeployRun: run, Results: nonNil(res)}
+	if len(res) == limit {
+		out.Next = res[len(res)-1].ResourceID
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}

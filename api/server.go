@@ -28,10 +28,16 @@ type Scheduler interface {
 	Stop(ctx context.Context, env store.Environment) error
 }
 
+// Dryruns starts the workflow of a recorded dry-run.
+type Dryruns interface {
+	StartDryrun(ctx context.Context, env store.Environment, run store.DeployRun) error
+}
+
 // Options configures a Server.
 type Options struct {
 	Store     *store.Store
 	Scheduler Scheduler
+	Dryruns   Dryruns
 	Log       *slog.Logger
 	Telemetry *telemetry.Telemetry
 	// Health checks, by name ("postgresql", "temporal"), run by /healthz.

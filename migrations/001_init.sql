@@ -118,7 +118,7 @@ create table agents (
 create table deploy_requests (
     environment_id uuid not null references environments (id) on delete cascade,
     id             bigint generated always as identity,
-    kind           text not null check (kind in ('deploy', 'repair')),
+    kind           text not null check (kind in ('deploy', 'repair', 'dryrun')),
     reason         text not null,
     -- null: every agent / every resource
     agents         text[],
@@ -187,6 +187,9 @@ create table resource_actions (
     started_at     timestamptz not null,
     finished_at    timestamptz not null,
     result         text not null,
+    -- what the adapter did (or, in a dry-run, would do): none, create,
+    -- update or delete; null when it never got that far
+    operation      text,
     changes        jsonb,
     logs           jsonb,
     error          text,
@@ -196,6 +199,7 @@ create table resource_actions (
 );
 create index resource_actions_resource on resource_actions (environment_id, resource_id, id desc);
 create index resource_actions_env on resource_actions (environment_id, id desc);
+create index resource_actions_workflow on resource_actions (workflow_id, resource_id);
 
 ---- create above / drop below ----
 

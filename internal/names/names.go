@@ -13,3 +13,6 @@ func DeployWorkflowID(env string, run int64) string { return fmt.Sprintf("env/%s
 
 // SchedulerWorkflowID is the id of an environment's scheduler workflow.
 func SchedulerWorkflowID(env string) string { return "env/" + env + "/scheduler" }
+
+// DryrunWorkflowID is the id of a dry-run's workflow.
+func DryrunWorkflowID(env string, run int64) string { return fmt.Sprintf("env/%s/dryrun/%d", env, run) }

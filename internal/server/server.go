@@ -147,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	srv := api.New(api.Options{
-		Store: st, Scheduler: s, Log: log, Telemetry: tel,
+		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -267,6 +267,34 @@ func (s *Server) Wake(ctx context.Context, env store.Environment, reason string,
 		workflows.SchedulerWorkflowName, s.schedulerInput(env))
 	if err != nil {
 		return fmt.Errorf("wake scheduler of %s: %w", env.Name, err)
+	}
+	return nil
+}
+
+// StartDryrun starts a dry-run's workflow: the deploy workflow with action
+// dryrun, outside the scheduler (it changes nothing, so it need not wait).
+func (s *Server) StartDryrun(ctx context.Context, env store.Environment, run store.DeployRun) error {
+	if s.executors != nil {
+		if err := s.executors.Autostart(ctx, s.store); err != nil {
+			s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
+		}
+	}
+	_, err := s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       run.WorkflowID,
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name),
+			temporal.NewSearchAttributeKeyInt64(workflows.SearchAttrVersion).ValueSet(run.Version),
+		),
+		StaticSummary: fmt.Sprintf("dry-run %d of version %d", run.Run, run.Version),
+	}, workflows.DeployWorkflowName, workflows.DeployInput{
+		EnvironmentID: env.ID, EnvironmentName: env.Name, Run: run.Run, Version: run.Version,
+		MaxInFlight: s.cfg.Deploy.MaxInFlight, Limits: s.cfg.Deploy.Limits,
+		AgentWaitSeconds: env.Settings.AgentTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("start dry-run %d of %s: %w", run.Run, env.Name, err)
 	}
 	return nil
 }

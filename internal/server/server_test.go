@@ -501,3 +501,78 @@ func TestNoExecutorMeansUnavailable(t *testing.T) {
 		t.Errorf("state %+v, actions %+v; want unavailable naming the task queue", st, acts)
 	}
 }
+
+// TestDryrun: a dry-run reports, per resource, what a deploy would do, with
+// per-attribute changes, and changes nothing.
+func TestDryrun(t *testing.T) {
+	c, _ := startServer(t)
+	ctx := context.Background()
+	env := newEnv(t, c, "dry", map[string]any{"deploy_interval": 0})
+	dir := t.TempDir()
+	same, drift, gone, extra := filepath.Join(dir, "same"), filepath.Join(dir, "drift"), filepath.Join(dir, "gone"), filepath.Join(dir, "extra")
+	purge := file(extra, "", "")
+	purge.Purged = true
+	deploy(t, c, env, body(t, file(same, "same\n", "0644"), file(drift, "drift\n", "0644"), file(gone, "gone\n", "0644"), purge))
+	// The world drifts: one file changed, one removed, one appeared.
+	if err := os.WriteFile(drift, []byte("edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(extra, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var run store.DeployRun
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/dryrun", map[string]any{}, &run); err != nil {
+		t.Fatal(err)
+	}
+	if run.Action != "dryrun" || !strings.Contains(run.WorkflowID, "/dryrun/") {
+		t.Fatalf("dry-run = %+v", run)
+	}
+	var out struct {
+		store.DeployRun
+		Results []store.DryrunResult
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/dryrun/%d", env, run.Run), nil, &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Status == "done" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dry-run not done: %+v", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := map[string]store.DryrunResult{}
+	for _, r := range out.Results {
+		got[r.ResourceID] = r
+	}
+	want := map[string]string{file(same, "", "").ID: "unmodified", file(drift, "", "").ID: "modified",
+		file(gone, "", "").ID: "added", purge.ID: "deleted"}
+	for id, status := range want {
+		if got[id].Status != status {
+			t.Errorf("%s: status %q, want %q", id, got[id].Status, status)
+		}
+	}
+	if ch := string(got[file(drift, "", "").ID].Changes); !strings.Contains(ch, `"from":"edited\n"`) || !strings.Contains(ch, `"to":"drift\n"`) {
+		t.Errorf("drift changes = %s, want content from edited to drift", ch)
+	}
+	// Nothing changed on disk, and no deploy state moved.
+	if b, _ := os.ReadFile(drift); string(b) != "edited\n" {
+		t.Errorf("the dry-run wrote drift: %q", b)
+	}
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Errorf("the dry-run created gone: %v", err)
+	}
+	if _, err := os.Stat(extra); err != nil {
+		t.Errorf("the dry-run deleted extra: %v", err)
+	}
+	if st, _ := getResource(t, c, env, file(drift, "", "").ID); st.LastResult != "deployed" || st.Compliance != "compliant" {
+		t.Errorf("a dry-run moved deploy state: %+v", st)
+	}
+}

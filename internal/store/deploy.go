@@ -77,12 +77,23 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 			reqs = []Request{{Kind: p.Action}}
 		}
 		cond, args := scope(reqs, []any{envID})
-		rows, err := tx.Query(ctx, `
-			select rs.resource_id, rs.agent, rs.intent_hash, c.requires, pg_column_size(c.attributes)
+		q := `select rs.resource_id, rs.agent, rs.intent_hash, c.requires, pg_column_size(c.attributes)
 			from resource_state rs
 			join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
-			where `+candidates+` and `+cond+`
-			order by rs.resource_id`, args...)
+			where ` + candidates + ` and ` + cond + `
+			order by rs.resource_id`
+		if p.Action == "dryrun" {
+			// A dry-run covers a version (released or not), paused agents
+			// included: it changes nothing. rs is the version's membership.
+			args = append(args, p.Version)
+			q = fmt.Sprintf(`select rs.resource_id, rs.agent, rs.hash, c.requires, pg_column_size(c.attributes)
+				from version_resources rs
+				join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.hash
+				where rs.environment_id = $1::uuid and rs.first_version <= $%[1]d
+				  and (rs.last_version is null or rs.last_version > $%[1]d) and %[2]s
+				order by rs.resource_id`, len(args), cond)
+		}
+		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -246,6 +257,7 @@ type ActionRecord struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Result     string // deployed, failed, ...
+	Operation  string // none, create, update, delete; "" when not reached
 	Changed    bool
 	Changes    json.RawMessage // {"attr": {"from": ..., "to": ...}} or nil
 	Logs       json.RawMessage // [LogLine] or nil
@@ -273,8 +285,12 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 		if r.Error != "" {
 			errText = r.Error
 		}
+		var op any
+		if r.Operation != "" {
+			op = r.Operation
+		}
 		rows[i] = []any{envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
-			jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, r.WorkflowID, r.RunID, r.Attempt}
+			op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, r.WorkflowID, r.RunID, r.Attempt}
 		if r.Action == "dryrun" {
 			continue
 		}
@@ -287,7 +303,7 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
 			[]string{"environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
-				"result", "changes", "logs", "error", "workflow_id", "run_id", "attempt"},
+				"result", "operation", "changes", "logs", "error", "workflow_id", "run_id", "attempt"},
 			pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("append action log: %w", err)
 		}

@@ -40,8 +40,8 @@ func scanRequest(row pgx.Row) (Request, error) {
 }
 
 func insertRequest(ctx context.Context, q pgx.Tx, envID string, r Request) (Request, error) {
-	if r.Kind != "deploy" && r.Kind != "repair" {
-		return r, fmt.Errorf("request kind %q: want deploy or repair", r.Kind)
+	if r.Kind != "deploy" && r.Kind != "repair" && r.Kind != "dryrun" {
+		return r, fmt.Errorf("request kind %q: want deploy, repair or dryrun", r.Kind)
 	}
 	return scanRequest(q.QueryRow(ctx, `insert into deploy_requests
 		(environment_id, kind, reason, agents, resource_ids, stale_before, auto)
@@ -163,7 +163,8 @@ func (s *Store) TakeRequests(ctx context.Context, envID, token string, timers []
 		}
 		if adopt {
 			run, err := scanRun(tx.QueryRow(ctx, `select `+runColumns+` from deploy_runs
-				where environment_id = $1::uuid and status in ('pending', 'running') order by run limit 1`, envID))
+				where environment_id = $1::uuid and status in ('pending', 'running') and action <> 'dryrun'
+				order by run limit 1`, envID))
 			if err == nil {
 				t.Run = &run
 				t.Kinds, err = runKinds(ctx, tx, envID, run.Run)

@@ -351,7 +351,11 @@ func insertRun(ctx context.Context, tx pgx.Tx, e Environment, version int64, act
 		where id = $1::uuid returning last_deploy_run`, e.ID).Scan(&run); err != nil {
 		return DeployRun{}, err
 	}
+	wf := names.DeployWorkflowID(e.Name, run)
+	if action == "dryrun" {
+		wf = names.DryrunWorkflowID(e.Name, run)
+	}
 	return scanRun(tx.QueryRow(ctx, `insert into deploy_runs (environment_id, run, version, action, reason, workflow_id)
 		values ($1::uuid, $2, $3, $4, $5, $6) returning `+runColumns,
-		e.ID, run, version, action, reason, names.DeployWorkflowID(e.Name, run)))
+		e.ID, run, version, action, reason, wf))
 }

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CreateDryrun records a dry-run of a version (the released one when
+// version is 0), optionally narrowed to agents or resource ids. Its
+// workflow (env/<env>/dryrun/<run>) is the deploy workflow with action
+// "dryrun": the same plan and adapters, stopping before any change.
+func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, agents, ids []string) (DeployRun, error) {
+	var run DeployRun
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		e, err := scanEnvironment(tx.QueryRow(ctx, `select `+envColumns+` from environments where id = $1::uuid for update`, envID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if version == 0 {
+			if e.ReleasedVersion == nil {
+				return fmt.Errorf("environment %s has no released version; name one: %w", e.Name, ErrConflict)
+			}
+			version = *e.ReleasedVersion
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `select exists (select 1 from versions where environment_id = $1::uuid and version = $2)`,
+			envID, version).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return fmt.Errorf("version %d: %w", version, ErrNotFound)
+		}
+		run, err = insertRun(ctx, tx, e, version, "dryrun", fmt.Sprintf("dry-run of version %d", version))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `insert into deploy_requests (environment_id, kind, reason, agents, resource_ids, run)
+			values ($1::uuid, 'dryrun', $2, $3, $4, $5)`, envID, run.Reason, nilIfEmpty(agents), nilIfEmpty(ids), run.Run)
+		return err
+	})
+	return run, err
+}
+
+// FailRun marks a run that could not start as failed.
+func (s *Store) FailRun(ctx context.Context, envID string, run int64) error {
+	return s.FinishRun(ctx, envID, run, "failed", RunCounts{})
+}
+
+// DryrunResult is what a dry-run found for one resource.
+type DryrunResult struct {
+	ResourceID string `json:"id"`
+	// Status is unmodified, modified, added, deleted, skipped, unavailable
+	// or failed.
+	Status  string          `json:"status"`
+	Changes json.RawMessage `json:"changes,omitempty"`
+	Error   *string         `json:"error,omitempty"`
+}
+
+// DryrunResults returns a page of a dry-run's results in id order, the
+// last attempt per resource.
+func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after string, limit int) ([]DryrunResult, error) {
+	rows, err := s.pool.Query(ctx, `
+		select distinct on (resource_id) resource_id,
+		       case when result = 'deployed' then
+		              case operation when 'create' then 'added' when 'update' then 'modified'
+		                             when 'delete' then 'deleted' else 'unmodified' end
+		            when result = 'skipped_for_dependency' then 'skipped'
+		            else result end,
+		       changes, error
+		from resource_actions
+		where environment_id = $1::uuid and workflow_id = $2 and resource_id > $3
+		order by resource_id, id desc limit $4`, envID, workflowID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DryrunResult, error) {
+		var d DryrunResult
+		return d, r.Scan(&d.ResourceID, &d.Status, &d.Changes, &d.Error)
+	})
+}
