@@ -26,10 +26,18 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // the shared Temporal dev server.
 func startServer(t *testing.T) (*apiclient.Client, *server.Server) {
 	t.Helper()
+	c, s, _ := startServerDB(t)
+	return c, s
+}
+
+// startServerDB is startServer that also returns the database URL.
+func startServerDB(t *testing.T) (*apiclient.Client, *server.Server, string) {
+	t.Helper()
 	_, hostPort, namespace := testenv.Temporal(t)
 	ctx := context.Background()
+	db := testenv.Database(t)
 	s, err := server.Start(ctx, server.Config{
-		Listen: "127.0.0.1:0", DatabaseURL: testenv.Database(t),
+		Listen: "127.0.0.1:0", DatabaseURL: db,
 		TemporalAddress: hostPort, TemporalNamespace: namespace,
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -38,7 +46,7 @@ func startServer(t *testing.T) (*apiclient.Client, *server.Server) {
 		t.Fatalf("start server: %v", err)
 	}
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return apiclient.New("http://" + s.Addr()), s
+	return apiclient.New("http://" + s.Addr()), s, db
 }
 
 type res struct {

@@ -1,0 +1,238 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// intendBinary builds cmd/intend once per test binary, for tests that kill
+// processes.
+func intendBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "intend-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "intend")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/intend").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// proc is an intend process whose output is kept for failure messages.
+type proc struct {
+	cmd *exec.Cmd
+	out *syncWriter
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func startProc(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(intendBinary(t), args...), out: &syncWriter{}}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+// kill is kill -9: no cleanup, no graceful worker stop.
+func (p *proc) kill() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		_ = p.cmd.Wait()
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func manyFiles(t *testing.T, dir, agent string, n int) []byte {
+	t.Helper()
+	rs := make([]res, n)
+	for i := range rs {
+		p := filepath.Join(dir, fmt.Sprintf("d%02d", i%50), fmt.Sprintf("f%05d", i))
+		rs[i] = res{ID: fmt.Sprintf("fs::File[%s,path=%s]", agent, p),
+			Attributes: map[string]any{"path": p, "content": fmt.Sprintf("file %d\n", i), "mode": "0644"}}
+	}
+	return body(t, rs...)
+}
+
+// waitMidRun waits until the run of a request has recorded some but not
+// all of its resources.
+func waitMidRun(t *testing.T, c *apiclient.Client, env string, reqID int64) store.DeployRun {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		req, err := c.Request(ctx, env, reqID)
+		if err == nil && req.Run != nil {
+			r, err := c.Run(ctx, env, *req.Run)
+			if err == nil && r.Deployed > 0 && r.Deployed < r.Total {
+				return r
+			}
+			if err == nil && r.Status == "done" {
+				t.Fatalf("the run finished before it could be interrupted: %+v", r)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the run never got going")
+	return store.DeployRun{}
+}
+
+func checkFiles(t *testing.T, dir string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("d%02d", i%50), fmt.Sprintf("f%05d", i))
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != fmt.Sprintf("file %d\n", i) {
+			t.Fatalf("%s = %q, %v", p, b, err)
+		}
+	}
+}
+
+// TestExecutorKilledMidBatch: kill -9 an executor in the middle of a run;
+// another executor of the same agent finishes it, nothing is lost.
+func TestExecutorKilledMidBatch(t *testing.T) {
+	c, _, db := startServerDB(t)
+	ctx := context.Background()
+	_, hostPort, namespace := testenv.Temporal(t)
+	env := newEnv(t, c, "kill", map[string]any{"autostart_agents": []string{}, "deploy_interval": 0})
+	exec1 := startProc(t, "executor", "--environment", env, "--agent", "remote", "--database-url", db,
+		"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn", "--concurrency", "2")
+
+	const n = 3000
+	dir := t.TempDir()
+	v, err := c.ExportVersion(ctx, env, manyFiles(t, dir, "remote", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := c.Release(ctx, env, v.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := waitMidRun(t, c, env, rel.Request.ID)
+	exec1.kill()
+	t.Logf("killed the executor at %d/%d", mid.Deployed, mid.Total)
+
+	startProc(t, "executor", "--environment", env, "--agent", "remote", "--database-url", db,
+		"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn")
+	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 90*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != "done" || run.Deployed != n || run.Failed != 0 {
+		t.Fatalf("run after the kill = %+v, want all %d deployed", run, n)
+	}
+	checkFiles(t, dir, n)
+	items, _, err := c.Resources(ctx, env, map[string][]string{"compliance": {"compliant"}, "limit": {"10000"}})
+	if err != nil || len(items) != n {
+		t.Fatalf("%d compliant resources (%v), want %d", len(items), err, n)
+	}
+}
+
+// TestServerKilledMidRun: kill -9 the server (API, workflows, embedded
+// executor) in the middle of a run; a new server finishes it.
+func TestServerKilledMidRun(t *testing.T) {
+	_, hostPort, namespace := testenv.Temporal(t)
+	db := testenv.Database(t)
+	addr := freeAddr(t)
+	args := []string{"server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
+		"--temporal-namespace", namespace, "--log-level", "warn", "--executor-concurrency", "2"}
+	srv1 := startProc(t, args...)
+	c := apiclient.New("http://" + addr)
+	waitHealthy(t, c, srv1)
+	ctx := context.Background()
+	env := newEnv(t, c, "restart", map[string]any{"deploy_interval": 0})
+
+	const n = 3000
+	dir := t.TempDir()
+	v, err := c.ExportVersion(ctx, env, manyFiles(t, dir, "localhost", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := c.Release(ctx, env, v.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := waitMidRun(t, c, env, rel.Request.ID)
+	srv1.kill()
+	t.Logf("killed the server at %d/%d", mid.Deployed, mid.Total)
+
+	srv2 := startProc(t, args...)
+	waitHealthy(t, c, srv2)
+	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 90*time.Second, nil)
+	if err != nil {
+		t.Fatalf("%v\nserver output:\n%s", err, srv2.out.String())
+	}
+	if run.Status != "done" || run.Deployed != n || run.Failed != 0 {
+		t.Fatalf("run after the restart = %+v, want all %d deployed", run, n)
+	}
+	checkFiles(t, dir, n)
+}
+
+func waitHealthy(t *testing.T, c *apiclient.Client, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := c.Do(context.Background(), http.MethodGet, "/healthz", nil, nil); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("server not healthy within 60 s:\n%s", p.out.String())
+}
