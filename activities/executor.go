@@ -248,6 +248,9 @@ func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b store.Batc
 		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("no adapter for type %s on this executor (it has %v)",
 			id.Type, e.Adapters.Types()))
 	}
+	if e.Metrics != nil {
+		h = e.Metrics.InstrumentAdapter(id.Type, h)
+	}
 	attrs := map[string]any{}
 	dec := json.NewDecoder(bytes.NewReader(r.Attributes))
 	dec.UseNumber()

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -34,7 +35,8 @@ func classify(err error) error {
 
 // Orchestration holds the activities of the `intend` task queue.
 type Orchestration struct {
-	Store *store.Store
+	Store   *store.Store
+	Metrics *telemetry.Telemetry // may be nil
 }
 
 // Register registers the activities under their explicit names.
@@ -104,10 +106,29 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 	return out, nil
 }
 
-// FinishDeploy records a run's totals.
+// FinishDeploy records a run's totals and observes its duration (from
+// requested_at to finished_at) the first time the run is finished.
 func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInput) error {
-	return classify(o.Store.FinishRun(ctx, in.EnvironmentID, in.Run, in.Status,
-		store.RunCounts{Deployed: in.Deployed, Failed: in.Failed, Skipped: in.Skipped, Unavailable: in.Unavailable}))
+	// Metrics are best effort: their reads never fail the activity. A retry
+	// after a commit whose answer was lost finds finished_at set and does not
+	// observe the run twice (a crash between the commit and the observation
+	// loses it, which a histogram can afford).
+	first := false
+	if o.Metrics != nil {
+		before, err := o.Store.RunTiming(ctx, in.EnvironmentID, in.Run)
+		first = err == nil && before.FinishedAt == nil
+	}
+	if err := o.Store.FinishRun(ctx, in.EnvironmentID, in.Run, in.Status,
+		store.RunCounts{Deployed: in.Deployed, Failed: in.Failed, Skipped: in.Skipped, Unavailable: in.Unavailable}); err != nil {
+		return classify(err)
+	}
+	if first {
+		if t, err := o.Store.RunTiming(ctx, in.EnvironmentID, in.Run); err == nil && t.FinishedAt != nil {
+			o.Metrics.DeployRunDuration.WithLabelValues(t.EnvironmentName, t.Action, t.Status).
+				Observe(t.Duration().Seconds())
+		}
+	}
+	return nil
 }
 
 // MarkBatch records the same outcome for every resource of a batch that no

@@ -121,6 +121,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	if err := tel.Registry.Register(telemetry.NewStateCollector(stateSource(st), log)); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("register deploy state metrics: %w", err)
+	}
 	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel)
 	if err != nil {
 		st.Close()
@@ -136,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.worker = worker.New(tc, workflows.TaskQueue, worker.Options{})
-	RegisterOrchestration(s.worker, st)
+	RegisterOrchestration(s.worker, st, tel)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
@@ -183,10 +187,31 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // RegisterOrchestration registers the workflows and orchestration
-// activities on w under their explicit names.
-func RegisterOrchestration(w worker.Registry, st *store.Store) {
+// activities on w under their explicit names. The activities observe their
+// metrics in tel when one is given (variadic so that callers without
+// metrics need not pass nil).
+func RegisterOrchestration(w worker.Registry, st *store.Store, tel ...*telemetry.Telemetry) {
 	workflows.Register(w)
-	(&activities.Orchestration{Store: st}).Register(w)
+	acts := &activities.Orchestration{Store: st}
+	if len(tel) > 0 {
+		acts.Metrics = tel[0]
+	}
+	acts.Register(w)
+}
+
+// stateSource reads the deploy state gauges of /metrics from st.
+func stateSource(st *store.Store) telemetry.StateSource {
+	return func(ctx context.Context) (telemetry.State, error) {
+		c, err := st.StateCounts(ctx)
+		if err != nil {
+			return telemetry.State{}, err
+		}
+		out := telemetry.State{Resources: make([]telemetry.StateCount, len(c.Resources)), Queued: c.Queued}
+		for i, r := range c.Resources {
+			out.Resources[i] = telemetry.StateCount(r)
+		}
+		return out, nil
+	}
 }
 
 // Addr is the address the API listens on.

@@ -250,6 +250,10 @@ func TestDeployThroughTemporal(t *testing.T) {
 		`intend_resource_actions_total{action="deploy",environment="` + env + `",result="deployed"} 5`,
 		`intend_resource_actions_total{action="deploy",environment="` + env + `",result="failed"} 1`,
 		`intend_executor_batch_resources_count`,
+		`intend_resources{compliance="compliant",environment="` + env + `",result="deployed"} 3`,
+		`intend_deploy_requests_queued{environment="` + env + `"} 0`,
+		`intend_deploy_run_duration_seconds_count{action="deploy",environment="` + env + `",status="done"} 2`,
+		`intend_adapter_call_duration_seconds_count{operation="observe",type="fs::File"}`,
 		`temporal_workflow_completed_total`,
 		`temporal_activity_execution_latency_seconds_bucket`,
 	} {

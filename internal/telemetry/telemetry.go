@@ -46,6 +46,18 @@ type Telemetry struct {
 	// intend_executor_batch_resources.
 	BatchSize prometheus.Histogram
 
+	// DeployRunDuration observes how long a deploy run took, from its
+	// creation (deploy_runs.requested_at: the scheduler took its requests,
+	// or the API asked for a dry-run) to its end (finished_at), as
+	// intend_deploy_run_duration_seconds{environment,action,status}. The
+	// orchestration worker observes it when FinishDeploy records the end.
+	DeployRunDuration *prometheus.HistogramVec
+
+	// AdapterCallDuration observes one adapter method call, as
+	// intend_adapter_call_duration_seconds{type,operation}; see
+	// InstrumentAdapter.
+	AdapterCallDuration *prometheus.HistogramVec
+
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 
@@ -75,6 +87,19 @@ func New() (*Telemetry, error) {
 			Help:    "Number of resources in one executor batch.",
 			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
 		}),
+		DeployRunDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "intend_deploy_run_duration_seconds",
+			Help: "Time from a deploy run's creation to its end, by environment, action and final status.",
+			// From a no-op run (well under a second) to a deploy of 100,000
+			// resources through slow adapters (hours).
+			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400},
+		}, []string{"environment", "action", "status"}),
+		AdapterCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "intend_adapter_call_duration_seconds",
+			Help: "Time of one adapter call, by resource type and operation (observe, create, update, delete).",
+			// A local file takes microseconds, a cloud API seconds to minutes.
+			Buckets: []float64{0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"type", "operation"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intend_http_requests_total",
 			Help: "HTTP requests served, by method, route pattern and status code.",
@@ -89,6 +114,7 @@ func New() (*Telemetry, error) {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		t.DeployedResources, t.BatchDuration, t.BatchSize,
+		t.DeployRunDuration, t.AdapterCallDuration,
 		t.httpRequests, t.httpDuration,
 	} {
 		if err := reg.Register(c); err != nil {

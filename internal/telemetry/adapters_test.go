@@ -1,0 +1,111 @@
+package telemetry_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/telemetry"
+)
+
+// fakeHandler is an adapter whose observation and errors are set per test.
+type fakeHandler struct {
+	obs adapters.Observation
+	err error
+}
+
+func (f *fakeHandler) Observe(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (adapters.Observation, error) {
+	return f.obs, f.err
+}
+
+func (f *fakeHandler) Create(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
+	return f.err
+}
+
+func (f *fakeHandler) Update(ctx context.Context, hc *adapters.Context, desired adapters.Resource, diff adapters.Diff) error {
+	return f.err
+}
+
+func (f *fakeHandler) Delete(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
+	return f.err
+}
+
+func TestInstrumentAdapter(t *testing.T) {
+	t.Parallel()
+	id, err := resource.Parse("fs::File[h,path=/a]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := adapters.Resource{ID: id, Attributes: map[string]any{"content": "new"}}
+	purged := adapters.Resource{ID: id, Purged: true}
+	exists := adapters.Observation{Exists: true, Attributes: map[string]any{"content": "old"}}
+	same := adapters.Observation{Exists: true, Attributes: map[string]any{"content": "new"}}
+	cases := []struct {
+		name    string
+		reason  string
+		h       *fakeHandler
+		desired adapters.Resource
+		dryRun  bool
+		want    map[string]float64
+	}{
+		{"create", "an absent resource is observed, then created",
+			&fakeHandler{}, want, false,
+			map[string]float64{"operation=observe,type=fs::File": 1, "operation=create,type=fs::File": 1}},
+		{"update", "a different resource is observed, then updated",
+			&fakeHandler{obs: exists}, want, false,
+			map[string]float64{"operation=observe,type=fs::File": 1, "operation=update,type=fs::File": 1}},
+		{"delete", "a purged resource that exists is deleted",
+			&fakeHandler{obs: exists}, purged, false,
+			map[string]float64{"operation=observe,type=fs::File": 1, "operation=delete,type=fs::File": 1}},
+		{"up to date", "an up-to-date resource is only observed",
+			&fakeHandler{obs: same}, want, false,
+			map[string]float64{"operation=observe,type=fs::File": 1}},
+		{"dry-run", "a dry-run only observes",
+			&fakeHandler{obs: exists}, want, true,
+			map[string]float64{"operation=observe,type=fs::File": 1}},
+		{"failure", "a failed call is timed too",
+			&fakeHandler{err: errors.New("denied")}, want, false,
+			map[string]float64{"operation=observe,type=fs::File": 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tel := newTelemetry(t)
+			h := tel.InstrumentAdapter("fs::File", c.h)
+			_, runErr := adapters.Run(context.Background(), h, adapters.NewContext(), c.desired, c.dryRun)
+			if (runErr != nil) != (c.h.err != nil) || (runErr != nil && !errors.Is(runErr, c.h.err)) {
+				t.Errorf("%s: run error %v, want the adapter's %v passed through", c.reason, runErr, c.h.err)
+			}
+			got := series(t, tel, "intend_adapter_call_duration_seconds")
+			if len(got) != len(c.want) {
+				t.Errorf("%s: calls %v, want %v", c.reason, got, c.want)
+			}
+			for k, n := range c.want {
+				if got[k] != n {
+					t.Errorf("%s: calls %v, want %v", c.reason, got, c.want)
+					break
+				}
+			}
+		})
+	}
+}
+
+func TestInstrumentAdapterNil(t *testing.T) {
+	t.Parallel()
+	var tel *telemetry.Telemetry
+	h := &fakeHandler{}
+	if got := tel.InstrumentAdapter("fs::File", h); got != adapters.Handler(h) {
+		t.Errorf("a nil Telemetry wrapped the handler: %T", got)
+	}
+}
+
+func TestDeployRunDuration(t *testing.T) {
+	t.Parallel()
+	tel := newTelemetry(t)
+	tel.DeployRunDuration.WithLabelValues("prod", "deploy", "done").Observe(42)
+	if got := series(t, tel, "intend_deploy_run_duration_seconds"); got["action=deploy,environment=prod,status=done"] != 1 {
+		t.Errorf("deploy run durations %v, want one per environment, action and status", got)
+	}
+}
