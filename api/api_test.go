@@ -349,6 +349,32 @@ func TestDeployHaltAndAgents(t *testing.T) {
 	}
 }
 
+func TestVersionDiffAndRetention(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	f.env("hist")
+	f.mustCall("PATCH", "/api/v1/environments/hist", `{"settings":{"keep_versions":2}}`, 200)
+	f.mustCall("PUT", "/api/v1/environments/hist/versions", version(fileRes("/a"), fileRes("/b")), 201)
+	changed := strings.Replace(fileRes("/b"), `"content":"x"`, `"content":"y"`, 1)
+	f.mustCall("PUT", "/api/v1/environments/hist/versions", version(fileRes("/a"), changed, fileRes("/c")), 201)
+	d := f.mustCall("GET", "/api/v1/environments/hist/versions/1/diff/2", "", 200)
+	if fmt.Sprint(d["added"]) != "[fs::File[h,path=/c]]" || fmt.Sprint(d["removed"]) != "[]" {
+		t.Errorf("diff = %v", d)
+	}
+	mod := d["modified"].([]any)
+	if len(mod) != 1 || mod[0].(map[string]any)["id"] != "fs::File[h,path=/b]" ||
+		fmt.Sprint(mod[0].(map[string]any)["changes"]) != "map[content:map[from:x to:y]]" {
+		t.Errorf("modified = %v", mod)
+	}
+	// A third export with keep_versions 2 prunes version 1.
+	f.mustCall("PUT", "/api/v1/environments/hist/versions", version(fileRes("/a")), 201)
+	f.mustCall("GET", "/api/v1/environments/hist/versions/1", "", 404)
+	f.mustCall("GET", "/api/v1/environments/hist/versions/1/diff/3", "", 404)
+	if d := f.mustCall("GET", "/api/v1/environments/hist/versions/3/diff/2", "", 200); len(d["added"].([]any)) != 2 {
+		t.Errorf("reverse diff = %v", d)
+	}
+}
+
 func TestHealthAndMetrics(t *testing.T) {
 	t.Parallel()
 	down := fmt.Errorf("temporal is down")

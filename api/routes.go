@@ -38,6 +38,7 @@ func (s *Server) Handler() http.Handler {
 			r.Put("/versions", s.serve(s.exportVersion))
 			r.Get("/versions", s.serve(s.listVersions))
 			r.Get("/versions/{version}", s.serve(s.getVersion))
+			r.Get("/versions/{version}/diff/{other}", s.serve(s.diffVersions))
 			r.Post("/versions/{version}/release", s.serve(s.releaseVersion))
 
 			r.Get("/resources", s.serve(s.listResources))

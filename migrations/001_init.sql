@@ -73,6 +73,9 @@ create table version_resources (
 create index version_resources_open on version_resources (environment_id, resource_id) where last_version is null;
 create index version_resources_first on version_resources (environment_id, first_version);
 create index version_resources_last on version_resources (environment_id, last_version) where last_version is not null;
+-- Pruning deletes contents nothing references; the foreign-key check of each
+-- deleted content looks membership up by hash.
+create index version_resources_hash on version_resources (environment_id, hash);
 
 -- Deploy state of every resource the environment has released (orphans keep
 -- their row with intent_hash null).

@@ -49,12 +49,15 @@ type Settings struct {
 	// AgentTimeout is how long, in seconds, a batch waits for an executor
 	// of its agent before its resources are recorded unavailable.
 	AgentTimeout int `json:"agent_timeout"`
+	// KeepVersions is how many versions an environment keeps (0 = all);
+	// older ones are deleted after each export, never the released one.
+	KeepVersions int `json:"keep_versions"`
 }
 
 // DefaultSettings are the settings of a new environment.
 func DefaultSettings() Settings {
 	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
-		AgentTimeout: 600}
+		AgentTimeout: 600, KeepVersions: 100}
 }
 
 // SettingError names one invalid setting.
@@ -93,6 +96,13 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			} else {
 				s.RepairInterval = n
 			}
+		case "keep_versions":
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n < 0 {
+				bad("must be a whole number of versions, 0 (keep all) or more")
+				continue
+			}
+			s.KeepVersions = n
 		case "agent_timeout":
 			var n int
 			if json.Unmarshal(raw, &n) != nil || n < 1 {
@@ -108,7 +118,7 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			}
 			s.AutostartAgents = a
 		default:
-			bad("unknown setting (known: agent_timeout, auto_deploy, autostart_agents, deploy_interval, repair_interval)")
+			bad("unknown setting (known: agent_timeout, auto_deploy, autostart_agents, deploy_interval, keep_versions, repair_interval)")
 		}
 	}
 	return s, errs
