@@ -85,7 +85,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 			switch r.Result {
 			case "deployed":
 				p.Result.Deployed++
-			case "skipped_for_dependency":
+			case "skipped_for_dependency", "skipped":
 				p.Result.Skipped++
 			default:
 				p.Result.Failed++
@@ -207,6 +207,12 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 	rec.Changed = outcome.Changed
 	rec.Operation = outcome.Action
 	rec.Result = "deployed"
+	if r.ReportOnly && b.Action != "dryrun" && err == nil && outcome.Changed {
+		// Report-only: the difference is recorded, nothing was changed,
+		// and the resource is not compliant.
+		rec.Result, rec.Changed = "skipped", false
+		hc.Info("report-only: the target differs from the intent; not changed", "operation", outcome.Action)
+	}
 	if err != nil {
 		rec.Result = "failed"
 		rec.Error = err.Error()
@@ -257,7 +263,8 @@ func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b store.Batc
 	if err := dec.Decode(&attrs); err != nil {
 		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("attributes: %w", err))
 	}
-	return adapters.Run(ctx, h, hc, adapters.Resource{ID: id, Attributes: attrs, Purged: r.Purged}, b.Action == "dryrun")
+	return adapters.Run(ctx, h, hc, adapters.Resource{ID: id, Attributes: attrs, Purged: r.Purged},
+		b.Action == "dryrun" || r.ReportOnly)
 }
 
 func nowUTC() time.Time { return time.Now().UTC() }

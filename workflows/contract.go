@@ -200,7 +200,8 @@ type BatchInput struct {
 type BatchResult struct {
 	Deployed int
 	Failed   int
-	// Skipped counts resources not run because a dependency is not deployed.
+	// Skipped counts resources not run because a dependency is not
+	// deployed, and report-only resources that differ from their intent.
 	Skipped int
 	Changed int
 }

@@ -54,6 +54,7 @@ type res struct {
 	Attributes    map[string]any `json:"attributes"`
 	Requires      []string       `json:"requires,omitempty"`
 	Purged        bool           `json:"purged,omitempty"`
+	ReportOnly    bool           `json:"report_only,omitempty"`
 	SendEvent     bool           `json:"send_event,omitempty"`
 	ReceiveEvents bool           `json:"receive_events,omitempty"`
 }
@@ -586,5 +587,30 @@ func TestDryrun(t *testing.T) {
 	}
 	if st, _ := getResource(t, c, env, file(drift, "", "").ID); st.LastResult != "deployed" || st.Compliance != "compliant" {
 		t.Errorf("a dry-run moved deploy state: %+v", st)
+	}
+}
+
+// TestReportOnly: a report-only resource is observed and diffed, never
+// changed; a difference makes it non-compliant with the diff recorded.
+func TestReportOnly(t *testing.T) {
+	c, _ := startServer(t)
+	env := newEnv(t, c, "rep", map[string]any{"deploy_interval": 0})
+	path := filepath.Join(t.TempDir(), "watched")
+	if err := os.WriteFile(path, []byte("as found\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := file(path, "as intended\n", "0644")
+	r.ReportOnly = true
+	run := deploy(t, c, env, body(t, r))
+	if run.Deployed != 0 || run.Skipped != 1 || run.Failed != 0 {
+		t.Errorf("run = %+v, want the report-only resource counted as skipped", run)
+	}
+	if got, _ := readFile(t, path); got != "as found\n" {
+		t.Errorf("a report-only resource was changed: %q", got)
+	}
+	st, acts := getResource(t, c, env, r.ID)
+	if st.LastResult != "skipped" || st.Compliance != "non_compliant" || len(acts) != 1 ||
+		!strings.Contains(string(acts[0].Changes), "as intended") {
+		t.Errorf("state %+v, actions %+v; want skipped, non-compliant, the diff recorded", st, acts)
 	}
 }

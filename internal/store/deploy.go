@@ -164,6 +164,8 @@ type BatchResource struct {
 	// Action is what the attempt is, for the action log: "deploy" when the
 	// resource is not compliant, "repair" when it is re-verified.
 	Action string
+	// ReportOnly: observe and diff, never change.
+	ReportOnly bool
 }
 
 // Batch is what an executor loads for one activity.
@@ -196,7 +198,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	rows, err := s.pool.Query(ctx, `
 		select u.rid, u.hash, c.attributes, c.purged, c.requires,
-		       case when rs.compliance = 'compliant' then 'repair' else 'deploy' end
+		       case when rs.compliance = 'compliant' then 'repair' else 'deploy' end, c.report_only
 		from deploy_batches b
 		cross join lateral unnest(b.resource_ids, b.hashes) with ordinality as u(rid, hash, ord)
 		join resource_contents c on c.environment_id = b.environment_id and c.hash = u.hash
@@ -208,7 +210,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	b.Resources, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchResource, error) {
 		var x BatchResource
-		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires, &x.Action)
+		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires, &x.Action, &x.ReportOnly)
 	})
 	if err != nil {
 		return b, err
@@ -456,7 +458,7 @@ func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 			c.deployed++
 		case "unavailable":
 			c.unavailable++
-		case "skipped_for_dependency":
+		case "skipped_for_dependency", "skipped":
 			c.skipped++
 		default:
 			c.failed++
