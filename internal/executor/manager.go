@@ -59,18 +59,6 @@ func (m *Manager) Serve(env, agent string) error {
 	return nil
 }
 
-// Queues returns the task queues served, sorted.
-func (m *Manager) Queues() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.workers))
-	for q := range m.workers {
-		out = append(out, q)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // Stop stops every worker, waiting for running activities to return.
 func (m *Manager) Stop() {
 	m.mu.Lock()

@@ -534,33 +534,6 @@ func (s *Store) ListRuns(ctx context.Context, envID string, limit int) ([]Deploy
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeployRun, error) { return scanRun(r) })
 }
 
-// OpenRun is a run that was requested but may have no workflow yet.
-type OpenRun struct {
-	EnvironmentID   string
-	EnvironmentName string
-	Halted          bool
-	Run             int64
-	Version         int64
-	Reason          string
-	WorkflowID      string
-}
-
-// OpenRuns lists pending and running runs requested before `before`, so
-// the server can (re)start their workflows; starting is idempotent by id.
-func (s *Store) OpenRuns(ctx context.Context, before time.Time) ([]OpenRun, error) {
-	rows, err := s.pool.Query(ctx, `select e.id::text, e.name, e.halted, r.run, r.version, r.reason, r.workflow_id
-		from deploy_runs r join environments e on e.id = r.environment_id
-		where r.status in ('pending', 'running') and r.requested_at < $1
-		order by r.requested_at`, before)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (OpenRun, error) {
-		var o OpenRun
-		return o, r.Scan(&o.EnvironmentID, &o.EnvironmentName, &o.Halted, &o.Run, &o.Version, &o.Reason, &o.WorkflowID)
-	})
-}
-
 // ServedAgents lists, per environment name, the agents seen in released
 // versions and the environments' settings, for the embedded executor to
 // decide which task queues to poll.
