@@ -144,6 +144,14 @@ type DeployInput struct {
 	// AgentWait is how long a batch may wait for an executor of its agent
 	// before its resources are marked unavailable (0 = default 10 minutes).
 	AgentWaitSeconds int
+	// MaxHistory is the history length after which the run continues as
+	// new between two levels (0 = default 2000).
+	MaxHistory int
+
+	// Carried across continue-as-new: the first level still to run and
+	// the counts so far.
+	FromLevel int
+	Carry     *DeployResult
 }
 
 // DeployResult summarises a finished run.

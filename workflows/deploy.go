@@ -47,6 +47,9 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	}).Get(ctx, &plan); err != nil {
 		return res, fmt.Errorf("plan: %w", err)
 	}
+	if in.Carry != nil {
+		res = *in.Carry
+	}
 	res.Version, res.Total, res.Batches = plan.Version, plan.Total, len(plan.Batches)
 	if plan.Halted {
 		log.Info("environment is halted; the run's requests go back to the queue", "run", in.Run)
@@ -65,10 +68,33 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 		agentWait = defaultAgentWait
 	}
 
+	maxHistory := in.MaxHistory
+	if maxHistory <= 0 {
+		maxHistory = defaultMaxHistory
+	}
 	for start := 0; start < len(plan.Batches) && !preempted; {
 		end := start
 		for end < len(plan.Batches) && plan.Batches[end].Level == plan.Batches[start].Level {
 			end++
+		}
+		level := plan.Batches[start].Level
+		if level < in.FromLevel {
+			start = end // done before continue-as-new
+			continue
+		}
+		if info := workflow.GetInfo(ctx); level > in.FromLevel &&
+			(info.GetCurrentHistoryLength() >= maxHistory || info.GetContinueAsNewSuggested()) {
+			// Long runs (many levels: requires chains across agents)
+			// continue as new between levels; the plan stays in
+			// PostgreSQL, so the next run fetches it again.
+			var reason string
+			if preempt.ReceiveAsync(&reason) {
+				preempted = true
+				break
+			}
+			next := in
+			next.FromLevel, next.Carry = level, &res
+			return res, workflow.NewContinueAsNewError(ctx, DeployWorkflowName, next)
 		}
 		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, &res, preempt, &preempted); err != nil {
 			return res, err

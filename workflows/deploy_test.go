@@ -9,8 +9,10 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 )
 
 // fakeActivities records what the workflow asked for; the plan and the
@@ -206,5 +208,51 @@ func TestBatchSummary(t *testing.T) {
 		if got := batchSummary(c.b); got != c.want {
 			t.Errorf("%s: got %q, want %q", c.why, got, c.want)
 		}
+	}
+}
+
+// TestDeployContinuesAsNewBetweenLevels: a run whose history grows long
+// continues as new at a level boundary, carrying its counts and the level
+// to resume from; the resumed run skips the levels already done.
+func TestDeployContinuesAsNewBetweenLevels(t *testing.T) {
+	t.Parallel()
+	var batches []BatchRef
+	for level := 0; level < 4; level++ {
+		batches = append(batches, BatchRef{Seq: level + 1, Agent: "a", Level: level, Count: 10, First: "x"})
+	}
+	f := newFake(batches)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
+	f.register(env)
+	env.SetCurrentHistoryLength(5000)
+	env.ExecuteWorkflow(DeployWorkflowName, DeployInput{EnvironmentID: "e", EnvironmentName: "env", Run: 1, MaxHistory: 100})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new after the first level, got %v", err)
+	}
+	if len(f.started) != 1 || f.started[0] != 1 || f.finished != nil {
+		t.Fatalf("started %v (want only level 0), finished %+v", f.started, f.finished)
+	}
+	var next DeployInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.FromLevel != 1 || next.Carry == nil || next.Carry.Deployed != 10 {
+		t.Fatalf("continued with %+v, want from level 1 carrying 10 deployed", next)
+	}
+
+	// The continued run does levels 1–3 only and finishes with all 40.
+	f2 := newFake(batches)
+	env2 := s.NewTestWorkflowEnvironment()
+	env2.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
+	f2.register(env2)
+	env2.ExecuteWorkflow(DeployWorkflowName, next)
+	var res DeployResult
+	if err := env2.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(f2.started) != 3 || res.Deployed != 40 || f2.finished == nil || f2.finished.Deployed != 40 {
+		t.Errorf("resumed: started %v, result %+v, finish %+v", f2.started, res, f2.finished)
 	}
 }

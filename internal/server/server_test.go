@@ -614,3 +614,30 @@ func TestReportOnly(t *testing.T) {
 		t.Errorf("state %+v, actions %+v; want skipped, non-compliant, the diff recorded", st, acts)
 	}
 }
+
+// TestRepairInterval: drift is repaired by the repair interval, with no
+// one asking.
+func TestRepairInterval(t *testing.T) {
+	c, _ := startServer(t)
+	env := newEnv(t, c, "heal", map[string]any{"deploy_interval": 0, "repair_interval": 1})
+	path := filepath.Join(t.TempDir(), "healed")
+	r := file(path, "intended\n", "0644")
+	deploy(t, c, env, body(t, r))
+	if err := os.WriteFile(path, []byte("drifted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := waitAction(t, c, env, r.ID, "repair interval", 0)
+	if a.Action != "repair" {
+		t.Errorf("action = %+v, want a repair", a)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got, _ := os.ReadFile(path); string(got) == "intended\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("drift not repaired within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
