@@ -188,14 +188,19 @@ func (s *Server) exportVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Retention is housekeeping: the export stands whatever it does.
+	s.prune(r, e)
+	WriteJSON(w, http.StatusCreated, info)
+	return nil
+}
+
+// prune applies the environment's keep_versions after an export. Retention
+// is housekeeping: the export stands whatever it does.
+func (s *Server) prune(r *http.Request, e store.Environment) {
 	if n, err := s.opts.Store.PruneVersions(r.Context(), e.ID, e.Settings.KeepVersions); err != nil {
 		s.log.Warn("pruning old versions failed", "environment", e.Name, "error", err)
 	} else if n > 0 {
 		s.log.Info("pruned old versions", "environment", e.Name, "deleted", n, "keep_versions", e.Settings.KeepVersions)
 	}
-	WriteJSON(w, http.StatusCreated, info)
-	return nil
 }
 
 // exportProblem renders the compiler-facing errors of a version export.

@@ -36,6 +36,7 @@ func (s *Server) Handler() http.Handler {
 			r.Delete("/", s.serve(s.deleteEnvironment))
 
 			r.Put("/versions", s.serve(s.exportVersion))
+			r.Put("/versions/partial", s.serve(s.exportPartial))
 			r.Get("/versions", s.serve(s.listVersions))
 			r.Get("/versions/{version}", s.serve(s.getVersion))
 			r.Get("/versions/{version}/diff/{other}", s.serve(s.diffVersions))

@@ -52,6 +52,8 @@ create table resource_contents (
     send_event     boolean not null default false,
     receive_events boolean not null default false,
     report_only    boolean not null default false,
+    -- The resource set (part of the intent hash); null: the shared set.
+    resource_set   text,
     primary key (environment_id, hash)
 );
 
@@ -66,6 +68,9 @@ create table version_resources (
     hash           bytea not null,
     resource_type  text not null,
     agent          text not null,
+    -- Copied from the content, so that a partial export finds the open
+    -- rows of a set without joining contents; null: the shared set.
+    resource_set   text,
     primary key (environment_id, resource_id, first_version),
     foreign key (environment_id, hash) references resource_contents (environment_id, hash),
     check (last_version is null or last_version > first_version)
@@ -161,7 +166,7 @@ create table deploy_runs (
     workflow_id    text not null,
     primary key (environment_id, run)
 );
-create index deploy_runs_pending on deploy_runs (requested_at) where status in ('pending', 'running');
+create index deploy_runs_open on deploy_runs (environment_id, run) where status in ('pending', 'running');
 create index deploy_runs_workflow on deploy_runs (environment_id, workflow_id);
 
 -- The batches a run dispatches: resources of one agent, bounded in count and

@@ -21,6 +21,7 @@ type wireResource struct {
 	SendEvent     bool           `json:"send_event"`
 	ReceiveEvents bool           `json:"receive_events"`
 	ReportOnly    bool           `json:"report_only"`
+	ResourceSet   string         `json:"resource_set,omitempty"`
 }
 
 // encode writes v as an export with encoding/json.
@@ -32,7 +33,7 @@ func encode(t *testing.T, v intent.Version) []byte {
 	wire.Resources = []wireResource{}
 	for _, r := range v.Resources {
 		w := wireResource{ID: r.ID.String(), Attributes: r.Attributes, Purged: r.Purged,
-			SendEvent: r.SendEvent, ReceiveEvents: r.ReceiveEvents, ReportOnly: r.ReportOnly}
+			SendEvent: r.SendEvent, ReceiveEvents: r.ReceiveEvents, ReportOnly: r.ReportOnly, ResourceSet: r.ResourceSet}
 		for _, q := range r.Requires {
 			w.Requires = append(w.Requires, q.String())
 		}
@@ -53,7 +54,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"resources": [{"id": "x", "attributes": {}, "requires": [1, "y"], "colour": 1}], "z": 1}`))
 	f.Add([]byte(`{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a", "path": "/a"}}]}`))
 	f.Add([]byte(`{"resources": [`))
+	f.Add([]byte(export(inSet(res("/a", file("/b")), "x"), res("/b"), inSet(res("/c", file("/a")), "y"))))
+	f.Add([]byte(`{"resources": [` + inSet(res("/a", file("/s")), "x") + `], "removed_resource_sets": ["y", "x", ""]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkPartial(t, data)
 		v, err := intent.DecodeBytes(data)
 		if err != nil {
 			var ve *intent.ValidationError
@@ -113,6 +117,58 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkPartial checks DecodePartial and MergePartial on data: refusals are
+// deterministic *ValidationErrors; a partial export merged into nothing is
+// refused exactly when it is not a valid full export (apart from its
+// removed sets) and otherwise gives what DecodeBytes gives.
+func checkPartial(t *testing.T, data []byte) {
+	p, removed, err := intent.DecodePartial(data)
+	if err != nil {
+		var ve *intent.ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("DecodePartial() error %T %v is not a *ValidationError", err, err)
+		}
+		if _, _, again := intent.DecodePartial(data); !reflect.DeepEqual(err, again) {
+			t.Fatalf("DecodePartial() is not deterministic:\n%v\n%v", err, again)
+		}
+		return
+	}
+	if !json.Valid(data) {
+		t.Fatalf("DecodePartial accepted invalid JSON %q", data)
+	}
+	// Without its removed sets, the partial export is a full one.
+	var wire map[string]json.RawMessage
+	if err := json.Unmarshal(data, &wire); err != nil {
+		t.Fatal(err)
+	}
+	v, fullErr := intent.DecodeBytes([]byte(`{"resources":` + string(wire["resources"]) + `}`))
+	m, err := intent.MergePartial(nil, p, removed)
+	if err != nil {
+		var ve *intent.ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("MergePartial() error %T %v is not a *ValidationError", err, err)
+		}
+		for _, pr := range ve.Problems {
+			if !strings.HasPrefix(pr.Path, "/resources/") || !strings.Contains(pr.Detail, "is not in this version") {
+				t.Fatalf("MergePartial() into nothing reports %q: %s; want only requires outside the export", pr.Path, pr.Detail)
+			}
+		}
+		if fullErr == nil {
+			t.Fatalf("MergePartial() into nothing refuses what DecodeBytes accepts: %v", err)
+		}
+		return
+	}
+	if len(m.Kept) != 0 {
+		t.Fatalf("MergePartial() into nothing kept %d resources", len(m.Kept))
+	}
+	if fullErr != nil {
+		t.Fatalf("merged into nothing, the partial export is valid, but DecodeBytes refuses it: %v", fullErr)
+	}
+	if !reflect.DeepEqual(v.Resources, m.Resources) && len(v.Resources)+len(m.Resources) > 0 {
+		t.Fatalf("MergePartial() into nothing =\n%#v\nDecodeBytes() =\n%#v", m.Resources, v.Resources)
+	}
 }
 
 // FuzzAttributeValue compares the decoding of one attribute value with

@@ -14,11 +14,13 @@ import (
 // encoding
 //
 //	{"attributes":{…},"id":"…","purged":false,"receive_events":false,
-//	 "report_only":false,"requires":["…"],"send_event":false}
+//	 "report_only":false,"requires":["…"],"resource_set":null,
+//	 "send_event":false}
 //
-// (without the line break), written as CanonicalAttributes describes, with
-// the id's canonical string (resource.ID.String) and the requires sorted by
-// id string and without duplicates.
+// (without the line breaks), written as CanonicalAttributes describes, with
+// the id's canonical string (resource.ID.String), the requires sorted by
+// id string and without duplicates, and the resource set as a string, or
+// null for the shared set. Members are sorted by name.
 //
 // Two resources with the same intent have the same hash, however their
 // export was spelled: member order, white space and string escapes do not
@@ -30,7 +32,7 @@ import (
 // The hash of a resource that does not pass Version.Validate is
 // deterministic but not meaningful.
 func (r Resource) Hash() [32]byte {
-	return sha256.Sum256(r.appendCanonical(make([]byte, 0, 256)))
+	return sha256.Sum256(r.appendCanonical(make([]byte, 0, 384)))
 }
 
 // CanonicalAttributes returns the canonical JSON encoding of r.Attributes,
@@ -69,7 +71,13 @@ func (r Resource) appendCanonical(b []byte) []byte {
 		}
 		b = appendString(b, k)
 	}
-	b = append(b, `],"send_event":`...)
+	b = append(b, `],"resource_set":`...)
+	if r.ResourceSet == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, r.ResourceSet)
+	}
+	b = append(b, `,"send_event":`...)
 	b = strconv.AppendBool(b, r.SendEvent)
 	return append(b, '}')
 }

@@ -9,8 +9,14 @@
 //	   "attributes": {"path": "/tmp/a", "content": "hi"},
 //	   "requires": ["fs::File[localhost,path=/tmp/b]"],
 //	   "purged": false, "send_event": false,
-//	   "receive_events": false, "report_only": false}
+//	   "receive_events": false, "report_only": false,
+//	   "resource_set": "web"}
 //	]}
+//
+// A resource without "resource_set" belongs to the shared set. A resource
+// of a set may require only resources of its own set and shared ones; a
+// shared resource only shared ones. Sets are what a partial export
+// (DecodePartial, MergePartial) replaces one at a time.
 //
 // Decoding is strict, because an export that is silently misread deploys the
 // wrong thing: unknown or duplicate keys, wrong JSON types, invalid UTF-8 and
@@ -19,9 +25,9 @@
 // in attributes keep their text (as json.Number), so "420" and "420.0" stay
 // different and nothing is lost to float64.
 //
-// A decoded Version is normalised: resources are sorted by id, each
-// resource's requires are sorted and free of duplicates. Attribute values
-// may nest at most 1000 levels deep.
+// A Version from DecodeBytes is normalised: resources are sorted by id,
+// each resource's requires are sorted and free of duplicates. Attribute
+// values may nest at most 1000 levels deep.
 //
 // Resource.Hash is the intent hash: equal for equal intent however the
 // export spelled it, and the way to tell which resources a new version
@@ -55,7 +61,9 @@ type Resource struct {
 	Attributes map[string]any
 	// Requires lists the resources that must be deployed before this one,
 	// sorted by id and without duplicates; all of them are in the same
-	// version and none carries a version.
+	// version and none carries a version. (DecodePartial keeps them as
+	// written, and a partial export may require resources it does not
+	// carry.)
 	Requires []resource.ID
 	// Purged asks for the resource to be removed.
 	Purged bool
@@ -67,6 +75,11 @@ type Resource struct {
 	ReceiveEvents bool
 	// ReportOnly asks for the difference to be reported and not applied.
 	ReportOnly bool
+	// ResourceSet names the resource set the resource belongs to; "" is
+	// the shared set. A partial export replaces whole sets, so a resource
+	// may require only resources of its own set or shared ones, and a
+	// shared resource only shared ones.
+	ResourceSet string
 }
 
 // Agent returns the agent that deploys the resource.
@@ -153,10 +166,43 @@ func (e *ValidationError) Error() string {
 // problems collects FieldProblems.
 type problems struct {
 	list []FieldProblem
+	// at, when set, says where the resource at index i of the slice being
+	// checked comes from: its JSON pointer with tail appended, or, for a
+	// resource that is not in the document, "" and a name for it that
+	// goes in front of the detail. Nil means pointer("resources", i,
+	// tail...). (MergePartial checks a merged version but reports
+	// problems against the partial export.)
+	at func(i int, tail []any) (ptr, name string)
 }
 
 func (p *problems) add(path, detail string) {
 	p.list = append(p.list, FieldProblem{Path: path, Detail: detail})
+}
+
+// addAt records a problem with the resource at index i, tail being the
+// path below it.
+func (p *problems) addAt(i int, detail string, tail ...any) {
+	if p.at == nil {
+		p.add(pointer(append([]any{"resources", i}, tail...)...), detail)
+		return
+	}
+	ptr, name := p.at(i, tail)
+	if name != "" {
+		detail = name + ": " + detail
+	}
+	p.add(ptr, detail)
+}
+
+// ref names the resource at index i inside a detail.
+func (p *problems) ref(i int) string {
+	if p.at == nil {
+		return pointer("resources", i)
+	}
+	ptr, name := p.at(i, nil)
+	if name != "" {
+		return name
+	}
+	return ptr
 }
 
 // err returns nil or the *ValidationError of the problems, sorted and capped.
@@ -264,17 +310,12 @@ func Decode(r io.Reader) (Version, error) {
 //
 // DecodeBytes does not keep b.
 func DecodeBytes(b []byte) (Version, error) {
-	d := &decoder{data: b}
-	// Sized from the number of "id" members (bounded by the smallest
-	// possible resource object), to spare the copies of append growth.
-	n := min(bytes.Count(b, []byte(`"id"`)), len(b)/40)
-	d.resources = make([]Resource, 0, n)
-	d.keys = make([]string, 0, n)
+	d := newDecoder(b)
 	d.document()
 	if d.syntaxFailed {
 		return Version{}, d.probs.err()
 	}
-	check(d.resources, d.keys, true, &d.probs)
+	check(d.resources, d.keys, true, false, &d.probs)
 	if err := d.probs.err(); err != nil {
 		return Version{}, err
 	}
@@ -285,14 +326,16 @@ func DecodeBytes(b []byte) (Version, error) {
 // Validate checks v: every id and require parses and carries no version;
 // ids are unique; each resource's attributes hold the attribute its id names
 // with the id's value (a string equal to it, or a number whose JSON text
-// equals it); requires name other resources of v and form no cycle;
+// equals it); requires name other resources of v and form no cycle; a
+// resource of a set requires only resources of its set or shared ones, a
+// shared resource only shared ones; resource set names are valid UTF-8;
 // attribute values are JSON values (nil, bool, string, valid json.Number,
 // finite floats, integers, map[string]any, []any); and v is normalised. It
 // returns nil or a *ValidationError listing every problem, with paths as in
 // the export of v.
 func (v Version) Validate() error {
 	var p problems
-	check(v.Resources, nil, false, &p)
+	check(v.Resources, nil, false, false, &p)
 	return p.err()
 }
 
@@ -357,29 +400,37 @@ func sortIDs(ids []resource.ID) []resource.ID {
 // their attribute values are JSON values by construction and keys[i] is
 // rs[i].ID.String() ("" for a failed id). Otherwise keys is nil and
 // everything is checked.
-func check(rs []Resource, keys []string, trusted bool, p *problems) {
+//
+// open is set for a partial export, whose resources may require resources
+// it does not carry: such requires are left for MergePartial, which checks
+// the merged version; everything about the requires between resources of
+// rs is checked.
+func check(rs []Resource, keys []string, trusted, open bool, p *problems) {
 	if !trusted {
 		keys = make([]string, len(rs))
 		for i := range rs {
 			r := &rs[i]
 			for name, val := range r.Attributes {
 				if tail, detail := attributeValueProblem(val, 0); detail != "" {
-					p.add(pointer(append([]any{"resources", i, "attributes", name}, tail...)...), detail)
+					p.addAt(i, detail, append([]any{"attributes", name}, tail...)...)
 				}
 			}
+			if !utf8.ValidString(r.ResourceSet) {
+				p.addAt(i, "string is not valid UTF-8", "resource_set")
+			}
 			if err := r.ID.Validate(); err != nil {
-				p.add(pointer("resources", i, "id"), err.Error())
+				p.addAt(i, err.Error(), "id")
 				continue
 			}
 			keys[i] = r.ID.String()
 			if r.ID.Version != 0 {
-				p.add(pointer("resources", i, "id"), versionProblem(keys[i]))
+				p.addAt(i, versionProblem(keys[i]), "id")
 				keys[i] = ""
 				continue
 			}
 			if i > 0 && keys[i-1] != "" && keys[i-1] > keys[i] {
-				p.add(pointer("resources", i, "id"), fmt.Sprintf("%q must sort before %q at %s: the version is not normalised",
-					keys[i], keys[i-1], pointer("resources", i-1)))
+				p.addAt(i, fmt.Sprintf("%q must sort before %q at %s: the version is not normalised",
+					keys[i], keys[i-1], p.ref(i-1)), "id")
 			}
 		}
 	}
@@ -390,7 +441,7 @@ func check(rs []Resource, keys []string, trusted bool, p *problems) {
 			continue
 		}
 		if j, dup := index[k]; dup {
-			p.add(pointer("resources", i, "id"), fmt.Sprintf("duplicate id %q, also at %s", k, pointer("resources", int(j))))
+			p.addAt(i, fmt.Sprintf("duplicate id %q, also at %s", k, p.ref(int(j))), "id")
 			continue
 		}
 		index[k] = int32(i)
@@ -416,27 +467,32 @@ func check(rs []Resource, keys []string, trusted bool, p *problems) {
 			}
 			if !trusted {
 				if err := req.Validate(); err != nil {
-					p.add(pointer("resources", i, "requires", j), err.Error())
+					p.addAt(i, err.Error(), "requires", j)
 					continue
 				}
 			}
 			rk := req.String()
 			if req.Version != 0 {
-				p.add(pointer("resources", i, "requires", j), versionProblem(rk))
+				p.addAt(i, versionProblem(rk), "requires", j)
 				continue
 			}
 			if !trusted && j > 0 && prev >= rk {
-				p.add(pointer("resources", i, "requires", j), fmt.Sprintf("%q must sort after %q: the requires are not normalised", rk, prev))
+				p.addAt(i, fmt.Sprintf("%q must sort after %q: the requires are not normalised", rk, prev), "requires", j)
 			}
 			prev = rk
 			if rk == keys[i] {
-				p.add(pointer("resources", i, "requires", j), "points to the resource itself")
+				p.addAt(i, "points to the resource itself", "requires", j)
 				continue
 			}
 			t, ok := index[rk]
 			if !ok {
-				p.add(pointer("resources", i, "requires", j), fmt.Sprintf("%q is not in this version", rk))
+				if !open {
+					p.addAt(i, fmt.Sprintf("%q is not in this version", rk), "requires", j)
+				}
 				continue
+			}
+			if detail := setProblem(keys[i], rs[i].ResourceSet, rk, rs[t].ResourceSet); detail != "" {
+				p.addAt(i, detail, "requires", j)
 			}
 			adj = append(adj, t)
 		}
@@ -445,8 +501,24 @@ func check(rs []Resource, keys []string, trusted bool, p *problems) {
 
 	for _, comp := range cycles(off, adj) {
 		start, cycle := shortestCycle(comp, off, adj, keys)
-		p.add(pointer("resources", int(start), "requires"), "requires cycle: "+describeCycle(cycle, keys))
+		p.addAt(int(start), "requires cycle: "+describeCycle(cycle, keys), "requires")
 	}
+}
+
+// setProblem checks that resource id of set may require target of
+// targetSet: resources of a set may require their own set and the shared
+// one, shared resources only shared ones, so that replacing one set never
+// breaks the requires of another. It returns "" or what is wrong.
+func setProblem(id, set, target, targetSet string) string {
+	switch {
+	case targetSet == "" || targetSet == set:
+		return ""
+	case set == "":
+		return fmt.Sprintf("shared resource %q must not require %q of resource set %q: a shared resource may require only shared resources",
+			id, target, targetSet)
+	}
+	return fmt.Sprintf("%q of resource set %q must not require %q of resource set %q: a resource may require only resources of its own set or shared ones",
+		id, set, target, targetSet)
 }
 
 func versionProblem(id string) string {
@@ -459,21 +531,20 @@ func checkIdentity(p *problems, i int, r *Resource, key string) {
 	name, want := r.ID.Attribute, r.ID.Value
 	got, ok := r.Attributes[name]
 	if !ok {
-		p.add(pointer("resources", i, "attributes", name), fmt.Sprintf("is missing: the id %q names attribute %q", key, name))
+		p.addAt(i, fmt.Sprintf("is missing: the id %q names attribute %q", key, name), "attributes", name)
 		return
 	}
 	switch got := got.(type) {
 	case string:
 		if got != want {
-			p.add(pointer("resources", i, "attributes", name), fmt.Sprintf("%q does not equal the id's value %q", got, want))
+			p.addAt(i, fmt.Sprintf("%q does not equal the id's value %q", got, want), "attributes", name)
 		}
 	case json.Number:
 		if string(got) != want {
-			p.add(pointer("resources", i, "attributes", name), fmt.Sprintf("number %s does not equal the id's value %q", got, want))
+			p.addAt(i, fmt.Sprintf("number %s does not equal the id's value %q", got, want), "attributes", name)
 		}
 	default:
-		p.add(pointer("resources", i, "attributes", name),
-			fmt.Sprintf("must be a string or number equal to the id's value %q, not %s", want, kindOf(got)))
+		p.addAt(i, fmt.Sprintf("must be a string or number equal to the id's value %q, not %s", want, kindOf(got)), "attributes", name)
 	}
 }
 
@@ -677,6 +748,10 @@ func describeCycle(cycle []int32, keys []string) string {
 type decoder struct {
 	data []byte
 	pos  int
+	// partial accepts "removed_resource_sets" beside "resources"
+	// (DecodePartial); it is decoded into removed.
+	partial bool
+	removed []string
 	// path is the JSON pointer of the value being decoded.
 	path []token
 
@@ -689,6 +764,14 @@ type decoder struct {
 	// names interns member names of attribute objects: 100k resources of
 	// a type share a handful of attribute names.
 	names map[string]string
+}
+
+// newDecoder returns a decoder of b with room for its resources: sized
+// from the number of "id" members (bounded by the smallest possible
+// resource object), to spare the copies of append growth.
+func newDecoder(b []byte) *decoder {
+	n := min(bytes.Count(b, []byte(`"id"`)), len(b)/40)
+	return &decoder{data: b, resources: make([]Resource, 0, n), keys: make([]string, 0, n)}
 }
 
 // maxNames bounds d.names, so that an export of unique names costs no more
@@ -883,7 +966,7 @@ func (d *decoder) document() {
 }
 
 func (d *decoder) topLevel() error {
-	seen := false
+	seen, seenRemoved := false, false
 	empty := d.beginObject()
 	for more := !empty; more; {
 		k, err := d.key()
@@ -896,6 +979,12 @@ func (d *decoder) topLevel() error {
 			seen = true
 			err = d.resourceList()
 		case string(k) == "resources":
+			d.problem("duplicate key")
+			err = d.skip()
+		case string(k) == "removed_resource_sets" && d.partial && !seenRemoved:
+			seenRemoved = true
+			err = d.removedSets()
+		case string(k) == "removed_resource_sets" && d.partial:
 			d.problem("duplicate key")
 			err = d.skip()
 		default:
@@ -947,10 +1036,11 @@ const (
 	hasSendEvent
 	hasReceiveEvents
 	hasReportOnly
+	hasResourceSet
 )
 
 // memberNames are the members of a resource object, in bit order.
-var memberNames = [...]string{"id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only"}
+var memberNames = [...]string{"id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only", "resource_set"}
 
 // resource decodes one element of "resources". It always appends to
 // d.resources, with a zero ID when the id is bad, so that indexes keep
@@ -989,6 +1079,8 @@ func (d *decoder) resource() error {
 			bit = hasReceiveEvents
 		case "report_only":
 			bit = hasReportOnly
+		case "resource_set":
+			bit = hasResourceSet
 		default:
 			d.pushName(string(k))
 		}
@@ -1016,6 +1108,8 @@ func (d *decoder) resource() error {
 			r.ReceiveEvents, err = d.boolean()
 		case bit == hasReportOnly:
 			r.ReportOnly, err = d.boolean()
+		case bit == hasResourceSet:
+			r.ResourceSet, err = d.setName("leave resource_set out for the shared set")
 		}
 		seen |= bit
 		d.pop()
@@ -1096,6 +1190,48 @@ func (d *decoder) requires() ([]resource.ID, error) {
 		}
 	}
 	return out, nil
+}
+
+// setName decodes the name of a resource set: a non-empty string. Names
+// are interned: a partial export of 100k resources names a few sets.
+func (d *decoder) setName(emptyHint string) (string, error) {
+	if d.peek() != '"' {
+		return "", d.wrongKind("a string")
+	}
+	b, err := d.stringBytes()
+	if err != nil {
+		return "", err
+	}
+	if len(b) == 0 {
+		d.problem("must not be empty: " + emptyHint)
+		return "", nil
+	}
+	return d.name(b), nil
+}
+
+// removedSets decodes the "removed_resource_sets" of a partial export, in
+// the order written, so that indexes keep matching the export.
+func (d *decoder) removedSets() error {
+	if d.peek() != '[' {
+		return d.wrongKind("an array")
+	}
+	d.removed = []string{}
+	if d.beginArray() {
+		return nil
+	}
+	for j, more := 0, true; more; j++ {
+		d.pushIndex(j)
+		s, err := d.setName("the shared set cannot be removed")
+		d.pop()
+		if err != nil {
+			return err
+		}
+		d.removed = append(d.removed, s)
+		if more, err = d.nextElement(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *decoder) boolean() (bool, error) {

@@ -30,6 +30,11 @@ func res(path string, requires ...string) string {
 	return fmt.Sprintf(`{"id":%q,"attributes":{"path":%q},"requires":%s}`, file(path), path, req)
 }
 
+// inSet adds "resource_set": set to the resource object obj.
+func inSet(obj, set string) string {
+	return strings.TrimSuffix(obj, "}") + fmt.Sprintf(`,"resource_set":%q}`, set)
+}
+
 // export wraps resource objects into an export.
 func export(resources ...string) string {
 	return `{"resources":[` + strings.Join(resources, ",") + `]}`
@@ -42,8 +47,8 @@ func TestDecodeBytes(t *testing.T) {
 		{"requires": ["fs::File[localhost,path=/tmp/c]", "fs::File[localhost,path=/tmp/b]", "fs::File[localhost,path=/tmp/c]"],
 		 "attributes": {"path": "/tmp/a", "content": "h\u0069", "mode": 420, "nested": {"b": [1.50, true, null], "a": {}}},
 		 "id": "fs::File[localhost,path=/tmp/a]",
-		 "purged": false, "send_event": true, "receive_events": true, "report_only": true},
-		{"id": "fs::File[localhost,path=/tmp/c]", "attributes": {"path": "/tmp/c"}, "purged": true},
+		 "purged": false, "send_event": true, "receive_events": true, "report_only": true, "resource_set": "web"},
+		{"id": "fs::File[localhost,path=/tmp/c]", "attributes": {"path": "/tmp/c"}, "purged": true, "resource_set": "web"},
 		{"id": "net::Port[router,port=8080]", "attributes": {"port": 8080}},
 		{"id": "fs::File[localhost,path=/tmp/b]", "attributes": {"path": "/tmp/b"}, "requires": []}
 	]}`
@@ -62,13 +67,14 @@ func TestDecodeBytes(t *testing.T) {
 			SendEvent:     true,
 			ReceiveEvents: true,
 			ReportOnly:    true,
+			ResourceSet:   "web",
 		},
 		{ID: resource.MustParse(file("/tmp/b")), Attributes: map[string]any{"path": "/tmp/b"}},
-		{ID: resource.MustParse(file("/tmp/c")), Attributes: map[string]any{"path": "/tmp/c"}, Purged: true},
+		{ID: resource.MustParse(file("/tmp/c")), Attributes: map[string]any{"path": "/tmp/c"}, Purged: true, ResourceSet: "web"},
 		{ID: resource.MustParse("net::Port[router,port=8080]"), Attributes: map[string]any{"port": json.Number("8080")}},
 	}}
 	if !reflect.DeepEqual(v, want) {
-		t.Errorf("DecodeBytes() =\n%#v\nwant (sorted by id, requires sorted and deduplicated, numbers as text)\n%#v", v, want)
+		t.Errorf("DecodeBytes() =\n%#v\nwant (sorted by id, requires sorted and deduplicated, numbers as text, sets kept)\n%#v", v, want)
 	}
 	if err := v.Validate(); err != nil {
 		t.Errorf("Validate() of a decoded version = %v", err)
@@ -192,7 +198,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "wrong member types",
 			in: `{"resources": [{"id": 5, "attributes": null, "requires": "x", "purged": 0,
-				"send_event": "true", "receive_events": null, "report_only": []}]}`,
+				"send_event": "true", "receive_events": null, "report_only": [], "resource_set": null}]}`,
 			want: []intent.FieldProblem{
 				{"/resources/0/attributes", "must be an object, not null"},
 				{"/resources/0/id", "must be a string, not a number"},
@@ -200,9 +206,38 @@ func TestDecodeProblems(t *testing.T) {
 				{"/resources/0/receive_events", "must be a boolean, not null"},
 				{"/resources/0/report_only", "must be a boolean, not an array"},
 				{"/resources/0/requires", "must be an array, not a string"},
+				{"/resources/0/resource_set", "must be a string, not null"},
 				{"/resources/0/send_event", "must be a boolean, not a string"},
 			},
-			reason: "types are checked, not coerced",
+			reason: "types are checked, not coerced; the shared set is written by leaving resource_set out",
+		},
+		{
+			name: "empty and duplicate resource_set",
+			in: export(`{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"}, "resource_set": ""}`,
+				`{"id": "fs::File[h,path=/b]", "attributes": {"path": "/b"}, "resource_set": "x", "resource_set": "x"}`),
+			want: []intent.FieldProblem{
+				{"/resources/0/resource_set", "must not be empty: leave resource_set out for the shared set"},
+				{"/resources/1/resource_set", "duplicate key"},
+			},
+			reason: `"" would be a second spelling of the shared set`,
+		},
+		{
+			name: "resource set rules",
+			in: export(inSet(res("/a", b, c), "x"), inSet(res("/b"), "y"), res("/c"), res("/d", a), inSet(res("/e", file("/f")), "x"),
+				inSet(res("/f"), "x")),
+			want: []intent.FieldProblem{
+				{"/resources/0/requires/0", fmt.Sprintf(`%q of resource set "x" must not require %q of resource set "y": `+
+					"a resource may require only resources of its own set or shared ones", a, b)},
+				{"/resources/3/requires/0", fmt.Sprintf(`shared resource %q must not require %q of resource set "x": `+
+					"a shared resource may require only shared resources", file("/d"), a)},
+			},
+			reason: "a set may require itself and the shared set (/a → /c, /e → /f); both ids and sets are named",
+		},
+		{
+			name:   "removed_resource_sets in a full export",
+			in:     `{"resources": [], "removed_resource_sets": ["x"]}`,
+			want:   []intent.FieldProblem{{"/removed_resource_sets", "unknown field"}},
+			reason: "only a partial export removes sets",
 		},
 		{
 			name:   "attributes array",
@@ -483,6 +518,24 @@ func TestVersionValidate(t *testing.T) {
 			reason: "the identity attribute is required",
 		},
 		{
+			name: "resource sets",
+			rs: []intent.Resource{
+				with(mk("/a", file("/b"), file("/c")), func(r *intent.Resource) { r.ResourceSet = "x" }),
+				mk("/b"),
+				with(mk("/c"), func(r *intent.Resource) { r.ResourceSet = "y" }),
+				mk("/d", file("/c")),
+				with(mk("/e"), func(r *intent.Resource) { r.ResourceSet = "\xff" }),
+			},
+			want: []intent.FieldProblem{
+				{"/resources/0/requires/1", fmt.Sprintf(`%q of resource set "x" must not require %q of resource set "y": `+
+					"a resource may require only resources of its own set or shared ones", file("/a"), file("/c"))},
+				{"/resources/3/requires/0", fmt.Sprintf(`shared resource %q must not require %q of resource set "y": `+
+					"a shared resource may require only shared resources", file("/d"), file("/c"))},
+				{"/resources/4/resource_set", "string is not valid UTF-8"},
+			},
+			reason: "the set rules hold for hand-built versions too",
+		},
+		{
 			name:   "cycle",
 			rs:     []intent.Resource{mk("/a", file("/b")), mk("/b", file("/a"))},
 			want:   []intent.FieldProblem{{"/resources/0/requires", fmt.Sprintf("requires cycle: %s → %s → %s", file("/a"), file("/b"), file("/a"))}},
@@ -658,6 +711,8 @@ func TestHashSeesEveryChange(t *testing.T) {
 		{func(r *intent.Resource) { r.SendEvent = true }, "send_event"},
 		{func(r *intent.Resource) { r.ReceiveEvents = true }, "receive_events"},
 		{func(r *intent.Resource) { r.ReportOnly = true }, "report_only"},
+		{func(r *intent.Resource) { r.ResourceSet = "web" }, "a resource set"},
+		{func(r *intent.Resource) { r.ResourceSet = "null" }, `a set named "null" is not the shared set`},
 	}
 	seen := map[[32]byte]string{h0: "base"}
 	for _, tt := range tests {
@@ -687,14 +742,28 @@ func TestHashIsStable(t *testing.T) {
 	if got := string(r.CanonicalAttributes()); got != wantAttrs {
 		t.Errorf("CanonicalAttributes() =\n%s\nwant\n%s", got, wantAttrs)
 	}
-	wantDoc := `{"attributes":` + wantAttrs + `,"id":"fs::File[h,path=/a]","purged":false,"receive_events":false,` +
-		`"report_only":false,"requires":["fs::File[h,path=/b]","fs::File[h,path=/c]"],"send_event":true}`
-	const want = "4c478f5a2a84a547e571174badd8fe2e32b9fa5d1faa38443c2290641a1d783d" // sha256 of wantDoc
-	if got := sha256.Sum256([]byte(wantDoc)); hex.EncodeToString(got[:]) != want {
-		t.Fatalf("test is inconsistent: sha256(wantDoc) = %x", got)
+	tests := []struct {
+		set     string
+		wantSet string // the canonical resource_set member
+		want    string // sha256 of the canonical document
+		reason  string
+	}{
+		{"", `null`, "d5d4c902f90190d80926db33c80505fdba2434af6a509f09e612ac2a7e4e3ab8", "the shared set is null"},
+		{`web "1"`, `"web \"1\""`, "bae9be7bad164c6d682775db85c6949bedd543056ef2ca775e9d8f0925d873ca", "a set is a canonical string"},
 	}
-	if got := r.Hash(); hex.EncodeToString(got[:]) != want {
-		t.Errorf("Hash() = %x; want %s, the sha256 of\n%s\n(the canonical encoding changed: stored intent hashes would all mismatch)", got, want, wantDoc)
+	for _, tt := range tests {
+		r := r
+		r.ResourceSet = tt.set
+		wantDoc := `{"attributes":` + wantAttrs + `,"id":"fs::File[h,path=/a]","purged":false,"receive_events":false,` +
+			`"report_only":false,"requires":["fs::File[h,path=/b]","fs::File[h,path=/c]"],"resource_set":` + tt.wantSet +
+			`,"send_event":true}`
+		if got := sha256.Sum256([]byte(wantDoc)); hex.EncodeToString(got[:]) != tt.want {
+			t.Fatalf("%s: test is inconsistent: sha256(wantDoc) = %x", tt.reason, got)
+		}
+		if got := r.Hash(); hex.EncodeToString(got[:]) != tt.want {
+			t.Errorf("%s: Hash() = %x; want %s, the sha256 of\n%s\n(the canonical encoding changed: stored intent hashes would all mismatch)",
+				tt.reason, got, tt.want, wantDoc)
+		}
 	}
 }
 

@@ -29,7 +29,7 @@ type ModifiedResource struct {
 	ID string `json:"id"`
 	// Changes maps each attribute that differs to its values in From and To
 	// (nil where the attribute is absent on that side), and, when they
-	// differ, "requires" (sorted id lists) and the flags "purged",
+	// differ, "requires" (sorted id lists), "resource_set" and the flags "purged",
 	// "send_event", "receive_events" and "report_only". An attribute named
 	// like one of those keys is shadowed by it when both differ.
 	Changes map[string]Change `json:"changes"`
@@ -163,12 +163,13 @@ type storedContent struct {
 	sendEvent     bool
 	receiveEvents bool
 	reportOnly    bool
+	resourceSet   *string
 }
 
 // loadContents reads the contents with the given hashes, keyed by hash.
 func loadContents(ctx context.Context, tx pgx.Tx, envID string, hashes [][]byte) (map[string]storedContent, error) {
-	rows, err := tx.Query(ctx, `select hash, attributes, requires, purged, send_event, receive_events, report_only
-		from resource_contents where environment_id = $1::uuid and hash = any($2::bytea[])`, envID, hashes)
+	rows, err := tx.Query(ctx, `select hash, attributes, requires, purged, send_event, receive_events, report_only,
+		resource_set from resource_contents where environment_id = $1::uuid and hash = any($2::bytea[])`, envID, hashes)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,8 @@ func loadContents(ctx context.Context, tx pgx.Tx, envID string, hashes [][]byte)
 	for rows.Next() {
 		var h []byte
 		var c storedContent
-		if err := rows.Scan(&h, &c.attributes, &c.requires, &c.purged, &c.sendEvent, &c.receiveEvents, &c.reportOnly); err != nil {
+		if err := rows.Scan(&h, &c.attributes, &c.requires, &c.purged, &c.sendEvent, &c.receiveEvents, &c.reportOnly,
+			&c.resourceSet); err != nil {
 			return nil, err
 		}
 		out[string(h)] = c
@@ -223,6 +225,9 @@ func diffContents(from, to storedContent) (map[string]Change, error) {
 	if !slices.Equal(fr, tr) {
 		changes["requires"] = Change{From: fr, To: tr}
 	}
+	if fs, ts := setName(from.resourceSet), setName(to.resourceSet); fs != ts {
+		changes["resource_set"] = Change{From: fs, To: ts}
+	}
 	for _, f := range []struct {
 		name     string
 		from, to bool
@@ -237,6 +242,14 @@ func diffContents(from, to storedContent) (map[string]Change, error) {
 		}
 	}
 	return changes, nil
+}
+
+// setName is a resource set for a diff: nil (shared) or its name.
+func setName(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return *s
 }
 
 // decodeAttributes decodes stored attributes, keeping numbers as

@@ -32,7 +32,10 @@ type VersionResource struct {
 	SendEvent     bool            `json:"send_event"`
 	ReceiveEvents bool            `json:"receive_events"`
 	ReportOnly    bool            `json:"report_only"`
-	Hash          string          `json:"hash"`
+	// ResourceSet is the resource's set; "" (and absent in JSON) is the
+	// shared set.
+	ResourceSet string `json:"resource_set,omitempty"`
+	Hash        string `json:"hash"`
 }
 
 // ExportVersion stores v as the environment's next version and returns it.
@@ -42,17 +45,11 @@ type VersionResource struct {
 func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Version) (VersionInfo, error) {
 	var info VersionInfo
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var last int64
-		if err := tx.QueryRow(ctx, `select last_version from environments where id = $1::uuid for update`, envID).
-			Scan(&last); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
-			}
+		last, err := lockForExport(ctx, tx, envID)
+		if err != nil {
 			return err
 		}
-		next := last + 1
-
-		prev := map[string][]byte{}
+		open := map[string][]byte{}
 		rows, err := tx.Query(ctx, `select resource_id, hash from version_resources
 			where environment_id = $1::uuid and last_version is null`, envID)
 		if err != nil {
@@ -64,88 +61,138 @@ func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Versio
 			if err := rows.Scan(&id, &h); err != nil {
 				return err
 			}
-			prev[id] = h
+			open[id] = h
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
-
-		var closeIDs []string
-		var contents, members [][]any
-		seen := make(map[string]struct{}, len(v.Resources))
-		for _, r := range v.Resources {
-			id := r.ID.String()
-			seen[id] = struct{}{}
-			h := r.Hash()
-			old, existed := prev[id]
-			if existed && bytes.Equal(old, h[:]) {
-				continue
-			}
-			if existed {
-				closeIDs = append(closeIDs, id)
-			}
-			req := make([]string, len(r.Requires))
-			for i, q := range r.Requires {
-				req[i] = q.String()
-			}
-			contents = append(contents, []any{h[:], id, string(r.CanonicalAttributes()), req,
-				r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly})
-			members = append(members, []any{envID, id, next, h[:], r.ID.Type, r.ID.Agent})
+		members := make([]member, len(v.Resources))
+		for i := range v.Resources {
+			r := &v.Resources[i]
+			members[i] = member{id: r.ID.String(), hash: r.Hash(), r: r}
 		}
-		for id := range prev {
-			if _, ok := seen[id]; !ok {
-				closeIDs = append(closeIDs, id)
-			}
-		}
-
-		if len(contents) > 0 {
-			if _, err := tx.Exec(ctx, `create temp table tmp_contents (
-				hash bytea, resource_id text, attributes text, requires text[],
-				purged bool, send_event bool, receive_events bool, report_only bool) on commit drop`); err != nil {
-				return err
-			}
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tmp_contents"},
-				[]string{"hash", "resource_id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only"},
-				pgx.CopyFromRows(contents)); err != nil {
-				return fmt.Errorf("copy contents: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `insert into resource_contents
-				(environment_id, hash, resource_id, attributes, requires, purged, send_event, receive_events, report_only)
-				select $1::uuid, hash, resource_id, attributes::jsonb, requires, purged, send_event, receive_events, report_only
-				from tmp_contents on conflict do nothing`, envID); err != nil {
-				return fmt.Errorf("insert contents: %w", err)
-			}
-		}
-		if len(closeIDs) > 0 {
-			if _, err := tx.Exec(ctx, `update version_resources set last_version = $2
-				where environment_id = $1::uuid and last_version is null and resource_id = any($3)`,
-				envID, next, closeIDs); err != nil {
-				return fmt.Errorf("close memberships: %w", err)
-			}
-		}
-		if len(members) > 0 {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"version_resources"},
-				[]string{"environment_id", "resource_id", "first_version", "hash", "resource_type", "agent"},
-				pgx.CopyFromRows(members)); err != nil {
-				return fmt.Errorf("copy memberships: %w", err)
-			}
-		}
-		changed := len(members) + len(closeIDs) - countBoth(members, closeIDs)
-		if err := tx.QueryRow(ctx, `insert into versions (environment_id, version, resource_count, changed_count)
-			values ($1::uuid, $2, $3, $4) returning version, created_at, released_at, resource_count, changed_count`,
-			envID, next, len(v.Resources), changed).
-			Scan(&info.Version, &info.CreatedAt, &info.ReleasedAt, &info.ResourceCount, &info.ChangedCount); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `update environments set last_version = $2, updated_at = now() where id = $1::uuid`, envID, next)
+		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
 		return err
 	})
 	return info, err
 }
 
+// lockForExport locks the environment's row, which serialises the exports
+// (and prunes) of one environment, and returns its last version.
+func lockForExport(ctx context.Context, tx pgx.Tx, envID string) (int64, error) {
+	var last int64
+	err := tx.QueryRow(ctx, `select last_version from environments where id = $1::uuid for update`, envID).Scan(&last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+	}
+	return last, err
+}
+
+// member is one resource of a complete new version, for writeVersion.
+type member struct {
+	id   string
+	hash [32]byte
+	// r is the resource's intent; nil for a resource that the caller
+	// knows to be in the open rows with this hash already (kept by a
+	// partial export), whose content is then neither needed nor read.
+	r *intent.Resource
+}
+
+// writeVersion stores members, a complete version, as version next of the
+// environment, whose open membership rows (resource id → hash) are open:
+// it closes the rows of changed and removed resources, stores the contents
+// that are new, opens rows for new and changed resources, and records the
+// version. The caller holds the environment row lock (lockForExport) in
+// tx and has validated members (ids unique, requires inside, sets).
+func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open map[string][]byte, members []member) (VersionInfo, error) {
+	var closeIDs []string
+	var contents, rows [][]any
+	seen := make(map[string]struct{}, len(members))
+	for _, m := range members {
+		seen[m.id] = struct{}{}
+		old, existed := open[m.id]
+		if existed && bytes.Equal(old, m.hash[:]) {
+			continue
+		}
+		if m.r == nil {
+			return VersionInfo{}, fmt.Errorf("resource %q is kept without its content but has no open row with its hash", m.id)
+		}
+		if existed {
+			closeIDs = append(closeIDs, m.id)
+		}
+		r := m.r
+		req := make([]string, len(r.Requires))
+		for i, q := range r.Requires {
+			req[i] = q.String()
+		}
+		set := setColumn(r.ResourceSet)
+		contents = append(contents, []any{m.hash[:], m.id, string(r.CanonicalAttributes()), req,
+			r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly, set})
+		rows = append(rows, []any{envID, m.id, next, m.hash[:], r.ID.Type, r.ID.Agent, set})
+	}
+	for id := range open {
+		if _, ok := seen[id]; !ok {
+			closeIDs = append(closeIDs, id)
+		}
+	}
+
+	if len(contents) > 0 {
+		if _, err := tx.Exec(ctx, `create temp table tmp_contents (
+			hash bytea, resource_id text, attributes text, requires text[],
+			purged bool, send_event bool, receive_events bool, report_only bool, resource_set text) on commit drop`); err != nil {
+			return VersionInfo{}, err
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tmp_contents"},
+			[]string{"hash", "resource_id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only", "resource_set"},
+			pgx.CopyFromRows(contents)); err != nil {
+			return VersionInfo{}, fmt.Errorf("copy contents: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `insert into resource_contents
+			(environment_id, hash, resource_id, attributes, requires, purged, send_event, receive_events, report_only, resource_set)
+			select $1::uuid, hash, resource_id, attributes::jsonb, requires, purged, send_event, receive_events, report_only, resource_set
+			from tmp_contents on conflict do nothing`, envID); err != nil {
+			return VersionInfo{}, fmt.Errorf("insert contents: %w", err)
+		}
+	}
+	if len(closeIDs) > 0 {
+		if _, err := tx.Exec(ctx, `update version_resources set last_version = $2
+			where environment_id = $1::uuid and last_version is null and resource_id = any($3)`,
+			envID, next, closeIDs); err != nil {
+			return VersionInfo{}, fmt.Errorf("close memberships: %w", err)
+		}
+	}
+	if len(rows) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"version_resources"},
+			[]string{"environment_id", "resource_id", "first_version", "hash", "resource_type", "agent", "resource_set"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return VersionInfo{}, fmt.Errorf("copy memberships: %w", err)
+		}
+	}
+	changed := len(rows) + len(closeIDs) - countBoth(rows, closeIDs)
+	var info VersionInfo
+	if err := tx.QueryRow(ctx, `insert into versions (environment_id, version, resource_count, changed_count)
+		values ($1::uuid, $2, $3, $4) returning version, created_at, released_at, resource_count, changed_count`,
+		envID, next, len(members), changed).
+		Scan(&info.Version, &info.CreatedAt, &info.ReleasedAt, &info.ResourceCount, &info.ChangedCount); err != nil {
+		return VersionInfo{}, err
+	}
+	if _, err := tx.Exec(ctx, `update environments set last_version = $2, updated_at = now() where id = $1::uuid`, envID, next); err != nil {
+		return VersionInfo{}, err
+	}
+	return info, nil
+}
+
+// setColumn is the resource_set column's value: null for the shared set.
+func setColumn(set string) any {
+	if set == "" {
+		return nil
+	}
+	return set
+}
+
 // countBoth counts resources that were closed and reopened (changed): they
 // appear in both lists but are one change.
-func countBoth(members [][]any, closed []string) int {
+func countBoth(rows [][]any, closed []string) int {
 	if len(closed) == 0 {
 		return 0
 	}
@@ -154,7 +201,7 @@ func countBoth(members [][]any, closed []string) int {
 		set[id] = struct{}{}
 	}
 	n := 0
-	for _, m := range members {
+	for _, m := range rows {
 		if _, ok := set[m[1].(string)]; ok {
 			n++
 		}
@@ -191,7 +238,8 @@ func (s *Store) GetVersion(ctx context.Context, envID string, version int64) (Ve
 // the cursor, in id order.
 func (s *Store) VersionResources(ctx context.Context, envID string, version int64, after string, limit int) ([]VersionResource, error) {
 	rows, err := s.pool.Query(ctx, `
-		select vr.resource_id, c.attributes, c.requires, c.purged, c.send_event, c.receive_events, c.report_only, c.hash
+		select vr.resource_id, c.attributes, c.requires, c.purged, c.send_event, c.receive_events, c.report_only,
+		       coalesce(c.resource_set, ''), c.hash
 		from version_resources vr
 		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
 		where vr.environment_id = $1::uuid and vr.first_version <= $2
@@ -203,7 +251,7 @@ func (s *Store) VersionResources(ctx context.Context, envID string, version int6
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VersionResource, error) {
 		var v VersionResource
 		var h []byte
-		err := r.Scan(&v.ID, &v.Attributes, &v.Requires, &v.Purged, &v.SendEvent, &v.ReceiveEvents, &v.ReportOnly, &h)
+		err := r.Scan(&v.ID, &v.Attributes, &v.Requires, &v.Purged, &v.SendEvent, &v.ReceiveEvents, &v.ReportOnly, &v.ResourceSet, &h)
 		v.Hash = fmt.Sprintf("%x", h)
 		return v, err
 	})

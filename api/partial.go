@@ -1,0 +1,40 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/intendhq/intend/internal/intent"
+)
+
+// exportPartial handles PUT /environments/{env}/versions/partial: a partial
+// export ({"resources": [...], "removed_resource_sets": [...]}) merged into
+// the newest version as the next version (see store.ExportPartial). Like a
+// full export it answers 201 with the new version and then prunes old
+// versions.
+func (s *Server) exportPartial(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	body, err := ReadBody(r, s.opts.MaxExportBytes)
+	if err != nil {
+		return err
+	}
+	v, removed, err := intent.DecodePartial(body)
+	if err != nil {
+		return exportProblem(err)
+	}
+	info, err := s.opts.Store.ExportPartial(r.Context(), e.ID, v, removed)
+	if err != nil {
+		// The merge with the stored version refuses with problems that
+		// point into the body, as decoding does.
+		if errors.As(err, new(*intent.ValidationError)) {
+			return exportProblem(err)
+		}
+		return err
+	}
+	s.prune(r, e)
+	WriteJSON(w, http.StatusCreated, info)
+	return nil
+}

@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/intent"
+)
+
+// ExportPartial stores, as the environment's next version, the newest
+// version with a partial export merged in, and returns it: the sets that
+// partial has resources of are replaced wholly by them, the sets named in
+// removedSets go, shared resources of partial are added (or must equal the
+// stored ones) and everything else is kept. intent.MergePartial states the
+// rules. The newest version is read and the new one written in one
+// transaction holding the environment row lock, so partial and full
+// exports of one environment never interleave; an environment without
+// versions merges into the empty version.
+//
+// A refused export returns a *intent.ValidationError whose paths point
+// into the partial export (by index in partial.Resources as given, which
+// for intent.DecodePartial's result is the body's order), and stores
+// nothing.
+func (s *Store) ExportPartial(ctx context.Context, envID string, partial intent.Version, removedSets []string) (VersionInfo, error) {
+	var info VersionInfo
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		last, err := lockForExport(ctx, tx, envID)
+		if err != nil {
+			return err
+		}
+		base, open, err := openResources(ctx, tx, envID)
+		if err != nil {
+			return err
+		}
+		m, err := intent.MergePartial(base, partial, removedSets)
+		if err != nil {
+			return fmt.Errorf("merge partial export: %w", err)
+		}
+		members := make([]member, 0, len(m.Resources)+len(m.Kept))
+		for i := range m.Resources {
+			r := &m.Resources[i]
+			members = append(members, member{id: r.ID.String(), hash: r.Hash(), r: r})
+		}
+		for _, k := range m.Kept {
+			members = append(members, member{id: k.ID.String(), hash: k.Hash})
+		}
+		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
+		return err
+	})
+	return info, err
+}
+
+// openResources reads the newest version from its open membership rows:
+// what intent.MergePartial needs of each resource, and the rows' hashes by
+// resource id for writeVersion. Attributes are not read: kept resources
+// keep their stored content.
+func openResources(ctx context.Context, tx pgx.Tx, envID string) ([]intent.StoredResource, map[string][]byte, error) {
+	rows, err := tx.Query(ctx, `select vr.resource_id, vr.hash, coalesce(vr.resource_set, ''), c.requires
+		from version_resources vr
+		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
+		where vr.environment_id = $1::uuid and vr.last_version is null`, envID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var base []intent.StoredResource
+	open := map[string][]byte{}
+	for rows.Next() {
+		var id string
+		var h []byte
+		var requires []string
+		var r intent.StoredResource
+		if err := rows.Scan(&id, &h, &r.ResourceSet, &requires); err != nil {
+			return nil, nil, err
+		}
+		if r.ID, err = resource.Parse(id); err != nil {
+			return nil, nil, fmt.Errorf("stored resource %q: %w", id, err)
+		}
+		if len(h) != len(r.Hash) {
+			return nil, nil, fmt.Errorf("stored resource %q: hash of %d bytes", id, len(h))
+		}
+		copy(r.Hash[:], h)
+		r.Requires = make([]resource.ID, len(requires))
+		for i, q := range requires {
+			if r.Requires[i], err = resource.Parse(q); err != nil {
+				return nil, nil, fmt.Errorf("stored resource %q: require %q: %w", id, q, err)
+			}
+		}
+		base = append(base, r)
+		open[id] = h
+	}
+	return base, open, rows.Err()
+}
