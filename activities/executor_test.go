@@ -67,6 +67,17 @@ func (h *thing) Delete(_ context.Context, _ *adapters.Context, r adapters.Resour
 
 func setup(t *testing.T, n int) (*store.Store, store.Environment, int64, store.Plan) {
 	t.Helper()
+	rs := make([]string, n)
+	for i := range rs {
+		rs[i] = fmt.Sprintf(`{"id":"test::Thing[a,name=t%03d]","attributes":{"name":"t%03d","v":"1"}}`, i, i)
+	}
+	return setupVersion(t, rs)
+}
+
+// setupVersion exports and releases a version of the given resources
+// (JSON objects) in a fresh environment and plans its deploy run.
+func setupVersion(t *testing.T, resources []string) (*store.Store, store.Environment, int64, store.Plan) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, testenv.Database(t))
 	if err != nil {
@@ -80,16 +91,7 @@ func setup(t *testing.T, n int) (*store.Store, store.Environment, int64, store.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
-	b.WriteString(`{"resources":[`)
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"id":"test::Thing[a,name=t%03d]","attributes":{"name":"t%03d","v":"1"}}`, i, i)
-	}
-	b.WriteString("]}")
-	v, err := intent.DecodeBytes([]byte(b.String()))
+	v, err := intent.DecodeBytes([]byte(`{"resources":[` + strings.Join(resources, ",") + `]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,52 +189,19 @@ func TestExecuteBatchResumesAfterRecordedChunks(t *testing.T) {
 	}
 }
 
-// chainVersion: t000 ← t001 ← … (each requires the previous one).
-func setupChain(t *testing.T, n int, extra string) (*store.Store, store.Environment, int64, store.Plan) {
+// setupChain: t000 ← t001 ← … (each requires the previous one), plus
+// the extra resources given.
+func setupChain(t *testing.T, n int, extra ...string) (*store.Store, store.Environment, int64, store.Plan) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Database(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	b.WriteString(`{"resources":[`)
+	rs := make([]string, 0, n+len(extra))
 	for i := 0; i < n; i++ {
 		req := ""
 		if i > 0 {
 			req = fmt.Sprintf(`,"requires":["test::Thing[a,name=t%03d]"]`, i-1)
 		}
-		fmt.Fprintf(&b, `{"id":"test::Thing[a,name=t%03d]","attributes":{"name":"t%03d","v":"1"}%s},`, i, i, req)
+		rs = append(rs, fmt.Sprintf(`{"id":"test::Thing[a,name=t%03d]","attributes":{"name":"t%03d","v":"1"}%s}`, i, i, req))
 	}
-	b.WriteString(extra + "]}")
-	v, err := intent.DecodeBytes([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.ExportVersion(ctx, e.ID, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
-		t.Fatal(err)
-	}
-	take, err := st.TakeRequests(ctx, e.ID, "test", nil, false)
-	if err != nil || take.Run == nil {
-		t.Fatalf("take: %+v %v", take, err)
-	}
-	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, e, take.Run.Run, p
+	return setupVersion(t, append(rs, extra...))
 }
 
 // TestExecuteBatchRunsChainsInOrderAndSkipsAfterAFailure: a chain of 250
