@@ -492,8 +492,9 @@ func TestRegister(t *testing.T) {
 	t.Parallel()
 	r := adapters.NewRegistry()
 	fs.Register(r)
-	if got := r.Types(); !slices.Equal(got, []string{fs.FileType}) {
-		t.Errorf("types %v, want [%s]", got, fs.FileType)
+	want := []string{fs.DirectoryType, fs.FileType, fs.SymlinkType}
+	if got := r.Types(); !slices.Equal(got, want) {
+		t.Errorf("types %v, want %v", got, want)
 	}
 }
 

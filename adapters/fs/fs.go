@@ -1,5 +1,7 @@
 // Package fs holds the adapters for the local file system of the executor's
-// host: today only fs::File, a regular file with text content and a mode.
+// host: fs::File (a regular file with text content and a mode),
+// fs::Directory (a directory and its mode, not its entries) and fs::Symlink
+// (a symbolic link and its target).
 package fs
 
 import "github.com/intendhq/intend/adapters"
@@ -8,4 +10,6 @@ import "github.com/intendhq/intend/adapters"
 // adapters.Registry.Register does.
 func Register(r *adapters.Registry) {
 	r.Register(FileType, File{})
+	r.Register(DirectoryType, Directory{})
+	r.Register(SymlinkType, Symlink{})
 }

@@ -1,0 +1,243 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/intendhq/intend/adapters"
+)
+
+// SymlinkType is the resource type that Symlink manages.
+const SymlinkType = "fs::Symlink"
+
+// attrTarget is the attribute of fs::Symlink that holds the link's target.
+const attrTarget = "target"
+
+// Symlink manages one symbolic link on the executor's host: fs::Symlink.
+// It manages the link itself, never what the link points to.
+//
+// Attributes:
+//   - path (string, required): the link itself, absolute and clean; it is
+//     the id attribute of fs::Symlink.
+//   - target (string, required unless purged): what the link points to,
+//     exactly as os.Readlink reports it. It may be relative (to the link's
+//     directory) and need not exist. It must not be empty or contain NUL.
+//
+// Any other attribute is a Permanent error. Owner, group and the link's own
+// mode are not managed.
+//
+// Observe reports path and target. A missing path, or one whose parent is
+// not a directory, does not exist; a file, directory or anything else that
+// is not a symlink at path is a Permanent error: Symlink never replaces what
+// it did not create. Create makes the missing parents with mode 0755.
+// Create and Update make a link under a temporary name in the same directory
+// and rename it over path, so readers see the old or the new link, never
+// none. Delete removes the link, never its target.
+//
+// Symlink has no state and is safe for concurrent use on different paths.
+type Symlink struct{}
+
+var _ adapters.Handler = Symlink{}
+
+// symlinkSpec is the validated desired state of one symlink.
+type symlinkSpec struct {
+	path      string
+	target    string
+	hasTarget bool
+}
+
+// parseSymlinkSpec validates the attributes of desired. Every problem is
+// reported, in a fixed order, as one Permanent error.
+func parseSymlinkSpec(desired adapters.Resource) (symlinkSpec, error) {
+	var spec symlinkSpec
+	errs := checkUnknown(desired, SymlinkType, attrPath, attrTarget)
+	var perr []error
+	spec.path, perr = parsePath(desired, SymlinkType)
+	errs = append(errs, perr...)
+	switch t, ok := desired.Attributes[attrTarget]; {
+	case !ok && !desired.Purged:
+		errs = append(errs, fmt.Errorf("attribute %q is required", attrTarget))
+	case !ok:
+	default:
+		s, isString := t.(string)
+		switch {
+		case !isString:
+			errs = append(errs, fmt.Errorf("attribute %q: must be a string, got %T", attrTarget, t))
+		case s == "":
+			errs = append(errs, fmt.Errorf("attribute %q: must not be empty", attrTarget))
+		case strings.IndexByte(s, 0) >= 0:
+			errs = append(errs, fmt.Errorf("attribute %q: must not contain NUL", attrTarget))
+		default:
+			spec.target, spec.hasTarget = s, true
+		}
+	}
+	if len(errs) > 0 {
+		return symlinkSpec{}, adapters.Permanent(fmt.Errorf("invalid %s: %w", SymlinkType, errors.Join(errs...)))
+	}
+	return spec, nil
+}
+
+// Observe reports the symlink at the desired path. It never changes it and
+// never follows it.
+func (Symlink) Observe(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (adapters.Observation, error) {
+	spec, err := parseSymlinkSpec(desired)
+	if err != nil {
+		return adapters.Observation{}, err
+	}
+	fi, err := os.Lstat(spec.path)
+	if isAbsent(err) {
+		return adapters.Observation{Exists: false}, nil
+	}
+	if err != nil {
+		return adapters.Observation{}, classify("stat", spec.path, err)
+	}
+	if err := checkSymlink(spec.path, fi); err != nil {
+		return adapters.Observation{}, err
+	}
+	target, err := os.Readlink(spec.path)
+	if isAbsent(err) || errors.Is(err, syscall.EINVAL) {
+		// Removed or replaced by a non-link since Lstat.
+		return adapters.Observation{}, adapters.Transient(fmt.Errorf("%s was replaced while being observed", spec.path))
+	}
+	if err != nil {
+		return adapters.Observation{}, classify("readlink", spec.path, err)
+	}
+	return adapters.Observation{
+		Exists: true,
+		Attributes: map[string]any{
+			attrPath:   spec.path,
+			attrTarget: target,
+		},
+	}, nil
+}
+
+// checkSymlink refuses anything but a symlink at path.
+func checkSymlink(path string, fi iofs.FileInfo) error {
+	switch m := fi.Mode(); {
+	case m&iofs.ModeSymlink != 0:
+		return nil
+	case m.IsRegular():
+		return adapters.Permanent(fmt.Errorf("%s is a regular file, not a symlink", path))
+	case m.IsDir():
+		return adapters.Permanent(fmt.Errorf("%s is a directory, not a symlink", path))
+	default:
+		return adapters.Permanent(fmt.Errorf("%s is not a symlink (mode %s)", path, m.Type()))
+	}
+}
+
+// Create makes the symlink, and its missing parents with mode 0755. It is
+// idempotent: a repeat replaces the link with an equal one.
+func (Symlink) Create(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
+	spec, err := parseSymlinkSpec(desired)
+	if err != nil {
+		return err
+	}
+	return link(ctx, hc, spec)
+}
+
+// Update points the symlink at the desired target, replacing it atomically.
+func (Symlink) Update(ctx context.Context, hc *adapters.Context, desired adapters.Resource, diff adapters.Diff) error {
+	spec, err := parseSymlinkSpec(desired)
+	if err != nil {
+		return err
+	}
+	hc.Info("updating symlink", "path", spec.path, "changed", diff.Names())
+	return link(ctx, hc, spec)
+}
+
+// link makes spec.path a symlink to spec.target, replacing a symlink that is
+// there but nothing else.
+func link(ctx context.Context, hc *adapters.Context, spec symlinkSpec) error {
+	if !spec.hasTarget {
+		return adapters.Permanent(fmt.Errorf("invalid %s: attribute %q is required", SymlinkType, attrTarget))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ensureParent(hc, spec.path); err != nil {
+		return err
+	}
+	// Rename would replace a file that appeared since Observe: look again.
+	// (A file created between this check and the rename is still replaced;
+	// the window is as small as we can make it without renameat2.)
+	switch fi, err := os.Lstat(spec.path); {
+	case isAbsent(err):
+	case err != nil:
+		return classify("stat", spec.path, err)
+	default:
+		if err := checkSymlink(spec.path, fi); err != nil {
+			return err
+		}
+	}
+	if err := symlinkAtomic(spec.target, spec.path); err != nil {
+		return err
+	}
+	hc.Info("wrote symlink", "path", spec.path, "target", spec.target)
+	return nil
+}
+
+// symlinkAtomic creates a symlink to target under a temporary name next to
+// path and renames it over path. It does not fsync: after a crash the
+// executor observes again.
+func symlinkAtomic(target, path string) error {
+	dir, base := filepath.Split(path)
+	// Keep the temporary name within NAME_MAX whatever the length of base.
+	if len(base) > 64 {
+		base = strings.ToValidUTF8(base[:64], "")
+	}
+	var tmp string
+	for try := 0; ; try++ {
+		tmp = filepath.Join(dir, "."+base+".intend-"+strconv.FormatUint(rand.Uint64(), 36))
+		err := os.Symlink(target, tmp)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, iofs.ErrExist) || try == 100 {
+			return classify("create temporary symlink for", path, err)
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return classify("rename into", path, err)
+	}
+	return nil
+}
+
+// Delete removes the symlink, not its target. A symlink that is already
+// gone is success.
+func (Symlink) Delete(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
+	spec, err := parseSymlinkSpec(desired)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(spec.path)
+	switch {
+	case isAbsent(err):
+		hc.Info("symlink already absent", "path", spec.path)
+		return nil
+	case err != nil:
+		return classify("stat", spec.path, err)
+	}
+	// os.Remove would also remove a file or an empty directory: refuse
+	// them, as Observe does.
+	if err := checkSymlink(spec.path, fi); err != nil {
+		return err
+	}
+	if err := os.Remove(spec.path); err != nil {
+		if isAbsent(err) {
+			hc.Info("symlink already absent", "path", spec.path)
+			return nil
+		}
+		return classify("remove", spec.path, err)
+	}
+	hc.Info("removed symlink", "path", spec.path)
+	return nil
+}
