@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"time"
 
@@ -224,10 +225,35 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 	if len(outcome.Diff) > 0 {
 		rec.Changes, _ = json.Marshal(outcome.Diff)
 	}
+	rec.Facts = factsOf(hc)
 	if logs := hc.Logs(); len(logs) > 0 {
 		rec.Logs, _ = json.Marshal(logs)
 	}
 	return rec
+}
+
+// factsOf encodes the facts the adapter set as JSON; a fact that cannot be
+// encoded is dropped with a warning in the action log.
+func factsOf(hc *adapters.Context) map[string]json.RawMessage {
+	facts := hc.Facts()
+	if len(facts) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(facts))
+	for name := range facts {
+		names = append(names, name)
+	}
+	sort.Strings(names) // warnings in a fixed order
+	out := make(map[string]json.RawMessage, len(facts))
+	for _, name := range names {
+		b, err := json.Marshal(facts[name])
+		if err != nil {
+			hc.Warn("fact dropped: its value is not JSON", "fact", name, "error", err.Error())
+			continue
+		}
+		out[name] = b
+	}
+	return out
 }
 
 // safeApply runs apply and turns an adapter panic into a permanent failure

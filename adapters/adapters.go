@@ -85,12 +85,14 @@ type LogLine struct {
 }
 
 // Context is handed to an adapter for one attempt on one resource: it
-// collects the adapter's log lines for the action log. It is safe for
-// concurrent use by the goroutines of one attempt.
+// collects the adapter's log lines for the action log and the facts it
+// discovered on the target. It is safe for concurrent use by the goroutines
+// of one attempt.
 type Context struct {
-	mu   sync.Mutex
-	logs []LogLine
-	now  func() time.Time
+	mu    sync.Mutex
+	logs  []LogLine
+	facts map[string]any
+	now   func() time.Time
 }
 
 // NewContext returns an empty handler context.
@@ -129,6 +131,37 @@ func (c *Context) Logs() []LogLine {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]LogLine(nil), c.logs...)
+}
+
+// SetFact records a fact: a value the adapter discovered on the target
+// (a file's size, a package's installed version), as opposed to an
+// attribute it manages. Facts are stored per resource, the last value per
+// name winning, and are readable through the API
+// (GET .../resources/{rid}/facts). name must not be empty and value must be
+// encodable as JSON; a value that is not is dropped with a warning in the
+// action log. Setting a name twice in one attempt keeps the last value.
+func (c *Context) SetFact(name string, value any) {
+	if name == "" {
+		c.Warn("fact without a name ignored")
+		return
+	}
+	c.mu.Lock()
+	if c.facts == nil {
+		c.facts = map[string]any{}
+	}
+	c.facts[name] = value
+	c.mu.Unlock()
+}
+
+// Facts returns a copy of the facts set so far, by name.
+func (c *Context) Facts() map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]any, len(c.facts))
+	for k, v := range c.facts {
+		out[k] = v
+	}
+	return out
 }
 
 // Class says what should happen after an adapter error.

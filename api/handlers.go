@@ -350,6 +350,16 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.resourceActions(w, r, e, rid)
 	}
+	// .../resources/{rid}/facts: what the adapter discovered on the target.
+	if base, ok := strings.CutSuffix(chi.URLParam(r, "*"), "/facts"); ok {
+		if rid, err = pathParam(base); err != nil {
+			return err
+		}
+		if _, err := s.opts.Store.GetResource(r.Context(), e.ID, rid); err != nil {
+			return err
+		}
+		return s.writeFacts(w, r, e, rid)
+	}
 	st, err := s.opts.Store.GetResource(r.Context(), e.ID, rid)
 	if err != nil {
 		return err
@@ -415,6 +425,26 @@ func (s *Server) writeActions(w http.ResponseWriter, r *http.Request, e store.En
 		out.Next = strconv.FormatInt(acts[len(acts)-1].ID, 10)
 	}
 	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// listFacts serves GET .../facts?resource=: the facts of the environment,
+// or of one resource.
+func (s *Server) listFacts(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	return s.writeFacts(w, r, e, strings.TrimSpace(r.URL.Query().Get("resource")))
+}
+
+// writeFacts renders the facts of rid, or of every resource when rid is "".
+func (s *Server) writeFacts(w http.ResponseWriter, r *http.Request, e store.Environment, rid string) error {
+	facts, err := s.opts.Store.ListFacts(r.Context(), e.ID, rid)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, list[store.Fact]{Items: nonNil(facts)})
 	return nil
 }
 

@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 			// escape them, but a raw id with slashes is taken whole.
 			r.Get("/resources/*", s.serve(s.getResource))
 			r.Get("/actions", s.serve(s.listActions))
+			r.Get("/facts", s.serve(s.listFacts))
 
 			r.Post("/deploy", s.serve(s.deploy))
 			r.Post("/dryrun", s.serve(s.createDryrun))

@@ -209,8 +209,21 @@ create index resource_actions_resource on resource_actions (environment_id, reso
 create index resource_actions_env on resource_actions (environment_id, id desc);
 create index resource_actions_workflow on resource_actions (workflow_id, resource_id);
 
+-- Facts: values adapters discovered on the target, per resource; the last
+-- observation of each name wins. They outlive the resource's intent (an
+-- orphan keeps its facts) and go with the environment.
+create table facts (
+    environment_id uuid not null references environments (id) on delete cascade,
+    resource_id    text not null,
+    name           text not null,
+    value          jsonb not null,
+    updated_at     timestamptz not null default now(),
+    primary key (environment_id, resource_id, name)
+);
+
 ---- create above / drop below ----
 
+drop table facts;
 drop table resource_actions;
 drop table deploy_batches;
 drop table deploy_runs;

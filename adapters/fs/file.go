@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/intendhq/intend/adapters"
@@ -54,7 +55,9 @@ const maxInlineContent = 16 << 20
 // renaming a temporary file over it (atomic for readers, no fsync), so hard
 // links to the old file keep the old content.
 //
-// Observe reports path, content and mode. When the file is larger than 16 MiB
+// Observe reports path, content and mode, and sets the facts "size" (bytes)
+// and "mtime" (RFC 3339, UTC) of an existing file; Create and Update set
+// them again after writing. When the file is larger than 16 MiB
 // or not valid UTF-8 and differs from the desired content, content is
 // reported as "sha256:<hex>" of the file. A directory, symlink or other
 // non-regular file at path is a Permanent error: File never replaces what it
@@ -198,6 +201,7 @@ func (File) Observe(ctx context.Context, hc *adapters.Context, desired adapters.
 	if err != nil {
 		return adapters.Observation{}, err
 	}
+	setFileFacts(hc, fi)
 	return adapters.Observation{
 		Exists: true,
 		Attributes: map[string]any{
@@ -362,7 +366,18 @@ func write(ctx context.Context, hc *adapters.Context, spec fileSpec, perm iofs.F
 		return err
 	}
 	hc.Info("wrote file", "path", spec.path, "bytes", len(spec.content), "mode", formatMode(perm))
+	// The facts Observe set describe the file before the write.
+	if fi, err := os.Lstat(spec.path); err == nil {
+		setFileFacts(hc, fi)
+	}
 	return nil
+}
+
+// setFileFacts sets the facts of an existing file: its size in bytes and
+// its modification time (RFC 3339, UTC).
+func setFileFacts(hc *adapters.Context, fi iofs.FileInfo) {
+	hc.SetFact("size", fi.Size())
+	hc.SetFact("mtime", fi.ModTime().UTC().Format(time.RFC3339))
 }
 
 // ensureParent creates the parent directories of path when they are missing.

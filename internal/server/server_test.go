@@ -125,6 +125,16 @@ func getResource(t *testing.T, c *apiclient.Client, env, rid string) (store.Reso
 	return out.ResourceState, out.Actions
 }
 
+// hasFact reports whether facts hold name=value (value as JSON) for rid.
+func hasFact(facts []store.Fact, rid, name, value string) bool {
+	for _, f := range facts {
+		if f.ResourceID == rid && f.Name == name && string(f.Value) == value {
+			return true
+		}
+	}
+	return false
+}
+
 // TestDeployThroughTemporal is the first deploy end to end: REST API →
 // PostgreSQL → deploy workflow → executor activity → files on disk →
 // states and action records in PostgreSQL; then a second version that
@@ -162,6 +172,21 @@ func TestDeployThroughTemporal(t *testing.T) {
 	}
 	if got, mode := readFile(t, b); got != "beta\n" || mode != 0o600 {
 		t.Errorf("b.txt = %q %v", got, mode)
+	}
+	var facts struct{ Items []store.Fact }
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/resources/"+url.PathEscape(aID)+"/facts",
+		nil, &facts); err != nil {
+		t.Fatalf("get facts of a: %v", err)
+	}
+	if !hasFact(facts.Items, aID, "size", "6") {
+		t.Errorf("facts of a = %+v, want size 6 (the bytes of \"alpha\\n\")", facts.Items)
+	}
+	facts.Items = nil
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/facts", nil, &facts); err != nil {
+		t.Fatalf("get facts: %v", err)
+	}
+	if !hasFact(facts.Items, aID, "size", "6") || !hasFact(facts.Items, file(b, "", "").ID, "size", "5") {
+		t.Errorf("facts of the environment = %+v, want sizes of a and b", facts.Items)
 	}
 	st, acts := getResource(t, c, env, file(b, "", "").ID)
 	if st.LastResult != "deployed" || st.Compliance != "compliant" || st.DeployedHash != st.IntentHash {

@@ -263,6 +263,9 @@ type ActionRecord struct {
 	Changed    bool
 	Changes    json.RawMessage // {"attr": {"from": ..., "to": ...}} or nil
 	Logs       json.RawMessage // [LogLine] or nil
+	// Facts are the values the adapter discovered on the target, by name,
+	// each as JSON; see RecordActions.
+	Facts      map[string]json.RawMessage
 	Error      string
 	WorkflowID string
 	RunID      string
@@ -272,6 +275,8 @@ type ActionRecord struct {
 // RecordActions appends attempts to the action log and, for deploys and
 // repairs, moves each resource's deploy state in the same transaction. A
 // resource whose intent changed meanwhile keeps compliance has_update.
+// Facts are upserted for every action kind, dry-runs included: they are
+// observations of the target, not changes to it.
 func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -312,6 +317,9 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 		if err := countProgress(ctx, tx, envID, recs); err != nil {
 			return err
 		}
+		if err := upsertFacts(ctx, tx, envID, recs); err != nil {
+			return err
+		}
 		if len(ids) == 0 {
 			return nil
 		}
@@ -334,6 +342,47 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 		}
 		return queueFollowUps(ctx, tx, envID, recs)
 	})
+}
+
+// upsertFacts stores the facts of recs, keeping the last value per
+// resource and name (a later record of the same resource wins).
+func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	type key struct{ rid, name string }
+	last := map[key]json.RawMessage{}
+	for _, r := range recs {
+		for name, v := range r.Facts {
+			last[key{r.ResourceID, name}] = v
+		}
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	keys := make([]key, 0, len(last))
+	for k := range last {
+		keys = append(keys, k)
+	}
+	// A fixed order keeps concurrent upserts from deadlocking.
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].rid != keys[j].rid {
+			return keys[i].rid < keys[j].rid
+		}
+		return keys[i].name < keys[j].name
+	})
+	rids := make([]string, len(keys))
+	names := make([]string, len(keys))
+	values := make([]string, len(keys))
+	for i, k := range keys {
+		rids[i], names[i], values[i] = k.rid, k.name, string(last[k])
+	}
+	if _, err := tx.Exec(ctx, `insert into facts (environment_id, resource_id, name, value)
+		select $1::uuid, u.rid, u.name, u.value::jsonb
+		from unnest($2::text[], $3::text[], $4::text[]) as u(rid, name, value)
+		on conflict (environment_id, resource_id, name)
+		do update set value = excluded.value, updated_at = now()`,
+		envID, rids, names, values); err != nil {
+		return fmt.Errorf("record facts: %w", err)
+	}
+	return nil
 }
 
 // queueFollowUps queues the automatic requests a chunk of outcomes calls

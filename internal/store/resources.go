@@ -163,3 +163,30 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 			&a.Result, &a.Changes, &a.Logs, &a.Error, &a.WorkflowID, &a.RunID, &a.Attempt)
 	})
 }
+
+// Fact is one value an adapter discovered on the target of a resource.
+type Fact struct {
+	ResourceID string          `json:"resource_id"`
+	Name       string          `json:"name"`
+	Value      json.RawMessage `json:"value"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+// ListFacts returns the facts of one resource of the environment, or of
+// all its resources when resourceID is "", ordered by resource and name.
+func (s *Store) ListFacts(ctx context.Context, envID, resourceID string) ([]Fact, error) {
+	rows, err := s.pool.Query(ctx, `select resource_id, name, value, updated_at from facts
+		where environment_id = $1::uuid and ($2 = '' or resource_id = $2)
+		order by resource_id, name`, envID, resourceID)
+	if err != nil {
+		return nil, fmt.Errorf("list facts: %w", err)
+	}
+	facts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Fact, error) {
+		var f Fact
+		return f, r.Scan(&f.ResourceID, &f.Name, &f.Value, &f.UpdatedAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list facts: %w", err)
+	}
+	return facts, nil
+}
