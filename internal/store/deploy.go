@@ -378,7 +378,9 @@ func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionReco
 		select $1::uuid, u.rid, u.name, u.value::jsonb
 		from unnest($2::text[], $3::text[], $4::text[]) as u(rid, name, value)
 		on conflict (environment_id, resource_id, name)
-		do update set value = excluded.value, updated_at = now()`,
+		do update set value = excluded.value, updated_at = now()
+		-- An unchanged fact (the common case in a repair) rewrites no row.
+		where facts.value is distinct from excluded.value`,
 		envID, rids, names, values); err != nil {
 		return fmt.Errorf("record facts: %w", err)
 	}

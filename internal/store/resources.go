@@ -169,7 +169,8 @@ type Fact struct {
 	ResourceID string          `json:"resource_id"`
 	Name       string          `json:"name"`
 	Value      json.RawMessage `json:"value"`
-	UpdatedAt  time.Time       `json:"updated_at"`
+	// UpdatedAt is when the value last changed.
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ListFacts returns the facts of one resource of the environment, or of
