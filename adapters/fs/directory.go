@@ -278,33 +278,15 @@ func (Directory) Delete(ctx context.Context, hc *adapters.Context, desired adapt
 	if err != nil {
 		return err
 	}
-	fi, err := os.Lstat(spec.path)
-	switch {
-	case isAbsent(err):
-		hc.Info("directory already absent", "path", spec.path)
-		return nil
-	case err != nil:
-		return classify("stat", spec.path, err)
-	}
 	// os.Remove would also remove a file or a symlink: refuse them, as
 	// Observe does.
-	if err := checkDir(spec.path, fi); err != nil {
-		return err
-	}
-	if err := os.Remove(spec.path); err != nil {
-		switch {
-		case isAbsent(err):
-			hc.Info("directory already absent", "path", spec.path)
-			return nil
-		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+	return removeChecked(hc, spec.path, "directory", checkDir, func(err error) error {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 			// POSIX allows either errno for a directory with entries.
 			return adapters.Permanent(fmt.Errorf(
 				"%s is not empty: %s removes only empty directories, since intend never deletes content it does not manage",
 				spec.path, DirectoryType))
-		default:
-			return classify("remove", spec.path, err)
 		}
-	}
-	hc.Info("removed directory", "path", spec.path)
-	return nil
+		return nil
+	})
 }

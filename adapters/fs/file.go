@@ -442,25 +442,39 @@ func (File) Delete(ctx context.Context, hc *adapters.Context, desired adapters.R
 	}
 	// os.Remove would also remove an empty directory: refuse anything that
 	// is not a regular file, as Observe does.
-	fi, err := os.Lstat(spec.path)
+	return removeChecked(hc, spec.path, "file", checkRegular, nil)
+}
+
+// removeChecked removes path when check accepts what is there (os.Remove
+// removes files, symlinks and empty directories alike, so each type checks
+// the kind first, as its Observe does). A path already gone is success.
+// removeErr, when not nil, may turn os.Remove's error into a better one.
+func removeChecked(hc *adapters.Context, path, noun string, check func(string, iofs.FileInfo) error,
+	removeErr func(error) error) error {
+	fi, err := os.Lstat(path)
 	switch {
 	case isAbsent(err):
-		hc.Info("file already absent", "path", spec.path)
+		hc.Info(noun+" already absent", "path", path)
 		return nil
 	case err != nil:
-		return classify("stat", spec.path, err)
+		return classify("stat", path, err)
 	}
-	if err := checkRegular(spec.path, fi); err != nil {
+	if err := check(path, fi); err != nil {
 		return err
 	}
-	if err := os.Remove(spec.path); err != nil {
+	if err := os.Remove(path); err != nil {
 		if isAbsent(err) {
-			hc.Info("file already absent", "path", spec.path)
+			hc.Info(noun+" already absent", "path", path)
 			return nil
 		}
-		return classify("remove", spec.path, err)
+		if removeErr != nil {
+			if e := removeErr(err); e != nil {
+				return e
+			}
+		}
+		return classify("remove", path, err)
 	}
-	hc.Info("removed file", "path", spec.path)
+	hc.Info("removed "+noun, "path", path)
 	return nil
 }
 

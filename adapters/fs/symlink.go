@@ -218,26 +218,7 @@ func (Symlink) Delete(ctx context.Context, hc *adapters.Context, desired adapter
 	if err != nil {
 		return err
 	}
-	fi, err := os.Lstat(spec.path)
-	switch {
-	case isAbsent(err):
-		hc.Info("symlink already absent", "path", spec.path)
-		return nil
-	case err != nil:
-		return classify("stat", spec.path, err)
-	}
 	// os.Remove would also remove a file or an empty directory: refuse
 	// them, as Observe does.
-	if err := checkSymlink(spec.path, fi); err != nil {
-		return err
-	}
-	if err := os.Remove(spec.path); err != nil {
-		if isAbsent(err) {
-			hc.Info("symlink already absent", "path", spec.path)
-			return nil
-		}
-		return classify("remove", spec.path, err)
-	}
-	hc.Info("removed symlink", "path", spec.path)
-	return nil
+	return removeChecked(hc, spec.path, "symlink", checkSymlink, nil)
 }
