@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/intendhq/intend/internal/intent"
@@ -27,12 +26,7 @@ func (s *Server) exportPartial(w http.ResponseWriter, r *http.Request) error {
 	}
 	info, err := s.opts.Store.ExportPartial(r.Context(), e.ID, v, removed)
 	if err != nil {
-		// The merge with the stored version refuses with problems that
-		// point into the body, as decoding does.
-		if errors.As(err, new(*intent.ValidationError)) {
-			return exportProblem(err)
-		}
-		return err
+		return err // a merge refusal renders like a decoding one (storeProblem)
 	}
 	s.prune(r, e)
 	WriteJSON(w, http.StatusCreated, info)

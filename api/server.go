@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
 )
@@ -104,6 +105,10 @@ func storeProblem(err error) error {
 		return Conflict("%s", strings.TrimSuffix(err.Error(), ": "+store.ErrConflict.Error()))
 	case errors.As(err, &se):
 		return InvalidField("/settings/"+se.Key, se.Reason)
+	case errors.As(err, new(*intent.ValidationError)):
+		// Stored state can refuse a version too (a partial export that
+		// does not merge): its problems point into the body.
+		return exportProblem(err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Unavailable("the request was cancelled or timed out")
 	}

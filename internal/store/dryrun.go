@@ -37,7 +37,7 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 		if !exists {
 			return fmt.Errorf("version %d: %w", version, ErrNotFound)
 		}
-		run, err = insertRun(ctx, tx, e, version, "dryrun", fmt.Sprintf("dry-run of version %d", version))
+		run, err = insertRun(ctx, tx, e, version, "dryrun", fmt.Sprintf("dry-run of version %d", version), nil)
 		if err != nil {
 			return err
 		}

@@ -225,12 +225,8 @@ func (s *Store) TakeRequests(ctx context.Context, envID, token string, timers []
 		if e.ReleasedVersion != nil {
 			version = *e.ReleasedVersion
 		}
-		run, err = insertRun(ctx, tx, e, version, action, reason)
+		run, err = insertRun(ctx, tx, e, version, action, reason, &token)
 		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `update deploy_runs set token = $3 where environment_id = $1::uuid and run = $2`,
-			envID, run.Run, token); err != nil {
 			return err
 		}
 		ids := make([]int64, len(reqs))

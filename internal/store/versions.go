@@ -393,7 +393,7 @@ func scanRun(row pgx.Row) (DeployRun, error) {
 
 // insertRun records a pending deploy run; the caller holds the environment
 // row lock.
-func insertRun(ctx context.Context, tx pgx.Tx, e Environment, version int64, action, reason string) (DeployRun, error) {
+func insertRun(ctx context.Context, tx pgx.Tx, e Environment, version int64, action, reason string, token *string) (DeployRun, error) {
 	var run int64
 	if err := tx.QueryRow(ctx, `update environments set last_deploy_run = last_deploy_run + 1
 		where id = $1::uuid returning last_deploy_run`, e.ID).Scan(&run); err != nil {
@@ -403,7 +403,7 @@ func insertRun(ctx context.Context, tx pgx.Tx, e Environment, version int64, act
 	if action == "dryrun" {
 		wf = names.DryrunWorkflowID(e.Name, run)
 	}
-	return scanRun(tx.QueryRow(ctx, `insert into deploy_runs (environment_id, run, version, action, reason, workflow_id)
-		values ($1::uuid, $2, $3, $4, $5, $6) returning `+runColumns,
-		e.ID, run, version, action, reason, wf))
+	return scanRun(tx.QueryRow(ctx, `insert into deploy_runs (environment_id, run, version, action, reason, workflow_id, token)
+		values ($1::uuid, $2, $3, $4, $5, $6, $7) returning `+runColumns,
+		e.ID, run, version, action, reason, wf, token))
 }
