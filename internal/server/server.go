@@ -308,11 +308,8 @@ func (s *Server) StartDryrun(ctx context.Context, env store.Environment, run sto
 		ID:                       run.WorkflowID,
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name),
-			temporal.NewSearchAttributeKeyInt64(workflows.SearchAttrVersion).ValueSet(run.Version),
-		),
-		StaticSummary: fmt.Sprintf("dry-run %d of version %d", run.Run, run.Version),
+		TypedSearchAttributes:    workflows.RunSearchAttributes(env.Name, run.Version),
+		StaticSummary:            fmt.Sprintf("dry-run %d of version %d", run.Run, run.Version),
 	}, workflows.DeployWorkflowName, workflows.DeployInput{
 		EnvironmentID: env.ID, EnvironmentName: env.Name, Run: run.Run, Version: run.Version,
 		MaxInFlight: s.cfg.Deploy.MaxInFlight, Limits: s.cfg.Deploy.Limits,
