@@ -23,7 +23,8 @@ import (
 )
 
 // Resource is the desired state of one resource, as the engine hands it to an
-// adapter. Adapters must not mutate it.
+// adapter. The engine hands each call its own copy of the attributes,
+// with secret references resolved.
 type Resource struct {
 	ID         resource.ID
 	Attributes map[string]any
@@ -89,14 +90,74 @@ type LogLine struct {
 // discovered on the target. It is safe for concurrent use by the goroutines
 // of one attempt.
 type Context struct {
-	mu    sync.Mutex
-	logs  []LogLine
-	facts map[string]any
-	now   func() time.Time
+	mu      sync.Mutex
+	logs    []LogLine
+	facts   map[string]any
+	now     func() time.Time
+	cache   *Cache
+	scope   Scope
+	held    []heldEntry
+	secrets *Secrets
+	masked  []string // secret values of this attempt, masked in logs and facts
+	event   bool
 }
 
-// NewContext returns an empty handler context.
-func NewContext() *Context { return &Context{now: time.Now} }
+type heldEntry struct {
+	cache *Cache
+	entry *cacheEntry
+}
+
+// ContextOption configures a Context.
+type ContextOption func(*Context)
+
+// WithCache makes the context's Cached calls use c (the executor's
+// process-wide cache). Without it they use a process-wide default cache
+// whose values expire by time only.
+func WithCache(c *Cache) ContextOption { return func(hc *Context) { hc.cache = c } }
+
+// WithScope says which environment and version the attempt belongs to.
+func WithScope(s Scope) ContextOption { return func(hc *Context) { hc.scope = s } }
+
+// NewContext returns an empty handler context for one attempt. The caller
+// closes it when the attempt is over.
+func NewContext(opts ...ContextOption) *Context {
+	hc := &Context{now: time.Now}
+	for _, o := range opts {
+		o(hc)
+	}
+	return hc
+}
+
+// WithEvent says the attempt follows a change of a resource this one
+// requires and receives events from: the engine calls the adapter's Reload
+// (if it is a Reloader) after the attempt.
+func WithEvent(event bool) ContextOption { return func(hc *Context) { hc.event = event } }
+
+// Event reports whether the attempt follows a change of a dependency.
+func (c *Context) Event() bool { return c.event }
+
+// Scope returns the environment and version the attempt belongs to (zero
+// outside an executor).
+func (c *Context) Scope() Scope { return c.scope }
+
+func (c *Context) hold(cache *Cache, e *cacheEntry) {
+	c.mu.Lock()
+	c.held = append(c.held, heldEntry{cache, e})
+	c.mu.Unlock()
+}
+
+// Close ends the attempt: it releases the cached values the attempt used,
+// so that expired ones can be closed. The executor and the conformance
+// suite call it; an adapter never does. Close is idempotent.
+func (c *Context) Close() {
+	c.mu.Lock()
+	held := c.held
+	c.held = nil
+	c.mu.Unlock()
+	for _, h := range held {
+		h.cache.release(h.entry)
+	}
+}
 
 func (c *Context) log(level slog.Level, msg string, args []any) {
 	attrs := map[string]any{}
@@ -110,6 +171,12 @@ func (c *Context) log(level slog.Level, msg string, args []any) {
 		attrs = nil
 	}
 	c.mu.Lock()
+	if len(c.masked) > 0 {
+		msg = mask(msg, c.masked)
+		for k, v := range attrs {
+			attrs[k] = maskAny(v, c.masked)
+		}
+	}
 	c.logs = append(c.logs, LogLine{Time: c.now().UTC(), Level: level.String(), Message: msg, Attrs: attrs})
 	c.mu.Unlock()
 }
@@ -149,7 +216,7 @@ func (c *Context) SetFact(name string, value any) {
 	if c.facts == nil {
 		c.facts = map[string]any{}
 	}
-	c.facts[name] = value
+	c.facts[name] = maskAny(value, c.masked)
 	c.mu.Unlock()
 }
 
@@ -180,6 +247,9 @@ const (
 type Error struct {
 	Class Class
 	Err   error
+	// RetryAfter is how long the target asked to be left alone (throttled
+	// errors; zero means the executor's default backoff).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return string(e.Class) + ": " + e.Err.Error() }
@@ -193,6 +263,21 @@ func Transient(err error) error { return &Error{Class: ClassTransient, Err: err}
 
 // Throttled marks err as throttling by the target.
 func Throttled(err error) error { return &Error{Class: ClassThrottled, Err: err} }
+
+// ThrottledFor marks err as throttling by the target, which asked to be
+// retried after delay (an HTTP 429's Retry-After).
+func ThrottledFor(err error, delay time.Duration) error {
+	return &Error{Class: ClassThrottled, Err: err, RetryAfter: delay}
+}
+
+// RetryAfterOf returns the delay a throttled error asked for, or zero.
+func RetryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) && e.Class == ClassThrottled {
+		return e.RetryAfter
+	}
+	return 0
+}
 
 // ClassOf returns the class of err; unclassified errors are transient, since
 // retrying an idempotent adapter is safe.
@@ -213,10 +298,96 @@ type Outcome struct {
 	Diff   Diff
 }
 
-// Run performs one attempt on one resource: observe, decide, act. With
-// dryRun it stops before acting and reports what it would do. Errors from
-// the adapter are returned with their class intact.
+// Validator is an optional capability: a Handler that implements it checks
+// the desired attributes before anything else, in dry-run too. A refusal
+// must name the attribute; an unclassified error counts as permanent.
+type Validator interface {
+	Validate(ctx context.Context, hc *Context, desired Resource) error
+}
+
+// FactDiscoverer is an optional capability: after every successful attempt
+// on a resource that is not purged (dry-runs included), the engine calls
+// DiscoverFacts, which reports facts with hc.SetFact. It must not change
+// the target. Its error fails the attempt.
+type FactDiscoverer interface {
+	DiscoverFacts(ctx context.Context, hc *Context, desired Resource) error
+}
+
+// Reloader is an optional capability: when a resource with receive_events
+// is deployed because a resource it requires changed (hc.Event()), the
+// engine calls Reload after the attempt, changed or not (a service picks up
+// a new configuration file). Never in dry-run, never for a purge.
+type Reloader interface {
+	Reload(ctx context.Context, hc *Context, desired Resource) error
+}
+
+// Run performs one attempt on one resource: resolve secrets, validate,
+// observe, decide, act, then reload and discover facts when the adapter
+// can. With dryRun it stops before acting and reports what it would do.
+// Errors from the adapter are returned with their class intact, and with
+// secret values masked in their text.
 func Run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun bool) (Outcome, error) {
+	plain, secret, values, err := hc.resolve(desired)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out, err := run(ctx, h, hc, plain, dryRun)
+	for k := range out.Diff {
+		if secret[k] {
+			c := out.Diff[k]
+			if c.From != nil {
+				c.From = Masked
+			}
+			c.To = desired.Attributes[k] // the reference, not the value
+			out.Diff[k] = c
+		}
+	}
+	if err != nil && len(values) > 0 {
+		err = &maskedError{err: err, values: values}
+	}
+	return out, err
+}
+
+// ResolveSecrets returns desired with its secret references replaced by
+// their values, as Run hands it to the adapter, and masks those values in
+// what hc records from then on. Run calls it; tests that call a Handler
+// directly (the conformance suite) use it to do the same.
+func (c *Context) ResolveSecrets(desired Resource) (Resource, error) {
+	plain, _, _, err := c.resolve(desired)
+	return plain, err
+}
+
+func (c *Context) resolve(desired Resource) (Resource, map[string]bool, []string, error) {
+	resolved, secret, values, err := c.secrets.resolve(desired.Attributes)
+	if err != nil {
+		return Resource{}, nil, nil, fmt.Errorf("secrets: %w", err)
+	}
+	c.mu.Lock()
+	c.masked = append(c.masked, values...)
+	c.mu.Unlock()
+	return Resource{ID: desired.ID, Attributes: resolved, Purged: desired.Purged}, secret, values, nil
+}
+
+// maskedError hides secret values in the text of an adapter error; its
+// class (and everything errors.As finds) is that of the error it wraps.
+type maskedError struct {
+	err    error
+	values []string
+}
+
+func (e *maskedError) Error() string { return mask(e.err.Error(), e.values) }
+func (e *maskedError) Unwrap() error { return e.err }
+
+func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun bool) (Outcome, error) {
+	if v, ok := h.(Validator); ok {
+		if err := v.Validate(ctx, hc, desired); err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				err = Permanent(err)
+			}
+			return Outcome{}, fmt.Errorf("validate: %w", err)
+		}
+	}
 	obs, err := h.Observe(ctx, hc, desired)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("observe: %w", err)
@@ -235,24 +406,36 @@ func Run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		out = Outcome{Changed: true, Action: "create", Diff: d}
 	default:
 		d := ComputeDiff(desired.Attributes, obs.Attributes)
-		if len(d) == 0 {
-			return Outcome{Action: "none"}, nil
+		out = Outcome{Action: "none"}
+		if len(d) > 0 {
+			out = Outcome{Changed: true, Action: "update", Diff: d}
 		}
-		out = Outcome{Changed: true, Action: "update", Diff: d}
 	}
-	if dryRun {
+	if !dryRun {
+		switch out.Action {
+		case "delete":
+			err = h.Delete(ctx, hc, desired)
+		case "create":
+			err = h.Create(ctx, hc, desired)
+		case "update":
+			err = h.Update(ctx, hc, desired, out.Diff)
+		}
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", out.Action, err)
+		}
+	}
+	if desired.Purged {
 		return out, nil
 	}
-	switch out.Action {
-	case "delete":
-		err = h.Delete(ctx, hc, desired)
-	case "create":
-		err = h.Create(ctx, hc, desired)
-	case "update":
-		err = h.Update(ctx, hc, desired, out.Diff)
+	if r, ok := h.(Reloader); ok && hc.Event() && !dryRun {
+		if err := r.Reload(ctx, hc, desired); err != nil {
+			return out, fmt.Errorf("reload: %w", err)
+		}
 	}
-	if err != nil {
-		return out, fmt.Errorf("%s: %w", out.Action, err)
+	if f, ok := h.(FactDiscoverer); ok && (!dryRun || out.Action != "create") {
+		if err := f.DiscoverFacts(ctx, hc, desired); err != nil {
+			return out, fmt.Errorf("facts: %w", err)
+		}
 	}
 	return out, nil
 }

@@ -419,19 +419,6 @@ func TestRunCatchesBrokenAdapters(t *testing.T) {
 			wantMsg: "Delete must be idempotent",
 		},
 		{
-			name:   "mutates desired",
-			reason: "the engine's copy of the intent must stay as it was",
-			break_: func(m *mem) {
-				m.create = func(ctx context.Context, hc *adapters.Context, r adapters.Resource) error {
-					m.st.put(r.Attributes["name"].(string), r.Attributes)
-					r.Attributes["scratch"] = true
-					return nil
-				}
-			},
-			wantIn:  "Run/desired_not_mutated",
-			wantMsg: "mutated the Attributes",
-		},
-		{
 			name:   "validation error is transient",
 			reason: "a bad value does not become good by retrying",
 			break_: func(m *mem) {
