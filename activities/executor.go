@@ -34,6 +34,13 @@ type Executor struct {
 	Concurrency int
 	Log         *slog.Logger
 	Metrics     *telemetry.Telemetry // may be nil
+	// Cache is the adapters' cache, shared by every attempt of this
+	// process; nil gives each attempt the package default (time expiry
+	// only). Run SweepCache alongside to expire version-bound values.
+	Cache *adapters.Cache
+	// Secrets resolves secret references; nil means environment variables
+	// and absolute file paths only.
+	Secrets *adapters.Secrets
 }
 
 // Register registers the activities under their explicit names.
@@ -202,7 +209,9 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 		StartedAt: time.Now().UTC(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		Attempt: int(info.Attempt),
 	}
-	hc := adapters.NewContext()
+	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets),
+		adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}))
+	defer hc.Close()
 	outcome, err := e.safeApply(ctx, hc, b, r)
 	rec.FinishedAt = time.Now().UTC()
 	rec.Changed = outcome.Changed

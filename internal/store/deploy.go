@@ -175,17 +175,18 @@ type BatchResource struct {
 // that are not deployed as intended (their last result, e.g. "failed"):
 // resources requiring them are skipped.
 type Batch struct {
-	Blocked   map[string]string
-	Version   int64
-	Action    string
-	Reason    string
-	Agent     string
-	Resources []BatchResource
+	EnvironmentID string
+	Blocked       map[string]string
+	Version       int64
+	Action        string
+	Reason        string
+	Agent         string
+	Resources     []BatchResource
 }
 
 // LoadBatch reads one batch with the content of its resources.
 func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error) {
-	var b Batch
+	b := Batch{EnvironmentID: envID}
 	err := s.pool.QueryRow(ctx, `select r.version, r.action, r.reason, b.agent
 		from deploy_batches b join deploy_runs r on r.environment_id = b.environment_id and r.run = b.run
 		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
