@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -326,12 +327,14 @@ type Reloader interface {
 // can. With dryRun it stops before acting and reports what it would do.
 // Errors from the adapter are returned with their class intact, and with
 // secret values masked in their text.
-func Run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun bool) (Outcome, error) {
+//
+// An adapter that panics fails the attempt with a permanent *PanicError.
+func Run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun bool) (out Outcome, err error) {
 	plain, secret, values, err := hc.resolve(desired)
 	if err != nil {
 		return Outcome{}, err
 	}
-	out, err := run(ctx, h, hc, plain, dryRun)
+	out, err = safeRun(ctx, h, hc, plain, dryRun)
 	for k := range out.Diff {
 		if secret[k] {
 			c := out.Diff[k]
@@ -366,6 +369,24 @@ func (c *Context) resolve(desired Resource) (Resource, map[string]bool, []string
 	c.masked = append(c.masked, values...)
 	c.mu.Unlock()
 	return Resource{ID: desired.ID, Attributes: resolved, Purged: desired.Purged}, secret, values, nil
+}
+
+// PanicError is the error of an attempt whose adapter panicked; Stack is
+// the goroutine's stack, for the executor's log.
+type PanicError struct {
+	Value string
+	Stack string
+}
+
+func (e *PanicError) Error() string { return "adapter panicked: " + e.Value }
+
+func safeRun(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun bool) (out Outcome, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = Permanent(&PanicError{Value: fmt.Sprint(p), Stack: string(debug.Stack())})
+		}
+	}()
+	return run(ctx, h, hc, desired, dryRun)
 }
 
 // maskedError hides secret values in the text of an adapter error; its

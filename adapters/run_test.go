@@ -269,3 +269,22 @@ func jsonEq(a, b any) bool {
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
 }
+
+type panicky struct{ recorder }
+
+func (p *panicky) Create(_ context.Context, _ *adapters.Context, d adapters.Resource) error {
+	panic("cannot use password " + d.Attributes["password"].(string))
+}
+
+func TestRunRecoversPanicsAndMasksThem(t *testing.T) {
+	secrets := &adapters.Secrets{LookupEnv: func(string) (string, bool) { return "hunter2", true }}
+	_, err := adapters.Run(context.Background(), &panicky{}, adapters.NewContext(adapters.WithSecrets(secrets)),
+		role(map[string]any{"password": map[string]any{"secret": "env:X"}}), false)
+	var pe *adapters.PanicError
+	if !errors.As(err, &pe) || pe.Stack == "" || adapters.ClassOf(err) != adapters.ClassPermanent {
+		t.Fatalf("Run = %v; want a permanent *PanicError with a stack", err)
+	}
+	if strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "cannot use password "+adapters.Masked) {
+		t.Fatalf("panic text %q: want the secret masked", err)
+	}
+}
