@@ -46,11 +46,21 @@ type Case struct {
 	// target (optional but recommended: it proves dry-run and delete against
 	// the real thing rather than against the adapter's own Observe).
 	Exists func(t testing.TB) bool
+	// ConvergesByCreate says the type has no update of its own: a changed
+	// resource is observed absent and converges through Create
+	// (exec::Command, whose guards decide whether the command runs). The
+	// update steps then expect the engine to decide "create" rather than
+	// "update", and the update retry repeats Create on the updated
+	// resource. Since Desired and Updated may then each be observed
+	// present on their own, purges outside the lifecycle (before the
+	// Invalid checks, at cleanup) purge Updated and then Desired.
+	ConvergesByCreate bool
 }
 
 // Run checks that c.Handler honours the adapters.Handler contract. It runs
 // the lifecycle create, update and purge (each with a dry-run first and a
-// repeat after), direct retries of Create, Update and Delete, and the refusal
+// repeat after), direct retries of Create, Update (Create again, with
+// ConvergesByCreate) and Delete, and the refusal
 // of every Invalid resource, as subtests of t, in that order. A failed
 // lifecycle step stops the lifecycle, since each step starts from the state
 // the previous one left. The resource is purged when t ends, whatever failed.
@@ -274,7 +284,10 @@ func (s *suite) assertMatches(t tb, want adapters.Resource, after, hint string) 
 	if !obs.Exists {
 		t.Fatalf("%s.Observe reports Exists=false %s, want true", s.name, after)
 	}
-	if d := adapters.ComputeDiff(want.Attributes, obs.Attributes); len(d) > 0 {
+	// Observe saw the secret references resolved, as the engine hands
+	// them; so does the comparison.
+	plain := s.plain(t, s.newContext(t), want)
+	if d := adapters.ComputeDiff(plain.Attributes, obs.Attributes); len(d) > 0 {
 		t.Fatalf("%s.Observe reports attributes that differ %s: %s; %s", s.name, after, formatDiff(d), hint)
 	}
 }
@@ -342,8 +355,16 @@ func (s *suite) createRetry(t tb) {
 	s.assertMatches(t, s.c.Desired, "after Create was repeated", convergeHint)
 }
 
+// updateAction is what the engine must decide for Updated after Desired.
+func (s *suite) updateAction() string {
+	if s.c.ConvergesByCreate {
+		return "create"
+	}
+	return "update"
+}
+
 func (s *suite) dryRunUpdate(t tb) {
-	out := s.applyWant(t, s.c.Updated, true, "update", "dry-run of the update")
+	out := s.applyWant(t, s.c.Updated, true, s.updateAction(), "dry-run of the update")
 	if len(out.Diff) == 0 {
 		t.Errorf("%s: dry-run of the update reported an empty diff", s.name)
 	}
@@ -351,7 +372,7 @@ func (s *suite) dryRunUpdate(t tb) {
 }
 
 func (s *suite) update(t tb) {
-	s.applyWant(t, s.c.Updated, false, "update", "update")
+	s.applyWant(t, s.c.Updated, false, s.updateAction(), "update")
 }
 
 func (s *suite) updateAgain(t tb) {
@@ -359,6 +380,9 @@ func (s *suite) updateAgain(t tb) {
 	switch {
 	case err != nil:
 		t.Fatalf("%s: applying Updated again after the update failed: %v", s.name, err)
+	case out.Action == "create" && s.c.ConvergesByCreate:
+		t.Fatalf("%s.Observe reports Exists=false for Updated right after a successful Create of it "+
+			"(ConvergesByCreate): the change does not converge", s.name)
 	case out.Action == "create":
 		t.Fatalf("%s.Observe reports Exists=false right after a successful Update", s.name)
 	case out.Action == "update":
@@ -371,12 +395,21 @@ func (s *suite) updateAgain(t tb) {
 }
 
 // updateRetry calls Update again with the diff of the update, as the
-// executor does when it crashed after Update but before recording it.
+// executor does when it crashed after Update but before recording it (or
+// Create again, for a type that converges by Create).
 func (s *suite) updateRetry(t tb) {
 	ctx, hc := context.Background(), s.newContext(t)
 	updated := s.plain(t, hc, s.c.Updated)
 	if _, err := s.c.Handler.Observe(ctx, hc, updated); err != nil {
 		t.Fatalf("%s.Observe failed: %v", s.name, err)
+	}
+	if s.c.ConvergesByCreate {
+		if err := s.c.Handler.Create(ctx, hc, updated); err != nil {
+			t.Fatalf("%s.Create of Updated, which it already created (ConvergesByCreate), failed: %v; "+
+				"Create must be idempotent, since the executor repeats it after a crash", s.name, err)
+		}
+		s.assertMatches(t, s.c.Updated, "after Create of Updated was repeated", convergeHint)
+		return
 	}
 	diff := adapters.ComputeDiff(updated.Attributes, s.plain(t, hc, s.c.Desired).Attributes)
 	if err := s.c.Handler.Update(ctx, hc, updated, diff); err != nil {
@@ -466,6 +499,12 @@ func (s *suite) invalid(t tb, name string, r adapters.Resource) {
 func (s *suite) purgeQuietly() error {
 	if _, err := s.apply(purged(s.c.Updated), false); err != nil {
 		return err
+	}
+	if s.c.ConvergesByCreate {
+		// The lifecycle may have stopped before Updated replaced Desired.
+		if _, err := s.apply(purged(s.c.Desired), false); err != nil {
+			return err
+		}
 	}
 	return nil
 }

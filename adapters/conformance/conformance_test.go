@@ -492,3 +492,109 @@ func TestRunRefusesBadCase(t *testing.T) {
 		t.Fatalf("failures = %q, want one about the invalid Case", got)
 	}
 }
+
+// byCreate makes m a type without an update of its own, like exec::Command:
+// an item "exists" only when it holds the desired value, so a changed value
+// is observed absent and converges through Create; Update must not be
+// called.
+func byCreate(m *mem) {
+	m.observe = func(ctx context.Context, hc *adapters.Context, r adapters.Resource) (adapters.Observation, error) {
+		if err := validate(r); err != nil {
+			return adapters.Observation{}, err
+		}
+		obs := m.observeStore(r)
+		if !obs.Exists || obs.Attributes["value"] != r.Attributes["value"] {
+			return adapters.Observation{}, nil
+		}
+		return obs, nil
+	}
+	m.update = func(context.Context, *adapters.Context, adapters.Resource, adapters.Diff) error {
+		return adapters.Permanent(errors.New("mem::Item converges by create; Update was called"))
+	}
+}
+
+// TestRunConvergesByCreate checks the ConvergesByCreate option: it passes a
+// correct type that has no update, still catches one whose Create does not
+// converge, and is no free pass for a type that does update in place.
+func TestRunConvergesByCreate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		reason string
+		break_ func(m *mem)
+		option bool
+		// wantIn is the subtest of the first failure (empty: no failure);
+		// wantMsg a part of it.
+		wantIn, wantMsg string
+		// dirty is true when the cleanup cannot see the item to purge it.
+		dirty bool
+	}{
+		{
+			name:   "correct",
+			reason: "a type without an update passes with the option",
+			break_: byCreate,
+			option: true,
+		},
+		{
+			name:   "without the option",
+			reason: "the suite expects an update unless told the type converges by create",
+			break_: byCreate,
+			wantIn: "Run/dry_run_update_changes_nothing", wantMsg: `engine decided "create", want "update"`,
+			// Without the option the cleanup purges only Updated, which
+			// this type observes absent while Desired's value is stored.
+			dirty: true,
+		},
+		{
+			name:   "create does not replace",
+			reason: "a Create that leaves the old value never converges to Updated",
+			break_: func(m *mem) {
+				byCreate(m)
+				m.create = func(ctx context.Context, hc *adapters.Context, r adapters.Resource) error {
+					if err := validate(r); err != nil {
+						return err
+					}
+					if _, ok := m.st.get(r.Attributes["name"].(string)); !ok {
+						m.st.put(r.Attributes["name"].(string), r.Attributes)
+					}
+					return nil
+				}
+			},
+			option: true,
+			wantIn: "Run/update_again_is_noop", wantMsg: "the change does not converge",
+		},
+		{
+			name:   "updates in place",
+			reason: "the option is not a free pass: the engine must really decide create",
+			break_: func(*mem) {},
+			option: true,
+			wantIn: "Run/dry_run_update_changes_nothing", wantMsg: `engine decided "update", want "create"`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := &mem{st: newStore()}
+			tc.break_(m)
+			c := memCase(m)
+			c.ConvergesByCreate = tc.option
+			got := runRecorded(t, c)
+			switch {
+			case tc.wantIn == "" && len(got) > 0:
+				t.Fatalf("suite failed a correct adapter (%s):\n%s", tc.reason, strings.Join(got, "\n"))
+			case tc.wantIn != "" && len(got) == 0:
+				t.Fatalf("suite passed a broken adapter (%s)", tc.reason)
+			case tc.wantIn != "":
+				t.Logf("caught:\n%s", strings.Join(got, "\n"))
+				if first := got[0]; !strings.HasPrefix(first, tc.wantIn+": ") || !strings.Contains(first, tc.wantMsg) {
+					t.Errorf("first failure = %q,\nwant it in %s and containing %q (%s)\nall failures:\n%s",
+						first, tc.wantIn, tc.wantMsg, tc.reason, strings.Join(got, "\n"))
+				}
+			}
+			// The cleanup purges Desired too, so even a lifecycle stopped
+			// before Updated replaced it leaves the target clean.
+			if n := m.st.len(); n != 0 && !tc.dirty {
+				t.Errorf("the suite left %d items on the fake target, want 0", n)
+			}
+		})
+	}
+}

@@ -109,3 +109,73 @@ func TestDeployRunDuration(t *testing.T) {
 		t.Errorf("deploy run durations %v, want one per environment, action and status", got)
 	}
 }
+
+// capableHandler has every optional capability; it counts the calls.
+type capableHandler struct {
+	fakeHandler
+	calls map[string]int
+}
+
+func (c *capableHandler) Validate(context.Context, *adapters.Context, adapters.Resource) error {
+	c.calls["validate"]++
+	return errors.New("attribute content: bad")
+}
+
+func (c *capableHandler) Reload(context.Context, *adapters.Context, adapters.Resource) error {
+	c.calls["reload"]++
+	return nil
+}
+
+func (c *capableHandler) DiscoverFacts(_ context.Context, hc *adapters.Context, _ adapters.Resource) error {
+	c.calls["facts"]++
+	hc.SetFact("size", 1)
+	return nil
+}
+
+// TestInstrumentAdapterForwardsCapabilities: the wrapper must not hide an
+// adapter's optional interfaces from the engine, and a wrapper around an
+// adapter without them behaves as that adapter.
+func TestInstrumentAdapterForwardsCapabilities(t *testing.T) {
+	t.Parallel()
+	id := resource.MustParse("fs::File[h,path=/a]")
+	desired := adapters.Resource{ID: id, Attributes: map[string]any{"content": "new"}}
+	tel := newTelemetry(t)
+
+	c := &capableHandler{fakeHandler: fakeHandler{obs: adapters.Observation{Exists: true,
+		Attributes: map[string]any{"content": "new"}}}, calls: map[string]int{}}
+	h := tel.InstrumentAdapter("fs::File", c)
+	if _, err := adapters.Run(context.Background(), h, adapters.NewContext(), desired, false); err == nil {
+		t.Fatal("the wrapped adapter's validation was not called")
+	}
+	good := &capableHandler{fakeHandler: c.fakeHandler, calls: map[string]int{}}
+	good2 := &noValidation{good}
+	h = tel.InstrumentAdapter("fs::File", good2)
+	hc := adapters.NewContext(adapters.WithEvent(true))
+	if _, err := adapters.Run(context.Background(), h, hc, desired, false); err != nil {
+		t.Fatal(err)
+	}
+	if good.calls["reload"] != 1 || good.calls["facts"] != 1 || hc.Facts()["size"] != 1 {
+		t.Fatalf("through the wrapper: calls %v, facts %v; want one reload and one fact discovery", good.calls, hc.Facts())
+	}
+	got := series(t, tel, "intend_adapter_call_duration_seconds")
+	for op, n := range map[string]float64{"validate": 2, "reload": 1, "facts": 1} { // both runs validated
+		if got["operation="+op+",type=fs::File"] != n {
+			t.Errorf("operation %s timed %v times, want %v (%v)", op, got["operation="+op+",type=fs::File"], n, got)
+		}
+	}
+
+	// An adapter without capabilities: the wrapper's forwarding methods
+	// do nothing.
+	plain := tel.InstrumentAdapter("fs::File", &fakeHandler{obs: c.obs})
+	if _, err := adapters.Run(context.Background(), plain, adapters.NewContext(adapters.WithEvent(true)), desired, false); err != nil {
+		t.Fatalf("a plain adapter through the wrapper: %v", err)
+	}
+}
+
+// noValidation is capableHandler without a refusing Validate.
+type noValidation struct{ *capableHandler }
+
+func (n *noValidation) Validate(context.Context, *adapters.Context, adapters.Resource) error {
+	n.calls["validate"]++
+	return nil
+}
