@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 30m
 
 export INTEND_TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: all build test demo tools postgres lint bench fuzz clean help
+.PHONY: all build test demo tools postgres sshd lint bench fuzz clean help
 
 all: build
 
@@ -23,7 +23,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) postgres ## install the pinned Temporal CLI and PostgreSQL server binaries when missing
+tools: $(TEMPORAL) postgres sshd ## install the pinned Temporal CLI, PostgreSQL and OpenSSH server binaries when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -39,6 +39,16 @@ postgres: ## make sure PostgreSQL server binaries (initdb, postgres) exist
 		echo "PostgreSQL server binaries missing: installing with apt-get"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
+	fi
+
+# The ssh:: adapter tests start their own sshd (internal/sshtest).
+sshd: ## make sure the OpenSSH server (/usr/sbin/sshd) exists
+	@if [ -x /usr/sbin/sshd ]; then \
+		echo "OpenSSH server: /usr/sbin/sshd"; \
+	else \
+		echo "OpenSSH server missing: installing with apt-get"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y openssh-server; \
 	fi
 
 $(STATICCHECK):

@@ -27,7 +27,8 @@ func TestDirectoryConformance(t *testing.T) {
 		Invalid: map[string]adapters.Resource{
 			"path":  withPath(dir+"/srv/./data", map[string]any{}),
 			"mode":  withPath(path, map[string]any{"mode": "750"}),
-			"owner": withPath(path, map[string]any{"owner": "root"}),
+			"owner": withPath(path, map[string]any{"owner": "no such user"}),
+			"group": withPath(path, map[string]any{"group": 0.0}),
 		},
 		Exists: func(t testing.TB) bool {
 			fi, err := os.Lstat(path)

@@ -8,15 +8,16 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
-	"os"
+	"math/rand/v2"
 	"path/filepath"
-	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/internal/fsys"
 )
 
 // FileType is the resource type that File manages.
@@ -24,9 +25,10 @@ const FileType = "fs::File"
 
 // Attribute names of fs::File.
 const (
-	attrPath    = "path"
-	attrContent = "content"
-	attrMode    = "mode"
+	attrPath        = "path"
+	attrContent     = "content"
+	attrContentHash = "content_hash"
+	attrMode        = "mode"
 )
 
 // defaultPerm is the mode of a file created without a "mode" attribute.
@@ -37,34 +39,53 @@ const defaultPerm iofs.FileMode = 0o644
 // observation stays small and still compares unequal to any desired text.
 const maxInlineContent = 16 << 20
 
+// hashPrefix starts every content_hash.
+const hashPrefix = "sha256:"
+
 // File manages one regular file on the executor's host: fs::File.
 //
 // Attributes:
 //   - path (string, required): absolute and clean ("/etc/motd", not
 //     "/etc/../etc/motd/"); it is the id attribute of fs::File.
-//   - content (string, required unless purged): the whole text of the file.
+//   - content (string): the whole text of the file. Required unless
+//     purged or content_hash is given.
+//   - content_hash (string, optional): "sha256:" and the 64 lower-case hex
+//     digits of the SHA-256 of the content. With content, the two must
+//     agree. Alone, it pins a file intend does not write: the file is
+//     verified against it, and when it is absent or differs the attempt
+//     fails with a Permanent error, since intend has no content to write.
 //   - mode (string, optional): the permission bits as exactly four octal
 //     digits with a leading zero, e.g. "0644". Other spellings ("644", 420)
 //     are rejected rather than normalised, because the engine compares the
 //     desired and the observed value as they are written. Without a mode, a
 //     new file gets "0644" and an existing file keeps its mode. Set-id and
 //     sticky bits are not managed.
+//   - owner, group (string, optional): a user or group name, or a numeric
+//     id as a string ("0"). A name must exist on the host (else a Permanent
+//     error naming the attribute). Without them, a new file belongs to the
+//     executor's user and a rewritten file keeps its owner and group.
 //
-// Any other attribute is a Permanent error. Owner and group are not managed:
-// files are written as the executor's user. Writes replace the file by
-// renaming a temporary file over it (atomic for readers, no fsync), so hard
-// links to the old file keep the old content.
+// Any other attribute is a Permanent error. Writes replace the file by
+// renaming a temporary file, already with its mode, owner and group, over it
+// (atomic for readers, no fsync), so hard links to the old file keep the
+// old content. A change of mode, owner or group alone is made in place.
 //
-// Observe reports path, content and mode, and sets the facts "size" (bytes)
-// and "mtime" (RFC 3339, UTC) of an existing file; Create and Update set
-// them again after writing. When the file is larger than 16 MiB
-// or not valid UTF-8 and differs from the desired content, content is
-// reported as "sha256:<hex>" of the file. A directory, symlink or other
-// non-regular file at path is a Permanent error: File never replaces what it
-// did not create.
+// Observe reports path and mode, and content, content_hash, owner and group
+// when they are desired, and sets the facts "size" (bytes) and "mtime"
+// (RFC 3339, UTC) of an existing file; Create and Update set them again
+// after writing. When the file is larger than 16 MiB or not valid UTF-8 and
+// differs from the desired content, content is reported as "sha256:<hex>"
+// of the file. An owner or group equal to the desired one is reported as
+// spelled in the desired state (name or id), another by its name. A
+// directory, symlink or other non-regular file at path is a Permanent error:
+// File never replaces what it did not create.
 //
-// File has no state and is safe for concurrent use on different paths.
-type File struct{}
+// File has no state and is safe for concurrent use on different paths. Its
+// zero value manages files of the executor's host; Handlers returns one
+// for another file system.
+type File struct {
+	target fsys.Target
+}
 
 var _ adapters.Handler = File{}
 
@@ -73,85 +94,88 @@ type fileSpec struct {
 	path       string
 	content    string
 	hasContent bool
+	hash       string // desired content_hash
+	hasHash    bool
 	perm       iofs.FileMode
 	hasPerm    bool
+	own        ownership
 }
 
-// parseSpec validates the attributes of desired. Every problem is reported,
-// in a fixed order, as one Permanent error.
-func parseSpec(desired adapters.Resource) (fileSpec, error) {
-	var (
-		spec fileSpec
-		errs []error
-	)
-	var unknown []string
-	for k := range desired.Attributes {
-		switch k {
-		case attrPath, attrContent, attrMode:
-		default:
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		errs = append(errs, fmt.Errorf("unknown attributes %s (%s allows path, content, mode)", quoteAll(unknown), FileType))
-	}
+// parse validates the attributes of desired. Every problem is reported, in
+// a fixed order, as one Permanent error.
+func (h File) parse(desired adapters.Resource) (fileSpec, error) {
+	var spec fileSpec
+	t, typ := targetOf(h.target), typeName(h.target, "File")
+	errs := checkAttrs(desired, typ, t, attrPath, attrContent, attrContentHash, attrMode, attrOwner, attrGroup)
+	var perr []error
+	spec.path, perr = parsePath(desired, typ)
+	errs = append(errs, perr...)
 
-	switch p, ok := desired.Attributes[attrPath]; {
-	case !ok:
-		errs = append(errs, fmt.Errorf("attribute %q is required", attrPath))
-	default:
-		s, isString := p.(string)
-		switch {
-		case !isString:
-			errs = append(errs, fmt.Errorf("attribute %q: must be a string, got %T", attrPath, p))
-		case !filepath.IsAbs(s):
-			errs = append(errs, fmt.Errorf("attribute %q: %q is not an absolute path", attrPath, s))
-		case filepath.Clean(s) != s:
-			errs = append(errs, fmt.Errorf("attribute %q: %q is not clean (want %q)", attrPath, s, filepath.Clean(s)))
-		default:
-			spec.path = s
+	if v, ok := desired.Attributes[attrContentHash]; ok {
+		hash, err := parseHash(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("attribute %q: %w", attrContentHash, err))
+		} else {
+			spec.hash, spec.hasHash = hash, true
 		}
 	}
-	if id := desired.ID; spec.path != "" {
-		if id.Attribute != "" && id.Attribute != attrPath {
-			errs = append(errs, fmt.Errorf("resource id names attribute %q, but %s is identified by %q", id.Attribute, FileType, attrPath))
-		} else if id.Value != "" && id.Value != spec.path {
-			errs = append(errs, fmt.Errorf("resource id names path %q, but attribute %q is %q", id.Value, attrPath, spec.path))
-		}
-	}
-
+	_, hashGiven := desired.Attributes[attrContentHash]
 	switch c, ok := desired.Attributes[attrContent]; {
-	case !ok && !desired.Purged:
-		errs = append(errs, fmt.Errorf("attribute %q is required", attrContent))
+	case !ok && !desired.Purged && !hashGiven:
+		errs = append(errs, fmt.Errorf("attribute %q is required (or %q, to verify a file intend does not write)", attrContent, attrContentHash))
 	case !ok:
 	default:
 		s, isString := c.(string)
 		if !isString {
 			errs = append(errs, fmt.Errorf("attribute %q: must be a string, got %T", attrContent, c))
-		} else {
-			spec.content, spec.hasContent = s, true
+			break
+		}
+		spec.content, spec.hasContent = s, true
+		if sum := contentHash(s); spec.hasHash && sum != spec.hash {
+			errs = append(errs, fmt.Errorf("attribute %q: %s is not the hash of content, which is %s", attrContentHash, spec.hash, sum))
 		}
 	}
 
 	if m, ok := desired.Attributes[attrMode]; ok {
-		perm, err := parseMode(m)
+		perm, err := parseMode(m, typ)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("attribute %q: %w", attrMode, err))
 		} else {
 			spec.perm, spec.hasPerm = perm, true
 		}
 	}
+	spec.own, perr = parseOwnership(desired)
+	errs = append(errs, perr...)
+	errs = append(errs, t.Check(desired)...)
 
 	if len(errs) > 0 {
-		return fileSpec{}, adapters.Permanent(fmt.Errorf("invalid %s: %w", FileType, errors.Join(errs...)))
+		return fileSpec{}, adapters.Permanent(fmt.Errorf("invalid %s: %w", typ, errors.Join(errs...)))
 	}
 	return spec, nil
 }
 
+// parseHash accepts exactly the form Observe reports.
+func parseHash(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("must be a string \"sha256:<64 hex digits>\", got %T", v)
+	}
+	hexPart, ok := strings.CutPrefix(s, hashPrefix)
+	if !ok || len(hexPart) != 64 || strings.Trim(hexPart, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("must be \"sha256:\" and 64 lower-case hex digits, got %q", s)
+	}
+	return s, nil
+}
+
+// contentHash is the content_hash of s.
+func contentHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hashPrefix + hex.EncodeToString(sum[:])
+}
+
 // parseMode accepts exactly the form formatMode produces, so that desired and
 // observed modes compare equal exactly when the bits are equal.
-func parseMode(v any) (iofs.FileMode, error) {
+func parseMode(v any, typ string) (iofs.FileMode, error) {
 	s, ok := v.(string)
 	if !ok {
 		return 0, fmt.Errorf("must be a string of 4 octal digits such as \"0644\", got %T", v)
@@ -160,7 +184,7 @@ func parseMode(v any) (iofs.FileMode, error) {
 		return 0, fmt.Errorf("must be 4 octal digits such as \"0644\", got %q", s)
 	}
 	if s[0] != '0' {
-		return 0, fmt.Errorf("%q sets set-id or sticky bits, which %s does not manage", s, FileType)
+		return 0, fmt.Errorf("%q sets set-id or sticky bits, which %s does not manage", s, typ)
 	}
 	var perm iofs.FileMode
 	for _, c := range s[1:] {
@@ -180,14 +204,32 @@ func quoteAll(names []string) string {
 	return strings.Join(q, ", ")
 }
 
+// begin validates desired and opens its file system.
+func (h File) begin(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (fileSpec, fsys.FS, error) {
+	spec, err := h.parse(desired)
+	if err != nil {
+		return spec, nil, err
+	}
+	fs, err := open(ctx, hc, targetOf(h.target), desired)
+	return spec, fs, err
+}
+
 // Observe reports the file at the desired path. It reads the file but never
 // changes it.
-func (File) Observe(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (adapters.Observation, error) {
-	spec, err := parseSpec(desired)
+func (h File) Observe(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (_ adapters.Observation, err error) {
+	spec, fs, err := h.begin(ctx, hc, desired)
 	if err != nil {
 		return adapters.Observation{}, err
 	}
-	fi, err := os.Lstat(spec.path)
+	defer func() { err = on(fs, err) }()
+	uid, gid := -1, -1
+	if !desired.Purged {
+		// A name the host does not know fails the plan, not only the write.
+		if uid, gid, err = spec.own.resolve(ctx, fs); err != nil {
+			return adapters.Observation{}, err
+		}
+	}
+	fi, err := fs.Lstat(spec.path)
 	if isAbsent(err) {
 		return adapters.Observation{Exists: false}, nil
 	}
@@ -197,19 +239,27 @@ func (File) Observe(ctx context.Context, hc *adapters.Context, desired adapters.
 	if err := checkRegular(spec.path, fi); err != nil {
 		return adapters.Observation{}, err
 	}
-	content, err := readContent(spec, fi)
-	if err != nil {
+	attrs := map[string]any{
+		attrPath: spec.path,
+		attrMode: formatMode(fi.Mode()),
+	}
+	if spec.hasContent || spec.hasHash {
+		content, hash, err := readContent(fs, spec, fi)
+		if err != nil {
+			return adapters.Observation{}, err
+		}
+		if spec.hasContent {
+			attrs[attrContent] = content
+		}
+		if spec.hasHash {
+			attrs[attrContentHash] = hash
+		}
+	}
+	if err := spec.own.observe(ctx, fs, fi, uid, gid, attrs); err != nil {
 		return adapters.Observation{}, err
 	}
 	setFileFacts(hc, fi)
-	return adapters.Observation{
-		Exists: true,
-		Attributes: map[string]any{
-			attrPath:    spec.path,
-			attrContent: content,
-			attrMode:    formatMode(fi.Mode()),
-		},
-	}, nil
+	return adapters.Observation{Exists: true, Attributes: attrs}, nil
 }
 
 // checkRegular refuses anything but a regular file at path.
@@ -226,58 +276,64 @@ func checkRegular(path string, fi iofs.FileInfo) error {
 	}
 }
 
-// readContent returns the text of the file that Lstat described as fi, or
+// readContent returns the text of the file that Lstat described as fi (or
 // its digest when it is too large or not UTF-8 and differs from the desired
-// content.
-func readContent(spec fileSpec, fi iofs.FileInfo) (string, error) {
-	f, err := os.Open(spec.path)
+// content) and its content_hash, when spec desires them.
+func readContent(fs fsys.FS, spec fileSpec, fi iofs.FileInfo) (content, hash string, err error) {
+	f, err := fs.Open(spec.path)
 	if err != nil {
-		return "", classify("open", spec.path, err)
+		return "", "", classify("open", spec.path, err)
 	}
 	defer f.Close()
 	// Open follows symlinks; make sure we read the file we stat'ed.
 	ofi, err := f.Stat()
 	if err != nil {
-		return "", classify("stat", spec.path, err)
+		return "", "", classify("stat", spec.path, err)
 	}
-	if !os.SameFile(fi, ofi) {
-		return "", adapters.Transient(fmt.Errorf("%s was replaced while being observed", spec.path))
+	if !fs.SameFile(fi, ofi) {
+		return "", "", adapters.Transient(fmt.Errorf("%s was replaced while being observed", spec.path))
 	}
 
 	// Comparing with the desired text first keeps files of any size that
-	// are already right cheap and equal.
+	// are already right cheap and equal, and their hash is the desired one
+	// (the two agree, or parse refused them).
 	if spec.hasContent && ofi.Size() == int64(len(spec.content)) {
 		same, err := equalContent(f, spec.content)
 		if err != nil {
-			return "", classify("read", spec.path, err)
+			return "", "", classify("read", spec.path, err)
 		}
 		if same {
-			return spec.content, nil
+			return spec.content, spec.hash, nil
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return "", classify("seek", spec.path, err)
+			return "", "", classify("seek", spec.path, err)
 		}
 	}
 
-	buf, err := io.ReadAll(io.LimitReader(f, maxInlineContent+1))
-	if err != nil {
-		return "", classify("read", spec.path, err)
-	}
-	if len(buf) <= maxInlineContent && utf8.Valid(buf) {
-		return string(buf), nil
-	}
 	h := sha256.New()
-	h.Write(buf)
+	inline := false
+	if spec.hasContent {
+		buf, err := io.ReadAll(io.LimitReader(io.TeeReader(f, h), maxInlineContent+1))
+		if err != nil {
+			return "", "", classify("read", spec.path, err)
+		}
+		if len(buf) <= maxInlineContent && utf8.Valid(buf) {
+			content, inline = string(buf), true
+		}
+	}
 	if _, err := io.Copy(h, f); err != nil {
-		return "", classify("read", spec.path, err)
+		return "", "", classify("read", spec.path, err)
 	}
-	digest := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	if spec.hasContent && digest == spec.content {
-		// The file differs from the desired text (checked above), so the
-		// placeholder must not compare equal to it, however unlikely.
-		digest += " (file content)"
+	digest := hashPrefix + hex.EncodeToString(h.Sum(nil))
+	if spec.hasContent && !inline {
+		content = digest
+		if digest == spec.content {
+			// The file differs from the desired text (checked above), so the
+			// placeholder must not compare equal to it, however unlikely.
+			content += " (file content)"
+		}
 	}
-	return digest, nil
+	return content, digest, nil
 }
 
 // equalContent reports whether r yields exactly want.
@@ -303,8 +359,17 @@ func equalContent(r io.Reader, want string) (bool, error) {
 
 // Create writes the file, creating missing parent directories with mode
 // 0755. It is idempotent: a repeat overwrites the file with the same content.
-func (File) Create(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
-	spec, err := parseSpec(desired)
+func (h File) Create(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (err error) {
+	spec, fs, err := h.begin(ctx, hc, desired)
+	if err != nil {
+		return err
+	}
+	defer func() { err = on(fs, err) }()
+	if !spec.hasContent {
+		return adapters.Permanent(fmt.Errorf("%s does not exist, and intend cannot create it: only %q is given, "+
+			"which verifies a file but does not say what to write; give %q", spec.path, attrContentHash, attrContent))
+	}
+	uid, gid, err := spec.own.resolve(ctx, fs)
 	if err != nil {
 		return err
 	}
@@ -312,62 +377,120 @@ func (File) Create(ctx context.Context, hc *adapters.Context, desired adapters.R
 	if spec.hasPerm {
 		perm = spec.perm
 	}
-	return write(ctx, hc, spec, perm)
+	return write(ctx, hc, fs, spec, perm, owners{uid: uid, gid: gid})
 }
 
-// Update changes the file. When only the mode differs it only changes the
-// mode; otherwise it rewrites the file, keeping the current mode if no mode
-// is desired.
-func (File) Update(ctx context.Context, hc *adapters.Context, desired adapters.Resource, diff adapters.Diff) error {
-	spec, err := parseSpec(desired)
+// Update changes the file. When only the mode, owner or group differ it
+// changes them in place; otherwise it rewrites the file, keeping the current
+// mode, owner and group where none is desired.
+func (h File) Update(ctx context.Context, hc *adapters.Context, desired adapters.Resource, diff adapters.Diff) (err error) {
+	spec, fs, err := h.begin(ctx, hc, desired)
 	if err != nil {
 		return err
 	}
+	defer func() { err = on(fs, err) }()
 	changed := diff.Names()
 	hc.Info("updating file", "path", spec.path, "changed", changed)
-	if spec.hasPerm && len(changed) == 1 && changed[0] == attrMode {
-		if err := os.Chmod(spec.path, spec.perm); err != nil {
-			return classify("chmod", spec.path, err)
+	_, contentChanged := diff[attrContent]
+	if _, ok := diff[attrContentHash]; ok {
+		contentChanged = true
+	}
+	if contentChanged && !spec.hasContent {
+		return adapters.Permanent(fmt.Errorf("the content of %s does not match %q %s, and intend cannot write it: "+
+			"only the hash is given, not the content", spec.path, attrContentHash, spec.hash))
+	}
+	uid, gid, err := spec.own.resolve(ctx, fs)
+	if err != nil {
+		return err
+	}
+	fi, err := fs.Lstat(spec.path)
+	switch {
+	case isAbsent(err):
+		// Removed since Observe: write it as Create would.
+		if !spec.hasContent {
+			return adapters.Transient(fmt.Errorf("%s was removed since it was observed", spec.path))
 		}
-		hc.Info("changed file mode", "path", spec.path, "mode", formatMode(spec.perm))
+		perm := defaultPerm
+		if spec.hasPerm {
+			perm = spec.perm
+		}
+		return write(ctx, hc, fs, spec, perm, owners{uid: uid, gid: gid})
+	case err != nil:
+		return classify("stat", spec.path, err)
+	}
+	if err := checkRegular(spec.path, fi); err != nil {
+		return err
+	}
+
+	if !contentChanged {
+		// Only metadata differs: change it in place. Chown first, since a
+		// chown may clear set-id bits.
+		if _, ok := diff[attrOwner]; !ok {
+			uid = -1
+		}
+		if _, ok := diff[attrGroup]; !ok {
+			gid = -1
+		}
+		if err := chown(hc, fs, spec.path, uid, gid, spec.own); err != nil {
+			return err
+		}
+		if _, ok := diff[attrMode]; ok && spec.hasPerm {
+			if err := fs.Chmod(spec.path, spec.perm|fi.Mode()&specialBits); err != nil {
+				return classify("chmod", spec.path, err)
+			}
+			hc.Info("changed file mode", "path", spec.path, "mode", formatMode(spec.perm))
+		}
 		return nil
 	}
+
 	perm := spec.perm
 	if !spec.hasPerm {
-		fi, err := os.Lstat(spec.path)
-		switch {
-		case isAbsent(err):
-			// Removed since Observe: write it as Create would.
-			perm = defaultPerm
-		case err != nil:
-			return classify("stat", spec.path, err)
-		default:
-			if err := checkRegular(spec.path, fi); err != nil {
-				return err
-			}
-			perm = fi.Mode().Perm()
-		}
+		perm = fi.Mode().Perm()
 	}
-	return write(ctx, hc, spec, perm)
+	// What is not managed is kept as it is: the replacement gets the owner
+	// and group of the file it replaces.
+	o := owners{uid: uid, gid: gid}
+	fileUID, fileGID := fs.Owner(fi)
+	if uid < 0 {
+		o.uid, o.kept = int(fileUID), true
+	}
+	if gid < 0 {
+		o.gid, o.kept = int(fileGID), true
+	}
+	o.desired = spec.own.managed()
+	return write(ctx, hc, fs, spec, perm, o)
 }
 
-// write replaces the file at spec.path with spec.content and mode perm.
-func write(ctx context.Context, hc *adapters.Context, spec fileSpec, perm iofs.FileMode) error {
-	if !spec.hasContent {
-		return adapters.Permanent(fmt.Errorf("invalid %s: attribute %q is required", FileType, attrContent))
-	}
+// owners are the owner and group a written file gets (-1 leaves the
+// executor's). kept says some of them are those of the replaced file rather
+// than desired ones; desired says some are desired.
+type owners struct {
+	uid, gid      int
+	kept, desired bool
+}
+
+// write replaces the file at spec.path with spec.content, mode perm and
+// owners o.
+func write(ctx context.Context, hc *adapters.Context, fs fsys.FS, spec fileSpec, perm iofs.FileMode, o owners) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ensureParent(hc, spec.path); err != nil {
+	if err := ensureParent(hc, fs, spec.path); err != nil {
 		return err
 	}
-	if err := writeAtomic(spec.path, spec.content, perm); err != nil {
+	if err := writeAtomic(hc, fs, spec.path, spec.content, perm, o); err != nil {
 		return err
 	}
-	hc.Info("wrote file", "path", spec.path, "bytes", len(spec.content), "mode", formatMode(perm))
+	args := []any{"path", spec.path, "bytes", len(spec.content), "mode", formatMode(perm)}
+	if spec.own.owner.managed {
+		args = append(args, attrOwner, spec.own.owner.name)
+	}
+	if spec.own.group.managed {
+		args = append(args, attrGroup, spec.own.group.name)
+	}
+	hc.Info("wrote file", args...)
 	// The facts Observe set describe the file before the write.
-	if fi, err := os.Lstat(spec.path); err == nil {
+	if fi, err := fs.Lstat(spec.path); err == nil {
 		setFileFacts(hc, fi)
 	}
 	return nil
@@ -381,77 +504,113 @@ func setFileFacts(hc *adapters.Context, fi iofs.FileInfo) {
 }
 
 // ensureParent creates the parent directories of path when they are missing.
-func ensureParent(hc *adapters.Context, path string) error {
+func ensureParent(hc *adapters.Context, fs fsys.FS, path string) error {
 	dir := filepath.Dir(path)
-	fi, err := os.Stat(dir)
+	fi, err := fs.Stat(dir)
 	switch {
 	case err == nil && fi.IsDir():
 		return nil
 	case err == nil:
 		return adapters.Permanent(fmt.Errorf("parent %s of %s is not a directory", dir, path))
-	case !errors.Is(err, iofs.ErrNotExist):
+	case !isAbsent(err):
 		return classify("stat parent of", path, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir); err != nil {
 		return classify("create parent directories of", path, err)
 	}
 	hc.Info("created parent directories", "path", dir)
 	return nil
 }
 
-// writeAtomic writes content to a temporary file next to path, sets its mode
-// and renames it over path, so readers see the old or the new file, never a
-// partial one. It does not fsync: after a crash the executor observes again.
-func writeAtomic(path, content string, perm iofs.FileMode) (err error) {
+// tempName returns a name for a temporary file next to path, hidden and
+// within NAME_MAX whatever the length of path's base name.
+func tempName(path string) string {
 	dir, base := filepath.Split(path)
-	// Keep the temporary name within NAME_MAX whatever the length of base.
 	if len(base) > 64 {
 		base = strings.ToValidUTF8(base[:64], "")
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".intend-*")
-	if err != nil {
-		return classify("create temporary file for", path, err)
+	return filepath.Join(dir, "."+base+".intend-"+strconv.FormatUint(rand.Uint64(), 36))
+}
+
+// createTemp makes a new temporary file next to path, retrying names that
+// are taken, and returns it with its name.
+func createTemp(fs fsys.FS, path string) (fsys.WriteFile, string, error) {
+	for try := 0; ; try++ {
+		name := tempName(path)
+		f, err := fs.CreateExcl(name)
+		if err == nil {
+			return f, name, nil
+		}
+		if !errors.Is(err, iofs.ErrExist) || try == 100 {
+			return nil, "", classify("create temporary file for", path, err)
+		}
 	}
+}
+
+// writeAtomic writes content to a temporary file next to path, sets its
+// owners and mode and renames it over path, so readers see the old or the
+// new file, never a partial one. It does not fsync: after a crash the
+// executor observes again.
+func writeAtomic(hc *adapters.Context, fs fsys.FS, path, content string, perm iofs.FileMode, o owners) (err error) {
+	tmp, name, err := createTemp(fs, path)
+	if err != nil {
+		return err
+	}
+	closed := false
 	defer func() {
 		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			if !closed {
+				tmp.Close()
+			}
+			fs.Remove(name)
 		}
 	}()
-	if _, err := tmp.WriteString(content); err != nil {
+	if _, err := io.WriteString(tmp, content); err != nil {
 		return classify("write", path, err)
+	}
+	// Chown before chmod, since a chown may clear set-id bits.
+	if o.uid >= 0 || o.gid >= 0 {
+		if err := tmp.Chown(o.uid, o.gid); err != nil {
+			if !o.kept || o.desired || !errors.Is(err, iofs.ErrPermission) {
+				return classify("chown", path, err)
+			}
+			// Keeping the owner of the replaced file is a courtesy when the
+			// owner is not managed; the executor may not be allowed to.
+			hc.Warn("could not keep the owner and group of the replaced file", "path", path, "error", err.Error())
+		}
 	}
 	// Chmod rather than a mode at creation: chmod ignores the umask.
 	if err := tmp.Chmod(perm); err != nil {
 		return classify("chmod", path, err)
 	}
+	closed = true
 	if err := tmp.Close(); err != nil {
 		return classify("write", path, err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := fs.Rename(name, path); err != nil {
 		return classify("rename into", path, err)
 	}
 	return nil
 }
 
 // Delete removes the file. A file that is already gone is success.
-func (File) Delete(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
-	spec, err := parseSpec(desired)
+func (h File) Delete(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (err error) {
+	spec, fs, err := h.begin(ctx, hc, desired)
 	if err != nil {
 		return err
 	}
-	// os.Remove would also remove an empty directory: refuse anything that
+	// Removing would also remove an empty directory: refuse anything that
 	// is not a regular file, as Observe does.
-	return removeChecked(hc, spec.path, "file", checkRegular, nil)
+	return on(fs, removeChecked(hc, fs, spec.path, "file", checkRegular, nil))
 }
 
-// removeChecked removes path when check accepts what is there (os.Remove
+// removeChecked removes path when check accepts what is there (Remove
 // removes files, symlinks and empty directories alike, so each type checks
 // the kind first, as its Observe does). A path already gone is success.
-// removeErr, when not nil, may turn os.Remove's error into a better one.
-func removeChecked(hc *adapters.Context, path, noun string, check func(string, iofs.FileInfo) error,
+// removeErr, when not nil, may turn Remove's error into a better one.
+func removeChecked(hc *adapters.Context, fs fsys.FS, path, noun string, check func(string, iofs.FileInfo) error,
 	removeErr func(error) error) error {
-	fi, err := os.Lstat(path)
+	fi, err := fs.Lstat(path)
 	switch {
 	case isAbsent(err):
 		hc.Info(noun+" already absent", "path", path)
@@ -462,7 +621,7 @@ func removeChecked(hc *adapters.Context, path, noun string, check func(string, i
 	if err := check(path, fi); err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil {
+	if err := fs.Remove(path); err != nil {
 		if isAbsent(err) {
 			hc.Info(noun+" already absent", "path", path)
 			return nil

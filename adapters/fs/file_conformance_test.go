@@ -19,13 +19,17 @@ func TestFileConformance(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "etc", "motd")
 	conformance.Run(t, conformance.Case{
 		Handler: fs.File{},
-		Desired: file(map[string]any{"path": path, "content": "hello\n", "mode": "0640"}, false),
-		Updated: file(map[string]any{"path": path, "content": "hello, world\n", "mode": "0600"}, false),
+		Desired: file(map[string]any{"path": path, "content": "hello\n", "mode": "0640", "owner": "root", "group": "0"}, false),
+		Updated: file(map[string]any{"path": path, "content": "hello, world\n", "mode": "0600", "owner": "daemon", "group": "daemon"}, false),
 		Invalid: map[string]adapters.Resource{
 			// Relative paths would depend on the executor's working directory.
 			"path": file(map[string]any{"path": "etc/motd", "content": "hello\n"}, false),
 			// "999" is neither four digits nor octal.
 			"mode": file(map[string]any{"path": path, "content": "hello\n", "mode": "999"}, false),
+			// The hash of other content.
+			"content_hash": file(map[string]any{"path": path, "content": "hello\n", "content_hash": sha("hello")}, false),
+			// Not a name.
+			"owner": file(map[string]any{"path": path, "content": "hello\n", "owner": "root:root"}, false),
 		},
 		Exists: func(t testing.TB) bool {
 			t.Helper()

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/internal/fsys"
 )
 
 // SymlinkType is the resource type that Symlink manages.
@@ -28,11 +25,13 @@ const attrTarget = "target"
 //   - path (string, required): the link itself, absolute and clean; it is
 //     the id attribute of fs::Symlink.
 //   - target (string, required unless purged): what the link points to,
-//     exactly as os.Readlink reports it. It may be relative (to the link's
+//     exactly as readlink reports it. It may be relative (to the link's
 //     directory) and need not exist. It must not be empty or contain NUL.
 //
 // Any other attribute is a Permanent error. Owner, group and the link's own
-// mode are not managed.
+// mode are not managed: Linux ignores a link's mode, its owner matters only
+// in sticky directories, and SFTP cannot change a link's owner without
+// following it.
 //
 // Observe reports path and target. A missing path, or one whose parent is
 // not a directory, does not exist; a file, directory or anything else that
@@ -43,7 +42,11 @@ const attrTarget = "target"
 // none. Delete removes the link, never its target.
 //
 // Symlink has no state and is safe for concurrent use on different paths.
-type Symlink struct{}
+// Its zero value manages links of the executor's host; Handlers returns one
+// for another file system.
+type Symlink struct {
+	target fsys.Target
+}
 
 var _ adapters.Handler = Symlink{}
 
@@ -54,23 +57,24 @@ type symlinkSpec struct {
 	hasTarget bool
 }
 
-// parseSymlinkSpec validates the attributes of desired. Every problem is
-// reported, in a fixed order, as one Permanent error.
-func parseSymlinkSpec(desired adapters.Resource) (symlinkSpec, error) {
+// parse validates the attributes of desired. Every problem is reported, in
+// a fixed order, as one Permanent error.
+func (h Symlink) parse(desired adapters.Resource) (symlinkSpec, error) {
 	var spec symlinkSpec
-	errs := checkUnknown(desired, SymlinkType, attrPath, attrTarget)
+	t, typ := targetOf(h.target), typeName(h.target, "Symlink")
+	errs := checkAttrs(desired, typ, t, attrPath, attrTarget)
 	var perr []error
-	spec.path, perr = parsePath(desired, SymlinkType)
+	spec.path, perr = parsePath(desired, typ)
 	errs = append(errs, perr...)
-	switch t, ok := desired.Attributes[attrTarget]; {
+	switch v, ok := desired.Attributes[attrTarget]; {
 	case !ok && !desired.Purged:
 		errs = append(errs, fmt.Errorf("attribute %q is required", attrTarget))
 	case !ok:
 	default:
-		s, isString := t.(string)
+		s, isString := v.(string)
 		switch {
 		case !isString:
-			errs = append(errs, fmt.Errorf("attribute %q: must be a string, got %T", attrTarget, t))
+			errs = append(errs, fmt.Errorf("attribute %q: must be a string, got %T", attrTarget, v))
 		case s == "":
 			errs = append(errs, fmt.Errorf("attribute %q: must not be empty", attrTarget))
 		case strings.IndexByte(s, 0) >= 0:
@@ -79,20 +83,32 @@ func parseSymlinkSpec(desired adapters.Resource) (symlinkSpec, error) {
 			spec.target, spec.hasTarget = s, true
 		}
 	}
+	errs = append(errs, t.Check(desired)...)
 	if len(errs) > 0 {
-		return symlinkSpec{}, adapters.Permanent(fmt.Errorf("invalid %s: %w", SymlinkType, errors.Join(errs...)))
+		return symlinkSpec{}, adapters.Permanent(fmt.Errorf("invalid %s: %w", typ, errors.Join(errs...)))
 	}
 	return spec, nil
 }
 
+// begin validates desired and opens its file system.
+func (h Symlink) begin(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (symlinkSpec, fsys.FS, error) {
+	spec, err := h.parse(desired)
+	if err != nil {
+		return spec, nil, err
+	}
+	fs, err := open(ctx, hc, targetOf(h.target), desired)
+	return spec, fs, err
+}
+
 // Observe reports the symlink at the desired path. It never changes it and
 // never follows it.
-func (Symlink) Observe(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (adapters.Observation, error) {
-	spec, err := parseSymlinkSpec(desired)
+func (h Symlink) Observe(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (_ adapters.Observation, err error) {
+	spec, fs, err := h.begin(ctx, hc, desired)
 	if err != nil {
 		return adapters.Observation{}, err
 	}
-	fi, err := os.Lstat(spec.path)
+	defer func() { err = on(fs, err) }()
+	fi, err := fs.Lstat(spec.path)
 	if isAbsent(err) {
 		return adapters.Observation{Exists: false}, nil
 	}
@@ -102,7 +118,7 @@ func (Symlink) Observe(ctx context.Context, hc *adapters.Context, desired adapte
 	if err := checkSymlink(spec.path, fi); err != nil {
 		return adapters.Observation{}, err
 	}
-	target, err := os.Readlink(spec.path)
+	target, err := fs.Readlink(spec.path)
 	if isAbsent(err) || errors.Is(err, syscall.EINVAL) {
 		// Removed or replaced by a non-link since Lstat.
 		return adapters.Observation{}, adapters.Transient(fmt.Errorf("%s was replaced while being observed", spec.path))
@@ -135,40 +151,40 @@ func checkSymlink(path string, fi iofs.FileInfo) error {
 
 // Create makes the symlink, and its missing parents with mode 0755. It is
 // idempotent: a repeat replaces the link with an equal one.
-func (Symlink) Create(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
-	spec, err := parseSymlinkSpec(desired)
+func (h Symlink) Create(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
+	spec, fs, err := h.begin(ctx, hc, desired)
 	if err != nil {
 		return err
 	}
-	return link(ctx, hc, spec)
+	return on(fs, link(ctx, hc, fs, h.target, spec))
 }
 
 // Update points the symlink at the desired target, replacing it atomically.
-func (Symlink) Update(ctx context.Context, hc *adapters.Context, desired adapters.Resource, diff adapters.Diff) error {
-	spec, err := parseSymlinkSpec(desired)
+func (h Symlink) Update(ctx context.Context, hc *adapters.Context, desired adapters.Resource, diff adapters.Diff) error {
+	spec, fs, err := h.begin(ctx, hc, desired)
 	if err != nil {
 		return err
 	}
 	hc.Info("updating symlink", "path", spec.path, "changed", diff.Names())
-	return link(ctx, hc, spec)
+	return on(fs, link(ctx, hc, fs, h.target, spec))
 }
 
 // link makes spec.path a symlink to spec.target, replacing a symlink that is
 // there but nothing else.
-func link(ctx context.Context, hc *adapters.Context, spec symlinkSpec) error {
+func link(ctx context.Context, hc *adapters.Context, fs fsys.FS, t fsys.Target, spec symlinkSpec) error {
 	if !spec.hasTarget {
-		return adapters.Permanent(fmt.Errorf("invalid %s: attribute %q is required", SymlinkType, attrTarget))
+		return adapters.Permanent(fmt.Errorf("invalid %s: attribute %q is required", typeName(t, "Symlink"), attrTarget))
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ensureParent(hc, spec.path); err != nil {
+	if err := ensureParent(hc, fs, spec.path); err != nil {
 		return err
 	}
 	// Rename would replace a file that appeared since Observe: look again.
 	// (A file created between this check and the rename is still replaced;
 	// the window is as small as we can make it without renameat2.)
-	switch fi, err := os.Lstat(spec.path); {
+	switch fi, err := fs.Lstat(spec.path); {
 	case isAbsent(err):
 	case err != nil:
 		return classify("stat", spec.path, err)
@@ -177,7 +193,7 @@ func link(ctx context.Context, hc *adapters.Context, spec symlinkSpec) error {
 			return err
 		}
 	}
-	if err := symlinkAtomic(spec.target, spec.path); err != nil {
+	if err := symlinkAtomic(fs, spec.target, spec.path); err != nil {
 		return err
 	}
 	hc.Info("wrote symlink", "path", spec.path, "target", spec.target)
@@ -187,16 +203,11 @@ func link(ctx context.Context, hc *adapters.Context, spec symlinkSpec) error {
 // symlinkAtomic creates a symlink to target under a temporary name next to
 // path and renames it over path. It does not fsync: after a crash the
 // executor observes again.
-func symlinkAtomic(target, path string) error {
-	dir, base := filepath.Split(path)
-	// Keep the temporary name within NAME_MAX whatever the length of base.
-	if len(base) > 64 {
-		base = strings.ToValidUTF8(base[:64], "")
-	}
+func symlinkAtomic(fs fsys.FS, target, path string) error {
 	var tmp string
 	for try := 0; ; try++ {
-		tmp = filepath.Join(dir, "."+base+".intend-"+strconv.FormatUint(rand.Uint64(), 36))
-		err := os.Symlink(target, tmp)
+		tmp = tempName(path)
+		err := fs.Symlink(target, tmp)
 		if err == nil {
 			break
 		}
@@ -204,8 +215,8 @@ func symlinkAtomic(target, path string) error {
 			return classify("create temporary symlink for", path, err)
 		}
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := fs.Rename(tmp, path); err != nil {
+		fs.Remove(tmp)
 		return classify("rename into", path, err)
 	}
 	return nil
@@ -213,12 +224,12 @@ func symlinkAtomic(target, path string) error {
 
 // Delete removes the symlink, not its target. A symlink that is already
 // gone is success.
-func (Symlink) Delete(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
-	spec, err := parseSymlinkSpec(desired)
+func (h Symlink) Delete(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
+	spec, fs, err := h.begin(ctx, hc, desired)
 	if err != nil {
 		return err
 	}
-	// os.Remove would also remove a file or an empty directory: refuse
-	// them, as Observe does.
-	return removeChecked(hc, spec.path, "symlink", checkSymlink, nil)
+	// Remove would also remove a file or an empty directory: refuse them,
+	// as Observe does.
+	return on(fs, removeChecked(hc, fs, spec.path, "symlink", checkSymlink, nil))
 }
