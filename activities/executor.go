@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -41,6 +42,8 @@ type Executor struct {
 	// Secrets resolves secret references; nil means environment variables
 	// and absolute file paths only.
 	Secrets *adapters.Secrets
+	// Name is the executor's registered name, recorded with every action.
+	Name string
 }
 
 // Register registers the activities under their explicit names.
@@ -83,6 +86,9 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 	for p.Done < len(b.Resources) {
 		end := min(p.Done+chunkSize, len(b.Resources))
 		recs := e.runChunk(ctx, b, b.Resources[p.Done:end], p, info)
+		for i := range recs {
+			recs[i].Executor = e.Name
+		}
 		if err := ctx.Err(); err != nil {
 			return p.Result, err
 		}
@@ -103,6 +109,11 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 			}
 			if r.Changed {
 				p.Result.Changed++
+			}
+			if r.Result == "failed" && b.Action != "dryrun" &&
+				(r.ErrorClass == string(adapters.ClassTransient) || r.ErrorClass == string(adapters.ClassThrottled)) {
+				p.Result.Retry++
+				p.Result.RetryAfterSeconds = max(p.Result.RetryAfterSeconds, int((r.RetryAfter+time.Second-1)/time.Second))
 			}
 			if e.Metrics != nil {
 				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, r.Action, r.Result).Inc()
@@ -151,6 +162,15 @@ func (e *Executor) runChunk(ctx context.Context, b store.Batch, chunk []store.Ba
 			if dep, result := blockedBy(r, i, pos, recs, b.Blocked, p.NotDeployed); dep != "" && b.Action != "dryrun" {
 				recs[i] = skipped(b, r, info, dep, result)
 				return
+			}
+			if r.ReceiveEvents && !r.Event {
+				// A dependency in this batch that just changed is an event
+				// too (its state is recorded with the chunk, later).
+				for _, q := range r.Requires {
+					if j, ok := pos[q]; ok && j < i && recs[j].Changed {
+						r.Event = true
+					}
+				}
 			}
 			sem <- struct{}{}
 			recs[i] = e.runOne(ctx, b, r, info)
@@ -210,7 +230,8 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 		Attempt: int(info.Attempt),
 	}
 	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets),
-		adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}))
+		adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
+		adapters.WithEvent(r.Event && b.Action != "dryrun"))
 	defer hc.Close()
 	outcome, err := e.safeApply(ctx, hc, b, r)
 	rec.FinishedAt = time.Now().UTC()
@@ -226,7 +247,14 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 	if err != nil {
 		rec.Result = "failed"
 		rec.Error = err.Error()
-		hc.Error("attempt failed", "error", err.Error(), "class", string(adapters.ClassOf(err)))
+		rec.ErrorClass = string(adapters.ClassOf(err))
+		rec.RetryAfter = adapters.RetryAfterOf(err)
+		hc.Error("attempt failed", "error", err.Error(), "class", rec.ErrorClass)
+		var pe *adapters.PanicError
+		if errors.As(err, &pe) && e.Log != nil {
+			// The error text is masked; the stack holds no values.
+			e.Log.Error("adapter panicked", "resource_id", r.ID, "error", err.Error(), "stack", pe.Stack)
+		}
 		if e.Log != nil {
 			e.Log.Warn("resource failed", "resource_id", r.ID, "version", b.Version, "error", err)
 		}
@@ -265,8 +293,9 @@ func factsOf(hc *adapters.Context) map[string]json.RawMessage {
 	return out
 }
 
-// safeApply runs apply and turns an adapter panic into a permanent failure
-// of that resource, so one bad adapter cannot take the executor down.
+// safeApply runs apply and turns a panic outside the adapter's own calls
+// (adapters.Run recovers those) into a permanent failure of that resource,
+// so nothing one resource does can take the executor down.
 func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b store.Batch, r store.BatchResource) (out adapters.Outcome, err error) {
 	defer func() {
 		if p := recover(); p != nil {

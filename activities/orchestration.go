@@ -44,6 +44,7 @@ func (o *Orchestration) Register(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(o.PlanDeploy, activity.RegisterOptions{Name: workflows.PlanDeployActivity})
 	w.RegisterActivityWithOptions(o.FinishDeploy, activity.RegisterOptions{Name: workflows.FinishDeployActivity})
 	w.RegisterActivityWithOptions(o.MarkBatch, activity.RegisterOptions{Name: workflows.MarkBatchActivity})
+	w.RegisterActivityWithOptions(o.PlanRetry, activity.RegisterOptions{Name: workflows.PlanRetryActivity})
 	w.RegisterActivityWithOptions(o.TakeRequests, activity.RegisterOptions{Name: workflows.TakeRequestsActivity})
 }
 
@@ -64,7 +65,7 @@ func (o *Orchestration) TakeRequests(ctx context.Context, in workflows.TakeInput
 	}
 	out := workflows.TakeResult{Halted: t.Halted, Kinds: t.Kinds,
 		DeployInterval: t.Settings.DeployInterval, RepairInterval: t.Settings.RepairInterval,
-		AgentTimeout: t.Settings.AgentTimeout}
+		AgentTimeout: t.Settings.AgentTimeout, RetryAttempts: t.Settings.RetryAttempts, RetryBackoff: t.Settings.RetryBackoff}
 	if t.Run != nil {
 		out.Run, out.Version, out.Action, out.Reason = t.Run.Run, t.Run.Version, t.Run.Action, t.Run.Reason
 	}
@@ -98,7 +99,7 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 	if err != nil {
 		return workflows.PlanResult{}, classify(err)
 	}
-	out := workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total,
+	out := workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total, NextSeq: p.NextSeq,
 		Batches: make([]workflows.BatchRef, len(p.Batches))}
 	for i, b := range p.Batches {
 		out.Batches[i] = workflows.BatchRef{Seq: b.Seq, Agent: b.Agent, Level: b.Level, Count: b.Count, First: b.First}
@@ -152,4 +153,18 @@ func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInp
 		return fmt.Errorf("record %s for batch %d: %w", in.Result, in.Seq, err)
 	}
 	return nil
+}
+
+// PlanRetry makes the retry batches of a level (idempotent) and returns
+// their references.
+func (o *Orchestration) PlanRetry(ctx context.Context, in workflows.PlanRetryInput) (workflows.PlanRetryResult, error) {
+	p, err := o.Store.PlanRetry(ctx, in.EnvironmentID, in.Run, in.Seqs, in.NextSeq)
+	if err != nil {
+		return workflows.PlanRetryResult{}, classify(err)
+	}
+	out := workflows.PlanRetryResult{Failed: p.Failed, Skipped: p.Skipped}
+	for _, b := range p.Batches {
+		out.Batches = append(out.Batches, workflows.BatchRef{Seq: b.Seq, Agent: b.Agent, Level: b.Level, Count: b.Count, First: b.First})
+	}
+	return out, nil
 }

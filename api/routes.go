@@ -61,6 +61,7 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/agents", s.serve(s.listAgents))
 			r.Post("/agents/{agent}/pause", s.serve(s.setPaused(true)))
 			r.Post("/agents/{agent}/unpause", s.serve(s.setPaused(false)))
+			r.Get("/executors", s.serve(s.listExecutors))
 		})
 	})
 	return r

@@ -95,8 +95,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.Agent]{Items: nonNil(as)})
-	return nil
+	return s.writeAgents(w, r, e, as)
 }
 
 // setPaused serves POST .../agents/{agent}/pause and .../unpause.

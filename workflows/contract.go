@@ -24,6 +24,7 @@ const (
 	PlanDeployActivity   = "intend.PlanDeploy"
 	FinishDeployActivity = "intend.FinishDeploy"
 	MarkBatchActivity    = "intend.MarkBatch"
+	PlanRetryActivity    = "intend.PlanRetry"
 	ExecuteBatchActivity = "intend.ExecuteBatch"
 )
 
@@ -122,6 +123,9 @@ type TakeResult struct {
 	RepairInterval int
 	// AgentTimeout is the environment's agent_timeout, in seconds.
 	AgentTimeout int
+	// The environment's retry_attempts and retry_backoff (seconds).
+	RetryAttempts int
+	RetryBackoff  int
 }
 
 // BatchLimits bound one executor activity's batch.
@@ -147,11 +151,40 @@ type DeployInput struct {
 	// MaxHistory is the history length after which the run continues as
 	// new between two levels (0 = default 2000).
 	MaxHistory int
+	// RetryAttempts is how many times, within the run, a level's resources
+	// that failed with a transient or throttled error are tried again
+	// before the run moves on (0 = never; the environment's
+	// retry_attempts). RetryBackoffSeconds is the wait before the first
+	// retry, doubled for each next one; a throttled error's own delay wins
+	// when it is longer.
+	RetryAttempts       int
+	RetryBackoffSeconds int
 
 	// Carried across continue-as-new: the first level still to run and
 	// the counts so far.
 	FromLevel int
 	Carry     *DeployResult
+}
+
+// PlanRetryInput asks for a retry batch per agent of a level: the resources
+// of batches Seqs whose attempt in this run failed with a transient or
+// throttled error, and those skipped because a dependency was not
+// deployed. New batches are numbered from NextSeq; the activity is
+// idempotent.
+type PlanRetryInput struct {
+	EnvironmentID string
+	Run           int64
+	Seqs          []int
+	NextSeq       int
+}
+
+// PlanRetryResult references the retry batches and says how many of their
+// resources had failed and how many had been skipped (the run's counts
+// drop by those before the retry counts them again).
+type PlanRetryResult struct {
+	Batches []BatchRef
+	Failed  int
+	Skipped int
 }
 
 // DeployResult summarises a finished run.
@@ -192,6 +225,9 @@ type PlanResult struct {
 	Halted  bool
 	Total   int
 	Batches []BatchRef
+	// NextSeq is the first batch number not in use (retry batches of
+	// earlier levels are not in Batches).
+	NextSeq int
 }
 
 // BatchInput is what an executor activity receives: a reference it resolves
@@ -212,6 +248,11 @@ type BatchResult struct {
 	// deployed, and report-only resources that differ from their intent.
 	Skipped int
 	Changed int
+	// Retry counts the resources that failed with a transient or throttled
+	// error (worth another attempt in this run); RetryAfterSeconds is the
+	// longest delay a throttled one asked for.
+	Retry             int
+	RetryAfterSeconds int
 }
 
 // MarkBatchInput records one outcome for every resource of a batch that no

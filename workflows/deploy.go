@@ -72,6 +72,10 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	if maxHistory <= 0 {
 		maxHistory = defaultMaxHistory
 	}
+	nextSeq := plan.NextSeq
+	for _, b := range plan.Batches {
+		nextSeq = max(nextSeq, b.Seq+1)
+	}
 	for start := 0; start < len(plan.Batches) && !preempted; {
 		end := start
 		for end < len(plan.Batches) && plan.Batches[end].Level == plan.Batches[start].Level {
@@ -96,7 +100,11 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 			next.FromLevel, next.Carry = level, &res
 			return res, workflow.NewContinueAsNewError(ctx, DeployWorkflowName, next)
 		}
-		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, &res, preempt, &preempted); err != nil {
+		var st levelStats
+		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, &res, &st, preempt, &preempted); err != nil {
+			return res, err
+		}
+		if err := retryLevel(ctx, local, in, plan.Batches[start:end], &nextSeq, maxInFlight, agentWait, &res, st, preempt, &preempted); err != nil {
 			return res, err
 		}
 		start = end
@@ -125,11 +133,77 @@ func finish(local, ctx workflow.Context, in DeployInput, status string, res Depl
 	return nil
 }
 
+// levelStats is what the batches of a level report about retrying.
+type levelStats struct {
+	retry      int // resources that failed with a transient or throttled error
+	retryAfter int // seconds: the longest delay a throttled one asked for
+}
+
+// maxRetryDelay caps the wait before a retry, whatever a target asked for.
+const maxRetryDelay = 15 * time.Minute
+
+// retryLevel tries a level's resources that failed with a transient or
+// throttled error again, up to in.RetryAttempts times, after a backoff
+// (doubling from in.RetryBackoffSeconds, or the delay a throttled target
+// asked for when longer), before the run moves on to the next level, so
+// that their dependents get their chance in this run. Resources skipped
+// for a dependency are retried with them. A preempt signal ends the wait.
+func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, nextSeq *int, maxInFlight int,
+	agentWait time.Duration, res *DeployResult, st levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
+	backoff := time.Duration(max(in.RetryBackoffSeconds, 1)) * time.Second
+	for attempt := 1; attempt <= in.RetryAttempts && st.retry > 0 && !*preempted; attempt++ {
+		delay := min(backoff<<(attempt-1), maxRetryDelay)
+		if ra := time.Duration(st.retryAfter) * time.Second; ra > delay {
+			delay = min(ra, maxRetryDelay)
+		}
+		workflow.GetLogger(ctx).Info("retrying failed resources", "run", in.Run, "level", batches[0].Level,
+			"resources", st.retry, "attempt", attempt, "after", delay)
+		tctx, cancel := workflow.WithCancel(ctx)
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(workflow.NewTimer(tctx, delay), func(workflow.Future) {})
+		sel.AddReceive(preempt, func(c workflow.ReceiveChannel, _ bool) {
+			var reason string
+			c.Receive(ctx, &reason)
+			*preempted = true
+			workflow.GetLogger(ctx).Info("deploy run preempted", "run", in.Run, "reason", reason)
+		})
+		sel.Select(ctx)
+		cancel()
+		if *preempted {
+			return nil
+		}
+		seqs := make([]int, len(batches))
+		for i, b := range batches {
+			seqs[i] = b.Seq
+		}
+		var rp PlanRetryResult
+		if err := workflow.ExecuteActivity(local, PlanRetryActivity, PlanRetryInput{
+			EnvironmentID: in.EnvironmentID, Run: in.Run, Seqs: seqs, NextSeq: *nextSeq,
+		}).Get(ctx, &rp); err != nil {
+			return fmt.Errorf("plan retry: %w", err)
+		}
+		if len(rp.Batches) == 0 {
+			return nil
+		}
+		for _, b := range rp.Batches {
+			*nextSeq = max(*nextSeq, b.Seq+1)
+		}
+		res.Failed -= rp.Failed
+		res.Skipped -= rp.Skipped
+		res.Batches += len(rp.Batches)
+		batches, st = rp.Batches, levelStats{}
+		if err := runLevel(ctx, local, in, batches, maxInFlight, agentWait, res, &st, preempt, preempted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // runLevel dispatches the batches of one requires level, at most maxInFlight
 // at a time, and waits for those dispatched. A preempt signal stops the
 // dispatching; the batches in flight finish.
 func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, maxInFlight int,
-	agentWait time.Duration, res *DeployResult, preempt workflow.ReceiveChannel, preempted *bool) error {
+	agentWait time.Duration, res *DeployResult, st *levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(preempt, func(c workflow.ReceiveChannel, _ bool) {
 		var reason string
@@ -167,6 +241,8 @@ func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, m
 					res.Failed += br.Failed
 					res.Skipped += br.Skipped
 					res.Changed += br.Changed
+					st.retry += br.Retry
+					st.retryAfter = max(st.retryAfter, br.RetryAfterSeconds)
 					return
 				}
 				result, reason := "failed", "executor gave up: "+rootMessage(err)

@@ -29,6 +29,9 @@ type fakeActivities struct {
 	marked   []MarkBatchInput
 	finished *FinishInput
 	orderErr error
+	// planRetry answers PlanRetry (nil: no retry batches).
+	planRetry func(in PlanRetryInput) (PlanRetryResult, error)
+	retries   []PlanRetryInput
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
@@ -61,6 +64,15 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.mu.Unlock()
 		return nil
 	}, activity.RegisterOptions{Name: MarkBatchActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in PlanRetryInput) (PlanRetryResult, error) {
+		f.mu.Lock()
+		f.retries = append(f.retries, in)
+		f.mu.Unlock()
+		if f.planRetry == nil {
+			return PlanRetryResult{}, nil
+		}
+		return f.planRetry(in)
+	}, activity.RegisterOptions{Name: PlanRetryActivity})
 	env.RegisterActivityWithOptions(func(ctx context.Context, in FinishInput) error {
 		f.finished = &in
 		return nil
@@ -98,10 +110,20 @@ func newFake(batches []BatchRef) *fakeActivities {
 
 func run(t *testing.T, f *fakeActivities, in DeployInput) (DeployResult, error) {
 	t.Helper()
+	return runWith(t, f, in, nil)
+}
+
+// runWith is run with a hook to set listeners or delayed callbacks on the
+// test environment before the workflow starts.
+func runWith(t *testing.T, f *fakeActivities, in DeployInput, setup func(env *testsuite.TestWorkflowEnvironment)) (DeployResult, error) {
+	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
 	f.register(env)
+	if setup != nil {
+		setup(env)
+	}
 	env.ExecuteWorkflow(DeployWorkflowName, in)
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")

@@ -194,10 +194,10 @@ func RunSearchAttributes(env string, version int64) temporal.SearchAttributes {
 // startRun starts a deploy run as a child workflow.
 func startRun(ctx workflow.Context, st SchedulerInput, take TakeResult) workflow.ChildWorkflowFuture {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID: DeployWorkflowID(st.EnvironmentName, take.Run),
-		TaskQueue:  TaskQueue,
+		WorkflowID:            DeployWorkflowID(st.EnvironmentName, take.Run),
+		TaskQueue:             TaskQueue,
 		TypedSearchAttributes: RunSearchAttributes(st.EnvironmentName, take.Version),
-		StaticSummary: fmt.Sprintf("%s run %d of version %d: %s", take.Action, take.Run, take.Version, take.Reason),
+		StaticSummary:         fmt.Sprintf("%s run %d of version %d: %s", take.Action, take.Run, take.Version, take.Reason),
 	})
 	agentWait := st.Deploy.AgentWaitSeconds
 	if take.AgentTimeout > 0 {
@@ -206,5 +206,6 @@ func startRun(ctx workflow.Context, st SchedulerInput, take TakeResult) workflow
 	return workflow.ExecuteChildWorkflow(cctx, DeployWorkflowName, DeployInput{
 		EnvironmentID: st.EnvironmentID, EnvironmentName: st.EnvironmentName, Run: take.Run, Version: take.Version,
 		MaxInFlight: st.Deploy.MaxInFlight, Limits: st.Deploy.Limits, AgentWaitSeconds: agentWait,
+		RetryAttempts: take.RetryAttempts, RetryBackoffSeconds: take.RetryBackoff,
 	})
 }

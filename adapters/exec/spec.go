@@ -85,16 +85,6 @@ type spec struct {
 // guarded reports whether any guard is set.
 func (s spec) guarded() bool { return s.creates != "" || s.unless != nil || s.onlyif != nil }
 
-// accepts reports whether the command's exit code counts as success.
-func (s spec) accepts(code int) bool {
-	for _, r := range s.returns {
-		if r == code {
-			return true
-		}
-	}
-	return false
-}
-
 // parseSpec validates the attributes of desired (secret references already
 // resolved by the engine). Every problem is reported, in a fixed order, as
 // one Permanent error naming the attributes.

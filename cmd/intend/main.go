@@ -10,10 +10,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/intendhq/intend/internal/temporalconn"
 )
 
 func main() {
@@ -70,6 +73,7 @@ type globals struct {
 	databaseURL       string
 	temporalAddress   string
 	temporalNamespace string
+	temporalSecurity  temporalconn.Security
 }
 
 func (g *globals) env(name, def string) string {
@@ -110,4 +114,15 @@ func (g *globals) connectionFlags(cmd *cobra.Command, defaultNamespace string) {
 		"Temporal frontend host:port (env INTEND_TEMPORAL_ADDRESS)")
 	f.StringVar(&g.temporalNamespace, "temporal-namespace", g.env("INTEND_TEMPORAL_NAMESPACE", defaultNamespace),
 		"Temporal namespace (env INTEND_TEMPORAL_NAMESPACE)")
+	// TLS, mutual TLS and the API key: the same flags as `intend executor`.
+	for _, s := range temporalconn.Settings() {
+		usage := s.Usage + " (env " + s.Env + ")"
+		switch p := s.Field(&g.temporalSecurity).(type) {
+		case *string:
+			f.StringVar(p, s.Flag, g.env(s.Env, ""), usage)
+		case *bool:
+			def, _ := strconv.ParseBool(g.env(s.Env, "false"))
+			f.BoolVar(p, s.Flag, def, usage)
+		}
+	}
 }

@@ -13,6 +13,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var listen string
 	var embedded bool
 	var concurrency int
+	var executorName, secretsDir string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -31,7 +32,9 @@ executor for the agents that environments assign to the server
 			s, err := server.Start(ctx, server.Config{
 				Listen: listen, DatabaseURL: g.databaseURL,
 				TemporalAddress: g.temporalAddress, TemporalNamespace: g.temporalNamespace,
+				TemporalSecurity: g.temporalSecurity,
 				EmbeddedExecutor: embedded, ExecutorConcurrency: concurrency, Log: log,
+				ExecutorName: executorName, SecretsDir: secretsDir, Version: version,
 			})
 			if err != nil {
 				return err
@@ -51,5 +54,9 @@ executor for the agents that environments assign to the server
 		"run an executor in the server for autostarted agents (env INTEND_EMBEDDED_EXECUTOR)")
 	cmd.Flags().IntVar(&concurrency, "executor-concurrency", 16,
 		"resources one batch handles at once in the embedded executor")
+	cmd.Flags().StringVar(&executorName, "executor-name", g.env("INTEND_EXECUTOR_NAME", ""),
+		"name the embedded executor registers under (default <hostname>-<pid>) (env INTEND_EXECUTOR_NAME)")
+	cmd.Flags().StringVar(&secretsDir, "secrets-dir", g.env("INTEND_SECRETS_DIR", ""),
+		"directory that the embedded executor reads relative file: secret references from (env INTEND_SECRETS_DIR)")
 	return cmd
 }

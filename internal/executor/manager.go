@@ -7,13 +7,20 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/activities"
+	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/exec"
+	"github.com/intendhq/intend/adapters/fs"
+	"github.com/intendhq/intend/adapters/postgres"
+	"github.com/intendhq/intend/adapters/ssh"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
@@ -28,6 +35,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	workers map[string]worker.Worker
+	served  map[string][]string // agents by environment name, in Serve order
+	notify  func()
+	drain   *drain
 }
 
 // NewManager returns a manager whose workers run acts.
@@ -35,7 +45,8 @@ func NewManager(c client.Client, acts *activities.Executor, log *slog.Logger, ba
 	if batchesPerAgent <= 0 {
 		batchesPerAgent = 4
 	}
-	return &Manager{client: c, activities: acts, log: log, batchesPerAgent: batchesPerAgent, workers: map[string]worker.Worker{}}
+	return &Manager{client: c, activities: acts, log: log, batchesPerAgent: batchesPerAgent, workers: map[string]worker.Worker{},
+		served: map[string][]string{}, drain: newDrain()}
 }
 
 // Serve makes sure a worker polls the task queue of agent in env.
@@ -49,22 +60,53 @@ func (m *Manager) Serve(env, agent string) error {
 	w := worker.New(m.client, q, worker.Options{
 		MaxConcurrentActivityExecutionSize: m.batchesPerAgent,
 		DisableWorkflowWorker:              true,
+		Interceptors:                       []interceptor.WorkerInterceptor{m.drain},
+		WorkerStopTimeout:                  stopGrace,
 	})
 	m.activities.Register(w)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker for %s: %w", q, err)
 	}
 	m.workers[q] = w
+	m.served[env] = append(m.served[env], agent)
 	m.log.Info("executor serves agent", "environment", env, "agent", agent, "task_queue", q)
+	if m.notify != nil {
+		go m.notify()
+	}
 	return nil
 }
 
-// Stop stops every worker, waiting for running activities to return.
+// Served returns the agents served, by environment name, sorted.
+func (m *Manager) Served() map[string][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string][]string, len(m.served))
+	for env, agents := range m.served {
+		out[env] = slices.Sorted(slices.Values(agents))
+	}
+	return out
+}
+
+// Notify makes Serve call f, in a goroutine of its own, whenever it
+// starts serving a new agent (the registration reports it at once).
+func (m *Manager) Notify(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notify = f
+}
+
+// Stop stops every worker. It cancels the running activities first and
+// waits (at most stopGrace) for them to return and be reported failed, so
+// that Temporal retries their batches on another executor at once; each
+// resumes after its last recorded chunk.
 func (m *Manager) Stop() {
 	m.mu.Lock()
 	ws := m.workers
 	m.workers = map[string]worker.Worker{}
+	m.served = map[string][]string{}
 	m.mu.Unlock()
+	m.drain.stopping()
+	defer m.drain.reset()
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Add(1)
@@ -96,4 +138,16 @@ func (m *Manager) Autostart(ctx context.Context, st *store.Store) error {
 		}
 	}
 	return nil
+}
+
+// Builtins returns a registry of the adapters built into intend: those of
+// the server's embedded executor, `intend executor` and custom executors
+// built with executor.WithBuiltins. Add new built-in adapters here.
+func Builtins() *adapters.Registry {
+	r := adapters.NewRegistry()
+	fs.Register(r)
+	exec.Register(r)
+	postgres.Register(r)
+	ssh.Register(r)
+	return r
 }

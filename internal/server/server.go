@@ -17,17 +17,16 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/activities"
 	"github.com/intendhq/intend/adapters"
-	"github.com/intendhq/intend/adapters/fs"
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
+	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/migrations"
 	"github.com/intendhq/intend/workflows"
 )
@@ -38,11 +37,20 @@ type Config struct {
 	DatabaseURL       string
 	TemporalAddress   string
 	TemporalNamespace string
+	// TemporalSecurity is TLS, mutual TLS and the API key for Temporal.
+	TemporalSecurity temporalconn.Security
 	// EmbeddedExecutor runs executors in the server for the agents that
 	// environments assign to it (setting autostart_agents).
 	EmbeddedExecutor bool
 	// ExecutorConcurrency bounds resources handled at once per batch.
 	ExecutorConcurrency int
+	// ExecutorName is the name the embedded executor registers under
+	// (default <hostname>-<pid>); Version is the version it reports.
+	ExecutorName string
+	Version      string
+	// SecretsDir is where the embedded executor resolves relative
+	// file: secret references (empty: only absolute ones).
+	SecretsDir string
 	// ReconcileEvery is the period of the reconciler (default 15 s), which
 	// makes sure every environment's scheduler runs.
 	ReconcileEvery time.Duration
@@ -62,34 +70,30 @@ type Server struct {
 	temporal  client.Client
 	worker    worker.Worker
 	executors *executor.Manager
+	reporter  *executor.Reporter
+	cache     *adapters.Cache
 	http      *http.Server
 	listener  net.Listener
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 }
 
-// Registry returns the adapters built into intend.
-func Registry() *adapters.Registry {
-	r := adapters.NewRegistry()
-	fs.Register(r)
-	return r
-}
+// Registry returns the adapters built into intend (listed in
+// executor.Builtins, which custom executor binaries share).
+func Registry() *adapters.Registry { return executor.Builtins() }
 
-// DialTemporal connects a Temporal client with intend's logger and metrics.
-func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logger, tel *telemetry.Telemetry) (client.Client, error) {
-	opts := client.Options{
-		HostPort:  address,
-		Namespace: namespace,
-		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
+// DialTemporal connects a Temporal client with intend's logger and metrics;
+// security, when given, secures the connection (TLS, mutual TLS, API key).
+func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logger, tel *telemetry.Telemetry,
+	security ...temporalconn.Security) (client.Client, error) {
+	o := temporalconn.Options{Address: address, Namespace: namespace, Log: log}
+	if len(security) > 0 {
+		o.Security = security[0]
 	}
 	if tel != nil {
-		opts.MetricsHandler = tel.TemporalMetricsHandler()
+		o.Metrics = tel.TemporalMetricsHandler()
 	}
-	c, err := client.DialContext(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("connect to temporal at %s (namespace %s): %w", address, namespace, err)
-	}
-	return c, nil
+	return temporalconn.Dial(ctx, o)
 }
 
 // Start migrates the database, connects to Temporal, and starts the API,
@@ -125,7 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("register deploy state metrics: %w", err)
 	}
-	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel)
+	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel, cfg.TemporalSecurity)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -145,9 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
 	if cfg.EmbeddedExecutor {
-		acts := &activities.Executor{Store: st, Adapters: Registry(), Concurrency: cfg.ExecutorConcurrency,
-			Log: log, Metrics: tel}
-		s.executors = executor.NewManager(tc, acts, log, 0)
+		s.startEmbedded(st, tc, tel)
 	}
 
 	srv := api.New(api.Options{
@@ -181,6 +183,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		defer s.wg.Done()
 		s.reconcileLoop(bg)
 	}()
+	if s.executors != nil {
+		s.wg.Go(func() { s.reporter.Run(bg) })
+		s.wg.Go(func() { executor.SweepCache(bg, s.cache, st, 0, log) })
+	}
 	log.Info("intend server started", "listen", ln.Addr().String(), "temporal", cfg.TemporalAddress,
 		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
 	return s, nil
@@ -236,6 +242,10 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.wg.Wait()
 	if s.executors != nil {
 		s.executors.Stop()
+		if err := s.reporter.Stopped(ctx); err != nil {
+			s.log.Warn("embedded executor: registration not marked stopped", "error", err)
+		}
+		s.cache.Close()
 	}
 	if s.worker != nil {
 		s.worker.Stop()

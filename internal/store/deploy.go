@@ -39,6 +39,9 @@ type Plan struct {
 	Reason  string     `json:"reason"`
 	Total   int        `json:"total"`
 	Batches []BatchRef `json:"batches"`
+	// NextSeq is the first batch number not in use: retry batches are
+	// numbered from it (see PlanRetry) and are not in Batches.
+	NextSeq int `json:"next_seq"`
 }
 
 type planItem struct {
@@ -110,6 +113,10 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		}
 		items, p.Batches = planBatches(items, limits)
 		p.Total = len(items)
+		p.NextSeq = 1
+		for _, b := range p.Batches {
+			p.NextSeq = max(p.NextSeq, b.Seq+1)
+		}
 
 		var copyRows [][]any
 		seq := 0
@@ -138,8 +145,12 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 }
 
 func existingPlan(ctx context.Context, tx pgx.Tx, envID string, run int64, p *Plan) error {
+	if err := tx.QueryRow(ctx, `select coalesce(max(seq) + 1, 0) from deploy_batches
+		where environment_id = $1::uuid and run = $2`, envID, run).Scan(&p.NextSeq); err != nil {
+		return err
+	}
 	rows, err := tx.Query(ctx, `select seq, agent, level, cardinality(resource_ids), resource_ids[1]
-		from deploy_batches where environment_id = $1::uuid and run = $2 order by seq`, envID, run)
+		from deploy_batches where environment_id = $1::uuid and run = $2 and retry = 0 order by seq`, envID, run)
 	if err != nil {
 		return err
 	}
@@ -166,6 +177,11 @@ type BatchResource struct {
 	Action string
 	// ReportOnly: observe and diff, never change.
 	ReportOnly bool
+	// ReceiveEvents is the resource's receive_events; Event is set when a
+	// resource it requires changed after this one's last attempt (the
+	// adapter's Reload runs).
+	ReceiveEvents bool
+	Event         bool
 }
 
 // Batch is what an executor loads for one activity.
@@ -199,7 +215,12 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	rows, err := s.pool.Query(ctx, `
 		select u.rid, u.hash, c.attributes, c.purged, c.requires,
-		       case when rs.compliance = 'compliant' then 'repair' else 'deploy' end, c.report_only
+		       case when rs.compliance = 'compliant' then 'repair' else 'deploy' end, c.report_only,
+		       c.receive_events,
+		       c.receive_events and exists (
+		           select 1 from resource_state d
+		           where d.environment_id = b.environment_id and d.resource_id = any(c.requires)
+		             and d.last_produced_change and d.last_attempt > coalesce(rs.last_attempt, '-infinity'))
 		from deploy_batches b
 		cross join lateral unnest(b.resource_ids, b.hashes) with ordinality as u(rid, hash, ord)
 		join resource_contents c on c.environment_id = b.environment_id and c.hash = u.hash
@@ -211,7 +232,8 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	b.Resources, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchResource, error) {
 		var x BatchResource
-		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires, &x.Action, &x.ReportOnly)
+		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires, &x.Action, &x.ReportOnly,
+			&x.ReceiveEvents, &x.Event)
 	})
 	if err != nil {
 		return b, err
@@ -266,11 +288,20 @@ type ActionRecord struct {
 	Logs       json.RawMessage // [LogLine] or nil
 	// Facts are the values the adapter discovered on the target, by name,
 	// each as JSON; see RecordActions.
-	Facts      map[string]json.RawMessage
-	Error      string
+	Facts map[string]json.RawMessage
+	Error string
+	// ErrorClass is the adapter error's class (permanent, transient,
+	// throttled) when Result is failed.
+	ErrorClass string
+	// RetryAfter is the delay a throttled adapter asked for; it is not
+	// stored: the executor reports it to the deploy run.
+	RetryAfter time.Duration
 	WorkflowID string
 	RunID      string
 	Attempt    int
+	// Executor names the executor that ran the attempt; "" (stored as
+	// null) for records no executor made.
+	Executor string
 }
 
 // RecordActions appends attempts to the action log and, for deploys and
@@ -293,12 +324,16 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 		if r.Error != "" {
 			errText = r.Error
 		}
-		var op any
+		var op, class any
 		if r.Operation != "" {
 			op = r.Operation
 		}
+		if r.ErrorClass != "" && r.Result == "failed" {
+			class = r.ErrorClass
+		}
 		rows[i] = []any{envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
-			op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, r.WorkflowID, r.RunID, r.Attempt}
+			op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, class, r.WorkflowID, r.RunID, r.Attempt,
+			executorOrNil(r.Executor)}
 		if r.Action == "dryrun" {
 			continue
 		}
@@ -311,7 +346,8 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
 			[]string{"environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
-				"result", "operation", "changes", "logs", "error", "workflow_id", "run_id", "attempt"},
+				"result", "operation", "changes", "logs", "error", "error_class", "workflow_id", "run_id", "attempt",
+				"executor"},
 			pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("append action log: %w", err)
 		}

@@ -52,12 +52,19 @@ type Settings struct {
 	// KeepVersions is how many versions an environment keeps (0 = all);
 	// older ones are deleted after each export, never the released one.
 	KeepVersions int `json:"keep_versions"`
+	// RetryAttempts is how many times a deploy run tries a resource that
+	// failed with a transient or throttled error again before moving on
+	// (0 = never; the deploy_interval timer still retries it later).
+	RetryAttempts int `json:"retry_attempts"`
+	// RetryBackoff is the wait, in seconds, before the first of those
+	// retries, doubled for each next one.
+	RetryBackoff int `json:"retry_backoff"`
 }
 
 // DefaultSettings are the settings of a new environment.
 func DefaultSettings() Settings {
 	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
-		AgentTimeout: 600, KeepVersions: 100}
+		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5}
 }
 
 // SettingError names one invalid setting.
@@ -96,6 +103,20 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			} else {
 				s.RepairInterval = n
 			}
+		case "retry_attempts":
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n < 0 || n > 10 {
+				bad("must be a whole number from 0 (no retry within a run) to 10")
+				continue
+			}
+			s.RetryAttempts = n
+		case "retry_backoff":
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n < 1 || n > 3600 {
+				bad("must be a whole number of seconds from 1 to 3600")
+				continue
+			}
+			s.RetryBackoff = n
 		case "keep_versions":
 			var n int
 			if json.Unmarshal(raw, &n) != nil || n < 0 {
@@ -118,7 +139,8 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			}
 			s.AutostartAgents = a
 		default:
-			bad("unknown setting (known: agent_timeout, auto_deploy, autostart_agents, deploy_interval, keep_versions, repair_interval)")
+			bad("unknown setting (known: agent_timeout, auto_deploy, autostart_agents, deploy_interval, keep_versions, " +
+				"repair_interval, retry_attempts, retry_backoff)")
 		}
 	}
 	return s, errs

@@ -105,9 +105,13 @@ type Action struct {
 	Changes    json.RawMessage `json:"changes,omitempty"`
 	Logs       json.RawMessage `json:"logs,omitempty"`
 	Error      *string         `json:"error,omitempty"`
-	WorkflowID string          `json:"workflow_id"`
-	RunID      string          `json:"run_id"`
-	Attempt    int             `json:"attempt"`
+	// ErrorClass is permanent, transient or throttled for a failed attempt.
+	ErrorClass *string `json:"error_class,omitempty"`
+	WorkflowID string  `json:"workflow_id"`
+	RunID      string  `json:"run_id"`
+	Attempt    int     `json:"attempt"`
+	// Executor is the name of the executor that ran the attempt.
+	Executor string `json:"executor,omitempty"`
 }
 
 // ActionFilter selects action records, newest first.
@@ -151,7 +155,7 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 		add("started_at < $%d", *f.Until)
 	}
 	q := `select id, resource_id, version, action, reason, started_at, finished_at, result, changes, logs,
-		error, workflow_id, run_id, attempt from resource_actions
+		error, error_class, workflow_id, run_id, attempt, coalesce(executor, '') from resource_actions
 		where ` + where + ` order by id desc limit $3`
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
@@ -160,7 +164,7 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) {
 		var a Action
 		return a, r.Scan(&a.ID, &a.ResourceID, &a.Version, &a.Action, &a.Reason, &a.StartedAt, &a.FinishedAt,
-			&a.Result, &a.Changes, &a.Logs, &a.Error, &a.WorkflowID, &a.RunID, &a.Attempt)
+			&a.Result, &a.Changes, &a.Logs, &a.Error, &a.ErrorClass, &a.WorkflowID, &a.RunID, &a.Attempt, &a.Executor)
 	})
 }
 

@@ -1,0 +1,231 @@
+package executor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	intend "github.com/intendhq/intend"
+	"github.com/intendhq/intend/internal/temporalconn"
+)
+
+// Config is everything an executor needs to run. The config file is its
+// YAML form; flags and environment variables override it one setting at a
+// time (see Command).
+type Config struct {
+	// Environment is the environment's id or name.
+	Environment string `yaml:"environment"`
+	// Agents are the agents of the environment to serve.
+	Agents []string `yaml:"agents"`
+	// Name is the name the executor registers under, unique in the
+	// environment; empty means <hostname>-<pid>.
+	Name string `yaml:"name"`
+	// Concurrency bounds the resources one batch handles at once.
+	Concurrency int `yaml:"concurrency"`
+	// Batches bounds the batches one agent runs at once.
+	Batches int `yaml:"batches"`
+	// SecretsDir is where relative file: secret references are read;
+	// empty means only absolute ones resolve.
+	SecretsDir string `yaml:"secrets_dir"`
+	// DatabaseURL is intend's PostgreSQL, where batches are loaded and
+	// outcomes recorded.
+	DatabaseURL string         `yaml:"database_url"`
+	Temporal    TemporalConfig `yaml:"temporal"`
+	// LogLevel is debug, info, warn or error; LogFormat text or json.
+	LogLevel  string `yaml:"log_level"`
+	LogFormat string `yaml:"log_format"`
+}
+
+// TemporalConfig says where Temporal is and how to connect to it.
+type TemporalConfig struct {
+	// Address is the frontend's host:port.
+	Address   string `yaml:"address"`
+	Namespace string `yaml:"namespace"`
+	// APIKey is sent as a bearer token with every call; it implies TLS.
+	APIKey string    `yaml:"api_key"`
+	TLS    TLSConfig `yaml:"tls"`
+}
+
+// TLSConfig secures the connection to Temporal. Setting any field turns
+// TLS on.
+type TLSConfig struct {
+	// Enabled turns TLS on with the system's CAs.
+	Enabled bool `yaml:"enabled"`
+	// CA is a PEM file of the CAs that sign the server's certificate.
+	CA string `yaml:"ca"`
+	// Cert and Key are the client certificate and key (PEM) for mutual
+	// TLS.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// ServerName is the name the server's certificate must hold (default:
+	// the host of Address).
+	ServerName string `yaml:"server_name"`
+}
+
+// security converts t for the dialer.
+func (t TemporalConfig) security() temporalconn.Security {
+	return temporalconn.Security{TLS: t.TLS.Enabled, CAFile: t.TLS.CA, CertFile: t.TLS.Cert, KeyFile: t.TLS.Key,
+		ServerName: t.TLS.ServerName, APIKey: t.APIKey}
+}
+
+// DefaultConfig returns the defaults: a local PostgreSQL and Temporal dev
+// server, 16 resources per batch and 4 batches per agent at once.
+func DefaultConfig() Config {
+	ns := "default"
+	if dev, err := intend.TemporalDevConfig(); err == nil {
+		ns = dev.Namespace
+	}
+	return Config{
+		Concurrency: 16,
+		Batches:     4,
+		DatabaseURL: "postgres://postgres@127.0.0.1:5432/intend?sslmode=disable",
+		Temporal:    TemporalConfig{Address: "127.0.0.1:7233", Namespace: ns},
+		LogLevel:    "info",
+		LogFormat:   "text",
+	}
+}
+
+// LoadConfig reads a YAML config file over DefaultConfig. Unknown keys are
+// errors, so a misspelt setting is not silently ignored.
+func LoadConfig(path string) (Config, error) {
+	cfg := DefaultConfig()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// check reports what makes cfg unusable.
+func (c Config) check() error {
+	var errs []error
+	if c.Environment == "" || len(c.Agents) == 0 {
+		errs = append(errs, errors.New("--environment and at least one --agent are required "+
+			"(or environment and agents in the --config file)"))
+	}
+	for _, a := range c.Agents {
+		if a == "" {
+			errs = append(errs, errors.New("an agent name is empty"))
+		}
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency %d: want at least 1", c.Concurrency))
+	}
+	if c.Batches < 1 {
+		errs = append(errs, fmt.Errorf("batches %d: want at least 1", c.Batches))
+	}
+	return errors.Join(errs...)
+}
+
+// setting is one setting of Config as a flag and an environment variable;
+// one table drives the flags, their help, the variables and the
+// precedence (flag, then variable, then file, then default).
+type setting struct {
+	flag, env, usage string
+	// field returns the setting's field in c: *string, *int, *bool or
+	// *[]string.
+	field func(c *Config) any
+}
+
+// settings lists Config's settings in the order --help shows them.
+func settings() []setting {
+	s := []setting{
+		{"environment", "INTEND_ENVIRONMENT", "environment id or name",
+			func(c *Config) any { return &c.Environment }},
+		{"agent", "INTEND_AGENTS", "agent to serve (repeatable; the variable takes a comma-separated list)",
+			func(c *Config) any { return &c.Agents }},
+		{"name", "INTEND_EXECUTOR_NAME", "name to register under, unique in the environment (default <hostname>-<pid>)",
+			func(c *Config) any { return &c.Name }},
+		{"concurrency", "INTEND_CONCURRENCY", "resources one batch handles at once",
+			func(c *Config) any { return &c.Concurrency }},
+		{"batches", "INTEND_BATCHES", "batches one agent runs at once",
+			func(c *Config) any { return &c.Batches }},
+		{"secrets-dir", "INTEND_SECRETS_DIR", "directory that relative file: secret references are read from",
+			func(c *Config) any { return &c.SecretsDir }},
+		{"database-url", "INTEND_DATABASE_URL", "PostgreSQL connection URL",
+			func(c *Config) any { return &c.DatabaseURL }},
+		{"temporal-address", "INTEND_TEMPORAL_ADDRESS", "Temporal frontend host:port",
+			func(c *Config) any { return &c.Temporal.Address }},
+		{"temporal-namespace", "INTEND_TEMPORAL_NAMESPACE", "Temporal namespace",
+			func(c *Config) any { return &c.Temporal.Namespace }},
+	}
+	tls := map[string]func(c *Config) any{
+		"temporal-tls":             func(c *Config) any { return &c.Temporal.TLS.Enabled },
+		"temporal-tls-ca":          func(c *Config) any { return &c.Temporal.TLS.CA },
+		"temporal-tls-cert":        func(c *Config) any { return &c.Temporal.TLS.Cert },
+		"temporal-tls-key":         func(c *Config) any { return &c.Temporal.TLS.Key },
+		"temporal-tls-server-name": func(c *Config) any { return &c.Temporal.TLS.ServerName },
+		"temporal-api-key":         func(c *Config) any { return &c.Temporal.APIKey },
+	}
+	for _, x := range temporalconn.Settings() {
+		f, ok := tls[x.Flag]
+		if !ok {
+			panic("executor: temporal setting --" + x.Flag + " has no Config field")
+		}
+		s = append(s, setting{x.Flag, x.Env, x.Usage, f})
+	}
+	return append(s,
+		setting{"log-level", "INTEND_LOG_LEVEL", "log level: debug, info, warn or error",
+			func(c *Config) any { return &c.LogLevel }},
+		setting{"log-format", "INTEND_LOG_FORMAT", "log format: text or json",
+			func(c *Config) any { return &c.LogFormat }},
+	)
+}
+
+// parseInto sets the field p from the text of an environment variable.
+func parseInto(p any, v string) error {
+	switch p := p.(type) {
+	case *string:
+		*p = v
+	case *int:
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*p = n
+	case *bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*p = b
+	case *[]string:
+		var out []string
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		*p = out
+	default:
+		panic(fmt.Sprintf("executor: setting of type %T", p))
+	}
+	return nil
+}
+
+// copyField sets the field dst to the value of src, of the same type.
+func copyField(dst, src any) {
+	switch d := dst.(type) {
+	case *string:
+		*d = *src.(*string)
+	case *int:
+		*d = *src.(*int)
+	case *bool:
+		*d = *src.(*bool)
+	case *[]string:
+		*d = append([]string(nil), *src.(*[]string)...)
+	default:
+		panic(fmt.Sprintf("executor: setting of type %T", d))
+	}
+}

@@ -1,0 +1,246 @@
+// Package executor builds intend executors: processes that serve agents of
+// one environment, running each batch of their resources through adapters.
+// `intend executor` is built with it, and so is an executor binary of your
+// own, with your own adapters, in a few lines:
+//
+//	func main() {
+//		executor.Main(
+//			executor.WithBuiltins(),
+//			executor.WithAdapter("kv::Entry", kv.Entry{File: "/etc/app.env"}),
+//		)
+//	}
+//
+// The binary has the flags, environment variables and config file of
+// `intend executor` (run it with --help): it connects to PostgreSQL and to
+// Temporal (with TLS, mutual TLS or an API key), polls the task queues of
+// its agents, registers itself so that GET .../agents shows who serves
+// what, resolves secret references, keeps the adapters' cache, and stops
+// cleanly on SIGINT or SIGTERM. Several executors may serve the same agent:
+// they share its batches, and a batch of an executor that stops or dies is
+// resumed by another.
+//
+// examples/custom-adapter in intend's repository is a complete example
+// with an adapter of its own and its conformance test.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/intendhq/intend/activities"
+	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/resource"
+	iexec "github.com/intendhq/intend/internal/executor"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/telemetry"
+	"github.com/intendhq/intend/internal/temporalconn"
+)
+
+// Option configures what an executor hosts and how it runs.
+type Option func(*options)
+
+type options struct {
+	builtins bool
+	adapters []typedHandler
+	version  string
+	getenv   func(string) string
+	log      *slog.Logger
+	stderr   io.Writer
+	// heartbeat overrides the registration period (tests).
+	heartbeat time.Duration
+}
+
+type typedHandler struct {
+	typ string
+	h   adapters.Handler
+}
+
+func newOptions(opts []Option) *options {
+	o := &options{getenv: os.Getenv, stderr: os.Stderr}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if o.version == "" {
+		o.version = buildVersion()
+	}
+	return o
+}
+
+// WithBuiltins hosts the adapters built into intend (fs::File,
+// fs::Directory, fs::Symlink, …), as `intend executor` does.
+func WithBuiltins() Option { return func(o *options) { o.builtins = true } }
+
+// WithAdapter hosts h for resources of resourceType ("kv::Entry"). A type
+// given twice, or also built in, is an error when the executor starts.
+func WithAdapter(resourceType string, h adapters.Handler) Option {
+	return func(o *options) { o.adapters = append(o.adapters, typedHandler{resourceType, h}) }
+}
+
+// WithVersion sets the version the executor reports in its registration;
+// by default it is read from the binary's build information.
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// WithGetenv reads environment variables with getenv instead of
+// os.Getenv (tests, and CLIs that embed Command).
+func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
+
+// WithLogger logs to l instead of building a logger from the config's
+// log level and format.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// registry builds the adapters' registry, refusing bad and duplicate
+// types.
+func (o *options) registry() (*adapters.Registry, error) {
+	r := adapters.NewRegistry()
+	if o.builtins {
+		r = iexec.Builtins()
+	}
+	for _, a := range o.adapters {
+		id, err := resource.Parse(a.typ + "[a,x=y]")
+		if err != nil || id.Type != a.typ {
+			return nil, fmt.Errorf("adapter type %q: want <namespace>::<Name>, like kv::Entry", a.typ)
+		}
+		if a.h == nil {
+			return nil, fmt.Errorf("adapter type %s: the handler is nil", a.typ)
+		}
+		if _, dup := r.Lookup(a.typ); dup {
+			return nil, fmt.Errorf("adapter type %s is registered twice", a.typ)
+		}
+		r.Register(a.typ, a.h)
+	}
+	if len(r.Types()) == 0 {
+		return nil, errors.New("the executor hosts no adapter: use WithBuiltins or WithAdapter")
+	}
+	return r, nil
+}
+
+// logger returns the logger to use: WithLogger's, or one built from cfg.
+func (o *options) logger(cfg Config) (*slog.Logger, error) {
+	if o.log != nil {
+		return o.log, nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	h := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(cfg.LogFormat) {
+	case "text":
+		return slog.New(slog.NewTextHandler(o.stderr, h)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(o.stderr, h)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat)
+}
+
+// buildVersion is the version of the binary's main module, with the
+// version of intend it was built with when that is another module.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "dev"
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v = s.Value[:12]
+			}
+		}
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/intendhq/intend" && bi.Main.Path != d.Path {
+			v += " (intend " + d.Version + ")"
+		}
+	}
+	return v
+}
+
+// Run runs an executor until ctx is done: it serves cfg's agents, reports
+// itself every 10 seconds, sweeps the adapters' cache every 30 seconds,
+// and on the way out stops polling, marks its registration stopped and
+// closes the cache. A batch cut short is resumed by another executor of
+// the agent, or by this one when it comes back.
+func Run(ctx context.Context, cfg Config, opts ...Option) error {
+	return run(ctx, cfg, newOptions(opts))
+}
+
+func run(ctx context.Context, cfg Config, o *options) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	reg, err := o.registry()
+	if err != nil {
+		return err
+	}
+	log, err := o.logger(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer st.Close()
+	env, err := st.GetEnvironment(ctx, cfg.Environment)
+	if err != nil {
+		return err
+	}
+	tel, err := telemetry.New()
+	if err != nil {
+		return err
+	}
+	sec := cfg.Temporal.security()
+	tc, err := temporalconn.Dial(ctx, temporalconn.Options{Address: cfg.Temporal.Address,
+		Namespace: cfg.Temporal.Namespace, Security: sec, Log: log, Metrics: tel.TemporalMetricsHandler()})
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	id := iexec.NewIdentity(cfg.Name, o.version, false)
+	cache := adapters.NewCache()
+	defer cache.Close()
+	acts := &activities.Executor{Store: st, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
+		Metrics: tel, Cache: cache, Name: id.Name}
+	if cfg.SecretsDir != "" {
+		acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir}
+	}
+	m := iexec.NewManager(tc, acts, log, cfg.Batches)
+	defer m.Stop()
+	for _, a := range cfg.Agents {
+		if err := m.Serve(env.Name, a); err != nil {
+			return err
+		}
+	}
+	rep := &iexec.Reporter{Store: st, Identity: id, Served: m.Served, Log: log, Every: o.heartbeat}
+	// Registered once the workers poll, so an executor that shows up is
+	// one that takes work.
+	if err := rep.Report(ctx); err != nil {
+		return fmt.Errorf("register executor %s: %w", id.Name, err)
+	}
+	log.Info("executor started", "executor", id.Name, "environment", env.Name, "agents", cfg.Agents,
+		"adapters", reg.Types(), "temporal", cfg.Temporal.Address, "namespace", cfg.Temporal.Namespace,
+		"temporal_connection", sec.Mode(), "version", o.version)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { rep.Run(ctx) })
+	wg.Go(func() { iexec.SweepCache(ctx, cache, st, 0, log) })
+	<-ctx.Done()
+	log.Info("stopping", "executor", id.Name)
+	m.Stop()
+	wg.Wait()
+	if err := rep.Stopped(ctx); err != nil {
+		log.Warn("registration not marked stopped", "executor", id.Name, "error", err)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RetryPlan references the retry batches of a level and counts what their
+// resources' last attempts were.
+type RetryPlan struct {
+	Batches []BatchRef
+	Failed  int // last attempt failed with a transient or throttled error
+	Skipped int // last attempt skipped because a dependency was not deployed
+}
+
+// PlanRetry makes the retry batches of a run's level: for each batch of
+// seqs, one batch (same agent and level, same order) of its resources whose
+// last attempt in this run failed with a transient or throttled error or
+// was skipped for a dependency. New batches are numbered from nextSeq. It
+// is idempotent: called again before the retry batches run, it returns the
+// batches it made. Making them takes the retried resources out of the
+// run's live failed and skipped counters, since their retry counts again.
+func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []int, nextSeq int) (RetryPlan, error) {
+	var p RetryPlan
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var wf string
+		err := tx.QueryRow(ctx, `select workflow_id from deploy_runs
+			where environment_id = $1::uuid and run = $2 for update`, envID, run).Scan(&wf)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+			with src as (
+				select b.seq, b.agent, b.level, b.retry, u.rid, u.hash, u.ord
+				from deploy_batches b
+				cross join lateral unnest(b.resource_ids, b.hashes) with ordinality as u(rid, hash, ord)
+				where b.environment_id = $1::uuid and b.run = $2 and b.seq = any($3)
+			), last as (
+				select distinct on (a.resource_id) a.resource_id, a.result, a.error_class
+				from resource_actions a
+				where a.environment_id = $1::uuid and a.workflow_id = $4
+				  and a.resource_id in (select rid from src)
+				order by a.resource_id, a.id desc
+			)
+			select src.seq, src.agent, src.level, src.retry, src.rid, src.hash, last.result
+			from src join last on last.resource_id = src.rid
+			where (last.result = 'failed' and last.error_class in ('transient', 'throttled'))
+			   or last.result = 'skipped_for_dependency'
+			order by src.seq, src.ord`, envID, run, seqs, wf)
+		if err != nil {
+			return err
+		}
+		type batch struct {
+			agent        string
+			level, retry int
+			ids          []string
+			hashes       [][]byte
+		}
+		var batches []*batch
+		var cur *batch
+		curSeq := -1
+		for rows.Next() {
+			var seq, level, retry int
+			var agent, rid, result string
+			var hash []byte
+			if err := rows.Scan(&seq, &agent, &level, &retry, &rid, &hash, &result); err != nil {
+				return err
+			}
+			if seq != curSeq {
+				cur = &batch{agent: agent, level: level, retry: retry + 1}
+				batches = append(batches, cur)
+				curSeq = seq
+			}
+			cur.ids = append(cur.ids, rid)
+			cur.hashes = append(cur.hashes, hash)
+			if result == "failed" {
+				p.Failed++
+			} else {
+				p.Skipped++
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var made int
+		for i, b := range batches {
+			seq := nextSeq + i
+			tag, err := tx.Exec(ctx, `insert into deploy_batches
+				(environment_id, run, seq, agent, level, resource_ids, hashes, retry)
+				values ($1::uuid, $2, $3, $4, $5, $6, $7, $8) on conflict do nothing`,
+				envID, run, seq, b.agent, b.level, b.ids, b.hashes, b.retry)
+			if err != nil {
+				return fmt.Errorf("store retry batch: %w", err)
+			}
+			made += int(tag.RowsAffected())
+			p.Batches = append(p.Batches, BatchRef{Seq: seq, Agent: b.agent, Level: b.level, Count: len(b.ids), First: b.ids[0]})
+		}
+		if made == 0 {
+			return nil // nothing to retry, or made by an earlier call
+		}
+		_, err = tx.Exec(ctx, `update deploy_runs set failed = greatest(failed - $3, 0), skipped = greatest(skipped - $4, 0)
+			where environment_id = $1::uuid and run = $2`, envID, run, p.Failed, p.Skipped)
+		return err
+	})
+	return p, err
+}

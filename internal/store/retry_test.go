@@ -1,0 +1,117 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/internal/store"
+)
+
+// TestPlanRetry: a retry batch holds exactly the resources whose attempt
+// failed with a transient or throttled error or was skipped for a
+// dependency, in the batch's order; planning it again changes nothing; and
+// a re-plan of the run (after continue-as-new) neither counts nor re-runs
+// it.
+func TestPlanRetry(t *testing.T) {
+	t.Parallel()
+	st, _, conn := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	v, err := st.ExportVersion(ctx, e.ID, files(t, 6, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReleaseVersion(ctx, e.ID, v.Version); err != nil {
+		t.Fatal(err)
+	}
+	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
+	if err != nil || take.Run == nil {
+		t.Fatalf("take = %+v, %v", take, err)
+	}
+	run := take.Run.Run
+	p, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits)
+	if err != nil || len(p.Batches) != 1 || p.NextSeq != 2 {
+		t.Fatalf("plan = %+v, %v; want one batch and NextSeq 2", p, err)
+	}
+	b, err := st.LoadBatch(ctx, e.ID, run, p.Batches[0].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome := []struct{ result, class string }{
+		{"deployed", ""}, {"failed", "transient"}, {"failed", "permanent"},
+		{"skipped_for_dependency", ""}, {"failed", "throttled"}, {"skipped", ""},
+	}
+	now := time.Now()
+	var recs []store.ActionRecord
+	for i, r := range b.Resources {
+		recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: "deploy",
+			Reason: "test", StartedAt: now, FinishedAt: now, Result: outcome[i].result, ErrorClass: outcome[i].class,
+			WorkflowID: take.Run.WorkflowID, RunID: "r", Attempt: 1})
+	}
+	if err := st.RecordActions(ctx, e.ID, recs); err != nil {
+		t.Fatal(err)
+	}
+	counters := func() (failed, skipped int) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, `select failed, skipped from deploy_runs where run = $1`, run).Scan(&failed, &skipped); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if f, s := counters(); f != 3 || s != 2 {
+		t.Fatalf("live counters failed=%d skipped=%d before the retry, want 3 and 2", f, s)
+	}
+
+	rp, err := st.PlanRetry(ctx, e.ID, run, []int{p.Batches[0].Seq}, p.NextSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{b.Resources[1].ID, b.Resources[3].ID, b.Resources[4].ID}
+	if len(rp.Batches) != 1 || rp.Batches[0].Seq != 2 || rp.Batches[0].Count != 3 || rp.Failed != 2 || rp.Skipped != 1 {
+		t.Fatalf("retry plan = %+v, want one batch 2 of 3 (2 failed, 1 skipped)", rp)
+	}
+	rb, err := st.LoadBatch(ctx, e.ID, run, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rb.Resources {
+		got = append(got, r.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("retry batch holds %v, want %v (transient, skipped, throttled; in order)", got, want)
+	}
+	if f, s := counters(); f != 1 || s != 1 {
+		t.Fatalf("live counters failed=%d skipped=%d after planning the retry, want 1 and 1", f, s)
+	}
+
+	again, err := st.PlanRetry(ctx, e.ID, run, []int{p.Batches[0].Seq}, p.NextSeq)
+	if err != nil || !slices.Equal(again.Batches, rp.Batches) || again.Failed != 2 {
+		t.Fatalf("PlanRetry again = %+v, %v; want the same plan", again, err)
+	}
+	if f, s := counters(); f != 1 || s != 1 {
+		t.Fatalf("a repeated PlanRetry moved the counters again: failed=%d skipped=%d", f, s)
+	}
+
+	re, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits)
+	if err != nil || len(re.Batches) != 1 || re.Total != 6 || re.NextSeq != 3 {
+		t.Fatalf("re-plan = %+v, %v; want the plan's one batch of 6 and NextSeq 3", re, err)
+	}
+
+	// Once the retry succeeded, there is nothing left to retry.
+	recs = recs[:0]
+	for _, r := range rb.Resources {
+		recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: "deploy",
+			Reason: "test", StartedAt: now, FinishedAt: now, Result: "deployed",
+			WorkflowID: take.Run.WorkflowID, RunID: "r", Attempt: 1})
+	}
+	if err := st.RecordActions(ctx, e.ID, recs); err != nil {
+		t.Fatal(err)
+	}
+	none, err := st.PlanRetry(ctx, e.ID, run, []int{2}, 3)
+	if err != nil || len(none.Batches) != 0 {
+		t.Fatalf("PlanRetry after success = %+v, %v; want nothing", none, err)
+	}
+}
