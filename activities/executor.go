@@ -255,9 +255,6 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 			// The error text is masked; the stack holds no values.
 			e.Log.Error("adapter panicked", "resource_id", r.ID, "error", err.Error(), "stack", pe.Stack)
 		}
-		if e.Log != nil {
-			e.Log.Warn("resource failed", "resource_id", r.ID, "version", b.Version, "error", err)
-		}
 	}
 	if len(outcome.Diff) > 0 {
 		rec.Changes, _ = json.Marshal(outcome.Diff)
@@ -265,8 +262,34 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 	rec.Facts = factsOf(hc)
 	if logs := hc.Logs(); len(logs) > 0 {
 		rec.Logs, _ = json.Marshal(logs)
+		e.logAdapterLines(ctx, r.ID, logs)
 	}
 	return rec
+}
+
+// logAdapterLines copies an attempt's adapter log lines (already masked)
+// into the executor's own log, at their level, with the resource id.
+func (e *Executor) logAdapterLines(ctx context.Context, rid string, lines []adapters.LogLine) {
+	if e.Log == nil {
+		return
+	}
+	for _, l := range lines {
+		var level slog.Level
+		if level.UnmarshalText([]byte(l.Level)) != nil || !e.Log.Enabled(ctx, level) {
+			continue
+		}
+		args := make([]any, 0, 2+2*len(l.Attrs))
+		args = append(args, "resource_id", rid)
+		keys := make([]string, 0, len(l.Attrs))
+		for k := range l.Attrs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			args = append(args, k, l.Attrs[k])
+		}
+		e.Log.Log(ctx, level, l.Message, args...)
+	}
 }
 
 // factsOf encodes the facts the adapter set as JSON; a fact that cannot be

@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -119,7 +121,8 @@ func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
 	h := &thing{state: map[string]string{}, calls: map[string]int{}, panicOn: "t007", failOn: "t042"}
 	reg := adapters.NewRegistry()
 	reg.Register("test::Thing", h)
-	ex := &Executor{Store: st, Adapters: reg, Concurrency: 8}
+	var logBuf bytes.Buffer // the JSON handler serialises its writes
+	ex := &Executor{Store: st, Adapters: reg, Concurrency: 8, Log: slog.New(slog.NewJSONHandler(&logBuf, nil))}
 
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
@@ -133,8 +136,20 @@ func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
 	if err := val.Get(&res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Deployed != 248 || res.Failed != 2 || res.Changed != 248 {
-		t.Errorf("result = %+v, want 248 deployed (changed), 2 failed", res)
+	if res.Deployed != 248 || res.Failed != 2 || res.Changed != 248 || res.Retry != 0 {
+		t.Errorf("result = %+v, want 248 deployed (changed), 2 failed, none worth a retry (both permanent)", res)
+	}
+	// The adapters' log lines are in the executor's log too, with the
+	// resource they are about; a panic's stack is there as well.
+	executorLog := logBuf.String()
+	for _, want := range []string{
+		`"msg":"created","resource_id":"test::Thing[a,name=t100]","name":"t100"`,
+		`"msg":"attempt failed","resource_id":"test::Thing[a,name=t042]","class":"permanent"`,
+		`"msg":"adapter panicked","resource_id":"test::Thing[a,name=t007]"`,
+	} {
+		if !strings.Contains(executorLog, want) {
+			t.Errorf("the executor's log lacks %s", want)
+		}
 	}
 	ctx := context.Background()
 	for id, want := range map[string]string{"t007": "adapter panicked: boom", "t042": "target refuses"} {
@@ -148,7 +163,8 @@ func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 		if stt.LastResult != "failed" || stt.Compliance != "non_compliant" || len(acts) != 1 ||
-			acts[0].Error == nil || !strings.Contains(*acts[0].Error, want) {
+			acts[0].Error == nil || !strings.Contains(*acts[0].Error, want) ||
+			acts[0].ErrorClass == nil || *acts[0].ErrorClass != "permanent" {
 			t.Errorf("%s: state %+v, actions %+v; want failed with %q", id, stt, acts, want)
 		}
 	}
