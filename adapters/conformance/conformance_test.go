@@ -598,3 +598,29 @@ func TestRunConvergesByCreate(t *testing.T) {
 		})
 	}
 }
+
+// TestRunWithSecretReferences: a Case whose attributes hold secret
+// references passes for a correct adapter, which sees (and stores) the
+// resolved values; the suite compares observations with the resolved
+// intent, as the engine does.
+func TestRunWithSecretReferences(t *testing.T) {
+	t.Setenv("INTEND_CONFORMANCE_SECRET", "s3cr3t")
+	m := &mem{st: newStore()}
+	c := memCase(m)
+	ref := map[string]any{"secret": "env:INTEND_CONFORMANCE_SECRET"}
+	c.Desired = item(map[string]any{"name": "greeting", "value": ref})
+	var seen []string
+	m.create = func(ctx context.Context, hc *adapters.Context, r adapters.Resource) error {
+		if v, ok := r.Attributes["value"].(string); ok {
+			seen = append(seen, v)
+		}
+		m.st.put(r.Attributes["name"].(string), r.Attributes)
+		return nil
+	}
+	if got := runRecorded(t, c); len(got) != 0 {
+		t.Fatalf("suite failed a correct adapter given a secret reference:\n%s", strings.Join(got, "\n"))
+	}
+	if len(seen) == 0 || seen[0] != "s3cr3t" {
+		t.Fatalf("the adapter's Create saw values %v, want the resolved secret", seen)
+	}
+}
