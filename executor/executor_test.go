@@ -11,12 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/intendhq/intend/executor"
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/temporalconn"
@@ -31,32 +31,16 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // at address (the shared dev server, or a proxy in front of it).
 func startServer(t *testing.T, address string, sec temporalconn.Security) (*apiclient.Client, string) {
 	t.Helper()
-	_, _, namespace := testenv.Temporal(t)
-	db := testenv.Database(t)
-	s, err := server.Start(context.Background(), server.Config{
-		Listen: "127.0.0.1:0", DatabaseURL: db, TemporalAddress: address, TemporalNamespace: namespace,
-		TemporalSecurity: sec, EmbeddedExecutor: true, ExecutorName: "server-1", Version: "server-test",
-		ReconcileEvery: time.Second, SchedulerPoll: time.Second, Log: quiet(),
+	c, _, db := exectest.StartServer(t, server.Config{
+		TemporalAddress: address, TemporalSecurity: sec, EmbeddedExecutor: true, ExecutorName: "server-1",
+		Version: "server-test", ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 	})
-	if err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return apiclient.New("http://" + s.Addr()), db
+	return c, db
 }
 
 func newEnv(t *testing.T, c *apiclient.Client, settings map[string]any) string {
 	t.Helper()
-	ctx := context.Background()
-	env := testenv.UniqueName(t, "ex")
-	if _, err := c.EnsureProject(ctx, "p-"+env); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments",
-		map[string]any{"project": "p-" + env, "name": env, "settings": settings}, nil); err != nil {
-		t.Fatal(err)
-	}
-	return env
+	return exectest.NewEnvironment(t, c, "ex", settings)
 }
 
 // deployFile exports and releases one fs::File of agent and waits for its
@@ -69,15 +53,8 @@ func deployFile(t *testing.T, c *apiclient.Client, env, agent string, content an
 		"id":         "fs::File[" + agent + ",path=" + target + "]",
 		"attributes": map[string]any{"path": target, "content": content},
 	}}})
-	v, err := c.ExportVersion(ctx, env, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := c.Release(ctx, env, v.Version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 60*time.Second, nil)
+	reqID := exectest.Release(t, c, env, body)
+	run, err := c.WaitRequest(ctx, env, reqID, 60*time.Second, nil)
 	if err != nil || run.Deployed != 1 {
 		t.Fatalf("run = %+v, %v", run, err)
 	}
@@ -87,52 +64,18 @@ func deployFile(t *testing.T, c *apiclient.Client, env, agent string, content an
 	return target
 }
 
-// syncBuffer collects an executor's output for failure messages.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startExecutor runs `executor` with args, in process, as intend's CLI and
-// custom binaries do; stop ends it and returns its error.
-func startExecutor(t *testing.T, env map[string]string, args ...string) (stop func() error, out *syncBuffer) {
+// custom binaries do.
+func startExecutor(t *testing.T, env map[string]string, args ...string) *exectest.Func {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	out = &syncBuffer{}
-	cmd := executor.Command(executor.WithBuiltins(), executor.WithVersion("exec-test"),
-		executor.WithGetenv(func(k string) string { return env[k] }))
-	cmd.SetArgs(args)
-	cmd.SetOut(out)
-	cmd.SetErr(out)
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("the executor did not stop within 30 s")
-			}
-		})
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop, out
+	return exectest.StartFunc(t, func(ctx context.Context, out io.Writer) error {
+		cmd := executor.Command(executor.WithBuiltins(), executor.WithVersion("exec-test"),
+			executor.WithGetenv(func(k string) string { return env[k] }))
+		cmd.SetArgs(args)
+		cmd.SetOut(out)
+		cmd.SetErr(out)
+		return cmd.ExecuteContext(ctx)
+	})
 }
 
 // runExecutor runs `executor` with args until it returns by itself (it
@@ -153,19 +96,12 @@ func runExecutor(t *testing.T, env map[string]string, args ...string) (string, e
 	return out.String(), err
 }
 
-type agentView struct {
-	Name      string                `json:"name"`
-	Executors []store.AgentExecutor `json:"executors"`
-}
-
+// agents returns the executors of each agent of env; the API lists none as
+// an empty list, never null.
 func agents(t *testing.T, c *apiclient.Client, env string) map[string][]store.AgentExecutor {
 	t.Helper()
-	var l struct{ Items []agentView }
-	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/agents", nil, &l); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string][]store.AgentExecutor{}
-	for _, a := range l.Items {
+	for _, a := range exectest.Agents(t, c, env) {
 		if a.Executors == nil {
 			t.Errorf("agent %s: executors is null, want a list", a.Name)
 		}
@@ -176,12 +112,8 @@ func agents(t *testing.T, c *apiclient.Client, env string) map[string][]store.Ag
 
 func executors(t *testing.T, c *apiclient.Client, env string) map[string]store.Executor {
 	t.Helper()
-	var l struct{ Items []store.Executor }
-	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &l); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]store.Executor{}
-	for _, e := range l.Items {
+	for _, e := range exectest.Executors(t, c, env) {
 		out[e.Name] = e
 	}
 	return out
@@ -213,11 +145,11 @@ func TestRegistration(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(secrets, "greeting"), []byte("from the secrets dir\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stop, out := startExecutor(t, nil, "--environment", env, "--agent", "remote", "--agent", "spare",
+	ex := startExecutor(t, nil, "--environment", env, "--agent", "remote", "--agent", "spare",
 		"--name", "exec-a", "--database-url", db, "--temporal-address", hostPort, "--temporal-namespace", namespace,
 		"--log-level", "warn", "--secrets-dir", secrets)
 
-	e := waitExecutor(t, c, env, "exec-a", out)
+	e := waitExecutor(t, c, env, "exec-a", ex.Out)
 	host, _ := os.Hostname()
 	if e.Hostname != host || e.PID != os.Getpid() || e.Version != "exec-test" || !e.Live || e.Embedded ||
 		strings.Join(e.Agents, ",") != "remote,spare" || e.StoppedAt != nil || e.StartedAt.IsZero() || e.LastSeen.IsZero() {
@@ -247,8 +179,8 @@ func TestRegistration(t *testing.T) {
 		t.Errorf("executors of agent localhost = %+v, want the embedded server-1", as["localhost"])
 	}
 
-	if err := stop(); err != nil {
-		t.Fatalf("executor: %v\n%s", err, out)
+	if err := ex.Stop(); err != nil {
+		t.Fatalf("executor: %v\n%s", err, ex.Out)
 	}
 	e = executors(t, c, env)["exec-a"]
 	if e.StoppedAt == nil || e.Live {
@@ -309,11 +241,11 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	// The right certificate: the executor serves its agent through the proxy.
-	_, running := startExecutor(t, nil, append(base, "--name", "exec-tls", "--temporal-tls-ca", ca.File,
+	running := startExecutor(t, nil, append(base, "--name", "exec-tls", "--temporal-tls-ca", ca.File,
 		"--temporal-tls-cert", execCert.CertFile, "--temporal-tls-key", execCert.KeyFile)...)
-	waitExecutor(t, c, env, "exec-tls", running)
+	waitExecutor(t, c, env, "exec-tls", running.Out)
 	deployFile(t, c, env, "remote", "over mutual TLS\n", "over mutual TLS\n")
 	if n, _ := proxy.Admitted("intend-executor"); n == 0 {
-		t.Errorf("the executor did not connect with its certificate\n%s", running)
+		t.Errorf("the executor did not connect with its certificate\n%s", running.Out)
 	}
 }

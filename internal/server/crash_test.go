@@ -8,13 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -47,47 +46,11 @@ func intendBinary(t *testing.T) string {
 	return binPath
 }
 
-// proc is an intend process whose output is kept for failure messages.
-type proc struct {
-	cmd *exec.Cmd
-	out *syncWriter
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-func startProc(t *testing.T, args ...string) *proc {
+// startProc starts the intend binary with args; it is killed (kill -9)
+// when t ends.
+func startProc(t *testing.T, args ...string) *exectest.Process {
 	t.Helper()
-	p := &proc{cmd: exec.Command(intendBinary(t), args...), out: &syncWriter{}}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.kill() })
-	return p
-}
-
-// kill is kill -9: no cleanup, no graceful worker stop.
-func (p *proc) kill() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		_ = p.cmd.Wait()
-	}
+	return exectest.StartProcess(t, exec.Command(intendBinary(t), args...))
 }
 
 func freeAddr(t *testing.T) string {
@@ -157,21 +120,14 @@ func TestExecutorKilledMidBatch(t *testing.T) {
 
 	const n = 3000
 	dir := t.TempDir()
-	v, err := c.ExportVersion(ctx, env, manyFiles(t, dir, "remote", n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := c.Release(ctx, env, v.Version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mid := waitMidRun(t, c, env, rel.Request.ID)
-	exec1.kill()
+	reqID := exectest.Release(t, c, env, manyFiles(t, dir, "remote", n))
+	mid := waitMidRun(t, c, env, reqID)
+	exec1.Kill()
 	t.Logf("killed the executor at %d/%d", mid.Deployed, mid.Total)
 
 	startProc(t, "executor", "--environment", env, "--agent", "remote", "--database-url", db,
 		"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn")
-	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 90*time.Second, nil)
+	run, err := c.WaitRequest(ctx, env, reqID, 90*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,23 +157,16 @@ func TestServerKilledMidRun(t *testing.T) {
 
 	const n = 3000
 	dir := t.TempDir()
-	v, err := c.ExportVersion(ctx, env, manyFiles(t, dir, "localhost", n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := c.Release(ctx, env, v.Version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mid := waitMidRun(t, c, env, rel.Request.ID)
-	srv1.kill()
+	reqID := exectest.Release(t, c, env, manyFiles(t, dir, "localhost", n))
+	mid := waitMidRun(t, c, env, reqID)
+	srv1.Kill()
 	t.Logf("killed the server at %d/%d", mid.Deployed, mid.Total)
 
 	srv2 := startProc(t, args...)
 	waitHealthy(t, c, srv2)
-	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 90*time.Second, nil)
+	run, err := c.WaitRequest(ctx, env, reqID, 90*time.Second, nil)
 	if err != nil {
-		t.Fatalf("%v\nserver output:\n%s", err, srv2.out.String())
+		t.Fatalf("%v\nserver output:\n%s", err, srv2.Out.String())
 	}
 	if run.Status != "done" || run.Deployed != n || run.Failed != 0 {
 		t.Fatalf("run after the restart = %+v, want all %d deployed", run, n)
@@ -225,7 +174,7 @@ func TestServerKilledMidRun(t *testing.T) {
 	checkFiles(t, dir, n)
 }
 
-func waitHealthy(t *testing.T, c *apiclient.Client, p *proc) {
+func waitHealthy(t *testing.T, c *apiclient.Client, p *exectest.Process) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -234,5 +183,5 @@ func waitHealthy(t *testing.T, c *apiclient.Client, p *proc) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("server not healthy within 60 s:\n%s", p.out.String())
+	t.Fatalf("server not healthy within 60 s:\n%s", p.Out.String())
 }

@@ -2,33 +2,14 @@ package server_test
 
 import (
 	"context"
-	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/testenv"
 )
-
-// terminate sends SIGTERM (a clean stop) and waits for the process.
-func (p *proc) terminate(t *testing.T) error {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the process did not stop within 30 s of SIGTERM:\n%s", p.out.String())
-		return nil
-	}
-}
 
 // recordsBy counts the action records of the environment per executor
 // ("" for none).
@@ -81,16 +62,12 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 	// Both registered (they register once they poll).
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var l struct{ Items []store.Executor }
-		if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &l); err != nil {
-			t.Fatal(err)
-		}
-		if len(l.Items) == 2 && l.Items[0].Name == "exec-a" && l.Items[0].Live && l.Items[1].Name == "exec-b" &&
-			l.Items[1].Live {
+		l := exectest.Executors(t, c, env)
+		if len(l) == 2 && l[0].Name == "exec-a" && l[0].Live && l[1].Name == "exec-b" && l[1].Live {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("executors = %+v\nexec-a:\n%s\nexec-b:\n%s", l.Items, a.out.String(), b.out.String())
+			t.Fatalf("executors = %+v\nexec-a:\n%s\nexec-b:\n%s", l, a.Out.String(), b.Out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -99,25 +76,9 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 	// get some.
 	const n = 3000
 	dir := t.TempDir()
-	v, err := c.ExportVersion(ctx, env, manyFiles(t, dir, "remote", n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := c.Release(ctx, env, v.Version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l struct {
-		Items []struct {
-			Name      string                `json:"name"`
-			Executors []store.AgentExecutor `json:"executors"`
-		}
-	}
-	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/agents", nil, &l); err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Items) != 1 || len(l.Items[0].Executors) != 2 {
-		t.Errorf("agents = %+v, want remote served by exec-a and exec-b", l.Items)
+	reqID := exectest.Release(t, c, env, manyFiles(t, dir, "remote", n))
+	if l := exectest.Agents(t, c, env); len(l) != 1 || len(l[0].Executors) != 2 {
+		t.Errorf("agents = %+v, want remote served by exec-a and exec-b", l)
 	}
 
 	// Stop exec-a while one of its batches is part done: it has recorded
@@ -130,24 +91,20 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("exec-a never got going (%d records)\n%s", done, a.out.String())
+			t.Fatalf("exec-a never got going (%d records)\n%s", done, a.Out.String())
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if err := a.terminate(t); err != nil {
-		t.Fatalf("exec-a exited with %v\n%s", err, a.out.String())
+	if err := a.Stop(); err != nil {
+		t.Fatalf("stopping exec-a (SIGTERM): %v\n%s", err, a.Out.String())
 	}
-	var ex struct{ Items []store.Executor }
-	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &ex); err != nil {
-		t.Fatal(err)
-	}
-	if len(ex.Items) != 2 || ex.Items[0].StoppedAt == nil || ex.Items[0].Live || !ex.Items[1].Live {
-		t.Errorf("after exec-a stopped: %+v, want exec-a stopped and exec-b live", ex.Items)
+	if ex := exectest.Executors(t, c, env); len(ex) != 2 || ex[0].StoppedAt == nil || ex[0].Live || !ex[1].Live {
+		t.Errorf("after exec-a stopped: %+v, want exec-a stopped and exec-b live", ex)
 	}
 
-	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 120*time.Second, nil)
+	run, err := c.WaitRequest(ctx, env, reqID, 120*time.Second, nil)
 	if err != nil {
-		t.Fatalf("%v\nexec-b:\n%s", err, b.out.String())
+		t.Fatalf("%v\nexec-b:\n%s", err, b.Out.String())
 	}
 	if run.Status != "done" || run.Deployed != n || run.Failed != 0 {
 		t.Fatalf("run = %+v, want all %d deployed", run, n)

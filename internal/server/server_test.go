@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
@@ -33,20 +33,9 @@ func startServer(t *testing.T) (*apiclient.Client, *server.Server) {
 // startServerDB is startServer that also returns the database URL.
 func startServerDB(t *testing.T) (*apiclient.Client, *server.Server, string) {
 	t.Helper()
-	_, hostPort, namespace := testenv.Temporal(t)
-	ctx := context.Background()
-	db := testenv.Database(t)
-	s, err := server.Start(ctx, server.Config{
-		Listen: "127.0.0.1:0", DatabaseURL: db,
-		TemporalAddress: hostPort, TemporalNamespace: namespace,
+	return exectest.StartServer(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return apiclient.New("http://" + s.Addr()), s, db
 }
 
 type res struct {
@@ -80,19 +69,8 @@ func body(t *testing.T, rs ...res) []byte {
 // deploy exports and releases a version and waits for its run to finish.
 func deploy(t *testing.T, c *apiclient.Client, env string, b []byte) store.DeployRun {
 	t.Helper()
-	ctx := context.Background()
-	v, err := c.ExportVersion(ctx, env, b)
-	if err != nil {
-		t.Fatalf("export: %v", err)
-	}
-	rel, err := c.Release(ctx, env, v.Version)
-	if err != nil {
-		t.Fatalf("release %d: %v", v.Version, err)
-	}
-	if rel.Request == nil {
-		t.Fatalf("release %d queued no deploy", v.Version)
-	}
-	run, err := c.WaitRequest(ctx, env, rel.Request.ID, 60*time.Second, nil)
+	reqID := exectest.Release(t, c, env, b)
+	run, err := c.WaitRequest(context.Background(), env, reqID, 60*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,16 +313,7 @@ func TestSchedulerFindsUnannouncedRequests(t *testing.T) {
 
 func newEnv(t *testing.T, c *apiclient.Client, prefix string, settings map[string]any) string {
 	t.Helper()
-	ctx := context.Background()
-	env := testenv.UniqueName(t, prefix)
-	if _, err := c.EnsureProject(ctx, "p-"+env); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments", map[string]any{
-		"project": "p-" + env, "name": env, "settings": settings}, nil); err != nil {
-		t.Fatal(err)
-	}
-	return env
+	return exectest.NewEnvironment(t, c, prefix, settings)
 }
 
 // TestUserRepairAndRetry: a user repair re-verifies everything (recorded as

@@ -1,0 +1,234 @@
+// Package exectest is the harness of tests that run an intend server and
+// executors against testenv's services: it starts a server on a fresh
+// database, creates environments, starts executors (as child processes or
+// in this process), stops or kills them, and lists what the API says about
+// them.
+//
+// Its users' TestMain must call testenv.Main, as for testenv itself.
+package exectest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv"
+)
+
+// StopTimeout is how long Process.Stop and Func.Stop wait for a clean stop.
+const StopTimeout = 30 * time.Second
+
+// Output collects the output of an executor for failure messages: it may
+// be written by the executor and read by the test at the same time.
+type Output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// StartServer starts an intend server configured by cfg and shuts it down
+// when t ends. The fields of cfg that wire it to the test services get
+// defaults when left zero: Listen a free local port, DatabaseURL a fresh
+// database (testenv.Database), TemporalAddress and TemporalNamespace the
+// shared dev server's, Log a logger that discards. Everything else (the
+// embedded executor, the reconciler's and scheduler's periods…) is the
+// caller's to set. It returns a client of the server's API, the server and
+// its database URL.
+func StartServer(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Server, string) {
+	t.Helper()
+	_, hostPort, namespace := testenv.Temporal(t)
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = testenv.Database(t)
+	}
+	if cfg.TemporalAddress == "" {
+		cfg.TemporalAddress = hostPort
+	}
+	if cfg.TemporalNamespace == "" {
+		cfg.TemporalNamespace = namespace
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := server.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return apiclient.New("http://" + s.Addr()), s, cfg.DatabaseURL
+}
+
+// NewEnvironment creates an environment named by testenv.UniqueName(t,
+// prefix), with settings, in a project of its own ("p-" and its name),
+// and returns its name.
+func NewEnvironment(t testing.TB, c *apiclient.Client, prefix string, settings map[string]any) string {
+	t.Helper()
+	ctx := context.Background()
+	env := testenv.UniqueName(t, prefix)
+	if _, err := c.EnsureProject(ctx, "p-"+env); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments",
+		map[string]any{"project": "p-" + env, "name": env, "settings": settings}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// Release exports body (a version's JSON) to environment env, releases the
+// version and returns the id of the deploy request the release queued.
+func Release(t testing.TB, c *apiclient.Client, env string, body []byte) int64 {
+	t.Helper()
+	ctx := context.Background()
+	v, err := c.ExportVersion(ctx, env, body)
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	rel, err := c.Release(ctx, env, v.Version)
+	if err != nil {
+		t.Fatalf("release %d: %v", v.Version, err)
+	}
+	if rel.Request == nil {
+		t.Fatalf("release %d queued no deploy", v.Version)
+	}
+	return rel.Request.ID
+}
+
+// Agent is an agent as GET /api/v1/environments/{env}/agents lists it.
+type Agent struct {
+	Name      string                `json:"name"`
+	Executors []store.AgentExecutor `json:"executors"`
+}
+
+// Agents returns the agents of environment env, in the API's order.
+func Agents(t testing.TB, c *apiclient.Client, env string) []Agent {
+	t.Helper()
+	var l struct{ Items []Agent }
+	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/agents", nil, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// Executors returns the executors of environment env, in the API's order.
+func Executors(t testing.TB, c *apiclient.Client, env string) []store.Executor {
+	t.Helper()
+	var l struct{ Items []store.Executor }
+	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// Process is a child process started by StartProcess.
+type Process struct {
+	Out *Output // its standard output and error
+
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has exited
+	err    error         // what cmd.Wait returned, once exited is closed
+}
+
+// StartProcess starts cmd (an executor or a server) with its output in
+// Out. It dies with the test binary (SIGKILL) and is killed when t ends,
+// unless it is gone by then.
+func StartProcess(t testing.TB, cmd *exec.Cmd) *Process {
+	t.Helper()
+	p := &Process{Out: &Output{}, cmd: cmd, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.Out, p.Out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// Stop is a clean stop: it sends SIGTERM and waits StopTimeout for the
+// process to exit. It returns the process's exit error, or an error if the
+// process could not be signalled (it had already exited) or did not stop.
+func (p *Process) Stop() error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("SIGTERM: %w", err)
+	}
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(StopTimeout):
+		return fmt.Errorf("the process did not stop within %v of SIGTERM", StopTimeout)
+	}
+}
+
+// Kill is kill -9 (no cleanup, no graceful worker stop); it returns once
+// the process has exited. It does nothing to a process that has exited.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Func is a function started by StartFunc: an executor run in this process,
+// as intend's CLI and custom executor binaries run one.
+type Func struct {
+	Out *Output // what the function wrote
+
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// StartFunc runs run in a goroutine with a context that Stop cancels, and
+// stops it when t ends. run writes its output to out (Func.Out).
+func StartFunc(t testing.TB, run func(ctx context.Context, out io.Writer) error) *Func {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Func{Out: &Output{}, cancel: cancel, done: make(chan error, 1)}
+	go func() { f.done <- run(ctx, f.Out) }()
+	t.Cleanup(func() { _ = f.Stop() })
+	return f
+}
+
+// Stop is a clean stop: it cancels the function's context and waits
+// StopTimeout for it to return. It returns what the function returned, or
+// an error if it did not return in time; called again, it returns the same.
+func (f *Func) Stop() error {
+	f.once.Do(func() {
+		f.cancel()
+		select {
+		case f.err = <-f.done:
+		case <-time.After(StopTimeout):
+			f.err = errors.New("the executor did not stop within " + StopTimeout.String() +
+				" of its context's cancellation")
+		}
+	})
+	return f.err
+}
