@@ -229,7 +229,7 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 		StartedAt: time.Now().UTC(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		Attempt: int(info.Attempt),
 	}
-	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets),
+	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets), adapters.WithCallTimer(e.callTimer()),
 		adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
 		adapters.WithEvent(r.Event && b.Action != "dryrun"))
 	defer hc.Close()
@@ -265,6 +265,14 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 		e.logAdapterLines(ctx, r.ID, logs)
 	}
 	return rec
+}
+
+// callTimer times adapter calls into the metrics, if there are any.
+func (e *Executor) callTimer() adapters.CallTimer {
+	if e.Metrics == nil {
+		return nil
+	}
+	return e.Metrics.ObserveAdapterCall
 }
 
 // logAdapterLines copies an attempt's adapter log lines (already masked)
@@ -340,9 +348,6 @@ func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b store.Batc
 	if !ok {
 		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("no adapter for type %s on this executor (it has %v)",
 			id.Type, e.Adapters.Types()))
-	}
-	if e.Metrics != nil {
-		h = e.Metrics.InstrumentAdapter(id.Type, h)
 	}
 	attrs := map[string]any{}
 	dec := json.NewDecoder(bytes.NewReader(r.Attributes))

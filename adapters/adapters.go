@@ -101,6 +101,31 @@ type Context struct {
 	secrets *Secrets
 	masked  []string // secret values of this attempt, masked in logs and facts
 	event   bool
+	timer   CallTimer
+}
+
+// CallTimer is told how long each adapter call of an attempt took:
+// resourceType ("fs::File"), op one of validate, observe, create, update,
+// delete, reload, facts. Failed calls are timed too; a call that panics is
+// not.
+type CallTimer func(resourceType, op string, d time.Duration)
+
+// WithCallTimer makes the engine report the duration of every adapter call
+// to t (the executor's metrics).
+func WithCallTimer(t CallTimer) ContextOption { return func(hc *Context) { hc.timer = t } }
+
+// timed runs one adapter call ("none" is no call) and reports its duration.
+func (c *Context) timed(desired Resource, op string, call func() error) error {
+	if op == "none" {
+		return nil
+	}
+	if c.timer == nil {
+		return call()
+	}
+	start := time.Now()
+	err := call()
+	c.timer(desired.ID.Type, op, time.Since(start))
+	return err
 }
 
 type heldEntry struct {
@@ -401,7 +426,7 @@ func (e *maskedError) Unwrap() error { return e.err }
 
 func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun bool) (Outcome, error) {
 	if v, ok := h.(Validator); ok {
-		if err := v.Validate(ctx, hc, desired); err != nil {
+		if err := hc.timed(desired, "validate", func() error { return v.Validate(ctx, hc, desired) }); err != nil {
 			var e *Error
 			if !errors.As(err, &e) {
 				err = Permanent(err)
@@ -409,7 +434,8 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 			return Outcome{}, fmt.Errorf("validate: %w", err)
 		}
 	}
-	obs, err := h.Observe(ctx, hc, desired)
+	var obs Observation
+	err := hc.timed(desired, "observe", func() (err error) { obs, err = h.Observe(ctx, hc, desired); return err })
 	if err != nil {
 		return Outcome{}, fmt.Errorf("observe: %w", err)
 	}
@@ -433,14 +459,17 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		}
 	}
 	if !dryRun {
-		switch out.Action {
-		case "delete":
-			err = h.Delete(ctx, hc, desired)
-		case "create":
-			err = h.Create(ctx, hc, desired)
-		case "update":
-			err = h.Update(ctx, hc, desired, out.Diff)
-		}
+		err = hc.timed(desired, out.Action, func() error {
+			switch out.Action {
+			case "delete":
+				return h.Delete(ctx, hc, desired)
+			case "create":
+				return h.Create(ctx, hc, desired)
+			case "update":
+				return h.Update(ctx, hc, desired, out.Diff)
+			}
+			return nil
+		})
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", out.Action, err)
 		}
@@ -449,12 +478,12 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		return out, nil
 	}
 	if r, ok := h.(Reloader); ok && hc.Event() && !dryRun {
-		if err := r.Reload(ctx, hc, desired); err != nil {
+		if err := hc.timed(desired, "reload", func() error { return r.Reload(ctx, hc, desired) }); err != nil {
 			return out, fmt.Errorf("reload: %w", err)
 		}
 	}
 	if f, ok := h.(FactDiscoverer); ok && (!dryRun || out.Action != "create") {
-		if err := f.DiscoverFacts(ctx, hc, desired); err != nil {
+		if err := hc.timed(desired, "facts", func() error { return f.DiscoverFacts(ctx, hc, desired) }); err != nil {
 			return out, fmt.Errorf("facts: %w", err)
 		}
 	}

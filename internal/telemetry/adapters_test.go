@@ -32,7 +32,12 @@ func (f *fakeHandler) Delete(ctx context.Context, hc *adapters.Context, desired 
 	return f.err
 }
 
-func TestInstrumentAdapter(t *testing.T) {
+// timed returns a handler context whose adapter calls are timed into tel.
+func timed(tel *telemetry.Telemetry, opts ...adapters.ContextOption) *adapters.Context {
+	return adapters.NewContext(append(opts, adapters.WithCallTimer(tel.ObserveAdapterCall))...)
+}
+
+func TestAdapterCallDuration(t *testing.T) {
 	t.Parallel()
 	id, err := resource.Parse("fs::File[h,path=/a]")
 	if err != nil {
@@ -73,8 +78,7 @@ func TestInstrumentAdapter(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			tel := newTelemetry(t)
-			h := tel.InstrumentAdapter("fs::File", c.h)
-			_, runErr := adapters.Run(context.Background(), h, adapters.NewContext(), c.desired, c.dryRun)
+			_, runErr := adapters.Run(context.Background(), c.h, timed(tel), c.desired, c.dryRun)
 			if (runErr != nil) != (c.h.err != nil) || (runErr != nil && !errors.Is(runErr, c.h.err)) {
 				t.Errorf("%s: run error %v, want the adapter's %v passed through", c.reason, runErr, c.h.err)
 			}
@@ -92,12 +96,13 @@ func TestInstrumentAdapter(t *testing.T) {
 	}
 }
 
-func TestInstrumentAdapterNil(t *testing.T) {
+func TestAdapterCallDurationNil(t *testing.T) {
 	t.Parallel()
 	var tel *telemetry.Telemetry
 	h := &fakeHandler{}
-	if got := tel.InstrumentAdapter("fs::File", h); got != adapters.Handler(h) {
-		t.Errorf("a nil Telemetry wrapped the handler: %T", got)
+	desired := adapters.Resource{ID: resource.MustParse("fs::File[h,path=/a]"), Attributes: map[string]any{"content": "x"}}
+	if _, err := adapters.Run(context.Background(), h, timed(tel), desired, false); err != nil {
+		t.Errorf("a nil Telemetry as the call timer: %v", err)
 	}
 }
 
@@ -132,10 +137,10 @@ func (c *capableHandler) DiscoverFacts(_ context.Context, hc *adapters.Context, 
 	return nil
 }
 
-// TestInstrumentAdapterForwardsCapabilities: the wrapper must not hide an
-// adapter's optional interfaces from the engine, and a wrapper around an
-// adapter without them behaves as that adapter.
-func TestInstrumentAdapterForwardsCapabilities(t *testing.T) {
+// TestAdapterCallDurationOfCapabilities: the engine times the optional
+// capabilities' calls too, and an adapter without them gets no such
+// series.
+func TestAdapterCallDurationOfCapabilities(t *testing.T) {
 	t.Parallel()
 	id := resource.MustParse("fs::File[h,path=/a]")
 	desired := adapters.Resource{ID: id, Attributes: map[string]any{"content": "new"}}
@@ -143,19 +148,16 @@ func TestInstrumentAdapterForwardsCapabilities(t *testing.T) {
 
 	c := &capableHandler{fakeHandler: fakeHandler{obs: adapters.Observation{Exists: true,
 		Attributes: map[string]any{"content": "new"}}}, calls: map[string]int{}}
-	h := tel.InstrumentAdapter("fs::File", c)
-	if _, err := adapters.Run(context.Background(), h, adapters.NewContext(), desired, false); err == nil {
-		t.Fatal("the wrapped adapter's validation was not called")
+	if _, err := adapters.Run(context.Background(), c, timed(tel), desired, false); err == nil {
+		t.Fatal("the adapter's validation was not called")
 	}
 	good := &capableHandler{fakeHandler: c.fakeHandler, calls: map[string]int{}}
-	good2 := &noValidation{good}
-	h = tel.InstrumentAdapter("fs::File", good2)
-	hc := adapters.NewContext(adapters.WithEvent(true))
-	if _, err := adapters.Run(context.Background(), h, hc, desired, false); err != nil {
+	hc := timed(tel, adapters.WithEvent(true))
+	if _, err := adapters.Run(context.Background(), &noValidation{good}, hc, desired, false); err != nil {
 		t.Fatal(err)
 	}
 	if good.calls["reload"] != 1 || good.calls["facts"] != 1 || hc.Facts()["size"] != 1 {
-		t.Fatalf("through the wrapper: calls %v, facts %v; want one reload and one fact discovery", good.calls, hc.Facts())
+		t.Fatalf("calls %v, facts %v; want one reload and one fact discovery", good.calls, hc.Facts())
 	}
 	got := series(t, tel, "intend_adapter_call_duration_seconds")
 	for op, n := range map[string]float64{"validate": 2, "reload": 1, "facts": 1} { // both runs validated
@@ -164,11 +166,14 @@ func TestInstrumentAdapterForwardsCapabilities(t *testing.T) {
 		}
 	}
 
-	// An adapter without capabilities: the wrapper's forwarding methods
-	// do nothing.
-	plain := tel.InstrumentAdapter("fs::File", &fakeHandler{obs: c.obs})
-	if _, err := adapters.Run(context.Background(), plain, adapters.NewContext(adapters.WithEvent(true)), desired, false); err != nil {
-		t.Fatalf("a plain adapter through the wrapper: %v", err)
+	// An adapter without capabilities: only its own calls are timed.
+	other := newTelemetry(t)
+	if _, err := adapters.Run(context.Background(), &fakeHandler{obs: c.obs}, timed(other, adapters.WithEvent(true)),
+		desired, false); err != nil {
+		t.Fatalf("a plain adapter: %v", err)
+	}
+	if got := series(t, other, "intend_adapter_call_duration_seconds"); len(got) != 1 || got["operation=observe,type=fs::File"] != 1 {
+		t.Errorf("a plain adapter's calls timed as %v, want one observe", got)
 	}
 }
 

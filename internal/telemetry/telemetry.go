@@ -55,7 +55,7 @@ type Telemetry struct {
 
 	// AdapterCallDuration observes one adapter method call, as
 	// intend_adapter_call_duration_seconds{type,operation}; see
-	// InstrumentAdapter.
+	// ObserveAdapterCall.
 	AdapterCallDuration *prometheus.HistogramVec
 
 	httpRequests *prometheus.CounterVec
