@@ -161,12 +161,7 @@ func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef,
 		tctx, cancel := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(workflow.NewTimer(tctx, delay), func(workflow.Future) {})
-		sel.AddReceive(preempt, func(c workflow.ReceiveChannel, _ bool) {
-			var reason string
-			c.Receive(ctx, &reason)
-			*preempted = true
-			workflow.GetLogger(ctx).Info("deploy run preempted", "run", in.Run, "reason", reason)
-		})
+		sel.AddReceive(preempt, onPreempt(ctx, in, preempted))
 		sel.Select(ctx)
 		cancel()
 		if *preempted {
@@ -199,18 +194,24 @@ func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef,
 	return nil
 }
 
+// onPreempt is the selector callback of the preempt signal: it takes the
+// signal and marks the run preempted.
+func onPreempt(ctx workflow.Context, in DeployInput, preempted *bool) func(workflow.ReceiveChannel, bool) {
+	return func(c workflow.ReceiveChannel, _ bool) {
+		var reason string
+		c.Receive(ctx, &reason)
+		*preempted = true
+		workflow.GetLogger(ctx).Info("deploy run preempted", "run", in.Run, "reason", reason)
+	}
+}
+
 // runLevel dispatches the batches of one requires level, at most maxInFlight
 // at a time, and waits for those dispatched. A preempt signal stops the
 // dispatching; the batches in flight finish.
 func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, maxInFlight int,
 	agentWait time.Duration, res *DeployResult, st *levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(preempt, func(c workflow.ReceiveChannel, _ bool) {
-		var reason string
-		c.Receive(ctx, &reason)
-		*preempted = true
-		workflow.GetLogger(ctx).Info("deploy run preempted", "run", in.Run, "reason", reason)
-	})
+	sel.AddReceive(preempt, onPreempt(ctx, in, preempted))
 	inFlight := 0
 	var fatal error
 	for i := 0; (i < len(batches) && !*preempted) || inFlight > 0; {

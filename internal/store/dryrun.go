@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -16,10 +15,7 @@ import (
 func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, agents, ids []string) (DeployRun, error) {
 	var run DeployRun
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		e, err := scanEnvironment(tx.QueryRow(ctx, `select `+envColumns+` from environments where id = $1::uuid for update`, envID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
-		}
+		e, err := lockEnvironment(ctx, tx, envID)
 		if err != nil {
 			return err
 		}

@@ -207,6 +207,16 @@ func (s *Store) GetProject(ctx context.Context, ref string) (Project, error) {
 const envColumns = `id::text, project_id::text, name, description, settings, halted,
 	last_version, released_version, created_at, updated_at`
 
+// lockEnvironment reads an environment and locks its row for the rest of
+// tx: what changes its queue, versions or runs goes one at a time.
+func lockEnvironment(ctx context.Context, tx pgx.Tx, envID string) (Environment, error) {
+	e, err := scanEnvironment(tx.QueryRow(ctx, `select `+envColumns+` from environments where id = $1::uuid for update`, envID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+	}
+	return e, err
+}
+
 func scanEnvironment(row pgx.Row) (Environment, error) {
 	var e Environment
 	var raw []byte

@@ -140,10 +140,7 @@ type Take struct {
 func (s *Store) TakeRequests(ctx context.Context, envID, token string, timers []Request, adopt bool) (Take, error) {
 	var t Take
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		e, err := scanEnvironment(tx.QueryRow(ctx, `select `+envColumns+` from environments where id = $1::uuid for update`, envID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
-		}
+		e, err := lockEnvironment(ctx, tx, envID)
 		if err != nil {
 			return err
 		}

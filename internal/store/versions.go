@@ -295,10 +295,7 @@ type Release struct {
 func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64) (Release, error) {
 	var out Release
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		e, err := scanEnvironment(tx.QueryRow(ctx, `select `+envColumns+` from environments where id = $1::uuid for update`, envID))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
-		}
+		e, err := lockEnvironment(ctx, tx, envID)
 		if err != nil {
 			return err
 		}
