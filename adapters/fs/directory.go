@@ -159,14 +159,8 @@ func (h Directory) Observe(ctx context.Context, hc *adapters.Context, desired ad
 			return adapters.Observation{}, err
 		}
 	}
-	fi, err := fs.Lstat(spec.path)
-	if isAbsent(err) {
-		return adapters.Observation{Exists: false}, nil
-	}
-	if err != nil {
-		return adapters.Observation{}, classify("stat", spec.path, err)
-	}
-	if err := checkDir(spec.path, fi); err != nil {
+	fi, exists, err := statKind(fs, spec.path, checkDir)
+	if err != nil || !exists {
 		return adapters.Observation{}, err
 	}
 	attrs := map[string]any{

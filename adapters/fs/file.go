@@ -229,14 +229,8 @@ func (h File) Observe(ctx context.Context, hc *adapters.Context, desired adapter
 			return adapters.Observation{}, err
 		}
 	}
-	fi, err := fs.Lstat(spec.path)
-	if isAbsent(err) {
-		return adapters.Observation{Exists: false}, nil
-	}
-	if err != nil {
-		return adapters.Observation{}, classify("stat", spec.path, err)
-	}
-	if err := checkRegular(spec.path, fi); err != nil {
+	fi, exists, err := statKind(fs, spec.path, checkRegular)
+	if err != nil || !exists {
 		return adapters.Observation{}, err
 	}
 	attrs := map[string]any{

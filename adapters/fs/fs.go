@@ -11,6 +11,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	iofs "io/fs"
 	"sort"
 	"strings"
 
@@ -76,4 +77,21 @@ func on(fs fsys.FS, err error) error {
 		return err
 	}
 	return fmt.Errorf("on %s: %w", fs.Name(), err)
+}
+
+// statKind stats path for Observe without following a link: absent is
+// exists=false (not an error); something of the wrong kind is check's
+// error.
+func statKind(fs fsys.FS, path string, check func(string, iofs.FileInfo) error) (iofs.FileInfo, bool, error) {
+	fi, err := fs.Lstat(path)
+	if isAbsent(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, classify("stat", path, err)
+	}
+	if err := check(path, fi); err != nil {
+		return nil, false, err
+	}
+	return fi, true, nil
 }

@@ -108,14 +108,8 @@ func (h Symlink) Observe(ctx context.Context, hc *adapters.Context, desired adap
 		return adapters.Observation{}, err
 	}
 	defer func() { err = on(fs, err) }()
-	fi, err := fs.Lstat(spec.path)
-	if isAbsent(err) {
-		return adapters.Observation{Exists: false}, nil
-	}
-	if err != nil {
-		return adapters.Observation{}, classify("stat", spec.path, err)
-	}
-	if err := checkSymlink(spec.path, fi); err != nil {
+	_, exists, err := statKind(fs, spec.path, checkSymlink)
+	if err != nil || !exists {
 		return adapters.Observation{}, err
 	}
 	target, err := fs.Readlink(spec.path)
