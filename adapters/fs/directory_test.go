@@ -300,12 +300,7 @@ func TestDirectoryInvalidAttributes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "d")
-	cases := []struct {
-		name    string
-		reason  string
-		res     adapters.Resource
-		wantMsg string
-	}{
+	cases := []refusal{
 		{"no path", "path is the id attribute and required",
 			directory(map[string]any{"mode": "0755"}, false), `"path" is required`},
 		{"relative path", "a relative path would depend on the executor's working directory",
@@ -335,24 +330,7 @@ func TestDirectoryInvalidAttributes(t *testing.T) {
 			adapters.Resource{ID: resource.ID{Type: fs.DirectoryType, Agent: "local", Attribute: "name", Value: good},
 				Attributes: map[string]any{"path": good}}, `resource id names attribute "name"`},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := adapters.Run(context.Background(), fs.Directory{}, adapters.NewContext(), c.res, false)
-			if err == nil {
-				t.Fatalf("%s: no error", c.reason)
-			}
-			if got := adapters.ClassOf(err); got != adapters.ClassPermanent {
-				t.Errorf("%s: class %q, want permanent (%v)", c.reason, got, err)
-			}
-			if !strings.Contains(err.Error(), c.wantMsg) {
-				t.Errorf("%s: error %q does not contain %q", c.reason, err, c.wantMsg)
-			}
-		})
-	}
-	if _, err := os.Lstat(good); !os.IsNotExist(err) {
-		t.Errorf("invalid resources touched the disk: %v", err)
-	}
+	assertRefused(t, fs.Directory{}, cases, good)
 }
 
 func TestDirectoryConflicts(t *testing.T) {

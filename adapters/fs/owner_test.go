@@ -212,26 +212,28 @@ func TestOwnershipInvalid(t *testing.T) {
 		{"minus one", "(uid_t)-1 means unchanged to chown", map[string]any{"owner": "4294967295"}, `attribute "owner"`},
 		{"too large", "ids are 32 bits", map[string]any{"group": "99999999999"}, `attribute "group"`},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			for _, h := range []struct {
-				name string
-				h    adapters.Handler
-				res  adapters.Resource
-			}{
-				{"file", fs.File{}, file(merge(map[string]any{"path": path, "content": "x"}, c.attrs), false)},
-				{"directory", fs.Directory{}, directory(merge(map[string]any{"path": path}, c.attrs), false)},
-			} {
-				for _, dryRun := range []bool{true, false} {
-					_, err := adapters.Run(context.Background(), h.h, adapters.NewContext(), h.res, dryRun)
-					if adapters.ClassOf(err) != adapters.ClassPermanent || !strings.Contains(err.Error(), c.wantMsg) {
-						t.Errorf("%s %s (dry-run %t): error %v, want permanent %q", h.name, c.reason, dryRun, err, c.wantMsg)
+	t.Run("refused", func(t *testing.T) { // the disk is checked after the group
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				for _, h := range []struct {
+					name string
+					h    adapters.Handler
+					res  adapters.Resource
+				}{
+					{"file", fs.File{}, file(merge(map[string]any{"path": path, "content": "x"}, c.attrs), false)},
+					{"directory", fs.Directory{}, directory(merge(map[string]any{"path": path}, c.attrs), false)},
+				} {
+					for _, dryRun := range []bool{true, false} {
+						_, err := adapters.Run(context.Background(), h.h, adapters.NewContext(), h.res, dryRun)
+						if adapters.ClassOf(err) != adapters.ClassPermanent || !strings.Contains(err.Error(), c.wantMsg) {
+							t.Errorf("%s %s (dry-run %t): error %v, want permanent %q", h.name, c.reason, dryRun, err, c.wantMsg)
+						}
 					}
 				}
-			}
-		})
-	}
+			})
+		}
+	})
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Errorf("invalid owners touched the disk: %v", err)
 	}

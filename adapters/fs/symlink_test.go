@@ -246,12 +246,7 @@ func TestSymlinkInvalidAttributes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "l")
-	cases := []struct {
-		name    string
-		reason  string
-		res     adapters.Resource
-		wantMsg string
-	}{
+	cases := []refusal{
 		{"no path", "path is the id attribute and required",
 			symlink(map[string]any{"target": "x"}, false), `"path" is required`},
 		{"relative path", "a relative path would depend on the executor's working directory",
@@ -282,24 +277,7 @@ func TestSymlinkInvalidAttributes(t *testing.T) {
 			adapters.Resource{ID: resource.ID{Type: fs.SymlinkType, Agent: "local", Attribute: "target", Value: "x"},
 				Attributes: map[string]any{"path": good, "target": "x"}}, `resource id names attribute "target"`},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := adapters.Run(context.Background(), fs.Symlink{}, adapters.NewContext(), c.res, false)
-			if err == nil {
-				t.Fatalf("%s: no error", c.reason)
-			}
-			if got := adapters.ClassOf(err); got != adapters.ClassPermanent {
-				t.Errorf("%s: class %q, want permanent (%v)", c.reason, got, err)
-			}
-			if !strings.Contains(err.Error(), c.wantMsg) {
-				t.Errorf("%s: error %q does not contain %q", c.reason, err, c.wantMsg)
-			}
-		})
-	}
-	if _, err := os.Lstat(good); !os.IsNotExist(err) {
-		t.Errorf("invalid resources touched the disk: %v", err)
-	}
+	assertRefused(t, fs.Symlink{}, cases, good)
 }
 
 func TestSymlinkConflicts(t *testing.T) {
