@@ -128,25 +128,15 @@ func TestOpenRunVersions(t *testing.T) {
 	st, _, _ := open(t)
 	e := newEnv(t, st)
 	ctx := context.Background()
-	info, err := st.ExportVersion(ctx, e.ID, files(t, 2, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
-		t.Fatal(err)
-	}
-	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
-	if err != nil || take.Run == nil {
-		t.Fatalf("take = %+v, %v", take, err)
-	}
+	started := startRun(t, st, e.ID, files(t, 2, nil))
 	versions, err := st.OpenRunVersions(ctx, []string{e.ID, "not-a-uuid"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !versions[e.ID][info.Version] || len(versions) != 1 {
-		t.Fatalf("open = %v, want version %d of %s", versions, info.Version, e.ID)
+	if !versions[e.ID][started.Version] || len(versions) != 1 {
+		t.Fatalf("open = %v, want version %d of %s", versions, started.Version, e.ID)
 	}
-	if err := st.FinishRun(ctx, e.ID, take.Run.Run, "done", store.RunCounts{}); err != nil {
+	if err := st.FinishRun(ctx, e.ID, started.Run, "done", store.RunCounts{}); err != nil {
 		t.Fatal(err)
 	}
 	if versions, err = st.OpenRunVersions(ctx, []string{e.ID}); err != nil || len(versions) != 0 {

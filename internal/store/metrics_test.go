@@ -96,18 +96,8 @@ func TestRunTiming(t *testing.T) {
 	st, _, _ := open(t)
 	e := newEnv(t, st)
 	ctx := context.Background()
-	v, err := st.ExportVersion(ctx, e.ID, files(t, 1, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReleaseVersion(ctx, e.ID, v.Version); err != nil {
-		t.Fatal(err)
-	}
-	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
-	if err != nil || take.Run == nil {
-		t.Fatalf("take = %+v, %v", take, err)
-	}
-	run := take.Run.Run
+	started := startRun(t, st, e.ID, files(t, 1, nil))
+	run := started.Run
 
 	before, err := st.RunTiming(ctx, e.ID, run)
 	if err != nil {

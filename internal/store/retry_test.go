@@ -19,18 +19,8 @@ func TestPlanRetry(t *testing.T) {
 	st, _, conn := open(t)
 	e := newEnv(t, st)
 	ctx := context.Background()
-	v, err := st.ExportVersion(ctx, e.ID, files(t, 6, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReleaseVersion(ctx, e.ID, v.Version); err != nil {
-		t.Fatal(err)
-	}
-	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
-	if err != nil || take.Run == nil {
-		t.Fatalf("take = %+v, %v", take, err)
-	}
-	run := take.Run.Run
+	started := startRun(t, st, e.ID, files(t, 6, nil))
+	run := started.Run
 	p, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits)
 	if err != nil || len(p.Batches) != 1 || p.NextSeq != 2 {
 		t.Fatalf("plan = %+v, %v; want one batch and NextSeq 2", p, err)
@@ -48,7 +38,7 @@ func TestPlanRetry(t *testing.T) {
 	for i, r := range b.Resources {
 		recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: "deploy",
 			Reason: "test", StartedAt: now, FinishedAt: now, Result: outcome[i].result, ErrorClass: outcome[i].class,
-			WorkflowID: take.Run.WorkflowID, RunID: "r", Attempt: 1})
+			WorkflowID: started.WorkflowID, RunID: "r", Attempt: 1})
 	}
 	if err := st.RecordActions(ctx, e.ID, recs); err != nil {
 		t.Fatal(err)
@@ -105,7 +95,7 @@ func TestPlanRetry(t *testing.T) {
 	for _, r := range rb.Resources {
 		recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: "deploy",
 			Reason: "test", StartedAt: now, FinishedAt: now, Result: "deployed",
-			WorkflowID: take.Run.WorkflowID, RunID: "r", Attempt: 1})
+			WorkflowID: started.WorkflowID, RunID: "r", Attempt: 1})
 	}
 	if err := st.RecordActions(ctx, e.ID, recs); err != nil {
 		t.Fatal(err)

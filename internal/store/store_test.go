@@ -66,6 +66,25 @@ func files(t *testing.T, n int, content map[int]string) intent.Version {
 	return v
 }
 
+// startRun exports v, releases it and takes its deploy request into a
+// run, as the scheduler does.
+func startRun(t *testing.T, st *store.Store, envID string, v intent.Version) store.DeployRun {
+	t.Helper()
+	ctx := context.Background()
+	info, err := st.ExportVersion(ctx, envID, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReleaseVersion(ctx, envID, info.Version); err != nil {
+		t.Fatal(err)
+	}
+	take, err := st.TakeRequests(ctx, envID, "t", nil, false)
+	if err != nil || take.Run == nil {
+		t.Fatalf("take = %+v, %v", take, err)
+	}
+	return *take.Run
+}
+
 func count(t *testing.T, conn *pgx.Conn, q string, args ...any) int {
 	t.Helper()
 	var n int
@@ -181,18 +200,8 @@ func TestPlanCutsBatchesByLevelAgentAndSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.ExportVersion(ctx, e.ID, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
-		t.Fatal(err)
-	}
-	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
-	if err != nil || take.Run == nil {
-		t.Fatalf("take = %+v, %v", take, err)
-	}
-	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 4, MaxBytes: 1 << 20})
+	run := startRun(t, st, e.ID, v)
+	p, err := st.PlanDeploy(ctx, e.ID, run.Run, store.BatchLimits{MaxResources: 4, MaxBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +221,7 @@ func TestPlanCutsBatchesByLevelAgentAndSize(t *testing.T) {
 	if total != 25 || p.Batches[len(p.Batches)-1].Level != 1 {
 		t.Errorf("plan = %+v", p)
 	}
-	b, err := st.LoadBatch(ctx, e.ID, take.Run.Run, p.Batches[0].Seq)
+	b, err := st.LoadBatch(ctx, e.ID, run.Run, p.Batches[0].Seq)
 	if err != nil {
 		t.Fatal(err)
 	}
