@@ -209,26 +209,27 @@ func blockedBy(r store.BatchResource, i int, pos map[string]int, recs []store.Ac
 // skipped is the record of a resource not run because a dependency is not
 // deployed.
 func skipped(b store.Batch, r store.BatchResource, info activity.Info, dep, result string) store.ActionRecord {
-	now := time.Now().UTC()
+	rec := newRecord(b, r, info)
+	rec.FinishedAt, rec.Result = rec.StartedAt, "skipped_for_dependency"
+	rec.Error = fmt.Sprintf("requires %s, which is not deployed (%s)", dep, result)
 	hc := adapters.NewContext()
 	hc.Info("skipped: a required resource is not deployed", "requires", dep, "its_result", result)
-	logs, _ := json.Marshal(hc.Logs())
+	rec.Logs, _ = json.Marshal(hc.Logs())
+	return rec
+}
+
+// newRecord starts the action record of an attempt on r, now.
+func newRecord(b store.Batch, r store.BatchResource, info activity.Info) store.ActionRecord {
 	return store.ActionRecord{
 		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: actionOf(b, r), Reason: b.Reason,
-		StartedAt: now, FinishedAt: now, Result: "skipped_for_dependency",
-		Error: fmt.Sprintf("requires %s, which is not deployed (%s)", dep, result),
-		Logs:  logs, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		StartedAt: time.Now().UTC(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		Attempt: int(info.Attempt),
 	}
 }
 
 // runOne performs one attempt on one resource and returns its action record.
 func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResource, info activity.Info) store.ActionRecord {
-	rec := store.ActionRecord{
-		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: actionOf(b, r), Reason: b.Reason,
-		StartedAt: time.Now().UTC(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		Attempt: int(info.Attempt),
-	}
+	rec := newRecord(b, r, info)
 	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets), adapters.WithCallTimer(e.callTimer()),
 		adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
 		adapters.WithEvent(r.Event && b.Action != "dryrun"))
