@@ -1,0 +1,581 @@
+// Package compiler turns an intend project (a CUE module with intend.yaml)
+// into a desired-state version: the export the server stores.
+//
+// A model has two sources of resources:
+//
+//   - resources: a struct (or list) of resources, nested as deep as the
+//     model likes. A resource is any struct with an id field; the standard
+//     library's types (intend.dev/std/fs, …) compute it.
+//   - refinements: each a definition with a parameter (a high-level
+//     entity's attributes) and an output (its resources), and its
+//     instances:
+//
+//     refinements: site: {
+//     	using: #Site
+//     	instances: blog: {title: "Blog"}
+//     }
+//
+// The module is evaluated once for its plain resources and the refinement
+// definitions; then every instance is evaluated on its own
+// (using & {parameter: instance}) and its output decoded to Go, so memory
+// is that of one instance however many there are (brief §7). Go merges the
+// outputs, refuses duplicate ids and requires that name nothing, and takes
+// the ids of the resources a resource's requires refers to.
+//
+// A resource whose attributes use a fact not known yet (facts[id].name) is
+// exported undefined; every other problem is an Error, and a compile that
+// has any exports nothing.
+package compiler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/load"
+	"cuelang.org/go/cue/token"
+
+	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/project"
+)
+
+// Options say what to compile.
+type Options struct {
+	// Dir is the project directory (with intend.yaml).
+	Dir string
+	// Facts are the facts known so far, by resource id and name, offered
+	// to the model as facts[id][name] when it declares facts.
+	Facts map[string]map[string]json.RawMessage
+	// Instances adds refinement instances from outside the model (the
+	// service inventory): by refinement, by instance name, the parameter
+	// as JSON.
+	Instances map[string]map[string]json.RawMessage
+}
+
+// Resource is one resource of a compiled version, in export form.
+type Resource struct {
+	ID            string                     `json:"id"`
+	Attributes    map[string]json.RawMessage `json:"attributes"`
+	Requires      []string                   `json:"requires"`
+	Purged        bool                       `json:"purged,omitempty"`
+	SendEvent     bool                       `json:"send_event,omitempty"`
+	ReceiveEvents bool                       `json:"receive_events,omitempty"`
+	ReportOnly    bool                       `json:"report_only,omitempty"`
+	Undefined     bool                       `json:"undefined,omitempty"`
+	ResourceSet   string                     `json:"resource_set,omitempty"`
+
+	// Origin is where the model produced it: its CUE path, prefixed by the
+	// refinement instance if it came from one.
+	Origin string `json:"-"`
+	pos    token.Pos
+}
+
+// Result is a successful compile.
+type Result struct {
+	Project project.Project
+	// Resources are sorted by id.
+	Resources []Resource
+	// Instances is how many refinement instances were evaluated.
+	Instances int
+	// Undefined counts the resources exported undefined.
+	Undefined int
+	// Took is how long the compile took, loading included.
+	Took time.Duration
+}
+
+// Export is the version document PUT .../versions takes.
+func (r *Result) Export() []byte {
+	b, err := json.Marshal(struct {
+		Resources []Resource `json:"resources"`
+	}{r.Resources})
+	if err != nil {
+		panic(err) // every part is already JSON
+	}
+	return b
+}
+
+// Compile loads and evaluates the project in opts.Dir. A failed compile
+// returns Errors, every problem found at once.
+func Compile(ctx context.Context, opts Options) (*Result, error) {
+	start := time.Now()
+	root, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	proj, err := project.Load(root)
+	if err != nil {
+		return nil, err
+	}
+	c := &compilation{
+		ctx:   ctx,
+		opts:  opts,
+		errs:  &errorList{root: root, stdAt: filepath.Join(root, "cue.mod", "pkg", filepath.FromSlash(StdModule))},
+		files: map[string]*ast.File{},
+		ids:   map[string]int{},
+	}
+	inst, err := c.load(root, proj)
+	if err != nil {
+		return nil, err
+	}
+	if inst == nil {
+		return nil, c.errs.err()
+	}
+	v := cuecontext.New().BuildInstance(inst)
+	if _, err := v.Fields(); err != nil {
+		c.errs.addCUE("", err)
+		return nil, c.errs.err()
+	}
+	// Conflicts anywhere in the model, also outside the resources (the
+	// walk below adds what is missing, not what is wrong).
+	if err := v.Validate(); err != nil {
+		c.errs.addCUE("", err)
+	}
+	if f := v.LookupPath(cue.MakePath(cue.Str("facts"))); f.Exists() && len(opts.Facts) > 0 {
+		facts, err := json.Marshal(opts.Facts)
+		if err != nil {
+			return nil, fmt.Errorf("facts: %w", err)
+		}
+		v = v.FillPath(cue.MakePath(cue.Str("facts")), v.Context().CompileBytes(facts))
+	}
+	if rs := v.LookupPath(cue.MakePath(cue.Str("resources"))); rs.Exists() {
+		(&walker{c: c}).walk(rs, "resources")
+	}
+	if err := c.refinements(v.LookupPath(cue.MakePath(cue.Str("refinements")))); err != nil {
+		return nil, err
+	}
+	c.check()
+	if err := c.errs.err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(c.out, func(a, b Resource) int { return strings.Compare(a.ID, b.ID) })
+	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Took: time.Since(start)}
+	for _, r := range c.out {
+		if r.Undefined {
+			res.Undefined++
+		}
+	}
+	return res, nil
+}
+
+type compilation struct {
+	ctx       context.Context
+	opts      Options
+	errs      *errorList
+	files     map[string]*ast.File // by file name, for fact lookups
+	out       []Resource
+	ids       map[string]int // index in out
+	instances int
+}
+
+// load finds the entry package with the standard library overlaid. A nil
+// instance with a nil error means the errors are in c.errs.
+func (c *compilation) load(root string, proj project.Project) (*build.Instance, error) {
+	ov := map[string]load.Source{}
+	if err := stdOverlay(root, ov); err != nil {
+		return nil, err
+	}
+	modFile := filepath.Join(root, "cue.mod", "module.cue")
+	if _, err := os.Stat(modFile); os.IsNotExist(err) {
+		// A project need not be a CUE module of its own making: give it
+		// one, so that the standard library has a cue.mod to live in.
+		ov[modFile] = load.FromString(fmt.Sprintf("module: %q\nlanguage: version: %q\n",
+			"intend.local/"+proj.Name, "v0.12.0"))
+	}
+	entry := "./" + strings.TrimPrefix(proj.Entry, "./")
+	insts := load.Instances([]string{entry}, &load.Config{Dir: root, Overlay: ov})
+	if len(insts) != 1 {
+		return nil, fmt.Errorf("entry %q: loads %d CUE packages, want one", proj.Entry, len(insts))
+	}
+	inst := insts[0]
+	if inst.Err != nil {
+		c.errs.addCUE("", inst.Err)
+		return nil, nil
+	}
+	var index func(*build.Instance)
+	index = func(i *build.Instance) {
+		for _, f := range i.Files {
+			c.files[f.Filename] = f
+		}
+		for _, imp := range i.Imports {
+			index(imp)
+		}
+	}
+	index(inst)
+	return inst, nil
+}
+
+// refinements evaluates every instance of every refinement on its own.
+func (c *compilation) refinements(refs cue.Value) error {
+	if !refs.Exists() {
+		return nil
+	}
+	it, err := refs.Fields()
+	if err != nil {
+		c.errs.addCUE("", err)
+		return nil
+	}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		ref := it.Value()
+		path := "refinements." + it.Selector().String()
+		using := ref.LookupPath(cue.MakePath(cue.Str("using")))
+		if !using.Exists() {
+			c.errs.addf("", path, ref.Pos(), "a refinement needs using: the definition with a parameter and an output")
+			continue
+		}
+		if !using.LookupPath(cue.MakePath(cue.Str("output"))).Exists() {
+			c.errs.addf("", path+".using", using.Pos(), "the refinement's definition has no output")
+			continue
+		}
+		each := func(inst string, param cue.Value) error {
+			if err := c.ctx.Err(); err != nil {
+				return err
+			}
+			c.instance(name, path+".instances."+inst, inst, using, param)
+			return nil
+		}
+		if insts := ref.LookupPath(cue.MakePath(cue.Str("instances"))); insts.Exists() {
+			ii, err := insts.Fields()
+			if err != nil {
+				c.errs.addCUE("", err)
+				continue
+			}
+			for ii.Next() {
+				if err := each(ii.Selector().Unquoted(), ii.Value()); err != nil {
+					return err
+				}
+			}
+		}
+		extra := c.opts.Instances[name]
+		for _, inst := range slices.Sorted(mapKeys(extra)) {
+			p := refs.Context().CompileBytes(extra[inst], cue.Filename(name+"/"+inst+".json"))
+			if err := p.Err(); err != nil {
+				c.errs.addCUE(path+".instances."+inst, err)
+				continue
+			}
+			if err := each(inst, p); err != nil {
+				return err
+			}
+		}
+	}
+	for name := range c.opts.Instances {
+		if !refs.LookupPath(cue.MakePath(cue.Str(name))).Exists() {
+			c.errs.addf("", "refinements."+name, token.NoPos, "instances were given for refinement %q, which the model does not define", name)
+		}
+	}
+	return nil
+}
+
+// instance evaluates one refinement instance: using & {parameter: param}.
+func (c *compilation) instance(refinement, label, name string, using, param cue.Value) {
+	c.instances++
+	v := using.FillPath(cue.MakePath(cue.Str("parameter")), param)
+	if err := v.LookupPath(cue.MakePath(cue.Str("parameter"))).Validate(cue.Concrete(true)); err != nil {
+		c.errs.addCUE(label, err)
+		return
+	}
+	w := &walker{c: c, instance: label, set: refinement + "/" + name}
+	w.walk(v.LookupPath(cue.MakePath(cue.Str("output"))), "output")
+}
+
+// check refuses requires that name no resource of the version.
+func (c *compilation) check() {
+	for _, r := range c.out {
+		for _, req := range r.Requires {
+			if _, ok := c.ids[req]; !ok {
+				c.errs.addf("", r.Origin, r.pos, "requires %s, which the model does not produce", req)
+			}
+		}
+	}
+}
+
+// add records one resource, refusing a second one with the same id.
+func (c *compilation) add(r Resource) {
+	if i, ok := c.ids[r.ID]; ok {
+		first := c.out[i]
+		at := ""
+		if first.pos.IsValid() {
+			at = " (" + c.errs.position(first.pos).String() + ")"
+		}
+		c.errs.addf("", r.Origin, r.pos, "duplicate id %s: %s%s produces it too", r.ID, first.Origin, at)
+		return
+	}
+	c.ids[r.ID] = len(c.out)
+	c.out = append(c.out, r)
+}
+
+// walker finds the resources in a value.
+type walker struct {
+	c        *compilation
+	instance string // the refinement instance, or ""
+	set      string // the default resource set
+}
+
+func (w *walker) origin(path string) string {
+	if w.instance == "" {
+		return path
+	}
+	return w.instance + ": " + path
+}
+
+func (w *walker) walk(v cue.Value, path string) {
+	// A struct or list with an error inside is bottom, but still has its
+	// fields or elements: walk them, to report every error, not the first.
+	kind := v.IncompleteKind()
+	if kind == cue.BottomKind {
+		if _, err := v.Fields(); err == nil {
+			kind = cue.StructKind
+		} else if _, err := v.List(); err == nil {
+			kind = cue.ListKind
+		} else {
+			w.c.errs.addCUE(w.instance, v.Err())
+			return
+		}
+	}
+	switch kind {
+	case cue.StructKind:
+		if v.LookupPath(cue.MakePath(cue.Str("id"))).Exists() {
+			w.resource(v, path)
+			return
+		}
+		it, err := v.Fields()
+		if err != nil {
+			w.c.errs.addCUE(w.instance, err)
+			return
+		}
+		for it.Next() {
+			w.walk(it.Value(), path+"."+it.Selector().String())
+		}
+	case cue.ListKind:
+		it, err := v.List()
+		if err != nil {
+			w.c.errs.addCUE(w.instance, err)
+			return
+		}
+		for i := 0; it.Next(); i++ {
+			w.walk(it.Value(), fmt.Sprintf("%s[%d]", path, i))
+		}
+	default:
+		w.c.errs.addf(w.instance, path, v.Pos(), "is %s, not a resource (a struct with an id) nor a struct or list of them", kind)
+	}
+}
+
+// meta are the fields of resource.#Resource: everything else is an
+// attribute.
+var meta = map[string]bool{
+	"id": true, "agent": true, "requires": true, "purged": true, "send_event": true,
+	"receive_events": true, "report_only": true, "resource_set": true,
+}
+
+// resource decodes one resource.
+func (w *walker) resource(v cue.Value, path string) {
+	errs := w.c.errs
+	r := Resource{Origin: w.origin(path), pos: v.Pos(), ResourceSet: w.set, Attributes: map[string]json.RawMessage{}, Requires: []string{}}
+	idv := v.LookupPath(cue.MakePath(cue.Str("id")))
+	id, err := idv.String()
+	if err != nil {
+		if w.c.unknownFact(err) {
+			errs.addf(w.instance, path+".id", idv.Pos(), "the id depends on a fact that is not known yet; an id must be known when the model is compiled")
+			return
+		}
+		// Report the causes (a missing or wrong identifying attribute),
+		// not only the id that could not be built from them.
+		if verr := v.Validate(cue.Concrete(true)); verr != nil {
+			errs.addCUE(w.instance, verr)
+		} else {
+			errs.addCUE(w.instance, err)
+		}
+		return
+	}
+	rid, err := resource.Parse(id)
+	if err != nil {
+		errs.addf(w.instance, path+".id", idv.Pos(), "%v", err)
+		return
+	}
+	if rid.Version != 0 {
+		errs.addf(w.instance, path+".id", idv.Pos(), "id %s names a version; a model's ids never do", id)
+		return
+	}
+	r.ID = id
+	ok := true
+	it, err := v.Fields()
+	if err != nil {
+		errs.addCUE(w.instance, err)
+		return
+	}
+	for it.Next() {
+		label := it.Selector().Unquoted()
+		fv := it.Value()
+		fpath := path + "." + it.Selector().String()
+		if label == "requires" {
+			// Only the ids of what it refers to matter, and they may
+			// still be undefined themselves.
+			ok = w.requires(&r, fv, fpath) && ok
+			continue
+		}
+		if err := fv.Validate(cue.Concrete(true)); err != nil {
+			if !meta[label] && w.c.unknownFact(err) {
+				r.Undefined = true
+				continue
+			}
+			errs.addCUE(w.instance, err)
+			ok = false
+			continue
+		}
+		switch label {
+		case "id", "agent":
+		case "purged":
+			r.Purged, _ = fv.Bool()
+		case "send_event":
+			r.SendEvent, _ = fv.Bool()
+		case "receive_events":
+			r.ReceiveEvents, _ = fv.Bool()
+		case "report_only":
+			r.ReportOnly, _ = fv.Bool()
+		case "resource_set":
+			r.ResourceSet, _ = fv.String()
+		default:
+			b, err := fv.MarshalJSON()
+			if err != nil {
+				errs.addCUE(w.instance, err)
+				ok = false
+				continue
+			}
+			r.Attributes[label] = b
+		}
+	}
+	if !ok {
+		return
+	}
+	if r.Undefined {
+		if _, known := r.Attributes[rid.Attribute]; !known {
+			errs.addf(w.instance, path+"."+rid.Attribute, v.Pos(), "the identifying attribute depends on a fact that is not known yet")
+			return
+		}
+		if r.Purged {
+			errs.addf(w.instance, path, v.Pos(), "a purged resource cannot depend on a fact that is not known yet")
+			return
+		}
+	}
+	w.c.add(r)
+}
+
+// requires takes the ids of the resources (or the id strings) listed.
+func (w *walker) requires(r *Resource, v cue.Value, path string) bool {
+	it, err := v.List()
+	if err != nil {
+		w.c.errs.addCUE(w.instance, err)
+		return false
+	}
+	for i := 0; it.Next(); i++ {
+		e := it.Value()
+		if e.Kind() == cue.StructKind {
+			e = e.LookupPath(cue.MakePath(cue.Str("id")))
+		}
+		s, err := e.String()
+		if err != nil {
+			w.c.errs.addf(w.instance, fmt.Sprintf("%s[%d]", path, i), e.Pos(), "must be a resource or a resource id: %v", err)
+			return false
+		}
+		if _, err := resource.Parse(s); err != nil {
+			w.c.errs.addf(w.instance, fmt.Sprintf("%s[%d]", path, i), e.Pos(), "%v", err)
+			return false
+		}
+		if s == r.ID {
+			w.c.errs.addf(w.instance, fmt.Sprintf("%s[%d]", path, i), e.Pos(), "a resource cannot require itself")
+			return false
+		}
+		r.Requires = append(r.Requires, s)
+	}
+	slices.Sort(r.Requires)
+	r.Requires = slices.Compact(r.Requires)
+	return true
+}
+
+// unknownFact reports whether every error in err involves a lookup into
+// facts: a fact not known yet. Any other problem, a missing attribute for
+// one, is an error of the model.
+func (c *compilation) unknownFact(err error) bool {
+	errs := cueerrors.Errors(err)
+	if len(errs) == 0 {
+		return false
+	}
+	for _, e := range errs {
+		if !slices.ContainsFunc(cueerrors.Positions(e), c.factLookupAt) {
+			return false
+		}
+	}
+	return true
+}
+
+// factLookupAt reports whether the source at pos is a selection or index
+// whose innermost operand is the identifier facts.
+func (c *compilation) factLookupAt(pos token.Pos) bool {
+	f := c.files[pos.Filename()]
+	if f == nil {
+		return false
+	}
+	found := false
+	ast.Walk(f, func(n ast.Node) bool {
+		if found {
+			return false
+		}
+		var x ast.Expr
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			if !samePos(n.Sel.Pos(), pos) && !samePos(n.Pos(), pos) {
+				return true
+			}
+			x = n.X
+		case *ast.IndexExpr:
+			if !samePos(n.Index.Pos(), pos) && !samePos(n.Pos(), pos) && !samePos(n.Lbrack, pos) {
+				return true
+			}
+			x = n.X
+		default:
+			return true
+		}
+		found = rootedInFacts(x)
+		return !found
+	}, nil)
+	return found
+}
+
+func samePos(a, b token.Pos) bool {
+	return a.IsValid() && b.IsValid() && a.Filename() == b.Filename() && a.Offset() == b.Offset()
+}
+
+func rootedInFacts(x ast.Expr) bool {
+	for {
+		switch n := x.(type) {
+		case *ast.SelectorExpr:
+			x = n.X
+		case *ast.IndexExpr:
+			x = n.X
+		case *ast.Ident:
+			return n.Name == "facts"
+		default:
+			return false
+		}
+	}
+}
+
+func mapKeys[M ~map[string]V, V any](m M) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
