@@ -78,8 +78,9 @@ lint: $(STATICCHECK) ## go vet and staticcheck
 BENCH_N ?= 10000
 bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./adapters/... ./internal/intent/
+	$(GO) test -run '^$$' -bench P8 -benchtime 5x -benchmem ./internal/compiler/   # P8: compile of 1 / 1,000 service instances
 	$(GO) run ./cmd/intend-bench -n $(BENCH_N)
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm; fi
 
 clean: ## remove build output and the embedded deploy's state
-	rm -rf bin data
+	rm -rf bin data examples/*/data

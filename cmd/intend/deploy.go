@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,72 +15,73 @@ import (
 	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/childproc"
+	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
+	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 )
 
 func deployCommand(g *globals) *cobra.Command {
-	var dataDir, project, env string
-	var keep bool
+	var dataDir, envName string
+	var keep, dryRun bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "deploy [PATH]",
-		Short: "Embedded all-in-one deploy: start PostgreSQL, Temporal and the server, deploy, stop",
-		Long: `Deploy a desired state with everything embedded: PostgreSQL (from the local
-binaries) in <data-dir>/pg, a Temporal dev server (the pinned CLI, SQLite in
-<data-dir>/temporal.db), and an intend server with its executor, all on
-loopback. It exports the version through the REST API, releases it, shows
-progress, prints a summary and the Temporal UI address, and stops everything
-unless --keep-running is given. State survives between runs in <data-dir>.
+		Use:   "deploy [DIR]",
+		Short: "Embedded all-in-one deploy of a project: start PostgreSQL, Temporal and the server, compile, deploy, stop",
+		Long: `Deploy the project in DIR (default: the current directory) with everything
+embedded: PostgreSQL (from the local binaries) in <data-dir>/pg, a Temporal
+dev server (the pinned CLI, SQLite in <data-dir>/temporal.db) with its Web
+UI, and an intend server with its executor, all on free loopback ports.
 
-PATH is a version file ({"resources": [...]}, as PUT .../versions takes) or a
-directory holding resources.json; it defaults to the current directory.
-(Compiling CUE models comes with the compiler.)`,
+It compiles the model (a compile error stops it before anything starts),
+exports the result as a new version of the project's environment, releases
+it, and shows live progress (resources done / total, each failure as it
+happens) and a summary table; it prints the Temporal UI address and stops
+everything, unless --keep-running is given. With --dry-run it shows what
+would change, resource by resource, instead of deploying.
+
+State survives in <data-dir> (default DIR/data/deploy): a second run only
+deploys what changed. Resources that wait for a fact (undefined) are
+compiled again once the deploy has reported facts.
+
+Examples:
+  intend deploy examples/quickstart
+  intend deploy --dry-run
+  intend deploy . --keep-running    # then browse the Temporal UI`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "."
-			if len(args) == 1 {
-				path = args[0]
-			}
-			return embeddedDeploy(cmd.Context(), g, path, dataDir, project, env, keep, timeout)
+			return embeddedDeploy(cmd.Context(), g, dirArg(args), dataDir, envName, keep, dryRun, timeout)
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", filepath.Join("data", "deploy")),
-		"where the embedded PostgreSQL and Temporal keep their state (env INTEND_DATA_DIR)")
-	cmd.Flags().StringVar(&project, "project", "default", "project to create or use")
-	cmd.Flags().StringVar(&env, "environment", "dev", "environment to create or use")
+	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", ""),
+		"where the embedded PostgreSQL and Temporal keep their state (env INTEND_DATA_DIR; default DIR/data/deploy)")
+	cmd.Flags().StringVarP(&envName, "environment", "e", "", "environment to create or use (default: intend.yaml's environment)")
 	cmd.Flags().BoolVar(&keep, "keep-running", false, "keep everything running after the deploy, until interrupted")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change instead of deploying")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the deploy after this long")
 	return cmd
 }
 
-func versionFile(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if st.IsDir() {
-		f := filepath.Join(path, "resources.json")
-		if _, err := os.Stat(f); err != nil {
-			return "", fmt.Errorf("%s holds no resources.json", path)
-		}
-		return f, nil
-	}
-	return path, nil
-}
-
-func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, envName string, keep bool, timeout time.Duration) error {
+func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName string, keep, dryRun bool, timeout time.Duration) error {
 	out := g.stdout
-	file, err := versionFile(path)
+	proj, err := project.Load(dir)
 	if err != nil {
 		return err
 	}
-	body, err := os.ReadFile(file)
-	if err != nil {
-		return err
+	if envName == "" {
+		envName = proj.Environment
 	}
+	if dataDir == "" {
+		dataDir = filepath.Join(dir, "data", "deploy")
+	}
+	// Compile first: a broken model starts nothing.
+	res, err := compileDir(ctx, dir, nil)
+	if err != nil {
+		return compileFailed(out, false, err)
+	}
+	fmt.Fprintf(out, "→ compiled %s: %s\n", proj.Name, compileSummary(res))
 	log, err := g.logger()
 	if err != nil {
 		return err
@@ -144,49 +147,60 @@ func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, env
 	fmt.Fprintf(out, "→ intend server on %s (started in %s)\n", base, time.Since(began).Round(time.Millisecond))
 
 	c := apiclient.New(base)
-	if _, err := c.EnsureProject(ctx, project); err != nil {
-		return fmt.Errorf("project %s: %w", project, err)
+	if _, err := c.EnsureProject(ctx, proj.Name); err != nil {
+		return fmt.Errorf("project %s: %w", proj.Name, err)
 	}
-	env, err := c.EnsureEnvironment(ctx, project, envName)
+	env, err := c.EnsureEnvironment(ctx, proj.Name, envName)
 	if err != nil {
 		return fmt.Errorf("environment %s: %w", envName, err)
 	}
-	v, err := c.ExportVersion(ctx, env.Name, body)
-	if err != nil {
-		return fmt.Errorf("export %s: %w", file, err)
+	d := &deployer{ctx: ctx, c: c, env: env.Name, dir: dir, out: out, timeout: timeout}
+	if res.Undefined > 0 {
+		// Facts reported by earlier runs may define them.
+		if res, err = d.recompile(); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(out, "→ exported %s as version %d of %s/%s: %d resources, %d changed\n",
-		file, v.Version, project, env.Name, v.ResourceCount, v.ChangedCount)
-	rel, err := c.Release(ctx, env.Name, v.Version)
-	if err != nil {
-		return fmt.Errorf("release version %d: %w", v.Version, err)
-	}
-	if rel.Request == nil {
-		fmt.Fprintf(out, "→ released version %d; no deploy requested (auto_deploy is off)\n", v.Version)
-	} else {
-		fmt.Fprintf(out, "→ released version %d: deploy request %d queued for scheduler %s\n", v.Version, rel.Request.ID,
-			"env/"+env.Name+"/scheduler")
-		last := ""
-		run, err := c.WaitRequest(ctx, env.Name, rel.Request.ID, timeout, func(r store.DeployRun) {
-			line := fmt.Sprintf("  run %d (%s): %s, %d/%d done (%d deployed, %d failed, %d skipped, %d unavailable)",
-				r.Run, r.WorkflowID, r.Status, r.Deployed+r.Failed+r.Skipped+r.Unavailable, r.Total,
-				r.Deployed, r.Failed, r.Skipped, r.Unavailable)
-			if line != last {
-				fmt.Fprintln(out, line)
-				last = line
-			}
-		})
+	if dryRun {
+		v, err := d.export(res)
 		if err != nil {
 			return err
 		}
-		printSummary(ctx, c, env.Name, run, out)
-		if run.Failed > 0 || run.Skipped > 0 || run.Unavailable > 0 {
-			defer fmt.Fprintf(out, "deploy finished with %d failed, %d skipped and %d unavailable resources; see GET %s/api/v1/environments/%s/resources?compliance=non_compliant\n",
-				run.Failed, run.Skipped, run.Unavailable, base, env.Name)
+		run, results, err := runDryrun(ctx, c, env.Name, v.Version, timeout)
+		if err != nil {
+			return err
+		}
+		if err := printDryrun(out, run, results, false); err != nil {
+			return err
+		}
+	} else {
+		if err := d.deploy(res); err != nil {
+			return err
+		}
+		// Resources that wait for facts: compile again with the facts the
+		// deploy reported, as long as that defines more of them.
+		for round := 0; res.Undefined > 0 && round < 3; round++ {
+			next, err := d.recompile()
+			if err != nil {
+				return err
+			}
+			if next.Undefined >= res.Undefined {
+				fmt.Fprintf(out, "→ %d resources still wait for facts no adapter has reported\n", next.Undefined)
+				break
+			}
+			fmt.Fprintf(out, "→ facts arrived: %d undefined resources are now defined; deploying them\n", res.Undefined-next.Undefined)
+			res = next
+			if err := d.deploy(res); err != nil {
+				return err
+			}
 		}
 	}
 	if ts.UIAddress() != "" {
 		fmt.Fprintf(out, "Temporal UI: %s/namespaces/%s/workflows\n", strings.TrimRight(ts.UIAddress(), "/"), ts.Namespace())
+	}
+	if d.failed {
+		defer fmt.Fprintf(out, "some resources did not deploy; see intend resource list -e %s --server %s --result failed\n",
+			env.Name, base)
 	}
 	if keep {
 		fmt.Fprintf(out, "Keeping everything running (API %s, Temporal %s); press Ctrl-C to stop.\n", base, ts.HostPort())
@@ -195,23 +209,137 @@ func embeddedDeploy(ctx context.Context, g *globals, path, dataDir, project, env
 	return nil
 }
 
-func printSummary(ctx context.Context, c *apiclient.Client, env string, run store.DeployRun, out interface {
-	Write([]byte) (int, error)
-}) {
+// deployer exports, releases and follows versions of one environment.
+type deployer struct {
+	ctx     context.Context
+	c       *apiclient.Client
+	env     string
+	dir     string
+	out     io.Writer
+	timeout time.Duration
+	failed  bool
+}
+
+func (d *deployer) recompile() (*compiler.Result, error) {
+	facts, err := serverFacts(d.ctx, d.c, d.env)
+	if err != nil {
+		return nil, err
+	}
+	res, err := compileDir(d.ctx, d.dir, facts)
+	if err != nil {
+		return nil, compileFailed(d.out, false, err)
+	}
+	return res, nil
+}
+
+func (d *deployer) export(res *compiler.Result) (store.VersionInfo, error) {
+	v, err := upload(d.ctx, d.c, d.env, res, false, nil)
+	if err != nil {
+		return v, err
+	}
+	fmt.Fprintf(d.out, "→ exported version %d of %s: %d resources, %d changed\n",
+		v.Version, d.env, v.ResourceCount, v.ChangedCount)
+	return v, nil
+}
+
+// deploy exports and releases res and follows the deploy run, printing
+// progress and each failure as it happens, then a summary.
+func (d *deployer) deploy(res *compiler.Result) error {
+	v, err := d.export(res)
+	if err != nil {
+		return err
+	}
+	rel, err := d.c.Release(d.ctx, d.env, v.Version)
+	if err != nil {
+		return fmt.Errorf("release version %d: %w", v.Version, err)
+	}
+	if rel.Request == nil {
+		fmt.Fprintf(d.out, "→ released version %d; no deploy requested (auto_deploy is off)\n", v.Version)
+		return nil
+	}
+	fmt.Fprintf(d.out, "→ released version %d: deploy request %d queued for scheduler %s\n", v.Version, rel.Request.ID,
+		"env/"+d.env+"/scheduler")
+	last := ""
+	seen := map[int64]bool{}
+	run, err := d.c.WaitRequest(d.ctx, d.env, rel.Request.ID, d.timeout, func(r store.DeployRun) {
+		line := fmt.Sprintf("  run %d (%s): %s, %d/%d done (%d deployed, %d failed, %d skipped, %d unavailable)",
+			r.Run, r.WorkflowID, r.Status, r.Deployed+r.Failed+r.Skipped+r.Unavailable, r.Total,
+			r.Deployed, r.Failed, r.Skipped, r.Unavailable)
+		if line != last {
+			fmt.Fprintln(d.out, line)
+			last = line
+		}
+		if r.Failed > 0 {
+			d.printFailures(r, seen)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if run.Failed > 0 {
+		d.printFailures(run, seen)
+	}
+	if run.Failed > 0 || run.Skipped > 0 || run.Unavailable > 0 {
+		d.failed = true
+	}
+	printSummary(d.ctx, d.c, d.env, run, d.out)
+	return nil
+}
+
+// printFailures prints the run's failed attempts not printed yet, oldest
+// first.
+func (d *deployer) printFailures(run store.DeployRun, seen map[int64]bool) {
+	var page struct {
+		Items []store.Action `json:"items"`
+	}
+	q := url.Values{"result": {"failed"}, "limit": {"50"}}
+	if err := d.c.Do(d.ctx, "GET", "/api/v1/environments/"+url.PathEscape(d.env)+"/actions?"+q.Encode(), nil, &page); err != nil {
+		return
+	}
+	for i := len(page.Items) - 1; i >= 0; i-- {
+		a := page.Items[i]
+		if a.WorkflowID != run.WorkflowID || seen[a.ID] {
+			continue
+		}
+		seen[a.ID] = true
+		msg := ""
+		if a.Error != nil {
+			msg = *a.Error
+		}
+		fmt.Fprintf(d.out, "  ✗ %s: %s\n", a.ResourceID, firstLine(msg))
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// printSummary prints the run's totals and the environment's resources.
+func printSummary(ctx context.Context, c *apiclient.Client, env string, run store.DeployRun, out io.Writer) {
 	took := ""
 	if run.StartedAt != nil && run.FinishedAt != nil {
 		took = " in " + run.FinishedAt.Sub(run.RequestedAt).Round(time.Millisecond).String()
 	}
-	fmt.Fprintf(out, "✓ deploy run %d of version %d finished%s: %d deployed, %d failed, %d skipped, %d unavailable\n",
-		run.Run, run.Version, took, run.Deployed, run.Failed, run.Skipped, run.Unavailable)
-	items, _, err := c.Resources(ctx, env, map[string][]string{"limit": {"20"}})
+	mark := "✓"
+	if run.Failed > 0 || run.Unavailable > 0 {
+		mark = "✗"
+	}
+	fmt.Fprintf(out, "%s deploy run %d of version %d finished%s: %d deployed, %d failed, %d skipped, %d unavailable\n",
+		mark, run.Run, run.Version, took, run.Deployed, run.Failed, run.Skipped, run.Unavailable)
+	const show = 50
+	items, next, err := c.Resources(ctx, env, url.Values{"limit": {fmt.Sprint(show)}})
 	if err != nil {
 		return
 	}
+	t := newTable(out, "RESULT", "COMPLIANCE", "RESOURCE")
 	for _, r := range items {
-		fmt.Fprintf(out, "  %-12s %-14s %s\n", r.LastResult, r.Compliance, r.ResourceID)
+		t.row(r.LastResult, r.Compliance, r.ResourceID)
 	}
-	if len(items) == 20 {
-		fmt.Fprintln(out, "  …")
+	_ = t.flush()
+	if next != "" {
+		fmt.Fprintf(out, "… and more: intend resource list -e %s --server %s\n", env, c.Base)
 	}
 }

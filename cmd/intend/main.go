@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/temporalconn"
 )
 
@@ -25,7 +28,89 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "intend:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
+	}
+}
+
+// The exit codes, as `intend --help` and the README document them.
+const (
+	exitFailed      = 1 // the operation failed or the server refused it
+	exitUsage       = 2 // the command line is wrong
+	exitUnreachable = 3 // the server could not be reached
+)
+
+// exitError is an error that ends the process with its code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf is an error in the command line that cobra cannot see:
+// a malformed KEY=VALUE, a missing --yes, no environment to act on.
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// exitCode is the exit code of err: its own when it has one, 3 when the
+// server could not be reached, 1 otherwise.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var ue *apiclient.UnreachableError
+	if errors.As(err, &ue) {
+		return exitUnreachable
+	}
+	return exitFailed
+}
+
+// explain turns what a command returned into the error the user reads, with
+// its exit code. started tells whether the command itself ran: an error
+// before that is cobra's (an unknown command or flag, a wrong number of
+// arguments), so a usage error.
+func explain(cmd *cobra.Command, err error, started bool) error {
+	if !started {
+		path := "intend"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w\n(see '%s --help')", err, path)}
+	}
+	var ue *apiclient.UnreachableError
+	if errors.As(err, &ue) {
+		return &exitError{code: exitUnreachable, err: errors.New(describeUnreachable(ue))}
+	}
+	var p *api.Problem
+	if errors.As(err, &p) {
+		// Keep the context that callers added in front of the problem.
+		prefix, _ := strings.CutSuffix(err.Error(), p.Error())
+		return &exitError{code: exitCode(err), err: fmt.Errorf("%s%s", prefix, describeProblem(p))}
+	}
+	return err
+}
+
+// markStarted wraps the RunE of every command in the tree so that started
+// is set once a command runs (after cobra parsed and checked its command
+// line).
+func markStarted(c *cobra.Command, started *bool) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			*started = true
+			return run(cmd, args)
+		}
+	}
+	if run := c.Run; run != nil {
+		c.Run = func(cmd *cobra.Command, args []string) {
+			*started = true
+			run(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		markStarted(sub, started)
 	}
 }
 
@@ -41,7 +126,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 versions in PostgreSQL and deploys them with Temporal workflows that drive
 smart adapters in executors, then keeps them deployed.
 
-Every flag can also be set with the environment variable named in its help.`,
+Every flag can also be set with the environment variable named in its help.
+
+The REST client commands (env, version, resource, agent, runs, deploy-now,
+repair-now, halt, resume) talk to a running server; they take --server,
+--token, -e/--environment, --project-dir and --json, and print tables
+(--json: the server's JSON, a list as one array).
+
+` + clientSettingsHelp + `
+
+Exit codes:
+  0  success
+  1  the operation failed or the server refused it (the problem's title,
+     detail and field errors are printed)
+  2  usage error: an unknown command or flag, a wrong number of arguments,
+     a malformed value, no environment to act on
+  3  the server could not be reached (connection refused, DNS, timeout)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
@@ -60,8 +160,31 @@ Every flag can also be set with the environment variable named in its help.`,
 		executorCommand(g),
 		migrateCommand(g),
 		deployCommand(g),
+		initCommand(g),
+		compileCommand(g),
+		exportCommand(g),
+		dryrunCommand(g),
+		stdCommand(g),
+		envCommand(g),
+		versionCommand(g),
+		resourceCommand(g),
+		agentCommand(g),
+		deployNowCommand(g, "deploy-now"),
+		deployNowCommand(g, "repair-now"),
+		haltCommand(g, true),
+		haltCommand(g, false),
+		runsCommand(g),
 	)
-	return root.ExecuteContext(ctx)
+	// Cobra adds these when it executes; added now, markStarted sees them.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
+	var started bool
+	markStarted(root, &started)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil {
+		return explain(cmd, err, started)
+	}
+	return nil
 }
 
 // globals are the settings every subcommand shares.

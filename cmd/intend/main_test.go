@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,7 +22,8 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 
 func TestHelpOnEveryCommand(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range [][]string{{}, {"server"}, {"executor"}, {"migrate"}, {"deploy"}} {
+	for _, cmd := range [][]string{{}, {"server"}, {"executor"}, {"migrate"}, {"deploy"}, {"init"}, {"compile"},
+		{"export"}, {"dryrun"}, {"std"}} {
 		out, err := runCmd(t, append(cmd, "--help")...)
 		if err != nil || !strings.Contains(out, "Usage:") {
 			t.Errorf("intend %v --help: %v\n%s", cmd, err, out)
@@ -50,53 +52,152 @@ func TestFlagErrorsAreClear(t *testing.T) {
 }
 
 // TestQuickstartIsAValidVersion keeps the example that `make demo` deploys
-// exportable.
+// compiling into a valid version.
 func TestQuickstartIsAValidVersion(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../examples/quickstart/resources.json")
+	out, err := runCmd(t, "compile", "../../examples/quickstart", "--json")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("intend compile examples/quickstart: %v\n%s", err, out)
 	}
-	if _, err := intent.DecodeBytes(b); err != nil {
-		t.Fatalf("examples/quickstart/resources.json: %v", err)
+	v, err := intent.DecodeBytes([]byte(out))
+	if err != nil {
+		t.Fatalf("examples/quickstart: %v", err)
+	}
+	types := map[string]int{}
+	for _, r := range v.Resources {
+		types[r.ID.Type]++
+	}
+	if types["fs::Directory"] < 2 || types["fs::File"] < 2 || types["fs::Symlink"] < 1 {
+		t.Errorf("the quick start should show directories, files and a symlink: %v", types)
 	}
 }
 
-// TestEmbeddedDeploy runs `intend deploy` as `make demo` does: it starts
-// PostgreSQL and Temporal from the local binaries, deploys files, stops,
-// and deploys again on the same data directory.
-func TestEmbeddedDeploy(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "out", "hello.txt")
-	version := map[string]any{"resources": []map[string]any{{
-		"id":         "fs::File[localhost,path=" + target + "]",
-		"attributes": map[string]any{"path": target, "content": "hello\n", "mode": "0644"},
-	}}}
-	b, _ := json.Marshal(version)
-	if err := os.WriteFile(filepath.Join(dir, "resources.json"), b, 0o644); err != nil {
+// quickstart copies examples/quickstart into a temporary directory, with
+// its root directory moved there too, and returns the project and the root.
+func quickstart(t *testing.T) (dir, root string) {
+	t.Helper()
+	tmp := t.TempDir()
+	dir, root = filepath.Join(tmp, "project"), filepath.Join(tmp, "www")
+	err := filepath.WalkDir("../../examples/quickstart", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("../../examples/quickstart", p)
+		if d.IsDir() {
+			if d.Name() == "data" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		b = bytes.ReplaceAll(b, []byte(`"/tmp/intend-quickstart"`), []byte(strconv.Quote(root)))
+		return os.WriteFile(filepath.Join(dir, rel), b, 0o644)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "data")
-	out, err := runCmd(t, "deploy", dir, "--data-dir", data, "--environment", "demo")
+	return dir, root
+}
+
+// TestEmbeddedDeploy runs `intend deploy` on the quick start as `make demo`
+// does: it starts PostgreSQL and Temporal from the local binaries, compiles,
+// deploys, stops; a second run on the same data changes nothing; a changed
+// model deploys only the change, and --dry-run shows it first.
+func TestEmbeddedDeploy(t *testing.T) {
+	dir, root := quickstart(t)
+	out, err := runCmd(t, "deploy", dir)
 	if err != nil {
 		t.Fatalf("intend deploy: %v\n%s", err, out)
 	}
-	if got, err := os.ReadFile(target); err != nil || string(got) != "hello\n" {
-		t.Fatalf("deployed file = %q, %v\n%s", got, err, out)
+	if got, err := os.ReadFile(filepath.Join(root, "apps", "shop", "config.json")); err != nil ||
+		string(got) != `{"listen":"127.0.0.1:8080","workers":2}`+"\n" {
+		t.Fatalf("deployed config = %q, %v\n%s", got, err, out)
 	}
-	for _, want := range []string{"version 1", "1 deployed, 0 failed, 0 skipped", "Temporal UI: http://"} {
+	if target, err := os.Readlink(filepath.Join(root, "apps", "blog", "current")); err != nil || target != "releases/v1" {
+		t.Errorf("symlink = %q, %v", target, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "deploy", "pg")); err != nil {
+		t.Errorf("state is not in the project's data/deploy: %v", err)
+	}
+	for _, want := range []string{"compiled quickstart: 11 resources from 2 refinement instances",
+		"version 1 of dev: 11 resources, 11 changed", "11/11 done", "11 deployed, 0 failed, 0 skipped",
+		"RESULT", "Temporal UI: http://"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+			t.Errorf("first deploy: output lacks %q:\n%s", want, out)
 		}
 	}
-	// Deploy again on the same state: version 2 changes
-	// nothing, so nothing is redeployed (repair comes with the scheduler).
-	out, err = runCmd(t, "deploy", dir, "--data-dir", data, "--environment", "demo")
+
+	out, err = runCmd(t, "deploy", dir)
 	if err != nil {
 		t.Fatalf("second intend deploy: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "version 2") || !strings.Contains(out, "0 deployed, 0 failed, 0 skipped") {
-		t.Errorf("second deploy output:\n%s", out)
+	for _, want := range []string{"version 2 of dev: 11 resources, 0 changed", "0 deployed, 0 failed, 0 skipped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second deploy: output lacks %q:\n%s", want, out)
+		}
+	}
+
+	model := filepath.Join(dir, "main.cue")
+	b, _ := os.ReadFile(model)
+	changed := bytes.Replace(b, []byte("instances: shop: port: 8080"), []byte("instances: shop: port: 8090"), 1)
+	if bytes.Equal(b, changed) {
+		t.Fatal("the quick start no longer has the shop's port to change")
+	}
+	if err := os.WriteFile(model, changed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCmd(t, "deploy", dir, "--dry-run")
+	if err != nil {
+		t.Fatalf("intend deploy --dry-run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"modified    fs::File[localhost,path=" + root + "/apps/shop/config.json]",
+		`127.0.0.1:8080`, `127.0.0.1:8090`, "1 modified, 10 unmodified"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry-run: output lacks %q:\n%s", want, out)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "apps", "shop", "config.json")); !bytes.Contains(got, []byte("8080")) {
+		t.Errorf("the dry-run changed the file: %s", got)
+	}
+
+	out, err = runCmd(t, "deploy", dir)
+	if err != nil {
+		t.Fatalf("third intend deploy: %v\n%s", err, out)
+	}
+	// (Version 4 changes nothing from version 3, the dry-run's: what counts
+	// is what the run deploys.)
+	for _, want := range []string{"version 4 of dev: 11 resources", "1/1 done", "1 deployed, 0 failed, 0 skipped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("deploy of the change: output lacks %q:\n%s", want, out)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "apps", "shop", "config.json")); !bytes.Contains(got, []byte("8090")) {
+		t.Errorf("the change was not deployed: %s", got)
+	}
+}
+
+// TestDeployRefusesABrokenModel: a compile error names the problem with
+// its position, exits non-zero and starts nothing.
+func TestDeployRefusesABrokenModel(t *testing.T) {
+	t.Parallel()
+	dir, _ := quickstart(t)
+	model := filepath.Join(dir, "main.cue")
+	b, _ := os.ReadFile(model)
+	if err := os.WriteFile(model, bytes.Replace(b, []byte("port: 8080"), []byte(`port: "http"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, "deploy", dir)
+	if err == nil || !strings.Contains(err.Error(), "parameter.port") || !strings.Contains(err.Error(), "main.cue:") {
+		t.Fatalf("err = %v\n%s", err, out)
+	}
+	if strings.Contains(out, "starting PostgreSQL") {
+		t.Errorf("started services for a broken model:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
+		t.Error("created a data directory for a broken model")
 	}
 }
 

@@ -1,13 +1,17 @@
 // Package apiclient is a small client of intend's REST API, used by the CLI
-// and the embedded deploy. Error responses come back as *api.Problem.
+// and the embedded deploy. Error responses come back as *api.Problem; a
+// request that got no response because the server could not be reached
+// comes back as *UnreachableError.
 package apiclient
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,6 +25,43 @@ import (
 type Client struct {
 	Base string // e.g. http://127.0.0.1:8888
 	HTTP *http.Client
+	// Token, when not empty, is sent with every request as
+	// "Authorization: Bearer <Token>".
+	Token string
+}
+
+// UnreachableError is a request that got no response because the server
+// could not be reached: the connection was refused or reset, the name did
+// not resolve, or the request timed out.
+type UnreachableError struct {
+	Base string // the server's base URL
+	Err  error  // what the network said
+}
+
+func (e *UnreachableError) Error() string {
+	return "cannot reach the intend server at " + e.Base + ": " + e.Err.Error()
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// unreachable wraps a transport error as *UnreachableError when it is a
+// network failure. A cancelled ctx is the caller's doing and other
+// transport errors (a TLS certificate that does not verify, a malformed
+// URL) are not about reachability: both stay as they are.
+func (c *Client) unreachable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	inner := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		inner = ue.Err
+	}
+	var ne net.Error
+	if errors.As(inner, &ne) {
+		return &UnreachableError{Base: c.Base, Err: inner}
+	}
+	return err
 }
 
 // New returns a client for the server at base.
@@ -49,9 +90,12 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return err
+		return c.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
@@ -144,10 +188,7 @@ func (c *Client) Request(ctx context.Context, env string, id int64) (store.Reque
 
 // Deploy queues a deploy ("incremental") or repair ("full").
 func (c *Client) Deploy(ctx context.Context, env, mode string) (store.Request, error) {
-	var r store.Request
-	err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+url.PathEscape(env)+"/deploy",
-		map[string]string{"mode": mode}, &r)
-	return r, err
+	return c.RequestDeploy(ctx, env, DeployRequest{Mode: mode})
 }
 
 // WaitRequest waits until the scheduler took a request into a run and that
@@ -156,6 +197,7 @@ func (c *Client) Deploy(ctx context.Context, env, mode string) (store.Request, e
 func (c *Client) WaitRequest(ctx context.Context, env string, id int64, timeout time.Duration,
 	progress func(store.DeployRun)) (store.DeployRun, error) {
 	deadline := time.Now().Add(timeout)
+	poll := 20 * time.Millisecond
 	var last store.DeployRun
 	for {
 		req, err := c.Request(ctx, env, id)
@@ -186,7 +228,111 @@ func (c *Client) WaitRequest(ctx context.Context, env string, id int64, timeout 
 		select {
 		case <-ctx.Done():
 			return last, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(poll):
 		}
+		// Quick for short runs, light on the server for long ones.
+		poll = min(2*poll, maxPoll)
 	}
+}
+
+// maxPoll is the longest pause of WaitRequest between two looks.
+const maxPoll = 500 * time.Millisecond
+
+// EnvPath returns the API path of environment env (an id or a name), with
+// segments appended, each escaped as one path segment (a resource id's
+// '/', '[' and ']' included).
+func EnvPath(env string, segments ...string) string {
+	var b strings.Builder
+	b.WriteString("/api/v1/environments/")
+	b.WriteString(url.PathEscape(env))
+	for _, s := range segments {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String()
+}
+
+// Paged is what All fetched: the first page without its items and cursor,
+// and the items of every page.
+type Paged struct {
+	// Head holds the first page's other members: for a version, its
+	// fields; for a list, nothing.
+	Head map[string]json.RawMessage
+	// Items are the items of every page, in the server's order, as the
+	// server sent them.
+	Items []json.RawMessage
+}
+
+// All fetches a paginated endpoint page by page. Every page is a JSON
+// object whose member key holds an array of items and whose "next" member,
+// when present, is the cursor that goes back as the query parameter
+// cursor ("after" or "before", see docs/api.md). It stops after the page
+// on which it has limit items or more (limit <= 0: every page) and returns
+// at most limit items. query is not modified.
+func (c *Client) All(ctx context.Context, path string, query url.Values, key, cursor string, limit int) (Paged, error) {
+	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
+	}
+	var out Paged
+	for {
+		p := path
+		if len(q) > 0 {
+			p += "?" + q.Encode()
+		}
+		var page map[string]json.RawMessage
+		if err := c.Do(ctx, http.MethodGet, p, nil, &page); err != nil {
+			return out, err
+		}
+		var items []json.RawMessage
+		if raw, ok := page[key]; ok {
+			if err := json.Unmarshal(raw, &items); err != nil {
+				return out, fmt.Errorf("GET %s: decode %q: %w", p, key, err)
+			}
+		}
+		var next string
+		if raw, ok := page["next"]; ok {
+			if err := json.Unmarshal(raw, &next); err != nil {
+				return out, fmt.Errorf("GET %s: decode \"next\": %w", p, err)
+			}
+		}
+		if out.Head == nil {
+			delete(page, key)
+			delete(page, "next")
+			out.Head = page
+		}
+		out.Items = append(out.Items, items...)
+		if limit > 0 && len(out.Items) >= limit {
+			out.Items = out.Items[:limit]
+			return out, nil
+		}
+		if next == "" || len(items) == 0 {
+			return out, nil
+		}
+		q.Set(cursor, next)
+	}
+}
+
+// List fetches every item of a list endpoint ({"items": [...], "next"}),
+// following cursors as All does.
+func (c *Client) List(ctx context.Context, path string, query url.Values, cursor string, limit int) ([]json.RawMessage, error) {
+	p, err := c.All(ctx, path, query, "items", cursor, limit)
+	return p.Items, err
+}
+
+// DeployRequest is the body of POST .../deploy.
+type DeployRequest struct {
+	// Mode is "incremental" (deploy what is not compliant) or "full"
+	// (repair: re-verify everything in scope).
+	Mode string `json:"mode"`
+	// Agents and ResourceIDs narrow the scope; empty is everything.
+	Agents      []string `json:"agents,omitempty"`
+	ResourceIDs []string `json:"resource_ids,omitempty"`
+}
+
+// RequestDeploy queues a user deploy or repair of a scope.
+func (c *Client) RequestDeploy(ctx context.Context, env string, body DeployRequest) (store.Request, error) {
+	var r store.Request
+	err := c.Do(ctx, http.MethodPost, EnvPath(env, "deploy"), body, &r)
+	return r, err
 }

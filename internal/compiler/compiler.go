@@ -6,13 +6,14 @@
 //   - resources: a struct (or list) of resources, nested as deep as the
 //     model likes. A resource is any struct with an id field; the standard
 //     library's types (intend.dev/std/fs, …) compute it.
+//
 //   - refinements: each a definition with a parameter (a high-level
 //     entity's attributes) and an output (its resources), and its
 //     instances:
 //
 //     refinements: site: {
-//     	using: #Site
-//     	instances: blog: {title: "Blog"}
+//     using: #Site
+//     instances: blog: {title: "Blog"}
 //     }
 //
 // The module is evaluated once for its plain resources and the refinement
@@ -130,7 +131,8 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 	if inst == nil {
 		return nil, c.errs.err()
 	}
-	v := cuecontext.New().BuildInstance(inst)
+	c.cue = cuecontext.New()
+	v := c.cue.BuildInstance(inst)
 	if _, err := v.Fields(); err != nil {
 		c.errs.addCUE("", err)
 		return nil, c.errs.err()
@@ -145,7 +147,7 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("facts: %w", err)
 		}
-		v = v.FillPath(cue.MakePath(cue.Str("facts")), v.Context().CompileBytes(facts))
+		v = v.FillPath(cue.MakePath(cue.Str("facts")), c.cue.CompileBytes(facts))
 	}
 	if rs := v.LookupPath(cue.MakePath(cue.Str("resources"))); rs.Exists() {
 		(&walker{c: c}).walk(rs, "resources")
@@ -169,9 +171,12 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 
 type compilation struct {
 	ctx       context.Context
+	cue       *cue.Context
 	opts      Options
 	errs      *errorList
-	files     map[string]*ast.File // by file name, for fact lookups
+	files     map[string]*ast.File       // by file name, for fact lookups
+	std       map[string]*build.Instance // standard-library packages the model imports, by import path
+	allowed   map[string]map[string]bool // attributes of standard types, by type
 	out       []Resource
 	ids       map[string]int // index in out
 	instances int
@@ -201,8 +206,12 @@ func (c *compilation) load(root string, proj project.Project) (*build.Instance, 
 		c.errs.addCUE("", inst.Err)
 		return nil, nil
 	}
+	c.std = map[string]*build.Instance{}
 	var index func(*build.Instance)
 	index = func(i *build.Instance) {
+		if strings.HasPrefix(i.ImportPath, StdModule+"/") {
+			c.std[i.ImportPath] = i
+		}
 		for _, f := range i.Files {
 			c.files[f.Filename] = f
 		}
@@ -258,7 +267,7 @@ func (c *compilation) refinements(refs cue.Value) error {
 		}
 		extra := c.opts.Instances[name]
 		for _, inst := range slices.Sorted(mapKeys(extra)) {
-			p := refs.Context().CompileBytes(extra[inst], cue.Filename(name+"/"+inst+".json"))
+			p := c.cue.CompileBytes(extra[inst], cue.Filename(name+"/"+inst+".json"))
 			if err := p.Err(); err != nil {
 				c.errs.addCUE(path+".instances."+inst, err)
 				continue
@@ -408,15 +417,29 @@ func (w *walker) resource(v cue.Value, path string) {
 	}
 	r.ID = id
 	ok := true
+	// Conflicts and fields the type does not allow, all of them (the
+	// loop below finds what is missing).
+	if err := v.Validate(); err != nil {
+		errs.addCUE(w.instance, err)
+		ok = false
+	}
 	it, err := v.Fields()
 	if err != nil {
 		errs.addCUE(w.instance, err)
 		return
 	}
+	allowed := w.c.attributes(rid.Type)
 	for it.Next() {
 		label := it.Selector().Unquoted()
 		fv := it.Value()
 		fpath := path + "." + it.Selector().String()
+		if allowed != nil && !allowed[label] && !meta[label] {
+			// CUE reports one error per struct: a field the type does
+			// not allow goes unreported beside a conflict. Say it too.
+			errs.addf(w.instance, fpath, fv.Pos(), "field not allowed")
+			ok = false
+			continue
+		}
 		if label == "requires" {
 			// Only the ids of what it refers to matter, and they may
 			// still be undefined themselves.
@@ -468,6 +491,35 @@ func (w *walker) resource(v cue.Value, path string) {
 		}
 	}
 	w.c.add(r)
+}
+
+// attributes returns the attributes a standard-library type allows (nil
+// for a type of the model's own), from its definition: "ns::Name" is
+// #Name of intend.dev/std/ns.
+func (c *compilation) attributes(typ string) map[string]bool {
+	if a, ok := c.allowed[typ]; ok {
+		return a
+	}
+	if c.allowed == nil {
+		c.allowed = map[string]map[string]bool{}
+	}
+	var allowed map[string]bool
+	defer func() { c.allowed[typ] = allowed }()
+	ns, name, ok := strings.Cut(typ, "::")
+	inst := c.std[StdModule+"/"+ns]
+	if !ok || inst == nil || strings.Contains(name, "::") {
+		return nil
+	}
+	def := c.cue.BuildInstance(inst).LookupPath(cue.MakePath(cue.Def("#" + name)))
+	it, err := def.Fields(cue.Optional(true))
+	if err != nil {
+		return nil
+	}
+	allowed = map[string]bool{}
+	for it.Next() {
+		allowed[it.Selector().Unquoted()] = true
+	}
+	return allowed
 }
 
 // requires takes the ids of the resources (or the id strings) listed.

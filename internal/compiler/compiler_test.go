@@ -232,9 +232,10 @@ resources: {
 	a: fs.#File & {path: "/a", content: 1}
 	b: fs.#File & {path: "relative", content: ""}
 	c: fs.#Directory & {path: "/c", mode: "777"}
+	d: fs.#File & {path: "/d", content: "", mode: "644", colour: "red"}
 }
 `})
-	for _, p := range []string{"resources.a.content", "resources.b.path", "resources.c.mode"} {
+	for _, p := range []string{"resources.a.content", "resources.b.path", "resources.c.mode", "resources.d.mode", "resources.d.colour"} {
 		errorAt(t, errs, p, "")
 	}
 }

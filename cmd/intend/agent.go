@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// agentCommand is `intend agent`: the agents of an environment.
+func agentCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "List an environment's agents and pause or unpause them",
+		Long: `Work with the agents of an environment through the REST API of a running
+server (/api/v1/environments/{env}/agents). An agent is the first part of
+a resource id's brackets, usually the machine its resources live on;
+executors serve agents. A paused agent's resources are left out of every
+run until it is unpaused.
+
+` + clientSettingsHelp,
+	}
+	groupRun(cmd)
+	s := g.clientFlags(cmd)
+	cmd.AddCommand(agentListCommand(s), agentPauseCommand(s, true), agentPauseCommand(s, false))
+	return cmd
+}
+
+// agentView is an agent as GET .../agents lists it.
+type agentView struct {
+	store.Agent
+	Executors []store.AgentExecutor `json:"executors"`
+}
+
+func agentListCommand(s *clientSettings) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the agents, whether they are paused and who serves them",
+		Long: `List the agents of the environment's released versions, whether each is
+paused, and the executors serving it (a "*" after a name: not live, it has
+not reported for 30 seconds): GET /api/v1/environments/{env}/agents.
+
+Examples:
+  intend agent list -e prod
+  intend agent list --json | jq -r '.[] | select(.paused) | .name'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, env, err := s.envClient(nil)
+			if err != nil {
+				return err
+			}
+			items, err := c.List(cmd.Context(), apiclient.EnvPath(env, "agents"), nil, "after", 0)
+			if err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSONArray(s.stdout, items)
+			}
+			as, err := decodeItems[agentView](items)
+			if err != nil {
+				return err
+			}
+			t := newTable(s.stdout, "AGENT", "PAUSED", "EXECUTORS", "FIRST SEEN")
+			for _, a := range as {
+				names := make([]string, len(a.Executors))
+				for i, e := range a.Executors {
+					names[i] = e.Name
+					if !e.Live {
+						names[i] += "*"
+					}
+				}
+				t.row(a.Name, yesNo(a.Paused), strings.Join(names, ","), shortTime(a.FirstSeen))
+			}
+			return t.flush()
+		},
+	}
+}
+
+func agentPauseCommand(s *clientSettings, pause bool) *cobra.Command {
+	verb, done := "unpause", "unpaused"
+	short := "Unpause an agent: its resources take part in runs again"
+	long := `Unpause AGENT: POST /api/v1/environments/{env}/agents/{agent}/unpause. Its
+resources take part in runs again, and a deploy of them is queued.
+
+Example:
+  intend agent unpause web1 -e prod`
+	if pause {
+		verb, done = "pause", "paused"
+		short = "Pause an agent: its resources are left out of every run"
+		long = `Pause AGENT: POST /api/v1/environments/{env}/agents/{agent}/pause. Its
+resources are left out of every run (deploys, repairs, retries) until it
+is unpaused; a batch of it that is running finishes.
+
+Example:
+  intend agent pause web1 -e prod`
+	}
+	return &cobra.Command{
+		Use:   verb + " AGENT",
+		Short: short,
+		Long: long + `
+
+The server answers 204 without a body; --json prints
+{"environment": ENV, "agent": AGENT, "paused": ` + strconv.FormatBool(pause) + `}.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, env, err := s.envClient(nil)
+			if err != nil {
+				return err
+			}
+			if err := c.Do(cmd.Context(), http.MethodPost, apiclient.EnvPath(env, "agents", args[0], verb), nil, nil); err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSON(s.stdout, map[string]any{"environment": env, "agent": args[0], "paused": pause})
+			}
+			fmt.Fprintf(s.stdout, "agent %s of %s %s\n", args[0], env, done)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/project"
+)
+
+// defaultServer is the server of a CLI that is told of no other: where
+// `intend server` listens by default.
+const defaultServer = "http://127.0.0.1:8888"
+
+// dialTimeout bounds connecting to the server, so that an address that
+// drops packets fails in seconds rather than after the system's minutes.
+const dialTimeout = 10 * time.Second
+
+// clientSettingsHelp is the part of a REST client command's Long help that
+// explains where its settings come from.
+const clientSettingsHelp = `The server, token and environment come from, in this order: the flags
+(--server, --token, -e), the variables INTEND_SERVER, INTEND_TOKEN and
+INTEND_ENVIRONMENT, the .intend file of the project directory
+(--project-dir, default the current directory), its intend.yaml (server
+and environment), and for the server the default ` + defaultServer + `.`
+
+// clientSettings are the settings of the commands that talk to a server's
+// REST API: where the server is, the token to send, the environment to
+// act on, and whether to print JSON. Each of server, token and
+// environment is resolved on its own: flag > INTEND_* variable > .intend
+// > intend.yaml (server and environment) > default.
+type clientSettings struct {
+	getenv         func(string) string
+	stdout, stderr io.Writer
+
+	// The flags; "" when not given.
+	server, token, env string
+	projectDir         string
+	json               bool
+
+	// The project files, read once, when a setting falls through to them.
+	loaded bool
+	local  project.Local
+	proj   *project.Project // nil outside a project
+	err    error
+}
+
+// clientFlags adds the flags of a REST client command to cmd as persistent
+// flags, so that on a command group every subcommand has them (on a leaf
+// command they are its local flags). The values are resolved when the
+// command runs, by client and environment.
+func (g *globals) clientFlags(cmd *cobra.Command) *clientSettings {
+	s := &clientSettings{getenv: g.getenv, stdout: g.stdout, stderr: g.stderr}
+	f := cmd.PersistentFlags()
+	// No flag shows a variable's value as its default: --help would print
+	// the token.
+	f.StringVar(&s.server, "server", "",
+		"the intend server's base URL (env INTEND_SERVER; else .intend, intend.yaml, then "+defaultServer+")")
+	f.StringVar(&s.token, "token", "",
+		"API token, sent as \"Authorization: Bearer TOKEN\"; the server does not check tokens yet (env INTEND_TOKEN; else .intend)")
+	f.StringVarP(&s.env, "environment", "e", "",
+		"environment (id or name) to act on (env INTEND_ENVIRONMENT; else .intend, then intend.yaml)")
+	f.StringVar(&s.projectDir, "project-dir", ".",
+		"project directory whose .intend and intend.yaml supply settings not given otherwise")
+	f.BoolVar(&s.json, "json", false,
+		"print the server's JSON (a list as one JSON array) instead of a table")
+	return s
+}
+
+// files reads .intend and intend.yaml from the project directory, once. A
+// missing file is fine (the CLI works outside projects); a malformed one
+// is a usage error.
+func (s *clientSettings) files() (project.Local, *project.Project, error) {
+	if s.loaded {
+		return s.local, s.proj, s.err
+	}
+	s.loaded = true
+	dir := s.projectDir
+	if dir == "" {
+		dir = "."
+	}
+	l, err := project.LoadLocal(dir)
+	if err != nil {
+		s.err = &exitError{code: exitUsage, err: err}
+		return s.local, s.proj, s.err
+	}
+	s.local = l
+	// project.Load names a missing intend.yaml as an error meant for
+	// commands that need a project; here it only means there is none.
+	if _, err := os.Stat(filepath.Join(dir, project.FileName)); errors.Is(err, fs.ErrNotExist) {
+		return s.local, s.proj, nil
+	}
+	p, err := project.Load(dir)
+	if err != nil {
+		s.err = &exitError{code: exitUsage, err: err}
+		return s.local, s.proj, s.err
+	}
+	s.proj = &p
+	return s.local, s.proj, nil
+}
+
+// resolve returns the first non-empty value among the flag, the variable,
+// .intend and intend.yaml, and where it came from ("" and "" when none
+// has one).
+func (s *clientSettings) resolve(flag, variable string, local func(project.Local) string,
+	proj func(project.Project) string) (value, source string, err error) {
+	if flag != "" {
+		return flag, "flag", nil
+	}
+	if v := s.getenv(variable); v != "" {
+		return v, variable, nil
+	}
+	l, p, err := s.files()
+	if err != nil {
+		return "", "", err
+	}
+	if v := local(l); v != "" {
+		return v, project.LocalFileName, nil
+	}
+	if p != nil && proj != nil {
+		if v := proj(*p); v != "" {
+			return v, project.FileName, nil
+		}
+	}
+	return "", "", nil
+}
+
+// serverURL resolves the server's base URL.
+func (s *clientSettings) serverURL() (string, error) {
+	v, source, err := s.resolve(s.server, "INTEND_SERVER",
+		func(l project.Local) string { return l.Server }, func(p project.Project) string { return p.Server })
+	if err != nil {
+		return "", err
+	}
+	if v == "" {
+		return defaultServer, nil
+	}
+	// The project files check their own; the flag and variable are checked here.
+	if source == "flag" || source == "INTEND_SERVER" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			name := "--server"
+			if source != "flag" {
+				name = source
+			}
+			return "", usageErrorf("%s %q: want the server's http:// or https:// base URL, such as %s", name, v, defaultServer)
+		}
+	}
+	return v, nil
+}
+
+// tokenValue resolves the API token ("" when there is none).
+func (s *clientSettings) tokenValue() (string, error) {
+	v, _, err := s.resolve(s.token, "INTEND_TOKEN", func(l project.Local) string { return l.Token }, nil)
+	return v, err
+}
+
+// environment resolves the environment to act on; none is a usage error.
+func (s *clientSettings) environment() (string, error) {
+	v, _, err := s.resolve(s.env, "INTEND_ENVIRONMENT",
+		func(l project.Local) string { return l.Environment }, func(p project.Project) string { return p.Environment })
+	if err != nil {
+		return "", err
+	}
+	if v == "" {
+		return "", usageErrorf("no environment: pass -e, set INTEND_ENVIRONMENT or add environment to .intend")
+	}
+	return v, nil
+}
+
+// envArg is the environment named by a command's optional ENV argument,
+// or else the resolved one.
+func (s *clientSettings) envArg(args []string) (string, error) {
+	if len(args) > 0 && args[0] != "" {
+		return args[0], nil
+	}
+	return s.environment()
+}
+
+// client returns a client of the resolved server, sending the resolved
+// token.
+func (s *clientSettings) client() (*apiclient.Client, error) {
+	base, err := s.serverURL()
+	if err != nil {
+		return nil, err
+	}
+	token, err := s.tokenValue()
+	if err != nil {
+		return nil, err
+	}
+	c := apiclient.New(base)
+	c.Token = token
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	c.HTTP.Transport = transport
+	return c, nil
+}
+
+// envClient is client and environment together, as most commands need
+// both.
+func (s *clientSettings) envClient(args []string) (*apiclient.Client, string, error) {
+	env, err := s.envArg(args)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := s.client()
+	return c, env, err
+}
+
+// describeUnreachable is the message of exit code 3.
+func describeUnreachable(ue *apiclient.UnreachableError) string {
+	return fmt.Sprintf("%s\n(is it running? start one with `intend server`, or point --server or INTEND_SERVER at one)", ue.Error())
+}
+
+// groupRun makes a command group (env, version, …) print its help when
+// called alone, and refuse an unknown subcommand as a usage error (cobra
+// would print the help and succeed).
+func groupRun(cmd *cobra.Command) {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+}

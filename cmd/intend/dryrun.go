@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/store"
+)
+
+func dryrunCommand(g *globals) *cobra.Command {
+	var all bool
+	var timeout time.Duration
+	var s *clientSettings
+	cmd := &cobra.Command{
+		Use:   "dryrun [DIR]",
+		Short: "Show what deploying the project would change, resource by resource",
+		Long: `Compile the project in DIR (default: the current directory, or --project-dir),
+upload it as a new version without releasing it, and dry-run that version
+(POST /api/v1/environments/{env}/dryrun): the executors observe every
+resource and compute the difference, changing nothing. Prints each resource
+that would change with its attribute changes (from → to), then a count per
+status. --all also lists the unmodified ones.
+
+` + clientSettingsHelp + `
+
+Exit codes: 0 the dry-run finished (whatever it found); 1 the model does not
+compile, the server refused it, or the dry-run failed; 2 usage; 3 the server
+could not be reached.
+
+Examples:
+  intend dryrun
+  intend dryrun -e staging --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			dir := s.projectDir
+			if len(args) == 1 {
+				dir = args[0]
+				s.projectDir = dir
+			}
+			c, env, err := s.envClient(nil)
+			if err != nil {
+				return err
+			}
+			facts, err := serverFacts(ctx, c, env)
+			if err != nil {
+				return err
+			}
+			res, err := compileDir(ctx, dir, facts)
+			if err != nil {
+				return compileFailed(g.stdout, s.json, err)
+			}
+			v, err := upload(ctx, c, env, res, false, nil)
+			if err != nil {
+				return err
+			}
+			if !s.json {
+				fmt.Fprintf(g.stdout, "%s\nuploaded as version %d (not released); dry-running it…\n", compileSummary(res), v.Version)
+			}
+			run, results, err := runDryrun(ctx, c, env, v.Version, timeout)
+			if err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSON(g.stdout, map[string]any{"version": v.Version, "run": run, "results": results})
+			}
+			return printDryrun(g.stdout, run, results, all)
+		},
+	}
+	s = g.clientFlags(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "also list the resources that would not change")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the dry-run after this long")
+	return cmd
+}
+
+// runDryrun dry-runs a version and waits for all its results.
+func runDryrun(ctx context.Context, c *apiclient.Client, env string, version int64, timeout time.Duration) (store.DeployRun, []store.DryrunResult, error) {
+	base := "/api/v1/environments/" + url.PathEscape(env) + "/dryrun"
+	var run store.DeployRun
+	if err := c.Do(ctx, "POST", base, map[string]any{"version": version}, &run); err != nil {
+		return run, nil, fmt.Errorf("dry-run of version %d: %w", version, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		if err := c.Do(ctx, "GET", fmt.Sprintf("%s/%d?limit=1", base, run.Run), nil, &run); err != nil {
+			return run, nil, err
+		}
+		if run.Status != "pending" && run.Status != "running" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return run, nil, fmt.Errorf("dry-run %d (%s) still %s after %s", run.Run, run.WorkflowID, run.Status, timeout)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if run.Status != "done" {
+		return run, nil, fmt.Errorf("dry-run %d (%s) ended %s", run.Run, run.WorkflowID, run.Status)
+	}
+	var results []store.DryrunResult
+	after := ""
+	for {
+		var page struct {
+			Results []store.DryrunResult `json:"results"`
+			Next    string               `json:"next"`
+		}
+		if err := c.Do(ctx, "GET", fmt.Sprintf("%s/%d?limit=1000&after=%s", base, run.Run, url.QueryEscape(after)), nil, &page); err != nil {
+			return run, nil, err
+		}
+		results = append(results, page.Results...)
+		if page.Next == "" {
+			return run, results, nil
+		}
+		after = page.Next
+	}
+}
+
+// printDryrun lists what would change and counts the statuses.
+func printDryrun(w io.Writer, run store.DeployRun, results []store.DryrunResult, all bool) error {
+	counts := map[string]int{}
+	for _, r := range results {
+		counts[r.Status]++
+		if r.Status == "unmodified" && !all {
+			continue
+		}
+		fmt.Fprintf(w, "%-11s %s\n", r.Status, r.ResourceID)
+		if r.Error != nil {
+			fmt.Fprintf(w, "            error: %s\n", *r.Error)
+		}
+		var changes map[string]struct {
+			From json.RawMessage `json:"from"`
+			To   json.RawMessage `json:"to"`
+		}
+		if len(r.Changes) > 0 && json.Unmarshal(r.Changes, &changes) == nil {
+			for _, name := range sortedKeys(changes) {
+				ch := changes[name]
+				fmt.Fprintf(w, "            %s: %s → %s\n", name, shorten(ch.From), shorten(ch.To))
+			}
+		}
+	}
+	var parts []string
+	for _, st := range sortedKeys(counts) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+	}
+	if len(parts) == 0 {
+		parts = []string{"no resources"}
+	}
+	fmt.Fprintf(w, "dry-run %d of version %d (%s): %s\n", run.Run, run.Version, run.WorkflowID, strings.Join(parts, ", "))
+	return nil
+}
+
+// shorten keeps a changed value readable on one line.
+func shorten(raw json.RawMessage) string {
+	s := string(raw)
+	if s == "" {
+		s = "null"
+	}
+	if len(s) > 80 {
+		s = s[:77] + "…"
+	}
+	return s
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/project"
+)
+
+func initCommand(g *globals) *cobra.Command {
+	var name, env, server string
+	cmd := &cobra.Command{
+		Use:   "init [DIR]",
+		Short: "Create a project: intend.yaml, a CUE module and a first model",
+		Long: `Create an intend project in DIR (default: the current directory; created if
+missing): intend.yaml (the project's name, environment and server), the CUE
+module (cue.mod/module.cue), main.cue with one file to deploy, and a
+.gitignore for the embedded deploy's data/ directory. Refuses to overwrite
+an existing intend.yaml or main.cue.
+
+Then: intend compile, intend deploy (everything embedded), or intend export
+-d against a server. docs/modeling.md teaches the model.
+
+Examples:
+  intend init myinfra --name myinfra
+  intend init . --environment prod --server https://intend.example.com`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := filepath.Abs(dirArg(args))
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				name = defaultProjectName(filepath.Base(dir))
+			}
+			p := project.Project{Name: name, Environment: env, Server: server}
+			yml := fmt.Sprintf("# The intend project: see docs/modeling.md.\nname: %s\nenvironment: %s\n", p.Name, p.Environment)
+			if server != "" {
+				yml += "server: " + server + "\n"
+			}
+			yml += "# entry: .   # the CUE package to compile, relative to this file\n"
+			if _, err := project.Parse(filepath.Join(dir, project.FileName), []byte(yml)); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			files := []struct{ name, text string }{
+				{project.FileName, yml},
+				{"cue.mod/module.cue", fmt.Sprintf("module: %q\nlanguage: version: \"v0.12.0\"\n", "intend.local/"+p.Name)},
+				{"main.cue", fmt.Sprintf(initModel, filepath.Join(os.TempDir(), p.Name))},
+				{".gitignore", "# state of `intend deploy` (PostgreSQL, Temporal)\n/data/\n"},
+			}
+			for _, f := range files {
+				if _, err := os.Stat(filepath.Join(dir, f.name)); err == nil && f.name != ".gitignore" {
+					return fmt.Errorf("%s exists already: not overwriting it", filepath.Join(dir, f.name))
+				}
+			}
+			for _, f := range files {
+				p := filepath.Join(dir, filepath.FromSlash(f.name))
+				if _, err := os.Stat(p); err == nil {
+					continue // an existing .gitignore stays
+				}
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					return err
+				}
+				if err := os.WriteFile(p, []byte(f.text), 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "created %s\n", p)
+			}
+			fmt.Fprintf(g.stdout, "\nNext: cd %s && intend compile && intend deploy\n", dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "project name (default: the directory's name, made valid)")
+	cmd.Flags().StringVar(&env, "environment", project.DefaultEnvironment, "environment the project deploys to")
+	cmd.Flags().StringVar(&server, "server", "", "intend server's base URL, for intend export (optional)")
+	return cmd
+}
+
+// defaultProjectName makes a directory's name a valid project name.
+func defaultProjectName(base string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(base) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	s := strings.TrimLeft(b.String(), "-_")
+	if s == "" {
+		return "project"
+	}
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return s
+}
+
+const initModel = `package main
+
+import "intend.dev/std/fs"
+
+// resources are what this project deploys. Each is a value of a type of
+// the standard library (intend std lists them); its id is computed from
+// its attributes.
+resources: {
+	dir: fs.#Directory & {path: %[1]q}
+	hello: fs.#File & {
+		path:     "\(dir.path)/hello.txt"
+		content:  "Hello from intend!\n"
+		requires: [dir]
+	}
+}
+`
+
+func stdCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "std [PACKAGE]",
+		Short: "Print the standard library of resource types built into this binary",
+		Long: `Without an argument, list the packages of the standard library
+(import "` + compiler.StdModule + `/<package>") and their definitions. With one,
+print the package's CUE source: every resource type with its attributes,
+constraints, defaults and documentation. The library ships inside the
+binary and matches its adapters; it needs no network.
+
+Examples:
+  intend std
+  intend std fs`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files, err := compiler.StdFiles()
+			if err != nil {
+				return err
+			}
+			names := sortedKeys(files)
+			if len(args) == 1 {
+				pkg := strings.TrimPrefix(args[0], compiler.StdModule+"/")
+				found := false
+				for _, n := range names {
+					if path.Dir(n) == pkg {
+						found = true
+						fmt.Fprintf(g.stdout, "// %s/%s\n%s\n", compiler.StdModule, n, files[n])
+					}
+				}
+				if !found {
+					return &exitError{code: exitUsage, err: errors.New("no package " + args[0] + " in the standard library (intend std lists them)")}
+				}
+				return nil
+			}
+			defs := map[string][]string{}
+			for _, n := range names {
+				pkg := path.Dir(n)
+				for _, line := range strings.Split(string(files[n]), "\n") {
+					if strings.HasPrefix(line, "#") {
+						if i := strings.IndexByte(line, ':'); i > 0 {
+							defs[pkg] = append(defs[pkg], line[:i])
+						}
+					}
+				}
+			}
+			t := newTable(g.stdout, "IMPORT", "DEFINITIONS")
+			for _, pkg := range sortedKeys(defs) {
+				slices.Sort(defs[pkg])
+				t.row(compiler.StdModule+"/"+pkg, strings.Join(defs[pkg], " "))
+			}
+			return t.flush()
+		},
+	}
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// versionCommand is `intend version`: an environment's desired-state
+// versions.
+func versionCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "List, show, release and compare an environment's versions",
+		Long: `Work with the desired-state versions of an environment through the REST API
+of a running server (/api/v1/environments/{env}/versions). A version is
+what one export stored; releasing it makes it the state to deploy.
+
+A version V is a number, or "latest" (the newest version) or "released"
+(the released one).
+
+` + clientSettingsHelp,
+	}
+	groupRun(cmd)
+	s := g.clientFlags(cmd)
+	cmd.AddCommand(versionListCommand(s), versionShowCommand(s), versionReleaseCommand(s), versionDiffCommand(s))
+	return cmd
+}
+
+// resolveVersion turns a version argument into a number: a number as it
+// is, "latest" and "released" as the environment says.
+func resolveVersion(ctx context.Context, c *apiclient.Client, env, arg string) (int64, error) {
+	if n, err := strconv.ParseInt(arg, 10, 64); err == nil && n > 0 {
+		return n, nil
+	}
+	if arg != "latest" && arg != "released" {
+		return 0, usageErrorf("version %q: want a version number, latest or released", arg)
+	}
+	var e store.Environment
+	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env), nil, &e); err != nil {
+		return 0, err
+	}
+	switch {
+	case arg == "latest" && e.LastVersion > 0:
+		return e.LastVersion, nil
+	case arg == "released" && e.ReleasedVersion != nil:
+		return *e.ReleasedVersion, nil
+	case arg == "latest":
+		return 0, fmt.Errorf("environment %s has no version yet", env)
+	}
+	return 0, fmt.Errorf("environment %s has released no version yet", env)
+}
+
+func versionListCommand(s *clientSettings) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List an environment's versions, newest first",
+		Long: `List the versions of the environment, newest first, with their resource
+counts and when they were released; CURRENT marks the released one.
+GET /api/v1/environments/{env}/versions (the newest 1000).
+
+Examples:
+  intend version list -e prod
+  intend version list --json | jq '.[0].version'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, env, err := s.envClient(nil)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			items, err := c.List(ctx, apiclient.EnvPath(env, "versions"), url.Values{"limit": {"1000"}}, "after", 0)
+			if err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSONArray(s.stdout, items)
+			}
+			vs, err := decodeItems[store.VersionInfo](items)
+			if err != nil {
+				return err
+			}
+			var e store.Environment
+			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env), nil, &e); err != nil {
+				return err
+			}
+			t := newTable(s.stdout, "VERSION", "RESOURCES", "CHANGED", "CREATED", "RELEASED", "CURRENT")
+			for _, v := range vs {
+				current := ""
+				if e.ReleasedVersion != nil && *e.ReleasedVersion == v.Version {
+					current = "released"
+				}
+				t.row(strconv.FormatInt(v.Version, 10), strconv.Itoa(v.ResourceCount), strconv.Itoa(v.ChangedCount),
+					shortTime(v.CreatedAt), shortTimePtr(v.ReleasedAt), current)
+			}
+			return t.flush()
+		},
+	}
+}
+
+func versionShowCommand(s *clientSettings) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show V",
+		Short: "Show a version and all its resources",
+		Long: `Show version V of the environment and every resource in it (following the
+pages): GET /api/v1/environments/{env}/versions/{v}?after=. With --json,
+the version's object holds every resource under "resources".
+
+Examples:
+  intend version show 3 -e prod
+  intend version show released --json | jq '.resources[].id'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, env, err := s.envClient(nil)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			v, err := resolveVersion(ctx, c, env, args[0])
+			if err != nil {
+				return err
+			}
+			page, err := c.All(ctx, apiclient.EnvPath(env, "versions", strconv.FormatInt(v, 10)),
+				url.Values{"limit": {"1000"}}, "resources", "after", 0)
+			if err != nil {
+				return err
+			}
+			if s.json {
+				whole := page.Head
+				items := page.Items
+				if items == nil {
+					items = []json.RawMessage{}
+				}
+				b, err := json.Marshal(items)
+				if err != nil {
+					return err
+				}
+				whole["resources"] = b
+				return writeJSON(s.stdout, whole)
+			}
+			head, err := json.Marshal(page.Head)
+			if err != nil {
+				return err
+			}
+			var info store.VersionInfo
+			if err := decode(head, &info); err != nil {
+				return err
+			}
+			rs, err := decodeItems[store.VersionResource](page.Items)
+			if err != nil {
+				return err
+			}
+			if err := writeFields(s.stdout,
+				"version", strconv.FormatInt(info.Version, 10),
+				"created", shortTime(info.CreatedAt),
+				"released", shortTimePtr(info.ReleasedAt),
+				"resources", strconv.Itoa(info.ResourceCount),
+				"changed", strconv.Itoa(info.ChangedCount),
+			); err != nil {
+				return err
+			}
+			fmt.Fprintln(s.stdout)
+			t := newTable(s.stdout, "ID", "SET", "REQUIRES", "FLAGS")
+			for _, r := range rs {
+				t.row(r.ID, r.ResourceSet, strconv.Itoa(len(r.Requires)), resourceFlags(r))
+			}
+			return t.flush()
+		},
+	}
+}
+
+// resourceFlags lists the flags a version resource has set.
+func resourceFlags(r store.VersionResource) string {
+	var fs []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{r.Purged, "purged"}, {r.SendEvent, "send_event"}, {r.ReceiveEvents, "receive_events"}, {r.ReportOnly, "report_only"}} {
+		if f.on {
+			fs = append(fs, f.name)
+		}
+	}
+	return strings.Join(fs, ",")
+}
+
+func versionReleaseCommand(s *clientSettings) *cobra.Command {
+	return &cobra.Command{
+		Use:   "release V",
+		Short: "Release a version: make it the state to deploy",
+		Long: `Release version V of the environment: POST
+/api/v1/environments/{env}/versions/{v}/release. With the setting
+auto_deploy on (the default) the release queues a deploy request for the
+scheduler; 'intend runs list' follows it. Releasing a version older than
+the released one is refused (409); releasing the released one again
+changes nothing.
+
+Examples:
+  intend version release 4 -e prod
+  intend version release latest`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, env, err := s.envClient(nil)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			v, err := resolveVersion(ctx, c, env, args[0])
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if err := c.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "versions", strconv.FormatInt(v, 10), "release"),
+				nil, &raw); err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSON(s.stdout, raw)
+			}
+			var rel store.Release
+			if err := decode(raw, &rel); err != nil {
+				return err
+			}
+			changed := plural(rel.Changed, "resource") + " changed"
+			switch {
+			case rel.AlreadyReleased:
+				fmt.Fprintf(s.stdout, "version %d of %s was released already\n", v, env)
+			case rel.Request == nil:
+				fmt.Fprintf(s.stdout, "released version %d of %s (%s); no deploy queued: auto_deploy is off ('intend deploy-now' deploys)\n",
+					v, env, changed)
+			default:
+				fmt.Fprintf(s.stdout, "released version %d of %s (%s); deploy request %d queued\n",
+					v, env, changed, rel.Request.ID)
+			}
+			return nil
+		},
+	}
+}
+
+// versionDiff is GET .../diff's answer with the values kept as the server
+// wrote them (420 and 420.0 differ there).
+type versionDiff struct {
+	From     int64    `json:"from"`
+	To       int64    `json:"to"`
+	Added    []string `json:"added"`
+	Removed  []string `json:"removed"`
+	Modified []struct {
+		ID      string `json:"id"`
+		Changes map[string]struct {
+			From json.RawMessage `json:"from"`
+			To   json.RawMessage `json:"to"`
+		} `json:"changes"`
+	} `json:"modified"`
+}
+
+func versionDiffCommand(s *clientSettings) *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff A B",
+		Short: "Show what changed from version A to version B",
+		Long: `Show what changed from version A to version B of the environment: the
+resources added (+), removed (-) and modified (~), with each changed
+attribute, requires and flag as "from → to" (null: absent on that side).
+B may be older than A (a reverse diff). GET
+/api/v1/environments/{env}/versions/{a}/diff/{b}; 404 if either version
+does not exist (for example, pruned).
+
+Examples:
+  intend version diff 3 4 -e prod
+  intend version diff released latest`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, env, err := s.envClient(nil)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			a, err := resolveVersion(ctx, c, env, args[0])
+			if err != nil {
+				return err
+			}
+			b, err := resolveVersion(ctx, c, env, args[1])
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "versions", strconv.FormatInt(a, 10), "diff",
+				strconv.FormatInt(b, 10)), nil, &raw); err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSON(s.stdout, raw)
+			}
+			var d versionDiff
+			if err := decode(raw, &d); err != nil {
+				return err
+			}
+			w := s.stdout
+			fmt.Fprintf(w, "version %d → %d: %d added, %d removed, %d modified\n",
+				d.From, d.To, len(d.Added), len(d.Removed), len(d.Modified))
+			for _, id := range d.Added {
+				fmt.Fprintf(w, "+ %s\n", id)
+			}
+			for _, id := range d.Removed {
+				fmt.Fprintf(w, "- %s\n", id)
+			}
+			for _, m := range d.Modified {
+				fmt.Fprintf(w, "~ %s\n", m.ID)
+				names := make([]string, 0, len(m.Changes))
+				for n := range m.Changes {
+					names = append(names, n)
+				}
+				slices.Sort(names)
+				for _, n := range names {
+					ch := m.Changes[n]
+					fmt.Fprintf(w, "    %s: %s → %s\n", n, diffValue(ch.From), diffValue(ch.To))
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// diffValue shows one side of a change; an absent side is null.
+func diffValue(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "null"
+	}
+	return compactJSON(raw)
+}
