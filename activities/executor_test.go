@@ -108,7 +108,7 @@ func setupVersion(t *testing.T, resources []string) (*store.Store, store.Environ
 	if err != nil || take.Run == nil {
 		t.Fatalf("take: %+v %v", take, err)
 	}
-	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000})
+	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000}, store.Caller{})
 	if err != nil {
 		t.Fatal(err)
 	}

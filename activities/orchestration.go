@@ -73,8 +73,9 @@ func (o *Orchestration) TakeRequests(ctx context.Context, in workflows.TakeInput
 }
 
 // PlanDeploy plans a run's batches in PostgreSQL (idempotent) and returns
-// their references. A halted environment gets an empty plan and its run
-// stays pending.
+// their references; the undefined resources of the run, and those that
+// require one, it records at once (they go to no executor). A halted
+// environment gets an empty plan and its run stays pending.
 func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) (workflows.PlanResult, error) {
 	env, err := o.Store.GetEnvironment(ctx, in.EnvironmentID)
 	if err != nil {
@@ -95,12 +96,14 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 	if limits.MaxResources <= 0 {
 		limits = store.DefaultBatchLimits
 	}
-	p, err := o.Store.PlanDeploy(ctx, in.EnvironmentID, in.Run, limits)
+	info := activity.GetInfo(ctx)
+	p, err := o.Store.PlanDeploy(ctx, in.EnvironmentID, in.Run, limits,
+		store.Caller{RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt)})
 	if err != nil {
 		return workflows.PlanResult{}, classify(err)
 	}
 	out := workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total, NextSeq: p.NextSeq,
-		Batches: make([]workflows.BatchRef, len(p.Batches))}
+		Undefined: p.Undefined, Batches: make([]workflows.BatchRef, len(p.Batches))}
 	for i, b := range p.Batches {
 		out.Batches[i] = workflows.BatchRef{Seq: b.Seq, Agent: b.Agent, Level: b.Level, Count: b.Count, First: b.First}
 	}

@@ -228,6 +228,11 @@ type PlanResult struct {
 	// NextSeq is the first batch number not in use (retry batches of
 	// earlier levels are not in Batches).
 	NextSeq int
+	// Undefined counts the resources the plan recorded itself, in no
+	// batch: undefined ones and those skipped_for_undefined. They are in
+	// Total, and the run counts them as skipped. (Zero in histories from
+	// before the field existed.)
+	Undefined int
 }
 
 // BatchInput is what an executor activity receives: a reference it resolves

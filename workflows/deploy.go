@@ -49,6 +49,10 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	}
 	if in.Carry != nil {
 		res = *in.Carry
+	} else {
+		// Undefined resources and their dependents were recorded by the
+		// plan, never dispatched; a continued run carries them already.
+		res.Skipped = plan.Undefined
 	}
 	res.Version, res.Total, res.Batches = plan.Version, plan.Total, len(plan.Batches)
 	if plan.Halted {

@@ -21,6 +21,7 @@ type wireResource struct {
 	SendEvent     bool           `json:"send_event"`
 	ReceiveEvents bool           `json:"receive_events"`
 	ReportOnly    bool           `json:"report_only"`
+	Undefined     bool           `json:"undefined,omitempty"`
 	ResourceSet   string         `json:"resource_set,omitempty"`
 }
 
@@ -33,7 +34,8 @@ func encode(t *testing.T, v intent.Version) []byte {
 	wire.Resources = []wireResource{}
 	for _, r := range v.Resources {
 		w := wireResource{ID: r.ID.String(), Attributes: r.Attributes, Purged: r.Purged,
-			SendEvent: r.SendEvent, ReceiveEvents: r.ReceiveEvents, ReportOnly: r.ReportOnly, ResourceSet: r.ResourceSet}
+			SendEvent: r.SendEvent, ReceiveEvents: r.ReceiveEvents, ReportOnly: r.ReportOnly, Undefined: r.Undefined,
+			ResourceSet: r.ResourceSet}
 		for _, q := range r.Requires {
 			w.Requires = append(w.Requires, q.String())
 		}
@@ -51,6 +53,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(export(res("/a", file("/b")), res("/b", file("/a")))))
 	f.Add([]byte(`{"resources": [{"id": "net::Port[h,port=80]", "attributes": {"port": 80, "x": [1.5e3, null, {"k": "\u00e9\ud83d\ude00"}]},
 		"purged": true, "send_event": true, "receive_events": false, "report_only": true}]}`))
+	f.Add([]byte(`{"resources": [{"id": "net::Port[h,port=80]", "attributes": {"port": 80}, "undefined": true},
+		{"id": "net::Port[h,port=81]", "attributes": {"port": 81}, "requires": ["net::Port[h,port=80]"], "undefined": false},
+		{"id": "net::Port[h,port=82]", "attributes": {"port": 82}, "purged": true, "undefined": true}]}`))
 	f.Add([]byte(`{"resources": [{"id": "x", "attributes": {}, "requires": [1, "y"], "colour": 1}], "z": 1}`))
 	f.Add([]byte(`{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a", "path": "/a"}}]}`))
 	f.Add([]byte(`{"resources": [`))

@@ -20,7 +20,10 @@ import (
 // (without the line breaks), written as CanonicalAttributes describes, with
 // the id's canonical string (resource.ID.String), the requires sorted by
 // id string and without duplicates, and the resource set as a string, or
-// null for the shared set. Members are sorted by name.
+// null for the shared set. Members are sorted by name. An undefined
+// resource has one more member, last: `,"undefined":true`. It is left out
+// when false, so that the hashes stored before the flag existed still
+// match, and an undefined resource never hashes like its defined form.
 //
 // Two resources with the same intent have the same hash, however their
 // export was spelled: member order, white space and string escapes do not
@@ -79,6 +82,9 @@ func (r Resource) appendCanonical(b []byte) []byte {
 	}
 	b = append(b, `,"send_event":`...)
 	b = strconv.AppendBool(b, r.SendEvent)
+	if r.Undefined {
+		b = append(b, `,"undefined":true`...)
+	}
 	return append(b, '}')
 }
 

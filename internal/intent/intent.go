@@ -10,8 +10,15 @@
 //	   "requires": ["fs::File[localhost,path=/tmp/b]"],
 //	   "purged": false, "send_event": false,
 //	   "receive_events": false, "report_only": false,
-//	   "resource_set": "web"}
+//	   "undefined": false, "resource_set": "web"}
 //	]}
+//
+// An "undefined" resource is one whose attributes depend on values not
+// known yet (a fact an adapter has not reported): its attributes may be
+// incomplete, but still hold the attribute its id names. The orchestrator
+// never deploys it and skips the resources that require it; a later
+// version that defines it resolves them. A purged resource cannot be
+// undefined: removing it needs no unknown value.
 //
 // A resource without "resource_set" belongs to the shared set. A resource
 // of a set may require only resources of its own set and shared ones; a
@@ -75,6 +82,12 @@ type Resource struct {
 	ReceiveEvents bool
 	// ReportOnly asks for the difference to be reported and not applied.
 	ReportOnly bool
+	// Undefined marks a resource whose attributes depend on values not
+	// known yet: they may be incomplete (the id's attribute is always
+	// there). It is never deployed, and neither is anything that
+	// requires it, directly or not, until a version defines it. A purged
+	// resource cannot be undefined.
+	Undefined bool
 	// ResourceSet names the resource set the resource belongs to; "" is
 	// the shared set. A partial export replaces whole sets, so a resource
 	// may require only resources of its own set or shared ones, and a
@@ -330,9 +343,9 @@ func DecodeBytes(b []byte) (Version, error) {
 // resource of a set requires only resources of its set or shared ones, a
 // shared resource only shared ones; resource set names are valid UTF-8;
 // attribute values are JSON values (nil, bool, string, valid json.Number,
-// finite floats, integers, map[string]any, []any); and v is normalised. It
-// returns nil or a *ValidationError listing every problem, with paths as in
-// the export of v.
+// finite floats, integers, map[string]any, []any); no resource is both
+// purged and undefined; and v is normalised. It returns nil or a
+// *ValidationError listing every problem, with paths as in the export of v.
 func (v Version) Validate() error {
 	var p problems
 	check(v.Resources, nil, false, false, &p)
@@ -451,6 +464,9 @@ func check(rs []Resource, keys []string, trusted, open bool, p *problems) {
 		// A decoded resource without attributes was reported already.
 		if keys[i] != "" && (rs[i].Attributes != nil || !trusted) {
 			checkIdentity(p, i, &rs[i], keys[i])
+		}
+		if rs[i].Purged && rs[i].Undefined {
+			p.addAt(i, "a purged resource cannot be undefined: removing it needs no value that is not known yet", "undefined")
 		}
 	}
 
@@ -1037,10 +1053,12 @@ const (
 	hasReceiveEvents
 	hasReportOnly
 	hasResourceSet
+	hasUndefined
 )
 
 // memberNames are the members of a resource object, in bit order.
-var memberNames = [...]string{"id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only", "resource_set"}
+var memberNames = [...]string{"id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only",
+	"resource_set", "undefined"}
 
 // resource decodes one element of "resources". It always appends to
 // d.resources, with a zero ID when the id is bad, so that indexes keep
@@ -1081,6 +1099,8 @@ func (d *decoder) resource() error {
 			bit = hasReportOnly
 		case "resource_set":
 			bit = hasResourceSet
+		case "undefined":
+			bit = hasUndefined
 		default:
 			d.pushName(string(k))
 		}
@@ -1110,6 +1130,8 @@ func (d *decoder) resource() error {
 			r.ReportOnly, err = d.boolean()
 		case bit == hasResourceSet:
 			r.ResourceSet, err = d.setName("leave resource_set out for the shared set")
+		case bit == hasUndefined:
+			r.Undefined, err = d.boolean()
 		}
 		seen |= bit
 		d.pop()

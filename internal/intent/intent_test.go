@@ -198,7 +198,7 @@ func TestDecodeProblems(t *testing.T) {
 		{
 			name: "wrong member types",
 			in: `{"resources": [{"id": 5, "attributes": null, "requires": "x", "purged": 0,
-				"send_event": "true", "receive_events": null, "report_only": [], "resource_set": null}]}`,
+				"send_event": "true", "receive_events": null, "report_only": [], "resource_set": null, "undefined": "yes"}]}`,
 			want: []intent.FieldProblem{
 				{"/resources/0/attributes", "must be an object, not null"},
 				{"/resources/0/id", "must be a string, not a number"},
@@ -208,6 +208,7 @@ func TestDecodeProblems(t *testing.T) {
 				{"/resources/0/requires", "must be an array, not a string"},
 				{"/resources/0/resource_set", "must be a string, not null"},
 				{"/resources/0/send_event", "must be a boolean, not a string"},
+				{"/resources/0/undefined", "must be a boolean, not a string"},
 			},
 			reason: "types are checked, not coerced; the shared set is written by leaving resource_set out",
 		},
@@ -711,6 +712,7 @@ func TestHashSeesEveryChange(t *testing.T) {
 		{func(r *intent.Resource) { r.SendEvent = true }, "send_event"},
 		{func(r *intent.Resource) { r.ReceiveEvents = true }, "receive_events"},
 		{func(r *intent.Resource) { r.ReportOnly = true }, "report_only"},
+		{func(r *intent.Resource) { r.Undefined = true }, "undefined: a value not known yet makes another intent"},
 		{func(r *intent.Resource) { r.ResourceSet = "web" }, "a resource set"},
 		{func(r *intent.Resource) { r.ResourceSet = "null" }, `a set named "null" is not the shared set`},
 	}

@@ -34,14 +34,20 @@ type BatchRef struct {
 
 // Plan is the outcome of PlanDeploy.
 type Plan struct {
-	Version int64      `json:"version"`
-	Action  string     `json:"action"`
-	Reason  string     `json:"reason"`
+	Version int64  `json:"version"`
+	Action  string `json:"action"`
+	Reason  string `json:"reason"`
+	// Total counts every resource the run covers: those in Batches and
+	// the Undefined ones.
 	Total   int        `json:"total"`
 	Batches []BatchRef `json:"batches"`
 	// NextSeq is the first batch number not in use: retry batches are
 	// numbered from it (see PlanRetry) and are not in Batches.
 	NextSeq int `json:"next_seq"`
+	// Undefined counts the resources the plan recorded itself, in no
+	// batch: undefined ones and those skipped_for_undefined. The run
+	// counts them as skipped.
+	Undefined int `json:"undefined"`
 }
 
 type planItem struct {
@@ -50,17 +56,36 @@ type planItem struct {
 	hash     []byte
 	requires []string
 	size     int
+	// undefined: the intent is undefined (never sent to an executor).
+	undefined bool
+	// action is what an attempt on it records: deploy, repair or dryrun.
+	action string
+}
+
+// Caller names the Temporal workflow run and activity attempt on whose
+// behalf the store writes action records itself (PlanDeploy).
+type Caller struct {
+	RunID   string
+	Attempt int
 }
 
 // PlanDeploy selects the resources a run deploys, orders them in levels of
 // their requires, and cuts each (level, agent) group into batches bounded by
 // limits. It is idempotent: a repeat returns the batches planned before.
-func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits BatchLimits) (Plan, error) {
+//
+// Undefined resources, and the resources of the run that require one
+// (directly, through other resources of the run, or an undefined resource
+// the run does not cover), go in no batch: PlanDeploy records them itself,
+// in the same transaction, as undefined and skipped_for_undefined, on
+// behalf of by; no executor or adapter ever sees them. Plan.Undefined
+// counts them.
+func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits BatchLimits, by Caller) (Plan, error) {
 	var p Plan
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var status string
-		err := tx.QueryRow(ctx, `select version, action, reason, status from deploy_runs
-			where environment_id = $1::uuid and run = $2 for update`, envID, run).Scan(&p.Version, &p.Action, &p.Reason, &status)
+		var status, workflowID string
+		err := tx.QueryRow(ctx, `select version, action, reason, status, workflow_id from deploy_runs
+			where environment_id = $1::uuid and run = $2 for update`, envID, run).
+			Scan(&p.Version, &p.Action, &p.Reason, &status, &workflowID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
 		}
@@ -68,7 +93,7 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 			return err
 		}
 		if status != "pending" {
-			return existingPlan(ctx, tx, envID, run, &p)
+			return existingPlan(ctx, tx, envID, run, workflowID, &p)
 		}
 		reqs, err := runRequests(ctx, tx, envID, run)
 		if err != nil {
@@ -80,7 +105,8 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 			reqs = []Request{{Kind: p.Action}}
 		}
 		cond, args := scope(reqs, []any{envID})
-		q := `select rs.resource_id, rs.agent, rs.intent_hash, c.requires, pg_column_size(c.attributes)
+		q := `select rs.resource_id, rs.agent, rs.intent_hash, c.requires, pg_column_size(c.attributes), c.undefined,
+			       case when rs.compliance = 'compliant' then 'repair' else 'deploy' end
 			from resource_state rs
 			join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
 			where ` + candidates + ` and ` + cond + `
@@ -89,7 +115,8 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 			// A dry-run covers a version (released or not), paused agents
 			// included: it changes nothing. rs is the version's membership.
 			args = append(args, p.Version)
-			q = fmt.Sprintf(`select rs.resource_id, rs.agent, rs.hash, c.requires, pg_column_size(c.attributes)
+			q = fmt.Sprintf(`select rs.resource_id, rs.agent, rs.hash, c.requires, pg_column_size(c.attributes), c.undefined,
+				       'dryrun'
 				from version_resources rs
 				join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.hash
 				where rs.environment_id = $1::uuid and rs.first_version <= $%[1]d
@@ -103,7 +130,7 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		var items []planItem
 		for rows.Next() {
 			var it planItem
-			if err := rows.Scan(&it.id, &it.agent, &it.hash, &it.requires, &it.size); err != nil {
+			if err := rows.Scan(&it.id, &it.agent, &it.hash, &it.requires, &it.size, &it.undefined, &it.action); err != nil {
 				return err
 			}
 			items = append(items, it)
@@ -111,8 +138,14 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		outside, err := undefinedOutside(ctx, tx, envID, p, items)
+		if err != nil {
+			return err
+		}
+		items, held := holdUndefined(items, outside)
 		items, p.Batches = planBatches(items, limits)
-		p.Total = len(items)
+		p.Undefined = len(held)
+		p.Total = len(items) + len(held)
 		p.NextSeq = 1
 		for _, b := range p.Batches {
 			p.NextSeq = max(p.NextSeq, b.Seq+1)
@@ -137,14 +170,167 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 				return fmt.Errorf("store batches: %w", err)
 			}
 		}
-		_, err = tx.Exec(ctx, `update deploy_runs set status = 'running', started_at = now(), total = $3
-			where environment_id = $1::uuid and run = $2`, envID, run, p.Total)
-		return err
+		if _, err := tx.Exec(ctx, `update deploy_runs set status = 'running', started_at = now(), total = $3
+			where environment_id = $1::uuid and run = $2`, envID, run, p.Total); err != nil {
+			return err
+		}
+		// Recorded once the run is running, so that its live counters
+		// count them.
+		return recordActions(ctx, tx, envID, heldRecords(held, p, workflowID, by))
 	})
 	return p, err
 }
 
-func existingPlan(ctx context.Context, tx pgx.Tx, envID string, run int64, p *Plan) error {
+// heldItem is a resource of a run that PlanDeploy records itself.
+type heldItem struct {
+	planItem
+	result string // undefined or skipped_for_undefined
+	why    string // the action record's error text
+}
+
+// holdUndefined takes out of items the undefined resources and those that
+// require one: directly, through other items, or an undefined resource
+// that is not among items (outside). It returns the rest, in their order,
+// and the held ones in id order. It decides and does not act.
+//
+// Only the undefined resources outside the run are known here; a resource
+// requiring one that is not deployed for another reason (say, it was
+// skipped for an undefined one itself) is left to the executor, which
+// skips it for that dependency.
+func holdUndefined(items []planItem, outside map[string]bool) ([]planItem, []heldItem) {
+	index := make(map[string]int, len(items))
+	for i, it := range items {
+		index[it.id] = i
+	}
+	// why[i] != "" holds item i; root[i] names the undefined resource it
+	// waits for.
+	why := make([]string, len(items))
+	root := make([]string, len(items))
+	var queue []int
+	for i, it := range items {
+		if it.undefined {
+			why[i] = "its attributes depend on values not known yet: a version that defines it deploys it"
+			root[i] = it.id
+			queue = append(queue, i)
+		}
+	}
+	for i, it := range items {
+		if why[i] != "" {
+			continue
+		}
+		for _, q := range it.requires {
+			if _, in := index[q]; !in && outside[q] {
+				why[i] = fmt.Sprintf("requires %s, which is undefined", q)
+				root[i] = q
+				queue = append(queue, i)
+				break
+			}
+		}
+	}
+	if len(queue) == 0 {
+		return items, nil
+	}
+	dependents := make([][]int, len(items))
+	for i, it := range items {
+		for _, q := range it.requires {
+			if j, ok := index[q]; ok && j != i {
+				dependents[j] = append(dependents[j], i)
+			}
+		}
+	}
+	// Breadth first from the undefined ones: each dependent names the
+	// nearest resource it waits for.
+	for k := 0; k < len(queue); k++ {
+		j := queue[k]
+		for _, i := range dependents[j] {
+			if why[i] != "" {
+				continue
+			}
+			if items[j].undefined {
+				why[i] = fmt.Sprintf("requires %s, which is undefined", items[j].id)
+			} else {
+				why[i] = fmt.Sprintf("requires %s, which depends on undefined %s", items[j].id, root[j])
+			}
+			root[i] = root[j]
+			queue = append(queue, i)
+		}
+	}
+	run := make([]planItem, 0, len(items)-len(queue))
+	held := make([]heldItem, 0, len(queue))
+	for i, it := range items {
+		switch {
+		case why[i] == "":
+			run = append(run, it)
+		case it.undefined:
+			held = append(held, heldItem{planItem: it, result: "undefined", why: why[i]})
+		default:
+			held = append(held, heldItem{planItem: it, result: "skipped_for_undefined", why: why[i]})
+		}
+	}
+	sort.Slice(held, func(a, b int) bool { return held[a].id < held[b].id })
+	return run, held
+}
+
+// undefinedOutside returns which of the resources that items require, but
+// that are not among them, are undefined in the run's intent: the deploy
+// state's for a deploy or repair, the version's for a dry-run.
+func undefinedOutside(ctx context.Context, tx pgx.Tx, envID string, p Plan, items []planItem) (map[string]bool, error) {
+	in := make(map[string]bool, len(items))
+	for _, it := range items {
+		in[it.id] = true
+	}
+	var ids []string
+	for _, it := range items {
+		for _, q := range it.requires {
+			if !in[q] {
+				in[q] = true
+				ids = append(ids, q)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	q := `select rs.resource_id from resource_state rs
+		join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
+		where rs.environment_id = $1::uuid and rs.resource_id = any($2) and c.undefined`
+	args := []any{envID, ids}
+	if p.Action == "dryrun" {
+		q = `select vr.resource_id from version_resources vr
+			join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
+			where vr.environment_id = $1::uuid and vr.resource_id = any($2) and c.undefined
+			  and vr.first_version <= $3 and (vr.last_version is null or vr.last_version > $3)`
+		args = append(args, p.Version)
+	}
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("find undefined requires: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("find undefined requires: %w", err)
+	}
+	out := make(map[string]bool, len(found))
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// heldRecords are the action records of the resources PlanDeploy holds
+// back: no attempt, so they start and finish at once.
+func heldRecords(held []heldItem, p Plan, workflowID string, by Caller) []ActionRecord {
+	now := time.Now().UTC()
+	recs := make([]ActionRecord, len(held))
+	for i, h := range held {
+		recs[i] = ActionRecord{ResourceID: h.id, Hash: h.hash, Version: p.Version, Action: h.action, Reason: p.Reason,
+			StartedAt: now, FinishedAt: now, Result: h.result, Error: h.why,
+			WorkflowID: workflowID, RunID: by.RunID, Attempt: by.Attempt}
+	}
+	return recs
+}
+
+func existingPlan(ctx context.Context, tx pgx.Tx, envID string, run int64, workflowID string, p *Plan) error {
 	if err := tx.QueryRow(ctx, `select coalesce(max(seq) + 1, 0) from deploy_batches
 		where environment_id = $1::uuid and run = $2`, envID, run).Scan(&p.NextSeq); err != nil {
 		return err
@@ -158,10 +344,20 @@ func existingPlan(ctx context.Context, tx pgx.Tx, envID string, run int64, p *Pl
 		var b BatchRef
 		return b, r.Scan(&b.Seq, &b.Agent, &b.Level, &b.Count, &b.First)
 	})
+	if err != nil {
+		return err
+	}
 	for _, b := range p.Batches {
 		p.Total += b.Count
 	}
-	return err
+	// Executors never record these results: they are the plan's own.
+	if err := tx.QueryRow(ctx, `select count(*) from resource_actions
+		where workflow_id = $1 and environment_id = $2::uuid and result in ('undefined', 'skipped_for_undefined')`,
+		workflowID, envID).Scan(&p.Undefined); err != nil {
+		return err
+	}
+	p.Total += p.Undefined
+	return nil
 }
 
 // BatchResource is one resource of a batch, as an executor receives it.
@@ -305,11 +501,20 @@ type ActionRecord struct {
 }
 
 // RecordActions appends attempts to the action log and, for deploys and
-// repairs, moves each resource's deploy state in the same transaction. A
+// repairs, moves each resource's deploy state in the same transaction:
+// compliant when deployed, undefined when undefined, else non_compliant. A
 // resource whose intent changed meanwhile keeps compliance has_update.
 // Facts are upserted for every action kind, dry-runs included: they are
 // observations of the target, not changes to it.
 func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error { return recordActions(ctx, tx, envID, recs) })
+}
+
+// recordActions is RecordActions in the caller's transaction.
+func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -343,42 +548,41 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 		changed = append(changed, r.Changed)
 		finished = append(finished, r.FinishedAt)
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
-			[]string{"environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
-				"result", "operation", "changes", "logs", "error", "error_class", "workflow_id", "run_id", "attempt",
-				"executor"},
-			pgx.CopyFromRows(rows)); err != nil {
-			return fmt.Errorf("append action log: %w", err)
-		}
-		if err := countProgress(ctx, tx, envID, recs); err != nil {
-			return err
-		}
-		if err := upsertFacts(ctx, tx, envID, recs); err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		_, err := tx.Exec(ctx, `
-			update resource_state rs set
-			  last_result = u.result,
-			  last_attempt = u.finished,
-			  last_produced_change = u.changed,
-			  deployed_hash = case when u.result = 'deployed' then u.hash else rs.deployed_hash end,
-			  last_success = case when u.result = 'deployed' then u.finished else rs.last_success end,
-			  compliance = case when rs.intent_hash is distinct from u.hash then 'has_update'
-			                    when u.result = 'deployed' then 'compliant'
-			                    else 'non_compliant' end
-			from unnest($2::text[], $3::bytea[], $4::text[], $5::bool[], $6::timestamptz[])
-			  as u(rid, hash, result, changed, finished)
-			where rs.environment_id = $1::uuid and rs.resource_id = u.rid`,
-			envID, ids, hashes, results, changed, finished)
-		if err != nil {
-			return fmt.Errorf("update deploy state: %w", err)
-		}
-		return queueFollowUps(ctx, tx, envID, recs)
-	})
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
+		[]string{"environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
+			"result", "operation", "changes", "logs", "error", "error_class", "workflow_id", "run_id", "attempt",
+			"executor"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("append action log: %w", err)
+	}
+	if err := countProgress(ctx, tx, envID, recs); err != nil {
+		return err
+	}
+	if err := upsertFacts(ctx, tx, envID, recs); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+		update resource_state rs set
+		  last_result = u.result,
+		  last_attempt = u.finished,
+		  last_produced_change = u.changed,
+		  deployed_hash = case when u.result = 'deployed' then u.hash else rs.deployed_hash end,
+		  last_success = case when u.result = 'deployed' then u.finished else rs.last_success end,
+		  compliance = case when rs.intent_hash is distinct from u.hash then 'has_update'
+		                    when u.result = 'deployed' then 'compliant'
+		                    when u.result = 'undefined' then 'undefined'
+		                    else 'non_compliant' end
+		from unnest($2::text[], $3::bytea[], $4::text[], $5::bool[], $6::timestamptz[])
+		  as u(rid, hash, result, changed, finished)
+		where rs.environment_id = $1::uuid and rs.resource_id = u.rid`,
+		envID, ids, hashes, results, changed, finished)
+	if err != nil {
+		return fmt.Errorf("update deploy state: %w", err)
+	}
+	return queueFollowUps(ctx, tx, envID, recs)
 }
 
 // upsertFacts stores the facts of recs, keeping the last value per
@@ -426,7 +630,7 @@ func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionReco
 
 // queueFollowUps queues the automatic requests a chunk of outcomes calls
 // for: a deploy of the resources skipped because of a dependency that is
-// now deployed ("dependency X recovered"), and a repair of the resources
+// now deployed, failed or undefined before ("dependency X recovered"), and a repair of the resources
 // with receive_events that require a resource with send_event that just
 // changed ("event from X"). Automatic requests are dropped at take time
 // when the run at hand already did the work.
@@ -455,7 +659,8 @@ func queueFollowUps(ctx context.Context, tx pgx.Tx, envID string, recs []ActionR
 		join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
 		cross join lateral unnest(c.requires) as req(id)
 		where rs.environment_id = $1::uuid and req.id = any($2) and `
-	ids, by, err := pairs(ctx, tx, dependents+`rs.last_result = 'skipped_for_dependency' order by 1, 2`, envID, deployed)
+	ids, by, err := pairs(ctx, tx, dependents+`rs.last_result in ('skipped_for_dependency', 'skipped_for_undefined')
+		order by 1, 2`, envID, deployed)
 	if err != nil {
 		return fmt.Errorf("find recovered dependents: %w", err)
 	}
@@ -546,7 +751,7 @@ func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 			c.deployed++
 		case "unavailable":
 			c.unavailable++
-		case "skipped_for_dependency", "skipped":
+		case "skipped_for_dependency", "skipped", "undefined", "skipped_for_undefined":
 			c.skipped++
 		default:
 			c.failed++

@@ -52,8 +52,9 @@ func (s *Store) FailRun(ctx context.Context, envID string, run int64) error {
 // DryrunResult is what a dry-run found for one resource.
 type DryrunResult struct {
 	ResourceID string `json:"id"`
-	// Status is unmodified, modified, added, deleted, skipped, unavailable
-	// or failed.
+	// Status is unmodified, modified, added, deleted, skipped, unavailable,
+	// failed or undefined (its attributes are not known yet; what requires
+	// it is skipped).
 	Status  string          `json:"status"`
 	Changes json.RawMessage `json:"changes,omitempty"`
 	Error   *string         `json:"error,omitempty"`
@@ -67,7 +68,7 @@ func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after stri
 		       case when result = 'deployed' then
 		              case operation when 'create' then 'added' when 'update' then 'modified'
 		                             when 'delete' then 'deleted' else 'unmodified' end
-		            when result = 'skipped_for_dependency' then 'skipped'
+		            when result in ('skipped_for_dependency', 'skipped_for_undefined') then 'skipped'
 		            else result end,
 		       changes, error
 		from resource_actions

@@ -80,8 +80,20 @@ func (s *Store) GetRequest(ctx context.Context, envID string, id int64) (Request
 	return r, err
 }
 
+// awaitsVersion is the condition (over resource_state rs) of the resources
+// that only a new version can change: undefined ones, and those skipped
+// for an undefined resource since their intent last changed (when what
+// they wait for is deployed, an automatic request naming them follows).
+const awaitsVersion = `(rs.compliance = 'undefined'
+	or (rs.compliance = 'non_compliant' and rs.last_result = 'skipped_for_undefined'))`
+
 // scope builds the SQL condition (over resource_state rs) selecting the
 // resources that any of reqs asks for; args continue the caller's list.
+//
+// An automatic request that does not name its resources (a timer, an
+// unpaused agent) leaves out those that await a new version: running them
+// again would only record the same again, and would keep the timers of an
+// environment waiting for a fact from ever going idle.
 func scope(reqs []Request, args []any) (string, []any) {
 	var ors []string
 	for _, r := range reqs {
@@ -93,6 +105,9 @@ func scope(reqs []Request, args []any) (string, []any) {
 			args = append(args, *r.StaleBefore)
 			and = append(and, fmt.Sprintf(
 				"(rs.compliance <> 'compliant' or rs.last_attempt is null or rs.last_attempt < $%d)", len(args)))
+		}
+		if r.Auto && len(r.ResourceIDs) == 0 {
+			and = append(and, "not "+awaitsVersion)
 		}
 		if len(r.Agents) > 0 {
 			args = append(args, r.Agents)

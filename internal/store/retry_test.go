@@ -21,7 +21,7 @@ func TestPlanRetry(t *testing.T) {
 	ctx := context.Background()
 	started := startRun(t, st, e.ID, files(t, 6, nil))
 	run := started.Run
-	p, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits)
+	p, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits, store.Caller{})
 	if err != nil || len(p.Batches) != 1 || p.NextSeq != 2 {
 		t.Fatalf("plan = %+v, %v; want one batch and NextSeq 2", p, err)
 	}
@@ -85,7 +85,7 @@ func TestPlanRetry(t *testing.T) {
 		t.Fatalf("a repeated PlanRetry moved the counters again: failed=%d skipped=%d", f, s)
 	}
 
-	re, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits)
+	re, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits, store.Caller{})
 	if err != nil || len(re.Batches) != 1 || re.Total != 6 || re.NextSeq != 3 {
 		t.Fatalf("re-plan = %+v, %v; want the plan's one batch of 6 and NextSeq 3", re, err)
 	}

@@ -162,7 +162,7 @@ func TestVersionsShareUnchangedResources(t *testing.T) {
 	}
 
 	// Planning the run deploys only f7.
-	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.DefaultBatchLimits)
+	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.DefaultBatchLimits, store.Caller{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestVersionsShareUnchangedResources(t *testing.T) {
 		t.Errorf("plan = %+v", p)
 	}
 	// Planning again returns the same batches.
-	again, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.DefaultBatchLimits)
+	again, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.DefaultBatchLimits, store.Caller{})
 	if err != nil || again.Total != 1 || len(again.Batches) != 1 {
 		t.Errorf("re-plan = %+v, %v", again, err)
 	}
@@ -201,7 +201,7 @@ func TestPlanCutsBatchesByLevelAgentAndSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := startRun(t, st, e.ID, v)
-	p, err := st.PlanDeploy(ctx, e.ID, run.Run, store.BatchLimits{MaxResources: 4, MaxBytes: 1 << 20})
+	p, err := st.PlanDeploy(ctx, e.ID, run.Run, store.BatchLimits{MaxResources: 4, MaxBytes: 1 << 20}, store.Caller{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ type VersionResource struct {
 	SendEvent     bool            `json:"send_event"`
 	ReceiveEvents bool            `json:"receive_events"`
 	ReportOnly    bool            `json:"report_only"`
+	// Undefined: the attributes depend on values not known yet (and may
+	// be incomplete); the resource is not deployed.
+	Undefined bool `json:"undefined"`
 	// ResourceSet is the resource's set; "" (and absent in JSON) is the
 	// shared set.
 	ResourceSet string `json:"resource_set,omitempty"`
@@ -127,7 +130,7 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 		}
 		set := setColumn(r.ResourceSet)
 		contents = append(contents, []any{m.hash[:], m.id, string(r.CanonicalAttributes()), req,
-			r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly, set})
+			r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly, r.Undefined, set})
 		rows = append(rows, []any{envID, m.id, next, m.hash[:], r.ID.Type, r.ID.Agent, set})
 	}
 	for id := range open {
@@ -139,17 +142,21 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 	if len(contents) > 0 {
 		if _, err := tx.Exec(ctx, `create temp table tmp_contents (
 			hash bytea, resource_id text, attributes text, requires text[],
-			purged bool, send_event bool, receive_events bool, report_only bool, resource_set text) on commit drop`); err != nil {
+			purged bool, send_event bool, receive_events bool, report_only bool, undefined bool,
+			resource_set text) on commit drop`); err != nil {
 			return VersionInfo{}, err
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tmp_contents"},
-			[]string{"hash", "resource_id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only", "resource_set"},
+			[]string{"hash", "resource_id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only",
+				"undefined", "resource_set"},
 			pgx.CopyFromRows(contents)); err != nil {
 			return VersionInfo{}, fmt.Errorf("copy contents: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `insert into resource_contents
-			(environment_id, hash, resource_id, attributes, requires, purged, send_event, receive_events, report_only, resource_set)
-			select $1::uuid, hash, resource_id, attributes::jsonb, requires, purged, send_event, receive_events, report_only, resource_set
+			(environment_id, hash, resource_id, attributes, requires, purged, send_event, receive_events, report_only,
+			 undefined, resource_set)
+			select $1::uuid, hash, resource_id, attributes::jsonb, requires, purged, send_event, receive_events, report_only,
+			       undefined, resource_set
 			from tmp_contents on conflict do nothing`, envID); err != nil {
 			return VersionInfo{}, fmt.Errorf("insert contents: %w", err)
 		}
@@ -239,7 +246,7 @@ func (s *Store) GetVersion(ctx context.Context, envID string, version int64) (Ve
 func (s *Store) VersionResources(ctx context.Context, envID string, version int64, after string, limit int) ([]VersionResource, error) {
 	rows, err := s.pool.Query(ctx, `
 		select vr.resource_id, c.attributes, c.requires, c.purged, c.send_event, c.receive_events, c.report_only,
-		       coalesce(c.resource_set, ''), c.hash
+		       c.undefined, coalesce(c.resource_set, ''), c.hash
 		from version_resources vr
 		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
 		where vr.environment_id = $1::uuid and vr.first_version <= $2
@@ -251,7 +258,8 @@ func (s *Store) VersionResources(ctx context.Context, envID string, version int6
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VersionResource, error) {
 		var v VersionResource
 		var h []byte
-		err := r.Scan(&v.ID, &v.Attributes, &v.Requires, &v.Purged, &v.SendEvent, &v.ReceiveEvents, &v.ReportOnly, &v.ResourceSet, &h)
+		err := r.Scan(&v.ID, &v.Attributes, &v.Requires, &v.Purged, &v.SendEvent, &v.ReceiveEvents, &v.ReportOnly,
+			&v.Undefined, &v.ResourceSet, &h)
 		v.Hash = fmt.Sprintf("%x", h)
 		return v, err
 	})
