@@ -279,9 +279,9 @@ func (d *deployer) deploy(res *compiler.Result) error {
 	if run.Failed > 0 {
 		d.printFailures(run, seen)
 	}
-	if run.Failed > 0 || run.Skipped > 0 || run.Unavailable > 0 {
-		d.failed = true
-	}
+	// The last run decides: one after facts arrived may deploy what an
+	// earlier one skipped.
+	d.failed = run.Failed > 0 || run.Skipped > 0 || run.Unavailable > 0
 	printSummary(d.ctx, d.c, d.env, run, d.out)
 	return nil
 }

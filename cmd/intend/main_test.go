@@ -233,3 +233,61 @@ func TestComposeUsesKnownVariables(t *testing.T) {
 		t.Error("deploy/compose.yaml sets no INTEND_* variable")
 	}
 }
+
+// TestEmbeddedDeployResolvesFacts: a file whose content uses a fact of
+// another (its size) is undefined until that one is deployed; intend
+// deploy compiles again with the reported facts and deploys it in the same
+// invocation.
+func TestEmbeddedDeployResolvesFacts(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "out")
+	files := map[string]string{
+		"intend.yaml": "name: facts\n",
+		"main.cue": `package main
+
+import (
+	"intend.dev/std/fs"
+	"intend.dev/std/resource"
+)
+
+facts: resource.#Facts
+
+resources: {
+	seed: fs.#File & {path: "` + root + `/seed", content: "twelve bytes"}
+	pin: fs.#File & {
+		path:     "` + root + `/pin"
+		content:  "seed has \(facts[seed.id].size) bytes\n"
+		requires: [seed]
+	}
+	after: fs.#File & {path: "` + root + `/after", content: "last\n", requires: [pin]}
+}
+`}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := runCmd(t, "compile", dir)
+	if err != nil || !strings.Contains(out, "undefined") || !strings.Contains(out, "1 undefined (they wait for facts)") {
+		t.Fatalf("compile: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, "deploy", dir)
+	if err != nil {
+		t.Fatalf("intend deploy: %v\n%s", err, out)
+	}
+	for _, want := range []string{"1 deployed, 0 failed, 2 skipped", "facts arrived: 1 undefined resources are now defined",
+		"2 deployed, 0 failed, 0 skipped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "did not deploy") {
+		t.Errorf("reports resources that did not deploy, though the last run deployed them:\n%s", out)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, "pin")); err != nil || string(got) != "seed has 12 bytes\n" {
+		t.Errorf("pin = %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "after")); err != nil {
+		t.Errorf("the dependent of the undefined resource was not deployed after it: %v", err)
+	}
+}
