@@ -137,17 +137,17 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		c.errs.addCUE("", err)
 		return nil, c.errs.err()
 	}
-	// Conflicts anywhere in the model, also outside the resources (the
-	// walk below adds what is missing, not what is wrong).
-	if err := v.Validate(); err != nil {
-		c.errs.addCUE("", err)
-	}
 	if f := v.LookupPath(cue.MakePath(cue.Str("facts"))); f.Exists() && len(opts.Facts) > 0 {
 		facts, err := json.Marshal(opts.Facts)
 		if err != nil {
 			return nil, fmt.Errorf("facts: %w", err)
 		}
 		v = v.FillPath(cue.MakePath(cue.Str("facts")), c.cue.CompileBytes(facts))
+	}
+	// Conflicts anywhere in the model (with the facts), also outside the resources (the
+	// walk below adds what is missing, not what is wrong).
+	if err := v.Validate(); err != nil {
+		c.errs.addCUE("", err)
 	}
 	if rs := v.LookupPath(cue.MakePath(cue.Str("resources"))); rs.Exists() {
 		(&walker{c: c}).walk(rs, "resources")
