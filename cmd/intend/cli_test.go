@@ -325,7 +325,9 @@ func TestCLIUnreachable(t *testing.T) {
 // TestCLIAgainstServer drives every REST client command against a real
 // server (PostgreSQL, Temporal and the embedded executor).
 func TestCLIAgainstServer(t *testing.T) {
-	t.Parallel()
+	// Not parallel: servers of one test binary share the Temporal dev
+	// server and task queue, so one server's worker could take another's
+	// workflows (exectest.StartServer).
 	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second})
 	envName := testenv.UniqueName(t, "cli")

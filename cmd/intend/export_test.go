@@ -18,7 +18,9 @@ import (
 // 001's push-to-server mode does: export -j, export, export -d, a partial
 // export of one refinement instance, and dryrun.
 func TestExportAndDryrun(t *testing.T) {
-	t.Parallel()
+	// Not parallel: servers of one test binary share the Temporal dev
+	// server and task queue, so one server's worker could take another's
+	// workflows (exectest.StartServer).
 	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second})
 	envName := testenv.UniqueName(t, "export")

@@ -57,6 +57,11 @@ func (o *Output) String() string {
 // embedded executor, the reconciler's and scheduler's periods…) is the
 // caller's to set. It returns a client of the server's API, the server and
 // its database URL.
+//
+// Servers of one test binary share the Temporal namespace and task queue:
+// a test that starts one must not run in parallel with another that does,
+// or either's worker may take the other's workflows, which then fail on a
+// database that has never heard of them.
 func StartServer(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Server, string) {
 	t.Helper()
 	_, hostPort, namespace := testenv.Temporal(t)
