@@ -179,11 +179,7 @@ Examples:
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			dir := s.projectDir
-			if len(args) == 1 {
-				dir = args[0]
-				s.projectDir = dir
-			}
+			dir := s.projectArg(args)
 			if file != "" {
 				if release {
 					return usageErrorf("-j writes a file; it cannot also release (-d)")
@@ -207,19 +203,7 @@ Examples:
 				fmt.Fprintf(g.stderr, "wrote %d resources to %s (%s)\n", len(res.Resources), file, compileSummary(res))
 				return nil
 			}
-			c, env, err := s.envClient(nil)
-			if err != nil {
-				return err
-			}
-			facts, err := serverFacts(ctx, c, env)
-			if err != nil {
-				return err
-			}
-			res, err := compileDir(ctx, dir, facts)
-			if err != nil {
-				return compileFailed(g.stdout, s.json, err)
-			}
-			v, err := upload(ctx, c, env, res, partial, sets)
+			c, env, res, v, err := s.push(ctx, g.stdout, dir, partial, sets)
 			if err != nil {
 				return err
 			}
@@ -255,6 +239,35 @@ Examples:
 	f.StringSliceVar(&sets, "set", nil, "with --partial: a resource set to upload (repeatable); one the model lacks is removed")
 	f.StringVarP(&file, "json-file", "j", "", "write the version's JSON to FILE (- for standard output) instead of uploading")
 	return cmd
+}
+
+// projectArg is the project directory: the command's DIR argument, else
+// --project-dir. Settings come from the same directory's files.
+func (s *clientSettings) projectArg(args []string) string {
+	if len(args) == 1 {
+		s.projectDir = args[0]
+	}
+	return s.projectDir
+}
+
+// push compiles the project in dir with the environment's facts and
+// uploads the result as a new version (of the named sets, if partial).
+// Compile errors are printed to w as JSON when --json is given.
+func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, partial bool, sets []string) (
+	c *apiclient.Client, env string, res *compiler.Result, v store.VersionInfo, err error) {
+	if c, env, err = s.envClient(nil); err != nil {
+		return
+	}
+	facts, err := serverFacts(ctx, c, env)
+	if err != nil {
+		return
+	}
+	if res, err = compileDir(ctx, dir, facts); err != nil {
+		err = compileFailed(w, s.json, err)
+		return
+	}
+	v, err = upload(ctx, c, env, res, partial, sets)
+	return
 }
 
 // upload exports a compile result as a full or partial version.

@@ -42,24 +42,7 @@ Examples:
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			dir := s.projectDir
-			if len(args) == 1 {
-				dir = args[0]
-				s.projectDir = dir
-			}
-			c, env, err := s.envClient(nil)
-			if err != nil {
-				return err
-			}
-			facts, err := serverFacts(ctx, c, env)
-			if err != nil {
-				return err
-			}
-			res, err := compileDir(ctx, dir, facts)
-			if err != nil {
-				return compileFailed(g.stdout, s.json, err)
-			}
-			v, err := upload(ctx, c, env, res, false, nil)
+			c, env, res, v, err := s.push(ctx, g.stdout, s.projectArg(args), false, nil)
 			if err != nil {
 				return err
 			}
