@@ -538,23 +538,7 @@ func TestDryrun(t *testing.T) {
 	if run.Action != "dryrun" || !strings.Contains(run.WorkflowID, "/dryrun/") {
 		t.Fatalf("dry-run = %+v", run)
 	}
-	var out struct {
-		store.DeployRun
-		Results []store.DryrunResult
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/dryrun/%d", env, run.Run), nil, &out); err != nil {
-			t.Fatal(err)
-		}
-		if out.Status == "done" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dry-run not done: %+v", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	out := waitDryrun(t, c, env, run.Run)
 	got := map[string]store.DryrunResult{}
 	for _, r := range out.Results {
 		got[r.ResourceID] = r
@@ -631,6 +615,31 @@ func TestRepairInterval(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("drift not repaired within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dryrunReport is GET .../dryrun/{id}.
+type dryrunReport struct {
+	store.DeployRun
+	Results []store.DryrunResult
+}
+
+// waitDryrun polls a dry-run until it is done and returns its report.
+func waitDryrun(t *testing.T, c *apiclient.Client, env string, run int64) dryrunReport {
+	t.Helper()
+	var out dryrunReport
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := c.Do(context.Background(), http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/dryrun/%d", env, run), nil, &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Status == "done" {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dry-run not done: %+v", out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

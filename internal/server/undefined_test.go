@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/store"
@@ -138,23 +137,7 @@ func TestUndefinedThroughTemporal(t *testing.T) {
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/dryrun", map[string]any{"version": 1}, &dry); err != nil {
 		t.Fatal(err)
 	}
-	var out struct {
-		store.DeployRun
-		Results []store.DryrunResult
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/dryrun/%d", env, dry.Run), nil, &out); err != nil {
-			t.Fatal(err)
-		}
-		if out.Status == "done" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dry-run not done: %+v", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	out := waitDryrun(t, c, env, dry.Run)
 	got := map[string]string{}
 	for _, r := range out.Results {
 		got[r.ResourceID] = r.Status
