@@ -138,6 +138,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 		Listen: "127.0.0.1:0", DatabaseURL: pg.URL("intend"),
 		TemporalAddress: ts.HostPort(), TemporalNamespace: ts.Namespace(),
 		EmbeddedExecutor: true, Log: log, ReconcileEvery: 5 * time.Second,
+		DataDir: filepath.Join(dataDir, "server"),
 	})
 	if err != nil {
 		return err

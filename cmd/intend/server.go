@@ -13,7 +13,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var listen string
 	var embedded bool
 	var concurrency int
-	var executorName, secretsDir string
+	var executorName, secretsDir, dataDir string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -34,7 +34,7 @@ executor for the agents that environments assign to the server
 				TemporalAddress: g.temporalAddress, TemporalNamespace: g.temporalNamespace,
 				TemporalSecurity: g.temporalSecurity,
 				EmbeddedExecutor: embedded, ExecutorConcurrency: concurrency, Log: log,
-				ExecutorName: executorName, SecretsDir: secretsDir, Version: version,
+				ExecutorName: executorName, SecretsDir: secretsDir, Version: version, DataDir: dataDir,
 			})
 			if err != nil {
 				return err
@@ -58,5 +58,7 @@ executor for the agents that environments assign to the server
 		"name the embedded executor registers under (default <hostname>-<pid>) (env INTEND_EXECUTOR_NAME)")
 	cmd.Flags().StringVar(&secretsDir, "secrets-dir", g.env("INTEND_SECRETS_DIR", ""),
 		"directory that the embedded executor reads relative file: secret references from (env INTEND_SECRETS_DIR)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", server.DefaultDataDir(g.getenv)),
+		"directory for the server's files: git caches of autonomous compiles (env INTEND_DATA_DIR)")
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -59,7 +60,10 @@ type Config struct {
 	SchedulerPoll time.Duration
 	// Deploy tunes deploy runs (zero values: the defaults).
 	Deploy workflows.DeployOptions
-	Log    *slog.Logger
+	// DataDir is where the server keeps files: the git caches and trees
+	// of autonomous compiles (default DefaultDataDir).
+	DataDir string
+	Log     *slog.Logger
 }
 
 // Server is a running `intend server`.
@@ -108,6 +112,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ExecutorConcurrency <= 0 {
 		cfg.ExecutorConcurrency = 16
 	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir(os.Getenv)
+	}
 	log := cfg.Log
 	from, to, err := migrations.Apply(ctx, cfg.DatabaseURL, -1)
 	if err != nil {
@@ -145,6 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	s.worker = worker.New(tc, workflows.TaskQueue, worker.Options{})
 	RegisterOrchestration(s.worker, st, tel)
+	s.registerCompiles(s.worker)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
@@ -167,7 +175,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
 	}
 	s.listener = ln
-	s.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	handler := srv.Handler()
+	if err := s.mountCompiles(handler); err != nil {
+		return fail(err)
+	}
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -375,6 +387,7 @@ func (s *Server) reconcile(ctx context.Context) {
 			s.log.Warn("reconcile: scheduler", "environment", e.Name, "error", err)
 		}
 	}
+	s.reconcileCompiles(ctx)
 }
 
 // EnsureSearchAttributes registers intend's custom search attributes in

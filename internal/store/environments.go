@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,12 +60,21 @@ type Settings struct {
 	// RetryBackoff is the wait, in seconds, before the first of those
 	// retries, doubled for each next one.
 	RetryBackoff int `json:"retry_backoff"`
+	// RepoURL is the git repository the server compiles the environment's
+	// model from (autonomous mode): any URL or path the git binary takes;
+	// "" for none.
+	RepoURL string `json:"repo_url"`
+	// RepoBranch is the branch of RepoURL that is compiled.
+	RepoBranch string `json:"repo_branch"`
+	// RecompileInterval is how often, in seconds, the server compiles the
+	// branch on its own (0 = only when asked).
+	RecompileInterval int `json:"recompile_interval"`
 }
 
 // DefaultSettings are the settings of a new environment.
 func DefaultSettings() Settings {
 	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
-		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5}
+		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main"}
 }
 
 // SettingError names one invalid setting.
@@ -131,6 +141,28 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				continue
 			}
 			s.AgentTimeout = n
+		case "repo_url":
+			var u string
+			if json.Unmarshal(raw, &u) != nil || strings.HasPrefix(u, "-") || strings.ContainsAny(u, "\x00\n\r") ||
+				len(u) > 2048 {
+				bad("must be a git repository URL or path (at most 2048 characters, not starting with '-'), or \"\" for none")
+				continue
+			}
+			s.RepoURL = u
+		case "repo_branch":
+			var b string
+			if json.Unmarshal(raw, &b) != nil || !validBranch(b) {
+				bad("must be a branch name (letters, digits, '.', '_', '-' and '/', not starting with '-' or '/', no '..')")
+				continue
+			}
+			s.RepoBranch = b
+		case "recompile_interval":
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n < 0 {
+				bad("must be a whole number of seconds, 0 (off) or more")
+				continue
+			}
+			s.RecompileInterval = n
 		case "autostart_agents":
 			var a []string
 			if json.Unmarshal(raw, &a) != nil {
@@ -140,7 +172,7 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			s.AutostartAgents = a
 		default:
 			bad("unknown setting (known: agent_timeout, auto_deploy, autostart_agents, deploy_interval, keep_versions, " +
-				"repair_interval, retry_attempts, retry_backoff)")
+				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff)")
 		}
 	}
 	return s, errs
@@ -154,6 +186,17 @@ func (s Settings) ServesAgent(agent string) bool {
 		}
 	}
 	return false
+}
+
+var branchPattern = regexp.MustCompile(`^[A-Za-z0-9._][A-Za-z0-9._/-]{0,254}$`)
+
+// validBranch accepts the branch names git accepts that are safe on a
+// command line and in a refspec: a conservative subset of
+// git-check-ref-format.
+func validBranch(b string) bool {
+	return branchPattern.MatchString(b) && !strings.Contains(b, "..") && !strings.Contains(b, "//") &&
+		!strings.HasSuffix(b, "/") && !strings.HasSuffix(b, ".") && !strings.HasSuffix(b, ".lock") &&
+		!strings.Contains(b, "/.") && !strings.Contains(b, "@{")
 }
 
 var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`)

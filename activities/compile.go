@@ -1,0 +1,598 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/workflows"
+)
+
+// Default bounds of the autonomous compile's steps.
+const (
+	DefaultGitTimeout     = 5 * time.Minute
+	DefaultCompileTimeout = 10 * time.Minute
+	// heartbeatEvery is well inside the workflow's 20 s heartbeat timeout.
+	heartbeatEvery = 5 * time.Second
+	// maxGitOutput bounds the git output kept for an error message.
+	maxGitOutput = 8 << 10
+)
+
+// Compiler holds the activities of autonomous compiles (task queue
+// intend): fetch an environment's git branch into a cache under DataDir,
+// compile a commit of it, export and release the version, record the
+// outcome. Every activity is idempotent: it reads the compile's row first
+// and does nothing twice that the row says is done.
+type Compiler struct {
+	Store *store.Store
+	// DataDir holds a bare git repository per environment
+	// (git/<environment id>.git), fetched into again by every compile, and
+	// the trees being compiled (work/<environment id>/<compile>), removed
+	// after each compile.
+	DataDir string
+	// Wake tells the environment's scheduler that a release queued a
+	// deploy; nil: the scheduler finds the request when it polls.
+	Wake func(ctx context.Context, env store.Environment, reason string) error
+	// GitTimeout bounds one git command (0: DefaultGitTimeout);
+	// CompileTimeout bounds one compile (0: DefaultCompileTimeout).
+	GitTimeout     time.Duration
+	CompileTimeout time.Duration
+	Log            *slog.Logger // nil: slog.Default()
+
+	// locks serialises git work on one environment's cache in this
+	// process (compiles of an environment run one at a time anyway; a
+	// retried activity may overlap an attempt that has not noticed it was
+	// abandoned).
+	locks sync.Map // environment id → *sync.Mutex
+}
+
+// Register registers the activities under their explicit names.
+func (c *Compiler) Register(w worker.ActivityRegistry) {
+	for name, fn := range map[string]any{
+		workflows.TakeCompileActivity:    c.TakeCompile,
+		workflows.FetchCompileActivity:   c.FetchCompile,
+		workflows.BuildCompileActivity:   c.BuildCompile,
+		workflows.ReleaseCompileActivity: c.ReleaseCompile,
+		workflows.FinishCompileActivity:  c.FinishCompile,
+	} {
+		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+}
+
+func (c *Compiler) log() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.Default()
+}
+
+// TakeCompile returns the environment's running compile, or starts its
+// oldest queued one (queuing a schedule compile first when the
+// recompile_interval is due).
+func (c *Compiler) TakeCompile(ctx context.Context, in workflows.TakeCompileInput) (workflows.TakeCompileResult, error) {
+	t, err := c.Store.TakeCompile(ctx, in.EnvironmentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return workflows.TakeCompileResult{Gone: true}, nil
+	}
+	if err != nil {
+		return workflows.TakeCompileResult{}, err
+	}
+	out := workflows.TakeCompileResult{NextScheduleSeconds: int(t.NextSchedule / time.Second)}
+	if t.Compile != nil {
+		out.ID, out.Reason, out.Branch = t.Compile.ID, t.Compile.Reason, t.Compile.Branch
+	}
+	return out, nil
+}
+
+// FetchCompile fetches the compile's branch and records the commit it
+// points to. A fetch git refuses (unknown repository, unknown branch,
+// no access) fails the compile with git's message and returns Failed.
+func (c *Compiler) FetchCompile(ctx context.Context, in workflows.CompileInput) (workflows.FetchCompileResult, error) {
+	comp, err := c.Store.GetCompile(ctx, in.EnvironmentID, in.ID)
+	if err != nil {
+		return workflows.FetchCompileResult{}, classify(err)
+	}
+	if comp.Status != store.CompileRunning {
+		return workflows.FetchCompileResult{Failed: comp.Status != store.CompileSucceeded, Commit: comp.Commit}, nil
+	}
+	if comp.Commit != "" {
+		return workflows.FetchCompileResult{Commit: comp.Commit}, nil
+	}
+	defer heartbeat(ctx)()
+	commit, err := c.fetch(ctx, in.EnvironmentID, comp.RepoURL, comp.Branch)
+	if err != nil {
+		failed, err := c.outcome(ctx, in.EnvironmentID, in.ID, err)
+		return workflows.FetchCompileResult{Failed: failed}, err
+	}
+	if err := c.Store.RecordCompileCommit(ctx, in.EnvironmentID, in.ID, commit); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return workflows.FetchCompileResult{Failed: true}, nil // finished meanwhile
+		}
+		return workflows.FetchCompileResult{}, classify(err)
+	}
+	return workflows.FetchCompileResult{Commit: commit}, nil
+}
+
+// BuildCompile compiles the commit with the environment's facts and
+// exports the version (or finds it identical to the newest version), in
+// one transaction with the compile's record. A model that does not
+// compile fails the compile with every error, structured, and returns
+// Failed.
+func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileInput) (workflows.BuildCompileResult, error) {
+	comp, err := c.Store.GetCompile(ctx, in.EnvironmentID, in.ID)
+	if err != nil {
+		return workflows.BuildCompileResult{}, classify(err)
+	}
+	if comp.Version != nil {
+		return buildResult(comp), nil
+	}
+	if comp.Status != store.CompileRunning {
+		return workflows.BuildCompileResult{Failed: true}, nil
+	}
+	env, err := c.Store.GetEnvironment(ctx, in.EnvironmentID)
+	if err != nil {
+		return workflows.BuildCompileResult{}, classify(err)
+	}
+	defer heartbeat(ctx)()
+
+	work, err := c.workDir(in.EnvironmentID, in.ID)
+	if err != nil {
+		return workflows.BuildCompileResult{}, err
+	}
+	defer os.RemoveAll(work)
+	tree := filepath.Join(work, "tree")
+	fail := func(err error) (workflows.BuildCompileResult, error) {
+		failed, err := c.outcome(ctx, in.EnvironmentID, in.ID, err)
+		return workflows.BuildCompileResult{Failed: failed}, err
+	}
+	if err := c.checkout(ctx, in.EnvironmentID, comp, in.Commit, work, tree); err != nil {
+		return fail(err)
+	}
+
+	facts, err := c.Store.ListFacts(ctx, in.EnvironmentID, "")
+	if err != nil {
+		return workflows.BuildCompileResult{}, err
+	}
+	opts := compiler.Options{Dir: tree, Facts: map[string]map[string]json.RawMessage{}}
+	for _, f := range facts {
+		if opts.Facts[f.ResourceID] == nil {
+			opts.Facts[f.ResourceID] = map[string]json.RawMessage{}
+		}
+		opts.Facts[f.ResourceID][f.Name] = f.Value
+	}
+	res, err := c.compile(ctx, opts)
+	if err != nil {
+		return fail(err)
+	}
+	v, err := intent.DecodeBytes(res.Export())
+	if err != nil {
+		return fail(exportErrors(err, res))
+	}
+	comp, err = c.Store.ExportCompile(ctx, in.EnvironmentID, in.ID, v)
+	if errors.Is(err, store.ErrConflict) {
+		return workflows.BuildCompileResult{Failed: true}, nil // finished meanwhile
+	}
+	if err != nil {
+		return workflows.BuildCompileResult{}, classify(err)
+	}
+	if comp.Exported != nil && *comp.Exported {
+		if n, err := c.Store.PruneVersions(ctx, in.EnvironmentID, env.Settings.KeepVersions); err != nil {
+			c.log().Warn("pruning old versions failed", "environment", env.Name, "error", err)
+		} else if n > 0 {
+			c.log().Info("pruned old versions", "environment", env.Name, "deleted", n)
+		}
+	}
+	c.log().Info("compiled", "environment", env.Name, "compile", in.ID, "commit", in.Commit,
+		"version", *comp.Version, "exported", *comp.Exported, "resources", len(res.Resources), "took", res.Took)
+	return buildResult(comp), nil
+}
+
+func buildResult(c store.Compile) workflows.BuildCompileResult {
+	out := workflows.BuildCompileResult{Version: *c.Version}
+	if c.Exported != nil {
+		out.Exported = *c.Exported
+	}
+	if c.ResourceCount != nil {
+		out.ResourceCount = *c.ResourceCount
+	}
+	return out
+}
+
+// ReleaseCompile releases the compile's version, as POST .../release
+// does: with auto_deploy on, the release queues a deploy and the
+// scheduler is woken. A newer version released meanwhile is not an error:
+// the compile's version is simply not released.
+func (c *Compiler) ReleaseCompile(ctx context.Context, in workflows.ReleaseCompileInput) (workflows.ReleaseCompileResult, error) {
+	rel, err := c.Store.ReleaseVersion(ctx, in.EnvironmentID, in.Version)
+	if errors.Is(err, store.ErrConflict) {
+		return workflows.ReleaseCompileResult{}, nil
+	}
+	if err != nil {
+		return workflows.ReleaseCompileResult{}, classify(err)
+	}
+	out := workflows.ReleaseCompileResult{Released: true}
+	if rel.Request != nil {
+		out.DeployRequest = rel.Request.ID
+		if c.Wake != nil {
+			env, err := c.Store.GetEnvironment(ctx, in.EnvironmentID)
+			if err == nil {
+				err = c.Wake(ctx, env, rel.Request.Reason)
+			}
+			if err != nil {
+				// The request is queued; the scheduler's poll finds it.
+				c.log().Warn("scheduler not woken after a compile's release", "compile", in.ID, "error", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// FinishCompile ends a compile (idempotent: a finished one stays as it is).
+func (c *Compiler) FinishCompile(ctx context.Context, in workflows.FinishCompileInput) error {
+	var errs json.RawMessage
+	if in.Message != "" {
+		errs = store.CompileMessage(in.Message)
+	}
+	_, err := c.Store.FinishCompile(ctx, in.EnvironmentID, in.ID, in.Status, errs, in.Released)
+	return classify(err)
+}
+
+// failure is a compile that failed for a reason of its own (git refused,
+// the model has errors): an outcome to record, not an activity error.
+type failure struct {
+	errs json.RawMessage
+	msg  string
+}
+
+func (f *failure) Error() string { return f.msg }
+
+// outcome records err as the compile's failure when it is one (git
+// refused, the model has errors) and reports so; any other error is the
+// activity's own, returned for Temporal to retry.
+func (c *Compiler) outcome(ctx context.Context, envID string, id int64, err error) (failed bool, _ error) {
+	var f *failure
+	if !errors.As(err, &f) {
+		return false, err
+	}
+	if _, err := c.Store.FinishCompile(ctx, envID, id, store.CompileFailed, f.errs, nil); err != nil {
+		return false, classify(err)
+	}
+	return true, nil
+}
+
+// heartbeat heartbeats every few seconds until the returned function is
+// called; outside an activity (tests) it does nothing.
+func heartbeat(ctx context.Context) func() {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	activity.RecordHeartbeat(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// lock takes the lock of an environment's git cache.
+func (c *Compiler) lock(envID string) func() {
+	m, _ := c.locks.LoadOrStore(envID, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+func (c *Compiler) repoDir(envID string) string {
+	return filepath.Join(c.DataDir, "git", envID+".git")
+}
+
+// workDir makes an empty directory for one compile's tree, removing what
+// earlier compiles of the environment left behind (a killed server's):
+// compiles of one environment run one at a time and in order.
+func (c *Compiler) workDir(envID string, id int64) (string, error) {
+	if c.DataDir == "" {
+		return "", errors.New("the server has no data directory for compiles")
+	}
+	parent := filepath.Join(c.DataDir, "work", envID)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", fmt.Errorf("compile work directory: %w", err)
+	}
+	old, err := os.ReadDir(parent)
+	if err != nil {
+		return "", fmt.Errorf("compile work directory: %w", err)
+	}
+	for _, e := range old {
+		if n, err := strconv.ParseInt(e.Name(), 10, 64); err == nil && n <= id {
+			if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
+				return "", fmt.Errorf("remove an old compile's tree: %w", err)
+			}
+		}
+	}
+	dir := filepath.Join(parent, strconv.FormatInt(id, 10))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("compile work directory: %w", err)
+	}
+	return dir, nil
+}
+
+// fetch fetches branch of url into the environment's cache and returns
+// the commit it points to.
+func (c *Compiler) fetch(ctx context.Context, envID, url, branch string) (string, error) {
+	defer c.lock(envID)()
+	return c.fetchLocked(ctx, envID, url, branch)
+}
+
+func (c *Compiler) fetchLocked(ctx context.Context, envID, url, branch string) (string, error) {
+	if c.DataDir == "" {
+		return "", errors.New("the server has no data directory for compiles")
+	}
+	repo := c.repoDir(envID)
+	if _, err := os.Stat(filepath.Join(repo, "HEAD")); err != nil {
+		if err := os.MkdirAll(filepath.Dir(repo), 0o700); err != nil {
+			return "", fmt.Errorf("git cache: %w", err)
+		}
+		// A half-made cache (killed during init) is made again.
+		if err := os.RemoveAll(repo); err != nil {
+			return "", fmt.Errorf("git cache: %w", err)
+		}
+		if _, err := c.git(ctx, nil, "init", "--quiet", "--bare", repo); err != nil {
+			return "", fmt.Errorf("git cache: %w", err)
+		}
+	}
+	ref := "refs/heads/" + branch
+	// The url goes in whole on every fetch (no remote is configured), so
+	// a changed repo_url takes effect at the next compile.
+	if _, err := c.git(ctx, nil, "--git-dir", repo, "fetch", "--quiet", "--no-tags", "--force", "--",
+		url, "+"+ref+":"+ref); err != nil {
+		return "", gitFailure(fmt.Sprintf("fetch branch %s of %s", branch, url), err)
+	}
+	out, err := c.git(ctx, nil, "--git-dir", repo, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	if err != nil {
+		return "", gitFailure(fmt.Sprintf("branch %s of %s", branch, url), err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// checkout writes the tree of commit into tree (a fresh directory below
+// work), fetching again first when the cache lacks the commit (it was
+// fetched by another server).
+func (c *Compiler) checkout(ctx context.Context, envID string, comp store.Compile, commit, work, tree string) error {
+	if !shaPattern.MatchString(commit) {
+		return fmt.Errorf("commit %q is not a full sha", commit)
+	}
+	defer c.lock(envID)()
+	repo := c.repoDir(envID)
+	has := func() bool {
+		_, err := c.git(ctx, nil, "--git-dir", repo, "cat-file", "-e", commit+"^{commit}")
+		return err == nil
+	}
+	if !has() {
+		if _, err := c.fetchLocked(ctx, envID, comp.RepoURL, comp.Branch); err != nil {
+			return err
+		}
+		if !has() {
+			return &failure{msg: "commit is gone", errs: store.CompileMessage(fmt.Sprintf(
+				"commit %s is no longer on branch %s of %s (force-pushed?)", commit, comp.Branch, comp.RepoURL))}
+		}
+	}
+	// A private index: the cache is bare and may serve several compiles.
+	env := []string{"GIT_INDEX_FILE=" + filepath.Join(work, "index")}
+	if _, err := c.git(ctx, env, "--git-dir", repo, "read-tree", commit); err != nil {
+		return fmt.Errorf("read the tree of %s: %w", commit, err)
+	}
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		return fmt.Errorf("check out %s: %w", commit, err)
+	}
+	if _, err := c.git(ctx, env, "--git-dir", repo, "--work-tree", tree, "checkout-index", "--all", "--force"); err != nil {
+		return fmt.Errorf("check out %s: %w", commit, err)
+	}
+	return nil
+}
+
+// gitError is a git command that failed: its arguments and the tail of
+// its standard error.
+type gitError struct {
+	args   []string
+	stderr string
+	err    error
+}
+
+func (e *gitError) Error() string {
+	if e.stderr != "" {
+		return e.stderr
+	}
+	return fmt.Sprintf("git %s: %v", strings.Join(e.args, " "), e.err)
+}
+
+func (e *gitError) Unwrap() error { return e.err }
+
+// gitFailure makes a git error a failure of the compile, with git's own
+// message, unless the activity itself was cancelled.
+func gitFailure(what string, err error) error {
+	var ge *gitError
+	if !errors.As(err, &ge) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	msg := what + ": " + ge.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = what + ": git took too long and was stopped"
+	}
+	return &failure{msg: msg, errs: store.CompileMessage(msg)}
+}
+
+// git runs git with extra environment variables and returns its standard
+// output. It never prompts (no terminal, ssh in batch mode) and refuses
+// the ext transport (a command line in a URL).
+func (c *Compiler) git(ctx context.Context, env []string, args ...string) (string, error) {
+	timeout := c.GitTimeout
+	if timeout <= 0 {
+		timeout = DefaultGitTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	full := append([]string{"-c", "protocol.ext.allow=never", "-c", "core.hooksPath=" + os.DevNull}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	if os.Getenv("GIT_SSH_COMMAND") == "" {
+		cmd.Env = append(cmd.Env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout bytes.Buffer
+	stderr := &tail{max: maxGitOutput}
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return "", &gitError{args: args, stderr: strings.TrimSpace(stderr.String()), err: err}
+	}
+	return stdout.String(), nil
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string { return string(t.b) }
+
+// compile runs the compiler with a time limit. CUE evaluation cannot be
+// interrupted between instances, so a compile over its limit is
+// abandoned: its goroutine finishes in the background.
+func (c *Compiler) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
+	limit := c.CompileTimeout
+	if limit <= 0 {
+		limit = DefaultCompileTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	type result struct {
+		res *compiler.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := compiler.Compile(cctx, opts)
+		done <- result{res, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-cctx.Done():
+		r.err = cctx.Err()
+	}
+	if r.err == nil {
+		return r.res, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the activity was cancelled: not the model's fault
+	}
+	return nil, compileErrors(r.err, opts.Dir, limit)
+}
+
+// compileErrors makes a failed compile's error a failure with structured
+// errors. File names are relative to the project.
+func compileErrors(err error, dir string, limit time.Duration) error {
+	var errs compiler.Errors
+	var pe *project.Error
+	switch {
+	case errors.As(err, &errs):
+	case errors.As(err, &pe):
+		e := &compiler.Error{Message: relative(pe.Msg, dir)}
+		if pe.Key != "" {
+			e.Message = pe.Key + ": " + e.Message
+		}
+		if rel, rerr := filepath.Rel(dir, pe.File); rerr == nil && !strings.HasPrefix(rel, "..") {
+			e.Positions = []compiler.Position{{File: filepath.ToSlash(rel)}}
+		}
+		errs = compiler.Errors{e}
+	case errors.Is(err, context.DeadlineExceeded):
+		errs = compiler.Errors{{Message: fmt.Sprintf("the compile took longer than %s and was stopped", limit)}}
+	default:
+		errs = compiler.Errors{{Message: relative(err.Error(), dir)}}
+	}
+	b, merr := json.Marshal(errs)
+	if merr != nil {
+		return merr
+	}
+	return &failure{msg: errs.Error(), errs: b}
+}
+
+// relative rewrites the paths below dir (the checked-out project) in msg
+// as relative ones: the server's directories are none of the model's
+// business.
+func relative(msg, dir string) string {
+	msg = strings.ReplaceAll(msg, dir+string(filepath.Separator), "")
+	return strings.ReplaceAll(msg, dir, ".")
+}
+
+// exportErrors makes a version the compiler produced but the export
+// refuses (a requires cycle, for one) a failure, each problem naming the
+// resource by id rather than by its index in the export.
+func exportErrors(err error, res *compiler.Result) error {
+	var ve *intent.ValidationError
+	if !errors.As(err, &ve) {
+		return &failure{msg: err.Error(), errs: store.CompileMessage("the compiled version is invalid: " + err.Error())}
+	}
+	errs := make(compiler.Errors, 0, len(ve.Problems))
+	for _, p := range ve.Problems {
+		e := &compiler.Error{Message: p.Detail}
+		// /resources/<i>/… names the i-th resource of the export.
+		var i int
+		var rest string
+		if n, _ := fmt.Sscanf(p.Path, "/resources/%d%s", &i, &rest); n >= 1 && i >= 0 && i < len(res.Resources) {
+			e.Path = res.Resources[i].Origin
+			e.Message = res.Resources[i].ID + ": " + p.Detail
+		}
+		errs = append(errs, e)
+	}
+	if ve.Omitted > 0 {
+		errs = append(errs, &compiler.Error{Message: fmt.Sprintf("and %d more problems", ve.Omitted)})
+	}
+	b, merr := json.Marshal(errs)
+	if merr != nil {
+		return merr
+	}
+	return &failure{msg: errs.Error(), errs: b}
+}
