@@ -165,6 +165,7 @@ Exit codes:
 		exportCommand(g),
 		dryrunCommand(g),
 		stdCommand(g),
+		compilesCommand(g),
 		envCommand(g),
 		versionCommand(g),
 		resourceCommand(g),

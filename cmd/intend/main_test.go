@@ -23,7 +23,7 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 func TestHelpOnEveryCommand(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range [][]string{{}, {"server"}, {"executor"}, {"migrate"}, {"deploy"}, {"init"}, {"compile"},
-		{"export"}, {"dryrun"}, {"std"}} {
+		{"export"}, {"dryrun"}, {"std"}, {"compiles"}, {"compiles", "request"}} {
 		out, err := runCmd(t, append(cmd, "--help")...)
 		if err != nil || !strings.Contains(out, "Usage:") {
 			t.Errorf("intend %v --help: %v\n%s", cmd, err, out)
