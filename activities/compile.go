@@ -186,6 +186,15 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	if err != nil {
 		return fail(exportErrors(err, res))
 	}
+	// The checkout becomes the model source service instances compile
+	// from (the same archive again changes nothing).
+	packed, err := project.Archive(tree)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := c.Store.PutModelSource(ctx, in.EnvironmentID, packed.Hash, packed.Archive, packed.Files, "compile"); err != nil {
+		return workflows.BuildCompileResult{}, classify(err)
+	}
 	comp, err = c.Store.ExportCompile(ctx, in.EnvironmentID, in.ID, v)
 	if errors.Is(err, store.ErrConflict) {
 		return workflows.BuildCompileResult{Failed: true}, nil // finished meanwhile

@@ -41,6 +41,9 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/versions/{version}", s.serve(s.getVersion))
 			r.Get("/versions/{version}/diff/{other}", s.serve(s.diffVersions))
 			r.Post("/versions/{version}/release", s.serve(s.releaseVersion))
+			r.Put("/model", s.serve(s.putModel))
+			r.Get("/model", s.serve(s.getModel))
+			r.Get("/model/archive", s.serve(s.getModelArchive))
 
 			r.Get("/resources", s.serve(s.listResources))
 			// Resource ids hold '/', '[', ',' and '='; clients should

@@ -17,6 +17,7 @@ import (
 
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -266,8 +267,24 @@ func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, part
 		err = compileFailed(w, s.json, err)
 		return
 	}
+	if err = uploadSource(ctx, c, env, dir); err != nil {
+		return
+	}
 	v, err = upload(ctx, c, env, res, partial, sets)
 	return
+}
+
+// uploadSource sends the project as the environment's model source, which
+// the server compiles service instances from.
+func uploadSource(ctx context.Context, c *apiclient.Client, env, dir string) error {
+	packed, err := project.Archive(dir)
+	if err != nil {
+		return err
+	}
+	if err := c.Do(ctx, "PUT", apiclient.EnvPath(env, "model"), apiclient.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
+		return fmt.Errorf("upload the model source to %s: %w", env, err)
+	}
+	return nil
 }
 
 // upload exports a compile result as a full or partial version.

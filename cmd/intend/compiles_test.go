@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
@@ -53,6 +55,12 @@ func TestCompilesCommands(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("compiles request --wait lacks %q:\n%s", want, out)
 		}
+	}
+	var src struct {
+		Origin string `json:"origin"`
+	}
+	if err := c.Do(context.Background(), "GET", apiclient.EnvPath(envName, "model"), nil, &src); err != nil || src.Origin != "compile" {
+		t.Errorf("model source after the compile: %+v, %v", src, err)
 	}
 	out = ok(t, vars, "deploy-now", "--wait")
 	if _, err := os.Readlink(filepath.Join(root, "apps", "shop", "current")); err != nil {

@@ -234,6 +234,9 @@ func (d *deployer) recompile() (*compiler.Result, error) {
 }
 
 func (d *deployer) export(res *compiler.Result) (store.VersionInfo, error) {
+	if err := uploadSource(d.ctx, d.c, d.env, d.dir); err != nil {
+		return store.VersionInfo{}, err
+	}
 	v, err := upload(d.ctx, d.c, d.env, res, false, nil)
 	if err != nil {
 		return v, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/server"
@@ -48,6 +50,15 @@ func TestExportAndDryrun(t *testing.T) {
 	out := ok(t, none, "export", dir)
 	if !strings.Contains(out, "exported version 1 of "+envName+": 11 resources, 11 changed") || !strings.Contains(out, "not released") {
 		t.Errorf("export:\n%s", out)
+	}
+	// The project went along as the model source (without .intend).
+	var source struct {
+		Files  int    `json:"files"`
+		Origin string `json:"origin"`
+	}
+	if err := c.Do(context.Background(), "GET", apiclient.EnvPath(envName, "model"), nil, &source); err != nil ||
+		source.Files != 3 || source.Origin != "cli" {
+		t.Errorf("model source after export: %+v, %v (want 3 files from the cli)", source, err)
 	}
 	out = ok(t, none, "export", dir, "-d")
 	if !strings.Contains(out, "exported version 2") || !strings.Contains(out, "released version 2: deploy request") {

@@ -77,6 +77,10 @@ func New(base string) *Client {
 // is) and decodes a JSON response into out (when not nil).
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
+	contentType := "application/json"
+	if raw, ok := body.(Raw); ok {
+		body, contentType = raw.Body, raw.ContentType
+	}
 	if body != nil {
 		b, ok := body.([]byte)
 		if !ok {
@@ -92,7 +96,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		return err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -326,6 +330,12 @@ func (c *Client) All(ctx context.Context, path string, query url.Values, key, cu
 func (c *Client) List(ctx context.Context, path string, query url.Values, cursor string, limit int) ([]json.RawMessage, error) {
 	p, err := c.All(ctx, path, query, "items", cursor, limit)
 	return p.Items, err
+}
+
+// Raw is a request body that is not JSON, sent as it is with its type.
+type Raw struct {
+	ContentType string
+	Body        []byte
 }
 
 // DeployRequest is the body of POST .../deploy.
