@@ -1,0 +1,234 @@
+package lsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Modifier says what a client may do with an attribute (seed 003).
+type Modifier string
+
+// The modifiers.
+const (
+	// ReadOnly ("r"): allocated by the server; a client never sets it.
+	ReadOnly Modifier = "r"
+	// ReadWrite ("rw"): set at creation, read-only afterwards. The default.
+	ReadWrite Modifier = "rw"
+	// ReadWriteAlways ("rw+"): set at creation and changed by updates.
+	ReadWriteAlways Modifier = "rw+"
+)
+
+// ParseModifier returns the modifier s spells: r, rw or rw+.
+func ParseModifier(s string) (Modifier, error) {
+	switch m := Modifier(s); m {
+	case ReadOnly, ReadWrite, ReadWriteAlways:
+		return m, nil
+	}
+	return "", fmt.Errorf("modifier %q is none of r, rw, rw+", s)
+}
+
+// AttributeSpec is one attribute of a service entity, as the catalog
+// stores it.
+type AttributeSpec struct {
+	Name        string   `json:"name"`
+	Modifier    Modifier `json:"modifier"`
+	Description string   `json:"description,omitempty"`
+	// Default is the value the model uses when the instance has none.
+	Default json.RawMessage `json:"default,omitempty"`
+	// Schema is a JSON Schema of the values the model accepts (for
+	// clients: the model itself is what validates).
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Required: the model needs a value and has no default.
+	Required bool `json:"required"`
+}
+
+// AttributeReason is why an attribute of a request is refused.
+type AttributeReason string
+
+// The reasons.
+const (
+	// ReasonUnknown: the entity has no such attribute.
+	ReasonUnknown AttributeReason = "unknown"
+	// ReasonReadOnly: an r attribute, which only the server sets.
+	ReasonReadOnly AttributeReason = "read_only"
+	// ReasonMissing: a required attribute without a value.
+	ReasonMissing AttributeReason = "missing"
+	// ReasonNotUpdatable: an update changes an attribute that is not rw+.
+	ReasonNotUpdatable AttributeReason = "not_updatable"
+)
+
+// AttributeProblem is one attribute a request may not set (or leave out).
+type AttributeProblem struct {
+	Attribute string          `json:"attribute"`
+	Reason    AttributeReason `json:"reason"`
+	// Modifier is the attribute's, when the entity has it.
+	Modifier Modifier `json:"modifier,omitempty"`
+}
+
+func (p AttributeProblem) String() string {
+	switch p.Reason {
+	case ReasonUnknown:
+		return fmt.Sprintf("%s: no such attribute", p.Attribute)
+	case ReasonReadOnly:
+		return fmt.Sprintf("%s: read-only (r), set by the server", p.Attribute)
+	case ReasonMissing:
+		return fmt.Sprintf("%s: required", p.Attribute)
+	case ReasonNotUpdatable:
+		return fmt.Sprintf("%s: cannot change after creation (%s; only rw+ can)", p.Attribute, p.Modifier)
+	}
+	return fmt.Sprintf("%s: %s", p.Attribute, p.Reason)
+}
+
+// AttributeError is a create or update that breaks the entity's
+// attributes: the REST layer's 422, one entry per attribute, sorted by
+// attribute.
+type AttributeError struct {
+	Problems []AttributeProblem
+}
+
+func (e *AttributeError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "invalid attributes: " + strings.Join(parts, "; ")
+}
+
+func attributeError(problems []AttributeProblem) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(problems, func(a, b AttributeProblem) int { return strings.Compare(a.Attribute, b.Attribute) })
+	return &AttributeError{Problems: problems}
+}
+
+func specsByName(specs []AttributeSpec) map[string]AttributeSpec {
+	m := make(map[string]AttributeSpec, len(specs))
+	for _, s := range specs {
+		m[s.Name] = s
+	}
+	return m
+}
+
+// CheckCreate checks the attributes of a create against the entity's:
+// each must be one of them and not read-only, and every required one that
+// is not read-only must be given (a read-only one is the server's to
+// allocate). It returns an *AttributeError or nil. Whether the values
+// are valid is the model's to say, when the instance is validated.
+func CheckCreate(specs []AttributeSpec, attrs map[string]any) error {
+	byName := specsByName(specs)
+	var problems []AttributeProblem
+	for name := range attrs {
+		spec, ok := byName[name]
+		switch {
+		case !ok:
+			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonUnknown})
+		case spec.Modifier == ReadOnly:
+			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonReadOnly, Modifier: spec.Modifier})
+		}
+	}
+	for _, spec := range specs {
+		if _, given := attrs[spec.Name]; spec.Required && spec.Modifier != ReadOnly && !given {
+			problems = append(problems, AttributeProblem{Attribute: spec.Name, Reason: ReasonMissing, Modifier: spec.Modifier})
+		}
+	}
+	return attributeError(problems)
+}
+
+// CheckUpdate checks an update that turns the attributes current into
+// next (the client's edits applied): every attribute it adds, removes or
+// changes must be an rw+ attribute of the entity, and it may not remove a
+// required one. Attributes it leaves as they are pass whatever they are
+// (the server's r attributes, rw ones). Values are compared as JSON:
+// numbers by value, whether decoded as float64 or json.Number. It
+// returns an *AttributeError or nil.
+func CheckUpdate(specs []AttributeSpec, current, next map[string]any) error {
+	byName := specsByName(specs)
+	var problems []AttributeProblem
+	check := func(name string) {
+		cur, inCur := current[name]
+		nxt, inNext := next[name]
+		if inCur == inNext && (!inCur || sameJSON(cur, nxt)) {
+			return
+		}
+		spec, ok := byName[name]
+		switch {
+		case !ok:
+			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonUnknown})
+		case spec.Modifier == ReadOnly:
+			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonReadOnly, Modifier: spec.Modifier})
+		case spec.Modifier != ReadWriteAlways:
+			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonNotUpdatable, Modifier: spec.Modifier})
+		case !inNext && spec.Required:
+			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonMissing, Modifier: spec.Modifier})
+		}
+	}
+	for name := range current {
+		check(name)
+	}
+	for name := range next {
+		if _, done := current[name]; !done {
+			check(name)
+		}
+	}
+	return attributeError(problems)
+}
+
+// sameJSON reports whether two decoded JSON values are equal, numbers
+// compared by value.
+func sameJSON(a, b any) bool {
+	if x, ok := number(a); ok {
+		y, ok := number(b)
+		return ok && x.Cmp(y) == 0
+	}
+	switch a := a.(type) {
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			w, ok := b[k]
+			if !ok || !sameJSON(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !sameJSON(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b) // strings, booleans, null
+}
+
+// number returns v as an exact rational if it is a JSON number.
+func number(v any) (*big.Rat, bool) {
+	var s string
+	switch v := v.(type) {
+	case json.Number:
+		s = v.String()
+	case float64:
+		s = strconv.FormatFloat(v, 'g', -1, 64)
+	case int:
+		s = strconv.Itoa(v)
+	case int64:
+		s = strconv.FormatInt(v, 10)
+	default:
+		return nil, false
+	}
+	r, ok := new(big.Rat).SetString(s)
+	return r, ok
+}

@@ -1,0 +1,88 @@
+package lsm
+
+import "fmt"
+
+// Sets are the three attribute sets of an instance (seed 003): what a
+// create or update asked for and is not validated yet, what is deployed,
+// and the active set before the last promote. A nil map is an empty
+// (absent) set. Attributes are decoded JSON (map[string]any, []any,
+// string, float64 or json.Number, bool, nil).
+type Sets struct {
+	Candidate map[string]any `json:"candidate_attributes"`
+	Active    map[string]any `json:"active_attributes"`
+	Rollback  map[string]any `json:"rollback_attributes"`
+}
+
+// Apply returns the sets after one operation, leaving s and the maps it
+// holds untouched (the result shares nothing with them):
+//
+//   - clear candidate, clear active, clear rollback: that set is emptied;
+//   - promote: candidate → active, active → rollback, candidate cleared;
+//   - rollback: rollback → active, active → candidate, rollback cleared.
+//
+// An operation Check would refuse panics: a lifecycle is checked before
+// it is used, so that is a bug, not an input to handle.
+func Apply(op Operation, s Sets) Sets {
+	c := Sets{Candidate: copyDict(s.Candidate), Active: copyDict(s.Active), Rollback: copyDict(s.Rollback)}
+	switch op {
+	case ClearCandidate:
+		c.Candidate = nil
+	case ClearActive:
+		c.Active = nil
+	case ClearRollback:
+		c.Rollback = nil
+	case Promote:
+		c = Sets{Active: c.Candidate, Rollback: c.Active}
+	case Rollback:
+		c = Sets{Active: c.Rollback, Candidate: c.Active}
+	default:
+		panic(fmt.Sprintf("lsm: unknown operation %q", op))
+	}
+	return c
+}
+
+// ApplyAll applies the operations in order, as a transfer does with its
+// target or error operations.
+func ApplyAll(ops []Operation, s Sets) Sets {
+	out := Sets{Candidate: copyDict(s.Candidate), Active: copyDict(s.Active), Rollback: copyDict(s.Rollback)}
+	for _, op := range ops {
+		out = Apply(op, out)
+	}
+	return out
+}
+
+// copyDict deep-copies a set; nil stays nil.
+func copyDict(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = copyValue(v)
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if v == nil {
+			return v
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = copyValue(e)
+		}
+		return out
+	case []any:
+		if v == nil {
+			return v
+		}
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = copyValue(e)
+		}
+		return out
+	}
+	return v // immutable: strings, numbers, booleans, nil
+}
