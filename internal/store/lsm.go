@@ -1,0 +1,541 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/lsm"
+)
+
+// The lifecycle service manager's state: the catalog (service entities),
+// the inventory (service instances with their three attribute sets) and
+// each instance's log, one row per version. The lifecycle engine writes an
+// instance, its log row and the first response to an idempotent request in
+// one transaction per transfer (ApplyInstanceChange).
+
+// ServiceEntity is a service entity of the catalog.
+type ServiceEntity struct {
+	Name        string              `json:"name"`
+	Description string              `json:"description,omitempty"`
+	Identity    string              `json:"identity,omitempty"`
+	Attributes  []lsm.AttributeSpec `json:"attributes"`
+	Lifecycle   lsm.Lifecycle       `json:"lifecycle"`
+	ModelHash   string              `json:"model_hash"`
+	// Instances counts the live instances by state (ListEntities and
+	// GetEntity fill it in).
+	Instances    map[string]int `json:"instances"`
+	RegisteredAt time.Time      `json:"registered_at"`
+	UpdatedAt    time.Time      `json:"updated_at"`
+}
+
+// BreakingChange is one way a new catalog would break live instances.
+type BreakingChange struct {
+	Entity    string `json:"entity"`
+	Attribute string `json:"attribute,omitempty"`
+	// Change is removed_entity, removed_attribute or retyped_attribute.
+	Change string `json:"change"`
+	Detail string `json:"detail"`
+	// Instances are the ids of the live instances it would break.
+	Instances []string `json:"instances"`
+}
+
+// BreakingChangesError refuses a catalog update that would break live
+// instances.
+type BreakingChangesError struct{ Changes []BreakingChange }
+
+func (e *BreakingChangesError) Error() string {
+	var parts []string
+	for _, c := range e.Changes {
+		parts = append(parts, fmt.Sprintf("%s: %s (%d live instances)", c.Entity, c.Detail, len(c.Instances)))
+	}
+	return "the service catalog update would break live instances: " + strings.Join(parts, "; ")
+}
+
+// RegisterEntities makes entities the environment's catalog, as compiled
+// from the model source modelHash: new entities are added, existing ones
+// updated, and ones the model no longer has removed. An update that would
+// break a live instance (its entity removed, an attribute it has a value
+// for removed, or retyped so that its value no longer fits) is refused
+// with a *BreakingChangesError naming every such instance, and changes
+// nothing.
+func (s *Store) RegisterEntities(ctx context.Context, envID, modelHash string, entities []ServiceEntity) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
+			return err
+		}
+		live, err := liveInstances(ctx, tx, envID)
+		if err != nil {
+			return err
+		}
+		if changes := breakingChanges(entities, live); len(changes) > 0 {
+			return &BreakingChangesError{Changes: changes}
+		}
+		names := make([]string, 0, len(entities))
+		for _, e := range entities {
+			attrs, err := json.Marshal(e.Attributes)
+			if err != nil {
+				return err
+			}
+			lc, err := json.Marshal(e.Lifecycle)
+			if err != nil {
+				return err
+			}
+			var identity *string
+			if e.Identity != "" {
+				identity = &e.Identity
+			}
+			if _, err := tx.Exec(ctx, `
+				insert into service_entities (environment_id, name, description, identity, attributes, lifecycle, model_hash)
+				values ($1::uuid, $2, $3, $4, $5, $6, $7)
+				on conflict (environment_id, name) do update set description = excluded.description,
+				  identity = excluded.identity, attributes = excluded.attributes, lifecycle = excluded.lifecycle,
+				  model_hash = excluded.model_hash,
+				  updated_at = case when (service_entities.description, service_entities.identity,
+				                          service_entities.attributes, service_entities.lifecycle)
+				                         is not distinct from (excluded.description, excluded.identity,
+				                          excluded.attributes, excluded.lifecycle)
+				                    then service_entities.updated_at else now() end`,
+				envID, e.Name, e.Description, identity, attrs, lc, modelHash); err != nil {
+				return fmt.Errorf("register service entity %s: %w", e.Name, err)
+			}
+			names = append(names, e.Name)
+		}
+		// Entities the model dropped go, with their deleted instances'
+		// rows and logs (live ones were refused above).
+		if _, err := tx.Exec(ctx, `delete from service_instances
+			where environment_id = $1::uuid and deleted and not (entity = any($2))`, envID, names); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `delete from service_entities where environment_id = $1::uuid and not (name = any($2))`,
+			envID, names)
+		return err
+	})
+}
+
+// liveInstance is what the breaking-change check needs of an instance.
+type liveInstance struct {
+	entity, id string
+	sets       lsm.Sets
+}
+
+func liveInstances(ctx context.Context, tx pgx.Tx, envID string) ([]liveInstance, error) {
+	rows, err := tx.Query(ctx, `select entity, id::text, candidate_attributes, active_attributes, rollback_attributes
+		from service_instances where environment_id = $1::uuid and not deleted order by entity, id`, envID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (liveInstance, error) {
+		var li liveInstance
+		err := row.Scan(&li.entity, &li.id, &li.sets.Candidate, &li.sets.Active, &li.sets.Rollback)
+		return li, err
+	})
+}
+
+// breakingChanges lists what a new catalog breaks among the live
+// instances.
+func breakingChanges(entities []ServiceEntity, live []liveInstance) []BreakingChange {
+	byName := map[string]ServiceEntity{}
+	for _, e := range entities {
+		byName[e.Name] = e
+	}
+	var out []BreakingChange
+	add := func(c BreakingChange, id string) {
+		for i := range out {
+			if out[i].Entity == c.Entity && out[i].Attribute == c.Attribute && out[i].Change == c.Change {
+				if !slices.Contains(out[i].Instances, id) {
+					out[i].Instances = append(out[i].Instances, id)
+				}
+				return
+			}
+		}
+		c.Instances = []string{id}
+		out = append(out, c)
+	}
+	for _, li := range live {
+		e, ok := byName[li.entity]
+		if !ok {
+			add(BreakingChange{Entity: li.entity, Change: "removed_entity",
+				Detail: "the model no longer defines the entity"}, li.id)
+			continue
+		}
+		specs := map[string]lsm.AttributeSpec{}
+		for _, a := range e.Attributes {
+			specs[a.Name] = a
+		}
+		for _, set := range []map[string]any{li.sets.Candidate, li.sets.Active, li.sets.Rollback} {
+			for name, v := range set {
+				spec, ok := specs[name]
+				if !ok {
+					add(BreakingChange{Entity: li.entity, Attribute: name, Change: "removed_attribute",
+						Detail: "attribute " + name + " was removed"}, li.id)
+					continue
+				}
+				if want, ok := fits(spec.Schema, v); !ok {
+					add(BreakingChange{Entity: li.entity, Attribute: name, Change: "retyped_attribute",
+						Detail: "attribute " + name + " is now " + want}, li.id)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// fits reports whether v has a JSON type the schema's "type" allows (no
+// "type": anything fits), and the allowed types.
+func fits(schema json.RawMessage, v any) (string, bool) {
+	var s struct {
+		Type any `json:"type"`
+	}
+	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil || s.Type == nil {
+		return "", true
+	}
+	var types []string
+	switch t := s.Type.(type) {
+	case string:
+		types = []string{t}
+	case []any:
+		for _, x := range t {
+			if str, ok := x.(string); ok {
+				types = append(types, str)
+			}
+		}
+	}
+	kind := jsonKind(v)
+	for _, t := range types {
+		if t == kind || (t == "number" && kind == "integer") {
+			return "", true
+		}
+	}
+	return strings.Join(types, " or "), false
+}
+
+func jsonKind(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case float64:
+		if x == math.Trunc(x) {
+			return "integer"
+		}
+		return "number"
+	case json.Number:
+		if _, err := x.Int64(); err == nil {
+			return "integer"
+		}
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "unknown"
+}
+
+// ListEntities returns the catalog, by name, with live instance counts.
+func (s *Store) ListEntities(ctx context.Context, envID string) ([]ServiceEntity, error) {
+	return s.entities(ctx, envID, "")
+}
+
+// GetEntity returns one service entity with its live instance counts.
+func (s *Store) GetEntity(ctx context.Context, envID, name string) (ServiceEntity, error) {
+	es, err := s.entities(ctx, envID, name)
+	if err != nil {
+		return ServiceEntity{}, err
+	}
+	if len(es) == 0 {
+		return ServiceEntity{}, fmt.Errorf("service entity %s: %w", name, ErrNotFound)
+	}
+	return es[0], nil
+}
+
+func (s *Store) entities(ctx context.Context, envID, name string) ([]ServiceEntity, error) {
+	rows, err := s.pool.Query(ctx, `
+		select e.name, e.description, coalesce(e.identity, ''), e.attributes, e.lifecycle, e.model_hash,
+		       e.registered_at, e.updated_at,
+		       coalesce((select jsonb_object_agg(state, n) from (
+		           select state, count(*) as n from service_instances i
+		           where i.environment_id = e.environment_id and i.entity = e.name and not i.deleted
+		           group by state) c), '{}')
+		from service_entities e
+		where e.environment_id = $1::uuid and ($2 = '' or e.name = $2)
+		order by e.name`, envID, name)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ServiceEntity, error) {
+		var e ServiceEntity
+		err := row.Scan(&e.Name, &e.Description, &e.Identity, &e.Attributes, &e.Lifecycle, &e.ModelHash,
+			&e.RegisteredAt, &e.UpdatedAt, &e.Instances)
+		return e, err
+	})
+}
+
+// ServiceInstance is a service instance of the inventory.
+type ServiceInstance struct {
+	ID       string `json:"id"`
+	Entity   string `json:"service_entity"`
+	Identity string `json:"identity,omitempty"`
+	State    string `json:"state"`
+	// Version is the instance's current version: every transfer adds one,
+	// and every write must name it (as current_version).
+	Version int64 `json:"version"`
+	lsm.Sets
+	Deleted   bool      `json:"deleted"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"last_updated"`
+}
+
+// InstanceChange is one transfer of an instance, as ApplyInstanceChange
+// writes it.
+type InstanceChange struct {
+	Entity string
+	ID     string
+	// Version is the version the change makes: 1 creates the instance,
+	// any other must be the current version plus one.
+	Version  int64
+	Identity string
+	State    string
+	Sets     lsm.Sets
+	// Deleted marks the instance gone (its terminal state).
+	Deleted bool
+	// Event says what caused it, for the log.
+	Event json.RawMessage
+	// Errors are a failed validation's compile errors, for the log.
+	Errors json.RawMessage
+	// Request, when set, stores the instance as written as the first
+	// response to an idempotent request.
+	Request *IdempotentRequest
+}
+
+// IdempotentRequest is a request with an Idempotency-Key.
+type IdempotentRequest struct {
+	Key    string
+	Hash   []byte // of the method, path and body
+	Status int
+}
+
+// ApplyInstanceChange writes a transfer in one transaction: the instance
+// row, its log row and, for an idempotent request, its first response. It
+// is idempotent: when the version was written before (a retried activity),
+// it returns the instance as it is and writes nothing. A version that is
+// neither next nor written before is ErrConflict (a stale writer).
+func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch InstanceChange) (ServiceInstance, error) {
+	var inst ServiceInstance
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var current int64
+		err := tx.QueryRow(ctx, `select version from service_instances
+			where environment_id = $1::uuid and id = $2::uuid for update`, envID, ch.ID).Scan(&current)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if ch.Version != 1 {
+				return fmt.Errorf("service instance %s: %w", ch.ID, ErrNotFound)
+			}
+		case err != nil:
+			return err
+		case current >= ch.Version:
+			var written bool
+			if err := tx.QueryRow(ctx, `select exists (select 1 from service_instance_log
+				where environment_id = $1::uuid and instance_id = $2::uuid and version = $3)`,
+				envID, ch.ID, ch.Version).Scan(&written); err != nil {
+				return err
+			}
+			if !written {
+				return fmt.Errorf("service instance %s is at version %d, not %d: %w", ch.ID, current, ch.Version-1, ErrConflict)
+			}
+			inst, err = getInstance(ctx, tx, envID, "", ch.ID)
+			return err
+		case current != ch.Version-1:
+			return fmt.Errorf("service instance %s is at version %d, not %d: %w", ch.ID, current, ch.Version-1, ErrConflict)
+		}
+		var identity *string
+		if ch.Identity != "" {
+			identity = &ch.Identity
+		}
+		if ch.Version == 1 {
+			_, err = tx.Exec(ctx, `insert into service_instances (environment_id, entity, id, identity, state, version,
+				candidate_attributes, active_attributes, rollback_attributes, deleted)
+				values ($1::uuid, $2, $3::uuid, $4, $5, 1, $6, $7, $8, $9)`,
+				envID, ch.Entity, ch.ID, identity, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, ch.Deleted)
+		} else {
+			_, err = tx.Exec(ctx, `update service_instances set state = $3, version = $4, identity = $5,
+				candidate_attributes = $6, active_attributes = $7, rollback_attributes = $8, deleted = $9,
+				updated_at = now()
+				where environment_id = $1::uuid and id = $2::uuid`,
+				envID, ch.ID, ch.State, ch.Version, identity, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, ch.Deleted)
+		}
+		if err != nil {
+			if isUniqueViolation(err, "service_instances_identity") {
+				return fmt.Errorf("another live %s instance has identity %q: %w", ch.Entity, ch.Identity, ErrConflict)
+			}
+			return fmt.Errorf("write service instance %s: %w", ch.ID, err)
+		}
+		event := ch.Event
+		if len(event) == 0 {
+			event = json.RawMessage(`{}`)
+		}
+		if _, err := tx.Exec(ctx, `insert into service_instance_log (environment_id, instance_id, version, state,
+			candidate_attributes, active_attributes, rollback_attributes, event, errors)
+			values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9)`,
+			envID, ch.ID, ch.Version, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, event,
+			nullIfEmptyJSON(ch.Errors)); err != nil {
+			return fmt.Errorf("log service instance %s: %w", ch.ID, err)
+		}
+		if inst, err = getInstance(ctx, tx, envID, "", ch.ID); err != nil {
+			return err
+		}
+		if r := ch.Request; r != nil {
+			body, err := json.Marshal(inst)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `insert into lsm_requests (environment_id, key, request_hash, status, response)
+				values ($1::uuid, $2, $3, $4, $5) on conflict (environment_id, key) do nothing`,
+				envID, r.Key, r.Hash, r.Status, body); err != nil {
+				return fmt.Errorf("store the response to request %s: %w", r.Key, err)
+			}
+		}
+		return nil
+	})
+	return inst, err
+}
+
+func nullIfEmptyJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const instanceColumns = `id::text, entity, coalesce(identity, ''), state, version,
+	candidate_attributes, active_attributes, rollback_attributes, deleted, created_at, updated_at`
+
+func scanInstance(row pgx.Row) (ServiceInstance, error) {
+	var i ServiceInstance
+	err := row.Scan(&i.ID, &i.Entity, &i.Identity, &i.State, &i.Version,
+		&i.Candidate, &i.Active, &i.Rollback, &i.Deleted, &i.CreatedAt, &i.UpdatedAt)
+	return i, err
+}
+
+// getInstance finds an instance by id, or (with entity) by its identity.
+func getInstance(ctx context.Context, q querier, envID, entity, ref string) (ServiceInstance, error) {
+	var row pgx.Row
+	if isUUID(ref) {
+		row = q.QueryRow(ctx, `select `+instanceColumns+` from service_instances
+			where environment_id = $1::uuid and id = $2::uuid and ($3 = '' or entity = $3)`, envID, ref, entity)
+	} else {
+		row = q.QueryRow(ctx, `select `+instanceColumns+` from service_instances
+			where environment_id = $1::uuid and entity = $2 and identity = $3 and not deleted`, envID, entity, ref)
+	}
+	inst, err := scanInstance(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inst, fmt.Errorf("service instance %s: %w", ref, ErrNotFound)
+	}
+	return inst, err
+}
+
+// GetInstance returns an instance of entity by its id or its identity.
+func (s *Store) GetInstance(ctx context.Context, envID, entity, ref string) (ServiceInstance, error) {
+	return getInstance(ctx, s.pool, envID, entity, ref)
+}
+
+// ListInstances returns a page of entity's instances in id order, of one
+// state when state is not "", deleted ones only when deleted is true.
+func (s *Store) ListInstances(ctx context.Context, envID, entity, state string, deleted bool, after string, limit int) ([]ServiceInstance, error) {
+	if after == "" {
+		after = "00000000-0000-0000-0000-000000000000"
+	}
+	rows, err := s.pool.Query(ctx, `select `+instanceColumns+` from service_instances
+		where environment_id = $1::uuid and entity = $2 and ($3 = '' or state = $3) and deleted = $4
+		  and id > $5::uuid
+		order by id limit $6`, envID, entity, state, deleted, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ServiceInstance, error) { return scanInstance(row) })
+}
+
+// InstanceLogEntry is one version of an instance.
+type InstanceLogEntry struct {
+	Version int64  `json:"version"`
+	State   string `json:"state"`
+	lsm.Sets
+	Event     json.RawMessage `json:"event"`
+	Errors    json.RawMessage `json:"errors,omitempty"`
+	CreatedAt time.Time       `json:"timestamp"`
+}
+
+// InstanceLog returns an instance's log, newest version first.
+func (s *Store) InstanceLog(ctx context.Context, envID, instanceID string) ([]InstanceLogEntry, error) {
+	rows, err := s.pool.Query(ctx, `select version, state, candidate_attributes, active_attributes, rollback_attributes,
+		event, errors, created_at from service_instance_log
+		where environment_id = $1::uuid and instance_id = $2::uuid order by version desc`, envID, instanceID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (InstanceLogEntry, error) {
+		var e InstanceLogEntry
+		err := row.Scan(&e.Version, &e.State, &e.Candidate, &e.Active, &e.Rollback, &e.Event, &e.Errors, &e.CreatedAt)
+		return e, err
+	})
+}
+
+// StoredResponse is the first response to an idempotent request.
+type StoredResponse struct {
+	Hash     []byte
+	Status   int
+	Response json.RawMessage
+}
+
+// LookupRequest returns the stored response to the request with key, if
+// there is one younger than a day.
+func (s *Store) LookupRequest(ctx context.Context, envID, key string) (StoredResponse, bool, error) {
+	var r StoredResponse
+	err := s.pool.QueryRow(ctx, `select request_hash, status, response from lsm_requests
+		where environment_id = $1::uuid and key = $2 and created_at > now() - interval '1 day'`, envID, key).
+		Scan(&r.Hash, &r.Status, &r.Response)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+// PruneRequests deletes the stored responses older than a day.
+func (s *Store) PruneRequests(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `delete from lsm_requests where created_at <= now() - interval '1 day'`)
+	return tag.RowsAffected(), err
+}
+
+// isUUID reports whether s is a UUID in its canonical text form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,130 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// vmEntity is a service entity with an identity, an updatable attribute
+// and the simple lifecycle.
+func vmEntity(attrs ...lsm.AttributeSpec) store.ServiceEntity {
+	if attrs == nil {
+		attrs = []lsm.AttributeSpec{
+			{Name: "name", Modifier: lsm.ReadWrite, Schema: json.RawMessage(`{"type": "string"}`), Required: true},
+			{Name: "memory", Modifier: lsm.ReadWriteAlways, Schema: json.RawMessage(`{"type": "integer"}`)},
+		}
+	}
+	return store.ServiceEntity{Name: "vm", Identity: "name", Attributes: attrs, Lifecycle: lsm.Simple()}
+}
+
+func TestServiceInventory(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	if err := st.RegisterEntities(ctx, e.ID, "h1", []store.ServiceEntity{vmEntity()}); err != nil {
+		t.Fatal(err)
+	}
+	const id = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	req := &store.IdempotentRequest{Key: "k1", Hash: []byte{1}, Status: 201}
+	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "web", State: "start",
+		Sets:  lsm.Sets{Candidate: map[string]any{"name": "web", "memory": 2.0}},
+		Event: json.RawMessage(`{"trigger": "create", "target": "start"}`), Request: req}
+	inst, err := st.ApplyInstanceChange(ctx, e.ID, create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.Version != 1 || inst.State != "start" || inst.Candidate["name"] != "web" || inst.Identity != "web" {
+		t.Errorf("created %+v", inst)
+	}
+	// A retried write of the same version changes nothing.
+	if again, err := st.ApplyInstanceChange(ctx, e.ID, create); err != nil || again.Version != 1 {
+		t.Errorf("repeat: %+v, %v", again, err)
+	}
+	stored, ok, err := st.LookupRequest(ctx, e.ID, "k1")
+	if err != nil || !ok || stored.Status != 201 {
+		t.Fatalf("stored request: %+v %v %v", stored, ok, err)
+	}
+	var resp store.ServiceInstance
+	if err := json.Unmarshal(stored.Response, &resp); err != nil || resp.ID != id || resp.Version != 1 {
+		t.Errorf("stored response %s: %v", stored.Response, err)
+	}
+
+	next := store.InstanceChange{Entity: "vm", ID: id, Version: 2, Identity: "web", State: "acknowledged",
+		Sets:  lsm.Apply(lsm.Promote, create.Sets),
+		Event: json.RawMessage(`{"trigger": "auto", "source": "start", "target": "acknowledged"}`)}
+	if inst, err = st.ApplyInstanceChange(ctx, e.ID, next); err != nil || inst.Version != 2 || inst.Active["memory"] != 2.0 {
+		t.Fatalf("version 2: %+v, %v", inst, err)
+	}
+	// A writer that missed version 2 is refused.
+	stale := next
+	stale.Version = 4
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, stale); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("stale write: %v", err)
+	}
+	// Another live instance cannot take the identity.
+	dup := create
+	dup.ID, dup.Request = "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", nil
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, dup); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate identity: %v", err)
+	}
+
+	if got, err := st.GetInstance(ctx, e.ID, "vm", "web"); err != nil || got.ID != id {
+		t.Errorf("by identity: %+v, %v", got, err)
+	}
+	if got, err := st.GetInstance(ctx, e.ID, "vm", id); err != nil || got.State != "acknowledged" {
+		t.Errorf("by id: %+v, %v", got, err)
+	}
+	if _, err := st.GetInstance(ctx, e.ID, "vm", "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown identity: %v", err)
+	}
+	list, err := st.ListInstances(ctx, e.ID, "vm", "acknowledged", false, "", 10)
+	if err != nil || len(list) != 1 {
+		t.Errorf("list: %v, %v", list, err)
+	}
+	log, err := st.InstanceLog(ctx, e.ID, id)
+	if err != nil || len(log) != 2 || log[0].Version != 2 || log[1].State != "start" {
+		t.Errorf("log: %+v, %v", log, err)
+	}
+	ent, err := st.GetEntity(ctx, e.ID, "vm")
+	if err != nil || ent.Instances["acknowledged"] != 1 || ent.Lifecycle.Start != lsm.Simple().Start {
+		t.Errorf("entity: %+v, %v", ent, err)
+	}
+
+	// Catalog updates that would break the live instance are refused,
+	// naming it; compatible ones pass.
+	for _, tc := range []struct {
+		why    string
+		cat    []store.ServiceEntity
+		change string
+	}{
+		{"entity removed", nil, "removed_entity"},
+		{"attribute removed", []store.ServiceEntity{vmEntity(lsm.AttributeSpec{Name: "name", Modifier: lsm.ReadWrite,
+			Schema: json.RawMessage(`{"type": "string"}`)})}, "removed_attribute"},
+		{"attribute retyped", []store.ServiceEntity{vmEntity(
+			lsm.AttributeSpec{Name: "name", Modifier: lsm.ReadWrite, Schema: json.RawMessage(`{"type": "string"}`)},
+			lsm.AttributeSpec{Name: "memory", Modifier: lsm.ReadWriteAlways, Schema: json.RawMessage(`{"type": "string"}`)})},
+			"retyped_attribute"},
+	} {
+		err := st.RegisterEntities(ctx, e.ID, "h2", tc.cat)
+		var be *store.BreakingChangesError
+		if !errors.As(err, &be) || be.Changes[0].Change != tc.change || be.Changes[0].Instances[0] != id {
+			t.Errorf("%s: %v", tc.why, err)
+		}
+	}
+	widened := vmEntity(
+		lsm.AttributeSpec{Name: "name", Modifier: lsm.ReadWrite, Schema: json.RawMessage(`{"type": "string"}`)},
+		lsm.AttributeSpec{Name: "memory", Modifier: lsm.ReadWriteAlways, Schema: json.RawMessage(`{"type": "number"}`)},
+		lsm.AttributeSpec{Name: "disk", Modifier: lsm.ReadWriteAlways, Schema: json.RawMessage(`{"type": "integer"}`)})
+	if err := st.RegisterEntities(ctx, e.ID, "h3", []store.ServiceEntity{widened}); err != nil {
+		t.Errorf("a compatible update: %v", err)
+	}
+	if ent, _ := st.GetEntity(ctx, e.ID, "vm"); len(ent.Attributes) != 3 || ent.ModelHash != "h3" {
+		t.Errorf("after the update: %+v", ent)
+	}
+}
