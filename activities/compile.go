@@ -192,6 +192,14 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	if err != nil {
 		return fail(err)
 	}
+	// Its service entities become the catalog, unless that would break
+	// live instances: then the compile fails, naming them.
+	if err := c.Store.RegisterEntities(ctx, in.EnvironmentID, packed.Hash, res.Services); err != nil {
+		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
+			return fail(&failure{msg: be.Error(), errs: store.CompileMessage(be.Error())})
+		}
+		return workflows.BuildCompileResult{}, classify(err)
+	}
 	if _, err := c.Store.PutModelSource(ctx, in.EnvironmentID, packed.Hash, packed.Archive, packed.Files, "compile"); err != nil {
 		return workflows.BuildCompileResult{}, classify(err)
 	}

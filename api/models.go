@@ -4,14 +4,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/store"
 )
 
 // The model source: the project an environment's model is compiled from
@@ -37,12 +41,33 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	if len(archive) > project.MaxArchiveBytes {
 		return BodyTooLarge(project.MaxArchiveBytes)
 	}
-	files, err := checkArchive(archive)
+	dir, err := os.MkdirTemp("", "intend-model-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	files, err := checkArchive(archive, dir)
 	if err != nil {
 		return err
 	}
 	sum := sha256.Sum256(archive)
-	m, err := s.opts.Store.PutModelSource(r.Context(), e.ID, hex.EncodeToString(sum[:]), archive, files, "cli")
+	hash := hex.EncodeToString(sum[:])
+	// The model's service entities become the catalog, unless that would
+	// break live instances; then the source is not stored either.
+	res, err := compiler.Compile(r.Context(), compiler.Options{Dir: dir})
+	if err != nil {
+		if errs, ok := errors.AsType[compiler.Errors](err); ok {
+			return Validation("the model does not compile on the server: " + errs.Error())
+		}
+		return err
+	}
+	if err := s.opts.Store.RegisterEntities(r.Context(), e.ID, hash, res.Services); err != nil {
+		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
+			return breakingProblem(be)
+		}
+		return err
+	}
+	m, err := s.opts.Store.PutModelSource(r.Context(), e.ID, hash, archive, files, "cli")
 	if err != nil {
 		return err
 	}
@@ -50,15 +75,19 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// checkArchive unpacks an archive into a scratch directory and reads its
-// intend.yaml: what the server stores, it can compile. It returns the
-// number of files.
-func checkArchive(archive []byte) (int, error) {
-	dir, err := os.MkdirTemp("", "intend-model-")
-	if err != nil {
-		return 0, err
+// breakingProblem is the 409 of a catalog update that would break live
+// instances: each change with the instances it breaks.
+func breakingProblem(be *store.BreakingChangesError) *Problem {
+	var lines []string
+	for _, c := range be.Changes {
+		lines = append(lines, fmt.Sprintf("%s: %s (instances %s)", c.Entity, c.Detail, strings.Join(c.Instances, ", ")))
 	}
-	defer os.RemoveAll(dir)
+	return Conflict("the service catalog update would break live instances: %s", strings.Join(lines, "; "))
+}
+
+// checkArchive unpacks an archive into dir and reads its intend.yaml: what
+// the server stores, it can compile. It returns the number of files.
+func checkArchive(archive []byte, dir string) (int, error) {
 	if err := project.Extract(archive, dir); err != nil {
 		if ae, ok := errors.AsType[*project.ArchiveError](err); ok {
 			return 0, Validation(ae.Error())
@@ -73,7 +102,7 @@ func checkArchive(archive []byte) (int, error) {
 		return 0, err
 	}
 	files := 0
-	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			files++
 		}

@@ -67,5 +67,9 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/executors", s.serve(s.listExecutors))
 		})
 	})
+	r.Route("/lsm/v1", func(r chi.Router) {
+		r.Get("/service_catalog", s.serve(s.listCatalog))
+		r.Get("/service_catalog/{entity}", s.serve(s.getCatalogEntity))
+	})
 	return r
 }

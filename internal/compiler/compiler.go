@@ -110,16 +110,7 @@ type Result struct {
 }
 
 // Service is a service entity of the model, as the catalog registers it.
-type Service struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	// Identity names the attribute that is unique among the instances,
-	// if the entity has one.
-	Identity string `json:"identity,omitempty"`
-	// Attributes are the parameter's fields, in declaration order.
-	Attributes []lsm.AttributeSpec `json:"attributes"`
-	Lifecycle  lsm.Lifecycle       `json:"lifecycle"`
-}
+type Service = lsm.Entity
 
 // Export is the version document PUT .../versions takes.
 func (r *Result) Export() []byte {

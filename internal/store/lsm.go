@@ -23,12 +23,8 @@ import (
 
 // ServiceEntity is a service entity of the catalog.
 type ServiceEntity struct {
-	Name        string              `json:"name"`
-	Description string              `json:"description,omitempty"`
-	Identity    string              `json:"identity,omitempty"`
-	Attributes  []lsm.AttributeSpec `json:"attributes"`
-	Lifecycle   lsm.Lifecycle       `json:"lifecycle"`
-	ModelHash   string              `json:"model_hash"`
+	lsm.Entity
+	ModelHash string `json:"model_hash"`
 	// Instances counts the live instances by state (ListEntities and
 	// GetEntity fill it in).
 	Instances    map[string]int `json:"instances"`
@@ -66,7 +62,7 @@ func (e *BreakingChangesError) Error() string {
 // for removed, or retyped so that its value no longer fits) is refused
 // with a *BreakingChangesError naming every such instance, and changes
 // nothing.
-func (s *Store) RegisterEntities(ctx context.Context, envID, modelHash string, entities []ServiceEntity) error {
+func (s *Store) RegisterEntities(ctx context.Context, envID, modelHash string, entities []lsm.Entity) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
 			return err
@@ -141,8 +137,8 @@ func liveInstances(ctx context.Context, tx pgx.Tx, envID string) ([]liveInstance
 
 // breakingChanges lists what a new catalog breaks among the live
 // instances.
-func breakingChanges(entities []ServiceEntity, live []liveInstance) []BreakingChange {
-	byName := map[string]ServiceEntity{}
+func breakingChanges(entities []lsm.Entity, live []liveInstance) []BreakingChange {
+	byName := map[string]lsm.Entity{}
 	for _, e := range entities {
 		byName[e.Name] = e
 	}

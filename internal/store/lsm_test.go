@@ -12,14 +12,14 @@ import (
 
 // vmEntity is a service entity with an identity, an updatable attribute
 // and the simple lifecycle.
-func vmEntity(attrs ...lsm.AttributeSpec) store.ServiceEntity {
+func vmEntity(attrs ...lsm.AttributeSpec) lsm.Entity {
 	if attrs == nil {
 		attrs = []lsm.AttributeSpec{
 			{Name: "name", Modifier: lsm.ReadWrite, Schema: json.RawMessage(`{"type": "string"}`), Required: true},
 			{Name: "memory", Modifier: lsm.ReadWriteAlways, Schema: json.RawMessage(`{"type": "integer"}`)},
 		}
 	}
-	return store.ServiceEntity{Name: "vm", Identity: "name", Attributes: attrs, Lifecycle: lsm.Simple()}
+	return lsm.Entity{Name: "vm", Identity: "name", Attributes: attrs, Lifecycle: lsm.Simple()}
 }
 
 func TestServiceInventory(t *testing.T) {
@@ -27,7 +27,7 @@ func TestServiceInventory(t *testing.T) {
 	st, _, _ := open(t)
 	e := newEnv(t, st)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []store.ServiceEntity{vmEntity()}); err != nil {
+	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
 		t.Fatal(err)
 	}
 	const id = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
@@ -100,13 +100,13 @@ func TestServiceInventory(t *testing.T) {
 	// naming it; compatible ones pass.
 	for _, tc := range []struct {
 		why    string
-		cat    []store.ServiceEntity
+		cat    []lsm.Entity
 		change string
 	}{
 		{"entity removed", nil, "removed_entity"},
-		{"attribute removed", []store.ServiceEntity{vmEntity(lsm.AttributeSpec{Name: "name", Modifier: lsm.ReadWrite,
+		{"attribute removed", []lsm.Entity{vmEntity(lsm.AttributeSpec{Name: "name", Modifier: lsm.ReadWrite,
 			Schema: json.RawMessage(`{"type": "string"}`)})}, "removed_attribute"},
-		{"attribute retyped", []store.ServiceEntity{vmEntity(
+		{"attribute retyped", []lsm.Entity{vmEntity(
 			lsm.AttributeSpec{Name: "name", Modifier: lsm.ReadWrite, Schema: json.RawMessage(`{"type": "string"}`)},
 			lsm.AttributeSpec{Name: "memory", Modifier: lsm.ReadWriteAlways, Schema: json.RawMessage(`{"type": "string"}`)})},
 			"retyped_attribute"},
@@ -121,7 +121,7 @@ func TestServiceInventory(t *testing.T) {
 		lsm.AttributeSpec{Name: "name", Modifier: lsm.ReadWrite, Schema: json.RawMessage(`{"type": "string"}`)},
 		lsm.AttributeSpec{Name: "memory", Modifier: lsm.ReadWriteAlways, Schema: json.RawMessage(`{"type": "number"}`)},
 		lsm.AttributeSpec{Name: "disk", Modifier: lsm.ReadWriteAlways, Schema: json.RawMessage(`{"type": "integer"}`)})
-	if err := st.RegisterEntities(ctx, e.ID, "h3", []store.ServiceEntity{widened}); err != nil {
+	if err := st.RegisterEntities(ctx, e.ID, "h3", []lsm.Entity{widened}); err != nil {
 		t.Errorf("a compatible update: %v", err)
 	}
 	if ent, _ := st.GetEntity(ctx, e.ID, "vm"); len(ent.Attributes) != 3 || ent.ModelHash != "h3" {

@@ -1,0 +1,149 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/store"
+)
+
+const catalogModel = `package main
+
+import "intend.dev/std/lsm"
+
+#VM: lsm.#Entity & {
+	lifecycle: lsm.simple
+	identity:  "name"
+	parameter: {
+		// The VM's name.
+		name: =~"^[a-z]+$" @lsm(rw)
+		// Memory in GiB.
+		memory: *2 | int & >=1 @lsm(rw+)
+	}
+	output: {}
+}
+
+services: vm: #VM
+`
+
+// uploadModel archives a project with main.cue and PUTs it as the model
+// source.
+func uploadModel(t *testing.T, c *apiclient.Client, env, mainCUE string) error {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range map[string]string{"intend.yaml": "name: catalog\n", "main.cue": mainCUE} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	packed, err := project.Archive(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Do(context.Background(), http.MethodPut, apiclient.EnvPath(env, "model"),
+		apiclient.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil)
+}
+
+// lsmGet is a GET of the /lsm API in env.
+func lsmGet(t *testing.T, c *apiclient.Client, env, path string, out any) error {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, c.Base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env != "" {
+		req.Header.Set(api.EnvironmentHeader, env)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var p api.Problem
+		json.NewDecoder(resp.Body).Decode(&p)
+		return &p
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// TestServiceCatalog: uploading the model registers its service entities;
+// GET /lsm/v1/service_catalog shows them; a model that would break a live
+// instance is refused, naming it, and changes nothing.
+func TestServiceCatalog(t *testing.T) {
+	c, _, dbURL := startServerDB(t)
+	env := newEnv(t, c, "catalog", nil)
+	ctx := context.Background()
+	if err := uploadModel(t, c, env, catalogModel); err != nil {
+		t.Fatal(err)
+	}
+	var cat struct {
+		Items []store.ServiceEntity `json:"items"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog", &cat); err != nil || len(cat.Items) != 1 || cat.Items[0].Name != "vm" {
+		t.Fatalf("catalog: %+v, %v", cat, err)
+	}
+	var vm store.ServiceEntity
+	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/vm", &vm); err != nil {
+		t.Fatal(err)
+	}
+	if vm.Identity != "name" || vm.Lifecycle.Start != lsm.Simple().Start || len(vm.Attributes) != 2 ||
+		vm.Attributes[1].Modifier != lsm.ReadWriteAlways || vm.Attributes[0].Description != "The VM's name." ||
+		!strings.Contains(string(vm.Attributes[1].Schema), `"integer"`) {
+		t.Errorf("vm = %+v", vm)
+	}
+	var p *api.Problem
+	if err := lsmGet(t, c, "", "/lsm/v1/service_catalog", nil); !errors.As(err, &p) || p.Status != 400 ||
+		!strings.Contains(p.Detail, api.EnvironmentHeader) {
+		t.Errorf("without the header: %v", err)
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/nope", nil); !errors.As(err, &p) || p.Status != 404 {
+		t.Errorf("unknown entity: %v", err)
+	}
+
+	// A live instance; then a model without the entity is refused.
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := st.GetEnvironment(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "0b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1, State: "up",
+		Identity: "web", Sets: lsm.Sets{Active: map[string]any{"name": "web", "memory": 2.0}}}); err != nil {
+		t.Fatal(err)
+	}
+	var before store.ModelSource
+	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &before); err != nil {
+		t.Fatal(err)
+	}
+	err = uploadModel(t, c, env, "package main\n")
+	if !errors.As(err, &p) || p.Status != 409 || !strings.Contains(p.Detail, id) || !strings.Contains(p.Detail, "vm") {
+		t.Fatalf("a model dropping a live entity: %v", err)
+	}
+	var after store.ModelSource
+	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &after); err != nil || after.Hash != before.Hash {
+		t.Errorf("the refused model was stored: %s → %s, %v", before.Hash, after.Hash, err)
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/vm", &vm); err != nil || vm.Instances["up"] != 1 {
+		t.Errorf("after the refusal: %+v, %v", vm.Instances, err)
+	}
+	// A model that does not compile is refused too.
+	err = uploadModel(t, c, env, "package main\nresources: x: 1 & 2\n")
+	if !errors.As(err, &p) || p.Status != 422 || !strings.Contains(p.Detail, "does not compile") {
+		t.Errorf("a broken model: %v", err)
+	}
+}
