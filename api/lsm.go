@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -54,4 +55,196 @@ func (s *Server) getCatalogEntity(w http.ResponseWriter, r *http.Request) error 
 	}
 	WriteJSON(w, http.StatusOK, ent)
 	return nil
+}
+
+// instanceRef resolves the {entity} and {id} path parameters to an
+// instance: {id} is the instance's id or its identity.
+func (s *Server) instanceRef(r *http.Request) (store.Environment, store.ServiceInstance, error) {
+	e, err := s.lsmEnv(r)
+	if err != nil {
+		return e, store.ServiceInstance{}, err
+	}
+	entity, err := pathParam(chi.URLParam(r, "entity"))
+	if err != nil {
+		return e, store.ServiceInstance{}, err
+	}
+	if _, err := s.opts.Store.GetEntity(r.Context(), e.ID, entity); err != nil {
+		return e, store.ServiceInstance{}, err
+	}
+	ref, err := pathParam(chi.URLParam(r, "id"))
+	if err != nil {
+		return e, store.ServiceInstance{}, err
+	}
+	inst, err := s.opts.Store.GetInstance(r.Context(), e.ID, entity, ref)
+	return e, inst, err
+}
+
+// listInventory returns a page of an entity's instances, by id, of one
+// state when ?state= is given; ?deleted=true lists the terminated ones.
+func (s *Server) listInventory(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.lsmEnv(r)
+	if err != nil {
+		return err
+	}
+	entity, err := pathParam(chi.URLParam(r, "entity"))
+	if err != nil {
+		return err
+	}
+	if _, err := s.opts.Store.GetEntity(r.Context(), e.ID, entity); err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	deleted := false
+	switch q.Get("deleted") {
+	case "", "false":
+	case "true":
+		deleted = true
+	default:
+		return InvalidField("?deleted", "want true or false")
+	}
+	after := q.Get("after")
+	if after != "" && !isUUID(after) {
+		return InvalidField("?after", "want the id of the last instance of the previous page")
+	}
+	items, err := s.opts.Store.ListInstances(r.Context(), e.ID, entity, q.Get("state"), deleted, after, limit)
+	if err != nil {
+		return err
+	}
+	out := list[store.ServiceInstance]{Items: nonNil(items)}
+	if len(items) == limit {
+		out.Next = items[len(items)-1].ID
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getInstance returns one instance: its state, version and attribute sets.
+func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
+	_, inst, err := s.instanceRef(r)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, inst)
+	return nil
+}
+
+// getInstanceLog returns the instance's log, one entry per version,
+// newest first.
+func (s *Server) getInstanceLog(w http.ResponseWriter, r *http.Request) error {
+	e, inst, err := s.instanceRef(r)
+	if err != nil {
+		return err
+	}
+	log, err := s.opts.Store.InstanceLog(r.Context(), e.ID, inst.ID)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, list[store.InstanceLogEntry]{Items: nonNil(log)})
+	return nil
+}
+
+// instanceSet is the resource set of an instance's resources.
+func instanceSet(inst store.ServiceInstance) string { return inst.Entity + "/" + inst.ID }
+
+// getInstanceResources returns the instance's resources in the newest
+// version, with their deploy state.
+func (s *Server) getInstanceResources(w http.ResponseWriter, r *http.Request) error {
+	e, inst, err := s.instanceRef(r)
+	if err != nil {
+		return err
+	}
+	rs, err := s.opts.Store.SetResources(r.Context(), e.ID, instanceSet(inst))
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, list[store.ResourceState]{Items: nonNil(rs)})
+	return nil
+}
+
+// diagnosis says why an instance was rejected or failed.
+type diagnosis struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Version int64  `json:"version"`
+	// Validation is the newest failed validation: the version it made
+	// and the compile errors.
+	Validation *failedValidation `json:"validation,omitempty"`
+	// Resources are the instance's resources that are not deployed as
+	// intended, each with its last failed attempt's error and log lines.
+	Resources []resourceDiagnosis `json:"resources"`
+}
+
+type failedValidation struct {
+	Version int64           `json:"version"`
+	Errors  json.RawMessage `json:"errors"`
+}
+
+type resourceDiagnosis struct {
+	store.ResourceState
+	Error *string         `json:"error,omitempty"`
+	Logs  json.RawMessage `json:"logs,omitempty"`
+}
+
+// diagnoseInstance collects why an instance is where it is: the compile
+// errors of its newest failed validation and its resources that failed,
+// with their last failed attempt.
+func (s *Server) diagnoseInstance(w http.ResponseWriter, r *http.Request) error {
+	e, inst, err := s.instanceRef(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	out := diagnosis{ID: inst.ID, State: inst.State, Version: inst.Version, Resources: []resourceDiagnosis{}}
+	log, err := s.opts.Store.InstanceLog(ctx, e.ID, inst.ID)
+	if err != nil {
+		return err
+	}
+	for _, entry := range log {
+		if len(entry.Errors) > 0 {
+			out.Validation = &failedValidation{Version: entry.Version, Errors: entry.Errors}
+			break
+		}
+	}
+	rs, err := s.opts.Store.SetResources(ctx, e.ID, instanceSet(inst))
+	if err != nil {
+		return err
+	}
+	for _, res := range rs {
+		if res.Compliance == "compliant" || res.LastResult == "new" {
+			continue
+		}
+		d := resourceDiagnosis{ResourceState: res}
+		acts, err := s.opts.Store.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: res.ResourceID, Result: "failed", Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(acts) == 1 {
+			d.Error, d.Logs = acts[0].Error, acts[0].Logs
+		}
+		out.Resources = append(out.Resources, d)
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// isUUID reports whether s is a UUID in its canonical text form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+			return false
+		}
+	}
+	return true
 }

@@ -70,6 +70,11 @@ func (s *Server) Handler() http.Handler {
 	r.Route("/lsm/v1", func(r chi.Router) {
 		r.Get("/service_catalog", s.serve(s.listCatalog))
 		r.Get("/service_catalog/{entity}", s.serve(s.getCatalogEntity))
+		r.Get("/service_inventory/{entity}", s.serve(s.listInventory))
+		r.Get("/service_inventory/{entity}/{id}", s.serve(s.getInstance))
+		r.Get("/service_inventory/{entity}/{id}/log", s.serve(s.getInstanceLog))
+		r.Get("/service_inventory/{entity}/{id}/resources", s.serve(s.getInstanceResources))
+		r.Get("/service_inventory/{entity}/{id}/diagnose", s.serve(s.diagnoseInstance))
 	})
 	return r
 }

@@ -147,3 +147,101 @@ func TestServiceCatalog(t *testing.T) {
 		t.Errorf("a broken model: %v", err)
 	}
 }
+
+// TestServiceInventoryReads: the inventory's read endpoints over instances
+// written as the lifecycle engine writes them.
+func TestServiceInventoryReads(t *testing.T) {
+	c, _, dbURL := startServerDB(t)
+	env := newEnv(t, c, "inventory", nil)
+	ctx := context.Background()
+	if err := uploadModel(t, c, env, catalogModel); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := st.GetEnvironment(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"1b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "2b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "3b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"}
+	for i, id := range ids {
+		name := []string{"alpha", "beta", "gamma"}[i]
+		sets := lsm.Sets{Candidate: map[string]any{"name": name, "memory": 2.0}}
+		if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1, State: "start",
+			Identity: name, Sets: sets, Event: json.RawMessage(`{"trigger": "create"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// gamma fails its validation.
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: ids[2], Version: 2, State: "rejected",
+		Identity: "gamma", Sets: lsm.Sets{Candidate: map[string]any{"name": "gamma", "memory": 2.0}},
+		Event:  json.RawMessage(`{"trigger": "auto", "source": "start", "target": "acknowledged", "error": true}`),
+		Errors: json.RawMessage(`[{"path": "output.x", "message": "boom"}]`)}); err != nil {
+		t.Fatal(err)
+	}
+
+	var page struct {
+		Items []store.ServiceInstance `json:"items"`
+		Next  string                  `json:"next"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm?limit=2", &page); err != nil || len(page.Items) != 2 || page.Next != ids[1] {
+		t.Fatalf("first page: %+v, %v", page, err)
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm?after="+page.Next, &page); err != nil || len(page.Items) != 1 || page.Items[0].ID != ids[2] {
+		t.Errorf("second page: %+v, %v", page, err)
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm?state=rejected", &page); err != nil || len(page.Items) != 1 {
+		t.Errorf("by state: %+v, %v", page, err)
+	}
+	var inst store.ServiceInstance
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/beta", &inst); err != nil || inst.ID != ids[1] || inst.Candidate["name"] != "beta" {
+		t.Errorf("by identity: %+v, %v", inst, err)
+	}
+	var p *api.Problem
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/nobody", nil); !errors.As(err, &p) || p.Status != 404 {
+		t.Errorf("unknown instance: %v", err)
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/nothing", nil); !errors.As(err, &p) || p.Status != 404 {
+		t.Errorf("unknown entity: %v", err)
+	}
+	var log struct {
+		Items []store.InstanceLogEntry `json:"items"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+ids[2]+"/log", &log); err != nil || len(log.Items) != 2 ||
+		log.Items[0].State != "rejected" || log.Items[1].Version != 1 {
+		t.Errorf("log: %+v, %v", log, err)
+	}
+	var diag struct {
+		State      string `json:"state"`
+		Validation *struct {
+			Version int64           `json:"version"`
+			Errors  json.RawMessage `json:"errors"`
+		} `json:"validation"`
+		Resources []any `json:"resources"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/gamma/diagnose", &diag); err != nil || diag.Validation == nil ||
+		diag.Validation.Version != 2 || !strings.Contains(string(diag.Validation.Errors), "boom") || diag.Resources == nil {
+		t.Errorf("diagnose: %+v, %v", diag, err)
+	}
+	var res struct {
+		Items []store.ResourceState `json:"items"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/alpha/resources", &res); err != nil || res.Items == nil || len(res.Items) != 0 {
+		t.Errorf("resources of an instance not exported yet: %+v, %v", res, err)
+	}
+	// Once its set is exported, its resources show with their state.
+	path := filepath.Join(t.TempDir(), "alpha.conf")
+	partial := `{"resources": [{"id": "fs::File[localhost,path=` + path + `]", "resource_set": "vm/` + ids[0] + `",
+		"attributes": {"path": "` + path + `", "content": "alpha\n"}}]}`
+	var v store.VersionInfo
+	if err := c.Do(ctx, http.MethodPut, apiclient.EnvPath(env, "versions", "partial"), []byte(partial), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/alpha/resources", &res); err != nil || len(res.Items) != 1 ||
+		res.Items[0].ResourceID != "fs::File[localhost,path="+path+"]" || res.Items[0].LastResult != "new" {
+		t.Errorf("resources after the export: %+v, %v", res, err)
+	}
+}
