@@ -166,6 +166,7 @@ Exit codes:
 		dryrunCommand(g),
 		stdCommand(g),
 		compilesCommand(g),
+		lsmCommand(g),
 		envCommand(g),
 		versionCommand(g),
 		resourceCommand(g),

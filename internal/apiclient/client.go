@@ -28,6 +28,8 @@ type Client struct {
 	// Token, when not empty, is sent with every request as
 	// "Authorization: Bearer <Token>".
 	Token string
+	// Header holds extra headers sent with every request (WithHeader).
+	Header http.Header
 	// MaxPoll is the longest pause of WaitRequest between two looks
 	// (default 500 ms: light on a server during long runs). Benchmarks
 	// set it low, so that the poll does not add to what they measure.
@@ -68,6 +70,18 @@ func (c *Client) unreachable(ctx context.Context, err error) error {
 	return err
 }
 
+// WithHeader returns a copy of c that also sends the header k: v (the
+// /lsm API's X-Intend-Environment, for one).
+func (c *Client) WithHeader(k, v string) *Client {
+	cc := *c
+	cc.Header = c.Header.Clone()
+	if cc.Header == nil {
+		cc.Header = http.Header{}
+	}
+	cc.Header.Set(k, v)
+	return &cc
+}
+
 // New returns a client for the server at base.
 func New(base string) *Client {
 	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{Timeout: 5 * time.Minute}}
@@ -100,6 +114,11 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	for k, vs := range c.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

@@ -114,9 +114,13 @@ type Service = lsm.Entity
 
 // Export is the version document PUT .../versions takes.
 func (r *Result) Export() []byte {
+	rs := r.Resources
+	if rs == nil {
+		rs = []Resource{} // a model without resources exports an empty version
+	}
 	b, err := json.Marshal(struct {
 		Resources []Resource `json:"resources"`
-	}{r.Resources})
+	}{rs})
 	if err != nil {
 		panic(err) // every part is already JSON
 	}

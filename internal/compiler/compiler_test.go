@@ -305,3 +305,15 @@ resources: {
 	_, errs := compile(t, map[string]string{"main.cue": strings.Replace(model, `path: "/after", `, "", 1)})
 	errorAt(t, errs, "resources.after.path", "incomplete")
 }
+
+// TestCompileEmptyModel: a model without resources is an empty version,
+// which the server accepts ("resources": [], never null).
+func TestCompileEmptyModel(t *testing.T) {
+	res, errs := compile(t, map[string]string{"main.cue": "package main\n"})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	if got := string(res.Export()); got != `{"resources":[]}` {
+		t.Errorf("export = %s", got)
+	}
+}
