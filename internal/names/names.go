@@ -16,3 +16,8 @@ func SchedulerWorkflowID(env string) string { return "env/" + env + "/scheduler"
 
 // DryrunWorkflowID is the id of a dry-run's workflow.
 func DryrunWorkflowID(env string, run int64) string { return fmt.Sprintf("env/%s/dryrun/%d", env, run) }
+
+// ServiceInstanceWorkflowID is the id of a service instance's workflow.
+func ServiceInstanceWorkflowID(env, entity, id string) string {
+	return "lsm/" + env + "/" + entity + "/" + id
+}

@@ -153,6 +153,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.worker = worker.New(tc, workflows.TaskQueue, worker.Options{})
 	RegisterOrchestration(s.worker, st, tel)
 	s.registerCompiles(s.worker)
+	// The lifecycle engine: one workflow per service instance.
+	workflows.RegisterServiceInstance(s.worker)
+	(&activities.LSM{Store: st, Log: log, Wake: func(ctx context.Context, env store.Environment, reason string) error {
+		return s.Wake(ctx, env, reason, true, false)
+	}}).Register(s.worker)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
@@ -397,6 +402,9 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 	want := map[string]enumspb.IndexedValueType{
 		workflows.SearchAttrEnvironment: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		workflows.SearchAttrVersion:     enumspb.INDEXED_VALUE_TYPE_INT,
+		// The lifecycle engine's instance workflows.
+		workflows.SearchAttrServiceEntity:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		workflows.SearchAttrServiceInstance: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {

@@ -1,0 +1,443 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/workflows"
+)
+
+// LSM holds the lifecycle engine's activities (task queue intend): write
+// an instance's transfer, validate its attributes against the model, export
+// its resource set, and look at that set's deploy. Every one is
+// idempotent: ApplyTransfer by (instance, version), ExportInstance by
+// content (it exports nothing when the set already holds what it would
+// export), the others only read.
+//
+// Compiles read the environment's newest model source, extract it into a
+// fresh directory under TempDir and remove it afterwards. Nothing is cached
+// yet: a validation compiles the whole model with every live instance (P8:
+// about 0.5 s for 1,000); the design's per-instance cache is a follow-up.
+type LSM struct {
+	Store *store.Store
+	// TempDir holds the extracted model sources ("": os.TempDir()).
+	TempDir string
+	// Wake tells the environment's scheduler that a deploy was queued;
+	// nil: the scheduler finds the request when it polls.
+	Wake func(ctx context.Context, env store.Environment, reason string) error
+	// CompileTimeout bounds one compile (0: DefaultCompileTimeout).
+	CompileTimeout time.Duration
+	Log            *slog.Logger // nil: slog.Default()
+}
+
+// Register registers the activities under their explicit names.
+func (l *LSM) Register(w worker.ActivityRegistry) {
+	for name, fn := range map[string]any{
+		workflows.ApplyTransferActivity:       l.ApplyTransfer,
+		workflows.ValidateInstanceActivity:    l.ValidateInstance,
+		workflows.ExportInstanceActivity:      l.ExportInstance,
+		workflows.CheckInstanceDeployActivity: l.CheckInstanceDeploy,
+	} {
+		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+}
+
+func (l *LSM) log() *slog.Logger {
+	if l.Log != nil {
+		return l.Log
+	}
+	return slog.Default()
+}
+
+// instanceSet is the resource set of an instance's resources.
+func instanceSet(entity, id string) string { return entity + "/" + id }
+
+// ApplyTransfer writes one version of an instance, its log row and the
+// first response to its idempotent request in one transaction
+// (store.ApplyInstanceChange). A retry finds the version written and
+// returns the instance as it is. A write the store refuses (another live
+// instance has the identity; the instance moved under another writer) is
+// a non-retryable ErrTypeConflict.
+func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput) (workflows.ServiceInstanceRecord, error) {
+	event, err := json.Marshal(in.Event)
+	if err != nil {
+		return workflows.ServiceInstanceRecord{}, err
+	}
+	ch := store.InstanceChange{
+		Entity: in.Entity, ID: in.InstanceID, Version: in.Version, Identity: in.Identity, State: in.State,
+		Sets: in.Sets, Deleted: in.Deleted, Event: event, Errors: nullJSON(in.Errors),
+	}
+	if r := in.Request; r != nil && r.Key != "" {
+		ch.Request = &store.IdempotentRequest{Key: r.Key, Hash: r.Hash, Status: r.Status}
+	}
+	inst, err := l.Store.ApplyInstanceChange(ctx, in.EnvironmentID, ch)
+	if errors.Is(err, store.ErrConflict) {
+		return workflows.ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeConflict, err)
+	}
+	if err != nil {
+		return workflows.ServiceInstanceRecord{}, classify(err)
+	}
+	return workflows.ServiceInstanceRecord{ID: inst.ID, Entity: inst.Entity, Identity: inst.Identity, State: inst.State,
+		Version: inst.Version, Sets: inst.Sets, Deleted: inst.Deleted, CreatedAt: inst.CreatedAt, UpdatedAt: inst.UpdatedAt}, nil
+}
+
+// nullJSON drops an absent or null document.
+func nullJSON(b json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(b)) == 0 || string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	return b
+}
+
+// ValidateInstance compiles the environment's newest model source with
+// the instance's candidate attributes and every other live instance's
+// (the active set in active model states, the candidate set in candidate
+// and designed ones; inactive instances and empty sets are left out). It
+// succeeds when no error of the compile is the instance's: raised while
+// evaluating it, or a duplicate id or dangling requires one of its
+// resources is part of. Other instances' errors do not fail it. A model
+// source that is missing or does not load fails it (nothing can be
+// validated). The errors, all of them, are returned for the log.
+func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanceInput) (workflows.ValidateInstanceResult, error) {
+	entities, err := l.Store.ListEntities(ctx, in.EnvironmentID)
+	if err != nil {
+		return workflows.ValidateInstanceResult{}, classify(err)
+	}
+	lifecycles := map[string]lsm.Lifecycle{}
+	for _, e := range entities {
+		lifecycles[e.Name] = e.Lifecycle
+	}
+	live, err := l.Store.LiveServiceInstances(ctx, in.EnvironmentID)
+	if err != nil {
+		return workflows.ValidateInstanceResult{}, classify(err)
+	}
+	instances := map[string]map[string]json.RawMessage{}
+	add := func(entity, id string, attrs map[string]any) error {
+		b, err := json.Marshal(attrs)
+		if err != nil {
+			return fmt.Errorf("attributes of %s %s: %w", entity, id, err)
+		}
+		if instances[entity] == nil {
+			instances[entity] = map[string]json.RawMessage{}
+		}
+		instances[entity][id] = b
+		return nil
+	}
+	for _, inst := range live {
+		if inst.ID == in.InstanceID {
+			continue
+		}
+		lc, ok := lifecycles[inst.Entity]
+		if !ok {
+			continue
+		}
+		var attrs map[string]any
+		switch lc.States[inst.State].ModelState {
+		case lsm.Active:
+			attrs = inst.Active
+		case lsm.Candidate, lsm.Designed:
+			attrs = inst.Candidate
+		}
+		if attrs == nil {
+			continue
+		}
+		if err := add(inst.Entity, inst.ID, attrs); err != nil {
+			return workflows.ValidateInstanceResult{}, err
+		}
+	}
+	attrs := in.Attributes
+	if attrs == nil {
+		attrs = map[string]any{}
+	}
+	if err := add(in.Entity, in.InstanceID, attrs); err != nil {
+		return workflows.ValidateInstanceResult{}, err
+	}
+	_, errs, err := l.compileModel(ctx, in.EnvironmentID, instances)
+	if err != nil {
+		return workflows.ValidateInstanceResult{}, err
+	}
+	if len(errs) == 0 {
+		return workflows.ValidateInstanceResult{OK: true}, nil
+	}
+	out, err := json.Marshal(errs)
+	if err != nil {
+		return workflows.ValidateInstanceResult{}, err
+	}
+	return workflows.ValidateInstanceResult{OK: !ownsAny(errs, in.Entity, in.InstanceID), Errors: out}, nil
+}
+
+// instanceLabel is how the compiler names a service instance in its errors.
+func instanceLabel(entity, id string) string { return "services." + entity + ".instances." + id }
+
+// ownsAny reports whether one of errs is the instance's: raised while
+// evaluating it (Instance), or about one of its resources (the Path of a
+// duplicate id or a dangling requires is the resource's origin, prefixed
+// by its instance; a duplicate's message names the first producer's).
+// An error of no instance at all (the model does not load) counts too.
+func ownsAny(errs compiler.Errors, entity, id string) bool {
+	label := instanceLabel(entity, id)
+	for _, e := range errs {
+		if e.Instance == label || strings.HasPrefix(e.Path, label+": ") || strings.Contains(e.Message, label+": ") {
+			return true
+		}
+		if e.Instance == "" && e.Path == "" && len(e.Positions) == 0 {
+			return true // the model itself failed
+		}
+	}
+	return false
+}
+
+// compileModel compiles the environment's newest model source with the
+// given service instances. A model that does not compile is no activity
+// error: its errors are returned (one without position when the source is
+// missing or does not load).
+func (l *LSM) compileModel(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
+	src, err := l.Store.LatestModelSource(ctx, envID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, compiler.Errors{{Message: "the environment has no model source to compile the instance with (intend export uploads one)"}}, nil
+	}
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	archive, err := l.Store.ModelArchive(ctx, envID, src.Hash)
+	if err != nil {
+		return nil, nil, classify(err) // pruned meanwhile: the retry reads the newer one
+	}
+	dir, err := os.MkdirTemp(l.TempDir, "intend-lsm-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("model source directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	tree := filepath.Join(dir, "tree")
+	if err := project.Extract(archive, tree); err != nil {
+		return nil, compiler.Errors{{Message: "model source " + src.Hash + ": " + err.Error()}}, nil
+	}
+	facts, err := l.Store.ListFacts(ctx, envID, "")
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	opts := compiler.Options{Dir: tree, Instances: instances, Facts: map[string]map[string]json.RawMessage{}}
+	for _, f := range facts {
+		if opts.Facts[f.ResourceID] == nil {
+			opts.Facts[f.ResourceID] = map[string]json.RawMessage{}
+		}
+		opts.Facts[f.ResourceID][f.Name] = f.Value
+	}
+	defer heartbeat(ctx)()
+	res, err := l.compile(ctx, opts)
+	if err == nil {
+		return res, nil, nil
+	}
+	if ctx.Err() != nil {
+		return nil, nil, ctx.Err()
+	}
+	var errs compiler.Errors
+	if !errors.As(err, &errs) {
+		errs = compiler.Errors{{Message: relative(err.Error(), tree)}}
+	}
+	return nil, errs, nil
+}
+
+// compile runs the compiler with a time limit (see Compiler.compile).
+func (l *LSM) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
+	limit := l.CompileTimeout
+	if limit <= 0 {
+		limit = DefaultCompileTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	type result struct {
+		res *compiler.Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := compiler.Compile(cctx, opts)
+		done <- result{res, err}
+	}()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, compiler.Errors{{Message: fmt.Sprintf("the compile took longer than %s and was stopped", limit)}}
+	}
+}
+
+// ExportInstance makes a partial export of the instance's set
+// ("<entity>/<id>"): its resources compiled from the active set
+// (ExportResources), the same purged (ExportPurged), or none, the set
+// removed (ExportRemove), and releases the newest version (with
+// auto_deploy, the release queues a deploy). It is idempotent by content:
+// when the set already holds exactly what it would export, it exports
+// nothing; then, if some of the set's resources are not deployed as
+// intended, it queues a deploy of them (auto_deploy only), so that a
+// state that waits for a deploy (a retry after a failure) gets one.
+// Compile errors and exports the merge refuses are outcomes (Failed,
+// Errors), not activity errors.
+func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInput) (workflows.ExportInstanceResult, error) {
+	set := instanceSet(in.Entity, in.InstanceID)
+	env, err := l.Store.GetEnvironment(ctx, in.EnvironmentID)
+	if err != nil {
+		return workflows.ExportInstanceResult{}, classify(err)
+	}
+	failed := func(errs compiler.Errors) (workflows.ExportInstanceResult, error) {
+		b, err := json.Marshal(errs)
+		if err != nil {
+			return workflows.ExportInstanceResult{}, err
+		}
+		l.log().Warn("service instance export failed", "environment", env.Name, "entity", in.Entity,
+			"instance", in.InstanceID, "version", in.InstanceVersion, "error", errs.Error())
+		return workflows.ExportInstanceResult{Failed: true, Errors: b}, nil
+	}
+
+	var resources []compiler.Resource
+	if in.Mode != workflows.ExportRemove && in.Attributes != nil {
+		attrs, err := json.Marshal(in.Attributes)
+		if err != nil {
+			return workflows.ExportInstanceResult{}, err
+		}
+		res, errs, err := l.compileModel(ctx, in.EnvironmentID, map[string]map[string]json.RawMessage{in.Entity: {in.InstanceID: attrs}})
+		if err != nil {
+			return workflows.ExportInstanceResult{}, err
+		}
+		if len(errs) > 0 {
+			return failed(errs)
+		}
+		for _, r := range res.Resources {
+			if r.ResourceSet != set {
+				continue // the model's own resources are a full export's business
+			}
+			if in.Mode == workflows.ExportPurged {
+				r.Purged = true
+			}
+			resources = append(resources, r)
+		}
+	}
+	doc := struct {
+		Resources []compiler.Resource `json:"resources"`
+		Removed   []string            `json:"removed_resource_sets,omitempty"`
+	}{Resources: resources}
+	if len(resources) == 0 {
+		doc.Resources = []compiler.Resource{}
+		doc.Removed = []string{set}
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return workflows.ExportInstanceResult{}, err
+	}
+	partial, removed, err := intent.DecodePartial(body)
+	if err != nil {
+		return failed(compiler.Errors{{Message: "the instance's resources are invalid: " + err.Error()}})
+	}
+
+	before, err := l.Store.ResourceSetContent(ctx, in.EnvironmentID, set)
+	if err != nil {
+		return workflows.ExportInstanceResult{}, classify(err)
+	}
+	out := workflows.ExportInstanceResult{Since: before.Now, Version: before.LastVersion, Resources: len(partial.Resources)}
+	if !sameContent(before.Hashes, partial.Resources) {
+		info, err := l.Store.ExportPartial(ctx, in.EnvironmentID, partial, removed)
+		var ve *intent.ValidationError
+		if errors.As(err, &ve) {
+			return failed(compiler.Errors{{Message: "the partial export of " + set + " was refused: " + ve.Error()}})
+		}
+		if err != nil {
+			return workflows.ExportInstanceResult{}, classify(err)
+		}
+		out.Version, out.Changed = info.Version, true
+	}
+	if out.Version == 0 {
+		return out, nil // nothing was ever exported: nothing to release
+	}
+
+	var request *store.Request
+	if out.Version > before.ReleasedVersion {
+		rel, err := l.Store.ReleaseVersion(ctx, in.EnvironmentID, out.Version)
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			// A newer version was released meanwhile; it holds the set
+			// as well (only this workflow changes it).
+		case err != nil:
+			return workflows.ExportInstanceResult{}, classify(err)
+		default:
+			request = rel.Request
+		}
+	}
+	if !out.Changed && request == nil && env.Settings.AutoDeploy && len(partial.Resources) > 0 {
+		st, err := l.Store.ResourceSetDeploy(ctx, in.EnvironmentID, set, time.Time{})
+		if err != nil {
+			return workflows.ExportInstanceResult{}, classify(err)
+		}
+		if len(st.IDs) > 0 {
+			r, err := l.Store.RequestDeploy(ctx, in.EnvironmentID, store.Request{Kind: "deploy",
+				Reason: "service instance " + set + " version " + fmt.Sprint(in.InstanceVersion), ResourceIDs: st.IDs})
+			if err != nil {
+				return workflows.ExportInstanceResult{}, classify(err)
+			}
+			request = &r
+		}
+	}
+	if request != nil && l.Wake != nil {
+		if err := l.Wake(ctx, env, request.Reason); err != nil {
+			// The request is queued; the scheduler's poll finds it.
+			l.log().Warn("scheduler not woken after an instance's export", "environment", env.Name, "error", err)
+		}
+	}
+	l.log().Info("service instance exported", "environment", env.Name, "entity", in.Entity, "instance", in.InstanceID,
+		"mode", in.Mode, "version", out.Version, "exported", out.Changed, "resources", out.Resources)
+	return out, nil
+}
+
+// sameContent reports whether the set's stored resources (intent hashes by
+// id) are exactly rs.
+func sameContent(stored map[string][]byte, rs []intent.Resource) bool {
+	if len(stored) != len(rs) {
+		return false
+	}
+	for _, r := range rs {
+		h := r.Hash()
+		if old, ok := stored[r.ID.String()]; !ok || !bytes.Equal(old, h[:]) {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckInstanceDeploy says how the deploy of the instance's set goes:
+// done when every resource is deployed with the set's newest intent (an
+// empty set is done), failed when one of them failed at or after Since,
+// pending otherwise.
+func (l *LSM) CheckInstanceDeploy(ctx context.Context, in workflows.CheckInstanceDeployInput) (workflows.CheckInstanceDeployResult, error) {
+	st, err := l.Store.ResourceSetDeploy(ctx, in.EnvironmentID, instanceSet(in.Entity, in.InstanceID), in.Since)
+	if err != nil {
+		return workflows.CheckInstanceDeployResult{}, classify(err)
+	}
+	out := workflows.CheckInstanceDeployResult{Status: workflows.DeployPending, Total: st.Total, Deployed: st.Deployed, Failed: st.Failed}
+	switch {
+	case st.Failed > 0:
+		out.Status = workflows.DeployFailed
+	case st.Deployed == st.Total:
+		out.Status = workflows.DeployDone
+	}
+	return out, nil
+}

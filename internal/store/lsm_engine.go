@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// What the lifecycle engine's activities read besides the inventory: the
+// live instances a validation compiles with, and the content and deploy
+// state of an instance's resource set ("<entity>/<id>").
+
+// LiveServiceInstances returns every live (not deleted) instance of the
+// environment, by entity and id.
+func (s *Store) LiveServiceInstances(ctx context.Context, envID string) ([]ServiceInstance, error) {
+	rows, err := s.pool.Query(ctx, `select `+instanceColumns+` from service_instances
+		where environment_id = $1::uuid and not deleted order by entity, id`, envID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ServiceInstance, error) { return scanInstance(row) })
+}
+
+// SetContent is a resource set in the environment's newest version.
+type SetContent struct {
+	// Hashes are the intent hashes of the set's resources, by id.
+	Hashes map[string][]byte
+	// LastVersion is the newest version, ReleasedVersion the released one
+	// (0: none).
+	LastVersion     int64
+	ReleasedVersion int64
+	// Now is the database's time of the read.
+	Now time.Time
+}
+
+// ResourceSetContent reads a resource set of the newest version: its
+// resources' intent hashes, with the newest and released version numbers.
+func (s *Store) ResourceSetContent(ctx context.Context, envID, set string) (SetContent, error) {
+	out := SetContent{Hashes: map[string][]byte{}}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var released *int64
+		if err := tx.QueryRow(ctx, `select last_version, released_version, now() from environments where id = $1::uuid`,
+			envID).Scan(&out.LastVersion, &released, &out.Now); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+			}
+			return err
+		}
+		if released != nil {
+			out.ReleasedVersion = *released
+		}
+		rows, err := tx.Query(ctx, `select resource_id, hash from version_resources
+			where environment_id = $1::uuid and resource_set = $2 and last_version is null`, envID, set)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var h []byte
+			if err := rows.Scan(&id, &h); err != nil {
+				return err
+			}
+			out.Hashes[id] = h
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// SetDeploy counts how the deploy of a resource set's newest intent goes.
+type SetDeploy struct {
+	// Total is how many resources the set has in the newest version.
+	Total int
+	// Deployed: deployed with that intent (last result deployed, deployed
+	// hash the intent's).
+	Deployed int
+	// Failed: the last attempt, made at or after since for that intent,
+	// failed.
+	Failed int
+	// IDs are the resources not deployed yet.
+	IDs []string
+}
+
+// ResourceSetDeploy reads the deploy state of a resource set's resources
+// (those of the newest version). A failure counts only when it was
+// recorded at or after since and the resource's intent is the set's
+// (released): an older failure is not the current export's.
+func (s *Store) ResourceSetDeploy(ctx context.Context, envID, set string, since time.Time) (SetDeploy, error) {
+	var out SetDeploy
+	rows, err := s.pool.Query(ctx, `
+		select vr.resource_id,
+		       coalesce(rs.last_result = 'deployed' and rs.deployed_hash = vr.hash, false),
+		       coalesce(rs.last_result = 'failed' and rs.intent_hash = vr.hash and rs.last_attempt >= $3, false)
+		from version_resources vr
+		left join resource_state rs on rs.environment_id = vr.environment_id and rs.resource_id = vr.resource_id
+		where vr.environment_id = $1::uuid and vr.resource_set = $2 and vr.last_version is null
+		order by vr.resource_id`, envID, set, since)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var deployed, failed bool
+		if err := rows.Scan(&id, &deployed, &failed); err != nil {
+			return out, err
+		}
+		out.Total++
+		switch {
+		case deployed:
+			out.Deployed++
+		case failed:
+			out.Failed++
+			out.IDs = append(out.IDs, id)
+		default:
+			out.IDs = append(out.IDs, id)
+		}
+	}
+	return out, rows.Err()
+}

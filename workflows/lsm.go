@@ -1,0 +1,830 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/names"
+)
+
+// Names of the lifecycle engine (docs/architecture.md, "The lifecycle
+// service manager"), registered explicitly as the others in contract.go.
+const (
+	ServiceInstanceWorkflowName = "intend.ServiceInstance"
+
+	ApplyTransferActivity       = "intend.ApplyTransfer"
+	ValidateInstanceActivity    = "intend.ValidateInstance"
+	ExportInstanceActivity      = "intend.ExportInstance"
+	CheckInstanceDeployActivity = "intend.CheckInstanceDeploy"
+
+	// The updates of an instance's workflow. CreateUpdate is the first,
+	// sent with update-with-start.
+	CreateUpdate   = "create"
+	UpdateUpdate   = "update"
+	SetStateUpdate = "set_state"
+	DeleteUpdate   = "delete"
+
+	// DeployedSignal tells an instance's workflow that a deploy run ended
+	// that may have deployed its resources: it checks at once instead of
+	// at its next poll (no payload).
+	DeployedSignal = "intend.lsm.deployed"
+)
+
+// Search attributes of an instance's workflow, besides
+// SearchAttrEnvironment (see temporal.yaml).
+const (
+	SearchAttrServiceEntity   = "IntendServiceEntity"
+	SearchAttrServiceInstance = "IntendServiceInstance"
+)
+
+// Application error types an instance's update validators and handlers
+// reject requests with; the API maps each to its status.
+const (
+	// ErrTypeStale: current_version is not the instance's version (409).
+	ErrTypeStale = "stale"
+	// ErrTypeIllegal: the state has no transfer for the request (409);
+	// the details are one IllegalDetails.
+	ErrTypeIllegal = "illegal"
+	// ErrTypeInvalid: the attributes break their modifiers (422); the
+	// details are the []lsm.AttributeProblem.
+	ErrTypeInvalid = "invalid"
+	// ErrTypeBusy: the instance is applying a transfer (a previous
+	// request's, or the auto, validation, export and deploy work that
+	// followed it); the client tries again shortly (409).
+	ErrTypeBusy = "busy"
+	// ErrTypeExists: a create of an instance that exists (409).
+	ErrTypeExists = "exists"
+	// ErrTypeNotCreated: a request to an instance whose create has not
+	// been applied (404).
+	ErrTypeNotCreated = "not_created"
+	// ErrTypeConflict: the store refused the write: another live instance
+	// has the identity, or another writer moved the instance (409).
+	// Activities return it, non-retryable.
+	ErrTypeConflict = "conflict"
+)
+
+// Export modes of ExportInstance.
+const (
+	// ExportResources exports the instance's resources built from its
+	// active set.
+	ExportResources = "export"
+	// ExportPurged exports them purged (their removal).
+	ExportPurged = "purge"
+	// ExportRemove removes the instance's set from the model.
+	ExportRemove = "remove"
+)
+
+// Outcomes of CheckInstanceDeploy.
+const (
+	DeployDone    = "done"
+	DeployFailed  = "failed"
+	DeployPending = "pending"
+)
+
+// Defaults of the instance workflow.
+const (
+	// defaultMaxTransfers is how many transfers a run applies before it
+	// continues as new (each costs a handful of events).
+	defaultMaxTransfers = 200
+	// deployPollFirst and deployPollMax bound the deploy wait's polls.
+	deployPollFirst = time.Second
+	deployPollMax   = 30 * time.Second
+	// createWait is how long a workflow started without its create
+	// update waits for it before ending.
+	createWait = 10 * time.Minute
+)
+
+// ServiceInstanceWorkflowID is the id of a service instance's workflow.
+func ServiceInstanceWorkflowID(env, entity, id string) string {
+	return names.ServiceInstanceWorkflowID(env, entity, id)
+}
+
+// ServiceInstanceSearchAttributes are the search attributes of an
+// instance's workflow.
+func ServiceInstanceSearchAttributes(env, entity, id string) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		temporal.NewSearchAttributeKeyKeyword(SearchAttrEnvironment).ValueSet(env),
+		temporal.NewSearchAttributeKeyKeyword(SearchAttrServiceEntity).ValueSet(entity),
+		temporal.NewSearchAttributeKeyKeyword(SearchAttrServiceInstance).ValueSet(id))
+}
+
+// RegisterServiceInstance registers the instance workflow under its name.
+func RegisterServiceInstance(w interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+}) {
+	w.RegisterWorkflowWithOptions(ServiceInstance, workflow.RegisterOptions{Name: ServiceInstanceWorkflowName})
+}
+
+// ServiceInstanceInput starts (or continues) an instance's workflow. It
+// carries what the update validators need to judge a request without
+// I/O: the entity's attributes, lifecycle and identity.
+type ServiceInstanceInput struct {
+	EnvironmentID   string
+	EnvironmentName string
+	Entity          lsm.Entity
+	InstanceID      string
+	// MaxTransfers is how many transfers a run applies before it
+	// continues as new (0: 200).
+	MaxTransfers int
+	// Snapshot is the instance as the previous run left it; nil on a
+	// fresh start, which waits for the create update.
+	Snapshot *InstanceSnapshot
+}
+
+// InstanceSnapshot is an instance's state as the workflow holds it.
+type InstanceSnapshot struct {
+	State    string
+	Version  int64
+	Identity string
+	Sets     lsm.Sets
+	// Export is the last export made for the instance, if any.
+	Export *InstanceExport
+}
+
+// InstanceExport records an export of the instance's set: what it was
+// made for and where to look for its deploy.
+type InstanceExport struct {
+	// InstanceVersion is the instance version it was made for; Mode is
+	// ExportResources, ExportPurged or ExportRemove; Attributes the
+	// active set it was built from.
+	InstanceVersion int64
+	Mode            string
+	Attributes      map[string]any
+	// Result is ExportInstance's.
+	Result ExportInstanceResult
+}
+
+// IdempotentRequest is the Idempotency-Key of the API request behind an
+// update, the hash of the request and the status of its response: the
+// store keeps the instance as written as the first response, in the
+// transfer's transaction.
+type IdempotentRequest struct {
+	Key    string
+	Hash   []byte
+	Status int
+}
+
+// CreateRequest is the create update: the client's attributes.
+type CreateRequest struct {
+	Attributes map[string]any
+	Request    *IdempotentRequest
+}
+
+// UpdateRequest is the update update: the whole new candidate set (the
+// API applies the client's edits to the current one first).
+type UpdateRequest struct {
+	CurrentVersion int64
+	Attributes     map[string]any
+	Request        *IdempotentRequest
+}
+
+// SetStateRequest is the set_state update: an api transfer to Target.
+type SetStateRequest struct {
+	CurrentVersion int64
+	Target         string
+	Request        *IdempotentRequest
+}
+
+// DeleteRequest is the delete update: the on_delete transfer.
+type DeleteRequest struct {
+	CurrentVersion int64
+	Request        *IdempotentRequest
+}
+
+// IllegalDetails are the details of an ErrTypeIllegal rejection.
+type IllegalDetails struct {
+	State   string      `json:"state"`
+	Allowed []lsm.Event `json:"allowed"`
+}
+
+// ServiceInstanceRecord is an instance as written, what every update
+// returns; its JSON is store.ServiceInstance's.
+type ServiceInstanceRecord struct {
+	ID       string `json:"id"`
+	Entity   string `json:"service_entity"`
+	Identity string `json:"identity,omitempty"`
+	State    string `json:"state"`
+	Version  int64  `json:"version"`
+	lsm.Sets
+	Deleted   bool      `json:"deleted"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"last_updated"`
+}
+
+// TransferEvent is what caused a version, as the instance's log keeps it.
+type TransferEvent struct {
+	// Trigger is create or a lifecycle trigger.
+	Trigger    string          `json:"trigger"`
+	Source     string          `json:"source,omitempty"`
+	Target     string          `json:"target"`
+	Error      bool            `json:"error"`
+	Operations []lsm.Operation `json:"operations"`
+	// Request is the Idempotency-Key of the request behind it, if any.
+	Request string `json:"request,omitempty"`
+}
+
+// ApplyTransferInput writes one version of an instance.
+type ApplyTransferInput struct {
+	EnvironmentID string
+	Entity        string
+	InstanceID    string
+	// Version is the version written: the current one plus one (1 for the
+	// create).
+	Version  int64
+	Identity string
+	State    string
+	Sets     lsm.Sets
+	Deleted  bool
+	Event    TransferEvent
+	// Errors are a failed validation's or export's errors, for the log.
+	Errors  json.RawMessage
+	Request *IdempotentRequest
+}
+
+// ValidateInstanceInput asks whether the model compiles with the
+// instance's candidate attributes among the other live instances.
+type ValidateInstanceInput struct {
+	EnvironmentID string
+	Entity        string
+	InstanceID    string
+	Attributes    map[string]any
+}
+
+// ValidateInstanceResult is the validation's outcome; Errors are the
+// compile's errors (all of them, for the log) when it failed.
+type ValidateInstanceResult struct {
+	OK     bool
+	Errors json.RawMessage
+}
+
+// ExportInstanceInput asks for a partial export of the instance's set.
+type ExportInstanceInput struct {
+	EnvironmentID   string
+	Entity          string
+	InstanceID      string
+	InstanceVersion int64
+	Mode            string
+	// Attributes are the active set the resources are built from
+	// (ExportResources, ExportPurged).
+	Attributes map[string]any
+}
+
+// ExportInstanceResult is the export: the desired-state version holding
+// the set's content (Changed: the activity exported it; otherwise the set
+// held it already), released by the activity.
+type ExportInstanceResult struct {
+	Version   int64
+	Changed   bool
+	Resources int
+	// Since is the database's time when the export was made: a failure
+	// recorded before it is not this export's.
+	Since time.Time
+	// Failed: the resources could not be built or exported (model errors,
+	// refused by the merge); Errors say why.
+	Failed bool
+	Errors json.RawMessage
+}
+
+// CheckInstanceDeployInput asks how the deploy of an instance's set goes.
+type CheckInstanceDeployInput struct {
+	EnvironmentID string
+	Entity        string
+	InstanceID    string
+	Since         time.Time
+}
+
+// CheckInstanceDeployResult is DeployDone (every resource of the set is
+// deployed as intended), DeployFailed (one failed since the export) or
+// DeployPending.
+type CheckInstanceDeployResult struct {
+	Status   string
+	Total    int
+	Deployed int
+	Failed   int
+}
+
+// ServiceInstance is the workflow of one service instance
+// (lsm/<env>/<entity>/<id>): it holds the instance's state and version,
+// judges requests (updates) against its lifecycle, writes every transfer
+// with ApplyTransfer and, after each, runs what the new state calls for:
+// its auto transfer (validating first when it says so), the export of
+// its resources and the wait for their deploy (resource transfers). A
+// terminal state removes the instance's set and ends the workflow.
+//
+// Requests are served one at a time: while a transfer and the work after
+// it are under way, updates are rejected with ErrTypeBusy rather than
+// queued, because a queued request's current_version would be judged
+// against a version the client never saw. Waiting for a deploy is not
+// busy: a request may move the instance on meanwhile, and the wait is
+// dropped.
+func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
+	w := &instanceWorkflow{in: in}
+	if in.Snapshot != nil {
+		w.st = *in.Snapshot
+	}
+	if err := w.register(ctx); err != nil {
+		return err
+	}
+	deployed := workflow.GetSignalChannel(ctx, DeployedSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			deployed.Receive(ctx, nil)
+			w.signalled = true
+		}
+	})
+	if w.st.Version == 0 {
+		ok, err := workflow.AwaitWithTimeout(ctx, createWait, func() bool { return w.st.Version > 0 || w.createFailed })
+		if err != nil {
+			return err
+		}
+		if !ok || w.st.Version == 0 {
+			workflow.GetLogger(ctx).Warn("no instance was created; the workflow ends")
+			return w.finish(ctx)
+		}
+	}
+	for {
+		if err := w.acquire(ctx); err != nil {
+			return err
+		}
+		w.dirty = false
+		next, err := w.advance(ctx)
+		w.busy = false
+		if err != nil {
+			return err
+		}
+		if w.done {
+			return w.finish(ctx)
+		}
+		if next.wait {
+			if err := w.waitDeploy(ctx, next.transfer); err != nil {
+				return err
+			}
+		} else if err := workflow.Await(ctx, func() bool { return (w.dirty && !w.busy) || w.shouldContinue(ctx) }); err != nil {
+			return err
+		}
+		if !w.dirty && w.shouldContinue(ctx) {
+			return w.continueAsNew(ctx)
+		}
+	}
+}
+
+type instanceWorkflow struct {
+	in ServiceInstanceInput
+	st InstanceSnapshot
+	// busy: a request's handler or the main loop is applying a transfer.
+	busy bool
+	// dirty: a request applied a transfer the main loop has not looked at.
+	dirty bool
+	// signalled: DeployedSignal arrived since the last deploy check.
+	signalled    bool
+	createFailed bool
+	transfers    int
+	done         bool
+}
+
+func (w *instanceWorkflow) lifecycle() *lsm.Lifecycle { return &w.in.Entity.Lifecycle }
+
+func (w *instanceWorkflow) maxTransfers() int {
+	if w.in.MaxTransfers > 0 {
+		return w.in.MaxTransfers
+	}
+	return defaultMaxTransfers
+}
+
+// acquire waits until nobody applies a transfer and takes the turn.
+func (w *instanceWorkflow) acquire(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return !w.busy }); err != nil {
+		return err
+	}
+	w.busy = true
+	return nil
+}
+
+func (w *instanceWorkflow) shouldContinue(ctx workflow.Context) bool {
+	return !w.busy && (w.transfers >= w.maxTransfers() || workflow.GetInfo(ctx).GetContinueAsNewSuggested())
+}
+
+// continueAsNew drains the handlers and continues with the snapshot.
+func (w *instanceWorkflow) continueAsNew(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	in := w.in
+	snap := w.st
+	in.Snapshot = &snap
+	return workflow.NewContinueAsNewError(ctx, ServiceInstanceWorkflowName, in)
+}
+
+func (w *instanceWorkflow) finish(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// Activity options: writes are quick; compiles are long and heartbeat.
+// Both retry until they succeed (an instance has nowhere else to go) or
+// fail with a non-retryable error.
+func quickOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           TaskQueue,
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+	})
+}
+
+func longOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           TaskQueue,
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    20 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+	})
+}
+
+// register sets the update handlers.
+func (w *instanceWorkflow) register(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, CreateUpdate, w.create,
+		workflow.UpdateHandlerOptions{Validator: w.validateCreate}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateUpdate, w.update,
+		workflow.UpdateHandlerOptions{Validator: w.validateUpdate}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, SetStateUpdate, w.setState,
+		workflow.UpdateHandlerOptions{Validator: w.validateSetState}); err != nil {
+		return err
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, DeleteUpdate, w.delete,
+		workflow.UpdateHandlerOptions{Validator: w.validateDelete})
+}
+
+func (w *instanceWorkflow) validateCreate(_ workflow.Context, req CreateRequest) error {
+	if w.st.Version > 0 || w.busy {
+		return temporal.NewApplicationError(fmt.Sprintf("service instance %s exists", w.in.InstanceID), ErrTypeExists)
+	}
+	return invalid(lsm.CheckCreate(w.in.Entity.Attributes, req.Attributes))
+}
+
+// validateRequest checks what every request after the create must pass:
+// the instance exists, nobody is applying a transfer, the version is
+// current, and the state has a transfer for ev.
+func (w *instanceWorkflow) validateRequest(version int64, ev lsm.Event) (lsm.Transfer, error) {
+	if w.st.Version == 0 {
+		return lsm.Transfer{}, temporal.NewApplicationError(
+			fmt.Sprintf("service instance %s is not created yet", w.in.InstanceID), ErrTypeNotCreated)
+	}
+	if w.busy {
+		return lsm.Transfer{}, temporal.NewApplicationError(fmt.Sprintf(
+			"service instance %s is applying a transfer (state %s, version %d); try again shortly",
+			w.in.InstanceID, w.st.State, w.st.Version), ErrTypeBusy)
+	}
+	if version != w.st.Version {
+		return lsm.Transfer{}, temporal.NewApplicationError(fmt.Sprintf(
+			"service instance %s is at version %d, not %d", w.in.InstanceID, w.st.Version, version),
+			ErrTypeStale, w.st.Version)
+	}
+	t, err := w.lifecycle().Next(w.st.State, ev)
+	if err != nil {
+		return t, temporal.NewApplicationError(err.Error(), ErrTypeIllegal,
+			IllegalDetails{State: w.st.State, Allowed: w.lifecycle().Allowed(w.st.State)})
+	}
+	return t, nil
+}
+
+func (w *instanceWorkflow) validateUpdate(_ workflow.Context, req UpdateRequest) error {
+	if _, err := w.validateRequest(req.CurrentVersion, lsm.Event{Trigger: lsm.OnUpdate}); err != nil {
+		return err
+	}
+	return invalid(lsm.CheckUpdate(w.in.Entity.Attributes, w.currentAttributes(), req.Attributes))
+}
+
+func (w *instanceWorkflow) validateSetState(_ workflow.Context, req SetStateRequest) error {
+	_, err := w.validateRequest(req.CurrentVersion, lsm.Event{Trigger: lsm.API, Target: req.Target})
+	return err
+}
+
+func (w *instanceWorkflow) validateDelete(_ workflow.Context, req DeleteRequest) error {
+	_, err := w.validateRequest(req.CurrentVersion, lsm.Event{Trigger: lsm.OnDelete})
+	return err
+}
+
+// currentAttributes is what an update edits: the candidate set, or the
+// active one when there is no candidate.
+func (w *instanceWorkflow) currentAttributes() map[string]any {
+	if w.st.Sets.Candidate != nil {
+		return w.st.Sets.Candidate
+	}
+	return w.st.Sets.Active
+}
+
+// invalid makes an *lsm.AttributeError an ErrTypeInvalid rejection.
+func invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *lsm.AttributeError
+	if errors.As(err, &ae) {
+		return temporal.NewApplicationError(ae.Error(), ErrTypeInvalid, ae.Problems)
+	}
+	return temporal.NewApplicationError(err.Error(), ErrTypeInvalid)
+}
+
+// The handlers run the validator's checks again: on replay validators do
+// not run, and an update the validator accepted must behave the same.
+
+func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (ServiceInstanceRecord, error) {
+	if err := w.validateCreate(ctx, req); err != nil {
+		return ServiceInstanceRecord{}, err
+	}
+	w.busy = true
+	defer func() { w.busy = false }()
+	start := w.lifecycle().Start
+	ev := TransferEvent{Trigger: "create", Target: start, Operations: []lsm.Operation{}}
+	if req.Request != nil {
+		ev.Request = req.Request.Key
+	}
+	rec, err := w.write(ctx, ApplyTransferInput{
+		Version:  1,
+		Identity: identity(w.in.Entity.Identity, req.Attributes),
+		State:    start,
+		Sets:     lsm.Sets{Candidate: req.Attributes},
+		Deleted:  w.lifecycle().States[start].Terminal,
+		Event:    ev,
+		Request:  req.Request,
+	})
+	if err != nil {
+		w.createFailed = true
+		return rec, err
+	}
+	w.dirty = true
+	return rec, nil
+}
+
+func (w *instanceWorkflow) update(ctx workflow.Context, req UpdateRequest) (ServiceInstanceRecord, error) {
+	if err := w.validateUpdate(ctx, req); err != nil {
+		return ServiceInstanceRecord{}, err
+	}
+	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.OnUpdate})
+	sets := w.st.Sets
+	sets.Candidate = req.Attributes
+	return w.request(ctx, t, sets, req.Request)
+}
+
+func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (ServiceInstanceRecord, error) {
+	if err := w.validateSetState(ctx, req); err != nil {
+		return ServiceInstanceRecord{}, err
+	}
+	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.API, Target: req.Target})
+	return w.request(ctx, t, w.st.Sets, req.Request)
+}
+
+func (w *instanceWorkflow) delete(ctx workflow.Context, req DeleteRequest) (ServiceInstanceRecord, error) {
+	if err := w.validateDelete(ctx, req); err != nil {
+		return ServiceInstanceRecord{}, err
+	}
+	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.OnDelete})
+	return w.request(ctx, t, w.st.Sets, req.Request)
+}
+
+// request applies the transfer a request caused, validating first when
+// the transfer says so (an api transfer may).
+func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets lsm.Sets, req *IdempotentRequest) (ServiceInstanceRecord, error) {
+	w.busy = true
+	defer func() { w.busy = false }()
+	failed, errs := false, json.RawMessage(nil)
+	if t.Validate {
+		var err error
+		if failed, errs, err = w.validate(ctx, sets.Candidate); err != nil {
+			return ServiceInstanceRecord{}, err
+		}
+	}
+	rec, err := w.transfer(ctx, t, sets, failed, errs, req)
+	if err == nil {
+		w.dirty = true
+	}
+	return rec, err
+}
+
+// validate runs ValidateInstance with the candidate attributes.
+func (w *instanceWorkflow) validate(ctx workflow.Context, candidate map[string]any) (failed bool, errs json.RawMessage, err error) {
+	var res ValidateInstanceResult
+	if err := workflow.ExecuteActivity(longOptions(ctx), ValidateInstanceActivity, ValidateInstanceInput{
+		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID, Attributes: candidate,
+	}).Get(ctx, &res); err != nil {
+		return false, nil, fmt.Errorf("validate: %w", err)
+	}
+	return !res.OK, res.Errors, nil
+}
+
+// transfer writes t (to its error state when failed) from sets: the
+// transfer's operations are applied to them.
+func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets lsm.Sets, failed bool, errs json.RawMessage, req *IdempotentRequest) (ServiceInstanceRecord, error) {
+	target, ops := t.Target, t.TargetOperation
+	if failed {
+		target, ops = t.Error, t.ErrorOperation
+	}
+	if ops == nil {
+		ops = []lsm.Operation{}
+	}
+	ev := TransferEvent{Trigger: string(t.Trigger), Source: t.Source, Target: target, Error: failed, Operations: ops}
+	if req != nil {
+		ev.Request = req.Key
+	}
+	return w.write(ctx, ApplyTransferInput{
+		Version:  w.st.Version + 1,
+		Identity: w.st.Identity,
+		State:    target,
+		Sets:     lsm.ApplyAll(ops, sets),
+		Deleted:  w.lifecycle().States[target].Terminal,
+		Event:    ev,
+		Errors:   errs,
+		Request:  req,
+	})
+}
+
+// write runs ApplyTransfer and takes what it wrote as the instance's state.
+func (w *instanceWorkflow) write(ctx workflow.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
+	in.EnvironmentID, in.Entity, in.InstanceID = w.in.EnvironmentID, w.in.Entity.Name, w.in.InstanceID
+	var rec ServiceInstanceRecord
+	if err := workflow.ExecuteActivity(quickOptions(ctx), ApplyTransferActivity, in).Get(ctx, &rec); err != nil {
+		return rec, fmt.Errorf("apply transfer to %s (version %d): %w", in.State, in.Version, err)
+	}
+	w.st.State, w.st.Version, w.st.Identity, w.st.Sets = in.State, in.Version, in.Identity, in.Sets
+	w.transfers++
+	workflow.GetLogger(ctx).Info("service instance transfer", "state", in.State, "version", in.Version,
+		"trigger", in.Event.Trigger, "error", in.Event.Error)
+	return rec, nil
+}
+
+// step is what the state waits for after advance.
+type step struct {
+	// wait: the deploy of the export, then transfer (resource-triggered).
+	wait     bool
+	transfer lsm.Transfer
+}
+
+// advance runs what the current state calls for until it waits for
+// something from outside: auto transfers (validated when they say so),
+// the export of the instance's set, and, for a terminal state, the
+// removal of the set. A state left by an auto transfer is not exported:
+// the state it leads to exports what it needs.
+func (w *instanceWorkflow) advance(ctx workflow.Context) (step, error) {
+	lc := w.lifecycle()
+	for {
+		state, ok := lc.States[w.st.State]
+		if !ok {
+			return step{}, fmt.Errorf("lifecycle %s has no state %q", lc.Name, w.st.State)
+		}
+		if state.Terminal {
+			if _, err := w.export(ctx, ExportRemove, false); err != nil {
+				return step{}, err
+			}
+			w.done = true
+			return step{}, nil
+		}
+		if t, ok := lc.AutoFrom(w.st.State); ok {
+			failed, errs := false, json.RawMessage(nil)
+			if t.Validate {
+				var err error
+				if failed, errs, err = w.validate(ctx, w.st.Sets.Candidate); err != nil {
+					return step{}, err
+				}
+			}
+			if _, err := w.transfer(ctx, t, w.st.Sets, failed, errs, nil); err != nil {
+				return step{}, err
+			}
+			continue
+		}
+		if !state.Export && !state.Purge {
+			return step{}, nil
+		}
+		mode := ExportResources
+		if state.Purge {
+			mode = ExportPurged
+		}
+		rt, noResource := lc.Next(w.st.State, lsm.Event{Trigger: lsm.Resource})
+		waits := noResource == nil
+		res, err := w.export(ctx, mode, waits)
+		if err != nil {
+			return step{}, err
+		}
+		switch {
+		case res.Failed && waits:
+			// The deploy cannot happen: the transfer goes to its error.
+			if _, err := w.transfer(ctx, rt, w.st.Sets, true, res.Errors, nil); err != nil {
+				return step{}, err
+			}
+			continue
+		case res.Failed:
+			workflow.GetLogger(ctx).Warn("the instance's resources could not be exported", "state", w.st.State,
+				"version", w.st.Version, "error", string(res.Errors))
+		case waits:
+			return step{wait: true, transfer: rt}, nil
+		}
+		return step{}, nil
+	}
+}
+
+// export makes the export mode asks for and returns it. The last export
+// stands when it was made for this version, or, for a state that does not
+// wait for a deploy, in the same mode from the same active set (the set's
+// content cannot differ). A state that waits always exports again (the
+// activity exports nothing when the content is the same, but queues a
+// deploy of what is not deployed), so its wait starts from a fresh time.
+func (w *instanceWorkflow) export(ctx workflow.Context, mode string, waits bool) (ExportInstanceResult, error) {
+	if e := w.st.Export; e != nil && e.Mode == mode {
+		same := e.InstanceVersion == w.st.Version || mode == ExportRemove ||
+			(!waits && !e.Result.Failed && reflect.DeepEqual(e.Attributes, w.st.Sets.Active))
+		if same {
+			return e.Result, nil
+		}
+	}
+	var res ExportInstanceResult
+	if err := workflow.ExecuteActivity(longOptions(ctx), ExportInstanceActivity, ExportInstanceInput{
+		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
+		InstanceVersion: w.st.Version, Mode: mode, Attributes: w.st.Sets.Active,
+	}).Get(ctx, &res); err != nil {
+		return res, fmt.Errorf("export: %w", err)
+	}
+	w.st.Export = &InstanceExport{InstanceVersion: w.st.Version, Mode: mode, Attributes: w.st.Sets.Active, Result: res}
+	return res, nil
+}
+
+// waitDeploy waits for the deploy of the last export, checking with
+// CheckInstanceDeploy on a durable timer (1 s doubling to 30 s) and at
+// once on DeployedSignal, then applies t to its target or, when the
+// deploy failed, to its error state. A request that moves the instance
+// meanwhile ends the wait (the main loop looks at the new state); so does
+// a due continue-as-new, whose next run waits again from the snapshot.
+func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) error {
+	delay := deployPollFirst
+	for {
+		if w.dirty {
+			return nil
+		}
+		w.signalled = false
+		if w.busy {
+			if err := workflow.Await(ctx, func() bool { return !w.busy }); err != nil {
+				return err
+			}
+			continue
+		}
+		w.busy = true
+		var res CheckInstanceDeployResult
+		err := workflow.ExecuteActivity(quickOptions(ctx), CheckInstanceDeployActivity, CheckInstanceDeployInput{
+			EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
+			Since: w.st.Export.Result.Since,
+		}).Get(ctx, &res)
+		if err == nil && res.Status != DeployPending {
+			_, err = w.transfer(ctx, t, w.st.Sets, res.Status == DeployFailed, nil, nil)
+			w.busy = false
+			if err == nil {
+				w.dirty = true // the main loop looks at the new state
+			}
+			return err
+		}
+		w.busy = false
+		if err != nil {
+			return fmt.Errorf("check the deploy: %w", err)
+		}
+		if w.shouldContinue(ctx) {
+			return nil
+		}
+		if _, err := workflow.AwaitWithTimeout(ctx, delay, func() bool {
+			return w.signalled || (w.dirty && !w.busy) || w.shouldContinue(ctx)
+		}); err != nil {
+			return err
+		}
+		if w.shouldContinue(ctx) && !w.dirty {
+			return nil
+		}
+		delay = min(2*delay, deployPollMax)
+	}
+}
+
+// identity is the value of the entity's identity attribute in attrs, as
+// the store keeps it: a string as it is, anything else as JSON. The
+// identity is fixed at the create (an identity attribute is rw).
+func identity(attr string, attrs map[string]any) string {
+	if attr == "" {
+		return ""
+	}
+	v, ok := attrs[attr]
+	if !ok || v == nil {
+		return ""
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

@@ -1,0 +1,505 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/intendhq/intend/internal/lsm"
+)
+
+const testInstance = "6f1c2d3e-0000-4000-8000-000000000001"
+
+func testEntity() lsm.Entity {
+	return lsm.Entity{
+		Name:     "vm",
+		Identity: "name",
+		Attributes: []lsm.AttributeSpec{
+			{Name: "name", Modifier: lsm.ReadWrite, Required: true},
+			{Name: "memory", Modifier: lsm.ReadWriteAlways},
+			{Name: "address", Modifier: lsm.ReadOnly},
+		},
+		Lifecycle: lsm.Simple(),
+	}
+}
+
+// lsmFake scripts the engine's activities and records their calls.
+type lsmFake struct {
+	mu          sync.Mutex
+	writes      []ApplyTransferInput
+	validations []ValidateInstanceInput
+	exports     []ExportInstanceInput
+	checks      []CheckInstanceDeployInput
+	// validate answers the n-th validation (from 1); nil: OK.
+	validate func(n int) ValidateInstanceResult
+	// deploys are the answers to the checks after the n-th export (from
+	// 1), in order; the last one repeats. None: done.
+	deploys       map[int][]string
+	checksOfExprt map[int]int
+}
+
+func (f *lsmFake) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.writes) + len(f.validations) + len(f.exports) + len(f.checks)
+}
+
+func (f *lsmFake) states() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, w := range f.writes {
+		out = append(out, w.State)
+	}
+	return out
+}
+
+func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	RegisterServiceInstance(env)
+	f.checksOfExprt = map[int]int{}
+	env.RegisterActivityWithOptions(func(_ context.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if want := int64(len(f.writes) + 1); in.Version != want {
+			return ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("version %d written, want %d", in.Version, want), ErrTypeConflict, nil)
+		}
+		f.writes = append(f.writes, in)
+		return ServiceInstanceRecord{ID: in.InstanceID, Entity: in.Entity, Identity: in.Identity, State: in.State,
+			Version: in.Version, Sets: in.Sets, Deleted: in.Deleted}, nil
+	}, activity.RegisterOptions{Name: ApplyTransferActivity})
+	env.RegisterActivityWithOptions(func(_ context.Context, in ValidateInstanceInput) (ValidateInstanceResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.validations = append(f.validations, in)
+		if f.validate != nil {
+			return f.validate(len(f.validations)), nil
+		}
+		return ValidateInstanceResult{OK: true}, nil
+	}, activity.RegisterOptions{Name: ValidateInstanceActivity})
+	env.RegisterActivityWithOptions(func(_ context.Context, in ExportInstanceInput) (ExportInstanceResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.exports = append(f.exports, in)
+		return ExportInstanceResult{Version: int64(len(f.exports)), Changed: true, Resources: 2}, nil
+	}, activity.RegisterOptions{Name: ExportInstanceActivity})
+	env.RegisterActivityWithOptions(func(_ context.Context, in CheckInstanceDeployInput) (CheckInstanceDeployResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.checks = append(f.checks, in)
+		n := len(f.exports)
+		answers := f.deploys[n]
+		i := f.checksOfExprt[n]
+		f.checksOfExprt[n]++
+		status := DeployDone
+		if len(answers) > 0 {
+			status = answers[min(i, len(answers)-1)]
+		}
+		return CheckInstanceDeployResult{Status: status}, nil
+	}, activity.RegisterOptions{Name: CheckInstanceDeployActivity})
+	return env
+}
+
+// outcome records an update's fate.
+type outcome struct {
+	rejected  error
+	completed bool
+	result    ServiceInstanceRecord
+	err       error
+}
+
+func send(env *testsuite.TestWorkflowEnvironment, at time.Duration, name, id string, arg any) *outcome {
+	o := &outcome{}
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { o.rejected = err },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				o.completed, o.err = true, err
+				if r, ok := v.(ServiceInstanceRecord); ok {
+					o.result = r
+				}
+			},
+		}, arg)
+	}, at)
+	return o
+}
+
+func input() ServiceInstanceInput {
+	return ServiceInstanceInput{EnvironmentID: "env-id", EnvironmentName: "prod", Entity: testEntity(), InstanceID: testInstance}
+}
+
+func (o *outcome) mustComplete(t *testing.T, what string) {
+	t.Helper()
+	if o.rejected != nil || !o.completed || o.err != nil {
+		t.Fatalf("%s: rejected %v, completed %v, error %v", what, o.rejected, o.completed, o.err)
+	}
+}
+
+// cancelAt ends a workflow that would otherwise wait for requests forever.
+func cancelAt(env *testsuite.TestWorkflowEnvironment, at time.Duration) {
+	env.RegisterDelayedCallback(env.CancelWorkflow, at)
+}
+
+func wantStates(t *testing.T, f *lsmFake, want ...string) {
+	t.Helper()
+	if got := f.states(); !slices.Equal(got, want) {
+		t.Fatalf("states written = %v, want %v", got, want)
+	}
+}
+
+func wantCanceled(t *testing.T, env *testsuite.TestWorkflowEnvironment) {
+	t.Helper()
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	var ce *temporal.CanceledError
+	if err := env.GetWorkflowError(); !errors.As(err, &ce) {
+		t.Fatalf("workflow error = %v, want cancelled (it should have waited for requests)", err)
+	}
+}
+
+// TestServiceInstanceCreateToUp: a create is validated, acknowledged,
+// promoted and exported, and is up once its deploy is done (the first
+// check finds it pending; the poll timer finds it done).
+func TestServiceInstanceCreateToUp(t *testing.T) {
+	t.Parallel()
+	f := &lsmFake{deploys: map[int][]string{1: {DeployPending, DeployDone}}}
+	env := f.env(t)
+	create := send(env, 0, CreateUpdate, "key-1", CreateRequest{
+		Attributes: map[string]any{"name": "web", "memory": 2.0},
+		Request:    &IdempotentRequest{Key: "key-1", Hash: []byte{1}, Status: 201},
+	})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
+	wantCanceled(t, env)
+	create.mustComplete(t, "create")
+	if create.result.State != "start" || create.result.Version != 1 || create.result.Identity != "web" {
+		t.Errorf("create returned %+v, want version 1 in start with identity web", create.result)
+	}
+	wantStates(t, f, "start", "acknowledged", "creating", "up")
+	w := f.writes
+	if w[0].Request == nil || w[0].Request.Key != "key-1" || w[0].Event.Trigger != "create" || w[0].Event.Request != "key-1" {
+		t.Errorf("create write = %+v, want the idempotent request passed through", w[0])
+	}
+	if w[1].Request != nil || w[1].Event.Trigger != "auto" || w[1].Event.Error {
+		t.Errorf("validation write = %+v", w[1])
+	}
+	if w[2].Sets.Active["name"] != "web" || w[2].Sets.Candidate != nil || !slices.Equal(w[2].Event.Operations, []lsm.Operation{lsm.Promote}) {
+		t.Errorf("creating write = %+v, want the candidate promoted", w[2])
+	}
+	if w[3].Event.Trigger != "resource" || w[3].Version != 4 {
+		t.Errorf("up write = %+v", w[3])
+	}
+	if len(f.validations) != 1 || f.validations[0].Attributes["name"] != "web" {
+		t.Errorf("validations = %+v", f.validations)
+	}
+	if len(f.exports) != 1 || f.exports[0].Mode != ExportResources || f.exports[0].InstanceVersion != 3 {
+		t.Errorf("exports = %+v, want one of version 3 (creating); up keeps it", f.exports)
+	}
+	if len(f.checks) != 2 {
+		t.Errorf("deploy checks = %d, want 2 (pending, then done)", len(f.checks))
+	}
+}
+
+// TestServiceInstanceValidationFails: a create the model refuses is
+// rejected, with the compile's errors in the log, and nothing is exported.
+func TestServiceInstanceValidationFails(t *testing.T) {
+	t.Parallel()
+	f := &lsmFake{validate: func(int) ValidateInstanceResult {
+		return ValidateInstanceResult{Errors: json.RawMessage(`[{"message":"memory: out of bound"}]`)}
+	}}
+	env := f.env(t)
+	create := send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web", "memory": 100.0}})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
+	wantCanceled(t, env)
+	create.mustComplete(t, "create")
+	wantStates(t, f, "start", "rejected")
+	if r := f.writes[1]; !r.Event.Error || string(r.Errors) != `[{"message":"memory: out of bound"}]` || r.Sets.Candidate["memory"] != 100.0 {
+		t.Errorf("rejected write = %+v, want the error transfer with the errors and the candidate kept", r)
+	}
+	if len(f.exports) != 0 || len(f.checks) != 0 {
+		t.Errorf("exports %v, checks %v: a rejected instance has no resources", f.exports, f.checks)
+	}
+}
+
+// upInput is an instance that is up at version 4, its export made.
+func upInput() ServiceInstanceInput {
+	in := input()
+	active := map[string]any{"name": "web", "memory": 2.0}
+	in.Snapshot = &InstanceSnapshot{State: "up", Version: 4, Identity: "web", Sets: lsm.Sets{Active: active},
+		Export: &InstanceExport{InstanceVersion: 3, Mode: ExportResources, Attributes: active,
+			Result: ExportInstanceResult{Version: 1, Changed: true}}}
+	return in
+}
+
+// seeded fakes a store that holds versions 1..n already.
+func (f *lsmFake) seeded(n int) *lsmFake {
+	for i := 1; i <= n; i++ {
+		f.writes = append(f.writes, ApplyTransferInput{Version: int64(i), State: "(before)"})
+	}
+	return f
+}
+
+// TestServiceInstanceUpdate: an update of an rw+ attribute is validated,
+// promoted, deployed, and the instance is up again.
+func TestServiceInstanceUpdate(t *testing.T) {
+	t.Parallel()
+	f := (&lsmFake{}).seeded(4)
+	env := f.env(t)
+	upd := send(env, time.Minute, UpdateUpdate, "u", UpdateRequest{CurrentVersion: 4,
+		Attributes: map[string]any{"name": "web", "memory": 4.0}})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, upInput())
+	wantCanceled(t, env)
+	upd.mustComplete(t, "update")
+	if upd.result.State != "update_start" || upd.result.Version != 5 {
+		t.Errorf("update returned %+v", upd.result)
+	}
+	wantStates(t, f, "(before)", "(before)", "(before)", "(before)", "update_start", "update_acknowledged", "updating", "up")
+	up := f.writes[7]
+	if up.Sets.Active["memory"] != 4.0 || up.Sets.Rollback["memory"] != 2.0 || up.Sets.Candidate != nil {
+		t.Errorf("up = %+v, want memory 4 active and 2 as rollback", up.Sets)
+	}
+	if len(f.exports) != 1 || f.exports[0].Attributes["memory"] != 4.0 {
+		t.Errorf("exports = %+v, want one, of the new attributes", f.exports)
+	}
+}
+
+// TestServiceInstanceUpdateDeployFails: a failed deploy of an update
+// rolls back to the previous attributes and deploys them again.
+func TestServiceInstanceUpdateDeployFails(t *testing.T) {
+	t.Parallel()
+	f := (&lsmFake{deploys: map[int][]string{1: {DeployFailed}, 2: {DeployPending, DeployPending, DeployDone}}}).seeded(4)
+	env := f.env(t)
+	upd := send(env, time.Minute, UpdateUpdate, "u", UpdateRequest{CurrentVersion: 4,
+		Attributes: map[string]any{"name": "web", "memory": 8.0}})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, upInput())
+	wantCanceled(t, env)
+	upd.mustComplete(t, "update")
+	wantStates(t, f, "(before)", "(before)", "(before)", "(before)",
+		"update_start", "update_acknowledged", "updating", "update_failed", "rolling_back", "up")
+	if w := f.writes[7]; !w.Event.Error || w.Event.Trigger != "resource" {
+		t.Errorf("update_failed write = %+v, want the resource transfer's error", w)
+	}
+	up := f.writes[9]
+	if up.Sets.Active["memory"] != 2.0 || up.Sets.Candidate["memory"] != 8.0 {
+		t.Errorf("up after the rollback = %+v, want 2 active and the failed 8 as candidate", up.Sets)
+	}
+	if len(f.exports) != 2 || f.exports[0].Attributes["memory"] != 8.0 || f.exports[1].Attributes["memory"] != 2.0 {
+		t.Errorf("exports = %+v, want the update's, then the rollback's", f.exports)
+	}
+}
+
+// TestServiceInstanceDelete: a delete purges the resources, and once that
+// deploy is done the instance is terminated, its set removed, and the
+// workflow ends.
+func TestServiceInstanceDelete(t *testing.T) {
+	t.Parallel()
+	f := (&lsmFake{deploys: map[int][]string{1: {DeployPending, DeployDone}}}).seeded(4)
+	env := f.env(t)
+	del := send(env, time.Minute, DeleteUpdate, "d", DeleteRequest{CurrentVersion: 4,
+		Request: &IdempotentRequest{Key: "d", Status: 200}})
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, upInput())
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow completed %v, error %v; want it ended after terminated", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	del.mustComplete(t, "delete")
+	if del.result.State != "deleting" {
+		t.Errorf("delete returned %+v", del.result)
+	}
+	wantStates(t, f, "(before)", "(before)", "(before)", "(before)", "deleting", "terminated")
+	if !f.writes[5].Deleted || f.writes[4].Deleted {
+		t.Errorf("deleted flags = %v, %v; want only terminated deleted", f.writes[4].Deleted, f.writes[5].Deleted)
+	}
+	if len(f.exports) != 2 || f.exports[0].Mode != ExportPurged || f.exports[1].Mode != ExportRemove {
+		t.Errorf("exports = %+v, want purge then remove", f.exports)
+	}
+}
+
+// TestServiceInstanceValidatorsReject: stale versions, triggers the state
+// has no transfer for and modifier violations are rejected before any
+// activity runs.
+func TestServiceInstanceValidatorsReject(t *testing.T) {
+	t.Parallel()
+	f := (&lsmFake{}).seeded(4)
+	before := f.calls()
+	env := f.env(t)
+	stale := send(env, time.Minute, DeleteUpdate, "a", DeleteRequest{CurrentVersion: 3})
+	illegal := send(env, 2*time.Minute, SetStateUpdate, "b", SetStateRequest{CurrentVersion: 4, Target: "creating"})
+	rw := send(env, 3*time.Minute, UpdateUpdate, "c", UpdateRequest{CurrentVersion: 4,
+		Attributes: map[string]any{"name": "other", "memory": 2.0}})
+	ro := send(env, 4*time.Minute, UpdateUpdate, "d", UpdateRequest{CurrentVersion: 4,
+		Attributes: map[string]any{"name": "web", "memory": 2.0, "address": "10.0.0.1", "colour": "red"}})
+	exists := send(env, 5*time.Minute, CreateUpdate, "e", CreateRequest{Attributes: map[string]any{"name": "x"}})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, upInput())
+	wantCanceled(t, env)
+	if n := f.calls(); n != before {
+		t.Fatalf("%d activity calls, want none: %v", n-before, f.states())
+	}
+	check := func(name string, o *outcome, typ string, details func(*temporal.ApplicationError)) {
+		t.Helper()
+		var ae *temporal.ApplicationError
+		if o.completed || !errors.As(o.rejected, &ae) || ae.Type() != typ {
+			t.Errorf("%s: rejected %v (completed %v), want an application error %q", name, o.rejected, o.completed, typ)
+			return
+		}
+		if details != nil {
+			details(ae)
+		}
+	}
+	check("stale", stale, ErrTypeStale, func(ae *temporal.ApplicationError) {
+		var v int64
+		if err := ae.Details(&v); err != nil || v != 4 {
+			t.Errorf("stale details = %d %v, want the current version 4", v, err)
+		}
+	})
+	check("illegal", illegal, ErrTypeIllegal, func(ae *temporal.ApplicationError) {
+		var d IllegalDetails
+		if err := ae.Details(&d); err != nil || d.State != "up" ||
+			!slices.Equal(d.Allowed, []lsm.Event{{Trigger: lsm.OnUpdate}, {Trigger: lsm.OnDelete}}) {
+			t.Errorf("illegal details = %+v %v, want state up allowing on_update and on_delete", d, err)
+		}
+	})
+	check("rw attribute changed", rw, ErrTypeInvalid, func(ae *temporal.ApplicationError) {
+		var ps []lsm.AttributeProblem
+		if err := ae.Details(&ps); err != nil || len(ps) != 1 || ps[0].Attribute != "name" || ps[0].Reason != lsm.ReasonNotUpdatable {
+			t.Errorf("invalid details = %+v %v, want name not updatable", ps, err)
+		}
+	})
+	check("read-only and unknown attributes", ro, ErrTypeInvalid, func(ae *temporal.ApplicationError) {
+		var ps []lsm.AttributeProblem
+		if err := ae.Details(&ps); err != nil || len(ps) != 2 || ps[0].Attribute != "address" || ps[0].Reason != lsm.ReasonReadOnly ||
+			ps[1].Attribute != "colour" || ps[1].Reason != lsm.ReasonUnknown {
+			t.Errorf("invalid details = %+v %v, want address read-only and colour unknown", ps, err)
+		}
+	})
+	check("create again", exists, ErrTypeExists, nil)
+}
+
+// TestServiceInstanceCreateInvalid: a create missing a required attribute
+// is rejected, nothing is written and the workflow ends.
+func TestServiceInstanceCreateInvalid(t *testing.T) {
+	t.Parallel()
+	f := &lsmFake{}
+	env := f.env(t)
+	create := send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"memory": 2.0}})
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
+	var ae *temporal.ApplicationError
+	if !errors.As(create.rejected, &ae) || ae.Type() != ErrTypeInvalid {
+		t.Fatalf("create rejected with %v, want invalid", create.rejected)
+	}
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil || f.calls() != 0 {
+		t.Errorf("completed %v, error %v, calls %d: want the workflow ended without writing", env.IsWorkflowCompleted(),
+			env.GetWorkflowError(), f.calls())
+	}
+}
+
+// TestServiceInstanceBusy: a request that arrives while the instance
+// applies a transfer (here: validating the create) is rejected as busy.
+func TestServiceInstanceBusy(t *testing.T) {
+	t.Parallel()
+	f := &lsmFake{}
+	env := f.env(t)
+	create := send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
+	var busy *outcome
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == ValidateInstanceActivity && busy == nil {
+			busy = &outcome{}
+			env.UpdateWorkflow(DeleteUpdate, "d", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { busy.rejected = err }, OnAccept: func() {},
+				OnComplete: func(any, error) { busy.completed = true },
+			}, DeleteRequest{CurrentVersion: 1})
+		}
+	})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
+	create.mustComplete(t, "create")
+	var ae *temporal.ApplicationError
+	if busy == nil || !errors.As(busy.rejected, &ae) || ae.Type() != ErrTypeBusy {
+		t.Fatalf("request during the validation: %+v, want rejected as busy", busy)
+	}
+}
+
+// TestServiceInstanceContinuesAsNew: after MaxTransfers transfers, the
+// workflow continues as new while it waits for a deploy, carrying the
+// state, version, sets and the export to wait for.
+func TestServiceInstanceContinuesAsNew(t *testing.T) {
+	t.Parallel()
+	f := &lsmFake{deploys: map[int][]string{1: {DeployPending}}}
+	env := f.env(t)
+	in := input()
+	in.MaxTransfers = 3
+	send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, in)
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new", err)
+	}
+	var next ServiceInstanceInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	s := next.Snapshot
+	if s == nil || s.State != "creating" || s.Version != 3 || s.Identity != "web" || s.Sets.Active["name"] != "web" ||
+		s.Export == nil || s.Export.InstanceVersion != 3 || next.MaxTransfers != 3 || next.Entity.Lifecycle.Name != "simple" {
+		t.Fatalf("continued with %+v (snapshot %+v)", next, s)
+	}
+
+	// The next run waits for the same deploy without exporting again.
+	g := (&lsmFake{}).seeded(3)
+	env2 := g.env(t)
+	cancelAt(env2, time.Hour)
+	env2.ExecuteWorkflow(ServiceInstanceWorkflowName, next)
+	wantCanceled(t, env2)
+	wantStates(t, g, "(before)", "(before)", "(before)", "up")
+	if len(g.exports) != 0 || len(g.checks) != 1 {
+		t.Errorf("the continued run exported %d times and checked %d, want 0 and 1", len(g.exports), len(g.checks))
+	}
+}
+
+// TestServiceInstanceDeployedSignal: the signal makes the wait check at
+// once, long before the poll timer (backed off to 30 s) would.
+func TestServiceInstanceDeployedSignal(t *testing.T) {
+	t.Parallel()
+	f := &lsmFake{deploys: map[int][]string{1: {DeployPending, DeployPending, DeployPending, DeployPending, DeployPending, DeployPending, DeployPending, DeployDone}}}
+	env := f.env(t)
+	send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
+	var upAt time.Time
+	var start time.Time
+	env.RegisterDelayedCallback(func() { start = env.Now() }, 0)
+	// After 1+2+4+8+16+30 s of polls the timer is at 30 s.
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(DeployedSignal, nil) }, 70*time.Second)
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name == ApplyTransferActivity {
+			var in ApplyTransferInput
+			if args.Get(&in) == nil && in.State == "up" {
+				upAt = env.Now()
+			}
+		}
+	})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
+	wantCanceled(t, env)
+	if upAt.IsZero() || upAt.Sub(start) > 75*time.Second {
+		t.Fatalf("up at %v after the start, want right after the signal at 70 s", upAt.Sub(start))
+	}
+}
