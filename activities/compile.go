@@ -66,23 +66,16 @@ type Compiler struct {
 
 // Register registers the activities under their explicit names.
 func (c *Compiler) Register(w worker.ActivityRegistry) {
-	for name, fn := range map[string]any{
+	register(w, map[string]any{
 		workflows.TakeCompileActivity:    c.TakeCompile,
 		workflows.FetchCompileActivity:   c.FetchCompile,
 		workflows.BuildCompileActivity:   c.BuildCompile,
 		workflows.ReleaseCompileActivity: c.ReleaseCompile,
 		workflows.FinishCompileActivity:  c.FinishCompile,
-	} {
-		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
+	})
 }
 
-func (c *Compiler) log() *slog.Logger {
-	if c.Log != nil {
-		return c.Log
-	}
-	return slog.Default()
-}
+func (c *Compiler) log() *slog.Logger { return orDefault(c.Log) }
 
 // TakeCompile returns the environment's running compile, or starts its
 // oldest queued one (queuing a schedule compile first when the

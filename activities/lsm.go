@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -49,22 +48,15 @@ type LSM struct {
 
 // Register registers the activities under their explicit names.
 func (l *LSM) Register(w worker.ActivityRegistry) {
-	for name, fn := range map[string]any{
+	register(w, map[string]any{
 		workflows.ApplyTransferActivity:       l.ApplyTransfer,
 		workflows.ValidateInstanceActivity:    l.ValidateInstance,
 		workflows.ExportInstanceActivity:      l.ExportInstance,
 		workflows.CheckInstanceDeployActivity: l.CheckInstanceDeploy,
-	} {
-		w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
+	})
 }
 
-func (l *LSM) log() *slog.Logger {
-	if l.Log != nil {
-		return l.Log
-	}
-	return slog.Default()
-}
+func (l *LSM) log() *slog.Logger { return orDefault(l.Log) }
 
 // instanceSet is the resource set of an instance's resources.
 func instanceSet(entity, id string) string { return entity + "/" + id }

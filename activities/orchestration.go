@@ -41,11 +41,13 @@ type Orchestration struct {
 
 // Register registers the activities under their explicit names.
 func (o *Orchestration) Register(w worker.ActivityRegistry) {
-	w.RegisterActivityWithOptions(o.PlanDeploy, activity.RegisterOptions{Name: workflows.PlanDeployActivity})
-	w.RegisterActivityWithOptions(o.FinishDeploy, activity.RegisterOptions{Name: workflows.FinishDeployActivity})
-	w.RegisterActivityWithOptions(o.MarkBatch, activity.RegisterOptions{Name: workflows.MarkBatchActivity})
-	w.RegisterActivityWithOptions(o.PlanRetry, activity.RegisterOptions{Name: workflows.PlanRetryActivity})
-	w.RegisterActivityWithOptions(o.TakeRequests, activity.RegisterOptions{Name: workflows.TakeRequestsActivity})
+	register(w, map[string]any{
+		workflows.PlanDeployActivity:   o.PlanDeploy,
+		workflows.FinishDeployActivity: o.FinishDeploy,
+		workflows.MarkBatchActivity:    o.MarkBatch,
+		workflows.PlanRetryActivity:    o.PlanRetry,
+		workflows.TakeRequestsActivity: o.TakeRequests,
+	})
 }
 
 // TakeRequests turns the environment's queued requests (and the due

@@ -232,19 +232,4 @@ func (s *Server) diagnoseInstance(w http.ResponseWriter, r *http.Request) error 
 }
 
 // isUUID reports whether s is a UUID in its canonical text form.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
-			return false
-		}
-	}
-	return true
-}
+func isUUID(s string) bool { return store.IsUUID(s) }

@@ -432,7 +432,7 @@ func scanInstance(row pgx.Row) (ServiceInstance, error) {
 // getInstance finds an instance by id, or (with entity) by its identity.
 func getInstance(ctx context.Context, q querier, envID, entity, ref string) (ServiceInstance, error) {
 	var row pgx.Row
-	if isUUID(ref) {
+	if IsUUID(ref) {
 		row = q.QueryRow(ctx, `select `+instanceColumns+` from service_instances
 			where environment_id = $1::uuid and id = $2::uuid and ($3 = '' or entity = $3)`, envID, ref, entity)
 	} else {
@@ -518,8 +518,8 @@ func (s *Store) PruneRequests(ctx context.Context) (int64, error) {
 	return tag.RowsAffected(), err
 }
 
-// isUUID reports whether s is a UUID in its canonical text form.
-func isUUID(s string) bool {
+// IsUUID reports whether s is a UUID in its canonical text form.
+func IsUUID(s string) bool {
 	if len(s) != 36 {
 		return false
 	}
