@@ -43,7 +43,10 @@ type LSM struct {
 	Wake func(ctx context.Context, env store.Environment, reason string) error
 	// CompileTimeout bounds one compile (0: DefaultCompileTimeout).
 	CompileTimeout time.Duration
-	Log            *slog.Logger // nil: slog.Default()
+	// Cache keeps instances' compiled outputs between compiles of the
+	// same model source (nil: every compile evaluates every instance).
+	Cache *compiler.Cache
+	Log   *slog.Logger // nil: slog.Default()
 }
 
 // Register registers the activities under their explicit names.
@@ -225,7 +228,8 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	opts := compiler.Options{Dir: tree, Instances: instances, Facts: map[string]map[string]json.RawMessage{}}
+	opts := compiler.Options{Dir: tree, Instances: instances, Facts: map[string]map[string]json.RawMessage{},
+		Cache: l.Cache, SourceKey: src.Hash}
 	for _, f := range facts {
 		if opts.Facts[f.ResourceID] == nil {
 			opts.Facts[f.ResourceID] = map[string]json.RawMessage{}

@@ -47,3 +47,32 @@ func letters(i int) string {
 		}
 	}
 }
+
+// BenchmarkCompileP8CachedThousand: the lifecycle engine's validation of
+// one instance among 1,000 whose outputs are cached from an earlier
+// compile of the same model.
+func BenchmarkCompileP8CachedThousand(b *testing.B) {
+	model := strings.Split(siteModel, "\tinstances: [N=string]")[0] + "}\n"
+	dir := writeProject(b, map[string]string{"main.cue": model})
+	insts := map[string]json.RawMessage{}
+	for i := range 1000 {
+		insts[fmt.Sprintf("s%d", i)] = json.RawMessage(fmt.Sprintf(`{"name": %q, "title": "Site %d"}`, letters(i), i))
+	}
+	cache := NewCache(1 << 20)
+	opts := Options{Dir: dir, Instances: map[string]map[string]json.RawMessage{"site": insts}, Cache: cache, SourceKey: "m1"}
+	if _, err := Compile(context.Background(), opts); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		// One instance changed since the last compile.
+		insts["s0"] = json.RawMessage(fmt.Sprintf(`{"name": "a", "title": "Changed %d"}`, i))
+		res, err := Compile(context.Background(), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Resources) != 2+3*1000 {
+			b.Fatalf("%d resources", len(res.Resources))
+		}
+	}
+}

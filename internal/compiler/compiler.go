@@ -74,6 +74,12 @@ type Options struct {
 	// instance's id), the parameter as JSON. They are the only instances
 	// of a service entity (the service inventory's).
 	Instances map[string]map[string]json.RawMessage
+	// Cache, with SourceKey (what identifies the model: the model
+	// source's hash), reuses the outputs of service instances whose
+	// attributes, entity and facts did not change since an earlier
+	// compile of the same model. Without a SourceKey nothing is cached.
+	Cache     *Cache
+	SourceKey string
 }
 
 // Resource is one resource of a compiled version, in export form.
@@ -146,6 +152,11 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		files: map[string]*ast.File{},
 		ids:   map[string]int{},
 	}
+	if opts.Cache != nil && opts.SourceKey != "" {
+		if c.keys, err = newCacheKeyer(opts); err != nil {
+			return nil, fmt.Errorf("facts: %w", err)
+		}
+	}
 	inst, err := c.load(root, proj)
 	if err != nil {
 		return nil, err
@@ -204,6 +215,7 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 
 type compilation struct {
 	ctx       context.Context
+	keys      *cacheKeyer // nil: no cache
 	cue       *cue.Context
 	opts      Options
 	errs      *errorList
@@ -301,17 +313,43 @@ func (c *compilation) refinements(refs cue.Value) error {
 		}
 		extra := c.opts.Instances[name]
 		for _, inst := range slices.Sorted(mapKeys(extra)) {
-			p := c.cue.CompileBytes(extra[inst], cue.Filename(name+"/"+inst+".json"))
-			if err := p.Err(); err != nil {
-				c.errs.addCUE(path+".instances."+inst, err)
-				continue
-			}
-			if err := each(inst, p); err != nil {
+			if err := c.ctx.Err(); err != nil {
 				return err
 			}
+			c.external(name, path+".instances."+inst, inst, using, extra[inst], nil)
 		}
 	}
 	return nil
+}
+
+// external evaluates an instance given as JSON (Options.Instances),
+// taking its resources from the cache when an earlier compile of the same
+// model evaluated the same instance; check runs before an evaluation.
+func (c *compilation) external(name, label, id string, using cue.Value, raw json.RawMessage, check func()) {
+	var key [32]byte
+	if c.keys != nil {
+		key = c.keys.key(name, id, raw)
+		if rs, ok := c.opts.Cache.get(key); ok {
+			c.instances++
+			for _, r := range rs {
+				c.add(r)
+			}
+			return
+		}
+	}
+	errsBefore, outBefore := len(c.errs.list), len(c.out)
+	if check != nil {
+		check()
+	}
+	p := c.cue.CompileBytes(raw, cue.Filename(name+"/"+id+".json"))
+	if err := p.Err(); err != nil {
+		c.errs.addCUE(label, err)
+		return
+	}
+	c.instance(name, label, id, using, p)
+	if c.keys != nil && len(c.errs.list) == errsBefore {
+		c.opts.Cache.put(key, slices.Clone(c.out[outBefore:]))
+	}
 }
 
 // instance evaluates one refinement instance: using & {parameter: param}.
@@ -367,13 +405,7 @@ func (c *compilation) services(svcs, refs cue.Value) error {
 				return err
 			}
 			label := path + ".instances." + id
-			c.knownAttributes(label, svc.Attributes, extra[id])
-			p := c.cue.CompileBytes(extra[id], cue.Filename(name+"/"+id+".json"))
-			if err := p.Err(); err != nil {
-				c.errs.addCUE(label, err)
-				continue
-			}
-			c.instance(name, label, id, ent, p)
+			c.external(name, label, id, ent, extra[id], func() { c.knownAttributes(label, svc.Attributes, extra[id]) })
 		}
 	}
 	return nil

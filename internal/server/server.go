@@ -24,6 +24,7 @@ import (
 	"github.com/intendhq/intend/activities"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -100,6 +101,11 @@ func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logg
 	return temporalconn.Dial(ctx, o)
 }
 
+// lsmCacheResources bounds the resources the lifecycle engine keeps
+// compiled between validations (a few hundred bytes to a few KiB each:
+// tens of MiB at most, within the server's memory bar).
+const lsmCacheResources = 1 << 17
+
 // Start migrates the database, connects to Temporal, and starts the API,
 // the workers and the reconciler. Stop undoes it.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
@@ -155,7 +161,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.registerCompiles(s.worker)
 	// The lifecycle engine: one workflow per service instance.
 	workflows.RegisterServiceInstance(s.worker)
-	(&activities.LSM{Store: st, Log: log, Wake: func(ctx context.Context, env store.Environment, reason string) error {
+	(&activities.LSM{Store: st, Log: log, Cache: compiler.NewCache(lsmCacheResources), Wake: func(ctx context.Context, env store.Environment, reason string) error {
 		return s.Wake(ctx, env, reason, true, false)
 	}}).Register(s.worker)
 	if err := s.worker.Start(); err != nil {
@@ -167,6 +173,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
+		LSM: &lsmEngine{temporal: tc},
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
