@@ -75,6 +75,13 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/service_inventory/{entity}/{id}/log", s.serve(s.getInstanceLog))
 		r.Get("/service_inventory/{entity}/{id}/resources", s.serve(s.getInstanceResources))
 		r.Get("/service_inventory/{entity}/{id}/diagnose", s.serve(s.diagnoseInstance))
+		r.Post("/service_inventory/{entity}", s.serve(s.createInstance))
+		r.Patch("/service_inventory/{entity}/{id}", s.serve(s.updateInstance))
+		r.Delete("/service_inventory/{entity}/{id}", s.serve(s.deleteInstance))
+		r.Post("/services/{entity}/{id}/state", s.serve(s.setInstanceState))
+	})
+	r.Route("/lsm/v2", func(r chi.Router) {
+		r.Patch("/service_inventory/{entity}/{id}", s.serve(s.editInstance))
 	})
 	return r
 }

@@ -39,6 +39,9 @@ type Options struct {
 	Store     *store.Store
 	Scheduler Scheduler
 	Dryruns   Dryruns
+	// LSM sends the service inventory's writes to the lifecycle engine;
+	// without it they answer 503.
+	LSM       LSMEngine
 	Log       *slog.Logger
 	Telemetry *telemetry.Telemetry
 	// Health checks, by name ("postgresql", "temporal"), run by /healthz.

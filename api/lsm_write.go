@@ -1,0 +1,618 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/internal/dictpath"
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// The inventory's writes (docs/api.md, "Lifecycle service manager"):
+// create, update (v1: attributes; v2: dict-path edits), delete and
+// set-state. Each is one Update of the instance's workflow, sent through
+// the LSMEngine; the response waits until the transfer is written.
+
+// IdempotencyKeyHeader names the optional key that makes a write safe to
+// repeat: the first response is stored for a day and returned again.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// The requests an instance's workflow takes (LSMRequest.Op).
+const (
+	LSMCreate   = "create"
+	LSMUpdate   = "update"
+	LSMSetState = "set_state"
+	LSMDelete   = "delete"
+)
+
+// LSMRequest is one write to a service instance, as the engine sends it.
+type LSMRequest struct {
+	Environment store.Environment
+	// Entity is the catalog's entity: the workflow judges requests with
+	// its attributes and lifecycle.
+	Entity     lsm.Entity
+	InstanceID string
+	// Op is LSMCreate, LSMUpdate, LSMSetState or LSMDelete.
+	Op string
+	// UpdateID identifies the request to Temporal: the Idempotency-Key,
+	// or a fresh id.
+	UpdateID string
+	// CurrentVersion is the version the client saw (all but create).
+	CurrentVersion int64
+	// Attributes are the create's attributes or the update's whole new
+	// candidate set.
+	Attributes map[string]any
+	// Target is the state a set-state asks for.
+	Target string
+	// Idempotent, when the client sent a key, makes the engine store the
+	// instance as written as the first response, with the transfer.
+	Idempotent *store.IdempotentRequest
+}
+
+// LSMEngine sends the inventory's writes to the lifecycle engine, one
+// workflow per instance.
+type LSMEngine interface {
+	// Send sends req as an Update of the instance's workflow (a create
+	// with update-with-start, starting the workflow) and waits until it
+	// completed: the transfer is written, and the instance as written is
+	// returned. Temporal applies an UpdateID once per workflow run, so
+	// sending the same request twice is safe. Errors: an *LSMRejection
+	// when the workflow refused the request (nothing was written);
+	// ErrLSMPending when it was accepted (it will be applied) but did not
+	// complete within the engine's wait; ErrLSMUnavailable (wrapped) when
+	// Temporal could not be reached or did not take the request in time.
+	// Safe for concurrent use.
+	Send(ctx context.Context, req LSMRequest) (store.ServiceInstance, error)
+}
+
+// Reasons of an LSMRejection: the instance workflow's rejection types.
+const (
+	RejectStale      = "stale"
+	RejectIllegal    = "illegal"
+	RejectInvalid    = "invalid"
+	RejectBusy       = "busy"
+	RejectExists     = "exists"
+	RejectNotCreated = "not_created"
+	RejectConflict   = "conflict"
+)
+
+// LSMRejection is a request the instance's workflow refused.
+type LSMRejection struct {
+	// Reason is one of the Reject* constants.
+	Reason  string
+	Message string
+	// Version is the instance's version (RejectStale).
+	Version int64
+	// State and Allowed are the instance's state and the events it has
+	// transfers for (RejectIllegal).
+	State   string
+	Allowed []lsm.Event
+	// Problems are the attributes at fault (RejectInvalid).
+	Problems []lsm.AttributeProblem
+}
+
+func (e *LSMRejection) Error() string { return e.Reason + ": " + e.Message }
+
+var (
+	// ErrLSMPending: the request was accepted but not applied within the
+	// wait; it will be.
+	ErrLSMPending = errors.New("the request was accepted and is still being applied")
+	// ErrLSMUnavailable: Temporal is unreachable or did not take the
+	// request in time.
+	ErrLSMUnavailable = errors.New("the lifecycle engine is unavailable")
+)
+
+// lsmWrite is what every write resolves before it is sent.
+type lsmWrite struct {
+	env    store.Environment
+	entity store.ServiceEntity
+	body   []byte
+	key    string
+	hash   []byte
+}
+
+// beginWrite resolves the environment and the entity, reads the body and,
+// for a request with an Idempotency-Key, answers a repeat from the stored
+// first response (done is then true: nothing else happens).
+func (s *Server) beginWrite(w http.ResponseWriter, r *http.Request) (lw lsmWrite, done bool, err error) {
+	if lw.env, err = s.lsmEnv(r); err != nil {
+		return lw, false, err
+	}
+	name, err := pathParam(chi.URLParam(r, "entity"))
+	if err != nil {
+		return lw, false, err
+	}
+	if lw.entity, err = s.opts.Store.GetEntity(r.Context(), lw.env.ID, name); err != nil {
+		return lw, false, err
+	}
+	if lw.body, err = ReadBody(r, s.opts.MaxBodyBytes); err != nil {
+		return lw, false, err
+	}
+	lw.key = r.Header.Get(IdempotencyKeyHeader)
+	if lw.key == "" {
+		return lw, false, nil
+	}
+	if err := checkIdempotencyKey(lw.key); err != nil {
+		return lw, false, err
+	}
+	lw.hash = requestHash(r, lw.body)
+	stored, ok, err := s.opts.Store.LookupRequest(r.Context(), lw.env.ID, lw.key)
+	if err != nil || !ok {
+		return lw, false, err
+	}
+	if !bytes.Equal(stored.Hash, lw.hash) {
+		return lw, false, keyReused(lw.key)
+	}
+	w.Header().Set("Idempotent-Replayed", "true")
+	writeRaw(w, stored.Status, mediaTypeJSON, stored.Response)
+	return lw, true, nil
+}
+
+// checkIdempotencyKey accepts 1 to 255 printable ASCII characters.
+func checkIdempotencyKey(key string) error {
+	if len(key) > 255 {
+		return BadRequest("the %s header is longer than 255 characters", IdempotencyKeyHeader)
+	}
+	for _, c := range []byte(key) {
+		if c < 0x20 || c > 0x7e {
+			return BadRequest("the %s header may hold printable ASCII characters only", IdempotencyKeyHeader)
+		}
+	}
+	return nil
+}
+
+// requestHash identifies a request for its Idempotency-Key: the method,
+// the path with its query, and the body.
+func requestHash(r *http.Request, body []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(r.Method))
+	h.Write([]byte{0})
+	h.Write([]byte(r.URL.RequestURI()))
+	h.Write([]byte{0})
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// keyReused refuses a key that names another request.
+func keyReused(key string) *Problem {
+	return Validation(fmt.Sprintf("the %s %q was used for another request (another method, path or body) within the "+
+		"last 24 hours; use a new key for a new request", IdempotencyKeyHeader, key))
+}
+
+// send sends req and writes the instance as written with status. With an
+// Idempotency-Key, the key is the update id and the engine stores the
+// response with the transfer; without one, a fresh id is used.
+func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req LSMRequest, status int) error {
+	if s.opts.LSM == nil {
+		return Unavailable("the lifecycle engine is not running in this server")
+	}
+	req.Environment, req.Entity = lw.env, lw.entity.Entity
+	if lw.key != "" {
+		req.UpdateID = lw.key
+		req.Idempotent = &store.IdempotentRequest{Key: lw.key, Hash: lw.hash, Status: status}
+	} else {
+		req.UpdateID = newUUID()
+	}
+	inst, err := s.opts.LSM.Send(r.Context(), req)
+	if err != nil {
+		return s.engineProblem(w, req, err)
+	}
+	if lw.key != "" {
+		// Temporal applies an update id once: a concurrent request with
+		// the same key but another body got the first one's result.
+		stored, ok, err := s.opts.Store.LookupRequest(r.Context(), lw.env.ID, lw.key)
+		if err != nil {
+			return err
+		}
+		if ok && !bytes.Equal(stored.Hash, lw.hash) {
+			return keyReused(lw.key)
+		}
+	}
+	WriteJSON(w, status, inst)
+	return nil
+}
+
+// engineProblem maps what the engine returned to a problem.
+func (s *Server) engineProblem(w http.ResponseWriter, req LSMRequest, err error) error {
+	var rej *LSMRejection
+	switch {
+	case errors.As(err, &rej):
+		return rejectionProblem(w, req, rej)
+	case errors.Is(err, ErrLSMPending):
+		return Unavailable("the request was accepted and is still being applied; repeat it with the same " +
+			IdempotencyKeyHeader + " to get its response, or GET the instance")
+	case errors.Is(err, ErrLSMUnavailable):
+		s.log.Warn("lifecycle engine unavailable", "environment", req.Environment.Name, "service_entity", req.Entity.Name,
+			"service_instance", req.InstanceID, "error", err)
+		return Unavailable("the lifecycle engine (Temporal) is unavailable; try again later")
+	}
+	return err
+}
+
+// rejectionProblem maps a rejection: 409 for stale, illegal, busy,
+// exists and conflict; 422 for invalid attributes; 404 for an instance
+// whose create was not applied.
+func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) error {
+	switch rej.Reason {
+	case RejectStale:
+		p := Conflict("service instance %s is at version %d, not %d: GET it and make the change against version %d",
+			req.InstanceID, rej.Version, req.CurrentVersion, rej.Version)
+		p.Errors = []FieldError{{Field: "/current_version", Detail: "the current version is " + strconv.FormatInt(rej.Version, 10)}}
+		return p
+	case RejectIllegal:
+		return illegalProblem(req, rej.State, rej.Allowed)
+	case RejectInvalid:
+		errs := make([]FieldError, 0, len(rej.Problems))
+		for _, pr := range rej.Problems {
+			errs = append(errs, FieldError{Field: "/attributes/" + escapePointer(pr.Attribute), Detail: pr.String()})
+		}
+		return Validation(rej.Message, errs...)
+	case RejectBusy:
+		w.Header().Set("Retry-After", "1")
+		return Conflict("%s", rej.Message)
+	case RejectExists, RejectConflict:
+		return Conflict("%s", rej.Message)
+	case RejectNotCreated:
+		return NotFound("%s", rej.Message)
+	}
+	return rej
+}
+
+// illegalProblem is the 409 of a request the state has no transfer for:
+// errors lists, one per entry, what the state allows and the request
+// that sends it.
+func illegalProblem(req LSMRequest, state string, allowed []lsm.Event) *Problem {
+	what := map[string]string{LSMUpdate: "update (on_update)", LSMDelete: "delete (on_delete)",
+		LSMSetState: fmt.Sprintf("transfer to %q (api)", req.Target)}[req.Op]
+	names := make([]string, len(allowed))
+	for i, ev := range allowed {
+		names[i] = ev.String()
+	}
+	list := "nothing"
+	if len(names) > 0 {
+		list = strings.Join(names, ", ")
+	}
+	field := ""
+	if req.Op == LSMSetState {
+		field = "/target_state"
+	}
+	p := Conflict("service instance %s is in state %q, which allows no %s; it allows %s", req.InstanceID, state, what, list)
+	p.Errors = []FieldError{{Field: field, Detail: fmt.Sprintf("state %q allows no %s", state, what)}}
+	for _, ev := range allowed {
+		p.Errors = append(p.Errors, FieldError{Field: "", Detail: allowedDetail(ev)})
+	}
+	return p
+}
+
+// allowedDetail names an allowed event and the request that sends it.
+func allowedDetail(ev lsm.Event) string {
+	switch ev.Trigger {
+	case lsm.API:
+		return fmt.Sprintf("allowed: %s (POST .../state with target_state %q)", ev, ev.Target)
+	case lsm.OnUpdate:
+		return "allowed: on_update (PATCH the instance)"
+	case lsm.OnDelete:
+		return "allowed: on_delete (DELETE the instance)"
+	}
+	return fmt.Sprintf("allowed: %s (taken by the server)", ev)
+}
+
+// escapePointer escapes a JSON pointer token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return formatUUID(b)
+}
+
+// keyedUUID derives an instance id from a create's Idempotency-Key
+// (version 8, name-based on SHA-256), so that a repeat of a create still
+// in flight reaches the same instance and workflow.
+func keyedUUID(envID, entity, key string) string {
+	sum := sha256.Sum256([]byte("intend lsm create\x00" + envID + "\x00" + entity + "\x00" + key))
+	var b [16]byte
+	copy(b[:], sum[:16])
+	b[6] = b[6]&0x0f | 0x80
+	b[8] = b[8]&0x3f | 0x80
+	return formatUUID(b)
+}
+
+func formatUUID(b [16]byte) string {
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// createInstanceRequest is POST /lsm/v1/service_inventory/{entity}.
+type createInstanceRequest struct {
+	Attributes        map[string]any `json:"attributes"`
+	ServiceInstanceID string         `json:"service_instance_id"`
+}
+
+// createInstance creates an instance: 201 with the instance as the
+// create wrote it (version 1, the lifecycle's start state).
+func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) error {
+	lw, done, err := s.beginWrite(w, r)
+	if err != nil || done {
+		return err
+	}
+	var req createInstanceRequest
+	if err := decodeJSON(lw.body, &req); err != nil {
+		return err
+	}
+	id := strings.ToLower(req.ServiceInstanceID)
+	switch {
+	case id != "" && !isUUID(id):
+		return InvalidField("/service_instance_id", "must be a UUID")
+	case id == "" && lw.key != "":
+		id = keyedUUID(lw.env.ID, lw.entity.Name, lw.key)
+	case id == "":
+		id = newUUID()
+	}
+	if req.Attributes == nil {
+		req.Attributes = map[string]any{}
+	}
+	// An id that was created before (even terminated) is taken: its
+	// workflow may have ended, and a new one must not take it over.
+	if _, err := s.opts.Store.GetInstance(r.Context(), lw.env.ID, "", id); err == nil {
+		return Conflict("service instance %s exists", id)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return s.send(w, r, lw, LSMRequest{Op: LSMCreate, InstanceID: id, Attributes: req.Attributes}, http.StatusCreated)
+}
+
+// writeTarget resolves {id} for a write after the create: the instance,
+// which must be live, and the current_version the client named, which
+// must be its version (the workflow checks again).
+func (s *Server) writeTarget(r *http.Request, lw lsmWrite, op string, version *int64) (store.ServiceInstance, error) {
+	if version == nil {
+		return store.ServiceInstance{}, InvalidField("/current_version",
+			"required: the instance's version as GET shows it (version)")
+	}
+	ref, err := pathParam(chi.URLParam(r, "id"))
+	if err != nil {
+		return store.ServiceInstance{}, err
+	}
+	inst, err := s.opts.Store.GetInstance(r.Context(), lw.env.ID, lw.entity.Name, ref)
+	if err != nil {
+		return inst, err
+	}
+	if inst.Deleted {
+		return inst, Conflict("service instance %s is %s: it takes no more requests", inst.ID, inst.State)
+	}
+	if inst.Version != *version {
+		return inst, rejectionProblem(nil, LSMRequest{Op: op, InstanceID: inst.ID, CurrentVersion: *version},
+			&LSMRejection{Reason: RejectStale, Version: inst.Version})
+	}
+	return inst, nil
+}
+
+// currentAttributes is the set an update edits, as the workflow takes
+// it: the candidate set, or the active one when there is no candidate.
+func currentAttributes(inst store.ServiceInstance) map[string]any {
+	if inst.Candidate != nil {
+		return inst.Candidate
+	}
+	return inst.Active
+}
+
+// updateInstanceRequest is PATCH /lsm/v1/service_inventory/{entity}/{id}.
+type updateInstanceRequest struct {
+	CurrentVersion *int64         `json:"current_version"`
+	Attributes     map[string]any `json:"attributes"`
+}
+
+// updateInstance (v1) replaces the given attributes in the instance's
+// current set and sends the result as the update.
+func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request) error {
+	lw, done, err := s.beginWrite(w, r)
+	if err != nil || done {
+		return err
+	}
+	var req updateInstanceRequest
+	if err := decodeJSON(lw.body, &req); err != nil {
+		return err
+	}
+	if len(req.Attributes) == 0 {
+		return InvalidField("/attributes", "required: the attributes to change, by name")
+	}
+	inst, err := s.writeTarget(r, lw, LSMUpdate, req.CurrentVersion)
+	if err != nil {
+		return err
+	}
+	next := make(map[string]any, len(req.Attributes))
+	for k, v := range currentAttributes(inst) {
+		next[k] = v
+	}
+	for k, v := range req.Attributes {
+		next[k] = v
+	}
+	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
+		Attributes: next}, http.StatusOK)
+}
+
+// instanceEdit is one edit of PATCH /lsm/v2/....
+type instanceEdit struct {
+	EditID    string          `json:"edit_id"`
+	Operation string          `json:"operation"`
+	Target    string          `json:"target"`
+	Value     json.RawMessage `json:"value"`
+}
+
+// editInstanceRequest is PATCH /lsm/v2/service_inventory/{entity}/{id}.
+type editInstanceRequest struct {
+	CurrentVersion *int64         `json:"current_version"`
+	Edit           []instanceEdit `json:"edit"`
+}
+
+// editInstance (v2) applies the edits in order to a copy of the
+// instance's current set and sends the result as the update.
+func (s *Server) editInstance(w http.ResponseWriter, r *http.Request) error {
+	lw, done, err := s.beginWrite(w, r)
+	if err != nil || done {
+		return err
+	}
+	var req editInstanceRequest
+	if err := decodeJSON(lw.body, &req); err != nil {
+		return err
+	}
+	if len(req.Edit) == 0 {
+		return InvalidField("/edit", "required: at least one edit")
+	}
+	inst, err := s.writeTarget(r, lw, LSMUpdate, req.CurrentVersion)
+	if err != nil {
+		return err
+	}
+	next, err := applyEdits(currentAttributes(inst), req.Edit)
+	if err != nil {
+		return err
+	}
+	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
+		Attributes: next}, http.StatusOK)
+}
+
+// applyEdits applies edits in order to attrs (not modified); a faulty
+// edit is a 422 naming its index (and edit_id) and target.
+func applyEdits(attrs map[string]any, edits []instanceEdit) (map[string]any, error) {
+	var doc any = attrs
+	if attrs == nil {
+		doc = map[string]any{}
+	}
+	for i, e := range edits {
+		at := "/edit/" + strconv.Itoa(i)
+		name := "edit " + strconv.Itoa(i)
+		if e.EditID != "" {
+			name += fmt.Sprintf(" (%q)", e.EditID)
+		}
+		p, err := dictpath.Parse(e.Target)
+		if err != nil {
+			return nil, InvalidField(at+"/target", err.Error())
+		}
+		var value any
+		if e.Value != nil {
+			dec := json.NewDecoder(bytes.NewReader(e.Value))
+			dec.UseNumber()
+			if err := dec.Decode(&value); err != nil {
+				return nil, InvalidField(at+"/value", "is not JSON")
+			}
+		}
+		switch e.Operation {
+		case "replace", "merge":
+			if e.Value == nil {
+				return nil, InvalidField(at+"/value", "required for "+e.Operation)
+			}
+			if e.Operation == "replace" {
+				doc, err = dictpath.Replace(doc, p, value)
+			} else {
+				doc, err = dictpath.Merge(doc, p, value)
+			}
+		case "remove":
+			if e.Value != nil {
+				return nil, InvalidField(at+"/value", "remove takes no value")
+			}
+			doc, err = dictpath.Remove(doc, p)
+		default:
+			return nil, InvalidField(at+"/operation", `must be "replace", "merge" or "remove"`)
+		}
+		if err != nil {
+			var pe *dictpath.PathError
+			if errors.As(err, &pe) {
+				return nil, Validation(fmt.Sprintf("%s cannot %s at %q: %s", name, e.Operation, e.Target, pe.Error()),
+					FieldError{Field: at + "/target", Detail: pe.Error()})
+			}
+			return nil, err
+		}
+	}
+	out, ok := doc.(map[string]any)
+	if !ok {
+		return nil, Validation("the edits leave the attributes something other than a dict",
+			FieldError{Field: "/edit", Detail: "the attributes must stay a dict"})
+	}
+	return out, nil
+}
+
+// deleteInstanceRequest is the optional body of DELETE.
+type deleteInstanceRequest struct {
+	CurrentVersion *int64 `json:"current_version"`
+}
+
+// deleteInstance takes the on_delete transfer: 200 with the instance as
+// written (its resources are removed next).
+func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request) error {
+	lw, done, err := s.beginWrite(w, r)
+	if err != nil || done {
+		return err
+	}
+	var req deleteInstanceRequest
+	if len(bytes.TrimSpace(lw.body)) > 0 {
+		if err := decodeJSON(lw.body, &req); err != nil {
+			return err
+		}
+	}
+	if v := r.URL.Query().Get("current_version"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return InvalidField("?current_version", "must be a version (a positive whole number)")
+		}
+		if req.CurrentVersion != nil && *req.CurrentVersion != n {
+			return InvalidField("?current_version", "differs from current_version in the body")
+		}
+		req.CurrentVersion = &n
+	}
+	if req.CurrentVersion == nil {
+		return InvalidField("?current_version", "required: the instance's version as GET shows it (version)")
+	}
+	inst, err := s.writeTarget(r, lw, LSMDelete, req.CurrentVersion)
+	if err != nil {
+		return err
+	}
+	return s.send(w, r, lw, LSMRequest{Op: LSMDelete, InstanceID: inst.ID, CurrentVersion: inst.Version}, http.StatusOK)
+}
+
+// setStateRequest is POST /lsm/v1/services/{entity}/{id}/state.
+type setStateRequest struct {
+	CurrentVersion *int64 `json:"current_version"`
+	TargetState    string `json:"target_state"`
+}
+
+// setInstanceState takes the api transfer to target_state: 200 with the
+// instance as written.
+func (s *Server) setInstanceState(w http.ResponseWriter, r *http.Request) error {
+	lw, done, err := s.beginWrite(w, r)
+	if err != nil || done {
+		return err
+	}
+	var req setStateRequest
+	if err := decodeJSON(lw.body, &req); err != nil {
+		return err
+	}
+	if req.TargetState == "" {
+		return InvalidField("/target_state", "required: the state to go to")
+	}
+	inst, err := s.writeTarget(r, lw, LSMSetState, req.CurrentVersion)
+	if err != nil {
+		return err
+	}
+	return s.send(w, r, lw, LSMRequest{Op: LSMSetState, InstanceID: inst.ID, CurrentVersion: inst.Version,
+		Target: req.TargetState}, http.StatusOK)
+}

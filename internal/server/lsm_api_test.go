@@ -1,0 +1,309 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// lsmFileModel is catalogModel whose vm refines into one file under root,
+// named after the VM, holding its memory. The file's content admits at
+// most two digits: a memory the catalog accepts (>= 1) but the model
+// refuses only when an instance is validated.
+func lsmFileModel(root string) string {
+	return `package main
+
+import (
+	"intend.dev/std/fs"
+	"intend.dev/std/lsm"
+)
+
+#VM: lsm.#Entity & {
+	lifecycle: lsm.simple
+	identity:  "name"
+	parameter: {
+		// The VM's name.
+		name: =~"^[a-z]+$" @lsm(rw)
+		// Memory in GiB.
+		memory: *2 | int & >=1 @lsm(rw+)
+	}
+	output: {
+		conf: fs.#File & {
+			path:    "` + root + `/\(parameter.name).conf"
+			content: "memory=\(parameter.memory)\n" & =~"^memory=[0-9]{1,2}\\n$"
+		}
+	}
+}
+
+services: vm: #VM
+`
+}
+
+// lsmReply is one response of the /lsm API.
+type lsmReply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// instance decodes the reply as an instance.
+func (r lsmReply) instance(t *testing.T) store.ServiceInstance {
+	t.Helper()
+	var inst store.ServiceInstance
+	if err := json.Unmarshal(r.body, &inst); err != nil {
+		t.Fatalf("%d %s: %v", r.status, r.body, err)
+	}
+	return inst
+}
+
+// problem decodes the reply as a problem.
+func (r lsmReply) problem(t *testing.T) api.Problem {
+	t.Helper()
+	var p api.Problem
+	if err := json.Unmarshal(r.body, &p); err != nil || p.Type == "" {
+		t.Fatalf("not a problem: %d %s", r.status, r.body)
+	}
+	return p
+}
+
+// lsmDo sends a write of the /lsm API in env, with an Idempotency-Key
+// when key is not "".
+func lsmDo(t *testing.T, c *apiclient.Client, env, method, path, key string, body any) lsmReply {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.Base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.EnvironmentHeader, env)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set(api.IdempotencyKeyHeader, key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsmReply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// waitState polls the instance until it is in state, failing at once in
+// a state of fail or after the deadline.
+func waitState(t *testing.T, c *apiclient.Client, env, ref, state string, fail ...string) store.ServiceInstance {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	var inst store.ServiceInstance
+	for {
+		err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+ref, &inst)
+		if err == nil && inst.State == state {
+			return inst
+		}
+		for _, f := range fail {
+			if err == nil && inst.State == f {
+				t.Fatalf("instance %s is %s, not %s: %+v", ref, f, state, inst)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %s not %s after 90 s: %+v, %v", ref, state, inst, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func hasFieldError(p api.Problem, field, detail string) bool {
+	for _, e := range p.Errors {
+		if e.Field == field && strings.Contains(e.Detail, detail) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestServiceInventoryWrites drives an instance through its lifecycle by
+// the REST API only: create, update (v1 and v2), the refusals (stale,
+// rw attribute, illegal transfer, identity taken, a key reused for
+// another body), an idempotent repeat, a validation failure, and delete;
+// the engine deploys and removes the instance's file.
+func TestServiceInventoryWrites(t *testing.T) {
+	c, _ := startServer(t)
+	env := newEnv(t, c, "lsmapi", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(root, "web.conf")
+	const inventory = "/lsm/v1/service_inventory/vm"
+
+	// Create, with a key: 201 at the start state.
+	create := map[string]any{"attributes": map[string]any{"name": "web", "memory": 2}}
+	r := lsmDo(t, c, env, http.MethodPost, inventory, "create-web", create)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	created := r.instance(t)
+	if created.Version != 1 || created.State != "start" || created.Identity != "web" || created.Candidate["name"] != "web" {
+		t.Fatalf("created = %+v", created)
+	}
+	id := created.ID
+	inst := waitState(t, c, env, id, "up", "rejected", "failed")
+	if got, _ := readFile(t, conf); got != "memory=2\n" {
+		t.Errorf("web.conf = %q", got)
+	}
+	if inst.Active["memory"] != 2.0 || inst.Candidate != nil {
+		t.Errorf("up: %+v", inst)
+	}
+
+	// The same create again under its key: the stored first response,
+	// nothing created.
+	r = lsmDo(t, c, env, http.MethodPost, inventory, "create-web", create)
+	if r.status != http.StatusCreated || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeated create: %d %s", r.status, r.body)
+	}
+	if again := r.instance(t); again.ID != id || again.Version != 1 || again.State != "start" {
+		t.Errorf("repeated create = %+v, want the first response", again)
+	}
+	var page struct {
+		Items []store.ServiceInstance `json:"items"`
+	}
+	if err := lsmGet(t, c, env, inventory, &page); err != nil || len(page.Items) != 1 {
+		t.Fatalf("instances after the repeat: %+v, %v", page.Items, err)
+	}
+	// The key with another body is refused, naming the key.
+	r = lsmDo(t, c, env, http.MethodPost, inventory, "create-web",
+		map[string]any{"attributes": map[string]any{"name": "db"}})
+	if p := r.problem(t); r.status != 422 || !strings.Contains(p.Detail, "create-web") {
+		t.Errorf("key reused: %d %s", r.status, r.body)
+	}
+	// Another VM named web: the identity is taken.
+	r = lsmDo(t, c, env, http.MethodPost, inventory, "", create)
+	if p := r.problem(t); r.status != 409 || !strings.Contains(p.Detail, "web") {
+		t.Errorf("identity taken: %d %s", r.status, r.body)
+	}
+
+	// Refusals of an update.
+	item := inventory + "/web"
+	r = lsmDo(t, c, env, http.MethodPatch, item, "", map[string]any{"attributes": map[string]any{"memory": 4}})
+	if p := r.problem(t); r.status != 422 || !hasFieldError(p, "/current_version", "required") {
+		t.Errorf("no current_version: %d %s", r.status, r.body)
+	}
+	r = lsmDo(t, c, env, http.MethodPatch, item, "", map[string]any{"current_version": 1, "attributes": map[string]any{"memory": 4}})
+	if p := r.problem(t); r.status != 409 || !hasFieldError(p, "/current_version", strconv.FormatInt(inst.Version, 10)) {
+		t.Errorf("stale: %d %s", r.status, r.body)
+	}
+	r = lsmDo(t, c, env, http.MethodPatch, item, "", map[string]any{"current_version": inst.Version,
+		"attributes": map[string]any{"name": "www"}})
+	if p := r.problem(t); r.status != 422 || !hasFieldError(p, "/attributes/name", "cannot change") {
+		t.Errorf("rw attribute: %d %s", r.status, r.body)
+	}
+	r = lsmDo(t, c, env, http.MethodPost, "/lsm/v1/services/vm/web/state", "",
+		map[string]any{"current_version": inst.Version, "target_state": "creating"})
+	if p := r.problem(t); r.status != 409 || !hasFieldError(p, "/target_state", `"up"`) ||
+		!hasFieldError(p, "", "on_update") || !hasFieldError(p, "", "on_delete") {
+		t.Errorf("illegal set-state: %d %s", r.status, r.body)
+	}
+	if err := lsmGet(t, c, env, item, &inst); err != nil || inst.State != "up" {
+		t.Fatalf("after the refusals: %+v, %v", inst, err)
+	}
+
+	// PATCH v1: memory 4; the old active set goes to rollback.
+	r = lsmDo(t, c, env, http.MethodPatch, item, "", map[string]any{"current_version": inst.Version,
+		"attributes": map[string]any{"memory": 4}})
+	if r.status != 200 || r.instance(t).State != "update_start" || r.instance(t).Version != inst.Version+1 {
+		t.Fatalf("patch v1: %d %s", r.status, r.body)
+	}
+	inst = waitState(t, c, env, id, "up", "update_rejected", "update_failed", "failed")
+	if got, _ := readFile(t, conf); got != "memory=4\n" {
+		t.Errorf("web.conf after v1 = %q", got)
+	}
+	if inst.Active["memory"] != 4.0 || inst.Rollback["memory"] != 2.0 || inst.Active["name"] != "web" {
+		t.Errorf("after v1: %+v", inst)
+	}
+
+	// PATCH v2: a replace edit; an edit dictpath refuses names its index.
+	r = lsmDo(t, c, env, http.MethodPatch, "/lsm/v2/service_inventory/vm/web", "", map[string]any{
+		"current_version": inst.Version,
+		"edit":            []map[string]any{{"edit_id": "bad", "operation": "replace", "target": "memory.gib", "value": 8}}})
+	if p := r.problem(t); r.status != 422 || !hasFieldError(p, "/edit/0/target", "") || !strings.Contains(p.Detail, `"bad"`) {
+		t.Errorf("bad edit: %d %s", r.status, r.body)
+	}
+	r = lsmDo(t, c, env, http.MethodPatch, "/lsm/v2/service_inventory/vm/web", "v2-edit", map[string]any{
+		"current_version": inst.Version,
+		"edit":            []map[string]any{{"edit_id": "mem", "operation": "replace", "target": "memory", "value": 8}}})
+	if r.status != 200 {
+		t.Fatalf("patch v2: %d %s", r.status, r.body)
+	}
+	inst = waitState(t, c, env, id, "up", "update_rejected", "update_failed", "failed")
+	if got, _ := readFile(t, conf); got != "memory=8\n" {
+		t.Errorf("web.conf after v2 = %q", got)
+	}
+
+	// A create the model refuses at validation: rejected, with the
+	// errors in the log and the diagnosis.
+	r = lsmDo(t, c, env, http.MethodPost, inventory, "", map[string]any{"attributes": map[string]any{"name": "big", "memory": 100}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create big: %d %s", r.status, r.body)
+	}
+	waitState(t, c, env, "big", "rejected", "acknowledged", "creating", "up")
+	var log struct {
+		Items []store.InstanceLogEntry `json:"items"`
+	}
+	if err := lsmGet(t, c, env, inventory+"/big/log", &log); err != nil || len(log.Items) != 2 ||
+		!strings.Contains(string(log.Items[0].Errors), "memory") {
+		t.Errorf("log of big: %+v, %v", log, err)
+	}
+	var diag struct {
+		Validation *struct {
+			Errors json.RawMessage `json:"errors"`
+		} `json:"validation"`
+	}
+	if err := lsmGet(t, c, env, inventory+"/big/diagnose", &diag); err != nil || diag.Validation == nil ||
+		len(diag.Validation.Errors) == 0 {
+		t.Errorf("diagnose big: %+v, %v", diag, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "big.conf")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("big.conf: %v", err)
+	}
+
+	// DELETE: terminated, the file removed, listed as deleted.
+	r = lsmDo(t, c, env, http.MethodDelete, item+"?current_version="+strconv.FormatInt(inst.Version, 10), "", nil)
+	if r.status != 200 || r.instance(t).State != "deleting" {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	waitState(t, c, env, id, "terminated", "delete_failed")
+	if _, err := os.Stat(conf); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("web.conf after the delete: %v", err)
+	}
+	if err := lsmGet(t, c, env, inventory+"?deleted=true", &page); err != nil || len(page.Items) != 1 || page.Items[0].ID != id {
+		t.Errorf("deleted instances: %+v, %v", page.Items, err)
+	}
+	r = lsmDo(t, c, env, http.MethodDelete, inventory+"/"+id+"?current_version=99", "", nil)
+	if r.status != 409 {
+		t.Errorf("delete of a terminated instance: %d %s", r.status, r.body)
+	}
+}

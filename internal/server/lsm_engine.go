@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/workflows"
+)
+
+// defaultLSMWait is how long a write waits for its transfer to be written
+// before it answers 503 (the update goes on).
+const defaultLSMWait = 30 * time.Second
+
+// lsmEngine sends the inventory's writes to the instances' workflows as
+// Updates (api.LSMEngine).
+type lsmEngine struct {
+	temporal client.Client
+	// wait bounds a request, from sending it to its completion.
+	wait time.Duration
+}
+
+var _ api.LSMEngine = (*lsmEngine)(nil)
+
+// Send implements api.LSMEngine.
+func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstance, error) {
+	wait := e.wait
+	if wait <= 0 {
+		wait = defaultLSMWait
+	}
+	// The client leaving does not withdraw a request: wait for the
+	// outcome anyway, so that it is logged and stored alike.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	env, entity := req.Environment, req.Entity.Name
+	wfID := workflows.ServiceInstanceWorkflowID(env.Name, entity, req.InstanceID)
+	var idem *workflows.IdempotentRequest
+	if r := req.Idempotent; r != nil {
+		idem = &workflows.IdempotentRequest{Key: r.Key, Hash: r.Hash, Status: r.Status}
+	}
+	opts := client.UpdateWorkflowOptions{
+		UpdateID:     req.UpdateID,
+		WorkflowID:   wfID,
+		WaitForStage: client.WorkflowUpdateStageAccepted,
+	}
+	switch req.Op {
+	case api.LSMCreate:
+		opts.UpdateName, opts.Args = workflows.CreateUpdate,
+			[]any{workflows.CreateRequest{Attributes: req.Attributes, Request: idem}}
+	case api.LSMUpdate:
+		opts.UpdateName, opts.Args = workflows.UpdateUpdate,
+			[]any{workflows.UpdateRequest{CurrentVersion: req.CurrentVersion, Attributes: req.Attributes, Request: idem}}
+	case api.LSMSetState:
+		opts.UpdateName, opts.Args = workflows.SetStateUpdate,
+			[]any{workflows.SetStateRequest{CurrentVersion: req.CurrentVersion, Target: req.Target, Request: idem}}
+	case api.LSMDelete:
+		opts.UpdateName, opts.Args = workflows.DeleteUpdate,
+			[]any{workflows.DeleteRequest{CurrentVersion: req.CurrentVersion, Request: idem}}
+	default:
+		return store.ServiceInstance{}, fmt.Errorf("unknown lifecycle request %q", req.Op)
+	}
+
+	var h client.WorkflowUpdateHandle
+	var err error
+	if req.Op == api.LSMCreate {
+		start := e.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID:        wfID,
+			TaskQueue: workflows.TaskQueue,
+			// A running workflow takes the create (and rejects it when the
+			// instance exists); an ended one's id may start again (the API
+			// refuses ids the inventory has).
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, entity, req.InstanceID),
+			StaticSummary:            fmt.Sprintf("service instance %s/%s", entity, req.InstanceID),
+		}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
+			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: req.Entity, InstanceID: req.InstanceID,
+		})
+		h, err = e.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start, UpdateOptions: opts,
+		})
+	} else {
+		h, err = e.temporal.UpdateWorkflow(ctx, opts)
+	}
+	if err != nil {
+		if rej := rejection(err); rej != nil {
+			return store.ServiceInstance{}, rej
+		}
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			// The inventory has the instance live, but its workflow
+			// does not run (it just ended, or Temporal lost it).
+			return store.ServiceInstance{}, fmt.Errorf("%w: workflow %s does not run: %v", api.ErrLSMUnavailable, wfID, err)
+		}
+		if ctx.Err() != nil || isUnavailable(err) {
+			return store.ServiceInstance{}, fmt.Errorf("%w: send %s to %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, err)
+		}
+		return store.ServiceInstance{}, fmt.Errorf("send %s to %s: %w", opts.UpdateName, wfID, err)
+	}
+	var inst store.ServiceInstance
+	if err := h.Get(ctx, &inst); err != nil {
+		if rej := rejection(err); rej != nil {
+			return inst, rej
+		}
+		if ctx.Err() != nil {
+			return inst, fmt.Errorf("%w: %s of %s (update %s)", api.ErrLSMPending, opts.UpdateName, wfID, req.UpdateID)
+		}
+		if isUnavailable(err) {
+			return inst, fmt.Errorf("%w: wait for %s of %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, err)
+		}
+		return inst, fmt.Errorf("%s of %s: %w", opts.UpdateName, wfID, err)
+	}
+	return inst, nil
+}
+
+// rejection finds the instance workflow's rejection in err's chain (a
+// validator's, or a handler's after it, possibly under the wrappers of
+// an activity failure), or returns nil.
+func rejection(err error) *api.LSMRejection {
+	for ; err != nil; err = errors.Unwrap(err) {
+		ae, ok := err.(*temporal.ApplicationError)
+		if !ok {
+			continue
+		}
+		rej := &api.LSMRejection{Message: ae.Message()}
+		switch ae.Type() {
+		case workflows.ErrTypeStale:
+			rej.Reason = api.RejectStale
+			if ae.HasDetails() {
+				_ = ae.Details(&rej.Version)
+			}
+		case workflows.ErrTypeIllegal:
+			rej.Reason = api.RejectIllegal
+			var d workflows.IllegalDetails
+			if ae.HasDetails() && ae.Details(&d) == nil {
+				rej.State, rej.Allowed = d.State, d.Allowed
+			}
+		case workflows.ErrTypeInvalid:
+			rej.Reason = api.RejectInvalid
+			var ps []lsm.AttributeProblem
+			if ae.HasDetails() && ae.Details(&ps) == nil {
+				rej.Problems = ps
+			}
+		case workflows.ErrTypeBusy:
+			rej.Reason = api.RejectBusy
+		case workflows.ErrTypeExists:
+			rej.Reason = api.RejectExists
+		case workflows.ErrTypeNotCreated:
+			rej.Reason = api.RejectNotCreated
+		case workflows.ErrTypeConflict:
+			rej.Reason = api.RejectConflict
+			rej.Message = strings.TrimSuffix(rej.Message, ": "+store.ErrConflict.Error())
+		default:
+			continue
+		}
+		return rej
+	}
+	return nil
+}
+
+// isUnavailable reports whether err says Temporal could not serve.
+func isUnavailable(err error) bool {
+	var u *serviceerror.Unavailable
+	var d *serviceerror.DeadlineExceeded
+	var x *serviceerror.ResourceExhausted
+	return errors.As(err, &u) || errors.As(err, &d) || errors.As(err, &x)
+}
