@@ -34,13 +34,18 @@ entity's lifecycle.
   intend lsm log vm web              its versions, newest first
   intend lsm diagnose vm web         why it was rejected or failed
   intend lsm resources vm web        its resources and their deploy state
+  intend lsm create vm --attr name=web --wait up
+  intend lsm update vm web --attr memory=8 --wait up
+  intend lsm set-state vm web creating
+  intend lsm delete vm web --wait terminated
 
 ` + clientSettingsHelp,
 	}
 	groupRun(cmd)
 	s := g.clientFlags(cmd)
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
-		lsmDiagnoseCommand(s), lsmResourcesCommand(s))
+		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
+		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s))
 	return cmd
 }
 

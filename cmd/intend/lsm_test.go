@@ -101,3 +101,75 @@ services: vm: #VM
 		t.Errorf("list --json: %+v", insts)
 	}
 }
+
+// TestLSMWriteCommands drives an instance through the simple lifecycle
+// with the CLI alone: create → up, update → up, an illegal set-state,
+// delete → terminated.
+func TestLSMWriteCommands(t *testing.T) {
+	// Not parallel: see exectest.StartServer.
+	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		SchedulerPoll: time.Second})
+	envName := testenv.UniqueName(t, "lsmw")
+	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
+	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "vms")
+	model := `package main
+
+import (
+	"intend.dev/std/fs"
+	"intend.dev/std/lsm"
+)
+
+#VM: lsm.#Entity & {
+	lifecycle: lsm.simple
+	identity:  "name"
+	parameter: {
+		name:   =~"^[a-z]+$" @lsm(rw)
+		memory: *2 | int & >=1 @lsm(rw+)
+	}
+	output: conf: fs.#File & {path: "` + target + `/\(parameter.name).conf", content: "memory=\(parameter.memory)\n"}
+}
+
+services: vm: #VM
+`
+	for name, text := range map[string]string{"intend.yaml": "name: lsmw\n", "main.cue": model} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok(t, vars, "export", dir)
+
+	out := ok(t, vars, "lsm", "create", "vm", "--attr", "name=web", "--idempotency-key", "create-web", "--wait", "up")
+	if field(t, out, "state") != "up" {
+		t.Fatalf("create --wait up:\n%s", out)
+	}
+	conf := filepath.Join(target, "web.conf")
+	if b, err := os.ReadFile(conf); err != nil || string(b) != "memory=2\n" {
+		t.Errorf("deployed %q, %v", b, err)
+	}
+	// The same request again: the first answer, no second instance.
+	ok(t, vars, "lsm", "create", "vm", "--attr", "name=web", "--idempotency-key", "create-web")
+	var insts []store.ServiceInstance
+	jsonOf(t, ok(t, vars, "lsm", "list", "vm", "--json"), &insts)
+	if len(insts) != 1 {
+		t.Errorf("%d instances after a repeated create", len(insts))
+	}
+
+	out = ok(t, vars, "lsm", "update", "vm", "web", "--attr", "memory=6", "--wait", "up")
+	// (The default memory was never given, so the rollback set has none.)
+	if !strings.Contains(field(t, out, "active"), `"memory":6`) || field(t, out, "rollback") != `{"name":"web"}` {
+		t.Errorf("update --wait up:\n%s", out)
+	}
+	if b, _ := os.ReadFile(conf); string(b) != "memory=6\n" {
+		t.Errorf("after the update: %q", b)
+	}
+	fails(t, vars, exitFailed, []string{"409", "on_update"}, "lsm", "set-state", "vm", "web", "creating")
+	fails(t, vars, exitFailed, []string{"422", "/attributes/name"}, "lsm", "update", "vm", "web", "--attr", "name=other")
+	fails(t, vars, exitFailed, []string{"409"}, "lsm", "update", "vm", "web", "--attr", "memory=7", "--version", "1")
+
+	ok(t, vars, "lsm", "delete", "vm", "web", "--wait", "terminated")
+	if _, err := os.Stat(conf); !os.IsNotExist(err) {
+		t.Errorf("the file of a terminated instance: %v", err)
+	}
+}
