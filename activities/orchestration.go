@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
@@ -37,7 +39,14 @@ func classify(err error) error {
 type Orchestration struct {
 	Store   *store.Store
 	Metrics *telemetry.Telemetry // may be nil
+	// SignalDeployed sends workflows.DeployedSignal to the workflow of
+	// that id; nil: the instances waiting for a run find its outcome at
+	// their next poll.
+	SignalDeployed func(ctx context.Context, workflowID string) error
 }
+
+// deployedSignals bounds the signals FinishDeploy sends at a time.
+const deployedSignals = 16
 
 // Register registers the activities under their explicit names.
 func (o *Orchestration) Register(w worker.ActivityRegistry) {
@@ -134,7 +143,43 @@ func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInp
 				Observe(t.Duration().Seconds())
 		}
 	}
+	o.tellInstances(ctx, in.EnvironmentID, in.Run)
 	return nil
+}
+
+// tellInstances signals the workflows of the service instances whose
+// resource sets had resources in the run, so that their deploy waits look
+// now rather than at their next poll. It is best effort: a failed read or
+// signal (an instance whose workflow has ended) is logged, and the polls
+// remain; a retried FinishDeploy signals again, which costs a check.
+func (o *Orchestration) tellInstances(ctx context.Context, envID string, run int64) {
+	if o.SignalDeployed == nil {
+		return
+	}
+	log := activity.GetLogger(ctx)
+	env, insts, err := o.Store.RunServiceInstances(ctx, envID, run)
+	if err != nil {
+		log.Warn("cannot find the service instances of the run; they will poll", "run", run, "error", err)
+		return
+	}
+	ids := make(chan string)
+	var wg sync.WaitGroup
+	for range min(deployedSignals, len(insts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range ids {
+				if err := o.SignalDeployed(ctx, id); err != nil {
+					log.Info("cannot signal a service instance; it will poll", "workflow_id", id, "error", err)
+				}
+			}
+		}()
+	}
+	for _, i := range insts {
+		ids <- names.ServiceInstanceWorkflowID(env, i.Entity, i.ID)
+	}
+	close(ids)
+	wg.Wait()
 }
 
 // MarkBatch records the same outcome for every resource of a batch that no

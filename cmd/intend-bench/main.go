@@ -31,8 +31,9 @@ func main() {
 	n := flag.Int("n", 10000, "resources to deploy")
 	fsync := flag.Bool("fsync", true, "keep PostgreSQL's durability settings (as `intend deploy` does)")
 	filesDir := flag.String("files", "", "where the deployed files go (default: a temp dir under $TMPDIR)")
+	lsmN := flag.Int("lsm", 0, "P7: service instances to create at once after the other workloads (0: no P7; with -n 0, P7 only)")
 	flag.Parse()
-	if err := run(context.Background(), *n, *fsync, *filesDir, os.Stdout); err != nil {
+	if err := run(context.Background(), *n, *lsmN, *fsync, *filesDir, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "intend-bench:", err)
 		os.Exit(1)
 	}
@@ -42,7 +43,7 @@ type row struct {
 	name, value, note string
 }
 
-func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer) error {
+func run(ctx context.Context, n, lsmN int, fsync bool, filesDir string, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "intend-bench-")
 	if err != nil {
 		return err
@@ -86,6 +87,13 @@ func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer)
 		defer os.RemoveAll(files)
 	}
 	fmt.Fprintf(out, "%d fs::File resources into %s, PostgreSQL fsync %v\n", n, files, fsync)
+	if n <= 0 {
+		rows, err := benchLSM(ctx, c, files, lsmN)
+		if err != nil {
+			return fmt.Errorf("P7: %w", err)
+		}
+		return table(out, rows)
+	}
 	var rows []row
 
 	// P1: first deploy of n independent files.
@@ -203,6 +211,15 @@ func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer)
 	}
 	rows = append(rows, row{"P5 chain of 1,000, release → recorded", time.Since(t3).Round(time.Millisecond).String(), "bar ≤ 30 s"})
 
+	// P7: service instances through the lifecycle engine.
+	if lsmN > 0 {
+		p7, err := benchLSM(ctx, c, files, lsmN)
+		if err != nil {
+			return fmt.Errorf("P7: %w", err)
+		}
+		rows = append(rows, p7...)
+	}
+
 	// History sizes: the largest of the workflows above.
 	maxEvents, maxID := int64(0), ""
 	for _, id := range workflows {
@@ -224,7 +241,11 @@ func run(ctx context.Context, n int, fsync bool, filesDir string, out io.Writer)
 		}
 	}
 	rows = append(rows, row{"peak RSS of server + executor + this client", rss, "bar: server ≤ 1 GiB at 100,000"})
+	return table(out, rows)
+}
 
+// table prints the rows.
+func table(out io.Writer, rows []row) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "workload\ttime\tnote\n")
 	for _, r := range rows {

@@ -228,4 +228,3 @@ Examples:
 	w.flags(cmd, true)
 	return cmd
 }
-

@@ -157,7 +157,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 
 	s.worker = worker.New(tc, workflows.TaskQueue, worker.Options{})
-	RegisterOrchestration(s.worker, st, tel)
+	registerOrchestration(s.worker, &activities.Orchestration{Store: st, Metrics: tel,
+		SignalDeployed: func(ctx context.Context, workflowID string) error {
+			return tc.SignalWorkflow(ctx, workflowID, "", workflows.DeployedSignal, nil)
+		}})
 	s.registerCompiles(s.worker)
 	// The lifecycle engine: one workflow per service instance.
 	workflows.RegisterServiceInstance(s.worker)
@@ -221,11 +224,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // metrics in tel when one is given (variadic so that callers without
 // metrics need not pass nil).
 func RegisterOrchestration(w worker.Registry, st *store.Store, tel ...*telemetry.Telemetry) {
-	workflows.Register(w)
 	acts := &activities.Orchestration{Store: st}
 	if len(tel) > 0 {
 		acts.Metrics = tel[0]
 	}
+	registerOrchestration(w, acts)
+}
+
+// registerOrchestration registers the deploy workflows and acts.
+func registerOrchestration(w worker.Registry, acts *activities.Orchestration) {
+	workflows.Register(w)
 	acts.Register(w)
 }
 

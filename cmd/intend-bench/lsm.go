@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// lsmModel is a model whose service entity svc (lsm.simple) refines into
+// three files under root, named after the instance.
+func lsmModel(root string) string {
+	return `package main
+
+import (
+	"intend.dev/std/fs"
+	"intend.dev/std/lsm"
+)
+
+#Svc: lsm.#Entity & {
+	lifecycle: lsm.simple
+	identity:  "name"
+	parameter: {
+		name: =~"^[a-z0-9]+$" @lsm(rw)
+		size: *1 | int & >=1 @lsm(rw+)
+	}
+	output: {
+		a: fs.#File & {path: "` + root + `/\(parameter.name).a", content: "size=\(parameter.size)\n"}
+		b: fs.#File & {path: "` + root + `/\(parameter.name).b", content: "size=\(parameter.size)\n"}
+		c: fs.#File & {path: "` + root + `/\(parameter.name).c", content: "size=\(parameter.size)\n"}
+	}
+}
+
+services: svc: #Svc
+`
+}
+
+const (
+	lsmEnv       = "lsm"
+	lsmInventory = "/lsm/v1/service_inventory/svc"
+	lsmParallel  = 32
+	lsmSingles   = 20
+)
+
+// benchLSM is P7: n service instances created at once through the REST
+// API until all are up, then single creates on the idle environment.
+func benchLSM(ctx context.Context, c *apiclient.Client, files string, n int) ([]row, error) {
+	if _, err := c.EnsureEnvironment(ctx, "bench", lsmEnv); err != nil {
+		return nil, err
+	}
+	root := filepath.Join(files, "lsm")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	if err := uploadModel(ctx, c, lsmEnv, lsmModel(root)); err != nil {
+		return nil, fmt.Errorf("upload the model: %w", err)
+	}
+
+	// 1,000 creates at once, lsmParallel at a time, then wait for all up.
+	t0 := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, lsmParallel)
+	var createdAt time.Duration
+	for range lsmParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				if _, err := lsmCreate(ctx, c, fmt.Sprintf("i%05d", i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	createdAt = time.Since(t0)
+	for {
+		up, bad, err := lsmCount(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if bad > 0 {
+			return nil, fmt.Errorf("%d instances failed or were rejected", bad)
+		}
+		if up == n {
+			break
+		}
+		if time.Since(t0) > 10*time.Minute {
+			return nil, fmt.Errorf("%d of %d instances up after 10 min", up, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	all := time.Since(t0)
+
+	// Single creates on the idle environment: create → up.
+	lat := make([]time.Duration, lsmSingles)
+	for i := range lat {
+		t := time.Now()
+		inst, err := lsmCreate(ctx, c, fmt.Sprintf("s%05d", i))
+		if err != nil {
+			return nil, err
+		}
+		for {
+			var got store.ServiceInstance
+			if err := lsmCall(ctx, c, http.MethodGet, lsmInventory+"/"+inst.ID, nil, &got); err != nil {
+				return nil, err
+			}
+			if got.State == "up" {
+				break
+			}
+			if got.State == "rejected" || got.State == "failed" {
+				return nil, fmt.Errorf("instance %s is %s", inst.ID, got.State)
+			}
+			if time.Since(t) > time.Minute {
+				return nil, fmt.Errorf("instance %s not up after a minute: %s", inst.ID, got.State)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		lat[i] = time.Since(t)
+	}
+	slices.Sort(lat)
+	p50, worst := lat[len(lat)/2], lat[len(lat)-1]
+	return []row{
+		{fmt.Sprintf("P7 %s service instances (3 files each) created at once → all up", fmtInt(n)), all.Round(time.Millisecond).String(),
+			fmt.Sprintf("creates answered in %v, %d at a time (bar ≤ 120 s)", createdAt.Round(time.Millisecond), lsmParallel)},
+		{"P7 one instance create → up, idle", p50.Round(time.Millisecond).String(),
+			fmt.Sprintf("p50 of %d, max %v (bar ≤ 2 s)", lsmSingles, worst.Round(time.Millisecond))},
+	}, nil
+}
+
+// fmtInt writes n with thousands separators.
+func fmtInt(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// lsmCreate creates an instance named name.
+func lsmCreate(ctx context.Context, c *apiclient.Client, name string) (store.ServiceInstance, error) {
+	var inst store.ServiceInstance
+	err := lsmCall(ctx, c, http.MethodPost, lsmInventory,
+		map[string]any{"attributes": map[string]any{"name": name}}, &inst)
+	if err != nil {
+		return inst, fmt.Errorf("create %s: %w", name, err)
+	}
+	return inst, nil
+}
+
+// lsmCount counts the instances up, and those failed or rejected.
+func lsmCount(ctx context.Context, c *apiclient.Client) (up, bad int, err error) {
+	for _, s := range []string{"up", "failed", "rejected"} {
+		after := ""
+		for {
+			var page struct {
+				Items []store.ServiceInstance `json:"items"`
+				Next  string                  `json:"next"`
+			}
+			q := url.Values{"state": {s}, "limit": {"1000"}}
+			if after != "" {
+				q.Set("after", after)
+			}
+			if err := lsmCall(ctx, c, http.MethodGet, lsmInventory+"?"+q.Encode(), nil, &page); err != nil {
+				return 0, 0, err
+			}
+			if s == "up" {
+				up += len(page.Items)
+			} else {
+				bad += len(page.Items)
+			}
+			if page.Next == "" {
+				break
+			}
+			after = page.Next
+		}
+	}
+	return up, bad, nil
+}
+
+// lsmCall sends a request of the /lsm API in the benchmark's LSM
+// environment and decodes a 2xx answer into out.
+func lsmCall(ctx context.Context, c *apiclient.Client, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(api.EnvironmentHeader, lsmEnv)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return json.Unmarshal(b, out)
+}
+
+// uploadModel uploads a project of one main.cue as env's model source.
+func uploadModel(ctx context.Context, c *apiclient.Client, env, mainCUE string) error {
+	dir, err := os.MkdirTemp("", "intend-bench-model-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for name, text := range map[string]string{"intend.yaml": "name: bench\n", "main.cue": mainCUE} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	packed, err := project.Archive(dir)
+	if err != nil {
+		return err
+	}
+	return c.Do(ctx, http.MethodPut, apiclient.EnvPath(env, "model"),
+		apiclient.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil)
+}
