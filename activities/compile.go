@@ -160,17 +160,11 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 		return fail(err)
 	}
 
-	facts, err := c.Store.ListFacts(ctx, in.EnvironmentID, "")
+	facts, err := envFacts(ctx, c.Store, in.EnvironmentID)
 	if err != nil {
 		return workflows.BuildCompileResult{}, err
 	}
-	opts := compiler.Options{Dir: tree, Facts: map[string]map[string]json.RawMessage{}}
-	for _, f := range facts {
-		if opts.Facts[f.ResourceID] == nil {
-			opts.Facts[f.ResourceID] = map[string]json.RawMessage{}
-		}
-		opts.Facts[f.ResourceID][f.Name] = f.Value
-	}
+	opts := compiler.Options{Dir: tree, Facts: facts}
 	res, err := c.compile(ctx, opts)
 	if err != nil {
 		return fail(err)
@@ -507,14 +501,25 @@ func (t *tail) Write(p []byte) (int, error) {
 
 func (t *tail) String() string { return string(t.b) }
 
-// compile runs the compiler with a time limit. CUE evaluation cannot be
-// interrupted between instances, so a compile over its limit is
-// abandoned: its goroutine finishes in the background.
+// compile runs the compiler with a time limit (see compileWithin); a
+// failed compile is a failure with structured errors.
 func (c *Compiler) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
-	limit := c.CompileTimeout
-	if limit <= 0 {
-		limit = DefaultCompileTimeout
+	limit := orDefaultTimeout(c.CompileTimeout)
+	res, err := compileWithin(ctx, limit, opts)
+	if err == nil {
+		return res, nil
 	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the activity was cancelled: not the model's fault
+	}
+	return nil, compileErrors(err, opts.Dir, limit)
+}
+
+// compileWithin runs the compiler with a time limit: context.
+// DeadlineExceeded when it passes (or the ctx's own error when ctx ends).
+// CUE evaluation cannot be interrupted between instances, so a compile
+// over its limit is abandoned: its goroutine finishes in the background.
+func compileWithin(ctx context.Context, limit time.Duration, opts compiler.Options) (*compiler.Result, error) {
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	type result struct {
@@ -526,19 +531,36 @@ func (c *Compiler) compile(ctx context.Context, opts compiler.Options) (*compile
 		res, err := compiler.Compile(cctx, opts)
 		done <- result{res, err}
 	}()
-	var r result
 	select {
-	case r = <-done:
+	case r := <-done:
+		return r.res, r.err
 	case <-cctx.Done():
-		r.err = cctx.Err()
+		return nil, cctx.Err()
 	}
-	if r.err == nil {
-		return r.res, nil
+}
+
+// orDefaultTimeout is limit, or DefaultCompileTimeout when it is not set.
+func orDefaultTimeout(limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return DefaultCompileTimeout
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err() // the activity was cancelled: not the model's fault
+	return limit
+}
+
+// envFacts returns the environment's facts as the compiler takes them.
+func envFacts(ctx context.Context, st *store.Store, envID string) (map[string]map[string]json.RawMessage, error) {
+	facts, err := st.ListFacts(ctx, envID, "")
+	if err != nil {
+		return nil, err
 	}
-	return nil, compileErrors(r.err, opts.Dir, limit)
+	out := map[string]map[string]json.RawMessage{}
+	for _, f := range facts {
+		if out[f.ResourceID] == nil {
+			out[f.ResourceID] = map[string]json.RawMessage{}
+		}
+		out[f.ResourceID][f.Name] = f.Value
+	}
+	return out, nil
 }
 
 // compileErrors makes a failed compile's error a failure with structured

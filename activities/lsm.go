@@ -224,18 +224,11 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 	if err := project.Extract(archive, tree); err != nil {
 		return nil, compiler.Errors{{Message: "model source " + src.Hash + ": " + err.Error()}}, nil
 	}
-	facts, err := l.Store.ListFacts(ctx, envID, "")
+	facts, err := envFacts(ctx, l.Store, envID)
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	opts := compiler.Options{Dir: tree, Instances: instances, Facts: map[string]map[string]json.RawMessage{},
-		Cache: l.Cache, SourceKey: src.Hash}
-	for _, f := range facts {
-		if opts.Facts[f.ResourceID] == nil {
-			opts.Facts[f.ResourceID] = map[string]json.RawMessage{}
-		}
-		opts.Facts[f.ResourceID][f.Name] = f.Value
-	}
+	opts := compiler.Options{Dir: tree, Instances: instances, Facts: facts, Cache: l.Cache, SourceKey: src.Hash}
 	defer heartbeat(ctx)()
 	res, err := l.compile(ctx, opts)
 	if err == nil {
@@ -251,32 +244,15 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 	return nil, errs, nil
 }
 
-// compile runs the compiler with a time limit (see Compiler.compile).
+// compile runs the compiler with a time limit (see compileWithin); a
+// compile over it is an error of the compile, like the model's own.
 func (l *LSM) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
-	limit := l.CompileTimeout
-	if limit <= 0 {
-		limit = DefaultCompileTimeout
-	}
-	cctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	type result struct {
-		res *compiler.Result
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := compiler.Compile(cctx, opts)
-		done <- result{res, err}
-	}()
-	select {
-	case r := <-done:
-		return r.res, r.err
-	case <-cctx.Done():
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	limit := orDefaultTimeout(l.CompileTimeout)
+	res, err := compileWithin(ctx, limit, opts)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return nil, compiler.Errors{{Message: fmt.Sprintf("the compile took longer than %s and was stopped", limit)}}
 	}
+	return res, err
 }
 
 // ExportInstance makes a partial export of the instance's set
