@@ -287,29 +287,14 @@ func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v int
 		if err != nil {
 			return err
 		}
-		open := map[string][]byte{}
-		rows, err := tx.Query(ctx, `select resource_id, hash from version_resources
-			where environment_id = $1::uuid and last_version is null`, envID)
+		open, err := openHashes(ctx, tx, envID, "")
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var rid string
-			var h []byte
-			if err := rows.Scan(&rid, &h); err != nil {
-				return err
-			}
-			open[rid] = h
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		members := make([]member, len(v.Resources))
-		same := last > 0 && len(open) == len(v.Resources)
-		for i := range v.Resources {
-			r := &v.Resources[i]
-			members[i] = member{id: r.ID.String(), hash: r.Hash(), r: r}
-			if h, ok := open[members[i].id]; !ok || !bytes.Equal(h, members[i].hash[:]) {
+		members := membersOf(v)
+		same := last > 0 && len(open) == len(members)
+		for _, m := range members {
+			if h, ok := open[m.id]; !ok || !bytes.Equal(h, m.hash[:]) {
 				same = false
 			}
 		}

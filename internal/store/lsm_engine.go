@@ -52,21 +52,9 @@ func (s *Store) ResourceSetContent(ctx context.Context, envID, set string) (SetC
 		if released != nil {
 			out.ReleasedVersion = *released
 		}
-		rows, err := tx.Query(ctx, `select resource_id, hash from version_resources
-			where environment_id = $1::uuid and resource_set = $2 and last_version is null`, envID, set)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			var h []byte
-			if err := rows.Scan(&id, &h); err != nil {
-				return err
-			}
-			out.Hashes[id] = h
-		}
-		return rows.Err()
+		var err error
+		out.Hashes, err = openHashes(ctx, tx, envID, set)
+		return err
 	})
 	return out, err
 }

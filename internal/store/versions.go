@@ -52,32 +52,45 @@ func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Versio
 		if err != nil {
 			return err
 		}
-		open := map[string][]byte{}
-		rows, err := tx.Query(ctx, `select resource_id, hash from version_resources
-			where environment_id = $1::uuid and last_version is null`, envID)
+		open, err := openHashes(ctx, tx, envID, "")
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var id string
-			var h []byte
-			if err := rows.Scan(&id, &h); err != nil {
-				return err
-			}
-			open[id] = h
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		members := make([]member, len(v.Resources))
-		for i := range v.Resources {
-			r := &v.Resources[i]
-			members[i] = member{id: r.ID.String(), hash: r.Hash(), r: r}
-		}
-		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
+		info, err = writeVersion(ctx, tx, envID, last+1, open, membersOf(v))
 		return err
 	})
 	return info, err
+}
+
+// openHashes returns the intent hash of every resource of the newest
+// version (of one resource set, when set is not ""), by id.
+func openHashes(ctx context.Context, tx pgx.Tx, envID, set string) (map[string][]byte, error) {
+	rows, err := tx.Query(ctx, `select resource_id, hash from version_resources
+		where environment_id = $1::uuid and ($2 = '' or resource_set = $2) and last_version is null`, envID, set)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	open := map[string][]byte{}
+	for rows.Next() {
+		var id string
+		var h []byte
+		if err := rows.Scan(&id, &h); err != nil {
+			return nil, err
+		}
+		open[id] = h
+	}
+	return open, rows.Err()
+}
+
+// membersOf makes a whole version's resources members for writeVersion.
+func membersOf(v intent.Version) []member {
+	members := make([]member, len(v.Resources))
+	for i := range v.Resources {
+		r := &v.Resources[i]
+		members[i] = member{id: r.ID.String(), hash: r.Hash(), r: r}
+	}
+	return members
 }
 
 // lockForExport locks the environment's row, which serialises the exports
