@@ -58,16 +58,18 @@ func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *apiclient.Cli
 		"active", compactJSON(inst.Active), "rollback", compactJSON(inst.Rollback))
 }
 
-// current is --version, or the instance's version read now.
-func (w *lsmWrite) current(ctx context.Context, c *apiclient.Client, entity, id string) (int64, error) {
-	if w.version > 0 {
-		return w.version, nil
+// current returns the /lsm client and the version a write names: --version,
+// or the instance's version read now.
+func (w *lsmWrite) current(ctx context.Context, s *clientSettings, entity, id string) (*apiclient.Client, int64, error) {
+	c, err := s.lsmClient()
+	if err != nil || w.version > 0 {
+		return c, w.version, err
 	}
 	var inst store.ServiceInstance
 	if err := c.Do(ctx, http.MethodGet, lsmPath("service_inventory", entity, id), nil, &inst); err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	return inst.Version, nil
+	return c, inst.Version, nil
 }
 
 // waitInstance polls an instance until it is in state; a terminal state
@@ -155,11 +157,7 @@ Examples:
 			if len(values) == 0 {
 				return usageErrorf("give at least one --attr KEY=VALUE")
 			}
-			c, err := s.lsmClient()
-			if err != nil {
-				return err
-			}
-			v, err := w.current(cmd.Context(), c, args[0], args[1])
+			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -185,11 +183,7 @@ Examples:
   intend lsm set-state vm web creating --wait up`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := s.lsmClient()
-			if err != nil {
-				return err
-			}
-			v, err := w.current(cmd.Context(), c, args[0], args[1])
+			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -213,11 +207,7 @@ Examples:
   intend lsm delete vm web --wait terminated`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := s.lsmClient()
-			if err != nil {
-				return err
-			}
-			v, err := w.current(cmd.Context(), c, args[0], args[1])
+			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
 			if err != nil {
 				return err
 			}
