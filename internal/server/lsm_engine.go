@@ -70,57 +70,76 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 		return store.ServiceInstance{}, fmt.Errorf("unknown lifecycle request %q", req.Op)
 	}
 
-	var h client.WorkflowUpdateHandle
-	var err error
-	if req.Op == api.LSMCreate {
-		start := e.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-			ID:        wfID,
-			TaskQueue: workflows.TaskQueue,
-			// A running workflow takes the create (and rejects it when the
-			// instance exists); an ended one's id may start again (the API
-			// refuses ids the inventory has).
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, entity, req.InstanceID),
-			StaticSummary:            fmt.Sprintf("service instance %s/%s", entity, req.InstanceID),
-		}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
-			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: req.Entity, InstanceID: req.InstanceID,
-		})
-		h, err = e.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-			StartWorkflowOperation: start, UpdateOptions: opts,
-		})
-	} else {
-		h, err = e.temporal.UpdateWorkflow(ctx, opts)
+	// Busy (the workflow is still applying the previous transfer, often
+	// for milliseconds) is refused before anything is written: try again
+	// within the wait, so that clients see it only when it lasts.
+	attempt := func() (store.ServiceInstance, error) {
+		var h client.WorkflowUpdateHandle
+		var err error
+		if req.Op == api.LSMCreate {
+			start := e.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+				ID:        wfID,
+				TaskQueue: workflows.TaskQueue,
+				// A running workflow takes the create (and rejects it when the
+				// instance exists); an ended one's id may start again (the API
+				// refuses ids the inventory has).
+				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+				WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+				TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, entity, req.InstanceID),
+				StaticSummary:            fmt.Sprintf("service instance %s/%s", entity, req.InstanceID),
+			}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
+				EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: req.Entity, InstanceID: req.InstanceID,
+			})
+			h, err = e.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+				StartWorkflowOperation: start, UpdateOptions: opts,
+			})
+		} else {
+			h, err = e.temporal.UpdateWorkflow(ctx, opts)
+		}
+		if err != nil {
+			if rej := rejection(err); rej != nil {
+				return store.ServiceInstance{}, rej
+			}
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				// The inventory has the instance live, but its workflow
+				// does not run (it just ended, or Temporal lost it).
+				return store.ServiceInstance{}, fmt.Errorf("%w: workflow %s does not run: %v", api.ErrLSMUnavailable, wfID, err)
+			}
+			if ctx.Err() != nil || isUnavailable(err) {
+				return store.ServiceInstance{}, fmt.Errorf("%w: send %s to %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, err)
+			}
+			return store.ServiceInstance{}, fmt.Errorf("send %s to %s: %w", opts.UpdateName, wfID, err)
+		}
+		var inst store.ServiceInstance
+		if err := h.Get(ctx, &inst); err != nil {
+			if rej := rejection(err); rej != nil {
+				return inst, rej
+			}
+			if ctx.Err() != nil {
+				return inst, fmt.Errorf("%w: %s of %s (update %s)", api.ErrLSMPending, opts.UpdateName, wfID, req.UpdateID)
+			}
+			if isUnavailable(err) {
+				return inst, fmt.Errorf("%w: wait for %s of %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, err)
+			}
+			return inst, fmt.Errorf("%s of %s: %w", opts.UpdateName, wfID, err)
+		}
+		return inst, nil
 	}
-	if err != nil {
-		if rej := rejection(err); rej != nil {
-			return store.ServiceInstance{}, rej
+	backoff := 50 * time.Millisecond
+	for {
+		inst, err := attempt()
+		var rej *api.LSMRejection
+		if !errors.As(err, &rej) || rej.Reason != api.RejectBusy {
+			return inst, err
 		}
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			// The inventory has the instance live, but its workflow
-			// does not run (it just ended, or Temporal lost it).
-			return store.ServiceInstance{}, fmt.Errorf("%w: workflow %s does not run: %v", api.ErrLSMUnavailable, wfID, err)
+		select {
+		case <-ctx.Done():
+			return inst, err
+		case <-time.After(backoff):
 		}
-		if ctx.Err() != nil || isUnavailable(err) {
-			return store.ServiceInstance{}, fmt.Errorf("%w: send %s to %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, err)
-		}
-		return store.ServiceInstance{}, fmt.Errorf("send %s to %s: %w", opts.UpdateName, wfID, err)
+		backoff = min(2*backoff, time.Second)
 	}
-	var inst store.ServiceInstance
-	if err := h.Get(ctx, &inst); err != nil {
-		if rej := rejection(err); rej != nil {
-			return inst, rej
-		}
-		if ctx.Err() != nil {
-			return inst, fmt.Errorf("%w: %s of %s (update %s)", api.ErrLSMPending, opts.UpdateName, wfID, req.UpdateID)
-		}
-		if isUnavailable(err) {
-			return inst, fmt.Errorf("%w: wait for %s of %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, err)
-		}
-		return inst, fmt.Errorf("%s of %s: %w", opts.UpdateName, wfID, err)
-	}
-	return inst, nil
 }
 
 // rejection finds the instance workflow's rejection in err's chain (a
