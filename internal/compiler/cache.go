@@ -10,7 +10,8 @@ import (
 // that compiling the model with one instance changed among thousands
 // evaluates one (P8: a few milliseconds) and merges the others' cached
 // outputs. An entry is keyed by everything the evaluation reads: the
-// model (Options.SourceKey), the facts, the entity, the instance id and its
+// model (Options.SourceKey), the facts (when the model declares them; a
+// model that does not cannot read them), the entity, the instance id and its
 // attributes. Only instances that compiled without an error are kept. A
 // Cache is safe for concurrent compiles; when it holds more than its bound
 // of resources it starts over.
@@ -63,15 +64,19 @@ type cacheKeyer struct {
 	prefix []byte // source key and facts
 }
 
-func newCacheKeyer(opts Options) (*cacheKeyer, error) {
-	facts, err := json.Marshal(opts.Facts) // maps marshal in key order
-	if err != nil {
-		return nil, err
-	}
+// newCacheKeyer keys by the model and, when the model reads facts (it
+// declares them), by the facts.
+func newCacheKeyer(source string, readsFacts bool, facts map[string]map[string]json.RawMessage) (*cacheKeyer, error) {
 	h := sha256.New()
-	h.Write([]byte(opts.SourceKey))
+	h.Write([]byte(source))
 	h.Write([]byte{0})
-	h.Write(facts)
+	if readsFacts {
+		b, err := json.Marshal(facts) // maps marshal in key order
+		if err != nil {
+			return nil, err
+		}
+		h.Write(b)
+	}
 	return &cacheKeyer{prefix: h.Sum(nil)}, nil
 }
 

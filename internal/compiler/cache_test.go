@@ -10,7 +10,8 @@ import (
 
 // TestCacheReusesUnchangedInstances: a second compile of the same model
 // takes unchanged instances from the cache and gives the same version; a
-// changed instance, other facts or another model are evaluated again; an
+// changed instance, another model, or other facts of a model that reads
+// facts are evaluated again; an
 // instance with errors is never cached.
 func TestCacheReusesUnchangedInstances(t *testing.T) {
 	model := strings.Split(siteModel, "\tinstances: [N=string]")[0] + "}\n"
@@ -45,10 +46,9 @@ func TestCacheReusesUnchangedInstances(t *testing.T) {
 		t.Errorf("the changed instance came from the cache")
 	}
 
+	facts := map[string]map[string]json.RawMessage{"x::Y[a,k=v]": {"f": json.RawMessage(`1`)}}
 	for _, o := range []Options{
 		{Dir: dir, Instances: opts.Instances, Cache: cache, SourceKey: "m2"},
-		{Dir: dir, Instances: opts.Instances, Cache: cache, SourceKey: "m1",
-			Facts: map[string]map[string]json.RawMessage{"x::Y[a,k=v]": {"f": json.RawMessage(`1`)}}},
 		{Dir: dir, Instances: opts.Instances, Cache: cache}, // no source key: no cache
 	} {
 		before := cache.Hits()
@@ -57,6 +57,27 @@ func TestCacheReusesUnchangedInstances(t *testing.T) {
 		}
 		if cache.Hits() != before {
 			t.Errorf("options %+v hit the cache", o.SourceKey)
+		}
+	}
+
+	// This model does not declare facts, so it cannot read them: other
+	// facts (another instance's deploy reported some) keep its entries.
+	before := cache.Hits()
+	if _, err := Compile(context.Background(), Options{Dir: dir, Instances: opts.Instances, Cache: cache, SourceKey: "m1", Facts: facts}); err != nil {
+		t.Fatal(err)
+	}
+	if cache.Hits() != before+2 {
+		t.Errorf("new facts voided the entries of a model that does not read facts: hits %d, want %d", cache.Hits(), before+2)
+	}
+	// The same model declaring facts is keyed by them.
+	withFacts := writeProject(t, map[string]string{"main.cue": model + "\nfacts: [string]: [string]: _\n"})
+	for i, f := range []map[string]map[string]json.RawMessage{nil, nil, facts, facts} {
+		before := cache.Hits()
+		if _, err := Compile(context.Background(), Options{Dir: withFacts, Instances: opts.Instances, Cache: cache, SourceKey: "m3", Facts: f}); err != nil {
+			t.Fatal(err)
+		}
+		if hit := cache.Hits() != before; hit != (i%2 == 1) {
+			t.Errorf("compile %d of a model declaring facts: hit %v, want %v", i, hit, i%2 == 1)
 		}
 	}
 

@@ -152,11 +152,6 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		files: map[string]*ast.File{},
 		ids:   map[string]int{},
 	}
-	if opts.Cache != nil && opts.SourceKey != "" {
-		if c.keys, err = newCacheKeyer(opts); err != nil {
-			return nil, fmt.Errorf("facts: %w", err)
-		}
-	}
 	inst, err := c.load(root, proj)
 	if err != nil {
 		return nil, err
@@ -170,12 +165,21 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		c.errs.addCUE("", err)
 		return nil, c.errs.err()
 	}
-	if f := v.LookupPath(cue.MakePath(cue.Str("facts"))); f.Exists() && len(opts.Facts) > 0 {
+	declared := v.LookupPath(cue.MakePath(cue.Str("facts"))).Exists()
+	if declared && len(opts.Facts) > 0 {
 		facts, err := json.Marshal(opts.Facts)
 		if err != nil {
 			return nil, fmt.Errorf("facts: %w", err)
 		}
 		v = v.FillPath(cue.MakePath(cue.Str("facts")), c.cue.CompileBytes(facts))
+	}
+	if opts.Cache != nil && opts.SourceKey != "" {
+		// A model that does not declare facts cannot read them: the
+		// facts are then no part of the keys, so that the deploys of
+		// other instances (which report facts) do not void the cache.
+		if c.keys, err = newCacheKeyer(opts.SourceKey, declared, opts.Facts); err != nil {
+			return nil, fmt.Errorf("facts: %w", err)
+		}
 	}
 	// Conflicts anywhere in the model (with the facts), also outside the resources (the
 	// walk below adds what is missing, not what is wrong).
