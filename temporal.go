@@ -23,6 +23,9 @@ type TemporalDev struct {
 	SearchAttributes map[string]string `yaml:"search_attributes"`
 	LogLevel         string            `yaml:"log_level"`
 	DynamicConfig    map[string]any    `yaml:"dynamic_config"`
+	// SQLitePragmas are set on the dev server's database (the CLI's
+	// --sqlite-pragma PRAGMA=VALUE).
+	SQLitePragmas map[string]string `yaml:"sqlite_pragmas"`
 }
 
 // TemporalDevConfig parses the embedded temporal.yaml.
@@ -77,6 +80,21 @@ func (c TemporalDev) DynamicConfigArgs() []string {
 			v = fmt.Sprint(x)
 		}
 		args = append(args, "--dynamic-config-value", k+"="+v)
+	}
+	return args
+}
+
+// SQLitePragmaArgs returns the dev-server flags for sqlite_pragmas, in a
+// stable order.
+func (c TemporalDev) SQLitePragmaArgs() []string {
+	keys := make([]string, 0, len(c.SQLitePragmas))
+	for k := range c.SQLitePragmas {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var args []string
+	for _, k := range keys {
+		args = append(args, "--sqlite-pragma", k+"="+c.SQLitePragmas[k])
 	}
 	return args
 }

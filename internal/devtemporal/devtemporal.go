@@ -185,6 +185,7 @@ func start(ctx context.Context, cli string, cfg intend.TemporalDev, opts Options
 	}
 	args = append(args, cfg.SearchAttributeArgs()...)
 	args = append(args, cfg.DynamicConfigArgs()...)
+	args = append(args, cfg.SQLitePragmaArgs()...)
 
 	cmd := exec.Command(cli, args...)
 	cmd.Stdout = io.MultiWriter(s.tail, opts.Log)

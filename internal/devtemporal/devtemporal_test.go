@@ -78,6 +78,11 @@ func TestStartPersistentWithUI(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("web UI answered %s", resp.Status)
 	}
+	// temporal.yaml's sqlite_pragmas reach the database: it keeps a
+	// write-ahead log while open.
+	if _, err := os.Stat(db + "-wal"); err != nil {
+		t.Errorf("the database has no write-ahead log (journal_mode=wal from temporal.yaml): %v", err)
+	}
 	if err := s.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
