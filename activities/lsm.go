@@ -30,10 +30,12 @@ import (
 // content (it exports nothing when the set already holds what it would
 // export), the others only read.
 //
-// Compiles read the environment's newest model source, extract it into a
-// fresh directory under TempDir and remove it afterwards. Nothing is cached
-// yet: a validation compiles the whole model with every live instance (P8:
-// about 0.5 s for 1,000); the design's per-instance cache is a follow-up.
+// The workflow runs them as local activities (workflows/lsm.go). Compiles
+// read the environment's newest model source, extract it into a fresh
+// directory under TempDir and remove it afterwards; Cache keeps the
+// instances' outputs, so a validation with 1,000 live instances evaluates
+// the one that changed. Exports that arrive together share one version
+// (exportBatcher).
 type LSM struct {
 	Store *store.Store
 	// TempDir holds the extracted model sources ("": os.TempDir()).
@@ -47,6 +49,8 @@ type LSM struct {
 	// same model source (nil: every compile evaluates every instance).
 	Cache *compiler.Cache
 	Log   *slog.Logger // nil: slog.Default()
+
+	exports exportBatcher
 }
 
 // Register registers the activities under their explicit names.
@@ -327,8 +331,13 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 		return workflows.ExportInstanceResult{}, classify(err)
 	}
 	out := workflows.ExportInstanceResult{Since: before.Now, Version: before.LastVersion, Resources: len(partial.Resources)}
+	var request *store.Request
+	woken := false
 	if !sameContent(before.Hashes, partial.Resources) {
-		info, err := l.Store.ExportPartial(ctx, in.EnvironmentID, partial, removed)
+		version, req, err := l.exports.export(ctx, in.EnvironmentID, partial.Resources, removed,
+			func(ctx context.Context, rs []intent.Resource, removed []string) (int64, *store.Request, error) {
+				return l.exportAndRelease(ctx, env, rs, removed)
+			})
 		var ve *intent.ValidationError
 		if errors.As(err, &ve) {
 			return failed(compiler.Errors{{Message: "the partial export of " + set + " was refused: " + ve.Error()}})
@@ -336,14 +345,12 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 		if err != nil {
 			return workflows.ExportInstanceResult{}, classify(err)
 		}
-		out.Version, out.Changed = info.Version, true
+		out.Version, out.Changed, request, woken = version, true, req, true
 	}
 	if out.Version == 0 {
 		return out, nil // nothing was ever exported: nothing to release
 	}
-
-	var request *store.Request
-	if out.Version > before.ReleasedVersion {
+	if !out.Changed && out.Version > before.ReleasedVersion {
 		rel, err := l.Store.ReleaseVersion(ctx, in.EnvironmentID, out.Version)
 		switch {
 		case errors.Is(err, store.ErrConflict):
@@ -369,15 +376,45 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 			request = &r
 		}
 	}
-	if request != nil && l.Wake != nil {
-		if err := l.Wake(ctx, env, request.Reason); err != nil {
-			// The request is queued; the scheduler's poll finds it.
-			l.log().Warn("scheduler not woken after an instance's export", "environment", env.Name, "error", err)
-		}
+	if request != nil && !woken {
+		l.wake(ctx, env, request.Reason)
 	}
 	l.log().Info("service instance exported", "environment", env.Name, "entity", in.Entity, "instance", in.InstanceID,
 		"mode", in.Mode, "version", out.Version, "exported", out.Changed, "resources", out.Resources)
 	return out, nil
+}
+
+// exportAndRelease exports the sets of a batch of instances as one
+// version (exportBatcher), releases it and wakes the scheduler for the
+// deploy the release queued. A newer version released meanwhile holds the
+// sets as well (only their instances' workflows change them): no error.
+func (l *LSM) exportAndRelease(ctx context.Context, env store.Environment, rs []intent.Resource, removed []string) (int64, *store.Request, error) {
+	info, err := l.Store.ExportPartial(ctx, env.ID, intent.Version{Resources: rs}, removed)
+	if err != nil {
+		return 0, nil, err
+	}
+	rel, err := l.Store.ReleaseVersion(ctx, env.ID, info.Version)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return info.Version, nil, nil
+	case err != nil:
+		return info.Version, nil, err
+	}
+	if rel.Request != nil {
+		l.wake(ctx, env, rel.Request.Reason)
+	}
+	return info.Version, rel.Request, nil
+}
+
+// wake tells the scheduler about a queued deploy request; when it cannot,
+// the scheduler's poll finds the request.
+func (l *LSM) wake(ctx context.Context, env store.Environment, reason string) {
+	if l.Wake == nil {
+		return
+	}
+	if err := l.Wake(ctx, env, reason); err != nil {
+		l.log().Warn("scheduler not woken after an instance's export", "environment", env.Name, "error", err)
+	}
 }
 
 // sameContent reports whether the set's stored resources (intent hashes by

@@ -426,22 +426,28 @@ func (w *instanceWorkflow) finish(ctx workflow.Context) error {
 	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 }
 
-// Activity options: writes are quick; compiles are long and heartbeat.
-// Both retry until they succeed (an instance has nowhere else to go) or
-// fail with a non-retryable error.
+// The lifecycle engine's activities run as local activities: in the
+// workflow's worker, recorded as one marker each in the workflow task that
+// ran them, with no activity task through the Temporal server. An
+// instance's create → up is then three workflow tasks instead of ten, which
+// is what lets 1,000 instances through a single-node Temporal at once
+// (docs/benchmarks.md, P7). Every activity is idempotent (ApplyTransfer by
+// version, ExportInstance by content, the others read), so a workflow task
+// lost with the worker runs them again harmlessly. Both kinds retry until
+// they succeed (an instance has nowhere else to go) or fail with a
+// non-retryable error; a compile is bounded by the activity's own compile
+// time limit, and a long one keeps the workflow task alive by the SDK's
+// workflow task heartbeat.
 func quickOptions(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           TaskQueue,
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 	})
 }
 
 func longOptions(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           TaskQueue,
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 15 * time.Minute,
-		HeartbeatTimeout:    20 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
 }
@@ -614,7 +620,7 @@ func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets ls
 // validate runs ValidateInstance with the candidate attributes.
 func (w *instanceWorkflow) validate(ctx workflow.Context, candidate map[string]any) (failed bool, errs json.RawMessage, err error) {
 	var res ValidateInstanceResult
-	if err := workflow.ExecuteActivity(longOptions(ctx), ValidateInstanceActivity, ValidateInstanceInput{
+	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ValidateInstanceActivity, ValidateInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID, Attributes: candidate,
 	}).Get(ctx, &res); err != nil {
 		return false, nil, fmt.Errorf("validate: %w", err)
@@ -652,7 +658,7 @@ func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets l
 func (w *instanceWorkflow) write(ctx workflow.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
 	in.EnvironmentID, in.Entity, in.InstanceID = w.in.EnvironmentID, w.in.Entity.Name, w.in.InstanceID
 	var rec ServiceInstanceRecord
-	if err := workflow.ExecuteActivity(quickOptions(ctx), ApplyTransferActivity, in).Get(ctx, &rec); err != nil {
+	if err := workflow.ExecuteLocalActivity(quickOptions(ctx), ApplyTransferActivity, in).Get(ctx, &rec); err != nil {
 		return rec, fmt.Errorf("apply transfer to %s (version %d): %w", in.State, in.Version, err)
 	}
 	w.st.State, w.st.Version, w.st.Identity, w.st.Sets = in.State, in.Version, in.Identity, in.Sets
@@ -746,7 +752,7 @@ func (w *instanceWorkflow) export(ctx workflow.Context, mode string, waits bool)
 		}
 	}
 	var res ExportInstanceResult
-	if err := workflow.ExecuteActivity(longOptions(ctx), ExportInstanceActivity, ExportInstanceInput{
+	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ExportInstanceActivity, ExportInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
 		InstanceVersion: w.st.Version, Mode: mode, Attributes: w.st.Sets.Active,
 	}).Get(ctx, &res); err != nil {
@@ -777,7 +783,7 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 		}
 		w.busy = true
 		var res CheckInstanceDeployResult
-		err := workflow.ExecuteActivity(quickOptions(ctx), CheckInstanceDeployActivity, CheckInstanceDeployInput{
+		err := workflow.ExecuteLocalActivity(quickOptions(ctx), CheckInstanceDeployActivity, CheckInstanceDeployInput{
 			EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
 			Since: w.st.Export.Result.Since,
 		}).Get(ctx, &res)

@@ -421,7 +421,7 @@ func TestServiceInstanceBusy(t *testing.T) {
 	env := f.env(t)
 	create := send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
 	var busy *outcome
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
 		if info.ActivityType.Name == ValidateInstanceActivity && busy == nil {
 			busy = &outcome{}
 			env.UpdateWorkflow(DeleteUpdate, "d", &testsuite.TestUpdateCallback{
@@ -488,10 +488,9 @@ func TestServiceInstanceDeployedSignal(t *testing.T) {
 	env.RegisterDelayedCallback(func() { start = env.Now() }, 0)
 	// After 1+2+4+8+16+30 s of polls the timer is at 30 s.
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(DeployedSignal, nil) }, 70*time.Second)
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
 		if info.ActivityType.Name == ApplyTransferActivity {
-			var in ApplyTransferInput
-			if args.Get(&in) == nil && in.State == "up" {
+			if in, ok := args[0].(ApplyTransferInput); ok && in.State == "up" {
 				upAt = env.Now()
 			}
 		}
