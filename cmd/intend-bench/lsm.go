@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,10 +16,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/workflows"
 )
 
 // lsmModel is a model whose service entity svc (lsm.simple) refines into
@@ -52,13 +59,13 @@ services: svc: #Svc
 const (
 	lsmEnv       = "lsm"
 	lsmInventory = "/lsm/v1/service_inventory/svc"
-	lsmParallel  = 32
 	lsmSingles   = 20
 )
 
 // benchLSM is P7: n service instances created at once through the REST
 // API until all are up, then single creates on the idle environment.
-func benchLSM(ctx context.Context, c *apiclient.Client, files string, n int) ([]row, error) {
+// breakdown, when not nil, is called once all n are up.
+func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmParallel int, breakdown func(context.Context)) ([]row, error) {
 	if _, err := c.EnsureEnvironment(ctx, "bench", lsmEnv); err != nil {
 		return nil, err
 	}
@@ -115,6 +122,9 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n int) ([]
 		time.Sleep(100 * time.Millisecond)
 	}
 	all := time.Since(t0)
+	if breakdown != nil {
+		breakdown(ctx)
+	}
 
 	// Single creates on the idle environment: create → up.
 	lat := make([]time.Duration, lsmSingles)
@@ -254,4 +264,105 @@ func uploadModel(ctx context.Context, c *apiclient.Client, env, mainCUE string) 
 	}
 	return c.Do(ctx, http.MethodPut, apiclient.EnvPath(env, "model"),
 		apiclient.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil)
+}
+
+// lsmBreakdown prints what the instances cost: the versions exported and
+// the deploy runs in the LSM environment (PostgreSQL), and the Temporal
+// history events of the instance and deploy workflows. Errors are printed,
+// not returned: the breakdown is informative.
+func lsmBreakdown(ctx context.Context, pgURL, hostPort, namespace string, out io.Writer) {
+	if err := lsmBreakdownErr(ctx, pgURL, hostPort, namespace, out); err != nil {
+		fmt.Fprintln(out, "P7 breakdown:", err)
+	}
+}
+
+func lsmBreakdownErr(ctx context.Context, pgURL, hostPort, namespace string, out io.Writer) error {
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var versions, runs, requests int
+	err = conn.QueryRow(ctx, `select
+		(select count(*) from versions v join environments e on e.id = v.environment_id where e.name = $1),
+		(select count(*) from deploy_runs r join environments e on e.id = r.environment_id where e.name = $1),
+		(select count(*) from deploy_requests r join environments e on e.id = r.environment_id where e.name = $1)`,
+		lsmEnv).Scan(&versions, &runs, &requests)
+	if err != nil {
+		return err
+	}
+	// Where an instance's time goes: from each version to the next
+	// (create → start, start → acknowledged after the validation, →
+	// creating, creating → up: the export, release and deploy).
+	rows, err := conn.Query(ctx, `select l.state,
+		percentile_cont(0.5) within group (order by extract(epoch from l.created_at - p.created_at)),
+		max(extract(epoch from l.created_at - p.created_at)), count(*)
+		from service_instance_log l
+		join service_instance_log p on p.environment_id = l.environment_id and p.instance_id = l.instance_id and p.version = l.version - 1
+		join environments e on e.id = l.environment_id where e.name = $1
+		group by l.version, l.state order by l.version`, lsmEnv)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var state string
+		var p50, worst float64
+		var n int
+		if err := rows.Scan(&state, &p50, &worst, &n); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "P7 breakdown: to %s: p50 %.3fs, max %.3fs (%d instances)\n", state, p50, worst, n)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	tc, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: namespace,
+		Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	events := map[string][2]int64{}
+	kinds := map[string]int{} // the event types of the first instance's history
+	for _, wt := range []string{workflows.ServiceInstanceWorkflowName, workflows.DeployWorkflowName} {
+		var token []byte
+		for {
+			resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: namespace, Query: fmt.Sprintf("WorkflowType = '%s'", wt), NextPageToken: token})
+			if err != nil {
+				return err
+			}
+			for _, e := range resp.GetExecutions() {
+				d, err := tc.DescribeWorkflowExecution(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId())
+				if err != nil {
+					return err
+				}
+				if wt == workflows.ServiceInstanceWorkflowName && len(kinds) == 0 {
+					it := tc.GetWorkflowHistory(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), false, 0)
+					for it.HasNext() {
+						ev, err := it.Next()
+						if err != nil {
+							return err
+						}
+						kinds[ev.GetEventType().String()]++
+					}
+				}
+				c := events[wt]
+				c[0]++
+				c[1] += d.GetWorkflowExecutionInfo().GetHistoryLength()
+				events[wt] = c
+			}
+			if token = resp.GetNextPageToken(); len(token) == 0 {
+				break
+			}
+		}
+	}
+	fmt.Fprintf(out, "P7 breakdown: %d versions, %d deploy requests, %d deploy runs", versions, requests, runs)
+	for _, wt := range []string{workflows.ServiceInstanceWorkflowName, workflows.DeployWorkflowName} {
+		c := events[wt]
+		fmt.Fprintf(out, "; %d %s runs, %d history events", c[0], wt, c[1])
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "P7 breakdown: one instance's history:", kinds)
+	return nil
 }

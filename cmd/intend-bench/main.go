@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,9 +33,24 @@ func main() {
 	fsync := flag.Bool("fsync", true, "keep PostgreSQL's durability settings (as `intend deploy` does)")
 	filesDir := flag.String("files", "", "where the deployed files go (default: a temp dir under $TMPDIR)")
 	lsmN := flag.Int("lsm", 0, "P7: service instances to create at once after the other workloads (0: no P7; with -n 0, P7 only)")
+	lsmParallel := flag.Int("lsm-parallel", 32, "P7: creates in flight at once")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
-	if err := run(context.Background(), *n, *lsmN, *fsync, *filesDir, os.Stdout); err != nil {
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "intend-bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "intend-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(context.Background(), *n, *lsmN, *lsmParallel, *fsync, *filesDir, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "intend-bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -43,7 +59,7 @@ type row struct {
 	name, value, note string
 }
 
-func run(ctx context.Context, n, lsmN int, fsync bool, filesDir string, out io.Writer) error {
+func run(ctx context.Context, n, lsmN, lsmParallel int, fsync bool, filesDir string, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "intend-bench-")
 	if err != nil {
 		return err
@@ -88,7 +104,7 @@ func run(ctx context.Context, n, lsmN int, fsync bool, filesDir string, out io.W
 	}
 	fmt.Fprintf(out, "%d fs::File resources into %s, PostgreSQL fsync %v\n", n, files, fsync)
 	if n <= 0 {
-		rows, err := benchLSM(ctx, c, files, lsmN)
+		rows, err := benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context) { lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out) })
 		if err != nil {
 			return fmt.Errorf("P7: %w", err)
 		}
@@ -213,7 +229,7 @@ func run(ctx context.Context, n, lsmN int, fsync bool, filesDir string, out io.W
 
 	// P7: service instances through the lifecycle engine.
 	if lsmN > 0 {
-		p7, err := benchLSM(ctx, c, files, lsmN)
+		p7, err := benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context) { lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out) })
 		if err != nil {
 			return fmt.Errorf("P7: %w", err)
 		}
