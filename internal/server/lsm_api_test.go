@@ -307,3 +307,85 @@ func TestServiceInventoryWrites(t *testing.T) {
 		t.Errorf("delete of a terminated instance: %d %s", r.status, r.body)
 	}
 }
+
+// TestServiceInventoryFailedDeploy: an update whose deploy fails is
+// rolled back (the previous attributes active again, the failed ones kept
+// as the candidate set), a rollback whose deploy fails too leaves the
+// instance failed, with the failed resource in its diagnosis; once the
+// cause is gone, the api transfer failed → creating deploys the
+// instance again and it is up with the attributes from before the update.
+func TestServiceInventoryFailedDeploy(t *testing.T) {
+	c, _ := startServer(t)
+	env := newEnv(t, c, "lsmfail", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(root, "web.conf")
+	const inventory = "/lsm/v1/service_inventory/vm"
+	r := lsmDo(t, c, env, http.MethodPost, inventory, "", map[string]any{"attributes": map[string]any{"name": "web", "memory": 2}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	inst := waitState(t, c, env, "web", "up", "rejected", "failed")
+
+	// A directory where the file goes: every write of it fails (a
+	// permanent error, no retries).
+	if err := os.Remove(conf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(conf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = lsmDo(t, c, env, http.MethodPatch, inventory+"/web", "", map[string]any{"current_version": inst.Version,
+		"attributes": map[string]any{"memory": 4}})
+	if r.status != 200 {
+		t.Fatalf("update: %d %s", r.status, r.body)
+	}
+	inst = waitState(t, c, env, "web", "failed", "up")
+	if inst.Active["memory"] != 2.0 || inst.Candidate["memory"] != 4.0 || inst.Rollback != nil {
+		t.Errorf("after the rollback: active %v, candidate %v, rollback %v; want memory 2 active again and 4 the candidate",
+			inst.Active, inst.Candidate, inst.Rollback)
+	}
+	var log struct {
+		Items []store.InstanceLogEntry `json:"items"`
+	}
+	if err := lsmGet(t, c, env, inventory+"/web/log", &log); err != nil {
+		t.Fatal(err)
+	}
+	var path []string
+	for i := len(log.Items) - 1; i >= 0; i-- {
+		path = append(path, log.Items[i].State)
+	}
+	if want := "start acknowledged creating up update_start update_acknowledged updating update_failed rolling_back failed"; strings.Join(path, " ") != want {
+		t.Errorf("log states %v, want %s", path, want)
+	}
+	var diag struct {
+		Resources []struct {
+			ID    string  `json:"id"`
+			Error *string `json:"error"`
+		} `json:"resources"`
+	}
+	if err := lsmGet(t, c, env, inventory+"/web/diagnose", &diag); err != nil || len(diag.Resources) != 1 ||
+		!strings.Contains(diag.Resources[0].ID, "web.conf") || diag.Resources[0].Error == nil ||
+		!strings.Contains(*diag.Resources[0].Error, "is a directory") {
+		t.Errorf("diagnose: %+v, %v", diag, err)
+	}
+
+	// The cause removed, the api transfer retries the deploy.
+	if err := os.Remove(conf); err != nil {
+		t.Fatal(err)
+	}
+	r = lsmDo(t, c, env, http.MethodPost, "/lsm/v1/services/vm/web/state", "", map[string]any{
+		"current_version": inst.Version, "target_state": "creating"})
+	if r.status != 200 || r.instance(t).State != "creating" {
+		t.Fatalf("set-state creating: %d %s", r.status, r.body)
+	}
+	inst = waitState(t, c, env, "web", "up", "failed")
+	if got, _ := readFile(t, conf); got != "memory=2\n" {
+		t.Errorf("web.conf after the retry = %q, want the attributes from before the update", got)
+	}
+	if inst.Active["memory"] != 2.0 {
+		t.Errorf("up with %v", inst.Active)
+	}
+}
