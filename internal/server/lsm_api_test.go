@@ -82,17 +82,27 @@ func (r lsmReply) problem(t *testing.T) api.Problem {
 // when key is not "".
 func lsmDo(t *testing.T, c *apiclient.Client, env, method, path, key string, body any) lsmReply {
 	t.Helper()
+	r, err := lsmTry(c, env, method, path, key, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// lsmTry is lsmDo returning the transport's error (a server killed
+// under the request) instead of failing the test.
+func lsmTry(c *apiclient.Client, env, method, path, key string, body any) (lsmReply, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			t.Fatal(err)
+			return lsmReply{}, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequest(method, c.Base+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		return lsmReply{}, err
 	}
 	req.Header.Set(api.EnvironmentHeader, env)
 	if body != nil {
@@ -103,14 +113,14 @@ func lsmDo(t *testing.T, c *apiclient.Client, env, method, path, key string, bod
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return lsmReply{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return lsmReply{}, err
 	}
-	return lsmReply{status: resp.StatusCode, header: resp.Header, body: b}
+	return lsmReply{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 // waitState polls the instance until it is in state, failing at once in

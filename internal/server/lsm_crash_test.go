@@ -1,0 +1,143 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv"
+)
+
+// letters names instance i with lowercase letters only (lsmFileModel's
+// names): a, b, …, z, ba, bb, ….
+func letters(i int) string {
+	s := string(rune('a' + i%26))
+	for i /= 26; i > 0; i /= 26 {
+		s = string(rune('a'+i%26)) + s
+	}
+	return s
+}
+
+// TestServerKilledDuringTransfers: kill -9 the server (API, the instance
+// workflows' worker, the embedded executor) while instances are being
+// created, some answered, some in flight, some transferring. A new server
+// takes over: a client that repeats its unanswered creates under their
+// Idempotency-Keys gets each one's response, and every accepted create
+// takes effect exactly once: each instance goes start → acknowledged →
+// creating → up, one version each, and its file is deployed.
+func TestServerKilledDuringTransfers(t *testing.T) {
+	_, hostPort, namespace := testenv.Temporal(t)
+	db := testenv.Database(t)
+	addr := freeAddr(t)
+	args := []string{"server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
+		"--temporal-namespace", namespace, "--log-level", "warn"}
+	srv1 := startProc(t, args...)
+	c := apiclient.New("http://" + addr)
+	waitHealthy(t, c, srv1)
+	env := newEnv(t, c, "lsmkill", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 40
+	const inventory = "/lsm/v1/service_inventory/vm"
+	create := func(i int) (lsmReply, error) {
+		return lsmTry(c, env, http.MethodPost, inventory, fmt.Sprintf("kill-%d", i),
+			map[string]any{"attributes": map[string]any{"name": letters(i), "memory": 1 + i%9}})
+	}
+	answered := make([]bool, n)
+	var done atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r, err := create(i)
+			if err == nil && r.status == http.StatusCreated {
+				answered[i] = true
+				done.Add(1)
+			}
+		})
+	}
+	// Kill once some creates are answered and the others are on their way.
+	deadline := time.Now().Add(60 * time.Second)
+	for done.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d creates answered after 60 s:\n%s", done.Load(), srv1.Out.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	srv1.Kill()
+	wg.Wait()
+	var states []string
+	var page struct {
+		Items []store.ServiceInstance `json:"items"`
+	}
+	srv2 := startProc(t, args...)
+	waitHealthy(t, c, srv2)
+	if err := lsmGet(t, c, env, inventory+"?limit=1000", &page); err != nil {
+		t.Fatal(err)
+	}
+	for _, inst := range page.Items {
+		states = append(states, inst.State)
+	}
+	t.Logf("killed with %d of %d creates answered; the inventory then held %d instances: %v", done.Load(), n, len(page.Items), states)
+
+	// The client repeats what was not answered, under the same keys.
+	ids := map[string]string{}
+	for i := range n {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			r, err := create(i)
+			if err == nil && r.status == http.StatusCreated {
+				inst := r.instance(t)
+				if inst.Version != 1 || inst.State != "start" || inst.Identity != letters(i) {
+					t.Errorf("create %d answered %+v, want version 1 at start", i, inst)
+				}
+				ids[letters(i)] = inst.ID
+				break
+			}
+			// 503: accepted, still being applied by the new server.
+			if err == nil && r.status != http.StatusServiceUnavailable {
+				t.Fatalf("create %d (answered before the kill: %v): %d %s", i, answered[i], r.status, r.body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("create %d not answered 60 s after the restart: %v %+v\n%s", i, err, r, srv2.Out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	for i := range n {
+		name := letters(i)
+		inst := waitState(t, c, env, name, "up", "rejected", "failed")
+		if inst.ID != ids[name] || inst.Version != 4 {
+			t.Errorf("%s: %+v, want the id the create answered (%s) at version 4", name, inst, ids[name])
+		}
+		var log struct {
+			Items []store.InstanceLogEntry `json:"items"`
+		}
+		if err := lsmGet(t, c, env, inventory+"/"+name+"/log", &log); err != nil {
+			t.Fatal(err)
+		}
+		var path []string
+		for j := len(log.Items) - 1; j >= 0; j-- {
+			path = append(path, fmt.Sprintf("%d:%s", log.Items[j].Version, log.Items[j].State))
+		}
+		if got := strings.Join(path, " "); got != "1:start 2:acknowledged 3:creating 4:up" {
+			t.Errorf("%s's log: %s", name, got)
+		}
+		if got, _ := readFile(t, filepath.Join(root, name+".conf")); got != fmt.Sprintf("memory=%d\n", 1+i%9) {
+			t.Errorf("%s.conf = %q", name, got)
+		}
+	}
+	if err := lsmGet(t, c, env, inventory+"?limit=1000", &page); err != nil || len(page.Items) != n {
+		t.Errorf("%d instances in the inventory (%v), want %d", len(page.Items), err, n)
+	}
+}
