@@ -308,6 +308,8 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 			}
 			resources = append(resources, r)
 		}
+		// Removed in the reverse order of their creation.
+		compiler.OrderRemovals(resources)
 	}
 	doc := struct {
 		Resources []compiler.Resource `json:"resources"`

@@ -207,6 +207,7 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	slices.SortFunc(c.out, func(a, b Resource) int { return strings.Compare(a.ID, b.ID) })
+	OrderRemovals(c.out)
 	slices.SortFunc(c.svcs, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
 	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Services: c.svcs, Took: time.Since(start)}
 	for _, r := range c.out {
