@@ -20,7 +20,11 @@ import (
 
 // defaultServer is the server of a CLI that is told of no other: where
 // `intend server` listens by default.
-const defaultServer = "http://127.0.0.1:8888"
+const defaultServer = "http://" + defaultListen
+
+// defaultListen is where `intend server` listens by default, and `intend
+// deploy` when the address is free.
+const defaultListen = "127.0.0.1:8888"
 
 // dialTimeout bounds connecting to the server, so that an address that
 // drops packets fails in seconds rather than after the system's minutes.

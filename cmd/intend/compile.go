@@ -120,6 +120,13 @@ func compileSummary(res *compiler.Result) string {
 	if res.Undefined > 0 {
 		s += fmt.Sprintf("; %d undefined (they wait for facts)", res.Undefined)
 	}
+	if len(res.Services) > 0 {
+		names := make([]string, len(res.Services))
+		for i, e := range res.Services {
+			names[i] = fmt.Sprintf("%s (lifecycle %s)", e.Name, e.Lifecycle.Name)
+		}
+		s += "; service entities: " + strings.Join(names, ", ")
+	}
 	return s
 }
 

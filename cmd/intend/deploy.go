@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -134,12 +136,19 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	}
 	defer ts.Stop()
 
-	srv, err := server.Start(ctx, server.Config{
-		Listen: "127.0.0.1:0", DatabaseURL: pg.URL("intend"),
+	// The CLI's default server address when it is free, so that intend
+	// commands reach this server without --server; another port if not.
+	scfg := server.Config{
+		Listen: defaultListen, DatabaseURL: pg.URL("intend"),
 		TemporalAddress: ts.HostPort(), TemporalNamespace: ts.Namespace(),
 		EmbeddedExecutor: true, Log: log, ReconcileEvery: 5 * time.Second,
 		DataDir: filepath.Join(dataDir, "server"),
-	})
+	}
+	srv, err := server.Start(ctx, scfg)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		scfg.Listen = "127.0.0.1:0"
+		srv, err = server.Start(ctx, scfg)
+	}
 	if err != nil {
 		return err
 	}
@@ -205,6 +214,11 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	}
 	if keep {
 		fmt.Fprintf(out, "Keeping everything running (API %s, Temporal %s); press Ctrl-C to stop.\n", base, ts.HostPort())
+		if base != defaultServer {
+			fmt.Fprintf(out, "Point intend commands at it: export INTEND_SERVER=%s INTEND_ENVIRONMENT=%s\n", base, env.Name)
+		} else {
+			fmt.Fprintf(out, "intend commands reach it by default (environment %s: -e or INTEND_ENVIRONMENT outside %s).\n", env.Name, dir)
+		}
 		<-ctx.Done()
 	}
 	return nil

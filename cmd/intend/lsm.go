@@ -13,6 +13,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -275,7 +276,13 @@ func lsmDiagnoseCommand(s *clientSettings) *cobra.Command {
 				}
 				fmt.Fprintf(s.stdout, "state: %s\n", d.State)
 				if d.Validation != nil {
-					fmt.Fprintf(s.stdout, "validation failed at version %d: %s\n", d.Validation.Version, compactJSON(d.Validation.Errors))
+					var errs compiler.Errors
+					if err := json.Unmarshal(d.Validation.Errors, &errs); err != nil || len(errs) == 0 {
+						fmt.Fprintf(s.stdout, "validation failed at version %d: %s\n", d.Validation.Version, compactJSON(d.Validation.Errors))
+					} else {
+						fmt.Fprintf(s.stdout, "validation failed at version %d:\n  %s\n", d.Validation.Version,
+							strings.ReplaceAll(errs.Error(), "\n", "\n  "))
+					}
 				}
 				for _, r := range d.Resources {
 					msg := "not deployed"

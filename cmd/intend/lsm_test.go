@@ -173,3 +173,90 @@ services: vm: #VM
 		t.Errorf("the file of a terminated instance: %v", err)
 	}
 }
+
+// TestExampleLSM walks examples/lsm as docs/lsm.md does, with the CLI
+// alone: create → up, update → up, an update the model rejects (the wait
+// fails, naming it), a delete that cannot finish (the wait stops at
+// delete_failed instead of running out its time), its retry with
+// set-state, and terminated with the site's files and directories gone.
+func TestExampleLSM(t *testing.T) {
+	// Not parallel: see exectest.StartServer.
+	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		SchedulerPoll: time.Second})
+	envName := testenv.UniqueName(t, "lsmex")
+	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
+	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
+	dir, root := copyExample(t, "lsm", "/tmp/intend-lsm")
+	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "service entities: site (lifecycle simple)") {
+		t.Errorf("export does not name the service entity:\n%s", out)
+	}
+	out := ok(t, vars, "lsm", "catalog", "site")
+	for _, want := range []string{"identity:     name", "port", "rw+", `"Welcome"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("catalog lacks %q:\n%s", want, out)
+		}
+	}
+
+	site := filepath.Join(root, "sites", "blog")
+	read := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(site, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	ok(t, vars, "lsm", "create", "site", "--attr", "name=blog", "--attr", "port=8081", "--wait", "up")
+	if got := read("server.json"); !strings.Contains(got, `"listen":"127.0.0.1:8081","workers":2`) {
+		t.Errorf("server.json = %s", got)
+	}
+	if got := read("public/index.html"); got != "<h1>Welcome</h1>\n" {
+		t.Errorf("index.html = %q", got)
+	}
+
+	out = ok(t, vars, "lsm", "update", "site", "blog", "--attr", "port=8082", "--attr", "title=Our blog", "--wait", "up")
+	if field(t, out, "rollback") != `{"name":"blog","port":8081}` {
+		t.Errorf("update:\n%s", out)
+	}
+	if got := read("public/index.html"); got != "<h1>Our blog</h1>\n" {
+		t.Errorf("index.html after the update = %q", got)
+	}
+
+	// Port 80 passes the request's checks (port is rw+) but not the
+	// model's (>=1024): rejected by the validation, back to up unchanged.
+	r := fails(t, vars, exitFailed, []string{"update_rejected", "did not take effect", "intend lsm diagnose site blog"},
+		"lsm", "update", "site", "blog", "--attr", "port=80", "--wait", "up")
+	if field(t, r.out, "state") != "up" || !strings.Contains(field(t, r.out, "active"), `"port":8082`) {
+		t.Errorf("after the rejected update:\n%s", r.out)
+	}
+	if out := ok(t, vars, "lsm", "diagnose", "site", "blog"); !strings.Contains(out, ">=1024") {
+		t.Errorf("diagnose does not say why:\n%s", out)
+	}
+	fails(t, vars, exitUsage, []string{`no state "upp"`}, "lsm", "update", "site", "blog", "--attr", "port=8083", "--wait", "upp")
+
+	// A file intend does not manage keeps the site's directory: the
+	// delete fails there, and the wait says so at once.
+	stray := filepath.Join(site, "notes.txt")
+	if err := os.WriteFile(stray, []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	fails(t, vars, exitFailed, []string{"delete_failed", "stays there until a request moves it"},
+		"lsm", "delete", "site", "blog", "--wait", "terminated")
+	if d := time.Since(began); d > time.Minute {
+		t.Errorf("the wait took %v to give up on delete_failed", d)
+	}
+	if _, err := os.Stat(filepath.Join(site, "public")); !os.IsNotExist(err) {
+		t.Errorf("the site's public directory after the failed delete: %v (removed children first)", err)
+	}
+	if err := os.Remove(stray); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, vars, "lsm", "set-state", "site", "blog", "deleting", "--wait", "terminated")
+	if _, err := os.Stat(site); !os.IsNotExist(err) {
+		t.Errorf("the site's directory after terminated: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "sites")); err != nil {
+		t.Errorf("the model's own sites directory: %v", err)
+	}
+}

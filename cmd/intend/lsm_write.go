@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -40,16 +44,44 @@ func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *apiclient.Cli
 	if w.key != "" {
 		c = c.WithHeader("Idempotency-Key", w.key)
 	}
+	// The state waited for is checked before the request is sent.
+	var lc *lsm.Lifecycle
+	if w.wait != "" {
+		var catalog struct {
+			Lifecycle lsm.Lifecycle `json:"lifecycle"`
+		}
+		if err := c.Do(ctx, http.MethodGet, lsmPath("service_catalog", entity), nil, &catalog); err != nil {
+			return err
+		}
+		lc = &catalog.Lifecycle
+		if _, ok := lc.States[w.wait]; !ok {
+			return usageErrorf("--wait %s: lifecycle %s has no state %q (it has %s)", w.wait, lc.Name, w.wait,
+				strings.Join(slices.Sorted(maps.Keys(lc.States)), ", "))
+		}
+	}
 	var inst store.ServiceInstance
 	if err := c.Do(ctx, method, path, body, &inst); err != nil {
 		return err
 	}
 	if w.wait != "" {
 		var err error
-		if inst, err = waitInstance(ctx, c, entity, inst.ID, w.wait, w.timeout); err != nil {
+		inst, err = waitInstance(ctx, c, lc, entity, inst.ID, w.wait, inst.Version, w.timeout)
+		if err != nil && inst.ID == "" {
+			return err
+		}
+		if err != nil {
+			// Show where the instance is, then the error.
+			if perr := w.print(s, inst); perr != nil {
+				return perr
+			}
 			return err
 		}
 	}
+	return w.print(s, inst)
+}
+
+// print writes the instance as a write's answer.
+func (w *lsmWrite) print(s *clientSettings, inst store.ServiceInstance) error {
 	if s.json {
 		return writeJSON(s.stdout, inst)
 	}
@@ -72,9 +104,14 @@ func (w *lsmWrite) current(ctx context.Context, s *clientSettings, entity, id st
 	return c, inst.Version, nil
 }
 
-// waitInstance polls an instance until it is in state; a terminal state
-// other than the one awaited ends the wait with an error.
-func waitInstance(ctx context.Context, c *apiclient.Client, entity, id, state string, timeout time.Duration) (store.ServiceInstance, error) {
+// waitInstance polls an instance until it is in state. It ends with an
+// error, sooner than the timeout, when the instance settles elsewhere: it
+// is deleted, or it sits in a state its lifecycle leaves only on a request
+// (no auto or resource transfer). Reaching state through a failed transfer
+// after version since (a rejected update back to up, a failed deploy
+// rolled back) is an error too, returned with the instance: the request
+// did not take effect.
+func waitInstance(ctx context.Context, c *apiclient.Client, lc *lsm.Lifecycle, entity, id, state string, since int64, timeout time.Duration) (store.ServiceInstance, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	poll := 100 * time.Millisecond
@@ -83,20 +120,56 @@ func waitInstance(ctx context.Context, c *apiclient.Client, entity, id, state st
 		if err := c.Do(ctx, http.MethodGet, lsmPath("service_inventory", entity, id), nil, &inst); err != nil {
 			return inst, err
 		}
+		// Messages name the instance by its identity when it has one.
+		ref := id
+		if inst.Identity != "" {
+			ref = inst.Identity
+		}
+		diagnose := fmt.Sprintf("intend lsm diagnose %s %s says why", entity, ref)
 		if inst.State == state {
-			return inst, nil
+			return inst, failedSince(ctx, c, entity, id, ref, since, diagnose)
 		}
 		if inst.Deleted {
-			return inst, fmt.Errorf("instance %s ended in %s, not %s", id, inst.State, state)
+			return inst, fmt.Errorf("instance %s ended in %s, not %s", ref, inst.State, state)
+		}
+		_, auto := lc.AutoFrom(inst.State)
+		_, noResource := lc.Next(inst.State, lsm.Event{Trigger: lsm.Resource})
+		if !auto && noResource != nil {
+			return inst, fmt.Errorf("instance %s is %s (version %d), not %s, and stays there until a request moves it; %s",
+				ref, inst.State, inst.Version, state, diagnose)
 		}
 		select {
 		case <-ctx.Done():
-			return inst, fmt.Errorf("instance %s still %s (version %d) after %s, not %s; intend lsm diagnose %s %s says why",
-				id, inst.State, inst.Version, timeout, state, entity, id)
+			return inst, fmt.Errorf("instance %s still %s (version %d) after %s, not %s; %s",
+				ref, inst.State, inst.Version, timeout, state, diagnose)
 		case <-time.After(poll):
 		}
 		poll = min(2*poll, time.Second)
 	}
+}
+
+// failedSince returns an error naming the first failed transfer of the
+// instance after version since, if there is one.
+func failedSince(ctx context.Context, c *apiclient.Client, entity, id, ref string, since int64, diagnose string) error {
+	var log struct {
+		Items []struct {
+			Version int64 `json:"version"`
+			State   string `json:"state"`
+			Event   struct {
+				Error bool `json:"error"`
+			} `json:"event"`
+		} `json:"items"`
+	}
+	if err := c.Do(ctx, http.MethodGet, lsmPath("service_inventory", entity, id, "log"), nil, &log); err != nil {
+		return err
+	}
+	for i := len(log.Items) - 1; i >= 0; i-- {
+		if e := log.Items[i]; e.Version > since && e.Event.Error {
+			return fmt.Errorf("instance %s failed at version %d (to %s) on the way: the request did not take effect; %s",
+				ref, e.Version, e.State, diagnose)
+		}
+	}
+	return nil
 }
 
 func lsmCreateCommand(s *clientSettings) *cobra.Command {

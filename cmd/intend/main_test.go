@@ -76,13 +76,22 @@ func TestQuickstartIsAValidVersion(t *testing.T) {
 // its root directory moved there too, and returns the project and the root.
 func quickstart(t *testing.T) (dir, root string) {
 	t.Helper()
+	return copyExample(t, "quickstart", "/tmp/intend-quickstart")
+}
+
+// copyExample copies examples/NAME into a temporary directory (without its
+// data), with the root directory its model writes to (the string literal
+// from) moved there too, and returns the project and the root.
+func copyExample(t *testing.T, name, from string) (dir, root string) {
+	t.Helper()
 	tmp := t.TempDir()
 	dir, root = filepath.Join(tmp, "project"), filepath.Join(tmp, "www")
-	err := filepath.WalkDir("../../examples/quickstart", func(p string, d fs.DirEntry, err error) error {
+	src := filepath.Join("../../examples", name)
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel("../../examples/quickstart", p)
+		rel, _ := filepath.Rel(src, p)
 		if d.IsDir() {
 			if d.Name() == "data" {
 				return filepath.SkipDir
@@ -93,7 +102,7 @@ func quickstart(t *testing.T) (dir, root string) {
 		if err != nil {
 			return err
 		}
-		b = bytes.ReplaceAll(b, []byte(`"/tmp/intend-quickstart"`), []byte(strconv.Quote(root)))
+		b = bytes.ReplaceAll(b, []byte(strconv.Quote(from)), []byte(strconv.Quote(root)))
 		return os.WriteFile(filepath.Join(dir, rel), b, 0o644)
 	})
 	if err != nil {

@@ -47,7 +47,7 @@ executor for the agents that environments assign to the server
 	}
 	dev, _ := intend.TemporalDevConfig()
 	g.connectionFlags(cmd, dev.Namespace)
-	cmd.Flags().StringVar(&listen, "listen", g.env("INTEND_LISTEN", "127.0.0.1:8888"),
+	cmd.Flags().StringVar(&listen, "listen", g.env("INTEND_LISTEN", defaultListen),
 		"address the API listens on (env INTEND_LISTEN)")
 	def, _ := strconv.ParseBool(g.env("INTEND_EMBEDDED_EXECUTOR", "true"))
 	cmd.Flags().BoolVar(&embedded, "embedded-executor", def,
