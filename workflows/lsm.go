@@ -555,11 +555,13 @@ func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (Serv
 	if req.Request != nil {
 		ev.Request = req.Request.Key
 	}
+	// The candidate set shows the defaults the model would use.
+	attrs := lsm.WithDefaults(w.in.Entity.Attributes, req.Attributes)
 	rec, err := w.write(ctx, ApplyTransferInput{
 		Version:  1,
-		Identity: identity(w.in.Entity.Identity, req.Attributes),
+		Identity: identity(w.in.Entity.Identity, attrs),
 		State:    start,
-		Sets:     lsm.Sets{Candidate: req.Attributes},
+		Sets:     lsm.Sets{Candidate: attrs},
 		Deleted:  w.lifecycle().States[start].Terminal,
 		Event:    ev,
 		Request:  req.Request,

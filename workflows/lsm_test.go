@@ -28,6 +28,7 @@ func testEntity() lsm.Entity {
 		Attributes: []lsm.AttributeSpec{
 			{Name: "name", Modifier: lsm.ReadWrite, Required: true},
 			{Name: "memory", Modifier: lsm.ReadWriteAlways},
+			{Name: "disk", Modifier: lsm.ReadWriteAlways, Default: json.RawMessage(`10`)},
 			{Name: "address", Modifier: lsm.ReadOnly},
 		},
 		Lifecycle: lsm.Simple(),
@@ -197,6 +198,9 @@ func TestServiceInstanceCreateToUp(t *testing.T) {
 	if w[0].Request == nil || w[0].Request.Key != "key-1" || w[0].Event.Trigger != "create" || w[0].Event.Request != "key-1" {
 		t.Errorf("create write = %+v, want the idempotent request passed through", w[0])
 	}
+	if w[0].Sets.Candidate["disk"] != 10.0 || w[0].Sets.Candidate["memory"] != 2.0 || len(w[0].Sets.Candidate) != 3 {
+		t.Errorf("created candidate set %v, want the attributes given and the default disk 10", w[0].Sets.Candidate)
+	}
 	if w[1].Request != nil || w[1].Event.Trigger != "auto" || w[1].Event.Error {
 		t.Errorf("validation write = %+v", w[1])
 	}
@@ -206,7 +210,7 @@ func TestServiceInstanceCreateToUp(t *testing.T) {
 	if w[3].Event.Trigger != "resource" || w[3].Version != 4 {
 		t.Errorf("up write = %+v", w[3])
 	}
-	if len(f.validations) != 1 || f.validations[0].Attributes["name"] != "web" {
+	if len(f.validations) != 1 || f.validations[0].Attributes["name"] != "web" || f.validations[0].Attributes["disk"] != 10.0 {
 		t.Errorf("validations = %+v", f.validations)
 	}
 	if len(f.exports) != 1 || f.exports[0].Mode != ExportResources || f.exports[0].InstanceVersion != 3 {

@@ -14,9 +14,11 @@ func TestReplayCommittedHistories(t *testing.T) {
 	t.Parallel()
 	for _, h := range []struct{ file, why string }{
 		{"testdata/deploy_quickstart.json", "the quick start: 4 resources in 3 requires levels, one purged"},
+		{"testdata/lsm_site_lifecycle.json", "examples/lsm: a site created, updated, an update rejected by validation, deleted: terminated"},
 	} {
 		r := worker.NewWorkflowReplayer()
 		Register(r)
+		RegisterServiceInstance(r)
 		if err := r.ReplayWorkflowHistoryFromJSONFile(nil, h.file); err != nil {
 			t.Errorf("%s (%s): %v", h.file, h.why, err)
 		}

@@ -157,8 +157,8 @@ services: vm: #VM
 	}
 
 	out = ok(t, vars, "lsm", "update", "vm", "web", "--attr", "memory=6", "--wait", "up")
-	// (The default memory was never given, so the rollback set has none.)
-	if !strings.Contains(field(t, out, "active"), `"memory":6`) || field(t, out, "rollback") != `{"name":"web"}` {
+	// The default memory was written into the set at the create.
+	if !strings.Contains(field(t, out, "active"), `"memory":6`) || field(t, out, "rollback") != `{"memory":2,"name":"web"}` {
 		t.Errorf("update --wait up:\n%s", out)
 	}
 	if b, _ := os.ReadFile(conf); string(b) != "memory=6\n" {
@@ -215,7 +215,7 @@ func TestExampleLSM(t *testing.T) {
 	}
 
 	out = ok(t, vars, "lsm", "update", "site", "blog", "--attr", "port=8082", "--attr", "title=Our blog", "--wait", "up")
-	if field(t, out, "rollback") != `{"name":"blog","port":8081}` {
+	if field(t, out, "rollback") != `{"name":"blog","port":8081,"title":"Welcome","workers":2}` {
 		t.Errorf("update:\n%s", out)
 	}
 	if got := read("public/index.html"); got != "<h1>Our blog</h1>\n" {

@@ -3,6 +3,7 @@ package lsm
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"reflect"
 	"slices"
@@ -231,4 +232,23 @@ func number(v any) (*big.Rat, bool) {
 	}
 	r, ok := new(big.Rat).SetString(s)
 	return r, ok
+}
+
+// WithDefaults returns attrs with the default of every attribute it lacks
+// that has one (r attributes excepted: the server sets those), so that an
+// instance's sets show the values the model uses. It returns a new map
+// and does not change attrs; a default that is not valid JSON is skipped.
+func WithDefaults(specs []AttributeSpec, attrs map[string]any) map[string]any {
+	out := make(map[string]any, len(attrs)+len(specs))
+	maps.Copy(out, attrs)
+	for _, spec := range specs {
+		if _, given := out[spec.Name]; given || spec.Modifier == ReadOnly || len(spec.Default) == 0 {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(spec.Default, &v); err == nil {
+			out[spec.Name] = v
+		}
+	}
+	return out
 }

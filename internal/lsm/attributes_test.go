@@ -165,3 +165,25 @@ func TestSameJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestWithDefaults: absent attributes get their defaults, given ones and
+// r attributes are left alone, the input is not changed.
+func TestWithDefaults(t *testing.T) {
+	t.Parallel()
+	specs := []AttributeSpec{
+		{Name: "name", Modifier: ReadWrite, Required: true},
+		{Name: "memory", Modifier: ReadWriteAlways, Default: json.RawMessage(`2`)},
+		{Name: "tags", Modifier: ReadWriteAlways, Default: json.RawMessage(`["a"]`)},
+		{Name: "addr", Modifier: ReadOnly, Default: json.RawMessage(`"x"`)},
+		{Name: "broken", Modifier: ReadWrite, Default: json.RawMessage(`{`)},
+	}
+	in := map[string]any{"name": "web", "tags": []any{}}
+	got := WithDefaults(specs, in)
+	want := map[string]any{"name": "web", "memory": 2.0, "tags": []any{}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("WithDefaults = %v, want %v", got, want)
+	}
+	if len(in) != 2 {
+		t.Errorf("the input was changed: %v", in)
+	}
+}
