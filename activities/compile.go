@@ -51,6 +51,10 @@ type Compiler struct {
 	// Wake tells the environment's scheduler that a release queued a
 	// deploy; nil: the scheduler finds the request when it polls.
 	Wake func(ctx context.Context, env store.Environment, reason string) error
+	// ModelChanged tells the environment's service instances that the
+	// compile made its model source the newest (api.LSMEngine's); nil:
+	// they take it at their next transfer.
+	ModelChanged func(ctx context.Context, env store.Environment, hash string) error
 	// GitTimeout bounds one git command (0: DefaultGitTimeout);
 	// CompileTimeout bounds one compile (0: DefaultCompileTimeout).
 	GitTimeout     time.Duration
@@ -187,8 +191,17 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 		}
 		return workflows.BuildCompileResult{}, classify(err)
 	}
-	if _, err := c.Store.PutModelSource(ctx, in.EnvironmentID, packed.Hash, packed.Archive, packed.Files, "compile"); err != nil {
+	src, err := c.Store.PutModelSource(ctx, in.EnvironmentID, packed.Hash, packed.Archive, packed.Files, "compile")
+	if err != nil {
 		return workflows.BuildCompileResult{}, classify(err)
+	}
+	if src.Replaced && c.ModelChanged != nil {
+		if env, err := c.Store.GetEnvironment(ctx, in.EnvironmentID); err != nil {
+			return workflows.BuildCompileResult{}, classify(err)
+		} else if err := c.ModelChanged(ctx, env, packed.Hash); err != nil {
+			c.log().Warn("service instances not told of the new model source; they take it at their next transfer",
+				"environment", env.Name, "model", packed.Hash, "error", err)
+		}
 	}
 	comp, err = c.Store.ExportCompile(ctx, in.EnvironmentID, in.ID, v)
 	if errors.Is(err, store.ErrConflict) {

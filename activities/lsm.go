@@ -43,6 +43,9 @@ type LSM struct {
 	// Wake tells the environment's scheduler that a deploy was queued;
 	// nil: the scheduler finds the request when it polls.
 	Wake func(ctx context.Context, env store.Environment, reason string) error
+	// Signal sends a signal to a workflow (NotifyModelChanged); a
+	// workflow that does not run is no error.
+	Signal func(ctx context.Context, workflowID, name string, arg any) error
 	// CompileTimeout bounds one compile (0: DefaultCompileTimeout).
 	CompileTimeout time.Duration
 	// Cache keeps instances' compiled outputs between compiles of the
@@ -60,6 +63,7 @@ func (l *LSM) Register(w worker.ActivityRegistry) {
 		workflows.ValidateInstanceActivity:    l.ValidateInstance,
 		workflows.ExportInstanceActivity:      l.ExportInstance,
 		workflows.CheckInstanceDeployActivity: l.CheckInstanceDeploy,
+		workflows.NotifyModelChangedActivity:  l.NotifyModelChanged,
 	})
 }
 
@@ -450,5 +454,31 @@ func (l *LSM) CheckInstanceDeploy(ctx context.Context, in workflows.CheckInstanc
 	case st.Deployed == st.Total:
 		out.Status = workflows.DeployDone
 	}
+	return out, nil
+}
+
+// NotifyModelChanged signals every live instance of the environment that
+// its model source changed (workflows.ModelChangedSignal): each exports its
+// resources again, built by the new model. Signalling twice is harmless
+// (an export that changes nothing exports nothing), so a retry starts
+// over.
+func (l *LSM) NotifyModelChanged(ctx context.Context, in workflows.ModelChangedInput) (workflows.ModelChangedResult, error) {
+	var out workflows.ModelChangedResult
+	if l.Signal == nil {
+		return out, temporal.NewNonRetryableApplicationError("no signal function configured", "config", nil)
+	}
+	live, err := l.Store.LiveServiceInstances(ctx, in.EnvironmentID)
+	if err != nil {
+		return out, classify(err)
+	}
+	for _, inst := range live {
+		id := workflows.ServiceInstanceWorkflowID(in.EnvironmentName, inst.Entity, inst.ID)
+		if err := l.Signal(ctx, id, workflows.ModelChangedSignal, in.Hash); err != nil {
+			return out, fmt.Errorf("signal %s: %w", id, err)
+		}
+		out.Signalled++
+	}
+	l.log().Info("service instances told of a new model source", "environment", in.EnvironmentName,
+		"model", in.Hash, "instances", out.Signalled)
 	return out, nil
 }

@@ -75,6 +75,11 @@ type LSMEngine interface {
 	// Temporal could not be reached or did not take the request in time.
 	// Safe for concurrent use.
 	Send(ctx context.Context, req LSMRequest) (store.ServiceInstance, error)
+
+	// ModelChanged tells the environment's live instances that its model
+	// source is now hash, so that they export their resources again,
+	// built by it (durably: a workflow does it). Safe for concurrent use.
+	ModelChanged(ctx context.Context, env store.Environment, hash string) error
 }
 
 // Reasons of an LSMRejection: the instance workflow's rejection types.

@@ -71,6 +71,13 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if m.Replaced && s.opts.LSM != nil {
+		// The live instances export their resources again, built by it.
+		if err := s.opts.LSM.ModelChanged(r.Context(), e, hash); err != nil {
+			s.log.Warn("service instances not told of the new model source; they take it at their next transfer",
+				"environment", e.Name, "model", hash, "error", err)
+		}
+	}
 	WriteJSON(w, http.StatusCreated, m)
 	return nil
 }

@@ -35,6 +35,11 @@ const (
 	// that may have deployed its resources: it checks at once instead of
 	// at its next poll (no payload).
 	DeployedSignal = "intend.lsm.deployed"
+	// ModelChangedSignal tells an instance's workflow that the
+	// environment has a new model source: a state that exports the
+	// instance's resources exports them again, built by the new model
+	// (payload: the model source's hash).
+	ModelChangedSignal = "intend.lsm.model_changed"
 )
 
 // Search attributes of an instance's workflow, besides
@@ -115,11 +120,13 @@ func ServiceInstanceSearchAttributes(env, entity, id string) temporal.SearchAttr
 		temporal.NewSearchAttributeKeyKeyword(SearchAttrServiceInstance).ValueSet(id))
 }
 
-// RegisterServiceInstance registers the instance workflow under its name.
+// RegisterServiceInstance registers the instance workflow and the model
+// change notification under their names.
 func RegisterServiceInstance(w interface {
 	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
 }) {
 	w.RegisterWorkflowWithOptions(ServiceInstance, workflow.RegisterOptions{Name: ServiceInstanceWorkflowName})
+	w.RegisterWorkflowWithOptions(ModelChanged, workflow.RegisterOptions{Name: ModelChangedWorkflowName})
 }
 
 // ServiceInstanceInput starts (or continues) an instance's workflow. It
@@ -339,6 +346,14 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			w.signalled = true
 		}
 	})
+	modelChanged := workflow.GetSignalChannel(ctx, ModelChangedSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var hash string
+			modelChanged.Receive(ctx, &hash)
+			w.modelChanged = true
+		}
+	})
 	if w.st.Version == 0 {
 		ok, err := workflow.AwaitWithTimeout(ctx, createWait, func() bool { return w.st.Version > 0 || w.createFailed })
 		if err != nil {
@@ -354,6 +369,11 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			return err
 		}
 		w.dirty = false
+		if w.modelChanged {
+			// The last export was built by the old model: export again.
+			w.modelChanged = false
+			w.st.Export = nil
+		}
 		next, err := w.advance(ctx)
 		w.busy = false
 		if err != nil {
@@ -366,10 +386,12 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			if err := w.waitDeploy(ctx, next.transfer); err != nil {
 				return err
 			}
-		} else if err := workflow.Await(ctx, func() bool { return (w.dirty && !w.busy) || w.shouldContinue(ctx) }); err != nil {
+		} else if err := workflow.Await(ctx, func() bool {
+			return ((w.dirty || w.modelChanged) && !w.busy) || w.shouldContinue(ctx)
+		}); err != nil {
 			return err
 		}
-		if !w.dirty && w.shouldContinue(ctx) {
+		if !w.dirty && !w.modelChanged && w.shouldContinue(ctx) {
 			return w.continueAsNew(ctx)
 		}
 	}
@@ -383,7 +405,10 @@ type instanceWorkflow struct {
 	// dirty: a request applied a transfer the main loop has not looked at.
 	dirty bool
 	// signalled: DeployedSignal arrived since the last deploy check.
-	signalled    bool
+	signalled bool
+	// modelChanged: ModelChangedSignal arrived; the main loop exports
+	// again.
+	modelChanged bool
 	createFailed bool
 	transfers    int
 	done         bool
@@ -773,8 +798,8 @@ func (w *instanceWorkflow) export(ctx workflow.Context, mode string, waits bool)
 func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) error {
 	delay := deployPollFirst
 	for {
-		if w.dirty {
-			return nil
+		if w.dirty || w.modelChanged {
+			return nil // the main loop looks at the new state, or exports again
 		}
 		w.signalled = false
 		if w.busy {
@@ -805,11 +830,11 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 			return nil
 		}
 		if _, err := workflow.AwaitWithTimeout(ctx, delay, func() bool {
-			return w.signalled || (w.dirty && !w.busy) || w.shouldContinue(ctx)
+			return w.signalled || ((w.dirty || w.modelChanged) && !w.busy) || w.shouldContinue(ctx)
 		}); err != nil {
 			return err
 		}
-		if w.shouldContinue(ctx) && !w.dirty {
+		if w.shouldContinue(ctx) && !w.dirty && !w.modelChanged {
 			return nil
 		}
 		delay = min(2*delay, deployPollMax)

@@ -506,3 +506,35 @@ func TestServiceInstanceDeployedSignal(t *testing.T) {
 		t.Fatalf("up at %v after the start, want right after the signal at 70 s", upAt.Sub(start))
 	}
 }
+
+// TestServiceInstanceModelChanged: a new model source makes an up
+// instance export its resources again (without a transfer), and one
+// waiting for its deploy export again and go on waiting, now for the new
+// export's deploy.
+func TestServiceInstanceModelChanged(t *testing.T) {
+	t.Parallel()
+	// Export 1 (creating) stays pending until the model changes; export 2
+	// (creating again, the new model) is deployed; export 3 is up's, after
+	// the second change.
+	f := &lsmFake{deploys: map[int][]string{1: {DeployPending}, 2: {DeployDone}}}
+	env := f.env(t)
+	send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(ModelChangedSignal, "model-2") }, 10*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(ModelChangedSignal, "model-3") }, 10*time.Minute)
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
+	wantCanceled(t, env)
+	wantStates(t, f, "start", "acknowledged", "creating", "up")
+	if len(f.exports) != 3 {
+		t.Fatalf("%d exports, want 3: creating's, again after the first change, up's after the second", len(f.exports))
+	}
+	for i, e := range f.exports {
+		if e.Mode != ExportResources || e.Attributes["name"] != "web" {
+			t.Errorf("export %d = %+v", i+1, e)
+		}
+	}
+	if f.exports[1].InstanceVersion != 3 || f.exports[2].InstanceVersion != 4 {
+		t.Errorf("exports made for versions %d and %d, want 3 (creating) and 4 (up)",
+			f.exports[1].InstanceVersion, f.exports[2].InstanceVersion)
+	}
+}

@@ -21,3 +21,7 @@ func DryrunWorkflowID(env string, run int64) string { return fmt.Sprintf("env/%s
 func ServiceInstanceWorkflowID(env, entity, id string) string {
 	return "lsm/" + env + "/" + entity + "/" + id
 }
+
+// ModelChangedWorkflowID is the id of the workflow that tells an
+// environment's service instances about a new model source.
+func ModelChangedWorkflowID(env, hash string) string { return "env/" + env + "/model/" + hash }

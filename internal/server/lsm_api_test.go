@@ -399,3 +399,46 @@ func TestServiceInventoryFailedDeploy(t *testing.T) {
 		t.Errorf("up with %v", inst.Active)
 	}
 }
+
+// TestServiceInventoryModelChange: uploading a changed model makes the
+// live instances export their resources again, built by it, without a
+// request and without a transfer (the instance stays up at its version).
+func TestServiceInventoryModelChange(t *testing.T) {
+	c, _ := startServer(t)
+	env := newEnv(t, c, "lsmmodel", nil)
+	root := t.TempDir()
+	model := lsmFileModel(root)
+	if err := uploadModel(t, c, env, model); err != nil {
+		t.Fatal(err)
+	}
+	const inventory = "/lsm/v1/service_inventory/vm"
+	r := lsmDo(t, c, env, http.MethodPost, inventory, "", map[string]any{"attributes": map[string]any{"name": "web", "memory": 3}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	up := waitState(t, c, env, "web", "up", "rejected", "failed")
+	conf := filepath.Join(root, "web.conf")
+
+	changed := strings.Replace(model, `"memory=\(parameter.memory)\n" & =~"^memory=[0-9]{1,2}\\n$"`, `"mem=\(parameter.memory)\n"`, 1)
+	if changed == model {
+		t.Fatal("the model was not changed")
+	}
+	if err := uploadModel(t, c, env, changed); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got, _ := readFile(t, conf)
+		if got == "mem=3\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("web.conf = %q 60 s after the new model, want mem=3", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var inst store.ServiceInstance
+	if err := lsmGet(t, c, env, inventory+"/web", &inst); err != nil || inst.State != "up" || inst.Version != up.Version {
+		t.Errorf("after the new model: %+v, %v; want up at version %d", inst, err, up.Version)
+	}
+}

@@ -194,3 +194,25 @@ func isUnavailable(err error) bool {
 	var x *serviceerror.ResourceExhausted
 	return errors.As(err, &u) || errors.As(err, &d) || errors.As(err, &x)
 }
+
+// ModelChanged implements api.LSMEngine: it starts the environment's
+// notification of the model source (intend.ModelChanged), which signals
+// every live instance. A notification of the same source still running
+// is that one.
+func (e *lsmEngine) ModelChanged(ctx context.Context, env store.Environment, hash string) error {
+	_, err := e.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.ModelChangedWorkflowID(env.Name, hash),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name)),
+		StaticSummary: fmt.Sprintf("model source %.12s announced to the service instances", hash),
+	}, workflows.ModelChangedWorkflowName, workflows.ModelChangedInput{
+		EnvironmentID: env.ID, EnvironmentName: env.Name, Hash: hash,
+	})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", workflows.ModelChangedWorkflowID(env.Name, hash), err)
+	}
+	return nil
+}

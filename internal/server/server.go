@@ -164,9 +164,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.registerCompiles(s.worker)
 	// The lifecycle engine: one workflow per service instance.
 	workflows.RegisterServiceInstance(s.worker)
-	(&activities.LSM{Store: st, Log: log, Cache: compiler.NewCache(lsmCacheResources), Wake: func(ctx context.Context, env store.Environment, reason string) error {
-		return s.Wake(ctx, env, reason, true, false)
-	}}).Register(s.worker)
+	(&activities.LSM{Store: st, Log: log, Cache: compiler.NewCache(lsmCacheResources),
+		Wake: func(ctx context.Context, env store.Environment, reason string) error {
+			return s.Wake(ctx, env, reason, true, false)
+		},
+		Signal: func(ctx context.Context, workflowID, name string, arg any) error {
+			err := tc.SignalWorkflow(ctx, workflowID, "", name, arg)
+			if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
+				return nil // the workflow ended: nothing to tell
+			}
+			return err
+		},
+	}).Register(s.worker)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}

@@ -17,6 +17,9 @@ type ModelSource struct {
 	Size       int       `json:"size"`
 	Origin     string    `json:"origin"`
 	UploadedAt time.Time `json:"uploaded_at"`
+	// Replaced (PutModelSource only): it became the newest model source
+	// in place of another one (or of none).
+	Replaced bool `json:"-"`
 }
 
 // keepModelSources is how many model sources an environment keeps.
@@ -25,13 +28,21 @@ const keepModelSources = 5
 // PutModelSource stores a project archive as the environment's newest
 // model source. Storing one already stored (same hash) makes it the newest
 // again and changes nothing else. Older ones beyond the few kept go.
+// Replaced says whether the newest source changed.
 func (s *Store) PutModelSource(ctx context.Context, envID, hash string, archive []byte, files int, origin string) (ModelSource, error) {
 	var m ModelSource
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, `
+		var newest string
+		err := tx.QueryRow(ctx, `select hash from model_sources where environment_id = $1::uuid
+			order by uploaded_at desc limit 1`, envID).Scan(&newest)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		m.Replaced = newest != hash
+		err = tx.QueryRow(ctx, `
 			insert into model_sources (environment_id, hash, archive, files, size, origin)
 			values ($1::uuid, $2, $3, $4, $5, $6)
 			on conflict (environment_id, hash) do update set uploaded_at = now(), origin = excluded.origin
