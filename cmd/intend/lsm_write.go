@@ -153,7 +153,7 @@ func waitInstance(ctx context.Context, c *apiclient.Client, lc *lsm.Lifecycle, e
 func failedSince(ctx context.Context, c *apiclient.Client, entity, id, ref string, since int64, diagnose string) error {
 	var log struct {
 		Items []struct {
-			Version int64 `json:"version"`
+			Version int64  `json:"version"`
 			State   string `json:"state"`
 			Event   struct {
 				Error bool `json:"error"`
