@@ -5,6 +5,8 @@ package intend
 import (
 	_ "embed"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"gopkg.in/yaml.v3"
@@ -50,16 +52,7 @@ func TemporalDevConfig() (TemporalDev, error) {
 // SearchAttributeArgs returns the dev-server flags that register the search
 // attributes, in a stable order.
 func (c TemporalDev) SearchAttributeArgs() []string {
-	names := make([]string, 0, len(c.SearchAttributes))
-	for n := range c.SearchAttributes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var args []string
-	for _, n := range names {
-		args = append(args, "--search-attribute", n+"="+c.SearchAttributes[n])
-	}
-	return args
+	return flagPairs("--search-attribute", c.SearchAttributes)
 }
 
 // DynamicConfigArgs returns the dev-server flags for dynamic_config, in a
@@ -87,14 +80,14 @@ func (c TemporalDev) DynamicConfigArgs() []string {
 // SQLitePragmaArgs returns the dev-server flags for sqlite_pragmas, in a
 // stable order.
 func (c TemporalDev) SQLitePragmaArgs() []string {
-	keys := make([]string, 0, len(c.SQLitePragmas))
-	for k := range c.SQLitePragmas {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	return flagPairs("--sqlite-pragma", c.SQLitePragmas)
+}
+
+// flagPairs is flag KEY=VALUE for each entry of m, by key.
+func flagPairs(flag string, m map[string]string) []string {
 	var args []string
-	for _, k := range keys {
-		args = append(args, "--sqlite-pragma", k+"="+c.SQLitePragmas[k])
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		args = append(args, flag, k+"="+m[k])
 	}
 	return args
 }

@@ -16,15 +16,25 @@ import (
 	"github.com/intendhq/intend/internal/testenv"
 )
 
+// lsmServer starts a server with its embedded executor and creates an
+// environment named after prefix; vars point the CLI at both. It returns
+// the server's database too.
+func lsmServer(t *testing.T, prefix string) (vars map[string]string, dbURL string) {
+	t.Helper()
+	c, _, dbURL := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		SchedulerPoll: time.Second})
+	envName := testenv.UniqueName(t, prefix)
+	vars = map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
+	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
+	return vars, dbURL
+}
+
 // TestLSMCommands: intend export registers the model's service entities;
 // intend lsm shows the catalog and the inventory.
 func TestLSMCommands(t *testing.T) {
 	// Not parallel: see exectest.StartServer.
-	c, _, dbURL := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
-		SchedulerPoll: time.Second})
-	envName := testenv.UniqueName(t, "lsm")
-	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
-	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
+	vars, dbURL := lsmServer(t, "lsm")
+	envName := vars["INTEND_ENVIRONMENT"]
 	dir := t.TempDir()
 	model := `package main
 
@@ -107,11 +117,7 @@ services: vm: #VM
 // delete → terminated.
 func TestLSMWriteCommands(t *testing.T) {
 	// Not parallel: see exectest.StartServer.
-	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
-		SchedulerPoll: time.Second})
-	envName := testenv.UniqueName(t, "lsmw")
-	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
-	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
+	vars, _ := lsmServer(t, "lsmw")
 	dir := t.TempDir()
 	target := filepath.Join(t.TempDir(), "vms")
 	model := `package main
@@ -181,11 +187,7 @@ services: vm: #VM
 // set-state, and terminated with the site's files and directories gone.
 func TestExampleLSM(t *testing.T) {
 	// Not parallel: see exectest.StartServer.
-	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
-		SchedulerPoll: time.Second})
-	envName := testenv.UniqueName(t, "lsmex")
-	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
-	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
+	vars, _ := lsmServer(t, "lsmex")
 	dir, root := copyExample(t, "lsm", "/tmp/intend-lsm")
 	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "service entities: site (lifecycle simple)") {
 		t.Errorf("export does not name the service entity:\n%s", out)
