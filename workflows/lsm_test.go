@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -536,5 +537,109 @@ func TestServiceInstanceModelChanged(t *testing.T) {
 	if f.exports[1].InstanceVersion != 3 || f.exports[2].InstanceVersion != 4 {
 		t.Errorf("exports made for versions %d and %d, want 3 (creating) and 4 (up)",
 			f.exports[1].InstanceVersion, f.exports[2].InstanceVersion)
+	}
+}
+
+// customLifecycle uses every trigger but auto and on_update (simple's
+// tests have those) and the operations simple does not: an api transfer
+// that validates, with an error operation; resource transfers out of an
+// exporting and a purging state; on_delete; clear candidate, clear
+// rollback, clear active.
+func customLifecycle() lsm.Lifecycle {
+	return lsm.Lifecycle{
+		Name: "custom", Start: "review",
+		States: map[string]lsm.State{
+			"review":   {Name: "review", ModelState: lsm.Designed},
+			"rolling":  {Name: "rolling", ModelState: lsm.Active, Export: true},
+			"live":     {Name: "live", ModelState: lsm.Active, Export: true},
+			"broken":   {Name: "broken", ModelState: lsm.Active, Export: true},
+			"removing": {Name: "removing", ModelState: lsm.Active, Purge: true},
+			"gone":     {Name: "gone", ModelState: lsm.Inactive, Terminal: true},
+		},
+		Transfers: []lsm.Transfer{
+			{Source: "review", Target: "rolling", Error: "review", Trigger: lsm.API, Validate: true,
+				TargetOperation: []lsm.Operation{lsm.ClearRollback}, ErrorOperation: []lsm.Operation{lsm.ClearCandidate}},
+			{Source: "rolling", Target: "live", Error: "broken", Trigger: lsm.Resource},
+			{Source: "broken", Target: "removing", Trigger: lsm.API},
+			{Source: "live", Target: "removing", Trigger: lsm.OnDelete},
+			{Source: "removing", Target: "gone", Error: "broken", Trigger: lsm.Resource,
+				TargetOperation: []lsm.Operation{lsm.ClearActive}},
+		},
+	}
+}
+
+// TestServiceInstanceCustomLifecycle drives an instance, resumed from a
+// snapshot with all three sets, through customLifecycle: a validating api
+// transfer that fails (error state, error operation, the errors logged)
+// and then succeeds (target operation), a resource transfer, on_delete
+// into a purging state whose deploy takes it to the terminal state; each
+// write carries the sets exactly as the operations leave them.
+func TestServiceInstanceCustomLifecycle(t *testing.T) {
+	t.Parallel()
+	lc := customLifecycle()
+	if err := lc.Check(); err != nil {
+		t.Fatalf("the test's lifecycle: %v", err)
+	}
+	f := (&lsmFake{validate: func(n int) ValidateInstanceResult {
+		if n == 1 {
+			return ValidateInstanceResult{Errors: json.RawMessage(`[{"message":"no"}]`)}
+		}
+		return ValidateInstanceResult{OK: true}
+	}}).seeded(2)
+	env := f.env(t)
+	in := input()
+	in.Entity.Lifecycle = lc
+	cand, act, rb := map[string]any{"name": "web", "memory": 8.0}, map[string]any{"name": "web", "memory": 4.0},
+		map[string]any{"name": "web", "memory": 2.0}
+	in.Snapshot = &InstanceSnapshot{State: "review", Version: 2, Identity: "web",
+		Sets: lsm.Sets{Candidate: cand, Active: act, Rollback: rb}}
+	failed := send(env, time.Minute, SetStateUpdate, "s1", SetStateRequest{CurrentVersion: 2, Target: "rolling"})
+	passed := send(env, 2*time.Minute, SetStateUpdate, "s2", SetStateRequest{CurrentVersion: 3, Target: "rolling"})
+	deleted := send(env, 10*time.Minute, DeleteUpdate, "d", DeleteRequest{CurrentVersion: 5})
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, in)
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("completed %v, error %v: want the workflow ended in the terminal state", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	failed.mustComplete(t, "set_state failing its validation")
+	passed.mustComplete(t, "set_state")
+	deleted.mustComplete(t, "delete")
+	wantStates(t, f, "(before)", "(before)", "review", "rolling", "live", "removing", "gone")
+
+	w := f.writes
+	type want struct {
+		trigger   string
+		err       bool
+		sets      lsm.Sets
+		operation []lsm.Operation
+	}
+	for i, x := range []want{
+		{"api", true, lsm.Sets{Active: act, Rollback: rb}, []lsm.Operation{lsm.ClearCandidate}},
+		{"api", false, lsm.Sets{Active: act}, []lsm.Operation{lsm.ClearRollback}},
+		{"resource", false, lsm.Sets{Active: act}, []lsm.Operation{}},
+		{"on_delete", false, lsm.Sets{Active: act}, []lsm.Operation{}},
+		{"resource", false, lsm.Sets{}, []lsm.Operation{lsm.ClearActive}},
+	} {
+		got := w[i+2]
+		if got.Event.Trigger != x.trigger || got.Event.Error != x.err || !reflect.DeepEqual(got.Sets, x.sets) ||
+			!slices.Equal(got.Event.Operations, x.operation) {
+			t.Errorf("write %d (%s): trigger %s, error %v, operations %v, sets %+v; want %+v",
+				got.Version, got.State, got.Event.Trigger, got.Event.Error, got.Event.Operations, got.Sets, x)
+		}
+	}
+	if string(w[2].Errors) != `[{"message":"no"}]` {
+		t.Errorf("the failed validation's errors in the log: %s", w[2].Errors)
+	}
+	if !w[6].Deleted {
+		t.Error("the terminal state's write does not mark the instance deleted")
+	}
+	var modes []string
+	for _, e := range f.exports {
+		modes = append(modes, e.Mode)
+	}
+	if !slices.Equal(modes, []string{ExportResources, ExportPurged, ExportRemove}) {
+		t.Errorf("exports %v, want the resources (rolling), purged (removing), the set removed (gone)", modes)
+	}
+	if len(f.validations) != 2 || !reflect.DeepEqual(f.validations[0].Attributes, cand) {
+		t.Errorf("validations %+v, want two, the first of the candidate set", f.validations)
 	}
 }
