@@ -51,9 +51,9 @@ type Compiler struct {
 	// Wake tells the environment's scheduler that a release queued a
 	// deploy; nil: the scheduler finds the request when it polls.
 	Wake func(ctx context.Context, env store.Environment, reason string) error
-	// ModelChanged tells the environment's service instances that the
-	// compile made its model source the newest (api.LSMEngine's); nil:
-	// they take it at their next transfer.
+	// ModelChanged announces a model source the compile made the newest
+	// to the environment's service instances (api.LSMEngine's); nil: the
+	// server's reconciler does.
 	ModelChanged func(ctx context.Context, env store.Environment, hash string) error
 	// GitTimeout bounds one git command (0: DefaultGitTimeout);
 	// CompileTimeout bounds one compile (0: DefaultCompileTimeout).
@@ -195,11 +195,11 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	if err != nil {
 		return workflows.BuildCompileResult{}, classify(err)
 	}
-	if src.Replaced && c.ModelChanged != nil {
+	if src.AnnouncedAt == nil && c.ModelChanged != nil {
 		if env, err := c.Store.GetEnvironment(ctx, in.EnvironmentID); err != nil {
 			return workflows.BuildCompileResult{}, classify(err)
 		} else if err := c.ModelChanged(ctx, env, packed.Hash); err != nil {
-			c.log().Warn("service instances not told of the new model source; they take it at their next transfer",
+			c.log().Warn("model source not announced to the service instances yet; the reconciler retries",
 				"environment", env.Name, "model", packed.Hash, "error", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/project"
@@ -71,11 +72,14 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if m.Replaced && s.opts.LSM != nil {
+	if m.AnnouncedAt == nil && s.opts.LSM != nil {
 		// The live instances export their resources again, built by it.
 		if err := s.opts.LSM.ModelChanged(r.Context(), e, hash); err != nil {
-			s.log.Warn("service instances not told of the new model source; they take it at their next transfer",
+			s.log.Warn("model source not announced to the service instances yet; the reconciler retries",
 				"environment", e.Name, "model", hash, "error", err)
+		} else {
+			now := time.Now()
+			m.AnnouncedAt = &now
 		}
 	}
 	WriteJSON(w, http.StatusCreated, m)

@@ -42,7 +42,7 @@ func (s *Server) registerCompiles(w worker.Registry) {
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
 			return s.Wake(ctx, env, reason, true, false)
 		},
-		ModelChanged: (&lsmEngine{temporal: s.temporal}).ModelChanged,
+		ModelChanged: s.lsm.ModelChanged,
 	}
 	acts.Register(w)
 }

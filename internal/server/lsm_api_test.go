@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -403,8 +405,10 @@ func TestServiceInventoryFailedDeploy(t *testing.T) {
 // TestServiceInventoryModelChange: uploading a changed model makes the
 // live instances export their resources again, built by it, without a
 // request and without a transfer (the instance stays up at its version).
+// A source stored but never announced (the server died in between) is
+// announced by the reconciler.
 func TestServiceInventoryModelChange(t *testing.T) {
-	c, _ := startServer(t)
+	c, _, db := startServerDB(t)
 	env := newEnv(t, c, "lsmmodel", nil)
 	root := t.TempDir()
 	model := lsmFileModel(root)
@@ -426,19 +430,50 @@ func TestServiceInventoryModelChange(t *testing.T) {
 	if err := uploadModel(t, c, env, changed); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got, _ := readFile(t, conf)
-		if got == "mem=3\n" {
-			break
+	waitContent := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			got, _ := readFile(t, conf)
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("web.conf = %q 60 s after the new model, want %q", got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("web.conf = %q 60 s after the new model, want mem=3", got)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	waitContent("mem=3\n")
 	var inst store.ServiceInstance
 	if err := lsmGet(t, c, env, inventory+"/web", &inst); err != nil || inst.State != "up" || inst.Version != up.Version {
 		t.Errorf("after the new model: %+v, %v; want up at version %d", inst, err, up.Version)
 	}
+
+	// Stored, not announced: as if the server died right after storing.
+	ctx := context.Background()
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := st.GetEnvironment(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	third := strings.Replace(changed, `"mem=`, `"m=`, 1)
+	for name, text := range map[string]string{"intend.yaml": "name: catalog\n", "main.cue": third} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	packed, err := project.Archive(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.PutModelSource(ctx, e.ID, packed.Hash, packed.Archive, packed.Files, "cli"); err != nil || m.AnnouncedAt != nil {
+		t.Fatalf("store the third model: %+v, %v", m, err)
+	}
+	waitContent("m=3\n")
 }

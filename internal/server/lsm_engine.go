@@ -26,6 +26,8 @@ const defaultLSMWait = 30 * time.Second
 // Updates (api.LSMEngine).
 type lsmEngine struct {
 	temporal client.Client
+	// store records the model sources announced (ModelChanged).
+	store *store.Store
 	// wait bounds a request, from sending it to its completion.
 	wait time.Duration
 }
@@ -197,9 +199,28 @@ func isUnavailable(err error) bool {
 
 // ModelChanged implements api.LSMEngine: it starts the environment's
 // notification of the model source (intend.ModelChanged), which signals
-// every live instance. A notification of the same source still running
-// is that one.
+// every live instance, and records the source as announced. A
+// notification of the same source still running is that one; a source
+// never recorded as announced is announced by the reconciler.
 func (e *lsmEngine) ModelChanged(ctx context.Context, env store.Environment, hash string) error {
+	// Without live instances there is nobody to tell (one created from
+	// now on compiles with this source anyway): no workflow.
+	live, err := e.store.LiveServiceInstances(ctx, env.ID)
+	if err != nil {
+		return fmt.Errorf("live service instances: %w", err)
+	}
+	if len(live) > 0 {
+		if err := e.startModelChanged(ctx, env, hash); err != nil {
+			return err
+		}
+	}
+	if err := e.store.MarkModelAnnounced(ctx, env.ID, hash); err != nil {
+		return fmt.Errorf("record model source %s as announced: %w", hash, err)
+	}
+	return nil
+}
+
+func (e *lsmEngine) startModelChanged(ctx context.Context, env store.Environment, hash string) error {
 	_, err := e.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.ModelChangedWorkflowID(env.Name, hash),
 		TaskQueue:                workflows.TaskQueue,

@@ -77,6 +77,7 @@ type Server struct {
 	executors *executor.Manager
 	reporter  *executor.Reporter
 	cache     *adapters.Cache
+	lsm       *lsmEngine
 	http      *http.Server
 	listener  net.Listener
 	cancel    context.CancelFunc
@@ -147,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc}
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &lsmEngine{temporal: tc, store: st}}
 	fail := func(err error) (*Server, error) {
 		s.Shutdown(context.Background())
 		return nil, err
@@ -185,7 +186,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
-		LSM: &lsmEngine{temporal: tc},
+		LSM: s.lsm,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -417,6 +418,25 @@ func (s *Server) reconcile(ctx context.Context) {
 		}
 	}
 	s.reconcileCompiles(ctx)
+	s.reconcileModels(ctx)
+}
+
+// reconcileModels announces the newest model sources that were not
+// announced to their environments' service instances (a crash between
+// storing one and announcing it).
+func (s *Server) reconcileModels(ctx context.Context) {
+	ms, err := s.store.UnannouncedModels(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("reconcile: model sources", "error", err)
+		}
+		return
+	}
+	for _, m := range ms {
+		if err := s.lsm.ModelChanged(ctx, m.Environment, m.Hash); err != nil && ctx.Err() == nil {
+			s.log.Warn("reconcile: announce the model source", "environment", m.Environment.Name, "model", m.Hash, "error", err)
+		}
+	}
 }
 
 // EnsureSearchAttributes registers intend's custom search attributes in

@@ -17,6 +17,10 @@ type ModelSource struct {
 	Size       int       `json:"size"`
 	Origin     string    `json:"origin"`
 	UploadedAt time.Time `json:"uploaded_at"`
+	// AnnouncedAt is when the source, as the newest, was announced to the
+	// environment's live service instances; nil: not yet (or not since
+	// it became the newest again).
+	AnnouncedAt *time.Time `json:"announced_at"`
 	// Replaced (PutModelSource only): it became the newest model source
 	// in place of another one (or of none).
 	Replaced bool `json:"-"`
@@ -28,7 +32,9 @@ const keepModelSources = 5
 // PutModelSource stores a project archive as the environment's newest
 // model source. Storing one already stored (same hash) makes it the newest
 // again and changes nothing else. Older ones beyond the few kept go.
-// Replaced says whether the newest source changed.
+// Replaced says whether the newest source changed; a source that becomes
+// the newest (again) is not announced (AnnouncedAt nil) until
+// MarkModelAnnounced.
 func (s *Store) PutModelSource(ctx context.Context, envID, hash string, archive []byte, files int, origin string) (ModelSource, error) {
 	var m ModelSource
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -45,9 +51,11 @@ func (s *Store) PutModelSource(ctx context.Context, envID, hash string, archive 
 		err = tx.QueryRow(ctx, `
 			insert into model_sources (environment_id, hash, archive, files, size, origin)
 			values ($1::uuid, $2, $3, $4, $5, $6)
-			on conflict (environment_id, hash) do update set uploaded_at = now(), origin = excluded.origin
-			returning hash, files, size, origin, uploaded_at`,
-			envID, hash, archive, files, len(archive), origin).Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt)
+			on conflict (environment_id, hash) do update set uploaded_at = now(), origin = excluded.origin,
+				announced_at = case when $7 then null else model_sources.announced_at end
+			returning hash, files, size, origin, uploaded_at, announced_at`,
+			envID, hash, archive, files, len(archive), origin, m.Replaced).
+			Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt)
 		if err != nil {
 			return fmt.Errorf("store model source: %w", err)
 		}
@@ -63,9 +71,9 @@ func (s *Store) PutModelSource(ctx context.Context, envID, hash string, archive 
 // ErrNotFound when it has none.
 func (s *Store) LatestModelSource(ctx context.Context, envID string) (ModelSource, error) {
 	var m ModelSource
-	err := s.pool.QueryRow(ctx, `select hash, files, size, origin, uploaded_at from model_sources
+	err := s.pool.QueryRow(ctx, `select hash, files, size, origin, uploaded_at, announced_at from model_sources
 		where environment_id = $1::uuid order by uploaded_at desc limit 1`, envID).
-		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt)
+		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, fmt.Errorf("the environment has no model source (intend export uploads one): %w", ErrNotFound)
 	}
@@ -82,4 +90,51 @@ func (s *Store) ModelArchive(ctx context.Context, envID, hash string) ([]byte, e
 		return nil, fmt.Errorf("model source %s: %w", hash, ErrNotFound)
 	}
 	return b, err
+}
+
+// MarkModelAnnounced records that the environment's model source hash was
+// announced to its live service instances.
+func (s *Store) MarkModelAnnounced(ctx context.Context, envID, hash string) error {
+	_, err := s.pool.Exec(ctx, `update model_sources set announced_at = now()
+		where environment_id = $1::uuid and hash = $2`, envID, hash)
+	return err
+}
+
+// UnannouncedModel is an environment whose newest model source was not
+// announced to its live service instances.
+type UnannouncedModel struct {
+	Environment Environment
+	Hash        string
+}
+
+// UnannouncedModels lists the environments whose newest model source was
+// not announced, for the reconciler.
+func (s *Store) UnannouncedModels(ctx context.Context) ([]UnannouncedModel, error) {
+	rows, err := s.pool.Query(ctx, `select environment_id, hash from (
+			select distinct on (environment_id) environment_id, hash, announced_at
+			from model_sources order by environment_id, uploaded_at desc) newest
+		where announced_at is null`)
+	if err != nil {
+		return nil, err
+	}
+	type pair struct{ env, hash string }
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pair, error) {
+		var p pair
+		return p, r.Scan(&p.env, &p.hash)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []UnannouncedModel
+	for _, p := range ps {
+		e, err := s.GetEnvironment(ctx, p.env)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, UnannouncedModel{Environment: e, Hash: p.hash})
+	}
+	return out, nil
 }
