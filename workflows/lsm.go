@@ -633,7 +633,7 @@ func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets ls
 	failed, errs := false, json.RawMessage(nil)
 	if t.Validate {
 		var err error
-		if failed, errs, err = w.validate(ctx, sets.Candidate); err != nil {
+		if failed, errs, err = w.validate(ctx, validationSet(sets)); err != nil {
 			return ServiceInstanceRecord{}, err
 		}
 	}
@@ -642,6 +642,16 @@ func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets ls
 		w.dirty = true
 	}
 	return rec, err
+}
+
+// validationSet is what a validating transfer validates: the candidate
+// set, or the active one when there is no candidate (a lifecycle may
+// validate an api transfer out of an active state).
+func validationSet(sets lsm.Sets) map[string]any {
+	if sets.Candidate != nil {
+		return sets.Candidate
+	}
+	return sets.Active
 }
 
 // validate runs ValidateInstance with the candidate attributes.
@@ -725,7 +735,7 @@ func (w *instanceWorkflow) advance(ctx workflow.Context) (step, error) {
 			failed, errs := false, json.RawMessage(nil)
 			if t.Validate {
 				var err error
-				if failed, errs, err = w.validate(ctx, w.st.Sets.Candidate); err != nil {
+				if failed, errs, err = w.validate(ctx, validationSet(w.st.Sets)); err != nil {
 					return step{}, err
 				}
 			}

@@ -639,7 +639,8 @@ func TestServiceInstanceCustomLifecycle(t *testing.T) {
 	if !slices.Equal(modes, []string{ExportResources, ExportPurged, ExportRemove}) {
 		t.Errorf("exports %v, want the resources (rolling), purged (removing), the set removed (gone)", modes)
 	}
-	if len(f.validations) != 2 || !reflect.DeepEqual(f.validations[0].Attributes, cand) {
-		t.Errorf("validations %+v, want two, the first of the candidate set", f.validations)
+	if len(f.validations) != 2 || !reflect.DeepEqual(f.validations[0].Attributes, cand) ||
+		!reflect.DeepEqual(f.validations[1].Attributes, act) {
+		t.Errorf("validations %+v, want two: of the candidate set, then (the candidate cleared) of the active one", f.validations)
 	}
 }
