@@ -117,15 +117,20 @@ func nullJSON(b json.RawMessage) json.RawMessage {
 // evaluating it, or a duplicate id or dangling requires one of its
 // resources is part of. Other instances' errors do not fail it. A model
 // source that is missing or does not load fails it (nothing can be
-// validated). The errors, all of them, are returned for the log.
+// validated). The errors, all of them, are returned for the log. Every
+// instance's r attributes are left out of the compile (the model computes
+// them); a successful validation returns the values the model computed
+// for this instance's (ReadOnly).
 func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanceInput) (workflows.ValidateInstanceResult, error) {
 	entities, err := l.Store.ListEntities(ctx, in.EnvironmentID)
 	if err != nil {
 		return workflows.ValidateInstanceResult{}, classify(err)
 	}
 	lifecycles := map[string]lsm.Lifecycle{}
+	specs := map[string][]lsm.AttributeSpec{}
 	for _, e := range entities {
 		lifecycles[e.Name] = e.Lifecycle
+		specs[e.Name] = e.Attributes
 	}
 	live, err := l.Store.LiveServiceInstances(ctx, in.EnvironmentID)
 	if err != nil {
@@ -133,7 +138,8 @@ func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanc
 	}
 	instances := map[string]map[string]json.RawMessage{}
 	add := func(entity, id string, attrs map[string]any) error {
-		b, err := json.Marshal(attrs)
+		// The model computes the r attributes again.
+		b, err := json.Marshal(lsm.WithoutReadOnly(specs[entity], attrs))
 		if err != nil {
 			return fmt.Errorf("attributes of %s %s: %w", entity, id, err)
 		}
@@ -172,12 +178,19 @@ func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanc
 	if err := add(in.Entity, in.InstanceID, attrs); err != nil {
 		return workflows.ValidateInstanceResult{}, err
 	}
-	_, errs, err := l.compileModel(ctx, in.EnvironmentID, instances)
+	res, errs, err := l.compileModel(ctx, in.EnvironmentID, instances)
 	if err != nil {
 		return workflows.ValidateInstanceResult{}, err
 	}
 	if len(errs) == 0 {
-		return workflows.ValidateInstanceResult{OK: true}, nil
+		out := workflows.ValidateInstanceResult{OK: true}
+		if raw := res.Parameters[in.Entity][in.InstanceID]; raw != nil {
+			var param map[string]any
+			if err := json.Unmarshal(raw, &param); err == nil {
+				out.ReadOnly = lsm.ReadOnlyValues(specs[in.Entity], param)
+			}
+		}
+		return out, nil
 	}
 	out, err := json.Marshal(errs)
 	if err != nil {

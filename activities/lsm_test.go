@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ import (
 	parameter: {
 		name:   =~"^[a-z][a-z0-9-]*$" @lsm(rw)
 		memory: *2 | int & >=1 & <=64 @lsm(rw+)
+		fqdn:   "\(name).vms.test" @lsm(r)
 	}
 	output: {
 		dir: fs.#Directory & {path: "` + root + `/\(parameter.name)"}
@@ -204,7 +206,8 @@ func TestApplyTransfer(t *testing.T) {
 func TestValidateInstance(t *testing.T) {
 	t.Parallel()
 	s := newLSMSetup(t)
-	s.instance(t, idOther, "up", lsm.Sets{Active: map[string]any{"name": "db"}})
+	// A stored r value the model would compute differently is left out.
+	s.instance(t, idOther, "up", lsm.Sets{Active: map[string]any{"name": "db", "fqdn": "stale.example"}})
 	validate := func(id string, attrs map[string]any) workflows.ValidateInstanceResult {
 		t.Helper()
 		res, err := run[workflows.ValidateInstanceResult](t, s, workflows.ValidateInstanceActivity,
@@ -214,8 +217,9 @@ func TestValidateInstance(t *testing.T) {
 		}
 		return res
 	}
-	if res := validate(idWeb, map[string]any{"name": "web", "memory": 4}); !res.OK || nullJSON(res.Errors) != nil {
-		t.Errorf("valid attributes: %+v", res)
+	if res := validate(idWeb, map[string]any{"name": "web", "memory": 4}); !res.OK || nullJSON(res.Errors) != nil ||
+		!reflect.DeepEqual(res.ReadOnly, map[string]any{"fqdn": "web.vms.test"}) {
+		t.Errorf("valid attributes: %+v, want success with the computed fqdn", res)
 	}
 	res := validate(idWeb, map[string]any{"name": "web", "memory": 100})
 	if res.OK || !strings.Contains(string(res.Errors), instanceLabel("vm", idWeb)) {

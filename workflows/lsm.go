@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"time"
 
@@ -265,10 +266,13 @@ type ValidateInstanceInput struct {
 }
 
 // ValidateInstanceResult is the validation's outcome; Errors are the
-// compile's errors (all of them, for the log) when it failed.
+// compile's errors (all of them, for the log) when it failed. ReadOnly
+// are the values the model computed for the entity's r attributes, when
+// it succeeded.
 type ValidateInstanceResult struct {
-	OK     bool
-	Errors json.RawMessage
+	OK       bool
+	Errors   json.RawMessage
+	ReadOnly map[string]any
 }
 
 // ExportInstanceInput asks for a partial export of the instance's set.
@@ -633,7 +637,7 @@ func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets ls
 	failed, errs := false, json.RawMessage(nil)
 	if t.Validate {
 		var err error
-		if failed, errs, err = w.validate(ctx, validationSet(sets)); err != nil {
+		if failed, errs, sets, err = w.validate(ctx, sets); err != nil {
 			return ServiceInstanceRecord{}, err
 		}
 	}
@@ -654,15 +658,32 @@ func validationSet(sets lsm.Sets) map[string]any {
 	return sets.Active
 }
 
-// validate runs ValidateInstance with the candidate attributes.
-func (w *instanceWorkflow) validate(ctx workflow.Context, candidate map[string]any) (failed bool, errs json.RawMessage, err error) {
+// validate runs ValidateInstance with the set validationSet picks, and
+// returns sets with the r attribute values the model computed written
+// into that set (when the validation succeeded).
+func (w *instanceWorkflow) validate(ctx workflow.Context, sets lsm.Sets) (failed bool, errs json.RawMessage, out lsm.Sets, err error) {
 	var res ValidateInstanceResult
 	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ValidateInstanceActivity, ValidateInstanceInput{
-		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID, Attributes: candidate,
+		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
+		Attributes: lsm.WithoutReadOnly(w.in.Entity.Attributes, validationSet(sets)),
 	}).Get(ctx, &res); err != nil {
-		return false, nil, fmt.Errorf("validate: %w", err)
+		return false, nil, sets, fmt.Errorf("validate: %w", err)
 	}
-	return !res.OK, res.Errors, nil
+	if res.OK && len(res.ReadOnly) > 0 {
+		if sets.Candidate != nil {
+			sets.Candidate = withValues(sets.Candidate, res.ReadOnly)
+		} else if sets.Active != nil {
+			sets.Active = withValues(sets.Active, res.ReadOnly)
+		}
+	}
+	return !res.OK, res.Errors, sets, nil
+}
+
+// withValues is attrs (not changed) with vals written over it.
+func withValues(attrs, vals map[string]any) map[string]any {
+	out := maps.Clone(attrs)
+	maps.Copy(out, vals)
+	return out
 }
 
 // transfer writes t (to its error state when failed) from sets: the
@@ -732,14 +753,14 @@ func (w *instanceWorkflow) advance(ctx workflow.Context) (step, error) {
 			return step{}, nil
 		}
 		if t, ok := lc.AutoFrom(w.st.State); ok {
-			failed, errs := false, json.RawMessage(nil)
+			failed, errs, sets := false, json.RawMessage(nil), w.st.Sets
 			if t.Validate {
 				var err error
-				if failed, errs, err = w.validate(ctx, validationSet(w.st.Sets)); err != nil {
+				if failed, errs, sets, err = w.validate(ctx, sets); err != nil {
 					return step{}, err
 				}
 			}
-			if _, err := w.transfer(ctx, t, w.st.Sets, failed, errs, nil); err != nil {
+			if _, err := w.transfer(ctx, t, sets, failed, errs, nil); err != nil {
 				return step{}, err
 			}
 			continue
@@ -791,7 +812,7 @@ func (w *instanceWorkflow) export(ctx workflow.Context, mode string, waits bool)
 	var res ExportInstanceResult
 	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ExportInstanceActivity, ExportInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
-		InstanceVersion: w.st.Version, Mode: mode, Attributes: w.st.Sets.Active,
+		InstanceVersion: w.st.Version, Mode: mode, Attributes: lsm.WithoutReadOnly(w.in.Entity.Attributes, w.st.Sets.Active),
 	}).Get(ctx, &res); err != nil {
 		return res, fmt.Errorf("export: %w", err)
 	}

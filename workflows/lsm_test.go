@@ -644,3 +644,40 @@ func TestServiceInstanceCustomLifecycle(t *testing.T) {
 		t.Errorf("validations %+v, want two: of the candidate set, then (the candidate cleared) of the active one", f.validations)
 	}
 }
+
+// TestServiceInstanceReadOnlyAttributes: the values the model computes
+// for r attributes at a validation are written into the validated set
+// (and promoted with it); what a compile gets never holds them, so a
+// stale value carried into an update does not reach the model.
+func TestServiceInstanceReadOnlyAttributes(t *testing.T) {
+	t.Parallel()
+	f := &lsmFake{validate: func(n int) ValidateInstanceResult {
+		return ValidateInstanceResult{OK: true, ReadOnly: map[string]any{"address": fmt.Sprintf("10.0.0.%d", n)}}
+	}}
+	env := f.env(t)
+	send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
+	// The API carries the stored r value over into an update's set.
+	send(env, time.Minute, UpdateUpdate, "u", UpdateRequest{CurrentVersion: 4,
+		Attributes: map[string]any{"name": "web", "memory": 4.0, "disk": 10.0, "address": "10.0.0.1"}})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
+	wantCanceled(t, env)
+	wantStates(t, f, "start", "acknowledged", "creating", "up", "update_start", "update_acknowledged", "updating", "up")
+	w := f.writes
+	if w[1].Sets.Candidate["address"] != "10.0.0.1" || w[2].Sets.Active["address"] != "10.0.0.1" {
+		t.Errorf("after the create's validation: %+v, then %+v; want address 10.0.0.1 validated and promoted", w[1].Sets, w[2].Sets)
+	}
+	if w[5].Sets.Candidate["address"] != "10.0.0.2" || w[6].Sets.Active["address"] != "10.0.0.2" || w[6].Sets.Rollback["address"] != "10.0.0.1" {
+		t.Errorf("after the update's validation: %+v, then %+v; want address 10.0.0.2", w[5].Sets, w[6].Sets)
+	}
+	for i, v := range f.validations {
+		if _, ok := v.Attributes["address"]; ok {
+			t.Errorf("validation %d got the r attribute: %v", i+1, v.Attributes)
+		}
+	}
+	for i, e := range f.exports {
+		if _, ok := e.Attributes["address"]; ok || e.Attributes["name"] != "web" {
+			t.Errorf("export %d got %v, want the active set without the r attribute", i+1, e.Attributes)
+		}
+	}
+}

@@ -208,7 +208,10 @@ func TestExampleLSM(t *testing.T) {
 		}
 		return string(b)
 	}
-	ok(t, vars, "lsm", "create", "site", "--attr", "name=blog", "--attr", "port=8081", "--wait", "up")
+	out = ok(t, vars, "lsm", "create", "site", "--attr", "name=blog", "--attr", "port=8081", "--wait", "up")
+	if !strings.Contains(field(t, out, "active"), `"url":"http://127.0.0.1:8081/"`) {
+		t.Errorf("the r attribute url is not in the active set:\n%s", out)
+	}
 	if got := read("server.json"); !strings.Contains(got, `"listen":"127.0.0.1:8081","workers":2`) {
 		t.Errorf("server.json = %s", got)
 	}
@@ -217,7 +220,8 @@ func TestExampleLSM(t *testing.T) {
 	}
 
 	out = ok(t, vars, "lsm", "update", "site", "blog", "--attr", "port=8082", "--attr", "title=Our blog", "--wait", "up")
-	if field(t, out, "rollback") != `{"name":"blog","port":8081,"title":"Welcome","workers":2}` {
+	if field(t, out, "rollback") != `{"name":"blog","port":8081,"title":"Welcome","url":"http://127.0.0.1:8081/","workers":2}` ||
+		!strings.Contains(field(t, out, "active"), `"url":"http://127.0.0.1:8082/"`) {
 		t.Errorf("update:\n%s", out)
 	}
 	if got := read("public/index.html"); got != "<h1>Our blog</h1>\n" {
@@ -234,6 +238,7 @@ func TestExampleLSM(t *testing.T) {
 	if out := ok(t, vars, "lsm", "diagnose", "site", "blog"); !strings.Contains(out, ">=1024") {
 		t.Errorf("diagnose does not say why:\n%s", out)
 	}
+	fails(t, vars, exitFailed, []string{"422", "/attributes/url"}, "lsm", "update", "site", "blog", "--attr", "url=http://x/")
 	fails(t, vars, exitUsage, []string{`no state "upp"`}, "lsm", "update", "site", "blog", "--attr", "port=8083", "--wait", "upp")
 
 	// A file intend does not manage keeps the site's directory: the

@@ -19,13 +19,20 @@ type Cache struct {
 	mu        sync.Mutex
 	max       int
 	resources int
-	entries   map[[sha256.Size]byte][]Resource
+	entries   map[[sha256.Size]byte]cacheEntry
 	hits      int
+}
+
+// cacheEntry is what an instance's evaluation left: its resources and its
+// evaluated parameter.
+type cacheEntry struct {
+	resources []Resource
+	parameter json.RawMessage
 }
 
 // NewCache returns a cache that holds at most maxResources resources.
 func NewCache(maxResources int) *Cache {
-	return &Cache{max: maxResources, entries: map[[sha256.Size]byte][]Resource{}}
+	return &Cache{max: maxResources, entries: map[[sha256.Size]byte]cacheEntry{}}
 }
 
 // Hits is how many instances compiles took from the cache.
@@ -35,28 +42,28 @@ func (c *Cache) Hits() int {
 	return c.hits
 }
 
-func (c *Cache) get(key [sha256.Size]byte) ([]Resource, bool) {
+func (c *Cache) get(key [sha256.Size]byte) (cacheEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rs, ok := c.entries[key]
+	e, ok := c.entries[key]
 	if ok {
 		c.hits++
 	}
-	return rs, ok
+	return e, ok
 }
 
-func (c *Cache) put(key [sha256.Size]byte, rs []Resource) {
+func (c *Cache) put(key [sha256.Size]byte, e cacheEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.entries[key]; ok {
 		return
 	}
-	if c.resources+len(rs) > c.max {
-		c.entries = map[[sha256.Size]byte][]Resource{}
+	if c.resources+len(e.resources) > c.max {
+		c.entries = map[[sha256.Size]byte]cacheEntry{}
 		c.resources = 0
 	}
-	c.entries[key] = rs
-	c.resources += len(rs)
+	c.entries[key] = e
+	c.resources += len(e.resources)
 }
 
 // cacheKeyer builds the keys of one compile.

@@ -111,6 +111,11 @@ type Result struct {
 	Undefined int
 	// Services are the model's service entities, sorted by name.
 	Services []Service
+	// Parameters are the evaluated parameters of the instances given in
+	// Options.Instances that compiled, by refinement or entity and
+	// instance: the attributes given, with what the model adds (defaults,
+	// fields it computes, such as an entity's r attributes), as JSON.
+	Parameters map[string]map[string]json.RawMessage
 	// Took is how long the compile took, loading included.
 	Took time.Duration
 }
@@ -209,7 +214,8 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 	slices.SortFunc(c.out, func(a, b Resource) int { return strings.Compare(a.ID, b.ID) })
 	OrderRemovals(c.out)
 	slices.SortFunc(c.svcs, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
-	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Services: c.svcs, Took: time.Since(start)}
+	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Services: c.svcs, Parameters: c.params,
+		Took: time.Since(start)}
 	for _, r := range c.out {
 		if r.Undefined {
 			res.Undefined++
@@ -231,6 +237,7 @@ type compilation struct {
 	ids       map[string]int // index in out
 	instances int
 	svcs      []Service
+	params    map[string]map[string]json.RawMessage
 }
 
 // load finds the entry package with the standard library overlaid. A nil
@@ -334,11 +341,12 @@ func (c *compilation) external(name, label, id string, using cue.Value, raw json
 	var key [32]byte
 	if c.keys != nil {
 		key = c.keys.key(name, id, raw)
-		if rs, ok := c.opts.Cache.get(key); ok {
+		if e, ok := c.opts.Cache.get(key); ok {
 			c.instances++
-			for _, r := range rs {
+			for _, r := range e.resources {
 				c.add(r)
 			}
+			c.param(name, id, e.parameter)
 			return
 		}
 	}
@@ -351,22 +359,47 @@ func (c *compilation) external(name, label, id string, using cue.Value, raw json
 		c.errs.addCUE(label, err)
 		return
 	}
-	c.instance(name, label, id, using, p)
-	if c.keys != nil && len(c.errs.list) == errsBefore {
-		c.opts.Cache.put(key, slices.Clone(c.out[outBefore:]))
+	param := c.instance(name, label, id, using, p)
+	if len(c.errs.list) != errsBefore {
+		return
+	}
+	c.param(name, id, param)
+	if c.keys != nil {
+		c.opts.Cache.put(key, cacheEntry{resources: slices.Clone(c.out[outBefore:]), parameter: param})
 	}
 }
 
+// param records an external instance's evaluated parameter.
+func (c *compilation) param(name, id string, param json.RawMessage) {
+	if param == nil {
+		return
+	}
+	if c.params == nil {
+		c.params = map[string]map[string]json.RawMessage{}
+	}
+	if c.params[name] == nil {
+		c.params[name] = map[string]json.RawMessage{}
+	}
+	c.params[name][id] = param
+}
+
 // instance evaluates one refinement instance: using & {parameter: param}.
-func (c *compilation) instance(refinement, label, name string, using, param cue.Value) {
+// It returns the evaluated parameter as JSON (nil when it has errors).
+func (c *compilation) instance(refinement, label, name string, using, param cue.Value) json.RawMessage {
 	c.instances++
 	v := using.FillPath(cue.MakePath(cue.Str("parameter")), param)
-	if err := v.LookupPath(cue.MakePath(cue.Str("parameter"))).Validate(cue.Concrete(true)); err != nil {
+	pv := v.LookupPath(cue.MakePath(cue.Str("parameter")))
+	if err := pv.Validate(cue.Concrete(true)); err != nil {
 		c.errs.addCUE(label, err)
-		return
+		return nil
 	}
 	w := &walker{c: c, instance: label, set: refinement + "/" + name}
 	w.walk(v.LookupPath(cue.MakePath(cue.Str("output"))), "output")
+	b, err := pv.MarshalJSON()
+	if err != nil {
+		return nil // concrete, so only an oddity of CUE's encoder: no parameters then
+	}
+	return b
 }
 
 // entityName is what a service entity may be called: its name is a

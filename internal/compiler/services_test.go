@@ -392,3 +392,27 @@ x: ` + c.cue)
 		})
 	}
 }
+
+// TestServiceParameters: a compile returns each given instance's
+// evaluated parameter, with the defaults and the fields the model computes
+// (an r attribute), from an evaluation or from the cache alike.
+func TestServiceParameters(t *testing.T) {
+	t.Parallel()
+	model := strings.Replace(vmModel, `		address?: string @lsm(r)`, `		fqdn: "\(name).vms.example" @lsm(r)`, 1)
+	dir := writeProject(t, map[string]string{"main.cue": model})
+	insts := map[string]map[string]json.RawMessage{"vm": {"0b6c": json.RawMessage(`{"name": "web", "size": "s"}`)}}
+	cache := NewCache(1000)
+	for i := range 2 {
+		res, err := Compile(context.Background(), Options{Dir: dir, Instances: insts, Cache: cache, SourceKey: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Parameters["vm"]["0b6c"]
+		if !sameJSONText(t, got, `{"name": "web", "size": "s", "memory": 2, "tags": [], "fqdn": "web.vms.example"}`) {
+			t.Errorf("compile %d (hits %d): parameter %s", i, cache.Hits(), got)
+		}
+	}
+	if cache.Hits() != 1 {
+		t.Errorf("hits %d, want the second compile from the cache", cache.Hits())
+	}
+}

@@ -252,3 +252,42 @@ func WithDefaults(specs []AttributeSpec, attrs map[string]any) map[string]any {
 	}
 	return out
 }
+
+// WithoutReadOnly returns attrs without the entity's r attributes: the
+// model computes those, so a compile gets the others only (a value stored
+// earlier would clash with the one the model computes now). It returns
+// attrs itself when it holds none.
+func WithoutReadOnly(specs []AttributeSpec, attrs map[string]any) map[string]any {
+	var out map[string]any
+	for _, spec := range specs {
+		if _, ok := attrs[spec.Name]; !ok || spec.Modifier != ReadOnly {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(attrs)
+		}
+		delete(out, spec.Name)
+	}
+	if out == nil {
+		return attrs
+	}
+	return out
+}
+
+// ReadOnlyValues picks the entity's r attributes out of an instance's
+// evaluated parameter (the compiler's), for the instance's sets; nil when
+// there are none.
+func ReadOnlyValues(specs []AttributeSpec, param map[string]any) map[string]any {
+	var out map[string]any
+	for _, spec := range specs {
+		v, ok := param[spec.Name]
+		if !ok || spec.Modifier != ReadOnly {
+			continue
+		}
+		if out == nil {
+			out = map[string]any{}
+		}
+		out[spec.Name] = v
+	}
+	return out
+}

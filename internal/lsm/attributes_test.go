@@ -187,3 +187,30 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("the input was changed: %v", in)
 	}
 }
+
+// TestReadOnlyAttributes: r attributes are taken out of what a compile
+// gets, without touching the input, and picked out of an evaluated
+// parameter.
+func TestReadOnlyAttributes(t *testing.T) {
+	t.Parallel()
+	specs := []AttributeSpec{
+		{Name: "name", Modifier: ReadWrite},
+		{Name: "fqdn", Modifier: ReadOnly},
+		{Name: "addr", Modifier: ReadOnly},
+	}
+	in := map[string]any{"name": "web", "fqdn": "old.example"}
+	if got := WithoutReadOnly(specs, in); !reflect.DeepEqual(got, map[string]any{"name": "web"}) || len(in) != 2 {
+		t.Errorf("WithoutReadOnly = %v (input now %v)", got, in)
+	}
+	plain := map[string]any{"name": "web"}
+	if got := WithoutReadOnly(specs, plain); !reflect.DeepEqual(got, plain) {
+		t.Errorf("WithoutReadOnly without r attributes = %v", got)
+	}
+	param := map[string]any{"name": "web", "fqdn": "web.example", "memory": 2.0}
+	if got := ReadOnlyValues(specs, param); !reflect.DeepEqual(got, map[string]any{"fqdn": "web.example"}) {
+		t.Errorf("ReadOnlyValues = %v", got)
+	}
+	if got := ReadOnlyValues(specs, map[string]any{"name": "web"}); got != nil {
+		t.Errorf("ReadOnlyValues without r attributes = %v, want nil", got)
+	}
+}
