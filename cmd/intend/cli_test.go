@@ -162,7 +162,8 @@ func TestCLIHelp(t *testing.T) {
 
 // TestCLISettingsPrecedence: each of server, token and environment comes
 // from the flag, else the variable, else .intend, else intend.yaml, else
-// the default; a missing file is fine and a malformed one an error.
+// the default; a missing file is fine and a malformed one an error; a
+// token from .intend goes only to .intend's (or the project's) server.
 func TestCLISettingsPrecedence(t *testing.T) {
 	t.Parallel()
 	const (
@@ -194,6 +195,16 @@ func TestCLISettingsPrecedence(t *testing.T) {
 			defaultServer, "", "dev", ""},
 		{"each setting on its own: a flag for one, files for the others", yaml, local, nil, []string{"-e", "from-flag"},
 			"http://local.example:1", "local-token", "from-flag", ""},
+		{".intend's token is not sent to another --server", yaml, local, nil, []string{"--server", "http://other.example:1"},
+			"http://other.example:1", "", "from-local", ""},
+		{".intend's token is not sent to another INTEND_SERVER", yaml, local,
+			map[string]string{"INTEND_SERVER": "http://other.example:1"}, nil,
+			"http://other.example:1", "", "from-local", ""},
+		{".intend's token goes to .intend's server named by --server", yaml, local, nil,
+			[]string{"--server", "http://local.example:1/"},
+			"http://local.example:1", "local-token", "from-local", ""},
+		{".intend's token without .intend's server goes to intend.yaml's", yaml, "token: local-token\n", nil, nil,
+			"http://yaml.example:1", "local-token", "from-yaml", ""},
 		{"outside a project: the default server, no environment", "", "", nil, nil,
 			defaultServer, "", "", ""},
 		{"a malformed .intend is an error", yaml, "servr: http://x:1\n", nil, nil,

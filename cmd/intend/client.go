@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -163,10 +164,37 @@ func (s *clientSettings) serverURL() (string, error) {
 	return v, nil
 }
 
-// tokenValue resolves the API token ("" when there is none).
+// tokenValue resolves the API token ("" when there is none). A token
+// from .intend belongs to .intend's server (or, when .intend names none,
+// to the project's): it is not sent to another server named by --server
+// or INTEND_SERVER, which would hand it to whoever runs that one.
 func (s *clientSettings) tokenValue() (string, error) {
-	v, _, err := s.resolve(s.token, "INTEND_TOKEN", func(l project.Local) string { return l.Token }, nil)
-	return v, err
+	v, source, err := s.resolve(s.token, "INTEND_TOKEN", func(l project.Local) string { return l.Token }, nil)
+	if err != nil || source != project.LocalFileName {
+		return v, err
+	}
+	server, serverSource, err := s.resolve(s.server, "INTEND_SERVER",
+		func(l project.Local) string { return l.Server }, func(p project.Project) string { return p.Server })
+	if err != nil {
+		return "", err
+	}
+	if serverSource != "flag" && serverSource != "INTEND_SERVER" || sameServer(server, s.local.Server) {
+		return v, nil
+	}
+	if s.stderr != nil {
+		by := "--server"
+		if serverSource == "INTEND_SERVER" {
+			by = "INTEND_SERVER"
+		}
+		fmt.Fprintf(s.stderr, "intend: not sending the token from %s to %s, which %s names (pass --token or INTEND_TOKEN for it)\n",
+			project.LocalFileName, server, by)
+	}
+	return "", nil
+}
+
+// sameServer reports whether two base URLs name the same server.
+func sameServer(a, b string) bool {
+	return a != "" && strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
 }
 
 // environment resolves the environment to act on; none is a usage error.
