@@ -97,8 +97,7 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 	if err != nil {
 		return workflows.ServiceInstanceRecord{}, classify(err)
 	}
-	return workflows.ServiceInstanceRecord{ID: inst.ID, Entity: inst.Entity, Identity: inst.Identity, State: inst.State,
-		Version: inst.Version, Sets: inst.Sets, Deleted: inst.Deleted, CreatedAt: inst.CreatedAt, UpdatedAt: inst.UpdatedAt}, nil
+	return inst, nil
 }
 
 // nullJSON drops an absent or null document.

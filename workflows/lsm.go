@@ -213,18 +213,8 @@ type IllegalDetails struct {
 }
 
 // ServiceInstanceRecord is an instance as written, what every update
-// returns; its JSON is store.ServiceInstance's.
-type ServiceInstanceRecord struct {
-	ID       string `json:"id"`
-	Entity   string `json:"service_entity"`
-	Identity string `json:"identity,omitempty"`
-	State    string `json:"state"`
-	Version  int64  `json:"version"`
-	lsm.Sets
-	Deleted   bool      `json:"deleted"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"last_updated"`
-}
+// returns.
+type ServiceInstanceRecord = lsm.Instance
 
 // TransferEvent is what caused a version, as the instance's log keeps it.
 type TransferEvent struct {

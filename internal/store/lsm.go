@@ -279,19 +279,7 @@ func (s *Store) entities(ctx context.Context, envID, name string) ([]ServiceEnti
 }
 
 // ServiceInstance is a service instance of the inventory.
-type ServiceInstance struct {
-	ID       string `json:"id"`
-	Entity   string `json:"service_entity"`
-	Identity string `json:"identity,omitempty"`
-	State    string `json:"state"`
-	// Version is the instance's current version: every transfer adds one,
-	// and every write must name it (as current_version).
-	Version int64 `json:"version"`
-	lsm.Sets
-	Deleted   bool      `json:"deleted"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"last_updated"`
-}
+type ServiceInstance = lsm.Instance
 
 // InstanceChange is one transfer of an instance, as ApplyInstanceChange
 // writes it.
