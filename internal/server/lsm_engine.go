@@ -205,11 +205,11 @@ func isUnavailable(err error) bool {
 func (e *lsmEngine) ModelChanged(ctx context.Context, env store.Environment, hash string) error {
 	// Without live instances there is nobody to tell (one created from
 	// now on compiles with this source anyway): no workflow.
-	live, err := e.store.LiveServiceInstances(ctx, env.ID)
+	live, err := e.store.HasLiveServiceInstances(ctx, env.ID)
 	if err != nil {
 		return fmt.Errorf("live service instances: %w", err)
 	}
-	if len(live) > 0 {
+	if live {
 		if err := e.startModelChanged(ctx, env, hash); err != nil {
 			return err
 		}

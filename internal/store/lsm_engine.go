@@ -24,6 +24,15 @@ func (s *Store) LiveServiceInstances(ctx context.Context, envID string) ([]Servi
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ServiceInstance, error) { return scanInstance(row) })
 }
 
+// HasLiveServiceInstances reports whether the environment has a live
+// instance.
+func (s *Store) HasLiveServiceInstances(ctx context.Context, envID string) (bool, error) {
+	var has bool
+	err := s.pool.QueryRow(ctx, `select exists (select 1 from service_instances
+		where environment_id = $1::uuid and not deleted)`, envID).Scan(&has)
+	return has, err
+}
+
 // SetContent is a resource set in the environment's newest version.
 type SetContent struct {
 	// Hashes are the intent hashes of the set's resources, by id.

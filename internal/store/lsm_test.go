@@ -31,6 +31,17 @@ func TestServiceInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	live := func() bool {
+		t.Helper()
+		has, err := st.HasLiveServiceInstances(ctx, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return has
+	}
+	if live() {
+		t.Error("a fresh environment has live instances")
+	}
 	req := &store.IdempotentRequest{Key: "k1", Hash: []byte{1}, Status: 201}
 	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "web", State: "start",
 		Sets:  lsm.Sets{Candidate: map[string]any{"name": "web", "memory": 2.0}},
@@ -41,6 +52,9 @@ func TestServiceInventory(t *testing.T) {
 	}
 	if inst.Version != 1 || inst.State != "start" || inst.Candidate["name"] != "web" || inst.Identity != "web" {
 		t.Errorf("created %+v", inst)
+	}
+	if !live() {
+		t.Error("the created instance is not live")
 	}
 	// A retried write of the same version changes nothing.
 	if again, err := st.ApplyInstanceChange(ctx, e.ID, create); err != nil || again.Version != 1 {
