@@ -232,17 +232,27 @@ Examples:
   intend env show -e prod --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, env, err := s.envClient(args)
+			c, raw, err := getEnvironment(cmd.Context(), s, args)
 			if err != nil {
-				return err
-			}
-			var raw json.RawMessage
-			if err := c.Do(cmd.Context(), http.MethodGet, apiclient.EnvPath(env), nil, &raw); err != nil {
 				return err
 			}
 			return showEnvironment(cmd.Context(), s, c, raw)
 		},
 	}
+}
+
+// getEnvironment returns the client and environment ENV of args (default
+// the resolved one) as the server sent it: GET /api/v1/environments/{env}.
+func getEnvironment(ctx context.Context, s *clientSettings, args []string) (*apiclient.Client, json.RawMessage, error) {
+	c, env, err := s.envClient(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	var raw json.RawMessage
+	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env), nil, &raw); err != nil {
+		return nil, nil, err
+	}
+	return c, raw, nil
 }
 
 // showEnvironment prints an environment as the server sent it.
@@ -350,12 +360,8 @@ Examples:
   intend env settings set -e prod deploy_interval=300 auto_deploy=false`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, env, err := s.envClient(args)
+			_, raw, err := getEnvironment(cmd.Context(), s, args)
 			if err != nil {
-				return err
-			}
-			var raw json.RawMessage
-			if err := c.Do(cmd.Context(), http.MethodGet, apiclient.EnvPath(env), nil, &raw); err != nil {
 				return err
 			}
 			return printSettings(s, raw)

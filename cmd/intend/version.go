@@ -61,6 +61,22 @@ func resolveVersion(ctx context.Context, c *apiclient.Client, env, arg string) (
 	return 0, fmt.Errorf("environment %s has released no version yet", env)
 }
 
+// versionClient returns the client and the resolved environment, with
+// each version argument resolved to its number, in order.
+func versionClient(ctx context.Context, s *clientSettings, args []string) (*apiclient.Client, string, []int64, error) {
+	c, env, err := s.envClient(nil)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	vs := make([]int64, len(args))
+	for i, arg := range args {
+		if vs[i], err = resolveVersion(ctx, c, env, arg); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	return c, env, vs, nil
+}
+
 func versionListCommand(s *clientSettings) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
@@ -121,15 +137,12 @@ Examples:
   intend version show released --json | jq '.resources[].id'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, env, err := s.envClient(nil)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			v, err := resolveVersion(ctx, c, env, args[0])
+			c, env, vs, err := versionClient(ctx, s, args)
 			if err != nil {
 				return err
 			}
+			v := vs[0]
 			page, err := c.All(ctx, apiclient.EnvPath(env, "versions", strconv.FormatInt(v, 10)),
 				url.Values{"limit": {"1000"}}, "resources", "after", 0)
 			if err != nil {
@@ -209,15 +222,12 @@ Examples:
   intend version release latest`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, env, err := s.envClient(nil)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			v, err := resolveVersion(ctx, c, env, args[0])
+			c, env, vs, err := versionClient(ctx, s, args)
 			if err != nil {
 				return err
 			}
+			v := vs[0]
 			var raw json.RawMessage
 			if err := c.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "versions", strconv.FormatInt(v, 10), "release"),
 				nil, &raw); err != nil {
@@ -278,19 +288,12 @@ Examples:
   intend version diff released latest`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, env, err := s.envClient(nil)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			a, err := resolveVersion(ctx, c, env, args[0])
+			c, env, vs, err := versionClient(ctx, s, args)
 			if err != nil {
 				return err
 			}
-			b, err := resolveVersion(ctx, c, env, args[1])
-			if err != nil {
-				return err
-			}
+			a, b := vs[0], vs[1]
 			var raw json.RawMessage
 			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "versions", strconv.FormatInt(a, 10), "diff",
 				strconv.FormatInt(b, 10)), nil, &raw); err != nil {
