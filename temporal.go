@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 
 	"gopkg.in/yaml.v3"
 )
@@ -58,23 +57,15 @@ func (c TemporalDev) SearchAttributeArgs() []string {
 // DynamicConfigArgs returns the dev-server flags for dynamic_config, in a
 // stable order. Values are passed as JSON literals as the CLI expects.
 func (c TemporalDev) DynamicConfigArgs() []string {
-	keys := make([]string, 0, len(c.DynamicConfig))
-	for k := range c.DynamicConfig {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var args []string
-	for _, k := range keys {
-		var v string
-		switch x := c.DynamicConfig[k].(type) {
-		case string:
-			v = fmt.Sprintf("%q", x)
-		default:
-			v = fmt.Sprint(x)
+	values := make(map[string]string, len(c.DynamicConfig))
+	for k, x := range c.DynamicConfig {
+		if str, ok := x.(string); ok {
+			values[k] = fmt.Sprintf("%q", str)
+		} else {
+			values[k] = fmt.Sprint(x)
 		}
-		args = append(args, "--dynamic-config-value", k+"="+v)
 	}
-	return args
+	return flagPairs("--dynamic-config-value", values)
 }
 
 // SQLitePragmaArgs returns the dev-server flags for sqlite_pragmas, in a
