@@ -9,9 +9,7 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/activities"
@@ -184,16 +182,7 @@ func (s *Server) getCompile(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) compileQueueOptions(env store.Environment) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                       workflows.CompileQueueWorkflowID(env.Name),
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name),
-		),
-		StaticSummary: "compile queue of environment " + env.Name,
-	}
+	return envWorkflowOptions(workflows.CompileQueueWorkflowID(env.Name), env, "compile queue of environment "+env.Name)
 }
 
 func compileQueueInput(env store.Environment) workflows.CompileQueueInput {

@@ -221,17 +221,11 @@ func (e *lsmEngine) ModelChanged(ctx context.Context, env store.Environment, has
 }
 
 func (e *lsmEngine) startModelChanged(ctx context.Context, env store.Environment, hash string) error {
-	_, err := e.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.ModelChangedWorkflowID(env.Name, hash),
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name)),
-		StaticSummary: fmt.Sprintf("model source %.12s announced to the service instances", hash),
-	}, workflows.ModelChangedWorkflowName, workflows.ModelChangedInput{
-		EnvironmentID: env.ID, EnvironmentName: env.Name, Hash: hash,
-	})
+	_, err := e.temporal.ExecuteWorkflow(ctx, envWorkflowOptions(workflows.ModelChangedWorkflowID(env.Name, hash), env,
+		fmt.Sprintf("model source %.12s announced to the service instances", hash)),
+		workflows.ModelChangedWorkflowName, workflows.ModelChangedInput{
+			EnvironmentID: env.ID, EnvironmentName: env.Name, Hash: hash,
+		})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", workflows.ModelChangedWorkflowID(env.Name, hash), err)
 	}

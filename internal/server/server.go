@@ -308,15 +308,23 @@ func (s *Server) schedulerInput(env store.Environment) workflows.SchedulerInput 
 }
 
 func (s *Server) schedulerOptions(env store.Environment) client.StartWorkflowOptions {
+	return envWorkflowOptions(workflows.SchedulerWorkflowID(env.Name), env, "scheduler of environment "+env.Name)
+}
+
+// envWorkflowOptions starts one of an environment's own workflows (its
+// scheduler, compile queue, model announcements): on intend's task
+// queue, with its IntendEnvironment, the running one taken when there is
+// one, a new one allowed once it ended.
+func envWorkflowOptions(id string, env store.Environment, summary string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
-		ID:                       workflows.SchedulerWorkflowID(env.Name),
+		ID:                       id,
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name),
 		),
-		StaticSummary: "scheduler of environment " + env.Name,
+		StaticSummary: summary,
 	}
 }
 
