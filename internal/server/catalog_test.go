@@ -40,6 +40,13 @@ services: vm: #VM
 // source.
 func uploadModel(t *testing.T, c *apiclient.Client, env, mainCUE string) error {
 	t.Helper()
+	return c.Do(context.Background(), http.MethodPut, apiclient.EnvPath(env, "model"),
+		apiclient.Raw{ContentType: "application/gzip", Body: modelArchive(t, mainCUE).Archive}, nil)
+}
+
+// modelArchive archives a project with main.cue.
+func modelArchive(t *testing.T, mainCUE string) project.Packed {
+	t.Helper()
 	dir := t.TempDir()
 	for name, text := range map[string]string{"intend.yaml": "name: catalog\n", "main.cue": mainCUE} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -50,8 +57,24 @@ func uploadModel(t *testing.T, c *apiclient.Client, env, mainCUE string) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Do(context.Background(), http.MethodPut, apiclient.EnvPath(env, "model"),
-		apiclient.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil)
+	return packed
+}
+
+// envStore opens the server's database and reads the environment named
+// env, for what a test writes behind the API's back.
+func envStore(t *testing.T, dbURL, env string) (*store.Store, store.Environment) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	e, err := st.GetEnvironment(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, e
 }
 
 // lsmGet is a GET of the /lsm API in env.
@@ -112,15 +135,7 @@ func TestServiceCatalog(t *testing.T) {
 	}
 
 	// A live instance; then a model without the entity is refused.
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	e, err := st.GetEnvironment(ctx, env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e := envStore(t, dbURL, env)
 	const id = "0b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1, State: "up",
 		Identity: "web", Sets: lsm.Sets{Active: map[string]any{"name": "web", "memory": 2.0}}}); err != nil {
@@ -130,7 +145,7 @@ func TestServiceCatalog(t *testing.T) {
 	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &before); err != nil {
 		t.Fatal(err)
 	}
-	err = uploadModel(t, c, env, "package main\n")
+	err := uploadModel(t, c, env, "package main\n")
 	if !errors.As(err, &p) || p.Status != 409 || !strings.Contains(p.Detail, id) || !strings.Contains(p.Detail, "vm") {
 		t.Fatalf("a model dropping a live entity: %v", err)
 	}
@@ -157,15 +172,7 @@ func TestServiceInventoryReads(t *testing.T) {
 	if err := uploadModel(t, c, env, catalogModel); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	e, err := st.GetEnvironment(ctx, env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e := envStore(t, dbURL, env)
 	ids := []string{"1b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "2b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "3b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"}
 	for i, id := range ids {
 		name := []string{"alpha", "beta", "gamma"}[i]

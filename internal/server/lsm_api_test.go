@@ -16,7 +16,6 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -451,28 +450,9 @@ func TestServiceInventoryModelChange(t *testing.T) {
 	}
 
 	// Stored, not announced: as if the server died right after storing.
-	ctx := context.Background()
-	st, err := store.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	e, err := st.GetEnvironment(ctx, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	third := strings.Replace(changed, `"mem=`, `"m=`, 1)
-	for name, text := range map[string]string{"intend.yaml": "name: catalog\n", "main.cue": third} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	packed, err := project.Archive(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, err := st.PutModelSource(ctx, e.ID, packed.Hash, packed.Archive, packed.Files, "cli"); err != nil || m.AnnouncedAt != nil {
+	st, e := envStore(t, db, env)
+	packed := modelArchive(t, strings.Replace(changed, `"mem=`, `"m=`, 1))
+	if m, err := st.PutModelSource(context.Background(), e.ID, packed.Hash, packed.Archive, packed.Files, "cli"); err != nil || m.AnnouncedAt != nil {
 		t.Fatalf("store the third model: %+v, %v", m, err)
 	}
 	waitContent("m=3\n")
