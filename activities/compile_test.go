@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -12,70 +11,16 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/store"
-	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
 )
-
-// gitRepo is a bare repository on disk and a clone to commit from.
-type gitRepo struct {
-	t          *testing.T
-	bare, work string
-}
-
-func newGitRepo(t *testing.T) *gitRepo {
-	t.Helper()
-	dir := t.TempDir()
-	r := &gitRepo{t: t, bare: filepath.Join(dir, "model.git"), work: filepath.Join(dir, "work")}
-	r.git(dir, "init", "--quiet", "--bare", "--initial-branch=main", r.bare)
-	r.git(dir, "init", "--quiet", "--initial-branch=main", r.work)
-	return r
-}
-
-func (r *gitRepo) git(dir string, args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// commit writes files (nil content: delete), commits them to branch and
-// pushes it; it returns the commit's sha.
-func (r *gitRepo) commit(branch string, files map[string]*string) string {
-	r.t.Helper()
-	r.git(r.work, "checkout", "--quiet", "-B", branch)
-	for name, content := range files {
-		p := filepath.Join(r.work, filepath.FromSlash(name))
-		if content == nil {
-			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-				r.t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(*content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	r.git(r.work, "add", "--all")
-	r.git(r.work, "commit", "--quiet", "--allow-empty", "-m", "model")
-	r.git(r.work, "push", "--quiet", "--force", r.bare, branch)
-	return r.git(r.work, "rev-parse", "HEAD")
-}
-
-func text(s string) *string { return &s }
 
 // model is a project whose main.cue holds the given resources.
 func model(resources string) map[string]*string {
 	return map[string]*string{
-		"intend.yaml": text("name: site\n"),
-		"main.cue":    text("package main\n\nimport \"intend.dev/std/fs\"\n\nresources: {\n" + resources + "}\n"),
+		"intend.yaml": gittest.Text("name: site\n"),
+		"main.cue":    gittest.Text("package main\n\nimport \"intend.dev/std/fs\"\n\nresources: {\n" + resources + "}\n"),
 	}
 }
 
@@ -89,20 +34,7 @@ type compileSetup struct {
 
 func newCompileSetup(t *testing.T, repoURL string) *compileSetup {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Database(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e",
-		Settings: map[string]json.RawMessage{"repo_url": json.RawMessage(mustJSON(t, repoURL))}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e := newTestEnv(t, map[string]json.RawMessage{"repo_url": json.RawMessage(mustJSON(t, repoURL))})
 	s := &compileSetup{st: st, env: e}
 	s.c = &Compiler{Store: st, DataDir: t.TempDir(), Wake: func(context.Context, store.Environment, string) error {
 		s.woke.Add(1)
@@ -195,11 +127,11 @@ func (s *compileSetup) errors(t *testing.T, id int64) (store.Compile, []recorded
 // nothing.
 func TestCompileActivities(t *testing.T) {
 	t.Parallel()
-	repo := newGitRepo(t)
-	sha := repo.commit("main", model(`	motd: fs.#File & {path: "/etc/motd", content: "hello\n"}
+	repo := gittest.New(t)
+	sha := repo.Commit("main", model(`	motd: fs.#File & {path: "/etc/motd", content: "hello\n"}
 	issue: fs.#File & {path: "/etc/issue", content: "welcome\n", requires: [motd]}
 `))
-	s := newCompileSetup(t, repo.bare)
+	s := newCompileSetup(t, repo.Bare)
 	ctx := context.Background()
 
 	in := s.start(t)
@@ -303,7 +235,7 @@ func TestCompileFailures(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			repo := newGitRepo(t)
+			repo := gittest.New(t)
 			files := map[string]*string{}
 			for k, v := range good {
 				files[k] = v
@@ -311,9 +243,9 @@ func TestCompileFailures(t *testing.T) {
 			for k, v := range c.files {
 				files[k] = v
 			}
-			repo.commit("main", files)
+			repo.Commit("main", files)
 			if c.repoURL == "" {
-				c.repoURL = repo.bare
+				c.repoURL = repo.Bare
 			}
 			s := newCompileSetup(t, c.repoURL)
 			if c.settings != "" {

@@ -81,18 +81,7 @@ func setup(t *testing.T, n int) (*store.Store, store.Environment, int64, store.P
 func setupVersion(t *testing.T, resources []string) (*store.Store, store.Environment, int64, store.Plan) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Database(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e := newTestEnv(t, nil)
 	v, err := intent.DecodeBytes([]byte(`{"resources":[` + strings.Join(resources, ",") + `]}`))
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,6 @@ import (
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
-	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -69,18 +68,7 @@ type lsmSetup struct {
 func newLSMSetup(t *testing.T) *lsmSetup {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Database(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e := newTestEnv(t, nil)
 	s := &lsmSetup{st: st, env: e, root: t.TempDir()}
 	dir := t.TempDir()
 	for name, content := range map[string]string{"intend.yaml": "name: site\n", "main.cue": lsmModel(s.root)} {

@@ -22,56 +22,32 @@ import (
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/exectest"
+	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
 )
 
-// modelRepo is a bare git repository on disk (what repo_url names) and a
-// clone to commit from.
+// modelRepo is a git repository whose bare side is what repo_url names.
 type modelRepo struct {
-	t          *testing.T
-	bare, work string
+	*gittest.Repo
+	t *testing.T
 }
 
-func newModelRepo(t *testing.T) *modelRepo {
+func newModelRepo(t *testing.T) modelRepo {
 	t.Helper()
-	dir := t.TempDir()
-	r := &modelRepo{t: t, bare: filepath.Join(dir, "model.git"), work: filepath.Join(dir, "work")}
-	r.git(dir, "init", "--quiet", "--bare", "--initial-branch=main", r.bare)
-	r.git(dir, "init", "--quiet", "--initial-branch=main", r.work)
-	return r
-}
-
-func (r *modelRepo) git(dir string, args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return modelRepo{gittest.New(t), t}
 }
 
 // push commits a project (intend.yaml and main.cue holding resources)
 // to main and pushes it; it returns the commit's sha.
-func (r *modelRepo) push(resources string) string {
+func (r modelRepo) push(resources string) string {
 	r.t.Helper()
-	files := map[string]string{
-		"intend.yaml": "name: site\n",
-		"main.cue":    "package main\n\nimport \"intend.dev/std/fs\"\n\nresources: {\n" + resources + "}\n",
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(r.work, name), []byte(content), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-	}
-	r.git(r.work, "add", "--all")
-	r.git(r.work, "commit", "--quiet", "--allow-empty", "-m", "model")
-	r.git(r.work, "push", "--quiet", r.bare, "main")
-	return r.git(r.work, "rev-parse", "HEAD")
+	return r.Commit("main", map[string]*string{
+		"intend.yaml": gittest.Text("name: site\n"),
+		"main.cue":    gittest.Text("package main\n\nimport \"intend.dev/std/fs\"\n\nresources: {\n" + resources + "}\n"),
+	})
 }
 
 // siteResources is a model of a directory and a file in it.
@@ -188,10 +164,10 @@ func TestAutonomousCompile(t *testing.T) {
 	site := filepath.Join(t.TempDir(), "site")
 	motd := filepath.Join(site, "motd")
 	sha1 := repo.push(siteResources(site, "hello\n"))
-	env := newEnv(t, c, "auto", map[string]any{"repo_url": repo.bare})
+	env := newEnv(t, c, "auto", map[string]any{"repo_url": repo.Bare})
 
 	queued := requestCompile(t, c, env)
-	if queued.Reason != "api" || queued.RepoURL != repo.bare || queued.Branch != "main" || queued.Success != nil ||
+	if queued.Reason != "api" || queued.RepoURL != repo.Bare || queued.Branch != "main" || queued.Success != nil ||
 		queued.WorkflowID != workflows.CompileWorkflowID(env, queued.ID) {
 		t.Errorf("requested compile = %+v", queued)
 	}
@@ -443,7 +419,7 @@ func TestCompileRequestsMerge(t *testing.T) {
 	repo := newModelRepo(t)
 	site := filepath.Join(t.TempDir(), "site")
 	repo.push(siteResources(site, "one\n"))
-	gate := startGitGate(t, filepath.Dir(repo.bare))
+	gate := startGitGate(t, filepath.Dir(repo.Bare))
 	env := newEnv(t, c, "merge", map[string]any{"repo_url": gate.url("model.git")})
 
 	gate.setHold(true)
@@ -486,7 +462,7 @@ func TestRecompileInterval(t *testing.T) {
 	repo := newModelRepo(t)
 	site := filepath.Join(t.TempDir(), "site")
 	repo.push(siteResources(site, "scheduled\n"))
-	env := newEnv(t, c, "sched", map[string]any{"repo_url": repo.bare, "recompile_interval": 1})
+	env := newEnv(t, c, "sched", map[string]any{"repo_url": repo.Bare, "recompile_interval": 1})
 
 	var got []store.Compile
 	waitFor(t, 60*time.Second, func() (bool, string) {
@@ -527,7 +503,7 @@ func TestServerKilledMidCompile(t *testing.T) {
 	repo := newModelRepo(t)
 	site := filepath.Join(t.TempDir(), "site")
 	sha := repo.push(siteResources(site, "survived\n"))
-	gate := startGitGate(t, filepath.Dir(repo.bare))
+	gate := startGitGate(t, filepath.Dir(repo.Bare))
 	env := newEnv(t, c, "crash", map[string]any{"repo_url": gate.url("model.git")})
 
 	gate.setHold(true)
