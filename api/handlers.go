@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -38,6 +40,16 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
 	ps, err := s.opts.Store.ListProjects(r.Context())
 	if err != nil {
 		return err
+	}
+	if principal(r).Global() == auth.RoleNone {
+		// Only the projects of the environments the caller sees.
+		es, err := s.visibleEnvironments(r, "")
+		if err != nil {
+			return err
+		}
+		ps = slices.DeleteFunc(ps, func(p store.Project) bool {
+			return !slices.ContainsFunc(es, func(e store.Environment) bool { return e.ProjectID == p.ID })
+		})
 	}
 	WriteJSON(w, http.StatusOK, list[store.Project]{Items: nonNil(ps)})
 	return nil
@@ -89,7 +101,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
-	es, err := s.opts.Store.ListEnvironments(r.Context(), r.URL.Query().Get("project"))
+	es, err := s.visibleEnvironments(r, r.URL.Query().Get("project"))
 	if err != nil {
 		return err
 	}
@@ -97,8 +109,12 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-// env resolves the {env} path parameter (an id or a name).
+// env is the environment of the {env} path parameter (an id or a name),
+// as the route's guard resolved and checked it.
 func (s *Server) env(r *http.Request) (store.Environment, error) {
+	if e, ok := requestEnv(r); ok {
+		return e, nil
+	}
 	ref, err := pathParam(chi.URLParam(r, "env"))
 	if err != nil {
 		return store.Environment{}, err
@@ -147,6 +163,7 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	noteAudit(r, map[string]any{"settings": req.Settings, "halted": req.Halted, "description": req.Description != nil})
 	if out.Halted != e.Halted || len(req.Settings) > 0 {
 		s.wake(r, out, "environment settings changed", false, out.Halted && !e.Halted)
 	}
@@ -176,6 +193,9 @@ func (s *Server) exportVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := refusePush(e, "versions"); err != nil {
+		return err
+	}
 	body, err := ReadBody(r, s.opts.MaxExportBytes)
 	if err != nil {
 		return err
@@ -188,8 +208,19 @@ func (s *Server) exportVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	noteAudit(r, map[string]any{"version": info.Version, "resources": info.ResourceCount})
 	s.prune(r, e)
 	WriteJSON(w, http.StatusCreated, info)
+	return nil
+}
+
+// refusePush refuses a pushed version or model in an environment that
+// compiles from git (seed 002's autonomous mode) unless allow_push is on.
+func refusePush(e store.Environment, what string) error {
+	if e.Settings.RefusesPush() {
+		return Conflict("environment %s compiles its model from git (setting repo_url); it takes no pushed %s "+
+			"unless its setting allow_push is true", e.Name, what)
+	}
 	return nil
 }
 
@@ -297,6 +328,7 @@ func (s *Server) releaseVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	noteAudit(r, map[string]any{"version": v})
 	if rel.Request != nil {
 		s.wake(r, e, rel.Request.Reason, true, false)
 	}

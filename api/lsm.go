@@ -17,6 +17,9 @@ const EnvironmentHeader = "X-Intend-Environment"
 
 // lsmEnv resolves the X-Intend-Environment header.
 func (s *Server) lsmEnv(r *http.Request) (store.Environment, error) {
+	if e, ok := requestEnv(r); ok {
+		return e, nil
+	}
 	ref := r.Header.Get(EnvironmentHeader)
 	if ref == "" {
 		return store.Environment{}, BadRequest("the %s header is missing: name the environment (its id or name)", EnvironmentHeader)

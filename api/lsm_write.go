@@ -59,6 +59,9 @@ type LSMRequest struct {
 	// Idempotent, when the client sent a key, makes the engine store the
 	// instance as written as the first response, with the transfer.
 	Idempotent *store.IdempotentRequest
+	// Actor is who asked (auth.Principal.Actor), kept in the instance's
+	// log with the transfer.
+	Actor string
 }
 
 // LSMEngine sends the inventory's writes to the lifecycle engine, one
@@ -203,7 +206,8 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 	if s.opts.LSM == nil {
 		return Unavailable("the lifecycle engine is not running in this server")
 	}
-	req.Environment, req.Entity = lw.env, lw.entity.Entity
+	req.Environment, req.Entity, req.Actor = lw.env, lw.entity.Entity, principal(r).Actor()
+	noteAudit(r, map[string]any{"entity": lw.entity.Name, "instance": req.InstanceID, "op": req.Op})
 	if lw.key != "" {
 		req.UpdateID = lw.key
 		req.Idempotent = &store.IdempotentRequest{Key: lw.key, Hash: lw.hash, Status: status}

@@ -29,6 +29,9 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := refusePush(e, "models"); err != nil {
+		return err
+	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/gzip" && mt != "application/x-gzip" {
 		return UnsupportedMediaType("send the project archive (a gzipped tar, as intend export makes) as application/gzip")
 	}

@@ -16,6 +16,9 @@ func (s *Server) exportPartial(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := refusePush(e, "versions"); err != nil {
+		return err
+	}
 	body, err := ReadBody(r, s.opts.MaxExportBytes)
 	if err != nil {
 		return err

@@ -39,6 +39,16 @@ const (
 	TypeUnavailable = problemTypePrefix + "unavailable"
 	// TypeInternal: the server failed; details are only in its log (500).
 	TypeInternal = problemTypePrefix + "internal"
+	// TypeUnauthenticated: no credentials, or credentials that name no
+	// one: a missing, unknown, expired or revoked token, or an invalid
+	// JWT (401).
+	TypeUnauthenticated = problemTypePrefix + "unauthenticated"
+	// TypeForbidden: the credentials are good but their role does not
+	// allow the request (403).
+	TypeForbidden = problemTypePrefix + "forbidden"
+	// TypeMisdirected: the request's Host is not one the server serves
+	// (421): a DNS-rebinding attempt, or a missing --allowed-hosts entry.
+	TypeMisdirected = problemTypePrefix + "misdirected"
 )
 
 const (
@@ -109,6 +119,23 @@ var problemTypes = map[string]ProblemType{
 	TypeUnavailable: {
 		Title: "Service unavailable", Status: http.StatusServiceUnavailable,
 		Description: "The server or a service it depends on is temporarily unavailable; retrying later may succeed.",
+	},
+	TypeUnauthenticated: {
+		Title: "Unauthenticated", Status: http.StatusUnauthorized,
+		Description: "The request has no credentials, or they name no one: send \"Authorization: Bearer TOKEN\" " +
+			"with a live API token (or a JWT of the configured OIDC issuer). An unknown, expired and revoked token " +
+			"are refused alike.",
+	},
+	TypeForbidden: {
+		Title: "Forbidden", Status: http.StatusForbidden,
+		Description: "The credentials are good, but their role does not allow the request; the detail names the " +
+			"role the route needs and the role the caller has. An environment the caller may not see answers " +
+			"404 instead, so that its name does not leak.",
+	},
+	TypeMisdirected: {
+		Title: "Misdirected request", Status: http.StatusMisdirectedRequest,
+		Description: "The request's Host header names a host the server was not told to serve (--allowed-hosts); " +
+			"this refuses DNS-rebinding attacks from browsers.",
 	},
 	TypeInternal: {
 		Title: "Internal server error", Status: http.StatusInternalServerError,
@@ -246,6 +273,21 @@ func UnsupportedMediaType(detail string) *Problem {
 // NotFound is a 404 problem; the detail names what was not found.
 func NotFound(format string, args ...any) *Problem {
 	return newProblem(TypeNotFound, fmt.Sprintf(format, args...))
+}
+
+// Unauthenticated is a 401 problem.
+func Unauthenticated(format string, args ...any) *Problem {
+	return newProblem(TypeUnauthenticated, fmt.Sprintf(format, args...))
+}
+
+// Forbidden is a 403 problem.
+func Forbidden(format string, args ...any) *Problem {
+	return newProblem(TypeForbidden, fmt.Sprintf(format, args...))
+}
+
+// Misdirected is a 421 problem.
+func Misdirected(format string, args ...any) *Problem {
+	return newProblem(TypeMisdirected, fmt.Sprintf(format, args...))
 }
 
 // Conflict is a 409 problem; the detail says what the request conflicts with.

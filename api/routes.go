@@ -4,14 +4,27 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/internal/auth"
 )
 
-// Handler returns the route tree: every route of the API is declared here.
+// The roles, shortly: every route below names the role it needs.
+const (
+	read     = auth.RoleRead
+	operator = auth.RoleOperator
+	author   = auth.RoleAuthor
+	admin    = auth.RoleAdmin
+)
+
+// Handler returns the route tree: every route of the API is declared
+// here, each with its action (the audit trail's name for it), the role it
+// needs and where (see access.go and docs/security.md).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	if s.opts.Telemetry != nil {
 		r.Use(s.opts.Telemetry.HTTPMiddleware)
 	}
+	r.Use(s.checkHost)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, NotFound("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -19,69 +32,89 @@ func (s *Server) Handler() http.Handler {
 		WriteProblem(w, r, MethodNotAllowed(r.Method))
 	})
 
-	r.Get("/healthz", s.healthz)
+	r.Method(http.MethodGet, "/healthz", s.open("health.read", s.healthz))
 	if s.opts.Telemetry != nil {
-		r.Handle("/metrics", s.opts.Telemetry.Handler())
+		r.Method(http.MethodGet, "/metrics", s.global("metrics.read", read, wrap(s.opts.Telemetry.Handler())))
 	}
 
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Post("/projects", s.serve(s.createProject))
-		r.Get("/projects", s.serve(s.listProjects))
+		r.Method(http.MethodGet, "/whoami", s.anyEnv("whoami", read, s.whoami))
+		r.Method(http.MethodPost, "/tokens", s.global("token.create", admin, s.createToken))
+		r.Method(http.MethodGet, "/tokens", s.global("token.list", admin, s.listTokens))
+		r.Method(http.MethodDelete, "/tokens/{token}", s.global("token.revoke", admin, s.revokeToken))
+		r.Method(http.MethodGet, "/audit", s.global("audit.read", admin, s.listGlobalAudit))
 
-		r.Post("/environments", s.serve(s.createEnvironment))
-		r.Get("/environments", s.serve(s.listEnvironments))
+		r.Method(http.MethodPost, "/projects", s.global("project.create", admin, s.createProject))
+		r.Method(http.MethodGet, "/projects", s.anyEnv("project.list", read, s.listProjects))
+
+		r.Method(http.MethodPost, "/environments", s.global("environment.create", admin, s.createEnvironment))
+		r.Method(http.MethodGet, "/environments", s.anyEnv("environment.list", read, s.listEnvironments))
 		r.Route("/environments/{env}", func(r chi.Router) {
-			r.Get("/", s.serve(s.getEnvironment))
-			r.Patch("/", s.serve(s.patchEnvironment))
-			r.Delete("/", s.serve(s.deleteEnvironment))
+			r.Method(http.MethodGet, "/", s.inEnv("environment.read", read, s.getEnvironment))
+			r.Method(http.MethodPatch, "/", s.inEnv("environment.update", admin, s.patchEnvironment))
+			r.Method(http.MethodDelete, "/", s.inEnv("environment.delete", admin, s.deleteEnvironment))
+			r.Method(http.MethodGet, "/audit", s.inEnv("audit.read", admin, s.listAudit))
 
-			r.Put("/versions", s.serve(s.exportVersion))
-			r.Put("/versions/partial", s.serve(s.exportPartial))
-			r.Get("/versions", s.serve(s.listVersions))
-			r.Get("/versions/{version}", s.serve(s.getVersion))
-			r.Get("/versions/{version}/diff/{other}", s.serve(s.diffVersions))
-			r.Post("/versions/{version}/release", s.serve(s.releaseVersion))
-			r.Put("/model", s.serve(s.putModel))
-			r.Get("/model", s.serve(s.getModel))
-			r.Get("/model/archive", s.serve(s.getModelArchive))
+			r.Method(http.MethodPut, "/versions", s.inEnv("version.export", author, s.exportVersion))
+			r.Method(http.MethodPut, "/versions/partial", s.inEnv("version.export_partial", author, s.exportPartial))
+			r.Method(http.MethodGet, "/versions", s.inEnv("version.list", read, s.listVersions))
+			r.Method(http.MethodGet, "/versions/{version}", s.inEnv("version.read", read, s.getVersion))
+			r.Method(http.MethodGet, "/versions/{version}/diff/{other}", s.inEnv("version.diff", read, s.diffVersions))
+			r.Method(http.MethodPost, "/versions/{version}/release", s.inEnv("version.release", operator, s.releaseVersion))
+			r.Method(http.MethodPut, "/model", s.inEnv("model.upload", author, s.putModel))
+			r.Method(http.MethodGet, "/model", s.inEnv("model.read", read, s.getModel))
+			r.Method(http.MethodGet, "/model/archive", s.inEnv("model.download", read, s.getModelArchive))
+			r.Method(http.MethodPost, "/compile", s.inEnv("compile.request", author, s.requestCompile))
+			r.Method(http.MethodGet, "/compiles", s.inEnv("compile.list", read, s.listCompiles))
+			r.Method(http.MethodGet, "/compiles/{compile}", s.inEnv("compile.read", read, s.getCompile))
 
-			r.Get("/resources", s.serve(s.listResources))
+			r.Method(http.MethodGet, "/resources", s.inEnv("resource.list", read, s.listResources))
 			// Resource ids hold '/', '[', ',' and '='; clients should
 			// escape them, but a raw id with slashes is taken whole.
-			r.Get("/resources/*", s.serve(s.getResource))
-			r.Get("/actions", s.serve(s.listActions))
-			r.Get("/facts", s.serve(s.listFacts))
+			r.Method(http.MethodGet, "/resources/*", s.inEnv("resource.read", read, s.getResource))
+			r.Method(http.MethodGet, "/actions", s.inEnv("action.list", read, s.listActions))
+			r.Method(http.MethodGet, "/facts", s.inEnv("fact.list", read, s.listFacts))
 
-			r.Post("/deploy", s.serve(s.deploy))
-			r.Post("/dryrun", s.serve(s.createDryrun))
-			r.Get("/dryrun/{dryrun}", s.serve(s.getDryrun))
-			r.Get("/requests/{request}", s.serve(s.getRequest))
-			r.Get("/runs", s.serve(s.listRuns))
-			r.Get("/runs/{run}", s.serve(s.getRun))
+			r.Method(http.MethodPost, "/deploy", s.inEnv("deploy.request", operator, s.deploy))
+			r.Method(http.MethodPost, "/dryrun", s.inEnv("dryrun.request", operator, s.createDryrun))
+			r.Method(http.MethodGet, "/dryrun/{dryrun}", s.inEnv("dryrun.read", read, s.getDryrun))
+			r.Method(http.MethodGet, "/requests/{request}", s.inEnv("request.read", read, s.getRequest))
+			r.Method(http.MethodGet, "/runs", s.inEnv("run.list", read, s.listRuns))
+			r.Method(http.MethodGet, "/runs/{run}", s.inEnv("run.read", read, s.getRun))
 
-			r.Post("/halt", s.serve(s.setHalted(true)))
-			r.Post("/resume", s.serve(s.setHalted(false)))
-			r.Get("/agents", s.serve(s.listAgents))
-			r.Post("/agents/{agent}/pause", s.serve(s.setPaused(true)))
-			r.Post("/agents/{agent}/unpause", s.serve(s.setPaused(false)))
-			r.Get("/executors", s.serve(s.listExecutors))
+			r.Method(http.MethodPost, "/halt", s.inEnv("environment.halt", operator, s.setHalted(true)))
+			r.Method(http.MethodPost, "/resume", s.inEnv("environment.resume", operator, s.setHalted(false)))
+			r.Method(http.MethodGet, "/agents", s.inEnv("agent.list", read, s.listAgents))
+			r.Method(http.MethodPost, "/agents/{agent}/pause", s.inEnv("agent.pause", operator, s.setPaused(true)))
+			r.Method(http.MethodPost, "/agents/{agent}/unpause", s.inEnv("agent.unpause", operator, s.setPaused(false)))
+			r.Method(http.MethodGet, "/executors", s.inEnv("executor.list", read, s.listExecutors))
 		})
 	})
 	r.Route("/lsm/v1", func(r chi.Router) {
-		r.Get("/service_catalog", s.serve(s.listCatalog))
-		r.Get("/service_catalog/{entity}", s.serve(s.getCatalogEntity))
-		r.Get("/service_inventory/{entity}", s.serve(s.listInventory))
-		r.Get("/service_inventory/{entity}/{id}", s.serve(s.getInstance))
-		r.Get("/service_inventory/{entity}/{id}/log", s.serve(s.getInstanceLog))
-		r.Get("/service_inventory/{entity}/{id}/resources", s.serve(s.getInstanceResources))
-		r.Get("/service_inventory/{entity}/{id}/diagnose", s.serve(s.diagnoseInstance))
-		r.Post("/service_inventory/{entity}", s.serve(s.createInstance))
-		r.Patch("/service_inventory/{entity}/{id}", s.serve(s.updateInstance))
-		r.Delete("/service_inventory/{entity}/{id}", s.serve(s.deleteInstance))
-		r.Post("/services/{entity}/{id}/state", s.serve(s.setInstanceState))
+		r.Method(http.MethodGet, "/service_catalog", s.inLSMEnv("lsm.catalog.list", read, s.listCatalog))
+		r.Method(http.MethodGet, "/service_catalog/{entity}", s.inLSMEnv("lsm.catalog.read", read, s.getCatalogEntity))
+		r.Method(http.MethodGet, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.list", read, s.listInventory))
+		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.read", read, s.getInstance))
+		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/log", s.inLSMEnv("lsm.instance.log", read, s.getInstanceLog))
+		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/resources",
+			s.inLSMEnv("lsm.instance.resources", read, s.getInstanceResources))
+		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/diagnose",
+			s.inLSMEnv("lsm.instance.diagnose", read, s.diagnoseInstance))
+		r.Method(http.MethodPost, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.create", operator, s.createInstance))
+		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.update", operator, s.updateInstance))
+		r.Method(http.MethodDelete, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.delete", operator, s.deleteInstance))
+		r.Method(http.MethodPost, "/services/{entity}/{id}/state", s.inLSMEnv("lsm.instance.set_state", operator, s.setInstanceState))
 	})
 	r.Route("/lsm/v2", func(r chi.Router) {
-		r.Patch("/service_inventory/{entity}/{id}", s.serve(s.editInstance))
+		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.edit", operator, s.editInstance))
 	})
 	return r
+}
+
+// wrap adapts a plain http.Handler to a route's handler.
+func wrap(h http.Handler) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
+		return nil
+	}
 }

@@ -41,9 +41,18 @@ type Options struct {
 	Dryruns   Dryruns
 	// LSM sends the service inventory's writes to the lifecycle engine;
 	// without it they answer 503.
-	LSM       LSMEngine
-	Log       *slog.Logger
-	Telemetry *telemetry.Telemetry
+	LSM LSMEngine
+	// Compiles wakes compile queues; without it, a requested compile
+	// waits for the reconciler.
+	Compiles Compiles
+	// Auth authenticates bearer credentials; without it every route but
+	// /healthz answers 401 (intend fails closed).
+	Auth Authenticator
+	// AllowedHosts are the Host names (without port) the API answers
+	// to; empty: any. Refuses DNS rebinding (see checkHost).
+	AllowedHosts []string
+	Log          *slog.Logger
+	Telemetry    *telemetry.Telemetry
 	// Health checks, by name ("postgresql", "temporal"), run by /healthz.
 	Health map[string]func(context.Context) error
 	// MaxBodyBytes limits ordinary request bodies (default 1 MiB).
@@ -102,6 +111,9 @@ func storeProblem(err error) error {
 	switch {
 	case errors.As(err, new(*Problem)):
 		return err
+	case errors.Is(err, store.ErrNoRepository):
+		return Validation("the environment has no repository to compile: set its repo_url setting",
+			FieldError{Field: "/settings/repo_url", Detail: "is empty"})
 	case errors.Is(err, store.ErrNotFound):
 		return NotFound("%s", strings.TrimSuffix(err.Error(), ": "+store.ErrNotFound.Error()))
 	case errors.Is(err, store.ErrConflict):
@@ -146,26 +158,23 @@ func pathParam(raw string) (string, error) {
 	return v, nil
 }
 
-// healthz reports whether PostgreSQL and Temporal answer. It is a status
-// endpoint, not an error: the body is always {"status", "checks"}, with
-// "ok" or "failed" per check; the reasons go to the log, never the client.
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+// healthz reports whether PostgreSQL and Temporal answer. It is open to
+// anyone (load balancers, probes), so it says only "ok" or
+// "unavailable": which check failed, and why, goes to the log.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	checks := map[string]string{}
 	ok := true
 	for name, check := range s.opts.Health {
 		if err := check(ctx); err != nil {
 			s.log.Warn("health check failed", "check", name, "error", err)
-			checks[name] = "failed"
 			ok = false
-			continue
 		}
-		checks[name] = "ok"
 	}
 	status, code := "ok", http.StatusOK
 	if !ok {
 		status, code = "unavailable", http.StatusServiceUnavailable
 	}
-	WriteJSON(w, code, map[string]any{"status": status, "checks": checks})
+	WriteJSON(w, code, map[string]any{"status": status})
+	return nil
 }

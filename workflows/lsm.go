@@ -183,6 +183,8 @@ type IdempotentRequest struct {
 type CreateRequest struct {
 	Attributes map[string]any
 	Request    *IdempotentRequest
+	// Actor is who asked (auth.Principal.Actor), for the instance's log.
+	Actor string
 }
 
 // UpdateRequest is the update update: the whole new candidate set (the
@@ -191,6 +193,7 @@ type UpdateRequest struct {
 	CurrentVersion int64
 	Attributes     map[string]any
 	Request        *IdempotentRequest
+	Actor          string
 }
 
 // SetStateRequest is the set_state update: an api transfer to Target.
@@ -198,12 +201,14 @@ type SetStateRequest struct {
 	CurrentVersion int64
 	Target         string
 	Request        *IdempotentRequest
+	Actor          string
 }
 
 // DeleteRequest is the delete update: the on_delete transfer.
 type DeleteRequest struct {
 	CurrentVersion int64
 	Request        *IdempotentRequest
+	Actor          string
 }
 
 // IllegalDetails are the details of an ErrTypeIllegal rejection.
@@ -226,6 +231,16 @@ type TransferEvent struct {
 	Operations []lsm.Operation `json:"operations"`
 	// Request is the Idempotency-Key of the request behind it, if any.
 	Request string `json:"request,omitempty"`
+	// Actor is who asked for it (token:NAME, oidc:SUBJECT); absent for
+	// intend's own transfers (auto and resource triggers).
+	Actor string `json:"actor,omitempty"`
+}
+
+// caller is what the engine knows of a request's sender: its
+// Idempotency-Key (nil: none) and who it is.
+type caller struct {
+	idem  *IdempotentRequest
+	actor string
 }
 
 // ApplyTransferInput writes one version of an instance.
@@ -570,7 +585,7 @@ func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (Serv
 	w.busy = true
 	defer func() { w.busy = false }()
 	start := w.lifecycle().Start
-	ev := TransferEvent{Trigger: "create", Target: start, Operations: []lsm.Operation{}}
+	ev := TransferEvent{Trigger: "create", Target: start, Operations: []lsm.Operation{}, Actor: req.Actor}
 	if req.Request != nil {
 		ev.Request = req.Request.Key
 	}
@@ -600,7 +615,7 @@ func (w *instanceWorkflow) update(ctx workflow.Context, req UpdateRequest) (Serv
 	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.OnUpdate})
 	sets := w.st.Sets
 	sets.Candidate = req.Attributes
-	return w.request(ctx, t, sets, req.Request)
+	return w.request(ctx, t, sets, caller{req.Request, req.Actor})
 }
 
 func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (ServiceInstanceRecord, error) {
@@ -608,7 +623,7 @@ func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (
 		return ServiceInstanceRecord{}, err
 	}
 	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.API, Target: req.Target})
-	return w.request(ctx, t, w.st.Sets, req.Request)
+	return w.request(ctx, t, w.st.Sets, caller{req.Request, req.Actor})
 }
 
 func (w *instanceWorkflow) delete(ctx workflow.Context, req DeleteRequest) (ServiceInstanceRecord, error) {
@@ -616,12 +631,12 @@ func (w *instanceWorkflow) delete(ctx workflow.Context, req DeleteRequest) (Serv
 		return ServiceInstanceRecord{}, err
 	}
 	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.OnDelete})
-	return w.request(ctx, t, w.st.Sets, req.Request)
+	return w.request(ctx, t, w.st.Sets, caller{req.Request, req.Actor})
 }
 
 // request applies the transfer a request caused, validating first when
 // the transfer says so (an api transfer may).
-func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets lsm.Sets, req *IdempotentRequest) (ServiceInstanceRecord, error) {
+func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets lsm.Sets, req caller) (ServiceInstanceRecord, error) {
 	w.busy = true
 	defer func() { w.busy = false }()
 	failed, errs := false, json.RawMessage(nil)
@@ -678,7 +693,7 @@ func withValues(attrs, vals map[string]any) map[string]any {
 
 // transfer writes t (to its error state when failed) from sets: the
 // transfer's operations are applied to them.
-func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets lsm.Sets, failed bool, errs json.RawMessage, req *IdempotentRequest) (ServiceInstanceRecord, error) {
+func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets lsm.Sets, failed bool, errs json.RawMessage, req caller) (ServiceInstanceRecord, error) {
 	target, ops := t.Target, t.TargetOperation
 	if failed {
 		target, ops = t.Error, t.ErrorOperation
@@ -686,9 +701,10 @@ func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets l
 	if ops == nil {
 		ops = []lsm.Operation{}
 	}
-	ev := TransferEvent{Trigger: string(t.Trigger), Source: t.Source, Target: target, Error: failed, Operations: ops}
-	if req != nil {
-		ev.Request = req.Key
+	ev := TransferEvent{Trigger: string(t.Trigger), Source: t.Source, Target: target, Error: failed, Operations: ops,
+		Actor: req.actor}
+	if req.idem != nil {
+		ev.Request = req.idem.Key
 	}
 	return w.write(ctx, ApplyTransferInput{
 		Version:  w.st.Version + 1,
@@ -698,7 +714,7 @@ func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets l
 		Deleted:  w.lifecycle().States[target].Terminal,
 		Event:    ev,
 		Errors:   errs,
-		Request:  req,
+		Request:  req.idem,
 	})
 }
 
@@ -750,7 +766,7 @@ func (w *instanceWorkflow) advance(ctx workflow.Context) (step, error) {
 					return step{}, err
 				}
 			}
-			if _, err := w.transfer(ctx, t, sets, failed, errs, nil); err != nil {
+			if _, err := w.transfer(ctx, t, sets, failed, errs, caller{}); err != nil {
 				return step{}, err
 			}
 			continue
@@ -771,7 +787,7 @@ func (w *instanceWorkflow) advance(ctx workflow.Context) (step, error) {
 		switch {
 		case res.Failed && waits:
 			// The deploy cannot happen: the transfer goes to its error.
-			if _, err := w.transfer(ctx, rt, w.st.Sets, true, res.Errors, nil); err != nil {
+			if _, err := w.transfer(ctx, rt, w.st.Sets, true, res.Errors, caller{}); err != nil {
 				return step{}, err
 			}
 			continue
@@ -836,7 +852,7 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 			Since: w.st.Export.Result.Since,
 		}).Get(ctx, &res)
 		if err == nil && res.Status != DeployPending {
-			_, err = w.transfer(ctx, t, w.st.Sets, res.Status == DeployFailed, nil, nil)
+			_, err = w.transfer(ctx, t, w.st.Sets, res.Status == DeployFailed, nil, caller{})
 			w.busy = false
 			if err == nil {
 				w.dirty = true // the main loop looks at the new state

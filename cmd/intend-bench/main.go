@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/server"
@@ -78,8 +79,10 @@ func run(ctx context.Context, n, lsmN, lsmParallel int, fsync bool, filesDir str
 		return err
 	}
 	defer ts.Stop()
+	token := auth.NewSecret()
 	srv, err := server.Start(ctx, server.Config{
-		Listen: "127.0.0.1:0", DatabaseURL: pg.URL("intend"), TemporalAddress: ts.HostPort(),
+		BootstrapToken: token,
+		Listen:         "127.0.0.1:0", DatabaseURL: pg.URL("intend"), TemporalAddress: ts.HostPort(),
 		TemporalNamespace: ts.Namespace(), EmbeddedExecutor: true,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -88,6 +91,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel int, fsync bool, filesDir str
 	}
 	defer srv.Shutdown(context.WithoutCancel(ctx))
 	c := apiclient.New("http://" + srv.Addr())
+	c.Token = token
 	c.MaxPoll = 20 * time.Millisecond // the poll must not add to the times measured
 	if _, err := c.EnsureProject(ctx, "bench"); err != nil {
 		return err

@@ -205,6 +205,18 @@ func TestCLISettingsPrecedence(t *testing.T) {
 			"http://local.example:1", "local-token", "from-local", ""},
 		{".intend's token without .intend's server goes to intend.yaml's", yaml, "token: local-token\n", nil, nil,
 			"http://yaml.example:1", "local-token", "from-yaml", ""},
+		{"INTEND_TOKEN is not sent to a server only a cloned intend.yaml names", yaml, "", map[string]string{"INTEND_TOKEN": "env-token"}, nil,
+			"http://yaml.example:1", "", "from-yaml", ""},
+		{"INTEND_TOKEN goes to intend.yaml's server once .intend names it too", yaml, "server: http://yaml.example:1\n",
+			map[string]string{"INTEND_TOKEN": "env-token"}, nil,
+			"http://yaml.example:1", "env-token", "from-yaml", ""},
+		{"INTEND_TOKEN goes to INTEND_SERVER", yaml, "",
+			map[string]string{"INTEND_TOKEN": "env-token", "INTEND_SERVER": "http://yaml.example:1"}, nil,
+			"http://yaml.example:1", "env-token", "from-yaml", ""},
+		{"INTEND_TOKEN goes to the default server outside a project", "", "", map[string]string{"INTEND_TOKEN": "env-token"}, nil,
+			defaultServer, "env-token", "", ""},
+		{"--token goes where the command line says, even to intend.yaml's server", yaml, "", nil, []string{"--token", "flag-token"},
+			"http://yaml.example:1", "flag-token", "from-yaml", ""},
 		{"outside a project: the default server, no environment", "", "", nil, nil,
 			defaultServer, "", "", ""},
 		{"a malformed .intend is an error", yaml, "servr: http://x:1\n", nil, nil,
@@ -343,8 +355,8 @@ func TestCLIAgainstServer(t *testing.T) {
 		SchedulerPoll: time.Second})
 	envName := testenv.UniqueName(t, "cli")
 	project := "p-" + envName
-	vars := map[string]string{"INTEND_SERVER": c.Base}
-	withEnv := map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
+	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token}
+	withEnv := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
 	ctx := context.Background()
 
 	// env create makes the project too; settings parse as JSON or strings.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/tlsfiles"
 )
 
 // defaultServer is the server of a CLI that is told of no other: where
@@ -52,6 +53,9 @@ type clientSettings struct {
 	server, token, env string
 	projectDir         string
 	json               bool
+	// TLS: the CA to trust instead of the system's, and a client
+	// certificate for a server that asks for one.
+	caCert, clientCert, clientKey string
 
 	// The project files, read once, when a setting falls through to them.
 	loaded bool
@@ -72,13 +76,19 @@ func (g *globals) clientFlags(cmd *cobra.Command) *clientSettings {
 	f.StringVar(&s.server, "server", "",
 		"the intend server's base URL (env INTEND_SERVER; else .intend, intend.yaml, then "+defaultServer+")")
 	f.StringVar(&s.token, "token", "",
-		"API token, sent as \"Authorization: Bearer TOKEN\"; the server does not check tokens yet (env INTEND_TOKEN; else .intend)")
+		"API token, sent as \"Authorization: Bearer TOKEN\" (env INTEND_TOKEN; else .intend)")
 	f.StringVarP(&s.env, "environment", "e", "",
 		"environment (id or name) to act on (env INTEND_ENVIRONMENT; else .intend, then intend.yaml)")
 	f.StringVar(&s.projectDir, "project-dir", ".",
 		"project directory whose .intend and intend.yaml supply settings not given otherwise")
 	f.BoolVar(&s.json, "json", false,
 		"print the server's JSON (a list as one JSON array) instead of a table")
+	f.StringVar(&s.caCert, "ca-cert", g.env("INTEND_CA_CERT", ""),
+		"trust the server's certificate when this CA (PEM) signed it, instead of the system's CAs (env INTEND_CA_CERT)")
+	f.StringVar(&s.clientCert, "client-cert", g.env("INTEND_CLIENT_CERT", ""),
+		"present this client certificate (PEM) to a server that asks for one (env INTEND_CLIENT_CERT)")
+	f.StringVar(&s.clientKey, "client-key", g.env("INTEND_CLIENT_KEY", ""),
+		"the private key of --client-cert (env INTEND_CLIENT_KEY)")
 	return s
 }
 
@@ -165,12 +175,19 @@ func (s *clientSettings) serverURL() (string, error) {
 }
 
 // tokenValue resolves the API token ("" when there is none). A token
-// from .intend belongs to .intend's server (or, when .intend names none,
-// to the project's): it is not sent to another server named by --server
-// or INTEND_SERVER, which would hand it to whoever runs that one.
+// goes only to the server it belongs to:
+//   - a token from .intend belongs to .intend's server (or, when .intend
+//     names none, to the project's): it is not sent to another server
+//     named by --server or INTEND_SERVER;
+//   - a token from INTEND_TOKEN belongs to the user, not to whatever
+//     repository they stand in: it is not sent to a server that only a
+//     project's intend.yaml names (a cloned repository could name any),
+//     unless .intend or INTEND_SERVER names the same server.
+//
+// A token given with --token goes wherever the command line says.
 func (s *clientSettings) tokenValue() (string, error) {
 	v, source, err := s.resolve(s.token, "INTEND_TOKEN", func(l project.Local) string { return l.Token }, nil)
-	if err != nil || source != project.LocalFileName {
+	if err != nil || v == "" || source == "flag" {
 		return v, err
 	}
 	server, serverSource, err := s.resolve(s.server, "INTEND_SERVER",
@@ -178,18 +195,38 @@ func (s *clientSettings) tokenValue() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if serverSource != "flag" && serverSource != "INTEND_SERVER" || sameServer(server, s.local.Server) {
-		return v, nil
-	}
-	if s.stderr != nil {
-		by := "--server"
-		if serverSource == "INTEND_SERVER" {
-			by = "INTEND_SERVER"
+	switch source {
+	case project.LocalFileName:
+		if serverSource != "flag" && serverSource != "INTEND_SERVER" || sameServer(server, s.local.Server) {
+			return v, nil
 		}
-		fmt.Fprintf(s.stderr, "intend: not sending the token from %s to %s, which %s names (pass --token or INTEND_TOKEN for it)\n",
-			project.LocalFileName, server, by)
+		s.note("not sending the token from %s to %s, which %s names (pass --token or INTEND_TOKEN for it)",
+			project.LocalFileName, server, flagName(serverSource))
+		return "", nil
+	case "INTEND_TOKEN":
+		if serverSource != project.FileName {
+			return v, nil
+		}
+		s.note("not sending INTEND_TOKEN to %s, which only %s names (a repository's file could name any server); "+
+			"trust it with INTEND_SERVER or --server, or pass --token", server, project.FileName)
+		return "", nil
 	}
-	return "", nil
+	return v, nil
+}
+
+// note prints a note on stderr.
+func (s *clientSettings) note(format string, args ...any) {
+	if s.stderr != nil {
+		fmt.Fprintf(s.stderr, "intend: "+format+"\n", args...)
+	}
+}
+
+// flagName is how a note names where a setting came from.
+func flagName(source string) string {
+	if source == "flag" {
+		return "--server"
+	}
+	return source
 }
 
 // sameServer reports whether two base URLs name the same server.
@@ -234,6 +271,16 @@ func (s *clientSettings) client() (*apiclient.Client, error) {
 	c.Token = token
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	if s.caCert != "" || s.clientCert != "" || s.clientKey != "" {
+		if (s.clientCert == "") != (s.clientKey == "") {
+			return nil, usageErrorf("--client-cert and --client-key go together")
+		}
+		tc, err := tlsfiles.ClientConfig(s.caCert, s.clientCert, s.clientKey)
+		if err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		transport.TLSClientConfig = tc
+	}
 	c.HTTP.Transport = transport
 	return c, nil
 }

@@ -35,7 +35,7 @@ func TestCompilesCommands(t *testing.T) {
 	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second, DataDir: t.TempDir()})
 	envName := testenv.UniqueName(t, "compiles")
-	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
+	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
 	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
 
 	// Without a repository the request is refused.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/devtemporal"
@@ -138,8 +140,13 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 
 	// The CLI's default server address when it is free, so that intend
 	// commands reach this server without --server; another port if not.
+	token, tokenFile, err := deployToken(dataDir)
+	if err != nil {
+		return err
+	}
 	scfg := server.Config{
-		Listen: defaultListen, DatabaseURL: pg.URL("intend"),
+		BootstrapToken: token,
+		Listen:         defaultListen, DatabaseURL: pg.URL("intend"),
 		TemporalAddress: ts.HostPort(), TemporalNamespace: ts.Namespace(),
 		EmbeddedExecutor: true, Log: log, ReconcileEvery: 5 * time.Second,
 		DataDir: filepath.Join(dataDir, "server"),
@@ -157,6 +164,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	fmt.Fprintf(out, "→ intend server on %s (started in %s)\n", base, time.Since(began).Round(time.Millisecond))
 
 	c := apiclient.New(base)
+	c.Token = token
 	if _, err := c.EnsureProject(ctx, proj.Name); err != nil {
 		return fmt.Errorf("project %s: %w", proj.Name, err)
 	}
@@ -219,6 +227,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 		} else {
 			fmt.Fprintf(out, "intend commands reach it by default (environment %s: -e or INTEND_ENVIRONMENT outside %s).\n", env.Name, dir)
 		}
+		fmt.Fprintf(out, "Its admin token is in %s: export INTEND_TOKEN=$(cat %s)\n", tokenFile, shellQuote(tokenFile))
 		<-ctx.Done()
 	}
 	return nil
@@ -360,4 +369,34 @@ func printSummary(ctx context.Context, c *apiclient.Client, env string, run stor
 	if next != "" {
 		fmt.Fprintf(out, "… and more: intend resource list -e %s --server %s\n", env, c.Base)
 	}
+}
+
+// deployToken is the admin token of the embedded server: read from
+// DATA/admin.token, or made and written there (0600) on the first run, so
+// that the commands a user runs against a --keep-running deploy can use
+// it. The server stores it as its bootstrap token.
+func deployToken(dataDir string) (token, file string, err error) {
+	file = filepath.Join(dataDir, "admin.token")
+	if b, err := os.ReadFile(file); err == nil {
+		if t := strings.TrimSpace(string(b)); len(t) >= auth.MinBootstrapLength {
+			return t, file, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", file, fmt.Errorf("read the admin token: %w", err)
+	}
+	token = auth.NewSecret()
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		return "", file, fmt.Errorf("write the admin token: %w", err)
+	}
+	return token, file, nil
+}
+
+// shellQuote quotes a path for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

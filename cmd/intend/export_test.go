@@ -28,7 +28,7 @@ func TestExportAndDryrun(t *testing.T) {
 	envName := testenv.UniqueName(t, "export")
 	dir, root := quickstart(t)
 	// The project's .intend names the server and environment.
-	local := "server: " + c.Base + "\nenvironment: " + envName + "\n"
+	local := "server: " + c.Base + "\ntoken: " + c.Token + "\nenvironment: " + envName + "\n"
 	if err := os.WriteFile(filepath.Join(dir, ".intend"), []byte(local), 0o644); err != nil {
 		t.Fatal(err)
 	}

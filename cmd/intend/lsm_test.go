@@ -24,7 +24,7 @@ func lsmServer(t *testing.T, prefix string) (vars map[string]string, dbURL strin
 	c, _, dbURL := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second})
 	envName := testenv.UniqueName(t, prefix)
-	vars = map[string]string{"INTEND_SERVER": c.Base, "INTEND_ENVIRONMENT": envName}
+	vars = map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
 	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
 	return vars, dbURL
 }

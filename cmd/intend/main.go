@@ -176,6 +176,8 @@ Exit codes:
 		haltCommand(g, true),
 		haltCommand(g, false),
 		runsCommand(g),
+		tokenCommand(g),
+		auditCommand(g),
 	)
 	// Cobra adds these when it executes; added now, markStarted sees them.
 	root.InitDefaultHelpCmd()

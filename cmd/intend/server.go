@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	intend "github.com/intendhq/intend"
+	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/server"
 )
 
@@ -14,6 +17,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var embedded bool
 	var concurrency int
 	var executorName, secretsDir, dataDir string
+	var sec serverSecurity
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -21,7 +25,14 @@ func serverCommand(g *globals) *cobra.Command {
 and /metrics, runs the Temporal worker of task queue "intend" (deploy workflows
 and the activities that touch PostgreSQL), and, unless disabled, an embedded
 executor for the agents that environments assign to the server
-(setting autostart_agents, default every agent).`,
+(setting autostart_agents, default every agent).
+
+Every route but /healthz needs a bearer token (or, with --oidc-issuer, a
+JWT of that issuer). Make the first admin token with
+  intend token create --database-url URL --name NAME --role admin
+or seed one from the environment: a global admin token named "bootstrap",
+at least 32 characters (env INTEND_BOOTSTRAP_TOKEN); never a flag, so that
+it does not show in ps. See docs/security.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger()
@@ -29,13 +40,17 @@ executor for the agents that environments assign to the server
 				return err
 			}
 			ctx := cmd.Context()
-			s, err := server.Start(ctx, server.Config{
+			scfg := server.Config{
 				Listen: listen, DatabaseURL: g.databaseURL,
 				TemporalAddress: g.temporalAddress, TemporalNamespace: g.temporalNamespace,
 				TemporalSecurity: g.temporalSecurity,
 				EmbeddedExecutor: embedded, ExecutorConcurrency: concurrency, Log: log,
 				ExecutorName: executorName, SecretsDir: secretsDir, Version: version, DataDir: dataDir,
-			})
+			}
+			if err := sec.apply(&scfg, g.getenv); err != nil {
+				return usageErrorf("%v", err)
+			}
+			s, err := server.Start(ctx, scfg)
 			if err != nil {
 				return err
 			}
@@ -60,5 +75,80 @@ executor for the agents that environments assign to the server
 		"directory that the embedded executor reads relative file: secret references from (env INTEND_SECRETS_DIR)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", server.DefaultDataDir(g.getenv)),
 		"directory for the server's files: git caches of autonomous compiles (env INTEND_DATA_DIR)")
+	sec.flags(cmd, g)
 	return cmd
+}
+
+// serverSecurity holds the server's authentication and transport flags.
+type serverSecurity struct {
+	tlsCert, tlsKey, tlsClientCA string
+	allowedHosts                 []string
+	metricsListen                string
+	oidcIssuer, oidcAudience     string
+	oidcRolesClaim, oidcName     string
+	oidcRoleMap                  string
+}
+
+func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
+	f := cmd.Flags()
+	f.StringVar(&sec.tlsCert, "tls-cert", g.env("INTEND_TLS_CERT", ""),
+		"serve the API over TLS with this certificate (PEM), reloaded when it changes (env INTEND_TLS_CERT)")
+	f.StringVar(&sec.tlsKey, "tls-key", g.env("INTEND_TLS_KEY", ""),
+		"the private key of --tls-cert (PEM) (env INTEND_TLS_KEY)")
+	f.StringVar(&sec.tlsClientCA, "tls-client-ca", g.env("INTEND_TLS_CLIENT_CA", ""),
+		"require client certificates signed by this CA (mutual TLS) (env INTEND_TLS_CLIENT_CA)")
+	f.StringSliceVar(&sec.allowedHosts, "allowed-hosts", splitList(g.env("INTEND_ALLOWED_HOSTS", "")),
+		"Host names the API answers to, others get 421; \"*\" for any (default: loopback names when listening on loopback, else any) (env INTEND_ALLOWED_HOSTS)")
+	f.StringVar(&sec.metricsListen, "metrics-listen", g.env("INTEND_METRICS_LISTEN", ""),
+		"also serve /metrics without a token on this address, for Prometheus on a private network (env INTEND_METRICS_LISTEN)")
+	f.StringVar(&sec.oidcIssuer, "oidc-issuer", g.env("INTEND_OIDC_ISSUER", ""),
+		"accept JWTs of this OpenID Connect issuer (https URL) (env INTEND_OIDC_ISSUER)")
+	f.StringVar(&sec.oidcAudience, "oidc-audience", g.env("INTEND_OIDC_AUDIENCE", ""),
+		"the audience (aud) those JWTs must carry (env INTEND_OIDC_AUDIENCE)")
+	f.StringVar(&sec.oidcRolesClaim, "oidc-roles-claim", g.env("INTEND_OIDC_ROLES_CLAIM", "intend_roles"),
+		"the claim that holds roles: ROLE (every environment) or ROLE@ENVIRONMENT; a dotted path for nested claims (env INTEND_OIDC_ROLES_CLAIM)")
+	f.StringVar(&sec.oidcName, "oidc-name-claim", g.env("INTEND_OIDC_NAME_CLAIM", "sub"),
+		"the claim that names the caller in the audit trail (env INTEND_OIDC_NAME_CLAIM)")
+	f.StringVar(&sec.oidcRoleMap, "oidc-role-map", g.env("INTEND_OIDC_ROLE_MAP", ""),
+		"map values of the roles claim (say, groups) to roles: VALUE=ROLE[@ENV][+ROLE@ENV…],… (env INTEND_OIDC_ROLE_MAP)")
+}
+
+// apply puts the flags into cfg, with the bootstrap token from the
+// environment.
+func (sec *serverSecurity) apply(cfg *server.Config, getenv func(string) string) error {
+	if (sec.tlsCert == "") != (sec.tlsKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if sec.tlsClientCA != "" && sec.tlsCert == "" {
+		return fmt.Errorf("--tls-client-ca needs --tls-cert and --tls-key")
+	}
+	cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA = sec.tlsCert, sec.tlsKey, sec.tlsClientCA
+	if len(sec.allowedHosts) > 0 {
+		cfg.AllowedHosts = sec.allowedHosts
+	}
+	cfg.MetricsListen = sec.metricsListen
+	cfg.BootstrapToken = getenv("INTEND_BOOTSTRAP_TOKEN")
+	if (sec.oidcIssuer == "") != (sec.oidcAudience == "") {
+		return fmt.Errorf("--oidc-issuer and --oidc-audience go together")
+	}
+	if sec.oidcIssuer != "" {
+		m, err := auth.ParseRoleMap(sec.oidcRoleMap)
+		if err != nil {
+			return fmt.Errorf("--oidc-role-map: %w", err)
+		}
+		cfg.OIDC = &server.OIDCConfig{Issuer: sec.oidcIssuer, Audience: sec.oidcAudience,
+			RolesClaim: sec.oidcRolesClaim, NameClaim: sec.oidcName, RoleMap: m}
+	}
+	return nil
+}
+
+// splitList splits a comma-separated variable ("" is none).
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

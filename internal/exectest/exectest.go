@@ -50,7 +50,7 @@ func (o *Output) String() string {
 }
 
 // StartServer starts an intend server configured by cfg and shuts it down
-// when t ends. The fields of cfg that wire it to the test services get
+// when t ends. Its client authenticates as a global admin (AdminToken). The fields of cfg that wire it to the test services get
 // defaults when left zero: Listen a free local port, DatabaseURL a fresh
 // database (testenv.Database), TemporalAddress and TemporalNamespace the
 // shared dev server's, Log a logger that discards. Everything else (the
@@ -80,12 +80,28 @@ func StartServer(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Se
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.BootstrapToken == "" {
+		cfg.BootstrapToken = AdminToken
+	}
 	s, err := server.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return apiclient.New("http://" + s.Addr()), s, cfg.DatabaseURL
+	c := apiclient.New(s.URL())
+	c.Token = cfg.BootstrapToken
+	return c, s, cfg.DatabaseURL
+}
+
+// AdminToken is the global admin token StartServer seeds (as the
+// server's bootstrap token) unless the caller sets another; its client
+// sends it.
+const AdminToken = "intend_exectest-admin-token-0123456789abcdef"
+
+// Authorize sets the admin token on a request a test builds by hand.
+func Authorize(r *http.Request) *http.Request {
+	r.Header.Set("Authorization", "Bearer "+AdminToken)
+	return r
 }
 
 // NewEnvironment creates an environment named by testenv.UniqueName(t,

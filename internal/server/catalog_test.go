@@ -87,6 +87,7 @@ func lsmGet(t *testing.T, c *apiclient.Client, env, path string, out any) error 
 	if env != "" {
 		req.Header.Set(api.EnvironmentHeader, env)
 	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

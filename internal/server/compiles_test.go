@@ -68,7 +68,12 @@ func startCompileServer(t *testing.T) (*apiclient.Client, *server.Server) {
 // requestCompile POSTs .../compile and checks the 202 and its Location.
 func requestCompile(t *testing.T, c *apiclient.Client, env string) store.Compile {
 	t.Helper()
-	resp, err := http.Post(c.Base+"/api/v1/environments/"+env+"/compile", "application/json", nil)
+	req, err := http.NewRequest(http.MethodPost, c.Base+"/api/v1/environments/"+env+"/compile", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +277,8 @@ func TestCompileProblems(t *testing.T) {
 			t.Errorf("%s %s: %v, want %d %s", tc.method, tc.path, err, tc.status, tc.typ)
 		}
 	}
-	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/nosuch/compile", nil, nil); err == nil ||
-		!strings.Contains(err.Error(), "not found") {
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/nosuch/compile", nil, nil); status(err) != 404 ||
+		!strings.Contains(err.Error(), `environment "nosuch"`) {
 		t.Errorf("compile of an unknown environment: %v", err)
 	}
 	if items, _ := listCompiles(t, c, env, ""); len(items) != 0 {
@@ -497,7 +502,7 @@ func TestServerKilledMidCompile(t *testing.T) {
 	args := []string{"server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
 		"--temporal-namespace", namespace, "--log-level", "warn", "--data-dir", t.TempDir()}
 	srv1 := startProc(t, args...)
-	c := apiclient.New("http://" + addr)
+	c := procClient(addr)
 	waitHealthy(t, c, srv1)
 
 	repo := newModelRepo(t)

@@ -46,11 +46,20 @@ func intendBinary(t *testing.T) string {
 	return binPath
 }
 
-// startProc starts the intend binary with args; it is killed (kill -9)
-// when t ends.
+// startProc starts the intend binary with args, its bootstrap token
+// exectest.AdminToken; it is killed (kill -9) when t ends.
 func startProc(t *testing.T, args ...string) *exectest.Process {
 	t.Helper()
-	return exectest.StartProcess(t, exec.Command(intendBinary(t), args...))
+	cmd := exec.Command(intendBinary(t), args...)
+	cmd.Env = append(os.Environ(), "INTEND_BOOTSTRAP_TOKEN="+exectest.AdminToken)
+	return exectest.StartProcess(t, cmd)
+}
+
+// procClient is a client of a server startProc started on addr.
+func procClient(addr string) *apiclient.Client {
+	c := apiclient.New("http://" + addr)
+	c.Token = exectest.AdminToken
+	return c
 }
 
 func freeAddr(t *testing.T) string {
@@ -150,7 +159,7 @@ func TestServerKilledMidRun(t *testing.T) {
 	args := []string{"server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
 		"--temporal-namespace", namespace, "--log-level", "warn", "--executor-concurrency", "2"}
 	srv1 := startProc(t, args...)
-	c := apiclient.New("http://" + addr)
+	c := procClient(addr)
 	waitHealthy(t, c, srv1)
 	ctx := context.Background()
 	env := newEnv(t, c, "restart", map[string]any{"deploy_interval": 0})

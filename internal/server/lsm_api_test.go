@@ -112,6 +112,7 @@ func lsmTry(c *apiclient.Client, env, method, path, key string, body any) (lsmRe
 	if key != "" {
 		req.Header.Set(api.IdempotencyKeyHeader, key)
 	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return lsmReply{}, err
@@ -370,6 +371,19 @@ func TestServiceInventoryFailedDeploy(t *testing.T) {
 	}
 	if want := "start acknowledged creating up update_start update_acknowledged updating update_failed rolling_back failed"; strings.Join(path, " ") != want {
 		t.Errorf("log states %v, want %s", path, want)
+	}
+	// Who asked is in the log: the client's creates and updates carry the
+	// token, intend's own transfers no one.
+	var actors []string
+	for i := len(log.Items) - 1; i >= 0; i-- {
+		var ev struct{ Actor string }
+		if err := json.Unmarshal(log.Items[i].Event, &ev); err != nil {
+			t.Fatal(err)
+		}
+		actors = append(actors, ev.Actor)
+	}
+	if got, want := strings.Join(actors, ","), "token:bootstrap,,,,token:bootstrap,,,,,"; got != want {
+		t.Errorf("log actors %s, want %s (the create and the update by the client, the rest by intend)", got, want)
 	}
 	var diag struct {
 		Resources []struct {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -39,7 +38,7 @@ func TestServerKilledDuringTransfers(t *testing.T) {
 	args := []string{"server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
 		"--temporal-namespace", namespace, "--log-level", "warn"}
 	srv1 := startProc(t, args...)
-	c := apiclient.New("http://" + addr)
+	c := procClient(addr)
 	waitHealthy(t, c, srv1)
 	env := newEnv(t, c, "lsmkill", nil)
 	root := t.TempDir()

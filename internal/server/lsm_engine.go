@@ -58,16 +58,18 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 	switch req.Op {
 	case api.LSMCreate:
 		opts.UpdateName, opts.Args = workflows.CreateUpdate,
-			[]any{workflows.CreateRequest{Attributes: req.Attributes, Request: idem}}
+			[]any{workflows.CreateRequest{Attributes: req.Attributes, Request: idem, Actor: req.Actor}}
 	case api.LSMUpdate:
 		opts.UpdateName, opts.Args = workflows.UpdateUpdate,
-			[]any{workflows.UpdateRequest{CurrentVersion: req.CurrentVersion, Attributes: req.Attributes, Request: idem}}
+			[]any{workflows.UpdateRequest{CurrentVersion: req.CurrentVersion, Attributes: req.Attributes, Request: idem,
+				Actor: req.Actor}}
 	case api.LSMSetState:
 		opts.UpdateName, opts.Args = workflows.SetStateUpdate,
-			[]any{workflows.SetStateRequest{CurrentVersion: req.CurrentVersion, Target: req.Target, Request: idem}}
+			[]any{workflows.SetStateRequest{CurrentVersion: req.CurrentVersion, Target: req.Target, Request: idem,
+				Actor: req.Actor}}
 	case api.LSMDelete:
 		opts.UpdateName, opts.Args = workflows.DeleteUpdate,
-			[]any{workflows.DeleteRequest{CurrentVersion: req.CurrentVersion, Request: idem}}
+			[]any{workflows.DeleteRequest{CurrentVersion: req.CurrentVersion, Request: idem, Actor: req.Actor}}
 	default:
 		return store.ServiceInstance{}, fmt.Errorf("unknown lifecycle request %q", req.Op)
 	}

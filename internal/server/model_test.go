@@ -55,7 +55,7 @@ func TestModelSource(t *testing.T) {
 	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &got); err != nil || got.Hash != packed.Hash {
 		t.Errorf("GET model = %+v, %v", got, err)
 	}
-	resp, err := http.Get(c.Base + apiclient.EnvPath(env, "model", "archive"))
+	resp, err := authGet(c, c.Base+apiclient.EnvPath(env, "model", "archive"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -298,7 +298,7 @@ func apiPaths(env string, ids []string, dryrun int64) []string {
 // getRaw returns the body of a successful GET.
 func getRaw(t *testing.T, c *apiclient.Client, path string) []byte {
 	t.Helper()
-	resp, err := http.Get(c.Base + path)
+	resp, err := authGet(c, c.Base+path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,11 +24,13 @@ import (
 	"github.com/intendhq/intend/activities"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/temporalconn"
+	"github.com/intendhq/intend/internal/tlsfiles"
 	"github.com/intendhq/intend/migrations"
 	"github.com/intendhq/intend/workflows"
 )
@@ -65,6 +67,33 @@ type Config struct {
 	// of autonomous compiles (default DefaultDataDir).
 	DataDir string
 	Log     *slog.Logger
+
+	// BootstrapToken, when set (INTEND_BOOTSTRAP_TOKEN), is stored at
+	// start as a global admin token named "bootstrap" unless a token with
+	// this secret exists (a revoked one stays revoked). At least
+	// auth.MinBootstrapLength characters.
+	BootstrapToken string
+	// OIDC, when set, also accepts the JWTs of an OpenID Connect issuer.
+	OIDC *OIDCConfig
+	// TLSCert and TLSKey serve the API over TLS (reloaded when the files
+	// change); TLSClientCA also requires client certificates it signed.
+	TLSCert, TLSKey, TLSClientCA string
+	// AllowedHosts are the Host names the API answers to. Nil: loopback
+	// names when Listen is a loopback address, else any.
+	AllowedHosts []string
+	// MetricsListen, when set, also serves /metrics without credentials
+	// on this address (for a Prometheus that scrapes a private network);
+	// /metrics on the API needs a global read token either way.
+	MetricsListen string
+}
+
+// OIDCConfig configures the OpenID Connect issuer whose JWTs the API
+// accepts.
+type OIDCConfig struct {
+	Issuer, Audience string
+	// RolesClaim, NameClaim and RoleMap are auth.OIDCOptions'.
+	RolesClaim, NameClaim string
+	RoleMap               map[string]string
 }
 
 // Server is a running `intend server`.
@@ -80,8 +109,11 @@ type Server struct {
 	lsm       *lsmEngine
 	http      *http.Server
 	listener  net.Listener
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	metrics   *http.Server
+	// scheme is http or https; metricsAddr the metrics listener's address.
+	scheme, metricsAddr string
+	cancel              context.CancelFunc
+	wg                  sync.WaitGroup
 }
 
 // Registry returns the adapters built into intend (listed in
@@ -123,6 +155,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.DataDir = DefaultDataDir(os.Getenv)
 	}
 	log := cfg.Log
+	if cfg.BootstrapToken != "" && len(cfg.BootstrapToken) < auth.MinBootstrapLength {
+		return nil, fmt.Errorf("the bootstrap token (INTEND_BOOTSTRAP_TOKEN) is %d characters; it must be at least %d "+
+			"(make one with `openssl rand -hex 32`)", len(cfg.BootstrapToken), auth.MinBootstrapLength)
+	}
 	from, to, err := migrations.Apply(ctx, cfg.DatabaseURL, -1)
 	if err != nil {
 		return nil, fmt.Errorf("migrate database: %w", err)
@@ -148,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &lsmEngine{temporal: tc, store: st}}
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &lsmEngine{temporal: tc, store: st}, scheme: "http"}
 	fail := func(err error) (*Server, error) {
 		s.Shutdown(context.Background())
 		return nil, err
@@ -184,9 +220,22 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.startEmbedded(st, tc, tel)
 	}
 
+	authn, err := s.authenticator(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
+	}
+	s.listener = ln
+	allowed := cfg.AllowedHosts
+	if allowed == nil && isLoopback(ln.Addr()) {
+		allowed = api.LoopbackHosts
+	}
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
-		LSM: s.lsm,
+		LSM: s.lsm, Compiles: s, Auth: authn, AllowedHosts: allowed,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -195,20 +244,40 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			},
 		},
 	})
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
+	s.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {
+		tf, err := tlsfiles.NewServer(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log)
+		if err != nil {
+			return fail(err)
+		}
+		s.http.TLSConfig = tf.Config()
+		s.scheme = "https"
 	}
-	s.listener = ln
-	handler := srv.Handler()
-	if err := s.mountCompiles(handler); err != nil {
-		return fail(err)
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			return fail(fmt.Errorf("listen for metrics on %s: %w", cfg.MetricsListen, err))
+		}
+		s.metricsAddr = mln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", tel.Handler())
+		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		s.wg.Go(func() {
+			if err := s.metrics.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server stopped", "error", err)
+			}
+		})
 	}
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if s.http.TLSConfig != nil {
+			err = s.http.ServeTLS(ln, "", "")
+		} else {
+			err = s.http.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "error", err)
 		}
 	}()
@@ -224,7 +293,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.wg.Go(func() { s.reporter.Run(bg) })
 		s.wg.Go(func() { executor.SweepCache(bg, s.cache, st, 0, log) })
 	}
-	log.Info("intend server started", "listen", ln.Addr().String(), "temporal", cfg.TemporalAddress,
+	log.Info("intend server started", "listen", ln.Addr().String(), "tls", s.http.TLSConfig != nil,
+		"allowed_hosts", allowed, "oidc", cfg.OIDC != nil, "temporal", cfg.TemporalAddress,
 		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
 	return s, nil
 }
@@ -265,6 +335,13 @@ func stateSource(st *store.Store) telemetry.StateSource {
 // Addr is the address the API listens on.
 func (s *Server) Addr() string { return s.listener.Addr().String() }
 
+// URL is the API's base URL (https when it serves TLS).
+func (s *Server) URL() string { return s.scheme + "://" + s.Addr() }
+
+// MetricsAddr is the address of the separate /metrics listener ("" when
+// there is none).
+func (s *Server) MetricsAddr() string { return s.metricsAddr }
+
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 
@@ -277,6 +354,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = s.http.Shutdown(sctx)
 		cancel()
+	}
+	if s.metrics != nil {
+		_ = s.metrics.Close()
 	}
 	if s.cancel != nil {
 		s.cancel()

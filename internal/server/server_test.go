@@ -244,7 +244,7 @@ func TestDeployThroughTemporal(t *testing.T) {
 	}
 
 	// /metrics has intend's own metrics and the Temporal SDK's.
-	resp, err := http.Get(c.Base + "/metrics")
+	resp, err := authGet(c, c.Base+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

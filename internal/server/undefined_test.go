@@ -26,7 +26,7 @@ type maybeUndefined struct {
 // adapter, every operation (validate, observe, create…) counted.
 func fsAdapterCalls(t *testing.T, c *apiclient.Client) float64 {
 	t.Helper()
-	resp, err := http.Get(c.Base + "/metrics")
+	resp, err := authGet(c, c.Base+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,8 +37,9 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `insert into deploy_requests (environment_id, kind, reason, agents, resource_ids, run)
-			values ($1::uuid, 'dryrun', $2, $3, $4, $5)`, envID, run.Reason, nilIfEmpty(agents), nilIfEmpty(ids), run.Run)
+		_, err = tx.Exec(ctx, `insert into deploy_requests (environment_id, kind, reason, agents, resource_ids, run, requested_by)
+			values ($1::uuid, 'dryrun', $2, $3, $4, $5, $6)`, envID, run.Reason, nilIfEmpty(agents), nilIfEmpty(ids), run.Run,
+			ActorOf(ctx))
 		return err
 	})
 	return run, err

@@ -69,6 +69,11 @@ type Settings struct {
 	// RecompileInterval is how often, in seconds, the server compiles the
 	// branch on its own (0 = only when asked).
 	RecompileInterval int `json:"recompile_interval"`
+	// AllowPush lets an environment with a RepoURL also take versions and
+	// models pushed over the API (intend export, intend deploy); without
+	// it, such an environment takes only what the server compiles from
+	// git, as seed 002's autonomous mode has it.
+	AllowPush bool `json:"allow_push"`
 }
 
 // DefaultSettings are the settings of a new environment.
@@ -100,6 +105,10 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 		switch k {
 		case "auto_deploy":
 			if json.Unmarshal(raw, &s.AutoDeploy) != nil {
+				bad("must be a boolean")
+			}
+		case "allow_push":
+			if json.Unmarshal(raw, &s.AllowPush) != nil {
 				bad("must be a boolean")
 			}
 		case "deploy_interval", "repair_interval":
@@ -171,12 +180,16 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			}
 			s.AutostartAgents = a
 		default:
-			bad("unknown setting (known: agent_timeout, auto_deploy, autostart_agents, deploy_interval, keep_versions, " +
+			bad("unknown setting (known: agent_timeout, allow_push, auto_deploy, autostart_agents, deploy_interval, keep_versions, " +
 				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff)")
 		}
 	}
 	return s, errs
 }
+
+// RefusesPush reports whether the environment compiles from git and so
+// refuses versions and models pushed over the API.
+func (s Settings) RefusesPush() bool { return s.RepoURL != "" && !s.AllowPush }
 
 // ServesAgent reports whether the embedded executor serves agent.
 func (s Settings) ServesAgent(agent string) bool {

@@ -30,13 +30,17 @@ type Request struct {
 	// Run is the deploy run that took the request; nil while queued, 0 when
 	// an automatic request had nothing to do.
 	Run *int64 `json:"run"`
+	// RequestedBy is the actor who asked for it (auth.Principal.Actor).
+	RequestedBy string `json:"requested_by,omitempty"`
 }
 
-const requestColumns = `id, kind, reason, agents, resource_ids, stale_before, requested_at, auto, run`
+const requestColumns = `id, kind, reason, agents, resource_ids, stale_before, requested_at, auto, run,
+	coalesce(requested_by, '')`
 
 func scanRequest(row pgx.Row) (Request, error) {
 	var r Request
-	return r, row.Scan(&r.ID, &r.Kind, &r.Reason, &r.Agents, &r.ResourceIDs, &r.StaleBefore, &r.RequestedAt, &r.Auto, &r.Run)
+	return r, row.Scan(&r.ID, &r.Kind, &r.Reason, &r.Agents, &r.ResourceIDs, &r.StaleBefore, &r.RequestedAt, &r.Auto, &r.Run,
+		&r.RequestedBy)
 }
 
 func insertRequest(ctx context.Context, q pgx.Tx, envID string, r Request) (Request, error) {
@@ -44,9 +48,9 @@ func insertRequest(ctx context.Context, q pgx.Tx, envID string, r Request) (Requ
 		return r, fmt.Errorf("request kind %q: want deploy, repair or dryrun", r.Kind)
 	}
 	return scanRequest(q.QueryRow(ctx, `insert into deploy_requests
-		(environment_id, kind, reason, agents, resource_ids, stale_before, auto)
-		values ($1::uuid, $2, $3, $4, $5, $6, $7) returning `+requestColumns,
-		envID, r.Kind, r.Reason, nilIfEmpty(r.Agents), nilIfEmpty(r.ResourceIDs), r.StaleBefore, r.Auto))
+		(environment_id, kind, reason, agents, resource_ids, stale_before, auto, requested_by)
+		values ($1::uuid, $2, $3, $4, $5, $6, $7, $8) returning `+requestColumns,
+		envID, r.Kind, r.Reason, nilIfEmpty(r.Agents), nilIfEmpty(r.ResourceIDs), r.StaleBefore, r.Auto, ActorOf(ctx)))
 }
 
 func nilIfEmpty(s []string) []string {

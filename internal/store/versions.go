@@ -21,6 +21,10 @@ type VersionInfo struct {
 	ReleasedAt    *time.Time `json:"released_at"`
 	ResourceCount int        `json:"resource_count"`
 	ChangedCount  int        `json:"changed_count"`
+	// ExportedBy and ReleasedBy are the actors (auth.Principal.Actor) who
+	// exported and released it; "" for versions from before the audit.
+	ExportedBy string `json:"exported_by,omitempty"`
+	ReleasedBy string `json:"released_by,omitempty"`
 }
 
 // VersionResource is one resource as stored in a version.
@@ -190,10 +194,11 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 	}
 	changed := len(rows) + len(closeIDs) - countBoth(rows, closeIDs)
 	var info VersionInfo
-	if err := tx.QueryRow(ctx, `insert into versions (environment_id, version, resource_count, changed_count)
-		values ($1::uuid, $2, $3, $4) returning version, created_at, released_at, resource_count, changed_count`,
-		envID, next, len(members), changed).
-		Scan(&info.Version, &info.CreatedAt, &info.ReleasedAt, &info.ResourceCount, &info.ChangedCount); err != nil {
+	if err := tx.QueryRow(ctx, `insert into versions (environment_id, version, resource_count, changed_count, exported_by)
+		values ($1::uuid, $2, $3, $4, $5) returning `+versionColumns,
+		envID, next, len(members), changed, ActorOf(ctx)).
+		Scan(&info.Version, &info.CreatedAt, &info.ReleasedAt, &info.ResourceCount, &info.ChangedCount,
+			&info.ExportedBy, &info.ReleasedBy); err != nil {
 		return VersionInfo{}, err
 	}
 	if _, err := tx.Exec(ctx, `update environments set last_version = $2, updated_at = now() where id = $1::uuid`, envID, next); err != nil {
@@ -231,23 +236,23 @@ func countBoth(rows [][]any, closed []string) int {
 
 // ListVersions returns the environment's versions, newest first.
 func (s *Store) ListVersions(ctx context.Context, envID string, limit int) ([]VersionInfo, error) {
-	rows, err := s.pool.Query(ctx, `select version, created_at, released_at, resource_count, changed_count
+	rows, err := s.pool.Query(ctx, `select `+versionColumns+`
 		from versions where environment_id = $1::uuid order by version desc limit $2`, envID, limit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VersionInfo, error) {
 		var v VersionInfo
-		return v, r.Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount)
+		return v, r.Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount, &v.ExportedBy, &v.ReleasedBy)
 	})
 }
 
 // GetVersion returns one version's metadata.
 func (s *Store) GetVersion(ctx context.Context, envID string, version int64) (VersionInfo, error) {
 	var v VersionInfo
-	err := s.pool.QueryRow(ctx, `select version, created_at, released_at, resource_count, changed_count
+	err := s.pool.QueryRow(ctx, `select `+versionColumns+`
 		from versions where environment_id = $1::uuid and version = $2`, envID, version).
-		Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount)
+		Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount, &v.ExportedBy, &v.ReleasedBy)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, fmt.Errorf("version %d: %w", version, ErrNotFound)
 	}
@@ -320,7 +325,7 @@ func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64)
 		if err != nil {
 			return err
 		}
-		v, err := scanVersion(tx.QueryRow(ctx, `select version, created_at, released_at, resource_count, changed_count
+		v, err := scanVersion(tx.QueryRow(ctx, `select `+versionColumns+`
 			from versions where environment_id = $1::uuid and version = $2`, envID, version))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("version %d: %w", version, ErrNotFound)
@@ -374,8 +379,9 @@ func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64)
 			return fmt.Errorf("orphan removed resources: %w", err)
 		}
 		changed += int(tag.RowsAffected())
-		if err := tx.QueryRow(ctx, `update versions set released_at = now()
-			where environment_id = $1::uuid and version = $2 returning released_at`, envID, version).Scan(&v.ReleasedAt); err != nil {
+		if err := tx.QueryRow(ctx, `update versions set released_at = now(), released_by = $3
+			where environment_id = $1::uuid and version = $2 returning released_at, coalesce(released_by, '')`, envID, version,
+			ActorOf(ctx)).Scan(&v.ReleasedAt, &v.ReleasedBy); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `update environments set released_version = $2, updated_at = now() where id = $1::uuid`,
@@ -397,7 +403,7 @@ func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64)
 
 func scanVersion(row pgx.Row) (VersionInfo, error) {
 	var v VersionInfo
-	return v, row.Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount)
+	return v, row.Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount, &v.ExportedBy, &v.ReleasedBy)
 }
 
 const runColumns = `run, version, action, reason, status, requested_at, started_at, finished_at,

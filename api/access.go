@@ -1,0 +1,287 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// Every route declares, where routes.go declares it, who may call it: the
+// role it needs and where that role must hold (in the environment the
+// route addresses, or globally). A route is a *Route, and only a *Route:
+// TestEveryRouteDeclaresItsAccess walks the router and fails on any other
+// handler, so a route cannot be added without a declaration.
+
+// Authenticator tells who a request's bearer credential names.
+type Authenticator interface {
+	// Authenticate returns the principal of credential (the text after
+	// "Bearer "). An error wrapping auth.ErrUnauthenticated is a 401;
+	// auth.ErrUnavailable a 503.
+	Authenticate(ctx context.Context, credential string) (auth.Principal, error)
+}
+
+// Scope is where a route's role must hold.
+type Scope int
+
+const (
+	// ScopeOpen needs no credentials (/healthz).
+	ScopeOpen Scope = iota
+	// ScopeGlobal needs the role in every environment (a global token):
+	// projects, new environments, tokens, /metrics.
+	ScopeGlobal
+	// ScopeAny needs the role in some environment; the handler shows only
+	// what the caller may see (the environment and project lists).
+	ScopeAny
+	// ScopePath needs the role in the environment of the {env} path
+	// parameter.
+	ScopePath
+	// ScopeHeader needs the role in the environment the
+	// X-Intend-Environment header names (the /lsm routes).
+	ScopeHeader
+)
+
+func (s Scope) String() string {
+	return [...]string{"open", "global", "any", "environment", "environment"}[s]
+}
+
+// Route is one route's declaration and handler: what it is (Action, also
+// the audit trail's name for it), who may call it, and the handler.
+type Route struct {
+	Action string
+	Role   auth.Role
+	Scope  Scope
+	s      *Server
+	h      handlerFunc
+}
+
+// route declares a route.
+func (s *Server) route(action string, role auth.Role, scope Scope, h handlerFunc) *Route {
+	return &Route{Action: action, Role: role, Scope: scope, s: s, h: h}
+}
+
+// The declarations routes.go uses.
+func (s *Server) open(action string, h handlerFunc) *Route {
+	return s.route(action, auth.RoleNone, ScopeOpen, h)
+}
+func (s *Server) global(action string, role auth.Role, h handlerFunc) *Route {
+	return s.route(action, role, ScopeGlobal, h)
+}
+func (s *Server) anyEnv(action string, role auth.Role, h handlerFunc) *Route {
+	return s.route(action, role, ScopeAny, h)
+}
+func (s *Server) inEnv(action string, role auth.Role, h handlerFunc) *Route {
+	return s.route(action, role, ScopePath, h)
+}
+func (s *Server) inLSMEnv(action string, role auth.Role, h handlerFunc) *Route {
+	return s.route(action, role, ScopeHeader, h)
+}
+
+type envKey struct{}
+
+// ServeHTTP authenticates the request, resolves and checks its
+// environment, checks the role, runs the handler and audits a write.
+func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := rt.s
+	if rt.Scope == ScopeOpen {
+		s.serve(rt.h)(w, r)
+		return
+	}
+	p, err := s.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="intend"`)
+		WriteError(w, r, s.log, err)
+		return
+	}
+	ctx := auth.WithPrincipal(r.Context(), p)
+	ctx = store.WithActor(ctx, p.Actor())
+	ctx = context.WithValue(ctx, auditDetailKey{}, &auditDetail{})
+	r = r.WithContext(ctx)
+	rec := &statusRecorder{ResponseWriter: w}
+	var env *store.Environment
+	err = func() error {
+		switch rt.Scope {
+		case ScopeGlobal:
+			if have := p.Global(); !have.Grants(rt.Role) {
+				return forbidden(rt, have, "every environment")
+			}
+		case ScopeAny:
+			if !p.Global().Grants(rt.Role) && !p.Anywhere(rt.Role) {
+				return forbidden(rt, p.Global(), "any environment")
+			}
+		case ScopePath, ScopeHeader:
+			e, err := s.resolveEnv(r, rt.Scope, p)
+			if e.ID != "" {
+				// Audited there, a probe from another tenant included.
+				env = &e
+			}
+			if err != nil {
+				return err
+			}
+			if have := p.In(e.ID, e.Name); !have.Grants(rt.Role) {
+				return forbidden(rt, have, "environment "+e.Name)
+			}
+			r = r.WithContext(context.WithValue(r.Context(), envKey{}, e))
+		}
+		return rt.h(rec, r)
+	}()
+	if err != nil {
+		WriteError(rec, r, s.log, storeProblem(err))
+	}
+	s.audit(r, rt, p, env, rec.status())
+}
+
+func forbidden(rt *Route, have auth.Role, where string) error {
+	return Forbidden("%s needs role %s in %s; the caller has %s", rt.Action, rt.Role, where, have)
+}
+
+// authenticate reads the bearer credential and asks the authenticator
+// who it names. Without an authenticator nobody is anyone: intend fails
+// closed.
+func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return auth.Principal{}, Unauthenticated("send \"Authorization: Bearer TOKEN\" with an API token " +
+			"(create one with `intend token create`)")
+	}
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
+		return auth.Principal{}, Unauthenticated("the Authorization header must be \"Bearer TOKEN\"")
+	}
+	if s.opts.Auth == nil {
+		return auth.Principal{}, Unauthenticated("this server accepts no credentials")
+	}
+	p, err := s.opts.Auth.Authenticate(r.Context(), strings.TrimSpace(cred))
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return p, Unauthenticated("%s", err.Error())
+	case errors.Is(err, auth.ErrUnavailable):
+		s.log.Warn("authentication unavailable", "error", err)
+		return p, Unavailable("credentials cannot be checked now; retry later")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return p, Unavailable("the request was cancelled or timed out")
+	}
+	return p, fmt.Errorf("authenticate: %w", err)
+}
+
+// resolveEnv finds the route's environment. One the caller may not see
+// is "not found", worded exactly as one that does not exist, so that
+// names do not leak across tenants.
+func (s *Server) resolveEnv(r *http.Request, scope Scope, p auth.Principal) (store.Environment, error) {
+	var ref string
+	if scope == ScopeHeader {
+		ref = r.Header.Get(EnvironmentHeader)
+		if ref == "" {
+			return store.Environment{}, BadRequest("the %s header is missing: name the environment (its id or name)", EnvironmentHeader)
+		}
+	} else {
+		v, err := pathParam(chi.URLParam(r, "env"))
+		if err != nil {
+			return store.Environment{}, err
+		}
+		ref = v
+	}
+	e, err := s.opts.Store.GetEnvironment(r.Context(), ref)
+	if err == nil && p.In(e.ID, e.Name) == auth.RoleNone {
+		err = fmt.Errorf("environment %q: %w", ref, store.ErrNotFound)
+	}
+	return e, err
+}
+
+// requestEnv is the environment the guard resolved for the request.
+func requestEnv(r *http.Request) (store.Environment, bool) {
+	e, ok := r.Context().Value(envKey{}).(store.Environment)
+	return e, ok
+}
+
+// principal is the request's principal (the zero one on open routes).
+func principal(r *http.Request) auth.Principal {
+	p, _ := auth.From(r.Context())
+	return p
+}
+
+// audit records a write (any method but GET and HEAD), and any refusal
+// of a known caller, in the audit trail. A failure to record is logged:
+// the request has been answered by then.
+func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.Environment, status int) {
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && status != http.StatusForbidden {
+		return
+	}
+	e := store.AuditEntry{
+		ActorKind: string(p.Kind), Actor: p.Actor(), RemoteAddr: remoteHost(r), Action: rt.Action,
+		Method: r.Method, Path: r.URL.Path, Status: status,
+	}
+	if env != nil && env.ID != "" {
+		e.EnvironmentID, e.Environment = &env.ID, env.Name
+	}
+	if d, ok := r.Context().Value(auditDetailKey{}).(*auditDetail); ok && d.v != nil {
+		if b, err := json.Marshal(d.v); err == nil {
+			e.Detail = b
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if err := s.opts.Store.Audit(ctx, e); err != nil {
+		s.log.Error("audit trail: entry not recorded", "action", rt.Action, "actor", e.Actor, "status", status, "error", err)
+	}
+}
+
+type auditDetailKey struct{}
+
+type auditDetail struct{ v any }
+
+// remoteHost is the client's address without its port.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers flush through the recorder.
+func (w *statusRecorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusRecorder) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}

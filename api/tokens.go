@@ -1,0 +1,279 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// The token, audit and identity routes: tokens are created, listed and
+// revoked by global admins; the secret is in the creation's answer only.
+
+// tokenRequest is the body of POST /api/v1/tokens.
+type tokenRequest struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Environments limits the token to these environments (ids or
+	// names); absent: every environment.
+	Environments []string `json:"environments"`
+	// Agents limits an executor token to these agents.
+	Agents []string `json:"agents"`
+	// ExpiresIn is a Go duration ("720h") or a number of seconds.
+	ExpiresIn *jsonDuration `json:"expires_in"`
+}
+
+// CreatedToken is the answer to a token's creation: the only time its
+// secret is shown.
+type CreatedToken struct {
+	store.Token
+	Secret string `json:"token"`
+}
+
+// jsonDuration reads "90m", "720h" or a whole number of seconds.
+type jsonDuration struct{ time.Duration }
+
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		d.Duration = time.Duration(n) * time.Second
+		return nil
+	}
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return errors.New("want a duration such as \"720h\" or a number of seconds")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("want a duration such as \"720h\" or a number of seconds")
+	}
+	d.Duration = v
+	return nil
+}
+
+// TokenLimits bounds what a token request may ask for.
+const (
+	maxTokenName = 128
+	maxTokenTTL  = 10 * 365 * 24 * time.Hour
+)
+
+// ValidateTokenName checks a token's name: printable, 1–128 characters.
+func ValidateTokenName(name string) error {
+	if name == "" || len(name) > maxTokenName {
+		return errors.New("must be 1 to 128 characters")
+	}
+	if strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return errors.New("must not hold control characters")
+	}
+	return nil
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
+	var req tokenRequest
+	if err := Decode(r, &req, s.opts.MaxBodyBytes); err != nil {
+		return err
+	}
+	var errs []FieldError
+	if err := ValidateTokenName(req.Name); err != nil {
+		errs = append(errs, FieldError{Field: "/name", Detail: err.Error()})
+	}
+	role, err := auth.ParseRole(req.Role)
+	if err != nil {
+		errs = append(errs, FieldError{Field: "/role", Detail: err.Error()})
+	}
+	if req.Environments != nil && len(req.Environments) == 0 {
+		errs = append(errs, FieldError{Field: "/environments", Detail: "is empty: leave it out for a token of every environment"})
+	}
+	if req.Agents != nil && role != auth.RoleExecutor {
+		errs = append(errs, FieldError{Field: "/agents", Detail: "only an executor token is limited to agents"})
+	}
+	var expires *time.Time
+	if req.ExpiresIn != nil {
+		if req.ExpiresIn.Duration <= 0 || req.ExpiresIn.Duration > maxTokenTTL {
+			errs = append(errs, FieldError{Field: "/expires_in", Detail: "must be more than 0 and at most 10 years"})
+		} else {
+			t := time.Now().Add(req.ExpiresIn.Duration)
+			expires = &t
+		}
+	}
+	var envIDs []string
+	for i, ref := range req.Environments {
+		e, err := s.opts.Store.GetEnvironment(r.Context(), ref)
+		if errors.Is(err, store.ErrNotFound) {
+			errs = append(errs, FieldError{Field: "/environments/" + strconv.Itoa(i), Detail: "no environment " + strconv.Quote(ref)})
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		envIDs = append(envIDs, e.ID)
+	}
+	if len(errs) > 0 {
+		return Validation("the token request is invalid", errs...)
+	}
+	secret := auth.NewSecret()
+	t, err := s.opts.Store.CreateToken(r.Context(), store.NewToken{
+		Name: req.Name, Role: role.String(), Environments: envIDs, Agents: req.Agents,
+		Hash: auth.Hash(secret), Hint: auth.Hint(secret), CreatedBy: principal(r).Actor(), ExpiresAt: expires,
+	})
+	if err != nil {
+		return err
+	}
+	noteAudit(r, map[string]any{"token_id": t.ID, "name": t.Name, "role": t.Role, "environments": t.Environments})
+	w.Header().Set("Cache-Control", "no-store")
+	WriteJSON(w, http.StatusCreated, CreatedToken{Token: t, Secret: secret})
+	return nil
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
+	revoked := r.URL.Query().Get("revoked") == "true"
+	ts, err := s.opts.Store.ListTokens(r.Context(), revoked)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, list[store.Token]{Items: nonNil(ts)})
+	return nil
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
+	ref, err := pathParam(chi.URLParam(r, "token"))
+	if err != nil {
+		return err
+	}
+	t, err := s.opts.Store.RevokeToken(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	noteAudit(r, map[string]any{"token_id": t.ID, "name": t.Name})
+	WriteJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// Whoami is who the caller is, as GET /api/v1/whoami tells it.
+type Whoami struct {
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	Actor string `json:"actor"`
+	// Role is the role in every environment ("none" when only some).
+	Role string `json:"role"`
+	// Environments are the names of the environments the caller sees,
+	// with its role in each.
+	Environments map[string]string `json:"environments"`
+}
+
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	es, err := s.visibleEnvironments(r, "")
+	if err != nil {
+		return err
+	}
+	out := Whoami{Kind: string(p.Kind), Name: p.Name, Actor: p.Actor(), Role: p.Global().String(),
+		Environments: map[string]string{}}
+	for _, e := range es {
+		out.Environments[e.Name] = p.In(e.ID, e.Name).String()
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// visibleEnvironments lists the environments (of project, when not "")
+// the caller has a role in.
+func (s *Server) visibleEnvironments(r *http.Request, project string) ([]store.Environment, error) {
+	es, err := s.opts.Store.ListEnvironments(r.Context(), project)
+	if err != nil {
+		return nil, err
+	}
+	p := principal(r)
+	return slices.DeleteFunc(es, func(e store.Environment) bool { return p.In(e.ID, e.Name) == auth.RoleNone }), nil
+}
+
+// noteAudit adds detail to the request's audit entry.
+func noteAudit(r *http.Request, v any) {
+	if d, ok := r.Context().Value(auditDetailKey{}).(*auditDetail); ok {
+		d.v = v
+	}
+}
+
+// auditQuery reads the audit filters of a request: actor, action
+// (exact, or a prefix ending in '.'), since and until (RFC 3339), limit
+// and before (the cursor).
+func auditQuery(r *http.Request) (store.AuditFilter, error) {
+	q := r.URL.Query()
+	f := store.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action")}
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Get(t.name); v != "" {
+			at, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return f, InvalidField("?"+t.name, "must be a time in RFC 3339 form, such as 2026-11-24T10:00:00Z")
+			}
+			*t.dst = at
+		}
+	}
+	limit, err := queryInt(r, "limit", 100, 1, 1000)
+	if err != nil {
+		return f, err
+	}
+	f.Limit = limit
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return f, InvalidField("?before", "must be an audit entry id (a positive whole number)")
+		}
+		f.Before = n
+	}
+	return f, nil
+}
+
+func (s *Server) writeAudit(w http.ResponseWriter, ctx context.Context, f store.AuditFilter) error {
+	es, err := s.opts.Store.ListAudit(ctx, f)
+	if err != nil {
+		return err
+	}
+	out := list[store.AuditEntry]{Items: nonNil(es)}
+	if len(es) == f.Limit {
+		out.Next = strconv.FormatInt(es[len(es)-1].ID, 10)
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// listAudit serves GET /api/v1/environments/{env}/audit.
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	f, err := auditQuery(r)
+	if err != nil {
+		return err
+	}
+	f.EnvironmentID = e.ID
+	return s.writeAudit(w, r.Context(), f)
+}
+
+// listGlobalAudit serves GET /api/v1/audit: every entry, or with
+// ?scope=global those of no environment (tokens, projects).
+func (s *Server) listGlobalAudit(w http.ResponseWriter, r *http.Request) error {
+	f, err := auditQuery(r)
+	if err != nil {
+		return err
+	}
+	switch r.URL.Query().Get("scope") {
+	case "", "all":
+	case "global":
+		f.Global = true
+	default:
+		return InvalidField("?scope", "must be all or global")
+	}
+	return s.writeAudit(w, r.Context(), f)
+}

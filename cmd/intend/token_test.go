@@ -1,0 +1,74 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/exectest"
+	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/internal/testenv"
+)
+
+// TestTokenCommands: the first admin token is made against the database
+// with nothing but its URL, and printed alone; with it, intend token
+// makes, lists (never the secret) and revokes tokens; a revoked token is
+// refused at once; whoami and audit tell who did what.
+func TestTokenCommands(t *testing.T) {
+	// Not parallel: see exectest.StartServer.
+	c, _, db := exectest.StartServer(t, server.Config{ReconcileEvery: time.Second})
+	envName := testenv.UniqueName(t, "tok")
+
+	out := ok(t, nil, "token", "create", "--database-url", db, "--name", "alice", "--role", "admin")
+	first := strings.TrimSpace(out)
+	if !strings.HasPrefix(first, auth.TokenPrefix) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("token create --database-url printed %q, want the secret alone on its line", out)
+	}
+	alice := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": first}
+	ok(t, alice, "env", "create", envName, "--project", "p-"+envName)
+
+	// A read token of the environment, made over the API.
+	out = ok(t, alice, "token", "create", "--name", "grafana", "--role", "read", "--environments", envName, "--expires-in", "720h")
+	reader := strings.TrimSpace(out)
+	readerVars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": reader, "INTEND_ENVIRONMENT": envName}
+	who := ok(t, readerVars, "token", "whoami")
+	if field(t, who, "actor") != "token:grafana" || rowOf(t, who, envName)[1] != "read" {
+		t.Errorf("whoami as grafana:\n%s", who)
+	}
+	ok(t, readerVars, "env", "show")
+	fails(t, readerVars, exitFailed, []string{"Forbidden (403)", "needs role operator"}, "halt")
+
+	list := ok(t, alice, "token", "list")
+	for _, name := range []string{"alice", "grafana", "bootstrap"} {
+		if !strings.Contains(list, name) {
+			t.Errorf("token list lacks %s:\n%s", name, list)
+		}
+	}
+	for _, secret := range []string{first, reader} {
+		if strings.Contains(list, secret[len(auth.TokenPrefix)+8:]) {
+			t.Errorf("token list shows a secret:\n%s", list)
+		}
+	}
+	ok(t, alice, "token", "revoke", "grafana")
+	fails(t, readerVars, exitFailed, []string{"Unauthenticated (401)"}, "env", "show")
+
+	// Without a token: 401, and the message says how to get one.
+	fails(t, map[string]string{"INTEND_SERVER": c.Base}, exitFailed, []string{"Unauthenticated (401)", "intend token create"},
+		"env", "list")
+	// Bad input is a usage error before anything is sent.
+	fails(t, alice, exitUsage, []string{"--role", "unknown role"}, "token", "create", "--name", "x", "--role", "root")
+	fails(t, alice, exitUsage, []string{"--expires-in"}, "token", "create", "--name", "x", "--role", "read", "--expires-in", "soon")
+
+	audit := ok(t, alice, "audit", "--all", "--actor", "token:alice")
+	for _, action := range []string{"token.create", "token.revoke", "environment.create"} {
+		if !strings.Contains(audit, action) {
+			t.Errorf("the audit trail lacks alice's %s:\n%s", action, audit)
+		}
+	}
+	envAudit := ok(t, map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": first, "INTEND_ENVIRONMENT": envName}, "audit")
+	if !strings.Contains(envAudit, "token:grafana") || !strings.Contains(envAudit, "environment.halt") ||
+		!strings.Contains(envAudit, "403") {
+		t.Errorf("the environment's audit trail lacks grafana's refused halt:\n%s", envAudit)
+	}
+}

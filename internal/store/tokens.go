@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Token is an API token as lists show it: never its secret.
+type Token struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Environments are the ids of the environments it reaches; nil: all.
+	Environments []string `json:"environments"`
+	// Agents limits an executor token to these agents; nil: all.
+	Agents     []string   `json:"agents,omitempty"`
+	Hint       string     `json:"hint"`
+	CreatedBy  string     `json:"created_by"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+}
+
+// NewToken is a token to store. Hash and Hint come from the secret
+// (auth.Hash, auth.Hint); the secret itself is never stored.
+type NewToken struct {
+	Name         string
+	Role         string
+	Environments []string
+	Agents       []string
+	Hash         []byte
+	Hint         string
+	CreatedBy    string
+	ExpiresAt    *time.Time
+}
+
+const tokenColumns = `id::text, name, role, environments::text[], agents, hint, created_by, created_at, expires_at,
+	last_used_at, revoked_at`
+
+func scanToken(row pgx.Row) (Token, error) {
+	var t Token
+	err := row.Scan(&t.ID, &t.Name, &t.Role, &t.Environments, &t.Agents, &t.Hint, &t.CreatedBy, &t.CreatedAt,
+		&t.ExpiresAt, &t.LastUsedAt, &t.RevokedAt)
+	return t, err
+}
+
+// CreateToken stores a token. A live token of the same name is a
+// conflict (names are how people tell tokens apart).
+func (s *Store) CreateToken(ctx context.Context, in NewToken) (Token, error) {
+	t, err := scanToken(s.pool.QueryRow(ctx, `insert into api_tokens
+		(name, role, environments, agents, hash, hint, created_by, expires_at)
+		values ($1, $2, $3::uuid[], $4, $5, $6, $7, $8) returning `+tokenColumns,
+		in.Name, in.Role, in.Environments, in.Agents, in.Hash, in.Hint, in.CreatedBy, in.ExpiresAt))
+	if isUniqueViolation(err, "api_tokens_live_name") {
+		return t, fmt.Errorf("a token named %q exists already: %w", in.Name, ErrConflict)
+	}
+	if isUniqueViolation(err, "") {
+		return t, fmt.Errorf("this secret is stored already: %w", ErrConflict)
+	}
+	return t, err
+}
+
+// EnsureToken stores a token unless one with the same secret exists
+// (revoked or not: a revoked bootstrap token stays revoked). It reports
+// the token and whether it was created.
+func (s *Store) EnsureToken(ctx context.Context, in NewToken) (Token, bool, error) {
+	t, err := scanToken(s.pool.QueryRow(ctx, `select `+tokenColumns+` from api_tokens where hash = $1`, in.Hash))
+	if err == nil {
+		return t, false, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return t, false, err
+	}
+	t, err = s.CreateToken(ctx, in)
+	if errors.Is(err, ErrConflict) {
+		// Another replica stored it at the same time, or a live token of
+		// the same name has another secret (the conflict stands).
+		other, oerr := scanToken(s.pool.QueryRow(ctx, `select `+tokenColumns+` from api_tokens where hash = $1`, in.Hash))
+		if oerr == nil {
+			return other, false, nil
+		}
+		return t, false, err
+	}
+	return t, err == nil, err
+}
+
+// TokenByHash returns the live token (not revoked, not expired) whose
+// secret hashes to hash, and marks it used (at most once a minute, so
+// that a busy client does not write on every request). ErrNotFound when
+// there is none.
+func (s *Store) TokenByHash(ctx context.Context, hash []byte) (Token, error) {
+	t, err := scanToken(s.pool.QueryRow(ctx, `select `+tokenColumns+` from api_tokens
+		where hash = $1 and revoked_at is null and (expires_at is null or expires_at > now())`, hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, fmt.Errorf("token: %w", ErrNotFound)
+	}
+	if err != nil {
+		return t, err
+	}
+	if t.LastUsedAt == nil || time.Since(*t.LastUsedAt) > time.Minute {
+		if _, err := s.pool.Exec(ctx, `update api_tokens set last_used_at = now() where id = $1`, t.ID); err != nil {
+			return t, fmt.Errorf("mark token used: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// ListTokens returns the tokens, newest first; revoked ones only with
+// revoked.
+func (s *Store) ListTokens(ctx context.Context, revoked bool) ([]Token, error) {
+	rows, err := s.pool.Query(ctx, `select `+tokenColumns+` from api_tokens
+		where $1 or revoked_at is null order by created_at desc, id`, revoked)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Token, error) { return scanToken(r) })
+}
+
+// RevokeToken revokes the live token with this id or name; from the next
+// request on, on every server, it authenticates nothing.
+func (s *Store) RevokeToken(ctx context.Context, ref string) (Token, error) {
+	t, err := scanToken(s.pool.QueryRow(ctx, `update api_tokens set revoked_at = now()
+		where (id::text = $1 or name = $1) and revoked_at is null returning `+tokenColumns, ref))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, fmt.Errorf("token %q: %w", ref, ErrNotFound)
+	}
+	return t, err
+}
