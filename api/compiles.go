@@ -72,11 +72,7 @@ func (s *Server) listCompiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := list[store.Compile]{Items: nonNil(cs)}
-	if len(cs) == limit {
-		out.Next = strconv.FormatInt(cs[len(cs)-1].ID, 10)
-	}
-	WriteJSON(w, http.StatusOK, out)
+	writePage(w, cs, limit, func(c store.Compile) string { return strconv.FormatInt(c.ID, 10) })
 	return nil
 }
 

@@ -352,11 +352,7 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := list[store.ResourceState]{Items: nonNil(rs)}
-	if len(rs) == limit {
-		out.Next = rs[len(rs)-1].ResourceID
-	}
-	WriteJSON(w, http.StatusOK, out)
+	writePage(w, rs, limit, func(r store.ResourceState) string { return r.ResourceID })
 	return nil
 }
 
@@ -452,11 +448,7 @@ func (s *Server) writeActions(w http.ResponseWriter, r *http.Request, e store.En
 	if err != nil {
 		return err
 	}
-	out := list[store.Action]{Items: nonNil(acts)}
-	if len(acts) == limit {
-		out.Next = strconv.FormatInt(acts[len(acts)-1].ID, 10)
-	}
-	WriteJSON(w, http.StatusOK, out)
+	writePage(w, acts, limit, func(a store.Action) string { return strconv.FormatInt(a.ID, 10) })
 	return nil
 }
 

@@ -117,11 +117,7 @@ func (s *Server) listInventory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := list[store.ServiceInstance]{Items: nonNil(items)}
-	if len(items) == limit {
-		out.Next = items[len(items)-1].ID
-	}
-	WriteJSON(w, http.StatusOK, out)
+	writePage(w, items, limit, func(i store.ServiceInstance) string { return i.ID })
 	return nil
 }
 

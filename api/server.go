@@ -137,6 +137,16 @@ type list[T any] struct {
 	Next string `json:"next,omitempty"`
 }
 
+// writePage writes one page of a list: a full page (limit items) names
+// the cursor of the next, the last item's.
+func writePage[T any](w http.ResponseWriter, items []T, limit int, cursor func(T) string) {
+	out := list[T]{Items: nonNil(items)}
+	if limit > 0 && len(items) == limit {
+		out.Next = cursor(items[len(items)-1])
+	}
+	WriteJSON(w, http.StatusOK, out)
+}
+
 func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {

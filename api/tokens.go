@@ -234,16 +234,12 @@ func auditQuery(r *http.Request) (store.AuditFilter, error) {
 	return f, nil
 }
 
-func (s *Server) writeAudit(w http.ResponseWriter, ctx context.Context, f store.AuditFilter) error {
+func (s *Server) writeAudit(ctx context.Context, w http.ResponseWriter, f store.AuditFilter) error {
 	es, err := s.opts.Store.ListAudit(ctx, f)
 	if err != nil {
 		return err
 	}
-	out := list[store.AuditEntry]{Items: nonNil(es)}
-	if len(es) == f.Limit {
-		out.Next = strconv.FormatInt(es[len(es)-1].ID, 10)
-	}
-	WriteJSON(w, http.StatusOK, out)
+	writePage(w, es, f.Limit, func(e store.AuditEntry) string { return strconv.FormatInt(e.ID, 10) })
 	return nil
 }
 
@@ -258,7 +254,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.EnvironmentID = e.ID
-	return s.writeAudit(w, r.Context(), f)
+	return s.writeAudit(r.Context(), w, f)
 }
 
 // listGlobalAudit serves GET /api/v1/audit: every entry, or with
@@ -275,5 +271,5 @@ func (s *Server) listGlobalAudit(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return InvalidField("?scope", "must be all or global")
 	}
-	return s.writeAudit(w, r.Context(), f)
+	return s.writeAudit(r.Context(), w, f)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/tlsfiles/certtest"
 )
 
 // TestTokenCommands: the first admin token is made against the database
@@ -71,4 +72,27 @@ func TestTokenCommands(t *testing.T) {
 		!strings.Contains(envAudit, "403") {
 		t.Errorf("the environment's audit trail lacks grafana's refused halt:\n%s", envAudit)
 	}
+}
+
+// TestCLIOverTLS: the CLI reaches a TLS server whose certificate a
+// private CA signed with --ca-cert (or INTEND_CA_CERT), and refuses it
+// without.
+func TestCLIOverTLS(t *testing.T) {
+	// Not parallel: see exectest.StartServer.
+	dir := t.TempDir()
+	ca := certtest.NewCA(t)
+	caFile := ca.WriteCA(t, dir, "ca.pem")
+	cert, key := ca.WritePair(t, dir, "server", "intend", "127.0.0.1")
+	c, _, _ := exectest.StartServer(t, server.Config{TLSCert: cert, TLSKey: key})
+	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token}
+	if out := ok(t, vars, "token", "whoami", "--ca-cert", caFile); field(t, out, "actor") != "token:bootstrap" {
+		t.Errorf("whoami over TLS:\n%s", out)
+	}
+	vars["INTEND_CA_CERT"] = caFile
+	ok(t, vars, "token", "whoami")
+	delete(vars, "INTEND_CA_CERT")
+	if r := cli(t, vars, "token", "whoami"); r.err == nil || !strings.Contains(r.err.Error(), "certificate") {
+		t.Errorf("a server signed by an unknown CA was trusted: %s", r)
+	}
+	fails(t, vars, exitUsage, []string{"/does/not/exist.pem"}, "token", "whoami", "--ca-cert", "/does/not/exist.pem")
 }
