@@ -88,6 +88,7 @@ BENCH_N ?= 10000
 bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./adapters/... ./internal/intent/
 	$(GO) test -run '^$$' -bench P8 -benchtime 5x -benchmem ./internal/compiler/   # P8: compile of 1 / 1,000 service instances
+	CI=$${CI:-1} $(GO) test -run '^$$' -bench 'Authenticate|GuardedRead' -benchtime 2000x ./api/   # what authentication adds per request
 	$(GO) run ./cmd/intend-bench -n $(BENCH_N)
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm; fi
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000   # P7: 1,000 service instances at once, then single creates

@@ -57,7 +57,7 @@ func (d *recordingScheduler) seen() []string {
 }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *httptest.Server
 	sched *recordingScheduler
 	st    *store.Store
@@ -67,7 +67,7 @@ type fixture struct {
 	token string
 }
 
-func newFixture(t *testing.T, opts api.Options) *fixture {
+func newFixture(t testing.TB, opts api.Options) *fixture {
 	t.Helper()
 	st, err := store.Open(context.Background(), testenv.Database(t))
 	if err != nil {
