@@ -151,7 +151,7 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return auth.Principal{}, Unauthenticated("send \"Authorization: Bearer TOKEN\" with an API token " +
-			"(create one with `intend token create`)")
+			"(the CLI sends --token or INTEND_TOKEN; an admin makes one with `intend token create`)")
 	}
 	scheme, cred, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {

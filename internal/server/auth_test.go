@@ -100,6 +100,10 @@ func TestRCEPathNeedsAuthor(t *testing.T) {
 		if status(err) == 0 || status(err) == 201 {
 			t.Errorf("%s created a project: %v", who, err)
 		}
+		err = c.Do(ctx, http.MethodPost, "/api/v1/environments", map[string]any{"project": "p-" + env, "name": "x-" + env}, nil)
+		if status(err) == 0 || status(err) == 201 {
+			t.Errorf("%s created an environment: %v", who, err)
+		}
 		if _, err := c.ExportVersion(ctx, env, cmdVersion); status(err) != want {
 			t.Errorf("%s exported: %v, want %d", who, err, want)
 		}
