@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +83,17 @@ func DefaultSettings() Settings {
 		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main"}
 }
 
+// The largest values of the settings that are durations or counts: a
+// period longer than a year is a mistake (and 18446744074 seconds would
+// overflow a time.Duration into a 290 ms loop).
+const (
+	MaxInterval     = 366 * 24 * 3600
+	MaxAgentTimeout = 7 * 24 * 3600
+	MaxKeepVersions = 1_000_000
+)
+
+const intervalRule = "must be a whole number of seconds from 0 (off) to 31622400 (a year)"
+
 // SettingError names one invalid setting.
 type SettingError struct {
 	Key    string
@@ -113,8 +125,8 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			}
 		case "deploy_interval", "repair_interval":
 			var n int
-			if json.Unmarshal(raw, &n) != nil || n < 0 {
-				bad("must be a whole number of seconds, 0 or more")
+			if json.Unmarshal(raw, &n) != nil || n < 0 || n > MaxInterval {
+				bad(intervalRule)
 				continue
 			}
 			if k == "deploy_interval" {
@@ -138,15 +150,15 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			s.RetryBackoff = n
 		case "keep_versions":
 			var n int
-			if json.Unmarshal(raw, &n) != nil || n < 0 {
-				bad("must be a whole number of versions, 0 (keep all) or more")
+			if json.Unmarshal(raw, &n) != nil || n < 0 || n > MaxKeepVersions {
+				bad("must be a whole number of versions from 0 (keep all) to " + strconv.Itoa(MaxKeepVersions))
 				continue
 			}
 			s.KeepVersions = n
 		case "agent_timeout":
 			var n int
-			if json.Unmarshal(raw, &n) != nil || n < 1 {
-				bad("must be a whole number of seconds, 1 or more")
+			if json.Unmarshal(raw, &n) != nil || n < 1 || n > MaxAgentTimeout {
+				bad("must be a whole number of seconds from 1 to " + strconv.Itoa(MaxAgentTimeout) + " (a week)")
 				continue
 			}
 			s.AgentTimeout = n
@@ -167,8 +179,8 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			s.RepoBranch = b
 		case "recompile_interval":
 			var n int
-			if json.Unmarshal(raw, &n) != nil || n < 0 {
-				bad("must be a whole number of seconds, 0 (off) or more")
+			if json.Unmarshal(raw, &n) != nil || n < 0 || n > MaxInterval {
+				bad(intervalRule)
 				continue
 			}
 			s.RecompileInterval = n
@@ -219,9 +231,25 @@ var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`)
 // or digit. Environment names appear in workflow ids and task queues.
 func ValidateName(name string) error {
 	if !namePattern.MatchString(name) {
-		return fmt.Errorf("name %q must be 1-63 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit", name)
+		return fmt.Errorf("name %q must be 1-63 lower-case letters, digits, '-' or '_', starting and ending with a letter or digit",
+			truncateName(name))
+	}
+	if idPattern.MatchString(name) {
+		// Paths take an id or a name: a name shaped like an id would
+		// name another environment's id.
+		return fmt.Errorf("name %q has the form of an id (a UUID); choose a name that is not one", name)
 	}
 	return nil
+}
+
+var idPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// truncateName keeps an error about a long name short.
+func truncateName(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
 }
 
 // CreateProject stores a new project.
