@@ -62,6 +62,15 @@ type Route struct {
 	Scope  Scope
 	s      *Server
 	h      handlerFunc
+	// bulk marks a route whose body may be large (exports): it gets
+	// Options.BulkBodyTimeout to arrive instead of Options.BodyTimeout.
+	bulk bool
+}
+
+// withBulkBody marks rt as taking large bodies.
+func (rt *Route) withBulkBody() *Route {
+	rt.bulk = true
+	return rt
 }
 
 // route declares a route.
@@ -92,6 +101,16 @@ type envKey struct{}
 // environment, checks the role, runs the handler and audits a write.
 func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := rt.s
+	// The body must arrive in time: a client that trickles it holds a
+	// connection and a goroutine, so bound it (the headers are bounded by
+	// the http.Server's ReadHeaderTimeout).
+	timeout := s.opts.BodyTimeout
+	if rt.bulk {
+		timeout = s.opts.BulkBodyTimeout
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	}
 	if rt.Scope == ScopeOpen {
 		s.serve(rt.h)(w, r)
 		return

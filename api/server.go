@@ -59,6 +59,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxExportBytes limits version exports (default 256 MiB).
 	MaxExportBytes int64
+	// BodyTimeout bounds how long a request's body may take to arrive
+	// (default 60 s); BulkBodyTimeout that of exports and model uploads
+	// (default 10 minutes).
+	BodyTimeout, BulkBodyTimeout time.Duration
 }
 
 // Server is intend's REST API.
@@ -77,6 +81,12 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxExportBytes <= 0 {
 		opts.MaxExportBytes = 256 << 20
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = time.Minute
+	}
+	if opts.BulkBodyTimeout <= 0 {
+		opts.BulkBodyTimeout = 10 * time.Minute
 	}
 	return &Server{opts: opts, log: opts.Log}
 }

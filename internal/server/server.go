@@ -244,7 +244,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			},
 		},
 	})
-	s.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {
 		tf, err := tlsfiles.NewServer(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log)
 		if err != nil {
