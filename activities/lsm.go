@@ -88,7 +88,7 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 		Sets: in.Sets, Deleted: in.Deleted, Event: event, Errors: nullJSON(in.Errors),
 	}
 	if r := in.Request; r != nil && r.Key != "" {
-		ch.Request = &store.IdempotentRequest{Key: r.Key, Hash: r.Hash, Status: r.Status}
+		ch.Request = &store.IdempotentRequest{Scope: r.Scope, Key: r.Key, Hash: r.Hash, Status: r.Status}
 	}
 	inst, err := l.Store.ApplyInstanceChange(ctx, in.EnvironmentID, ch)
 	if errors.Is(err, store.ErrConflict) {

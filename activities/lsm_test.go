@@ -164,11 +164,11 @@ func TestApplyTransfer(t *testing.T) {
 	if err := json.Unmarshal(log[0].Event, &ev); err != nil || ev.Trigger != "create" || ev.Request != "k1" {
 		t.Errorf("logged event = %s %v", log[0].Event, err)
 	}
-	resp, ok, err := s.st.LookupRequest(ctx, s.env.ID, "k1")
+	resp, ok, err := s.st.LookupRequest(ctx, s.env.ID, "", "k1")
 	if err != nil || !ok || resp.Status != 201 || !strings.Contains(string(resp.Response), `"state": "start"`) && !strings.Contains(string(resp.Response), `"state":"start"`) {
 		t.Errorf("stored response = %+v %v %v", resp, ok, err)
 	}
-	if _, ok, _ := s.st.LookupRequest(ctx, s.env.ID, "k2"); ok {
+	if _, ok, _ := s.st.LookupRequest(ctx, s.env.ID, "", "k2"); ok {
 		t.Error("the retry stored a response for its key")
 	}
 

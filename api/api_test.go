@@ -225,7 +225,7 @@ func TestProblems(t *testing.T) {
 		{"unknown environment", "GET", "/api/v1/environments/nope", "", 404, "not-found", "", `environment "nope"`},
 		{"unknown project", "POST", "/api/v1/environments", `{"project":"nope","name":"x"}`, 422, "invalid-field", "/project", "nope"},
 		{"unknown setting", "PATCH", "/api/v1/environments/prob", `{"settings":{"colour":1}}`, 422, "validation", "/settings/colour", "unknown setting"},
-		{"bad setting", "PATCH", "/api/v1/environments/prob", `{"settings":{"deploy_interval":-1}}`, 422, "validation", "/settings/deploy_interval", "0 or more"},
+		{"bad setting", "PATCH", "/api/v1/environments/prob", `{"settings":{"deploy_interval":-1}}`, 422, "validation", "/settings/deploy_interval", "from 0 (off) to 31622400"},
 		{"rename", "PATCH", "/api/v1/environments/prob", `{"name":"other"}`, 422, "invalid-field", "/name", "cannot change"},
 		{"export too large", "PUT", "/api/v1/environments/prob/versions", big, 413, "body-too-large", "", "4096"},
 		{"cycle", "PUT", "/api/v1/environments/prob/versions",

@@ -129,6 +129,8 @@ type lsmWrite struct {
 	body   []byte
 	key    string
 	hash   []byte
+	// scope is the endpoint the key is used on: the method and the path.
+	scope string
 }
 
 // beginWrite resolves the environment and the entity, reads the body and,
@@ -156,7 +158,8 @@ func (s *Server) beginWrite(w http.ResponseWriter, r *http.Request) (lw lsmWrite
 		return lw, false, err
 	}
 	lw.hash = requestHash(r, lw.body)
-	stored, ok, err := s.opts.Store.LookupRequest(r.Context(), lw.env.ID, lw.key)
+	lw.scope = r.Method + " " + r.URL.EscapedPath()
+	stored, ok, err := s.opts.Store.LookupRequest(r.Context(), lw.env.ID, lw.scope, lw.key)
 	if err != nil || !ok {
 		return lw, false, err
 	}
@@ -195,8 +198,8 @@ func requestHash(r *http.Request, body []byte) []byte {
 
 // keyReused refuses a key that names another request.
 func keyReused(key string) *Problem {
-	return Validation(fmt.Sprintf("the %s %q was used for another request (another method, path or body) within the "+
-		"last 24 hours; use a new key for a new request", IdempotencyKeyHeader, key))
+	return Validation(fmt.Sprintf("the %s %q was used on this endpoint for another request (another body or query) "+
+		"within the last 24 hours; use a new key for a new request", IdempotencyKeyHeader, key))
 }
 
 // send sends req and writes the instance as written with status. With an
@@ -209,8 +212,10 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 	req.Environment, req.Entity, req.Actor = lw.env, lw.entity.Entity, principal(r).Actor()
 	noteAudit(r, map[string]any{"entity": lw.entity.Name, "instance": req.InstanceID, "op": req.Op})
 	if lw.key != "" {
-		req.UpdateID = lw.key
-		req.Idempotent = &store.IdempotentRequest{Key: lw.key, Hash: lw.hash, Status: status}
+		// The instance's workflow takes an update id once: the key with
+		// its endpoint, so that one key on two endpoints is two requests.
+		req.UpdateID = lw.key + " " + lw.scope
+		req.Idempotent = &store.IdempotentRequest{Scope: lw.scope, Key: lw.key, Hash: lw.hash, Status: status}
 	} else {
 		req.UpdateID = newUUID()
 	}
@@ -221,7 +226,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 	if lw.key != "" {
 		// Temporal applies an update id once: a concurrent request with
 		// the same key but another body got the first one's result.
-		stored, ok, err := s.opts.Store.LookupRequest(r.Context(), lw.env.ID, lw.key)
+		stored, ok, err := s.opts.Store.LookupRequest(r.Context(), lw.env.ID, lw.scope, lw.key)
 		if err != nil {
 			return err
 		}

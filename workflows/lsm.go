@@ -174,6 +174,7 @@ type InstanceExport struct {
 // store keeps the instance as written as the first response, in the
 // transfer's transaction.
 type IdempotentRequest struct {
+	Scope  string
 	Key    string
 	Hash   []byte
 	Status int

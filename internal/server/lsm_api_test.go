@@ -243,11 +243,17 @@ func TestServiceInventoryWrites(t *testing.T) {
 		t.Fatalf("after the refusals: %+v, %v", inst, err)
 	}
 
-	// PATCH v1: memory 4; the old active set goes to rollback.
-	r = lsmDo(t, c, env, http.MethodPatch, item, "", map[string]any{"current_version": inst.Version,
-		"attributes": map[string]any{"memory": 4}})
+	// PATCH v1: memory 4; the old active set goes to rollback. The
+	// create's key is sent again: a key is scoped to its endpoint, so on
+	// this one it names a new request, and a repeat here replays it.
+	patch := map[string]any{"current_version": inst.Version, "attributes": map[string]any{"memory": 4}}
+	r = lsmDo(t, c, env, http.MethodPatch, item, "create-web", patch)
 	if r.status != 200 || r.instance(t).State != "update_start" || r.instance(t).Version != inst.Version+1 {
 		t.Fatalf("patch v1: %d %s", r.status, r.body)
+	}
+	if again := lsmDo(t, c, env, http.MethodPatch, item, "create-web", patch); again.status != 200 ||
+		again.header.Get("Idempotent-Replayed") != "true" || again.instance(t).Version != inst.Version+1 {
+		t.Errorf("repeated patch v1: %d %s", again.status, again.body)
 	}
 	inst = waitState(t, c, env, id, "up", "update_rejected", "update_failed", "failed")
 	if got, _ := readFile(t, conf); got != "memory=4\n" {

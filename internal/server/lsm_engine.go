@@ -48,7 +48,7 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 	wfID := workflows.ServiceInstanceWorkflowID(env.Name, entity, req.InstanceID)
 	var idem *workflows.IdempotentRequest
 	if r := req.Idempotent; r != nil {
-		idem = &workflows.IdempotentRequest{Key: r.Key, Hash: r.Hash, Status: r.Status}
+		idem = &workflows.IdempotentRequest{Scope: r.Scope, Key: r.Key, Hash: r.Hash, Status: r.Status}
 	}
 	opts := client.UpdateWorkflowOptions{
 		UpdateID:     req.UpdateID,

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -112,8 +113,11 @@ type Server struct {
 	metrics   *http.Server
 	// scheme is http or https; metricsAddr the metrics listener's address.
 	scheme, metricsAddr string
-	cancel              context.CancelFunc
-	wg                  sync.WaitGroup
+	// lastPrune is when the reconciler last pruned expired idempotent
+	// responses (unix nanoseconds).
+	lastPrune atomic.Int64
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // Registry returns the adapters built into intend (listed in
@@ -507,6 +511,7 @@ func (s *Server) reconcile(ctx context.Context) {
 	}
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
+	s.pruneRequests(ctx)
 }
 
 // reconcileModels announces the newest model sources that were not

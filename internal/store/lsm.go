@@ -305,6 +305,9 @@ type InstanceChange struct {
 
 // IdempotentRequest is a request with an Idempotency-Key.
 type IdempotentRequest struct {
+	// Scope is the endpoint the key was used on (method and path): a
+	// key names one request per endpoint.
+	Scope  string
 	Key    string
 	Hash   []byte // of the method, path and body
 	Status int
@@ -384,9 +387,14 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `insert into lsm_requests (environment_id, key, request_hash, status, response)
-				values ($1::uuid, $2, $3, $4, $5) on conflict (environment_id, key) do nothing`,
-				envID, r.Key, r.Hash, r.Status, body); err != nil {
+			// The first response stays; one that expired (not yet pruned)
+			// gives way to the new request's.
+			if _, err := tx.Exec(ctx, `insert into lsm_requests (environment_id, scope, key, request_hash, status, response)
+				values ($1::uuid, $2, $3, $4, $5, $6) on conflict (environment_id, scope, key) do update
+				set request_hash = excluded.request_hash, status = excluded.status, response = excluded.response,
+				    created_at = now()
+				where lsm_requests.created_at <= now() - `+requestRetention,
+				envID, r.Scope, r.Key, r.Hash, r.Status, body); err != nil {
 				return fmt.Errorf("store the response to request %s: %w", r.Key, err)
 			}
 		}
@@ -489,10 +497,11 @@ type StoredResponse struct {
 
 // LookupRequest returns the stored response to the request with key, if
 // there is one younger than a day.
-func (s *Store) LookupRequest(ctx context.Context, envID, key string) (StoredResponse, bool, error) {
+func (s *Store) LookupRequest(ctx context.Context, envID, scope, key string) (StoredResponse, bool, error) {
 	var r StoredResponse
 	err := s.pool.QueryRow(ctx, `select request_hash, status, response from lsm_requests
-		where environment_id = $1::uuid and key = $2 and created_at > now() - interval '1 day'`, envID, key).
+		where environment_id = $1::uuid and scope = $2 and key = $3 and created_at > now() - `+requestRetention,
+		envID, scope, key).
 		Scan(&r.Hash, &r.Status, &r.Response)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
@@ -500,9 +509,13 @@ func (s *Store) LookupRequest(ctx context.Context, envID, key string) (StoredRes
 	return r, err == nil, err
 }
 
-// PruneRequests deletes the stored responses older than a day.
+// requestRetention is how long the first response to an idempotent
+// request is kept (SQL).
+const requestRetention = `interval '1 day'`
+
+// PruneRequests deletes the stored responses older than their retention.
 func (s *Store) PruneRequests(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `delete from lsm_requests where created_at <= now() - interval '1 day'`)
+	tag, err := s.pool.Exec(ctx, `delete from lsm_requests where created_at <= now() - `+requestRetention)
 	return tag.RowsAffected(), err
 }
 

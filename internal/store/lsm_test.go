@@ -42,7 +42,7 @@ func TestServiceInventory(t *testing.T) {
 	if live() {
 		t.Error("a fresh environment has live instances")
 	}
-	req := &store.IdempotentRequest{Key: "k1", Hash: []byte{1}, Status: 201}
+	req := &store.IdempotentRequest{Scope: "POST /lsm/v1/service_inventory/vm", Key: "k1", Hash: []byte{1}, Status: 201}
 	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "web", State: "start",
 		Sets:  lsm.Sets{Candidate: map[string]any{"name": "web", "memory": 2.0}},
 		Event: json.RawMessage(`{"trigger": "create", "target": "start"}`), Request: req}
@@ -60,7 +60,7 @@ func TestServiceInventory(t *testing.T) {
 	if again, err := st.ApplyInstanceChange(ctx, e.ID, create); err != nil || again.Version != 1 {
 		t.Errorf("repeat: %+v, %v", again, err)
 	}
-	stored, ok, err := st.LookupRequest(ctx, e.ID, "k1")
+	stored, ok, err := st.LookupRequest(ctx, e.ID, req.Scope, "k1")
 	if err != nil || !ok || stored.Status != 201 {
 		t.Fatalf("stored request: %+v %v %v", stored, ok, err)
 	}
@@ -140,5 +140,60 @@ func TestServiceInventory(t *testing.T) {
 	}
 	if ent, _ := st.GetEntity(ctx, e.ID, "vm"); len(ent.Attributes) != 3 || ent.ModelHash != "h3" {
 		t.Errorf("after the update: %+v", ent)
+	}
+}
+
+// TestIdempotencyKeys: a key names one request per endpoint; the first
+// response stays for a day, then a new request under the key stores its
+// own; pruning removes what expired.
+func TestIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	st, _, conn := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
+		t.Fatal(err)
+	}
+	const id = "7a1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	scope := "POST /lsm/v1/service_inventory/vm"
+	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "db", State: "start",
+		Sets:    lsm.Sets{Candidate: map[string]any{"name": "db"}},
+		Event:   json.RawMessage(`{"trigger": "create", "target": "start"}`),
+		Request: &store.IdempotentRequest{Scope: scope, Key: "k", Hash: []byte{1}, Status: 201}}
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, create); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.LookupRequest(ctx, e.ID, "PATCH /lsm/v1/service_inventory/vm/"+id, "k"); ok || err != nil {
+		t.Errorf("the key on another endpoint: found %v, %v; want another request", ok, err)
+	}
+	if r, ok, err := st.LookupRequest(ctx, e.ID, scope, "k"); !ok || err != nil || r.Status != 201 {
+		t.Fatalf("the key on its endpoint: %+v %v %v", r, ok, err)
+	}
+
+	// A day later the key is free, and the next request's response is the
+	// one kept.
+	if _, err := conn.Exec(ctx, `update lsm_requests set created_at = now() - interval '25 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := st.LookupRequest(ctx, e.ID, scope, "k"); ok {
+		t.Error("an expired response is still answered")
+	}
+	next := store.InstanceChange{Entity: "vm", ID: id, Version: 2, Identity: "db", State: "acknowledged",
+		Sets:    lsm.Apply(lsm.Promote, create.Sets),
+		Event:   json.RawMessage(`{"trigger": "auto", "source": "start", "target": "acknowledged"}`),
+		Request: &store.IdempotentRequest{Scope: scope, Key: "k", Hash: []byte{2}, Status: 200}}
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, next); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := st.LookupRequest(ctx, e.ID, scope, "k")
+	if !ok || err != nil || r.Status != 200 || r.Hash[0] != 2 {
+		t.Errorf("after reuse past expiry: %+v %v %v, want the new request's response", r, ok, err)
+	}
+
+	if _, err := conn.Exec(ctx, `update lsm_requests set created_at = now() - interval '25 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.PruneRequests(ctx); err != nil || n < 1 {
+		t.Errorf("prune = %d, %v; want the expired response removed", n, err)
 	}
 }
