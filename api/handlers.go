@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -37,9 +38,17 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
-	ps, err := s.opts.Store.ListProjects(r.Context())
+	limit, err := queryInt(r, "limit", maxNamePage, 1, maxNamePage)
 	if err != nil {
 		return err
+	}
+	ps, err := s.opts.Store.ListProjectsPage(r.Context(), r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(ps) == limit {
+		next = ps[len(ps)-1].Name
 	}
 	if principal(r).Global() == auth.RoleNone {
 		// Only the projects of the environments the caller sees.
@@ -51,7 +60,7 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
 			return !slices.ContainsFunc(es, func(e store.Environment) bool { return e.ProjectID == p.ID })
 		})
 	}
-	WriteJSON(w, http.StatusOK, list[store.Project]{Items: nonNil(ps)})
+	WriteJSON(w, http.StatusOK, list[store.Project]{Items: nonNil(ps), Next: next})
 	return nil
 }
 
@@ -101,11 +110,23 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
-	es, err := s.visibleEnvironments(r, r.URL.Query().Get("project"))
+	limit, err := queryInt(r, "limit", maxNamePage, 1, maxNamePage)
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.Environment]{Items: nonNil(es)})
+	es, err := s.opts.Store.ListEnvironmentsPage(r.Context(), r.URL.Query().Get("project"), r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	// The cursor is the last environment read, seen by the caller or not:
+	// a page may show fewer than limit and still have a next one.
+	next := ""
+	if len(es) == limit {
+		next = es[len(es)-1].Name
+	}
+	p := principal(r)
+	es = slices.DeleteFunc(es, func(e store.Environment) bool { return p.In(e.ID, e.Name) == auth.RoleNone })
+	WriteJSON(w, http.StatusOK, list[store.Environment]{Items: nonNil(es), Next: next})
 	return nil
 }
 
@@ -464,13 +485,34 @@ func (s *Server) listFacts(w http.ResponseWriter, r *http.Request) error {
 
 // writeFacts renders the facts of rid, or of every resource when rid is "".
 func (s *Server) writeFacts(w http.ResponseWriter, r *http.Request, e store.Environment, rid string) error {
-	facts, err := s.opts.Store.ListFacts(r.Context(), e.ID, rid)
+	limit, err := queryInt(r, "limit", maxFactPage, 1, maxFactPage)
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.Fact]{Items: nonNil(facts)})
+	var after store.FactKey
+	if v := r.URL.Query().Get("after"); v != "" {
+		b, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || json.Unmarshal(b, &after) != nil {
+			return InvalidField("?after", "must be the next cursor of a previous page")
+		}
+	}
+	facts, err := s.opts.Store.ListFactsPage(r.Context(), e.ID, rid, after, limit)
+	if err != nil {
+		return err
+	}
+	writePage(w, facts, limit, func(f store.Fact) string {
+		b, _ := json.Marshal(store.FactKey{ResourceID: f.ResourceID, Name: f.Name})
+		return base64.RawURLEncoding.EncodeToString(b)
+	})
 	return nil
 }
+
+// The largest pages of the lists that are not paged by their own limit
+// parameter's range elsewhere.
+const (
+	maxNamePage = 1000
+	maxFactPage = 10000
+)
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.env(r)

@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -138,11 +140,19 @@ func (s *Server) getInstanceLog(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	log, err := s.opts.Store.InstanceLog(r.Context(), e.ID, inst.ID)
+	limit, err := queryInt(r, "limit", 1000, 1, 1000)
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.InstanceLogEntry]{Items: nonNil(log)})
+	before, err := queryInt(r, "before", 0, 0, math.MaxInt)
+	if err != nil {
+		return err
+	}
+	log, err := s.opts.Store.InstanceLogPage(r.Context(), e.ID, inst.ID, int64(before), limit)
+	if err != nil {
+		return err
+	}
+	writePage(w, log, limit, func(l store.InstanceLogEntry) string { return strconv.FormatInt(l.Version, 10) })
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/internal/store"
 )
 
 // diffVersions serves GET /environments/{env}/versions/{version}/diff/{other}:
@@ -24,13 +26,21 @@ func (s *Server) diffVersions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.opts.Store.DiffVersions(r.Context(), e.ID, from, to)
+	limit, err := queryInt(r, "limit", maxDiffPage, 1, maxDiffPage)
+	if err != nil {
+		return err
+	}
+	d, err := s.opts.Store.DiffVersions(r.Context(), e.ID, from, to,
+		store.DiffPage{After: r.URL.Query().Get("after"), Limit: limit})
 	if err != nil {
 		return err
 	}
 	WriteJSON(w, http.StatusOK, d)
 	return nil
 }
+
+// maxDiffPage is the most resources one page of a diff holds.
+const maxDiffPage = 10000
 
 // otherVersionParam parses the {other} path parameter as versionParam
 // parses {version}.

@@ -263,13 +263,16 @@ type versionDiff struct {
 	To       int64    `json:"to"`
 	Added    []string `json:"added"`
 	Removed  []string `json:"removed"`
-	Modified []struct {
-		ID      string `json:"id"`
-		Changes map[string]struct {
-			From json.RawMessage `json:"from"`
-			To   json.RawMessage `json:"to"`
-		} `json:"changes"`
-	} `json:"modified"`
+	Modified []modifiedResource `json:"modified"`
+}
+
+// modifiedResource is one entry of versionDiff.Modified.
+type modifiedResource struct {
+	ID      string `json:"id"`
+	Changes map[string]struct {
+		From json.RawMessage `json:"from"`
+		To   json.RawMessage `json:"to"`
+	} `json:"changes"`
 }
 
 func versionDiffCommand(s *clientSettings) *cobra.Command {
@@ -294,17 +297,32 @@ Examples:
 				return err
 			}
 			a, b := vs[0], vs[1]
-			var raw json.RawMessage
-			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "versions", strconv.FormatInt(a, 10), "diff",
-				strconv.FormatInt(b, 10)), nil, &raw); err != nil {
-				return err
+			// A large diff comes in pages: follow them and show it whole.
+			path := apiclient.EnvPath(env, "versions", strconv.FormatInt(a, 10), "diff", strconv.FormatInt(b, 10))
+			d := versionDiff{Added: []string{}, Removed: []string{}, Modified: []modifiedResource{}}
+			for after := ""; ; {
+				var page struct {
+					versionDiff
+					Next string `json:"next"`
+				}
+				q := ""
+				if after != "" {
+					q = "?after=" + url.QueryEscape(after)
+				}
+				if err := c.Do(ctx, http.MethodGet, path+q, nil, &page); err != nil {
+					return err
+				}
+				d.From, d.To = page.From, page.To
+				d.Added = append(d.Added, page.Added...)
+				d.Removed = append(d.Removed, page.Removed...)
+				d.Modified = append(d.Modified, page.Modified...)
+				if page.Next == "" || page.Next == after {
+					break
+				}
+				after = page.Next
 			}
 			if s.json {
-				return writeJSON(s.stdout, raw)
-			}
-			var d versionDiff
-			if err := decode(raw, &d); err != nil {
-				return err
+				return writeJSON(s.stdout, d)
 			}
 			w := s.stdout
 			fmt.Fprintf(w, "version %d → %d: %d added, %d removed, %d modified\n",

@@ -21,6 +21,16 @@ type VersionDiff struct {
 	Removed []string `json:"removed"`
 	// Modified holds the resources in both whose intent differs, by id.
 	Modified []ModifiedResource `json:"modified"`
+	// Next, on a page that is full, is the last resource id on it: ask
+	// for the diff after it for the next page.
+	Next string `json:"next,omitempty"`
+}
+
+// DiffPage selects a page of a diff: the resources (added, removed and
+// modified together, by id) after After, at most Limit (0: all).
+type DiffPage struct {
+	After string
+	Limit int
 }
 
 // ModifiedResource is one resource whose intent differs between two
@@ -51,7 +61,11 @@ type Change struct {
 // rows that start or end in between), and contents are loaded only for the
 // modified ones. Everything is read in one snapshot, so a concurrent prune
 // cannot pull contents away half-way.
-func (s *Store) DiffVersions(ctx context.Context, envID string, a, b int64) (VersionDiff, error) {
+func (s *Store) DiffVersions(ctx context.Context, envID string, a, b int64, page ...DiffPage) (VersionDiff, error) {
+	var pg DiffPage
+	if len(page) > 0 {
+		pg = page[0]
+	}
 	d := VersionDiff{From: a, To: b, Added: []string{}, Removed: []string{}, Modified: []ModifiedResource{}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
@@ -99,7 +113,8 @@ func (s *Store) DiffVersions(ctx context.Context, envID string, a, b int64) (Ver
 				select coalesce(at_a.resource_id, at_b.resource_id) as id, at_a.hash, at_b.hash
 				from at_a full join at_b on at_a.resource_id = at_b.resource_id
 				where at_a.hash is distinct from at_b.hash
-				order by id`, envID, a, b, lo, hi)
+				  and coalesce(at_a.resource_id, at_b.resource_id) > $6
+				order by id limit nullif($7, 0)`, envID, a, b, lo, hi, pg.After, pg.Limit)
 			if err != nil {
 				return err
 			}
@@ -109,10 +124,14 @@ func (s *Store) DiffVersions(ctx context.Context, envID string, a, b int64) (Ver
 			}
 			var modified []pair
 			var hashes [][]byte
+			n := 0
 			for rows.Next() {
 				var p pair
 				if err := rows.Scan(&p.id, &p.from, &p.to); err != nil {
 					return err
+				}
+				if n++; pg.Limit > 0 && n == pg.Limit {
+					d.Next = p.id
 				}
 				switch {
 				case p.from == nil:

@@ -266,7 +266,14 @@ func (s *Store) CreateProject(ctx context.Context, name string) (Project, error)
 
 // ListProjects returns all projects by name.
 func (s *Store) ListProjects(ctx context.Context) ([]Project, error) {
-	rows, err := s.pool.Query(ctx, `select id::text, name, created_at from projects order by name`)
+	return s.ListProjectsPage(ctx, "", 0)
+}
+
+// ListProjectsPage returns the projects named after after (by name), at
+// most limit of them (0: all).
+func (s *Store) ListProjectsPage(ctx context.Context, after string, limit int) ([]Project, error) {
+	rows, err := s.pool.Query(ctx, `select id::text, name, created_at from projects where name > $1 order by name
+		limit nullif($2, 0)`, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -350,17 +357,23 @@ func (s *Store) CreateEnvironment(ctx context.Context, in NewEnvironment) (Envir
 // ListEnvironments returns the environments, of one project when project is
 // not empty, by name.
 func (s *Store) ListEnvironments(ctx context.Context, project string) ([]Environment, error) {
-	q := `select ` + envColumns + ` from environments order by name`
-	args := []any{}
+	return s.ListEnvironmentsPage(ctx, project, "", 0)
+}
+
+// ListEnvironmentsPage returns the environments (of project, when not
+// "") named after after, by name, at most limit of them (0: all).
+func (s *Store) ListEnvironmentsPage(ctx context.Context, project, after string, limit int) ([]Environment, error) {
+	var projectID *string
 	if project != "" {
 		p, err := s.GetProject(ctx, project)
 		if err != nil {
 			return nil, err
 		}
-		q = `select ` + envColumns + ` from environments where project_id = $1::uuid order by name`
-		args = append(args, p.ID)
+		projectID = &p.ID
 	}
-	rows, err := s.pool.Query(ctx, q, args...)
+	rows, err := s.pool.Query(ctx, `select `+envColumns+` from environments
+		where ($1::uuid is null or project_id = $1::uuid) and name > $2 order by name limit nullif($3, 0)`,
+		projectID, after, limit)
 	if err != nil {
 		return nil, err
 	}

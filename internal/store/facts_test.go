@@ -53,4 +53,17 @@ func TestRecordActionsUpsertsFacts(t *testing.T) {
 	if none, err := st.ListFacts(ctx, e.ID, b); err != nil || len(none) != 0 {
 		t.Errorf("ListFacts(%s) = %+v, %v; want none", b, none, err)
 	}
+	// Paged: one fact a page, each page after the last key of the one
+	// before.
+	first, err := st.ListFactsPage(ctx, e.ID, "", store.FactKey{}, 1)
+	if err != nil || len(first) != 1 || first[0].Name != "mtime" {
+		t.Fatalf("first page = %+v, %v", first, err)
+	}
+	second, err := st.ListFactsPage(ctx, e.ID, "", store.FactKey{ResourceID: a, Name: "mtime"}, 1)
+	if err != nil || len(second) != 1 || second[0].Name != "size" {
+		t.Fatalf("second page = %+v, %v", second, err)
+	}
+	if last, err := st.ListFactsPage(ctx, e.ID, "", store.FactKey{ResourceID: a, Name: "size"}, 1); err != nil || len(last) != 0 {
+		t.Errorf("after the last fact: %+v, %v", last, err)
+	}
 }

@@ -475,9 +475,16 @@ type InstanceLogEntry struct {
 
 // InstanceLog returns an instance's log, newest version first.
 func (s *Store) InstanceLog(ctx context.Context, envID, instanceID string) ([]InstanceLogEntry, error) {
+	return s.InstanceLogPage(ctx, envID, instanceID, 0, 0)
+}
+
+// InstanceLogPage is InstanceLog from the version before before on (0:
+// the newest), at most limit entries (0: all).
+func (s *Store) InstanceLogPage(ctx context.Context, envID, instanceID string, before int64, limit int) ([]InstanceLogEntry, error) {
 	rows, err := s.pool.Query(ctx, `select version, state, candidate_attributes, active_attributes, rollback_attributes,
 		event, errors, created_at from service_instance_log
-		where environment_id = $1::uuid and instance_id = $2::uuid order by version desc`, envID, instanceID)
+		where environment_id = $1::uuid and instance_id = $2::uuid and ($3 = 0 or version < $3)
+		order by version desc limit nullif($4, 0)`, envID, instanceID, before, limit)
 	if err != nil {
 		return nil, err
 	}

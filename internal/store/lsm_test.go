@@ -196,4 +196,12 @@ func TestIdempotencyKeys(t *testing.T) {
 	if n, err := st.PruneRequests(ctx); err != nil || n < 1 {
 		t.Errorf("prune = %d, %v; want the expired response removed", n, err)
 	}
+	// The instance's log, a version a page, newest first.
+	page, err := st.InstanceLogPage(ctx, e.ID, id, 0, 1)
+	if err != nil || len(page) != 1 || page[0].Version != 2 {
+		t.Fatalf("first log page = %+v, %v", page, err)
+	}
+	if page, err = st.InstanceLogPage(ctx, e.ID, id, 2, 1); err != nil || len(page) != 1 || page[0].Version != 1 {
+		t.Errorf("log page before 2 = %+v, %v", page, err)
+	}
 }

@@ -180,9 +180,21 @@ type Fact struct {
 // ListFacts returns the facts of one resource of the environment, or of
 // all its resources when resourceID is "", ordered by resource and name.
 func (s *Store) ListFacts(ctx context.Context, envID, resourceID string) ([]Fact, error) {
+	return s.ListFactsPage(ctx, envID, resourceID, FactKey{}, 0)
+}
+
+// FactKey orders facts: by resource, then name.
+type FactKey struct {
+	ResourceID string `json:"r"`
+	Name       string `json:"n"`
+}
+
+// ListFactsPage is ListFacts from after on (the zero key: from the
+// start), at most limit facts (0: all).
+func (s *Store) ListFactsPage(ctx context.Context, envID, resourceID string, after FactKey, limit int) ([]Fact, error) {
 	rows, err := s.pool.Query(ctx, `select resource_id, name, value, updated_at from facts
-		where environment_id = $1::uuid and ($2 = '' or resource_id = $2)
-		order by resource_id, name`, envID, resourceID)
+		where environment_id = $1::uuid and ($2 = '' or resource_id = $2) and (resource_id, name) > ($3, $4)
+		order by resource_id, name limit nullif($5, 0)`, envID, resourceID, after.ResourceID, after.Name, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list facts: %w", err)
 	}
