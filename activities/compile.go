@@ -163,6 +163,9 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	if err := c.checkout(ctx, in.EnvironmentID, comp, in.Commit, work, tree); err != nil {
 		return fail(err)
 	}
+	if err := project.CheckTree(tree); err != nil {
+		return fail(&failure{msg: err.Error(), errs: store.CompileMessage(err.Error())})
+	}
 
 	facts, err := envFacts(ctx, c.Store, in.EnvironmentID)
 	if err != nil {

@@ -199,6 +199,8 @@ func TestCompileFailures(t *testing.T) {
 		fetch   bool
 		message string
 		check   func(t *testing.T, errs []recordedError)
+		// setup prepares the work tree before the commit.
+		setup func(t *testing.T, work string)
 	}{
 		{name: "no such repository", repoURL: filepath.Join(t.TempDir(), "nothing.git"), fetch: true,
 			message: "does not appear to be a git repository"},
@@ -232,10 +234,28 @@ func TestCompileFailures(t *testing.T) {
 					t.Errorf("errors = %+v, want the cycle named by resource id and model path", errs)
 				}
 			}},
+		{name: "a symlink out of the project", setup: func(t *testing.T, work string) {
+			outside := filepath.Join(t.TempDir(), "secret.cue")
+			if err := os.WriteFile(outside, []byte("package main\n\nleak: \"CANARY\"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(work, "secret.cue")); err != nil {
+				t.Fatal(err)
+			}
+		}, message: "secret.cue (a symbolic link)", check: func(t *testing.T, errs []recordedError) {
+			for _, e := range errs {
+				if strings.Contains(e.Message, "CANARY") {
+					t.Errorf("the error shows what the link points at: %+v", e)
+				}
+			}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			repo := gittest.New(t)
+			if c.setup != nil {
+				c.setup(t, repo.Work)
+			}
 			files := map[string]*string{}
 			for k, v := range good {
 				files[k] = v

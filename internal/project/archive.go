@@ -41,6 +41,52 @@ func skipped(rel string, dir bool) bool {
 	return false
 }
 
+// CheckTree refuses a project tree (a git checkout the server compiles)
+// that holds anything but directories and regular files outside .git and
+// data/: a symlink could lead the compiler out of the project (to
+// /etc/shadow, or another environment's checkout), and archives leave
+// links out, so what was compiled would not be what is stored. The error
+// names the first few.
+func CheckTree(dir string) error {
+	var bad []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if skipped(rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || d.Type().IsRegular() {
+			return nil
+		}
+		kind := "not a regular file"
+		if d.Type()&fs.ModeSymlink != 0 {
+			kind = "a symbolic link"
+		}
+		bad = append(bad, rel+" ("+kind+")")
+		if len(bad) == 10 {
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("the project holds what the server does not compile: %s; a project is directories and "+
+			"regular files only (links are not followed)", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
 // Packed is a project archive.
 type Packed struct {
 	Archive []byte
