@@ -39,8 +39,8 @@ type Executor struct {
 	// process; nil gives each attempt the package default (time expiry
 	// only). Run SweepCache alongside to expire version-bound values.
 	Cache *adapters.Cache
-	// Secrets resolves secret references; nil means environment variables
-	// and absolute file paths only.
+	// Secrets resolves secret references; nil means variables with
+	// adapters.DefaultSecretEnvPrefix only, and no file.
 	Secrets *adapters.Secrets
 	// Name is the executor's registered name, recorded with every action.
 	Name string

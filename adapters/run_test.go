@@ -64,13 +64,13 @@ func TestRunResolvesAndMasksSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := &adapters.Secrets{Dir: dir, LookupEnv: func(name string) (string, bool) {
-		if name == "PG_APP" {
+		if name == "INTEND_SECRET_PG_APP" {
 			return "s3cr3t-env", true
 		}
 		return "", false
 	}}
 	h := &recorder{}
-	ref := map[string]any{"secret": "env:PG_APP"}
+	ref := map[string]any{"secret": "env:INTEND_SECRET_PG_APP"}
 	hc := adapters.NewContext(adapters.WithSecrets(secrets))
 	desired := role(map[string]any{"name": "app", "password": ref,
 		"options": map[string]any{"nested": []any{map[string]any{"secret": "file:pg-app"}}}})
@@ -117,12 +117,13 @@ func TestRunUnresolvableSecretIsPermanent(t *testing.T) {
 	h := &recorder{}
 	secrets := &adapters.Secrets{LookupEnv: func(string) (string, bool) { return "", false }}
 	for name, ref := range map[string]string{
-		"unset variable":  "env:NOPE",
-		"relative file":   "file:pg",
-		"missing file":    "file:/nonexistent/intend-secret",
-		"unknown kind":    "vault:x",
-		"no kind":         "NOPE",
-		"empty reference": "env:",
+		"unset variable":              "env:INTEND_SECRET_NOPE",
+		"variable without the prefix": "env:INTEND_DATABASE_URL",
+		"file without a secrets dir":  "file:pg",
+		"absolute file":               "file:/proc/self/environ",
+		"unknown kind":                "vault:x",
+		"no kind":                     "NOPE",
+		"empty reference":             "env:",
 	} {
 		t.Run(name, func(t *testing.T) {
 			hc := adapters.NewContext(adapters.WithSecrets(secrets))
@@ -138,16 +139,16 @@ func TestRunUnresolvableSecretIsPermanent(t *testing.T) {
 }
 
 func TestRunWithoutSecretsUsesProcessEnvironment(t *testing.T) {
-	t.Setenv("INTEND_TEST_SECRET", "from-env")
+	t.Setenv("INTEND_SECRET_TEST", "from-env")
 	h := &recorder{}
 	_, err := adapters.Run(context.Background(), h, adapters.NewContext(),
-		role(map[string]any{"password": map[string]any{"secret": "env:INTEND_TEST_SECRET"}}), true)
+		role(map[string]any{"password": map[string]any{"secret": "env:INTEND_SECRET_TEST"}}), true)
 	if err != nil || h.seen[0]["password"] != "from-env" {
 		t.Fatalf("Run = %v, adapter saw %v", err, h.seen)
 	}
 	// An object with other keys beside "secret" is plain data.
 	h = &recorder{}
-	plain := map[string]any{"secret": "env:INTEND_TEST_SECRET", "comment": "not a reference"}
+	plain := map[string]any{"secret": "env:INTEND_SECRET_TEST", "comment": "not a reference"}
 	if _, err := adapters.Run(context.Background(), h, adapters.NewContext(), role(map[string]any{"x": plain}), true); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestRunWithoutSecretsUsesProcessEnvironment(t *testing.T) {
 func TestSecretsMaskFacts(t *testing.T) {
 	secrets := &adapters.Secrets{LookupEnv: func(string) (string, bool) { return "hunter2", true }}
 	hc := adapters.NewContext(adapters.WithSecrets(secrets))
-	if _, err := hc.ResolveSecrets(role(map[string]any{"password": map[string]any{"secret": "env:X"}})); err != nil {
+	if _, err := hc.ResolveSecrets(role(map[string]any{"password": map[string]any{"secret": "env:INTEND_SECRET_X"}})); err != nil {
 		t.Fatal(err)
 	}
 	hc.SetFact("dsn", "postgres://app:hunter2@db1/app")
@@ -279,7 +280,7 @@ func (p *panicky) Create(_ context.Context, _ *adapters.Context, d adapters.Reso
 func TestRunRecoversPanicsAndMasksThem(t *testing.T) {
 	secrets := &adapters.Secrets{LookupEnv: func(string) (string, bool) { return "hunter2", true }}
 	_, err := adapters.Run(context.Background(), &panicky{}, adapters.NewContext(adapters.WithSecrets(secrets)),
-		role(map[string]any{"password": map[string]any{"secret": "env:X"}}), false)
+		role(map[string]any{"password": map[string]any{"secret": "env:INTEND_SECRET_X"}}), false)
 	var pe *adapters.PanicError
 	if !errors.As(err, &pe) || pe.Stack == "" || adapters.ClassOf(err) != adapters.ClassPermanent {
 		t.Fatalf("Run = %v; want a permanent *PanicError with a stack", err)

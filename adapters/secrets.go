@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -12,29 +13,54 @@ import (
 // A secret reference is an attribute value (at any depth) that is an object
 // with the single key "secret":
 //
-//	{"secret": "env:PG_ADMIN_PASSWORD"}   an environment variable of the executor
-//	{"secret": "file:pg/admin"}           a file on the executor (relative to its secrets directory)
+//	{"secret": "env:INTEND_SECRET_PG_ADMIN"}   an environment variable of the executor
+//	{"secret": "file:pg/admin"}                a file in the executor's secrets directory
 //
 // The desired state in PostgreSQL and everything sent through Temporal
 // hold the reference only. The engine resolves it in the executor just
 // before calling the adapter, which sees the plain value; the value is
 // masked in the diff, the log lines and the facts the attempt records.
+//
+// Whoever can release a version chooses the references, so a reference
+// reaches only what the executor's operator set aside for secrets: a file
+// inside the secrets directory (no absolute path, no "..", no symlink
+// out of it), or a variable whose name starts with the secret prefix
+// (never the executor's own INTEND_DATABASE_URL or API keys).
 
 // SecretKey is the key of a secret reference object.
 const SecretKey = "secret"
 
-// Secrets resolves secret references on an executor.
+// DefaultSecretEnvPrefix is the prefix an env: reference's variable must
+// start with when Secrets.EnvPrefix is empty.
+const DefaultSecretEnvPrefix = "INTEND_SECRET_"
+
+// Secrets resolves secret references on an executor. A nil *Secrets
+// resolves as the zero value does. It is safe for concurrent use when
+// LookupEnv is.
 type Secrets struct {
-	// Dir is where relative file references are read from; empty means
-	// only absolute file references resolve.
+	// Dir is the secrets directory: a file: reference names a file
+	// inside it, by a relative path, and resolves nowhere else. Empty
+	// means no file: reference resolves.
 	Dir string
+	// EnvPrefix is what the name of an env: reference's variable must
+	// start with; empty means DefaultSecretEnvPrefix.
+	EnvPrefix string
 	// LookupEnv reads an environment variable; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 }
 
 // WithSecrets makes the engine resolve secret references with s. Without
-// it, references resolve from the environment and absolute file paths.
+// it, env: references with the default prefix resolve from the process
+// environment and no file: reference resolves.
 func WithSecrets(s *Secrets) ContextOption { return func(hc *Context) { hc.secrets = s } }
+
+// envPrefix is the prefix env: references must carry.
+func (s *Secrets) envPrefix() string {
+	if s == nil || s.EnvPrefix == "" {
+		return DefaultSecretEnvPrefix
+	}
+	return s.EnvPrefix
+}
 
 // IsSecretRef reports whether v is a secret reference, and returns it.
 func IsSecretRef(v any) (string, bool) {
@@ -47,7 +73,8 @@ func IsSecretRef(v any) (string, bool) {
 }
 
 // Lookup returns the value of one reference ("env:NAME" or "file:PATH").
-// A file's trailing newline is dropped.
+// A file's trailing newline is dropped. An error never holds a value:
+// only the reference, and why it does not resolve.
 func (s *Secrets) Lookup(ref string) (string, error) {
 	kind, name, ok := strings.Cut(ref, ":")
 	if !ok || name == "" {
@@ -55,6 +82,10 @@ func (s *Secrets) Lookup(ref string) (string, error) {
 	}
 	switch kind {
 	case "env":
+		if prefix := s.envPrefix(); !strings.HasPrefix(name, prefix) {
+			return "", fmt.Errorf("secret %s: refused: only variables whose names start with %s resolve on this executor",
+				ref, prefix)
+		}
 		lookup := os.LookupEnv
 		if s != nil && s.LookupEnv != nil {
 			lookup = s.LookupEnv
@@ -65,25 +96,38 @@ func (s *Secrets) Lookup(ref string) (string, error) {
 		}
 		return v, nil
 	case "file":
-		path := name
-		if !filepath.IsAbs(path) {
-			if s == nil || s.Dir == "" {
-				return "", fmt.Errorf("secret %s: relative path and this executor has no secrets directory", ref)
-			}
-			path = filepath.Join(s.Dir, path)
+		if s == nil || s.Dir == "" {
+			return "", fmt.Errorf("secret %s: refused: this executor has no --secrets-dir, so no file: reference resolves", ref)
 		}
-		b, err := os.ReadFile(path)
+		if filepath.IsAbs(name) || hasDotDot(name) || !filepath.IsLocal(name) {
+			return "", fmt.Errorf("secret %s: refused: want a relative path inside the secrets directory, without ..", ref)
+		}
+		// os.Root confines every step of the lookup, symlinks included,
+		// to the directory.
+		root, err := os.OpenRoot(s.Dir)
+		if err != nil {
+			return "", fmt.Errorf("secret %s: secrets directory: %w", ref, err)
+		}
+		defer root.Close()
+		b, err := root.ReadFile(name)
 		if err != nil {
 			var pe *os.PathError
 			if errors.As(err, &pe) {
-				err = pe.Err // the path is already in the message
+				err = pe.Err // the path is the reference's
 			}
-			return "", fmt.Errorf("secret %s: read %s: %w", ref, path, err)
+			return "", fmt.Errorf("secret %s: read %s in the secrets directory: %w", ref, name, err)
 		}
 		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 	default:
 		return "", fmt.Errorf("secret %q: unknown kind %q (want env or file)", ref, kind)
 	}
+}
+
+// hasDotDot reports whether a path has a ".." element, with either
+// separator: refused even where it would stay inside the directory, so
+// that no reference needs a second look.
+func hasDotDot(p string) bool {
+	return slices.Contains(strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }), "..")
 }
 
 // resolveSecrets returns a copy of attrs with every secret reference

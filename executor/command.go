@@ -36,7 +36,8 @@ config file (--config), else its default. The config file is YAML:
   name: web1-executor            # default <hostname>-<pid>
   concurrency: 16
   batches: 4
-  secrets_dir: /etc/intend/secrets
+  secrets_dir: /etc/intend/secrets  # file: secret references, inside it only
+  secret_env_prefix: INTEND_SECRET_ # env: secret references, these variables only
   database_url: postgres://intend@db.example.com:5432/intend
   temporal:
     address: temporal.example.com:7233

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	intend "github.com/intendhq/intend"
+	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/internal/temporalconn"
 )
 
@@ -30,9 +31,14 @@ type Config struct {
 	Concurrency int `yaml:"concurrency"`
 	// Batches bounds the batches one agent runs at once.
 	Batches int `yaml:"batches"`
-	// SecretsDir is where relative file: secret references are read;
-	// empty means only absolute ones resolve.
+	// SecretsDir is the directory file: secret references name files
+	// in; empty means no file: reference resolves.
 	SecretsDir string `yaml:"secrets_dir"`
+	// SecretEnvPrefix is what the variables of env: secret references
+	// must start with, so that a reference cannot read the executor's
+	// own settings (INTEND_DATABASE_URL); empty means
+	// adapters.DefaultSecretEnvPrefix.
+	SecretEnvPrefix string `yaml:"secret_env_prefix"`
 	// DatabaseURL is intend's PostgreSQL, where batches are loaded and
 	// outcomes recorded.
 	DatabaseURL string         `yaml:"database_url"`
@@ -82,12 +88,13 @@ func DefaultConfig() Config {
 		ns = dev.Namespace
 	}
 	return Config{
-		Concurrency: 16,
-		Batches:     4,
-		DatabaseURL: "postgres://postgres@127.0.0.1:5432/intend?sslmode=disable",
-		Temporal:    TemporalConfig{Address: "127.0.0.1:7233", Namespace: ns},
-		LogLevel:    "info",
-		LogFormat:   "text",
+		Concurrency:     16,
+		Batches:         4,
+		SecretEnvPrefix: adapters.DefaultSecretEnvPrefix,
+		DatabaseURL:     "postgres://postgres@127.0.0.1:5432/intend?sslmode=disable",
+		Temporal:        TemporalConfig{Address: "127.0.0.1:7233", Namespace: ns},
+		LogLevel:        "info",
+		LogFormat:       "text",
 	}
 }
 
@@ -151,8 +158,10 @@ func settings() []setting {
 			func(c *Config) any { return &c.Concurrency }},
 		{"batches", "INTEND_BATCHES", "batches one agent runs at once",
 			func(c *Config) any { return &c.Batches }},
-		{"secrets-dir", "INTEND_SECRETS_DIR", "directory that relative file: secret references are read from",
+		{"secrets-dir", "INTEND_SECRETS_DIR", "directory that file: secret references are read from, and only from",
 			func(c *Config) any { return &c.SecretsDir }},
+		{"secret-env-prefix", "INTEND_SECRET_ENV_PREFIX", "prefix of the variables that env: secret references may read",
+			func(c *Config) any { return &c.SecretEnvPrefix }},
 		{"database-url", "INTEND_DATABASE_URL", "PostgreSQL connection URL",
 			func(c *Config) any { return &c.DatabaseURL }},
 		{"temporal-address", "INTEND_TEMPORAL_ADDRESS", "Temporal frontend host:port",

@@ -58,12 +58,13 @@ temporal:
     server_name: file.example.com
 `)
 	env := map[string]string{
-		"INTEND_CONFIG":           file,
-		"INTEND_CONCURRENCY":      "7",
-		"INTEND_AGENTS":           "env-a, env-b",
-		"INTEND_TEMPORAL_API_KEY": "env-key",
-		"INTEND_TEMPORAL_TLS":     "true",
-		"INTEND_BATCHES":          "",
+		"INTEND_CONFIG":            file,
+		"INTEND_CONCURRENCY":       "7",
+		"INTEND_AGENTS":            "env-a, env-b",
+		"INTEND_TEMPORAL_API_KEY":  "env-key",
+		"INTEND_TEMPORAL_TLS":      "true",
+		"INTEND_BATCHES":           "",
+		"INTEND_SECRET_ENV_PREFIX": "APP_SECRET_",
 	}
 	got, err := resolveArgs(t, env, "--agent", "flag-a", "--name", "flag-name", "--temporal-tls-ca", "/flag/ca.pem")
 	if err != nil {
@@ -76,6 +77,7 @@ temporal:
 	want.Concurrency = 7                              // variable over file
 	want.Batches = 5                                  // an empty variable is not set
 	want.SecretsDir = "/file/secrets"                 // file only
+	want.SecretEnvPrefix = "APP_SECRET_"              // variable over default
 	want.Temporal.Namespace = "file-ns"               // file over default
 	want.Temporal.APIKey = "env-key"                  // variable over file
 	want.Temporal.TLS.Enabled = true                  // variable only

@@ -212,9 +212,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	defer cache.Close()
 	acts := &activities.Executor{Store: st, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
 		Metrics: tel, Cache: cache, Name: id.Name}
-	if cfg.SecretsDir != "" {
-		acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir}
-	}
+	acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir, EnvPrefix: cfg.SecretEnvPrefix}
 	m := iexec.NewManager(tc, acts, log, cfg.Batches)
 	defer m.Stop()
 	for _, a := range cfg.Agents {

@@ -145,9 +145,12 @@ func TestRegistration(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(secrets, "greeting"), []byte("from the secrets dir\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The executor runs in this process and reads env: references from
+	// its environment, only those with its prefix.
+	t.Setenv("EXECTEST_GREETING", "from a prefixed variable")
 	ex := startExecutor(t, nil, "--environment", env, "--agent", "remote", "--agent", "spare",
 		"--name", "exec-a", "--database-url", db, "--temporal-address", hostPort, "--temporal-namespace", namespace,
-		"--log-level", "warn", "--secrets-dir", secrets)
+		"--log-level", "warn", "--secrets-dir", secrets, "--secret-env-prefix", "EXECTEST_")
 
 	e := waitExecutor(t, c, env, "exec-a", ex.Out)
 	host, _ := os.Hostname()
@@ -155,7 +158,7 @@ func TestRegistration(t *testing.T) {
 		strings.Join(e.Agents, ",") != "remote,spare" || e.StoppedAt != nil || e.StartedAt.IsZero() || e.LastSeen.IsZero() {
 		t.Errorf("registration = %+v", e)
 	}
-	// A relative file: reference resolves in --secrets-dir.
+	// A file: reference resolves in --secrets-dir.
 	deployFile(t, c, env, "remote", map[string]any{"secret": "file:greeting"}, "from the secrets dir")
 	as := agents(t, c, env)
 	if len(as["remote"]) != 1 || as["remote"][0].Name != "exec-a" || !as["remote"][0].Live ||
@@ -169,6 +172,8 @@ func TestRegistration(t *testing.T) {
 	if len(acts.Items) != 1 || acts.Items[0].Executor != "exec-a" {
 		t.Errorf("actions = %+v, want one by exec-a", acts.Items)
 	}
+	// An env: reference resolves with --secret-env-prefix.
+	deployFile(t, c, env, "remote", map[string]any{"secret": "env:EXECTEST_GREETING"}, "from a prefixed variable")
 
 	// The embedded executor of another environment.
 	env2 := newEnv(t, c, nil)

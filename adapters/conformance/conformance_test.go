@@ -604,10 +604,10 @@ func TestRunConvergesByCreate(t *testing.T) {
 // resolved values; the suite compares observations with the resolved
 // intent, as the engine does.
 func TestRunWithSecretReferences(t *testing.T) {
-	t.Setenv("INTEND_CONFORMANCE_SECRET", "s3cr3t")
+	t.Setenv("INTEND_SECRET_CONFORMANCE", "s3cr3t")
 	m := &mem{st: newStore()}
 	c := memCase(m)
-	ref := map[string]any{"secret": "env:INTEND_CONFORMANCE_SECRET"}
+	ref := map[string]any{"secret": "env:INTEND_SECRET_CONFORMANCE"}
 	c.Desired = item(map[string]any{"name": "greeting", "value": ref})
 	var seen []string
 	m.create = func(ctx context.Context, hc *adapters.Context, r adapters.Resource) error {

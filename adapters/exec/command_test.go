@@ -410,10 +410,10 @@ func TestSecretEnv(t *testing.T) {
 	t.Parallel()
 	const value = "s3cr3t-intend-value"
 	secrets := adapters.WithSecrets(&adapters.Secrets{LookupEnv: func(name string) (string, bool) {
-		return value, name == "EXEC_TEST_TOKEN"
+		return value, name == "INTEND_SECRET_EXEC_TEST_TOKEN"
 	}})
 	dir := t.TempDir()
-	env := map[string]any{"TOKEN": map[string]any{"secret": "env:EXEC_TEST_TOKEN"}}
+	env := map[string]any{"TOKEN": map[string]any{"secret": "env:INTEND_SECRET_EXEC_TEST_TOKEN"}}
 	a := apply(t, command(map[string]any{"cwd": dir, "env": env, "creates": filepath.Join(dir, "secret.txt"),
 		"command": `printf %s "$TOKEN" > secret.txt; echo "token=$TOKEN"; echo "$TOKEN" >&2`}), false, secrets)
 	if a.err != nil {

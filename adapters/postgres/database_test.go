@@ -106,7 +106,7 @@ func TestDatabaseErrorClasses(t *testing.T) {
 	ln.Close()
 
 	weak := uniqueName("weak")
-	t.Setenv("INTEND_TEST_PG_WEAK_PASSWORD", "weak-pw")
+	t.Setenv("INTEND_SECRET_TEST_PG_WEAK_PASSWORD", "weak-pw")
 	sqlExec(t, "postgres", "CREATE ROLE "+weak+" LOGIN PASSWORD 'weak-pw'")
 	t.Cleanup(func() { sqlExec(t, "postgres", "DROP ROLE "+weak) })
 
@@ -123,7 +123,7 @@ func TestDatabaseErrorClasses(t *testing.T) {
 			map[string]any{"server_password": "not-the-password"}, adapters.ClassPermanent},
 		{"permission denied", "a role without CREATEDB stays without it",
 			map[string]any{"server": "postgres://" + weak + "@127.0.0.1:" + strconv.Itoa(cluster.Port()) + "/postgres",
-				"server_password": map[string]any{"secret": "env:INTEND_TEST_PG_WEAK_PASSWORD"}},
+				"server_password": map[string]any{"secret": "env:INTEND_SECRET_TEST_PG_WEAK_PASSWORD"}},
 			adapters.ClassPermanent},
 		{"missing owner", "the role may be created by another resource",
 			map[string]any{"owner": uniqueName("nobody")}, adapters.ClassTransient},

@@ -33,7 +33,7 @@ var (
 const (
 	// adminPasswordEnv holds the admin password for the whole test binary;
 	// resources name it as {"secret": "env:" + adminPasswordEnv}.
-	adminPasswordEnv = "INTEND_TEST_PG_ADMIN_PASSWORD"
+	adminPasswordEnv = "INTEND_SECRET_TEST_PG_ADMIN_PASSWORD"
 	adminPassword    = "admin-Pa55-for-tests"
 )
 

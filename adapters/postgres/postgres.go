@@ -11,7 +11,7 @@
 //     administrative connection, without a password, e.g.
 //     "postgres://postgres@db1.internal:5432/postgres?sslmode=require".
 //   - server_password (string, optional): that connection's password,
-//     normally a secret reference ({"secret": "env:PG_ADMIN_PASSWORD"}).
+//     normally a secret reference ({"secret": "env:INTEND_SECRET_PG_ADMIN_PASSWORD"}).
 //
 // Connections are pooled per (server, password, database) in the
 // executor's cache (adapters.Cached), so the resources of one server share

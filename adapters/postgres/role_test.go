@@ -44,10 +44,10 @@ func TestRoleConformance(t *testing.T) {
 	// Not parallel: t.Setenv.
 	name := uniqueName("role")
 	p := parentRoles(t, 3)
-	t.Setenv("INTEND_TEST_ROLE_PW1", "first-Secret-1")
-	t.Setenv("INTEND_TEST_ROLE_PW2", "second-Secret-2")
+	t.Setenv("INTEND_SECRET_TEST_ROLE_PW1", "first-Secret-1")
+	t.Setenv("INTEND_SECRET_TEST_ROLE_PW2", "second-Secret-2")
 	desired := role(map[string]any{"name": name, "login": true, "createdb": true,
-		"password": secretRef("INTEND_TEST_ROLE_PW1"), "member_of": []any{p[1], p[0]}})
+		"password": secretRef("INTEND_SECRET_TEST_ROLE_PW1"), "member_of": []any{p[1], p[0]}})
 	invalid := func(attrs map[string]any) adapters.Resource {
 		base := map[string]any{"name": name, "login": true}
 		for k, v := range attrs {
@@ -59,7 +59,7 @@ func TestRoleConformance(t *testing.T) {
 		Handler: postgres.Role{},
 		Desired: desired,
 		Updated: role(map[string]any{"name": name, "login": true, "createdb": false, "createrole": true,
-			"password": secretRef("INTEND_TEST_ROLE_PW2"), "member_of": []any{p[2], p[0]}}),
+			"password": secretRef("INTEND_SECRET_TEST_ROLE_PW2"), "member_of": []any{p[2], p[0]}}),
 		Invalid: map[string]adapters.Resource{
 			"name":       invalid(map[string]any{"name": "pg_" + name}),
 			"login":      invalid(map[string]any{"login": "yes"}),
@@ -80,11 +80,11 @@ func TestRoleConformance(t *testing.T) {
 func TestRolePasswordAndMembership(t *testing.T) {
 	// Not parallel: t.Setenv.
 	const pw1, pw2 = "Pw-one-7f3c9a", "Pw-two-1b8e4d"
-	t.Setenv("INTEND_TEST_ROLE_PW_A", pw1)
-	t.Setenv("INTEND_TEST_ROLE_PW_B", pw2)
+	t.Setenv("INTEND_SECRET_TEST_ROLE_PW_A", pw1)
+	t.Setenv("INTEND_SECRET_TEST_ROLE_PW_B", pw2)
 	name := uniqueName("login")
 	p := parentRoles(t, 3)
-	r := role(map[string]any{"name": name, "login": true, "password": secretRef("INTEND_TEST_ROLE_PW_A"),
+	r := role(map[string]any{"name": name, "login": true, "password": secretRef("INTEND_SECRET_TEST_ROLE_PW_A"),
 		"member_of": []any{p[0], p[1]}})
 	t.Cleanup(func() { apply(t, postgres.Role{}, purged(r), false) })
 
@@ -93,7 +93,7 @@ func TestRolePasswordAndMembership(t *testing.T) {
 		t.Helper()
 		seen = append(seen, out, hc.Logs(), hc.Facts())
 		if c, ok := out.Diff["password"]; ok {
-			if ref, _ := json.Marshal(c.To); !strings.Contains(string(ref), "env:INTEND_TEST_ROLE_PW") {
+			if ref, _ := json.Marshal(c.To); !strings.Contains(string(ref), "env:INTEND_SECRET_TEST_ROLE_PW") {
 				t.Errorf("%s: the diff's password is %s, want the secret reference", what, ref)
 			}
 		}
@@ -124,7 +124,7 @@ func TestRolePasswordAndMembership(t *testing.T) {
 	}
 
 	// New password, memberships: one kept, one revoked, one granted.
-	r.Attributes["password"] = secretRef("INTEND_TEST_ROLE_PW_B")
+	r.Attributes["password"] = secretRef("INTEND_SECRET_TEST_ROLE_PW_B")
 	r.Attributes["member_of"] = []any{p[2], p[1]}
 	out, hc, err = apply(t, postgres.Role{}, r, false)
 	if err != nil || out.Action != "update" {

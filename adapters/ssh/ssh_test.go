@@ -272,11 +272,14 @@ func TestPrivateKeyFromSecret(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "from-secret")
 	r := res(srv, ssh.FileType, path, map[string]any{
 		"content":     "secret key, public content\n",
-		"private_key": map[string]any{"secret": "file:" + srv.ClientKeyFile},
+		"private_key": map[string]any{"secret": "file:" + filepath.Base(srv.ClientKeyFile)},
 	})
+	// The key is read from the secrets directory, as an executor's
+	// --secrets-dir.
+	secrets := &adapters.Secrets{Dir: filepath.Dir(srv.ClientKeyFile)}
 	before, _ := json.Marshal(r.Attributes)
 	for i, want := range []string{"create", "none"} {
-		hc := adapters.NewContext()
+		hc := adapters.NewContext(adapters.WithSecrets(secrets))
 		out, err := adapters.Run(context.Background(), handler(t, ssh.FileType), hc, r, false)
 		hc.Close()
 		if err != nil {

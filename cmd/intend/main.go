@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -151,6 +150,7 @@ Exit codes:
 	root.SetErr(stderr)
 	root.SetContext(ctx)
 	g := &globals{getenv: getenv, stdout: stdout, stderr: stderr}
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return g.applyLateEnv(cmd) }
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", g.env("INTEND_LOG_LEVEL", "info"),
 		"log level: debug, info, warn or error (env INTEND_LOG_LEVEL)")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", g.env("INTEND_LOG_FORMAT", "text"),
@@ -201,6 +201,9 @@ type globals struct {
 	temporalAddress   string
 	temporalNamespace string
 	temporalSecurity  temporalconn.Security
+	// lateFlags are the flags whose variables are read when their
+	// command runs (see lateEnv).
+	lateFlags []lateEnvFlag
 }
 
 func (g *globals) env(name, def string) string {
@@ -226,11 +229,48 @@ func (g *globals) logger() (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
 }
 
-// databaseFlag adds --database-url.
+// lateEnvFlag is a flag of cmd that the variable env sets when the
+// command runs without the flag.
+type lateEnvFlag struct {
+	cmd       *cobra.Command
+	flag, env string
+}
+
+// lateEnv makes the variable env set cmd's flag when the command runs
+// without it. Flags that may carry a secret (a password in a URL, an API
+// key) take their variable this way instead of as their default, because
+// --help prints defaults.
+func (g *globals) lateEnv(cmd *cobra.Command, flag, env string) {
+	g.lateFlags = append(g.lateFlags, lateEnvFlag{cmd: cmd, flag: flag, env: env})
+}
+
+// applyLateEnv sets the lateEnv flags of the command that runs, once its
+// command line is parsed. An error names the variable, not its value.
+func (g *globals) applyLateEnv(cmd *cobra.Command) error {
+	for _, l := range g.lateFlags {
+		if l.cmd != cmd {
+			continue
+		}
+		f := cmd.Flags().Lookup(l.flag)
+		if f == nil || f.Changed {
+			continue
+		}
+		if v := g.getenv(l.env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				return fmt.Errorf("%s: not a valid value for --%s", l.env, l.flag)
+			}
+		}
+	}
+	return nil
+}
+
+// databaseFlag adds --database-url; INTEND_DATABASE_URL, which may hold a
+// password, is read when the command runs.
 func (g *globals) databaseFlag(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&g.databaseURL, "database-url",
-		g.env("INTEND_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/intend?sslmode=disable"),
+		"postgres://postgres@127.0.0.1:5432/intend?sslmode=disable",
 		"PostgreSQL connection URL (env INTEND_DATABASE_URL)")
+	g.lateEnv(cmd, "database-url", "INTEND_DATABASE_URL")
 }
 
 // connectionFlags adds the flags for PostgreSQL and Temporal.
@@ -241,15 +281,16 @@ func (g *globals) connectionFlags(cmd *cobra.Command, defaultNamespace string) {
 		"Temporal frontend host:port (env INTEND_TEMPORAL_ADDRESS)")
 	f.StringVar(&g.temporalNamespace, "temporal-namespace", g.env("INTEND_TEMPORAL_NAMESPACE", defaultNamespace),
 		"Temporal namespace (env INTEND_TEMPORAL_NAMESPACE)")
-	// TLS, mutual TLS and the API key: the same flags as `intend executor`.
+	// TLS, mutual TLS and the API key: the same flags as `intend executor`,
+	// their variables read when the command runs (the API key is a secret).
 	for _, s := range temporalconn.Settings() {
 		usage := s.Usage + " (env " + s.Env + ")"
 		switch p := s.Field(&g.temporalSecurity).(type) {
 		case *string:
-			f.StringVar(p, s.Flag, g.env(s.Env, ""), usage)
+			f.StringVar(p, s.Flag, "", usage)
 		case *bool:
-			def, _ := strconv.ParseBool(g.env(s.Env, "false"))
-			f.BoolVar(p, s.Flag, def, usage)
+			f.BoolVar(p, s.Flag, false, usage)
 		}
+		g.lateEnv(cmd, s.Flag, s.Env)
 	}
 }

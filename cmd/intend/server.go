@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	intend "github.com/intendhq/intend"
+	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/server"
 )
@@ -16,7 +17,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var listen string
 	var embedded bool
 	var concurrency int
-	var executorName, secretsDir, dataDir string
+	var executorName, secretsDir, secretEnvPrefix, dataDir string
 	var sec serverSecurity
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -45,7 +46,8 @@ it does not show in ps. See docs/security.md.`,
 				TemporalAddress: g.temporalAddress, TemporalNamespace: g.temporalNamespace,
 				TemporalSecurity: g.temporalSecurity,
 				EmbeddedExecutor: embedded, ExecutorConcurrency: concurrency, Log: log,
-				ExecutorName: executorName, SecretsDir: secretsDir, Version: version, DataDir: dataDir,
+				ExecutorName: executorName, SecretsDir: secretsDir, SecretEnvPrefix: secretEnvPrefix,
+				Version: version, DataDir: dataDir,
 			}
 			if err := sec.apply(&scfg, g.getenv); err != nil {
 				return usageErrorf("%v", err)
@@ -72,7 +74,10 @@ it does not show in ps. See docs/security.md.`,
 	cmd.Flags().StringVar(&executorName, "executor-name", g.env("INTEND_EXECUTOR_NAME", ""),
 		"name the embedded executor registers under (default <hostname>-<pid>) (env INTEND_EXECUTOR_NAME)")
 	cmd.Flags().StringVar(&secretsDir, "secrets-dir", g.env("INTEND_SECRETS_DIR", ""),
-		"directory that the embedded executor reads relative file: secret references from (env INTEND_SECRETS_DIR)")
+		"directory that the embedded executor reads file: secret references from, and only from (env INTEND_SECRETS_DIR)")
+	cmd.Flags().StringVar(&secretEnvPrefix, "secret-env-prefix",
+		g.env("INTEND_SECRET_ENV_PREFIX", adapters.DefaultSecretEnvPrefix),
+		"prefix of the variables that the embedded executor's env: secret references may read (env INTEND_SECRET_ENV_PREFIX)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", server.DefaultDataDir(g.getenv)),
 		"directory for the server's files: git caches of autonomous compiles (env INTEND_DATA_DIR)")
 	sec.flags(cmd, g)

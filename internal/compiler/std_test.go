@@ -703,9 +703,10 @@ var sshKey = sync.OnceValues(func() (privatePEM, authorizedKey string) {
 	return string(pem.EncodeToMemory(block)), strings.TrimSpace(string(gossh.MarshalAuthorizedKey(sshPub)))
 })
 
-// testSecret resolves the test's env: secret references.
+// testSecret resolves the test's env: secret references (named with the
+// prefix an executor requires).
 func testSecret(name string) (string, bool) {
-	switch name {
+	switch strings.TrimPrefix(name, adapters.DefaultSecretEnvPrefix) {
 	case "CONTENT":
 		return secretContent, true
 	case "SSH_KEY":
@@ -715,7 +716,9 @@ func testSecret(name string) (string, bool) {
 	return "s3cret", true
 }
 
-func secret(name string) map[string]any { return map[string]any{"secret": "env:" + name} }
+func secret(name string) map[string]any {
+	return map[string]any{"secret": "env:" + adapters.DefaultSecretEnvPrefix + name}
+}
 
 func hashOf(s string) string {
 	sum := sha256.Sum256([]byte(s))

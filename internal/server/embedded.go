@@ -20,9 +20,7 @@ func (s *Server) startEmbedded(st *store.Store, tc client.Client, tel *telemetry
 	s.cache = adapters.NewCache()
 	acts := &activities.Executor{Store: st, Adapters: Registry(), Concurrency: s.cfg.ExecutorConcurrency,
 		Log: s.log, Metrics: tel, Cache: s.cache, Name: id.Name}
-	if s.cfg.SecretsDir != "" {
-		acts.Secrets = &adapters.Secrets{Dir: s.cfg.SecretsDir}
-	}
+	acts.Secrets = &adapters.Secrets{Dir: s.cfg.SecretsDir, EnvPrefix: s.cfg.SecretEnvPrefix}
 	s.executors = executor.NewManager(tc, acts, s.log, 0)
 	s.reporter = &executor.Reporter{Store: st, Identity: id, Served: s.executors.Served, Log: s.log}
 	s.executors.Notify(s.reporter.Wake)

@@ -22,7 +22,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/pgcluster"
+	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
@@ -125,11 +127,13 @@ func TestPostgresDeploy(t *testing.T) {
 	secret := "Role-Secret-" + randomHex(t)
 	const secretEnv, adminEnv = "INTEND_E2E_PG_ROLE_PASSWORD", "INTEND_E2E_PG_ADMIN_PASSWORD"
 	// The embedded executor runs in this process and resolves references
-	// from its environment.
+	// from its environment: only variables with its prefix, here one of
+	// this test's (intend server --secret-env-prefix).
 	t.Setenv(secretEnv, secret)
 	t.Setenv(adminEnv, pg.password)
 
-	c, _, intendDB := startServerDB(t)
+	c, _, intendDB := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		SchedulerPoll: time.Second, SecretEnvPrefix: "INTEND_E2E_"})
 	ctx := context.Background()
 	env := newEnv(t, c, "pg", map[string]any{"deploy_interval": 0, "repair_interval": 0})
 	conn := map[string]any{

@@ -53,9 +53,13 @@ type Config struct {
 	// (default <hostname>-<pid>); Version is the version it reports.
 	ExecutorName string
 	Version      string
-	// SecretsDir is where the embedded executor resolves relative
-	// file: secret references (empty: only absolute ones).
+	// SecretsDir is the directory the embedded executor resolves file:
+	// secret references in (empty: none resolves).
 	SecretsDir string
+	// SecretEnvPrefix is what the variables of the embedded executor's
+	// env: secret references must start with (empty:
+	// adapters.DefaultSecretEnvPrefix).
+	SecretEnvPrefix string
 	// ReconcileEvery is the period of the reconciler (default 15 s), which
 	// makes sure every environment's scheduler runs.
 	ReconcileEvery time.Duration

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/intendhq/intend/internal/exectest"
+	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/sshtest"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -21,14 +24,20 @@ import (
 // is a secret reference, and its text appears in no API response.
 func TestSSHDeploy(t *testing.T) {
 	srv := sshtest.Start(t)
-	c, _ := startServer(t)
+	// The key is read from the embedded executor's secrets directory.
+	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		SchedulerPoll: time.Second, SecretsDir: srv.Dir})
 	ctx := context.Background()
 	env := newEnv(t, c, "ssh", map[string]any{"deploy_interval": 0, "repair_interval": 0})
 	dir := filepath.Join(t.TempDir(), "srv", "app")
 	path := filepath.Join(dir, "config.txt")
 	dirID := "ssh::Directory[localhost,path=" + dir + "]"
 	fileID := "ssh::File[localhost,path=" + path + "]"
-	keyRef := map[string]any{"secret": "file:" + srv.ClientKeyFile}
+	keyFile, err := filepath.Rel(srv.Dir, srv.ClientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyRef := map[string]any{"secret": "file:" + keyFile}
 	connection := func(attrs map[string]any) map[string]any {
 		attrs["host"], attrs["port"], attrs["user"] = srv.Host, srv.Port, srv.User
 		attrs["host_key"], attrs["private_key"] = srv.HostKey, keyRef
@@ -68,7 +77,7 @@ func TestSSHDeploy(t *testing.T) {
 		if changes["path"].From != nil {
 			t.Errorf("%s changes = %s, want a create (from null)", id, acts[0].Changes)
 		}
-		if ref, _ := changes["private_key"].To.(map[string]any); ref["secret"] != "file:"+srv.ClientKeyFile {
+		if ref, _ := changes["private_key"].To.(map[string]any); ref["secret"] != keyRef["secret"] {
 			t.Errorf("%s changes = %s, want the key's reference as private_key", id, acts[0].Changes)
 		}
 	}
@@ -121,10 +130,10 @@ func TestSSHDeploy(t *testing.T) {
 				break
 			}
 		}
-		sawRef = sawRef || strings.Contains(string(raw), srv.ClientKeyFile)
+		sawRef = sawRef || strings.Contains(string(raw), keyRef["secret"].(string))
 	}
 	if !sawRef {
-		t.Errorf("no response holds the key's reference %s; the check above looked at the wrong responses", srv.ClientKeyFile)
+		t.Errorf("no response holds the key's reference %s; the check above looked at the wrong responses", keyRef["secret"])
 	}
 }
 
