@@ -150,6 +150,15 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return forbidden(rt, have, "environment "+e.Name)
 			}
 			r = r.WithContext(context.WithValue(r.Context(), envKey{}, e))
+			if rt.bulk {
+				release, ok := s.bulk.acquire(e.ID, s.opts.MaxBulkPerEnvironment)
+				if !ok {
+					rec.Header().Set("Retry-After", "2")
+					return TooManyRequests("environment %s takes %d exports or model uploads at once on this server; "+
+						"retry when one has finished", e.Name, s.opts.MaxBulkPerEnvironment)
+				}
+				defer release()
+			}
 		}
 		return rt.h(rec, r)
 	}()

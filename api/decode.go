@@ -32,7 +32,9 @@ const jsonWhitespace = " \t\r\n"
 //
 // Every fault of the client comes back as a *Problem, ready for WriteError:
 // unsupported-media-type (415), body-too-large (413), malformed-json (400),
-// unknown-field and invalid-field (422, with a JSON pointer to the field),
+// bad-request (400, with a JSON pointer) for a string that holds invalid
+// UTF-8 or \u0000, unknown-field and invalid-field (422, with a JSON
+// pointer to the field),
 // and validation (422) for errors of custom unmarshalers. An error that a
 // custom unmarshaler returns as a *Problem is passed through. A dst that is
 // not a pointer is the caller's bug and yields a plain error, which
@@ -117,6 +119,11 @@ func decodeJSON(body []byte, dst any) error {
 	}
 	if len(bytes.Trim(body[dec.InputOffset():], jsonWhitespace)) != 0 {
 		return MalformedJSON("request body has data after the JSON value")
+	}
+	// Checked once the body is known to be JSON, so that the walk that
+	// locates a bad string is reliable.
+	if p := textProblem(body); p != nil {
+		return p
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ const (
 	// TypeMisdirected: the request's Host is not one the server serves
 	// (421): a DNS-rebinding attempt, or a missing --allowed-hosts entry.
 	TypeMisdirected = problemTypePrefix + "misdirected"
+	// TypeTooManyRequests: as much of this work runs already as the
+	// server allows (429); Retry-After says when to try again.
+	TypeTooManyRequests = problemTypePrefix + "too-many-requests"
 )
 
 const (
@@ -75,7 +78,9 @@ type ProblemType struct {
 var problemTypes = map[string]ProblemType{
 	TypeBadRequest: {
 		Title: "Bad request", Status: http.StatusBadRequest,
-		Description: "The request could not be read, or is malformed in a way no more specific type covers.",
+		Description: "The request could not be read, or is malformed in a way no more specific type covers; " +
+			"this includes a NUL character or invalid UTF-8 in the path, the query, a header naming something or a " +
+			"string of the body (errors then holds its JSON pointer).",
 	},
 	TypeMalformedJSON: {
 		Title: "Malformed JSON", Status: http.StatusBadRequest,
@@ -136,6 +141,12 @@ var problemTypes = map[string]ProblemType{
 		Title: "Misdirected request", Status: http.StatusMisdirectedRequest,
 		Description: "The request's Host header names a host the server was not told to serve (--allowed-hosts); " +
 			"this refuses DNS-rebinding attacks from browsers.",
+	},
+	TypeTooManyRequests: {
+		Title: "Too many requests", Status: http.StatusTooManyRequests,
+		Description: "As much of this work runs already as the server allows (concurrent exports and model " +
+			"uploads per environment and server, dry-runs per environment); the Retry-After header says how many " +
+			"seconds to wait.",
 	},
 	TypeInternal: {
 		Title: "Internal server error", Status: http.StatusInternalServerError,
@@ -283,6 +294,11 @@ func Unauthenticated(format string, args ...any) *Problem {
 // Forbidden is a 403 problem.
 func Forbidden(format string, args ...any) *Problem {
 	return newProblem(TypeForbidden, fmt.Sprintf(format, args...))
+}
+
+// TooManyRequests is a 429 problem.
+func TooManyRequests(format string, args ...any) *Problem {
+	return newProblem(TypeTooManyRequests, fmt.Sprintf(format, args...))
 }
 
 // Misdirected is a 421 problem.

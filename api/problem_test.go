@@ -37,7 +37,7 @@ func TestProblemTypes(t *testing.T) {
 	all := []string{
 		TypeBadRequest, TypeMalformedJSON, TypeUnknownField, TypeInvalidField, TypeValidation,
 		TypeBodyTooLarge, TypeUnsupportedMediaType, TypeNotFound, TypeConflict,
-		TypeMethodNotAllowed, TypeUnavailable, TypeInternal, TypeUnauthenticated, TypeForbidden, TypeMisdirected,
+		TypeMethodNotAllowed, TypeUnavailable, TypeInternal, TypeUnauthenticated, TypeForbidden, TypeMisdirected, TypeTooManyRequests,
 	}
 	got := ProblemTypes()
 	if len(got) != len(all) {

@@ -25,6 +25,7 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.opts.Telemetry.HTTPMiddleware)
 	}
 	r.Use(s.checkHost)
+	r.Use(s.checkInput)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, NotFound("no route for %s %s", r.Method, r.URL.Path))
 	})

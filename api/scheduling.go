@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -143,6 +144,10 @@ func (s *Server) createDryrun(w http.ResponseWriter, r *http.Request) error {
 		return InvalidField("/version", "must be a version number (or absent for the released one)")
 	}
 	run, err := s.opts.Store.CreateDryrun(r.Context(), e.ID, req.Version, req.Agents, req.ResourceIDs)
+	if errors.Is(err, store.ErrBusy) {
+		w.Header().Set("Retry-After", "5")
+		return TooManyRequests("%s; wait for one to finish", err.Error())
+	}
 	if err != nil {
 		return err
 	}

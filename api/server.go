@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/intendhq/intend/internal/intent"
@@ -63,12 +64,44 @@ type Options struct {
 	// (default 60 s); BulkBodyTimeout that of exports and model uploads
 	// (default 10 minutes).
 	BodyTimeout, BulkBodyTimeout time.Duration
+	// MaxBulkPerEnvironment bounds the exports and model uploads one
+	// server handles at once for one environment (default 4); one more
+	// is a 429.
+	MaxBulkPerEnvironment int
 }
 
 // Server is intend's REST API.
 type Server struct {
 	opts Options
 	log  *slog.Logger
+	bulk slots
+}
+
+// slots counts work in progress per key, up to a limit.
+type slots struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// acquire takes a slot of key when fewer than limit are taken; release
+// gives it back.
+func (s *slots) acquire(key string, limit int) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[key] >= limit {
+		return nil, false
+	}
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[key]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.n[key]--; s.n[key] <= 0 {
+			delete(s.n, key)
+		}
+	}, true
 }
 
 // New returns the API server; Handler serves it.
@@ -87,6 +120,9 @@ func New(opts Options) *Server {
 	}
 	if opts.BulkBodyTimeout <= 0 {
 		opts.BulkBodyTimeout = 10 * time.Minute
+	}
+	if opts.MaxBulkPerEnvironment <= 0 {
+		opts.MaxBulkPerEnvironment = 4
 	}
 	return &Server{opts: opts, log: opts.Log}
 }
@@ -134,6 +170,10 @@ func storeProblem(err error) error {
 		// Stored state can refuse a version too (a partial export that
 		// does not merge): its problems point into the body.
 		return exportProblem(err)
+	case store.IsInvalidText(err):
+		// What the early checks (input.go) let through, PostgreSQL
+		// refuses: it came from the request.
+		return BadRequest("the request holds text the server cannot store: %s", invalidTextDetail)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Unavailable("the request was cancelled or timed out")
 	}
@@ -169,11 +209,16 @@ func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
-// pathParam returns a path parameter unescaped ("%2F" → "/").
+// pathParam returns a path parameter unescaped ("%2F" → "/"). One that
+// holds a NUL character or invalid UTF-8 (once unescaped) names nothing
+// and is refused.
 func pathParam(raw string) (string, error) {
 	v, err := url.PathUnescape(raw)
 	if err != nil {
 		return "", BadRequest("path segment %q is not valid URL encoding", raw)
+	}
+	if !validText(v) {
+		return "", BadRequest("a path segment holds %s", invalidTextDetail)
 	}
 	return v, nil
 }

@@ -259,10 +259,10 @@ Examples:
 // versionDiff is GET .../diff's answer with the values kept as the server
 // wrote them (420 and 420.0 differ there).
 type versionDiff struct {
-	From     int64    `json:"from"`
-	To       int64    `json:"to"`
-	Added    []string `json:"added"`
-	Removed  []string `json:"removed"`
+	From     int64              `json:"from"`
+	To       int64              `json:"to"`
+	Added    []string           `json:"added"`
+	Removed  []string           `json:"removed"`
 	Modified []modifiedResource `json:"modified"`
 }
 

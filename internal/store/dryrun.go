@@ -8,6 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// MaxActiveDryruns is how many dry-runs an environment runs at once; one
+// more is refused with ErrBusy.
+const MaxActiveDryruns = 4
+
 // CreateDryrun records a dry-run of a version (the released one when
 // version is 0), optionally narrowed to agents or resource ids. Its
 // workflow (env/<env>/dryrun/<run>) is the deploy workflow with action
@@ -18,6 +22,19 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 		e, err := lockEnvironment(ctx, tx, envID)
 		if err != nil {
 			return err
+		}
+		// At most MaxActiveDryruns at once per environment, on every
+		// replica: the environment's row lock orders the counting. One
+		// stuck in pending (its workflow never started) stops counting
+		// after an hour.
+		var active int
+		if err := tx.QueryRow(ctx, `select count(*) from deploy_runs
+			where environment_id = $1::uuid and action = 'dryrun' and status in ('pending', 'running')
+			  and requested_at > now() - interval '1 hour'`, envID).Scan(&active); err != nil {
+			return err
+		}
+		if active >= MaxActiveDryruns {
+			return fmt.Errorf("environment %s runs %d dry-runs already, the most it runs at once: %w", e.Name, active, ErrBusy)
 		}
 		if version == 0 {
 			if e.ReleasedVersion == nil {

@@ -20,6 +20,10 @@ var ErrNotFound = errors.New("not found")
 // stored (a duplicate name, a stale version).
 var ErrConflict = errors.New("conflict")
 
+// ErrBusy is wrapped by errors about work refused because as much of it
+// runs already as is allowed (retry later).
+var ErrBusy = errors.New("busy")
+
 // Store wraps a pgx connection pool. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
@@ -64,6 +68,19 @@ func isUniqueViolation(err error, constraint string) bool {
 		return constraint == "" || pe.ConstraintName == constraint
 	}
 	return false
+}
+
+// IsInvalidText reports whether err, from any method of Store, is
+// PostgreSQL refusing text it was sent: a NUL character, which text and
+// jsonb cannot hold, or invalid UTF-8 (SQLSTATE 22021
+// character_not_in_repertoire, and 22P05 untranslatable_character for
+// "\u0000" in jsonb). Such text can only come from the client, so callers
+// answer it as a bad request rather than a failure. It is a predicate
+// rather than a sentinel because every method wraps the pgx error in its
+// own context; matching it once here keeps pgx types out of the callers.
+func IsInvalidText(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05")
 }
 
 func isForeignKeyViolation(err error) bool {

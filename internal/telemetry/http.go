@@ -13,8 +13,28 @@ import (
 // that scanners probing random paths cannot create new series.
 const unmatchedRoute = "unmatched"
 
+// otherMethod is the method label of requests whose method is none of
+// those the API knows: net/http accepts any token as a method, up to the
+// header size limit, and each would otherwise become a series.
+const otherMethod = "other"
+
+// methodLabel is the method label of method: itself when the API knows
+// it (methods are case-sensitive), otherMethod otherwise.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+		http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return otherMethod
+}
+
 // HTTPMiddleware counts requests in intend_http_requests_total{method,route,code}
 // and times them in intend_http_request_duration_seconds{method,route}.
+//
+// Every label has a bounded set of values, whatever clients send: method
+// is one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS or "other"; code
+// is the status the handler wrote.
 //
 // route is the chi route pattern ("/environments/{name}"), never the raw
 // path, whose values would make the series unbounded. Requests no route
@@ -48,8 +68,9 @@ func (t *Telemetry) HTTPMiddleware(next http.Handler) http.Handler {
 			if route == "" {
 				route = unmatchedRoute
 			}
-			t.httpRequests.WithLabelValues(r.Method, route, strconv.Itoa(code)).Inc()
-			t.httpDuration.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+			method := methodLabel(r.Method)
+			t.httpRequests.WithLabelValues(method, route, strconv.Itoa(code)).Inc()
+			t.httpDuration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(sw, r)
 		completed = true
