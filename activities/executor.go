@@ -258,7 +258,8 @@ func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResou
 		}
 	}
 	if len(outcome.Diff) > 0 {
-		rec.Changes, _ = json.Marshal(outcome.Diff)
+		// Bounded: a large value by its size, hash and a diff.
+		rec.Changes, _ = json.Marshal(recordChanges(outcome.Diff, e.sensitiveAttributes(r.ID)))
 	}
 	rec.Facts = factsOf(hc)
 	if logs := hc.Logs(); len(logs) > 0 {

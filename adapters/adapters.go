@@ -347,6 +347,21 @@ type Reloader interface {
 	Reload(ctx context.Context, hc *Context, desired Resource) error
 }
 
+// Sensitive is an optional capability: a Handler names the attributes of
+// its type whose values must never be recorded (a file of credentials).
+// Where the executor records a change of one of them, in the action log
+// and so in the dry-run report, it keeps only the size and SHA-256 of
+// each side: no value, no diff. Update still receives the values.
+//
+// SensitiveAttributes returns top-level attribute names, the same for
+// every resource of the type; it is called from many goroutines. A
+// SHA-256 does not hide a short or guessable value (a password) from
+// whoever tries candidates: give those as secret references, which the
+// engine masks whole, with no hash.
+type Sensitive interface {
+	SensitiveAttributes() []string
+}
+
 // Run performs one attempt on one resource: resolve secrets, validate,
 // observe, decide, act, then reload and discover facts when the adapter
 // can. With dryRun it stops before acting and reports what it would do.

@@ -555,7 +555,7 @@ func TestCLIAgainstServer(t *testing.T) {
 	}
 	out = ok(t, withEnv, "resource", "logs", id(motd))
 	for _, want := range []string{"deploy  deployed  version 1", "INFO  wrote file bytes=6 mode=0644 path=" + motd,
-		`changed content: "hello\n" → "hello again\n"`, "user repair"} {
+		"    changed content:\n      @@ -1 +1 @@\n      -hello\n      +hello again\n", "user repair"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("resource logs lacks %q:\n%s", want, out)
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +28,9 @@ func dryrunCommand(g *globals) *cobra.Command {
 upload it as a new version without releasing it, and dry-run that version
 (POST /api/v1/environments/{env}/dryrun): the executors observe every
 resource and compute the difference, changing nothing. Prints each resource
-that would change with its attribute changes (from → to), then a count per
+that would change with its attribute changes (from → to; text of several
+lines, such as a file's content, as a unified diff, cut after 200 lines;
+a value too large or sensitive by its sizes and hashes), then a count per
 status. --all also lists the unmodified ones.
 
 ` + clientSettingsHelp + `
@@ -120,13 +123,14 @@ func printDryrun(w io.Writer, run store.DeployRun, results []store.DryrunResult,
 		if r.Error != nil {
 			fmt.Fprintf(w, "            error: %s\n", *r.Error)
 		}
-		var changes map[string]struct {
-			From json.RawMessage `json:"from"`
-			To   json.RawMessage `json:"to"`
-		}
+		var changes map[string]recordedChange
 		if len(r.Changes) > 0 && json.Unmarshal(r.Changes, &changes) == nil {
 			for _, name := range sortedKeys(changes) {
 				ch := changes[name]
+				if ch.Diff != "" {
+					writeTextDiff(w, "            "+name+":", "              ", ch)
+					continue
+				}
 				fmt.Fprintf(w, "            %s: %s → %s\n", name, shorten(ch.From), shorten(ch.To))
 			}
 		}
@@ -141,6 +145,61 @@ func printDryrun(w io.Writer, run store.DeployRun, results []store.DryrunResult,
 	fmt.Fprintf(w, "dry-run %d of version %d (%s): %s\n", run.Run, run.Version, run.WorkflowID, strings.Join(parts, ", "))
 	return nil
 }
+
+// recordedChange is one attribute's change as an action record keeps it
+// (docs/api.md): from and to (a summary when a value is large or
+// sensitive), and for text a unified diff.
+type recordedChange struct {
+	From      json.RawMessage `json:"from"`
+	To        json.RawMessage `json:"to"`
+	Diff      string          `json:"diff"`
+	FromBytes *int            `json:"from_bytes"`
+	ToBytes   *int            `json:"to_bytes"`
+}
+
+// writeTextDiff prints a change that holds a diff: head, the sizes when
+// the values are summarised, then the diff, each line after indent.
+func writeTextDiff(w io.Writer, head, indent string, c recordedChange) {
+	fmt.Fprint(w, head)
+	if c.FromBytes != nil || c.ToBytes != nil {
+		fmt.Fprintf(w, " %s → %s", sizeOf(c.FromBytes), sizeOf(c.ToBytes))
+	}
+	fmt.Fprintln(w)
+	for _, line := range strings.Split(strings.TrimSuffix(c.Diff, "\n"), "\n") {
+		fmt.Fprintf(w, "%s%s\n", indent, printable(line))
+	}
+}
+
+// sizeOf is one side's size in a change; nil is an absent side.
+func sizeOf(n *int) string {
+	if n == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%d bytes", *n)
+}
+
+// printable escapes the control characters of a line of a diff (a
+// carriage return, an escape sequence), which the terminal would act on.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\r':
+			b.WriteString(`\r`)
+		case isControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isControl reports whether r is a control character other than a tab.
+func isControl(r rune) bool { return r != '\t' && unicode.IsControl(r) }
 
 // shorten keeps a changed value readable on one line.
 func shorten(raw json.RawMessage) string {

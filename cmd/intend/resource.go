@@ -254,10 +254,7 @@ func writeAction(w io.Writer, a store.Action) error {
 	}
 	fmt.Fprintln(w)
 	if len(a.Changes) > 0 && string(a.Changes) != "null" {
-		var changes map[string]struct {
-			From json.RawMessage `json:"from"`
-			To   json.RawMessage `json:"to"`
-		}
+		var changes map[string]recordedChange
 		if err := json.Unmarshal(a.Changes, &changes); err == nil {
 			names := make([]string, 0, len(changes))
 			for n := range changes {
@@ -265,6 +262,10 @@ func writeAction(w io.Writer, a store.Action) error {
 			}
 			slices.Sort(names)
 			for _, n := range names {
+				if changes[n].Diff != "" {
+					writeTextDiff(w, "    changed "+n+":", "      ", changes[n])
+					continue
+				}
 				fmt.Fprintf(w, "    changed %s: %s → %s\n", n, diffValue(changes[n].From), diffValue(changes[n].To))
 			}
 		} else {
