@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -55,11 +57,23 @@ type Compiler struct {
 	// to the environment's service instances (api.LSMEngine's); nil: the
 	// server's reconciler does.
 	ModelChanged func(ctx context.Context, env store.Environment, hash string) error
-	// GitTimeout bounds one git command (0: DefaultGitTimeout);
-	// CompileTimeout bounds one compile (0: DefaultCompileTimeout).
+	// GitTimeout bounds one git command, a fetch included (0:
+	// DefaultGitTimeout): git and what it started are killed when it
+	// passes, and a fetch that took too long fails the compile, naming
+	// the limit. CompileTimeout bounds one compile (0:
+	// DefaultCompileTimeout).
 	GitTimeout     time.Duration
 	CompileTimeout time.Duration
-	Log            *slog.Logger // nil: slog.Default()
+	// MaxTreeBytes bounds the files of a commit the compile checks out,
+	// added up (0: project.MaxArchiveBytes, what a model source may hold):
+	// a larger tree fails the compile before anything is written.
+	MaxTreeBytes int64
+	// AllowLocalRepos lets the compiles fetch a repo_url that is a local
+	// path or file:// URL (intend server --allow-local-repos); without it
+	// such a compile fails, and git is not even allowed the file
+	// transport.
+	AllowLocalRepos bool
+	Log             *slog.Logger // nil: slog.Default()
 
 	// locks serialises git work on one environment's cache in this
 	// process (compiles of an environment run one at a time anyway; a
@@ -186,16 +200,15 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	if err != nil {
 		return fail(err)
 	}
-	// Its service entities become the catalog, unless that would break
-	// live instances: then the compile fails, naming them.
-	if err := c.Store.RegisterEntities(ctx, in.EnvironmentID, packed.Hash, res.Services); err != nil {
+	// Its service entities become the catalog in the same transaction,
+	// unless that would break live instances: then neither changes and
+	// the compile fails, naming them.
+	src, err := c.Store.PutModel(ctx, in.EnvironmentID, store.NewModel{Hash: packed.Hash, Archive: packed.Archive,
+		Files: packed.Files, Origin: "compile", Entities: res.Services})
+	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
 			return fail(&failure{msg: be.Error(), errs: store.CompileMessage(be.Error())})
 		}
-		return workflows.BuildCompileResult{}, classify(err)
-	}
-	src, err := c.Store.PutModelSource(ctx, in.EnvironmentID, packed.Hash, packed.Archive, packed.Files, "compile")
-	if err != nil {
 		return workflows.BuildCompileResult{}, classify(err)
 	}
 	if src.AnnouncedAt == nil && c.ModelChanged != nil {
@@ -375,6 +388,9 @@ func (c *Compiler) fetchLocked(ctx context.Context, envID, url, branch string) (
 	if c.DataDir == "" {
 		return "", errors.New("the server has no data directory for compiles")
 	}
+	if err := c.checkRepoURL(url); err != nil {
+		return "", err
+	}
 	repo := c.repoDir(envID)
 	if _, err := os.Stat(filepath.Join(repo, "HEAD")); err != nil {
 		if err := os.MkdirAll(filepath.Dir(repo), 0o700); err != nil {
@@ -390,17 +406,38 @@ func (c *Compiler) fetchLocked(ctx context.Context, envID, url, branch string) (
 	}
 	ref := "refs/heads/" + branch
 	// The url goes in whole on every fetch (no remote is configured), so
-	// a changed repo_url takes effect at the next compile.
-	if _, err := c.git(ctx, nil, "--git-dir", repo, "fetch", "--quiet", "--no-tags", "--force", "--",
+	// a changed repo_url takes effect at the next compile. Only the
+	// branch's tip is fetched (--depth 1): the compile needs no history,
+	// and the cache does not grow with it.
+	if _, err := c.git(ctx, nil, "--git-dir", repo, "fetch", "--quiet", "--no-tags", "--force", "--depth", "1", "--",
 		url, "+"+ref+":"+ref); err != nil {
-		return "", gitFailure(fmt.Sprintf("fetch branch %s of %s", branch, url), err)
+		return "", gitFailure(fmt.Sprintf("fetch branch %s of %s", branch, redactURL(url)), err)
 	}
 	out, err := c.git(ctx, nil, "--git-dir", repo, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
 	if err != nil {
-		return "", gitFailure(fmt.Sprintf("branch %s of %s", branch, url), err)
+		return "", gitFailure(fmt.Sprintf("branch %s of %s", branch, redactURL(url)), err)
 	}
 	return strings.TrimSpace(out), nil
 }
+
+// checkRepoURL refuses to fetch a repo_url stored before the server's
+// rules or flags changed: a local path or file:// URL without
+// AllowLocalRepos, a transport other than https, ssh and git. A password
+// in the URL, which the API now refuses, is still fetched: it only never
+// shows (redactURL).
+func (c *Compiler) checkRepoURL(url string) error {
+	err := store.CheckRepoURL(url, c.AllowLocalRepos)
+	if err == nil || errors.Is(err, store.ErrRepoCredentials) {
+		return nil
+	}
+	msg := fmt.Sprintf("repo_url %s is not fetched: %v", redactURL(url), err)
+	return &failure{msg: msg, errs: store.CompileMessage(msg)}
+}
+
+// redactURL hides the password of a URL in a repo_url or in git's
+// messages (store.RedactURL): what a compile records and logs never
+// holds one.
+func redactURL(s string) string { return store.RedactURL(s) }
 
 var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
@@ -422,9 +459,21 @@ func (c *Compiler) checkout(ctx context.Context, envID string, comp store.Compil
 			return err
 		}
 		if !has() {
-			return &failure{msg: "commit is gone", errs: store.CompileMessage(fmt.Sprintf(
-				"commit %s is no longer on branch %s of %s (force-pushed?)", commit, comp.Branch, comp.RepoURL))}
+			// The branch moved on since the commit was fetched (by
+			// another server), and a fetch brings only its tip: ask for
+			// the commit itself, which servers that allow it send.
+			if _, err := c.git(ctx, nil, "--git-dir", repo, "fetch", "--quiet", "--no-tags", "--depth", "1", "--",
+				comp.RepoURL, commit); err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
+		if !has() {
+			return &failure{msg: "commit is gone", errs: store.CompileMessage(fmt.Sprintf(
+				"commit %s is no longer on branch %s of %s (force-pushed?)", commit, comp.Branch, redactURL(comp.RepoURL)))}
+		}
+	}
+	if err := c.checkTreeSize(ctx, repo, commit); err != nil {
+		return err
 	}
 	// A private index: the cache is bare and may serve several compiles.
 	env := []string{"GIT_INDEX_FILE=" + filepath.Join(work, "index")}
@@ -440,19 +489,116 @@ func (c *Compiler) checkout(ctx context.Context, envID string, comp store.Compil
 	return nil
 }
 
+// maxTreeFiles bounds the files (and links) of a commit the compile
+// checks out: a model is far smaller, and a checkout must not fill the
+// disk with empty files.
+const maxTreeFiles = 100_000
+
+// checkTreeSize refuses a commit whose files, added up, exceed
+// MaxTreeBytes, or that has more than maxTreeFiles of them, before
+// anything is checked out: git lists the tree with each blob's size, read
+// as it comes, and stopped at the first entry over a bound.
+func (c *Compiler) checkTreeSize(ctx context.Context, repo, commit string) error {
+	limit := c.MaxTreeBytes
+	if limit <= 0 {
+		limit = project.MaxArchiveBytes
+	}
+	sz := &treeSizer{limit: limit}
+	err := c.gitTo(ctx, nil, sz, "--git-dir", repo, "ls-tree", "-r", "-l", "-z", "--full-tree", commit)
+	switch {
+	case sz.over != "":
+		msg := fmt.Sprintf("commit %s is too large to compile: %s", commit, sz.over)
+		return &failure{msg: msg, errs: store.CompileMessage(msg)}
+	case err != nil:
+		return fmt.Errorf("list the tree of %s: %w", commit, err)
+	}
+	return nil
+}
+
+// errTreeTooLarge stops git's listing once a tree is over a bound.
+var errTreeTooLarge = errors.New("the tree is too large")
+
+// treeSizer adds up the blob sizes of `git ls-tree -r -l -z`'s entries
+// ("<mode> <type> <object> <size>\t<path>\0", size "-" for a submodule)
+// as they are written, and fails the write once over a bound.
+type treeSizer struct {
+	limit   int64
+	total   int64
+	files   int
+	partial []byte
+	over    string // which bound, once over one
+}
+
+func (t *treeSizer) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, 0)
+		if i < 0 {
+			if t.partial = append(t.partial, p...); len(t.partial) > 1<<16 {
+				t.over = "it has a path longer than 64 KiB"
+				return 0, errTreeTooLarge
+			}
+			break
+		}
+		entry := p[:i]
+		if len(t.partial) > 0 {
+			entry = append(t.partial, entry...)
+			t.partial = nil
+		}
+		p = p[i+1:]
+		t.add(entry)
+		if t.over != "" {
+			return 0, errTreeTooLarge
+		}
+	}
+	return n, nil
+}
+
+func (t *treeSizer) add(entry []byte) {
+	meta, _, _ := bytes.Cut(entry, []byte{'\t'})
+	f := strings.Fields(string(meta))
+	if len(f) != 4 || f[1] != "blob" {
+		return // a submodule's commit: not checked out
+	}
+	size, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil || size < 0 {
+		return
+	}
+	t.total += size
+	t.files++
+	switch {
+	case t.total > t.limit:
+		t.over = fmt.Sprintf("its files add up to more than %s (the server's limit)", byteSize(t.limit))
+	case t.files > maxTreeFiles:
+		t.over = fmt.Sprintf("it has more than %d files (the server's limit)", maxTreeFiles)
+	}
+}
+
+// byteSize writes n bytes in MiB when it is a whole number of them.
+func byteSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // gitError is a git command that failed: its arguments and the tail of
-// its standard error.
+// its standard error; limit is the time limit it was stopped at, if it
+// was.
 type gitError struct {
 	args   []string
 	stderr string
 	err    error
+	limit  time.Duration
 }
 
+// Error is git's message, or the command; a password in a URL in either
+// is redacted (the message goes to the compile's record and to logs).
 func (e *gitError) Error() string {
 	if e.stderr != "" {
-		return e.stderr
+		return redactURL(e.stderr)
 	}
-	return fmt.Sprintf("git %s: %v", strings.Join(e.args, " "), e.err)
+	return redactURL(fmt.Sprintf("git %s: %v", strings.Join(e.args, " "), e.err))
 }
 
 func (e *gitError) Unwrap() error { return e.err }
@@ -465,40 +611,73 @@ func gitFailure(what string, err error) error {
 		return err
 	}
 	msg := what + ": " + ge.Error()
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case ge.limit > 0:
+		msg = fmt.Sprintf("%s: git took longer than %s (the server's git time limit) and was stopped", what, ge.limit)
+	case errors.Is(err, context.DeadlineExceeded):
 		msg = what + ": git took too long and was stopped"
 	}
 	return &failure{msg: msg, errs: store.CompileMessage(msg)}
 }
 
 // git runs git with extra environment variables and returns its standard
-// output. It never prompts (no terminal, ssh in batch mode) and refuses
-// the ext transport (a command line in a URL).
+// output. It never prompts (no terminal, ssh in batch mode), runs no
+// hooks, and speaks only the transports of CheckRepoURL: https, ssh, git,
+// and file only with AllowLocalRepos (never ext, a command line in a
+// URL, nor any other remote helper).
 func (c *Compiler) git(ctx context.Context, env []string, args ...string) (string, error) {
+	var stdout bytes.Buffer
+	if err := c.gitTo(ctx, env, &stdout, args...); err != nil {
+		return "", err
+	}
+	return stdout.String(), nil
+}
+
+// gitTo is git writing its standard output to stdout. Git runs in a
+// process group of its own, killed whole when GitTimeout passes (a
+// transport helper or ssh does not go on downloading).
+func (c *Compiler) gitTo(ctx context.Context, env []string, stdout io.Writer, args ...string) error {
 	timeout := c.GitTimeout
 	if timeout <= 0 {
 		timeout = DefaultGitTimeout
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	full := append([]string{"-c", "protocol.ext.allow=never", "-c", "core.hooksPath=" + os.DevNull}, args...)
+	file := "never"
+	if c.AllowLocalRepos {
+		file = "always"
+	}
+	full := append([]string{"-c", "protocol.allow=never", "-c", "protocol.https.allow=always",
+		"-c", "protocol.ssh.allow=always", "-c", "protocol.git.allow=always", "-c", "protocol.file.allow=" + file,
+		"-c", "protocol.ext.allow=never", "-c", "core.hooksPath=" + os.DevNull}, args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
 	if os.Getenv("GIT_SSH_COMMAND") == "" {
 		cmd.Env = append(cmd.Env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
 	}
 	cmd.Env = append(cmd.Env, env...)
-	cmd.WaitDelay = 5 * time.Second
-	var stdout bytes.Buffer
-	stderr := &tail{max: maxGitOutput}
-	cmd.Stdout, cmd.Stderr = &stdout, stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
 		}
-		return "", &gitError{args: args, stderr: strings.TrimSpace(stderr.String()), err: err}
+		return nil
 	}
-	return stdout.String(), nil
+	cmd.WaitDelay = 5 * time.Second
+	stderr := &tail{max: maxGitOutput}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		ge := &gitError{args: args, stderr: strings.TrimSpace(stderr.String()), err: err}
+		if ctx.Err() != nil {
+			ge.err = ctx.Err()
+			if parent.Err() == nil {
+				ge.limit = timeout
+			}
+		}
+		return ge
+	}
+	return nil
 }
 
 // tail keeps the last max bytes written to it.

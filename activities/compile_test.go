@@ -36,7 +36,8 @@ func newCompileSetup(t *testing.T, repoURL string) *compileSetup {
 	t.Helper()
 	st, e := newTestEnv(t, map[string]json.RawMessage{"repo_url": json.RawMessage(mustJSON(t, repoURL))})
 	s := &compileSetup{st: st, env: e}
-	s.c = &Compiler{Store: st, DataDir: t.TempDir(), Wake: func(context.Context, store.Environment, string) error {
+	// The repositories of these tests are bare ones on local disk.
+	s.c = &Compiler{Store: st, DataDir: t.TempDir(), AllowLocalRepos: true, Wake: func(context.Context, store.Environment, string) error {
 		s.woke.Add(1)
 		return nil
 	}}

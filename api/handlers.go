@@ -83,11 +83,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 	if err := store.ValidateName(req.Name); err != nil {
 		errs = append(errs, FieldError{Field: "/name", Detail: err.Error()})
 	}
-	if _, serrs := store.ApplySettings(store.DefaultSettings(), req.Settings); len(serrs) > 0 {
-		for _, se := range serrs {
-			errs = append(errs, FieldError{Field: "/settings/" + se.Key, Detail: se.Reason})
-		}
-	}
+	errs = append(errs, s.settingErrors(store.DefaultSettings(), req.Settings)...)
 	if len(errs) > 0 {
 		return Validation("the environment is invalid", errs...)
 	}
@@ -105,7 +101,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 			s.log.Warn("scheduler not started yet; the reconciler will start it", "environment", e.Name, "error", err)
 		}
 	}
-	WriteJSON(w, http.StatusCreated, e)
+	WriteJSON(w, http.StatusCreated, redactEnv(e))
 	return nil
 }
 
@@ -126,6 +122,9 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error 
 	}
 	p := principal(r)
 	es = slices.DeleteFunc(es, func(e store.Environment) bool { return p.In(e.ID, e.Name) == auth.RoleNone })
+	for i := range es {
+		es[i] = redactEnv(es[i])
+	}
 	WriteJSON(w, http.StatusOK, list[store.Environment]{Items: nonNil(es), Next: next})
 	return nil
 }
@@ -148,7 +147,7 @@ func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, e)
+	WriteJSON(w, http.StatusOK, redactEnv(e))
 	return nil
 }
 
@@ -171,11 +170,7 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 	if req.Name != nil && *req.Name != e.Name {
 		return InvalidField("/name", "an environment's name cannot change: it is part of its workflow ids and task queues")
 	}
-	if _, serrs := store.ApplySettings(e.Settings, req.Settings); len(serrs) > 0 {
-		var errs []FieldError
-		for _, se := range serrs {
-			errs = append(errs, FieldError{Field: "/settings/" + se.Key, Detail: se.Reason})
-		}
+	if errs := s.settingErrors(e.Settings, req.Settings); len(errs) > 0 {
 		return Validation("the settings are invalid", errs...)
 	}
 	out, err := s.opts.Store.UpdateEnvironment(r.Context(), e.ID, store.EnvironmentPatch{
@@ -188,7 +183,7 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 	if out.Halted != e.Halted || len(req.Settings) > 0 {
 		s.wake(r, out, "environment settings changed", false, out.Halted && !e.Halted)
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, redactEnv(out))
 	return nil
 }
 

@@ -56,8 +56,9 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	sum := sha256.Sum256(archive)
 	hash := hex.EncodeToString(sum[:])
-	// The model's service entities become the catalog, unless that would
-	// break live instances; then the source is not stored either.
+	// The model's service entities become the catalog and its archive the
+	// model source, in one transaction, unless that would break live
+	// instances: then neither changes.
 	res, err := compiler.Compile(r.Context(), compiler.Options{Dir: dir})
 	if err != nil {
 		if errs, ok := errors.AsType[compiler.Errors](err); ok {
@@ -65,16 +66,17 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	if err := s.opts.Store.RegisterEntities(r.Context(), e.ID, hash, res.Services); err != nil {
+	m, err := s.opts.Store.PutModel(r.Context(), e.ID, store.NewModel{
+		Hash: hash, Archive: archive, Files: files, Origin: "cli", Entities: res.Services,
+	})
+	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
 			return breakingProblem(be)
 		}
 		return err
 	}
-	m, err := s.opts.Store.PutModelSource(r.Context(), e.ID, hash, archive, files, "cli")
-	if err != nil {
-		return err
-	}
+	// Announced after the commit; if the server dies first, the
+	// reconciler announces it.
 	if m.AnnouncedAt == nil && s.opts.LSM != nil {
 		// The live instances export their resources again, built by it.
 		if err := s.opts.LSM.ModelChanged(r.Context(), e, hash); err != nil {

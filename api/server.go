@@ -68,6 +68,10 @@ type Options struct {
 	// server handles at once for one environment (default 4); one more
 	// is a 429.
 	MaxBulkPerEnvironment int
+	// AllowLocalRepos lets a repo_url name a local path or file:// URL on
+	// the server's host (intend server --allow-local-repos); without it
+	// such a setting is a 422.
+	AllowLocalRepos bool
 }
 
 // Server is intend's REST API.

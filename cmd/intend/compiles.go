@@ -25,9 +25,12 @@ func compilesCommand(g *globals) *cobra.Command {
 is compiled by the server itself (the autonomous mode): it fetches the
 branch, compiles it with the environment's facts, exports and releases the
 version, each compile as the Temporal workflow env/<env>/compile/<id>.
-recompile_interval makes it compile on a schedule too.
+recompile_interval makes it compile on a schedule too. repo_url is an
+https://, ssh://, git:// or user@host:path URL, without credentials (the
+server's git credential helper or ssh keys supply them); a path on the
+server's host only when it runs with --allow-local-repos.
 
-  intend env settings set repo_url=/srv/git/infra.git repo_branch=main
+  intend env settings set repo_url=git@git.example.com:infra.git repo_branch=main
   intend compiles request --wait
   intend compiles list
   intend compiles show 3

@@ -33,7 +33,7 @@ func git(t *testing.T, dir string, args ...string) {
 func TestCompilesCommands(t *testing.T) {
 	// Not parallel: see exectest.StartServer.
 	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
-		SchedulerPoll: time.Second, DataDir: t.TempDir()})
+		SchedulerPoll: time.Second, DataDir: t.TempDir(), AllowLocalRepos: true})
 	envName := testenv.UniqueName(t, "compiles")
 	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
 	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)

@@ -18,6 +18,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var embedded bool
 	var concurrency int
 	var executorName, secretsDir, secretEnvPrefix, dataDir string
+	var allowLocalRepos bool
 	var sec serverSecurity
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -47,7 +48,7 @@ it does not show in ps. See docs/security.md.`,
 				TemporalSecurity: g.temporalSecurity,
 				EmbeddedExecutor: embedded, ExecutorConcurrency: concurrency, Log: log,
 				ExecutorName: executorName, SecretsDir: secretsDir, SecretEnvPrefix: secretEnvPrefix,
-				Version: version, DataDir: dataDir,
+				Version: version, DataDir: dataDir, AllowLocalRepos: allowLocalRepos,
 			}
 			if err := sec.apply(&scfg, g.getenv); err != nil {
 				return usageErrorf("%v", err)
@@ -80,6 +81,9 @@ it does not show in ps. See docs/security.md.`,
 		"prefix of the variables that the embedded executor's env: secret references may read (env INTEND_SECRET_ENV_PREFIX)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", server.DefaultDataDir(g.getenv)),
 		"directory for the server's files: git caches of autonomous compiles (env INTEND_DATA_DIR)")
+	allowLocal, _ := strconv.ParseBool(g.env("INTEND_ALLOW_LOCAL_REPOS", "false"))
+	cmd.Flags().BoolVar(&allowLocalRepos, "allow-local-repos", allowLocal,
+		"let an environment's repo_url be a path or file:// URL on this host, which compiles read from the server's disk (env INTEND_ALLOW_LOCAL_REPOS)")
 	sec.flags(cmd, g)
 	return cmd
 }

@@ -288,7 +288,7 @@ func TestTokenLifecycle(t *testing.T) {
 func TestAutonomousEnvironmentRefusesPush(t *testing.T) {
 	admin, _ := startServer(t)
 	ctx := context.Background()
-	env := newEnv(t, admin, "auto", map[string]any{"repo_url": "/srv/git/model.git"})
+	env := newEnv(t, admin, "auto", map[string]any{"repo_url": "https://git.example.com/model.git"})
 	v := body(t, file("/tmp/intend-never", "x", "0644"))
 	_, err := admin.ExportVersion(ctx, env, v)
 	var p *api.Problem

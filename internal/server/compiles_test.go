@@ -61,6 +61,7 @@ func startCompileServer(t *testing.T) (*apiclient.Client, *server.Server) {
 	t.Helper()
 	c, s, _ := exectest.StartServer(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, DataDir: t.TempDir(),
+		AllowLocalRepos: true, // the model repositories are bare ones on local disk
 	})
 	return c, s
 }

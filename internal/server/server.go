@@ -71,7 +71,12 @@ type Config struct {
 	// DataDir is where the server keeps files: the git caches and trees
 	// of autonomous compiles (default DefaultDataDir).
 	DataDir string
-	Log     *slog.Logger
+	// AllowLocalRepos lets an environment's repo_url name a local path or
+	// file:// URL, which the server's compiles read from its own disk
+	// (--allow-local-repos); without it the API refuses such a setting and
+	// a compile of one stored before fails.
+	AllowLocalRepos bool
+	Log             *slog.Logger
 
 	// BootstrapToken, when set (INTEND_BOOTSTRAP_TOKEN), is stored at
 	// start as a global admin token named "bootstrap" unless a token with
@@ -243,7 +248,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
-		LSM: s.lsm, Compiles: s, Auth: authn, AllowedHosts: allowed,
+		LSM: s.lsm, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {

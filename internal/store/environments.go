@@ -62,8 +62,9 @@ type Settings struct {
 	// retries, doubled for each next one.
 	RetryBackoff int `json:"retry_backoff"`
 	// RepoURL is the git repository the server compiles the environment's
-	// model from (autonomous mode): any URL or path the git binary takes;
-	// "" for none.
+	// model from (autonomous mode): an https, ssh or git URL, scp-like
+	// user@host:path, or (on a server that allows them) a local path or
+	// file:// URL; never credentials (CheckRepoURL); "" for none.
 	RepoURL string `json:"repo_url"`
 	// RepoBranch is the branch of RepoURL that is compiled.
 	RepoBranch string `json:"repo_branch"`
@@ -167,6 +168,13 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			if json.Unmarshal(raw, &u) != nil || strings.HasPrefix(u, "-") || strings.ContainsAny(u, "\x00\n\r") ||
 				len(u) > 2048 {
 				bad("must be a git repository URL or path (at most 2048 characters, not starting with '-'), or \"\" for none")
+				continue
+			}
+			// Whether the server fetches from its own disk is its flag's
+			// to say (the API checks CheckRepoURL with it); the rest
+			// holds on every server.
+			if err := CheckRepoURL(u, true); err != nil {
+				bad(err.Error())
 				continue
 			}
 			s.RepoURL = u

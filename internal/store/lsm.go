@@ -61,59 +61,66 @@ func (e *BreakingChangesError) Error() string {
 // break a live instance (its entity removed, an attribute it has a value
 // for removed, or retyped so that its value no longer fits) is refused
 // with a *BreakingChangesError naming every such instance, and changes
-// nothing.
+// nothing. An upload or a compile registers the catalog with its model
+// source in one transaction (PutModel); this is the catalog alone.
 func (s *Store) RegisterEntities(ctx context.Context, envID, modelHash string, entities []lsm.Entity) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
 			return err
 		}
-		live, err := liveInstances(ctx, tx, envID)
+		return registerEntities(ctx, tx, envID, modelHash, entities)
+	})
+}
+
+// registerEntities is RegisterEntities in tx, which holds the
+// environment's lock.
+func registerEntities(ctx context.Context, tx pgx.Tx, envID, modelHash string, entities []lsm.Entity) error {
+	live, err := liveInstances(ctx, tx, envID)
+	if err != nil {
+		return err
+	}
+	if changes := breakingChanges(entities, live); len(changes) > 0 {
+		return &BreakingChangesError{Changes: changes}
+	}
+	names := make([]string, 0, len(entities))
+	for _, e := range entities {
+		attrs, err := json.Marshal(e.Attributes)
 		if err != nil {
 			return err
 		}
-		if changes := breakingChanges(entities, live); len(changes) > 0 {
-			return &BreakingChangesError{Changes: changes}
-		}
-		names := make([]string, 0, len(entities))
-		for _, e := range entities {
-			attrs, err := json.Marshal(e.Attributes)
-			if err != nil {
-				return err
-			}
-			lc, err := json.Marshal(e.Lifecycle)
-			if err != nil {
-				return err
-			}
-			var identity *string
-			if e.Identity != "" {
-				identity = &e.Identity
-			}
-			if _, err := tx.Exec(ctx, `
-				insert into service_entities (environment_id, name, description, identity, attributes, lifecycle, model_hash)
-				values ($1::uuid, $2, $3, $4, $5, $6, $7)
-				on conflict (environment_id, name) do update set description = excluded.description,
-				  identity = excluded.identity, attributes = excluded.attributes, lifecycle = excluded.lifecycle,
-				  model_hash = excluded.model_hash,
-				  updated_at = case when (service_entities.description, service_entities.identity,
-				                          service_entities.attributes, service_entities.lifecycle)
-				                         is not distinct from (excluded.description, excluded.identity,
-				                          excluded.attributes, excluded.lifecycle)
-				                    then service_entities.updated_at else now() end`,
-				envID, e.Name, e.Description, identity, attrs, lc, modelHash); err != nil {
-				return fmt.Errorf("register service entity %s: %w", e.Name, err)
-			}
-			names = append(names, e.Name)
-		}
-		// Entities the model dropped go, with their deleted instances'
-		// rows and logs (live ones were refused above).
-		if _, err := tx.Exec(ctx, `delete from service_instances
-			where environment_id = $1::uuid and deleted and not (entity = any($2))`, envID, names); err != nil {
+		lc, err := json.Marshal(e.Lifecycle)
+		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `delete from service_entities where environment_id = $1::uuid and not (name = any($2))`,
-			envID, names)
+		var identity *string
+		if e.Identity != "" {
+			identity = &e.Identity
+		}
+		if _, err := tx.Exec(ctx, `
+			insert into service_entities (environment_id, name, description, identity, attributes, lifecycle, model_hash)
+			values ($1::uuid, $2, $3, $4, $5, $6, $7)
+			on conflict (environment_id, name) do update set description = excluded.description,
+			  identity = excluded.identity, attributes = excluded.attributes, lifecycle = excluded.lifecycle,
+			  model_hash = excluded.model_hash,
+			  updated_at = case when (service_entities.description, service_entities.identity,
+			                          service_entities.attributes, service_entities.lifecycle)
+			                         is not distinct from (excluded.description, excluded.identity,
+			                          excluded.attributes, excluded.lifecycle)
+			                    then service_entities.updated_at else now() end`,
+			envID, e.Name, e.Description, identity, attrs, lc, modelHash); err != nil {
+			return fmt.Errorf("register service entity %s: %w", e.Name, err)
+		}
+		names = append(names, e.Name)
+	}
+	// Entities the model dropped go, with their deleted instances'
+	// rows and logs (live ones were refused above).
+	if _, err := tx.Exec(ctx, `delete from service_instances
+		where environment_id = $1::uuid and deleted and not (entity = any($2))`, envID, names); err != nil {
 		return err
-	})
+	}
+	_, err = tx.Exec(ctx, `delete from service_entities where environment_id = $1::uuid and not (name = any($2))`,
+		envID, names)
+	return err
 }
 
 // liveInstance is what the breaking-change check needs of an instance.

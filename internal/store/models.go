@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/lsm"
 )
 
 // ModelSource describes a stored project archive (its bytes are read
@@ -21,49 +23,103 @@ type ModelSource struct {
 	// environment's live service instances; nil: not yet (or not since
 	// it became the newest again).
 	AnnouncedAt *time.Time `json:"announced_at"`
-	// Replaced (PutModelSource only): it became the newest model source
-	// in place of another one (or of none).
+	// Replaced (PutModel and PutModelSource only): it became the newest
+	// model source in place of another one (or of none).
 	Replaced bool `json:"-"`
 }
 
 // keepModelSources is how many model sources an environment keeps.
 const keepModelSources = 5
 
+// NewModel is a model as an upload or an autonomous compile stores it
+// (PutModel): the project archive and the service entities compiled from
+// it.
+type NewModel struct {
+	// Hash is the archive's SHA-256, hex.
+	Hash    string
+	Archive []byte
+	Files   int
+	// Origin is cli (intend export) or compile (autonomous).
+	Origin   string
+	Entities []lsm.Entity
+}
+
+// PutModel makes m the environment's model: its service entities the
+// catalog (as RegisterEntities, refused with a *BreakingChangesError when
+// they would break live instances) and its archive the newest model
+// source (as PutModelSource), in one transaction under the environment's
+// lock. So the catalog is always the one of the newest source: a failure
+// changes neither, and of concurrent uploads the last to commit is both
+// the newest source and the catalog. Announcing the source to the live
+// instances is the caller's, after the commit (the reconciler announces
+// one left unannounced: UnannouncedModels).
+func (s *Store) PutModel(ctx context.Context, envID string, m NewModel) (ModelSource, error) {
+	var src ModelSource
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
+			return err
+		}
+		if err := registerEntities(ctx, tx, envID, m.Hash, m.Entities); err != nil {
+			return err
+		}
+		var err error
+		src, err = putModelSource(ctx, tx, envID, m.Hash, m.Archive, m.Files, m.Origin)
+		return err
+	})
+	return src, err
+}
+
 // PutModelSource stores a project archive as the environment's newest
 // model source. Storing one already stored (same hash) makes it the newest
 // again and changes nothing else. Older ones beyond the few kept go.
 // Replaced says whether the newest source changed; a source that becomes
 // the newest (again) is not announced (AnnouncedAt nil) until
-// MarkModelAnnounced.
+// MarkModelAnnounced. It leaves the catalog alone: uploads and compiles
+// use PutModel.
 func (s *Store) PutModelSource(ctx context.Context, envID, hash string, archive []byte, files int, origin string) (ModelSource, error) {
 	var m ModelSource
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
 			return err
 		}
-		var newest string
-		err := tx.QueryRow(ctx, `select hash from model_sources where environment_id = $1::uuid
-			order by uploaded_at desc limit 1`, envID).Scan(&newest)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		m.Replaced = newest != hash
-		err = tx.QueryRow(ctx, `
-			insert into model_sources (environment_id, hash, archive, files, size, origin)
-			values ($1::uuid, $2, $3, $4, $5, $6)
-			on conflict (environment_id, hash) do update set uploaded_at = now(), origin = excluded.origin,
-				announced_at = case when $7 then null else model_sources.announced_at end
-			returning hash, files, size, origin, uploaded_at, announced_at`,
-			envID, hash, archive, files, len(archive), origin, m.Replaced).
-			Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt)
-		if err != nil {
-			return fmt.Errorf("store model source: %w", err)
-		}
-		_, err = tx.Exec(ctx, `delete from model_sources where environment_id = $1::uuid and hash not in (
-			select hash from model_sources where environment_id = $1::uuid order by uploaded_at desc limit $2)`,
-			envID, keepModelSources)
+		var err error
+		m, err = putModelSource(ctx, tx, envID, hash, archive, files, origin)
 		return err
 	})
+	return m, err
+}
+
+// putModelSource is PutModelSource in tx, which holds the environment's
+// lock.
+func putModelSource(ctx context.Context, tx pgx.Tx, envID, hash string, archive []byte, files int, origin string) (ModelSource, error) {
+	var m ModelSource
+	var newest string
+	var newestAt *time.Time
+	err := tx.QueryRow(ctx, `select hash, uploaded_at from model_sources where environment_id = $1::uuid
+		order by uploaded_at desc limit 1`, envID).Scan(&newest, &newestAt)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return m, err
+	}
+	m.Replaced = newest != hash
+	// uploaded_at orders the sources as the lock orders their writes:
+	// not now(), the transaction's start, which may come before that of
+	// a write that committed while this one waited for the lock; the
+	// clock now, and after the newest in any case (greatest ignores a
+	// null).
+	err = tx.QueryRow(ctx, `
+		insert into model_sources (environment_id, hash, archive, files, size, origin, uploaded_at)
+		values ($1::uuid, $2, $3, $4, $5, $6, greatest(clock_timestamp(), $8::timestamptz + interval '1 microsecond'))
+		on conflict (environment_id, hash) do update set uploaded_at = excluded.uploaded_at, origin = excluded.origin,
+			announced_at = case when $7 then null else model_sources.announced_at end
+		returning hash, files, size, origin, uploaded_at, announced_at`,
+		envID, hash, archive, files, len(archive), origin, m.Replaced, newestAt).
+		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt)
+	if err != nil {
+		return m, fmt.Errorf("store model source: %w", err)
+	}
+	_, err = tx.Exec(ctx, `delete from model_sources where environment_id = $1::uuid and hash not in (
+		select hash from model_sources where environment_id = $1::uuid order by uploaded_at desc limit $2)`,
+		envID, keepModelSources)
 	return m, err
 }
 

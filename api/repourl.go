@@ -1,0 +1,44 @@
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/intendhq/intend/internal/store"
+)
+
+// settingErrors validates a patch of settings over base: every key as the
+// store does, and a repo_url the patch sets against this server's rules
+// too (a local path or file:// URL only with AllowLocalRepos). One field
+// error per bad setting.
+func (s *Server) settingErrors(base store.Settings, patch map[string]json.RawMessage) []FieldError {
+	merged, serrs := store.ApplySettings(base, patch)
+	var errs []FieldError
+	badURL := false
+	for _, se := range serrs {
+		errs = append(errs, FieldError{Field: "/settings/" + se.Key, Detail: se.Reason})
+		badURL = badURL || se.Key == "repo_url"
+	}
+	if _, set := patch["repo_url"]; set && !badURL {
+		if err := store.CheckRepoURL(merged.RepoURL, s.opts.AllowLocalRepos); err != nil {
+			errs = append(errs, FieldError{Field: "/settings/repo_url", Detail: err.Error()})
+		}
+	}
+	return errs
+}
+
+// redactEnv hides the password of a repo_url stored before credentials
+// in it were refused: responses never show it.
+func redactEnv(e store.Environment) store.Environment {
+	e.Settings.RepoURL = store.RedactURL(e.Settings.RepoURL)
+	return e
+}
+
+// redactCompile is redactEnv for a compile: its repo_url and the git
+// messages among its errors.
+func redactCompile(c store.Compile) store.Compile {
+	c.RepoURL = store.RedactURL(c.RepoURL)
+	if c.Errors != nil {
+		c.Errors = json.RawMessage(store.RedactURL(string(c.Errors)))
+	}
+	return c
+}
