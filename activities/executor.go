@@ -27,6 +27,16 @@ import (
 // chunk it recorded.
 const chunkSize = 100
 
+// While PostgreSQL is unreachable, an executor keeps its batch and tries
+// again, waiting dbRetryFirst doubling to dbRetryMax, until the activity's
+// context ends (StartToCloseTimeout). It heartbeats meanwhile, so an outage
+// of minutes delays the batch instead of using up its Temporal retries and
+// failing it. dbRetryMax stays below the 20 s heartbeat timeout.
+const (
+	dbRetryFirst = time.Second
+	dbRetryMax   = 10 * time.Second
+)
+
 // Executor holds the activities of agent task queues.
 type Executor struct {
 	Store    *store.Store
@@ -69,15 +79,19 @@ type batchProgress struct {
 // retry resumes after the last recorded chunk.
 func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (workflows.BatchResult, error) {
 	started := time.Now()
-	b, err := e.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
-	if err != nil {
-		return workflows.BatchResult{}, classify(err)
-	}
 	var p batchProgress
 	if activity.HasHeartbeatDetails(ctx) {
 		if err := activity.GetHeartbeatDetails(ctx, &p); err != nil {
 			p = batchProgress{}
 		}
+	}
+	var b store.Batch
+	err := e.untilReachable(ctx, p, func() (err error) {
+		b, err = e.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
+		return err
+	})
+	if err != nil {
+		return workflows.BatchResult{}, classify(err)
 	}
 	if p.NotDeployed == nil {
 		p.NotDeployed = map[string]string{}
@@ -92,7 +106,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		if err := ctx.Err(); err != nil {
 			return p.Result, err
 		}
-		if err := e.Store.RecordActions(ctx, in.EnvironmentID, recs); err != nil {
+		if err := e.record(ctx, in.EnvironmentID, p, recs); err != nil {
 			return p.Result, fmt.Errorf("record outcomes: %w", err)
 		}
 		for _, r := range recs {
@@ -127,6 +141,48 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		e.Metrics.BatchSize.Observe(float64(len(b.Resources)))
 	}
 	return p.Result, nil
+}
+
+// record records the outcomes of a chunk, waiting for PostgreSQL when it
+// is unreachable. A commit cut off by a lost connection may have happened:
+// before writing again it looks for the chunk's first record (a chunk is
+// one transaction), so no record is doubled.
+func (e *Executor) record(ctx context.Context, envID string, p batchProgress, recs []store.ActionRecord) error {
+	tried := false
+	return e.untilReachable(ctx, p, func() error {
+		if tried {
+			if done, err := e.Store.ActionRecorded(ctx, envID, recs[0]); err != nil || done {
+				return err
+			}
+		}
+		tried = true
+		return e.Store.RecordActions(ctx, envID, recs)
+	})
+}
+
+// untilReachable calls fn until it returns nil or an error other than
+// PostgreSQL being unavailable, or ctx ends; it heartbeats p (the last
+// recorded progress) while it waits.
+func (e *Executor) untilReachable(ctx context.Context, p batchProgress, fn func() error) error {
+	wait := dbRetryFirst
+	for {
+		err := fn()
+		if !store.IsUnavailable(err) {
+			return err
+		}
+		if e.Log != nil {
+			e.Log.Warn("PostgreSQL unavailable; the batch waits", "error", err.Error(), "retry_in", wait.String())
+		}
+		activity.RecordHeartbeat(ctx, p)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, dbRetryMax)
+	}
 }
 
 // runChunk runs the resources of one chunk and returns their records. Each

@@ -1,0 +1,102 @@
+package server_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/exectest"
+	"github.com/intendhq/intend/internal/pgcluster"
+	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/migrations"
+)
+
+// pgOutage is how long TestPostgresOutageMidRun keeps PostgreSQL down: the
+// 30 s of issue 13.
+const pgOutage = 30 * time.Second
+
+// TestPostgresOutageMidRun: stop PostgreSQL (fast shutdown) for pgOutage in
+// the middle of a 3,000-resource deploy and start it again on the same data
+// and port; the run finishes with every resource deployed, exactly one
+// deployed action per resource and no failed one. The cluster is this
+// test's own: the shared one of testenv serves parallel tests.
+func TestPostgresOutageMidRun(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "pg")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+	if err := pg.CreateDatabase(ctx, "intend", ""); err != nil {
+		t.Fatal(err)
+	}
+	db := pg.URL("intend")
+	if _, _, err := migrations.Apply(ctx, db, -1); err != nil {
+		t.Fatal(err)
+	}
+
+	_, hostPort, namespace := testenv.Temporal(t)
+	addr := freeAddr(t)
+	srv := startProc(t, "server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
+		"--temporal-namespace", namespace, "--log-level", "warn", "--executor-concurrency", "2")
+	c := procClient(addr)
+	waitHealthy(t, c, srv)
+	env := newEnv(t, c, "pgdown", map[string]any{"deploy_interval": 0})
+
+	const n = 3000
+	files := t.TempDir()
+	reqID := exectest.Release(t, c, env, manyFiles(t, files, "localhost", n))
+	mid := waitMidRun(t, c, env, reqID)
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped PostgreSQL at %d/%d for %s", mid.Deployed, mid.Total, pgOutage)
+	time.Sleep(pgOutage) // the outage itself: nothing to wait for
+	pg, err = pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "pg"), Port: pg.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+
+	run, err := c.WaitRequest(ctx, env, reqID, 5*time.Minute, nil)
+	if err != nil {
+		t.Fatalf("%v\nserver output:\n%s", err, srv.Out.String())
+	}
+	if run.Status != "done" || run.Deployed != n || run.Failed != 0 {
+		t.Fatalf("run after the outage = %+v, want all %d deployed\nserver output:\n%s", run, n, srv.Out.String())
+	}
+	checkFiles(t, files, n)
+
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var resources, oneDeployed, failed int
+	if err := conn.QueryRow(ctx, `
+		select count(*),
+		       count(*) filter (where deployed = 1),
+		       coalesce(sum(not_deployed), 0)
+		from (select resource_id,
+		             count(*) filter (where result = 'deployed') as deployed,
+		             count(*) filter (where result <> 'deployed') as not_deployed
+		      from resource_actions group by resource_id) a`).Scan(&resources, &oneDeployed, &failed); err != nil {
+		t.Fatal(err)
+	}
+	if resources != n || oneDeployed != n || failed != 0 {
+		t.Fatalf("action log: %d resources, %d with exactly one deployed action, %d other actions; want %d, %d, 0",
+			resources, oneDeployed, failed, n, n)
+	}
+	var notCompliant int
+	if err := conn.QueryRow(ctx, `select count(*) from resource_state
+		where compliance <> 'compliant' or last_result is distinct from 'deployed'`).Scan(&notCompliant); err != nil {
+		t.Fatal(err)
+	}
+	if notCompliant != 0 {
+		t.Fatalf("%d resources not compliant or last recorded other than deployed", notCompliant)
+	}
+}
