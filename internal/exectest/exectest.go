@@ -87,7 +87,18 @@ func StartServer(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Se
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		// The environments' schedulers would outlive the test in the
+		// shared dev server, polling with nobody to serve them, and the
+		// next test's server (same task queue) would inherit their backlog.
+		ctx := context.Background()
+		if envs, err := s.Store().ListEnvironments(ctx, ""); err == nil {
+			for _, e := range envs {
+				_ = s.Stop(ctx, e)
+			}
+		}
+		s.Shutdown(ctx)
+	})
 	c := apiclient.New(s.URL())
 	c.Token = cfg.BootstrapToken
 	return c, s, cfg.DatabaseURL
