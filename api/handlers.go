@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -451,14 +450,11 @@ func (s *Server) writeActions(w http.ResponseWriter, r *http.Request, e store.En
 			return InvalidField("?before", "must be an action id")
 		}
 	}
-	for name, dst := range map[string]**time.Time{"since": &f.Since, "until": &f.Until} {
-		if v := q.Get(name); v != "" {
-			t, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				return InvalidField("?"+name, "must be an RFC 3339 time, e.g. 2026-11-22T10:00:00Z")
-			}
-			*dst = &t
-		}
+	if f.Since, err = queryTime(r, "since"); err != nil {
+		return err
+	}
+	if f.Until, err = queryTime(r, "until"); err != nil {
+		return err
 	}
 	acts, err := s.opts.Store.ListActions(r.Context(), e.ID, f)
 	if err != nil {

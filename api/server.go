@@ -201,6 +201,19 @@ func writePage[T any](w http.ResponseWriter, items []T, limit int, cursor func(T
 	WriteJSON(w, http.StatusOK, out)
 }
 
+// queryTime reads an RFC 3339 time parameter (nil when absent).
+func queryTime(r *http.Request, name string) (*time.Time, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return nil, InvalidField("?"+name, "must be an RFC 3339 time, e.g. 2026-11-22T10:00:00Z")
+	}
+	return &t, nil
+}
+
 func queryInt(r *http.Request, name string, def, lo, hi int) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {

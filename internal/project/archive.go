@@ -49,21 +49,7 @@ func skipped(rel string, dir bool) bool {
 // names the first few.
 func CheckTree(dir string) error {
 	var bad []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if skipped(rel, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkProject(dir, func(rel string, d fs.DirEntry) error {
 		if d.IsDir() || d.Type().IsRegular() {
 			return nil
 		}
@@ -87,20 +73,10 @@ func CheckTree(dir string) error {
 	return nil
 }
 
-// Packed is a project archive.
-type Packed struct {
-	Archive []byte
-	Hash    string // SHA-256 of Archive, hex
-	Files   int
-}
-
-// Archive packs the project in dir as a gzipped tar: regular files only,
-// in name order, without times or owners, so equal projects give equal
-// archives.
-func Archive(dir string) (Packed, error) {
-	var names []string
-	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+// walkProject calls fn for every entry of the project in dir (a slash
+// path relative to it) but those that stay out of archives (skipped).
+func walkProject(dir string, fn func(rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -115,6 +91,24 @@ func Archive(dir string) (Packed, error) {
 			}
 			return nil
 		}
+		return fn(rel, d)
+	})
+}
+
+// Packed is a project archive.
+type Packed struct {
+	Archive []byte
+	Hash    string // SHA-256 of Archive, hex
+	Files   int
+}
+
+// Archive packs the project in dir as a gzipped tar: regular files only,
+// in name order, without times or owners, so equal projects give equal
+// archives.
+func Archive(dir string) (Packed, error) {
+	var names []string
+	var total int64
+	err := walkProject(dir, func(rel string, d fs.DirEntry) error {
 		if !d.Type().IsRegular() {
 			return nil // directories come with their files; links are not followed
 		}
