@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -28,7 +29,7 @@ type tokenRequest struct {
 	// Agents limits an executor token to these agents.
 	Agents []string `json:"agents"`
 	// ExpiresIn is a Go duration ("720h") or a number of seconds.
-	ExpiresIn *jsonDuration `json:"expires_in"`
+	ExpiresIn json.RawMessage `json:"expires_in"`
 }
 
 // CreatedToken is the answer to a token's creation: the only time its
@@ -38,24 +39,18 @@ type CreatedToken struct {
 	Secret string `json:"token"`
 }
 
-// jsonDuration reads "90m", "720h" or a whole number of seconds.
-type jsonDuration struct{ time.Duration }
-
-func (d *jsonDuration) UnmarshalJSON(b []byte) error {
-	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-		d.Duration = time.Duration(n) * time.Second
-		return nil
+// parseDuration reads expires_in: "90m", "720h" or a whole number of
+// seconds.
+func parseDuration(raw json.RawMessage) (time.Duration, bool) {
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return time.Duration(n) * time.Second, true
 	}
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return errors.New("want a duration such as \"720h\" or a number of seconds")
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return 0, false
 	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return errors.New("want a duration such as \"720h\" or a number of seconds")
-	}
-	d.Duration = v
-	return nil
+	d, err := time.ParseDuration(s)
+	return d, err == nil
 }
 
 // TokenLimits bounds what a token request may ask for.
@@ -96,10 +91,14 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	var expires *time.Time
 	if req.ExpiresIn != nil {
-		if req.ExpiresIn.Duration <= 0 || req.ExpiresIn.Duration > maxTokenTTL {
+		d, ok := parseDuration(req.ExpiresIn)
+		switch {
+		case !ok:
+			errs = append(errs, FieldError{Field: "/expires_in", Detail: `must be a duration such as "720h" or a number of seconds`})
+		case d <= 0 || d > maxTokenTTL:
 			errs = append(errs, FieldError{Field: "/expires_in", Detail: "must be more than 0 and at most 10 years"})
-		} else {
-			t := time.Now().Add(req.ExpiresIn.Duration)
+		default:
+			t := time.Now().Add(d)
 			expires = &t
 		}
 	}
@@ -207,16 +206,16 @@ func noteAudit(r *http.Request, v any) {
 func auditQuery(r *http.Request) (store.AuditFilter, error) {
 	q := r.URL.Query()
 	f := store.AuditFilter{Actor: q.Get("actor"), Action: q.Get("action")}
-	for _, t := range []struct {
+	for _, p := range []struct {
 		name string
 		dst  *time.Time
 	}{{"since", &f.Since}, {"until", &f.Until}} {
-		if v := q.Get(t.name); v != "" {
-			at, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				return f, InvalidField("?"+t.name, "must be a time in RFC 3339 form, such as 2026-11-24T10:00:00Z")
-			}
-			*t.dst = at
+		t, err := queryTime(r, p.name)
+		if err != nil {
+			return f, err
+		}
+		if t != nil {
+			*p.dst = *t
 		}
 	}
 	limit, err := queryInt(r, "limit", 100, 1, 1000)
