@@ -194,7 +194,7 @@ func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInp
 	recs := make([]store.ActionRecord, len(b.Resources))
 	for i, r := range b.Resources {
 		recs[i] = store.ActionRecord{
-			ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: actionOf(b, r), Reason: b.Reason,
+			ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.ActionOf(r), Reason: b.Reason,
 			StartedAt: now, FinishedAt: now, Result: in.Result, Error: in.Reason,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt),
 		}

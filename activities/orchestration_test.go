@@ -6,6 +6,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/intendhq/intend/internal/store/storetest"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
 )
@@ -14,7 +15,7 @@ import (
 // answer lost) does not count the run twice in the duration histogram.
 func TestFinishDeployObservesEachRunOnce(t *testing.T) {
 	t.Parallel()
-	st, e, run, _ := setup(t, 3)
+	st, e, run, _ := storetest.Released(t, storetest.Things(3))
 	tel, err := telemetry.New()
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
@@ -22,3 +23,5 @@ func orDefault(l *slog.Logger) *slog.Logger {
 	}
 	return slog.Default()
 }
+
+func nowUTC() time.Time { return time.Now().UTC() }

@@ -65,6 +65,16 @@ type Route struct {
 	// bulk marks a route whose body may be large (exports): it gets
 	// Options.BulkBodyTimeout to arrive instead of Options.BodyTimeout.
 	bulk bool
+	// quiet marks an executor's routine call (loading a batch, recording
+	// a chunk, its heartbeat): the audit trail keeps its refusals only;
+	// the action log and the registrations are its record.
+	quiet bool
+}
+
+// quietly marks rt as an executor's routine call.
+func (rt *Route) quietly() *Route {
+	rt.quiet = true
+	return rt
 }
 
 // withBulkBody marks rt as taking large bodies.
@@ -239,10 +249,14 @@ func principal(r *http.Request) auth.Principal {
 	return p
 }
 
-// audit records a write (any method but GET and HEAD), and any refusal
-// of a known caller, in the audit trail. A failure to record is logged:
+// audit records a write (any method but GET and HEAD, and but an
+// executor's routine calls), and any refusal of a known caller, in the
+// audit trail. A failure to record is logged:
 // the request has been answered by then.
 func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.Environment, status int) {
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead || rt.quiet) && status < 400 {
+		return
+	}
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && status != http.StatusForbidden {
 		return
 	}

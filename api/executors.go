@@ -1,8 +1,16 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 
+	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -42,4 +50,275 @@ func (s *Server) listExecutors(w http.ResponseWriter, r *http.Request) error {
 	}
 	WriteJSON(w, http.StatusOK, list[store.Executor]{Items: nonNil(execs)})
 	return nil
+}
+
+// The executor API: what an executor on another host calls, with an
+// executor token, instead of holding PostgreSQL credentials (see
+// internal/executor.Remote). An executor token reaches its own agents
+// only: it loads the batches of those agents, records attempts on the
+// resources of those batches, and registers as serving those agents.
+
+// MaxRecordBytes bounds one POST of recorded attempts (a chunk's records
+// with their bounded diffs, logs and facts); the executor splits a chunk
+// that is larger.
+const MaxRecordBytes int64 = 32 << 20
+
+// ExecutorSession is what GET .../executor/session tells an executor.
+type ExecutorSession struct {
+	Environment struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"environment"`
+	// Agents are the agents the caller may serve; null: every agent.
+	Agents []string `json:"agents"`
+	// OpenVersions are the versions that open deploy runs deploy: an
+	// executor's cache keeps values bound to a version while it is open.
+	OpenVersions []int64 `json:"open_versions"`
+}
+
+// executorSession answers GET .../executor/session.
+func (s *Server) executorSession(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	open, err := s.opts.Store.OpenRunVersions(r.Context(), []string{e.ID})
+	if err != nil {
+		return err
+	}
+	var out ExecutorSession
+	out.Environment.ID, out.Environment.Name = e.ID, e.Name
+	out.Agents = principal(r).Agents
+	out.OpenVersions = []int64{}
+	for v := range open[e.ID] {
+		out.OpenVersions = append(out.OpenVersions, v)
+	}
+	slices.Sort(out.OpenVersions)
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// ExecutorRegistration is the body of PUT .../executor/registrations/{name}.
+type ExecutorRegistration struct {
+	Hostname string   `json:"hostname"`
+	PID      int      `json:"pid"`
+	Version  string   `json:"version"`
+	Agents   []string `json:"agents"`
+	// First marks the executor's first report since it started.
+	First bool `json:"first"`
+}
+
+// reportExecutor answers PUT .../executor/registrations/{name}: the
+// executor serves these agents, now.
+func (s *Server) reportExecutor(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	name, err := executorName(r)
+	if err != nil {
+		return err
+	}
+	var req ExecutorRegistration
+	if err := Decode(r, &req, s.opts.MaxBodyBytes); err != nil {
+		return err
+	}
+	var errs []FieldError
+	if len(req.Hostname) > 255 {
+		errs = append(errs, FieldError{Field: "/hostname", Detail: "at most 255 characters"})
+	}
+	if len(req.Version) > 255 {
+		errs = append(errs, FieldError{Field: "/version", Detail: "at most 255 characters"})
+	}
+	if req.PID < 0 {
+		errs = append(errs, FieldError{Field: "/pid", Detail: "must not be negative"})
+	}
+	if len(req.Agents) > 10000 {
+		errs = append(errs, FieldError{Field: "/agents", Detail: "at most 10000 agents"})
+	}
+	for i, a := range req.Agents {
+		if a == "" || len(a) > 255 {
+			errs = append(errs, FieldError{Field: fmt.Sprintf("/agents/%d", i), Detail: "an agent name has 1 to 255 characters"})
+		}
+	}
+	if len(errs) > 0 {
+		return Validation("the registration is not valid", errs...)
+	}
+	if err := servesAll(principal(r), req.Agents); err != nil {
+		return err
+	}
+	if err := s.opts.Store.ReportExecutor(r.Context(), e.Name, store.ExecutorReport{Name: name,
+		Hostname: req.Hostname, PID: req.PID, Version: req.Version, Agents: req.Agents, First: req.First}); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// stopExecutor answers POST .../executor/registrations/{name}/stop: the
+// executor stopped cleanly.
+func (s *Server) stopExecutor(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	name, err := executorName(r)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Store.StopExecutor(r.Context(), name, []string{e.Name}); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// loadBatch answers GET .../executor/batches/{run}/{seq}: the batch with
+// the content of its resources, for an executor of its agent.
+func (s *Server) loadBatch(w http.ResponseWriter, r *http.Request) error {
+	e, run, seq, err := s.batchOf(r)
+	if err != nil {
+		return err
+	}
+	b, err := s.opts.Store.LoadBatch(r.Context(), e.ID, run, seq)
+	if err != nil {
+		return err
+	}
+	if err := servesAll(principal(r), []string{b.Agent}); err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, b)
+	return nil
+}
+
+// RecordRequest is the body of POST .../executor/batches/{run}/{seq}/actions.
+type RecordRequest struct {
+	Records []ledger.ActionRecord `json:"records"`
+	// Again: this chunk may have been recorded already (the answer to an
+	// earlier POST was lost); it is then not recorded twice.
+	Again bool `json:"again"`
+}
+
+// The values an executor may record.
+var (
+	recordResults    = []string{ledger.ResultDeployed, ledger.ResultFailed, ledger.ResultSkipped, ledger.ResultSkippedForDependency}
+	recordOperations = []string{"", "none", "create", "update", "delete"}
+	recordClasses    = []string{"", "permanent", "transient", "throttled"}
+)
+
+// recordBatch answers POST .../executor/batches/{run}/{seq}/actions: the
+// attempts of one chunk of the batch, written by intend, not by the
+// executor. Each must be on a resource of the batch; the version, reason
+// and content hash are the batch's, whatever the executor sent.
+func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
+	e, run, seq, err := s.batchOf(r)
+	if err != nil {
+		return err
+	}
+	head, err := s.opts.Store.BatchHead(r.Context(), e.ID, run, seq)
+	if err != nil {
+		return err
+	}
+	if err := servesAll(principal(r), []string{head.Agent}); err != nil {
+		return err
+	}
+	var req RecordRequest
+	if err := Decode(r, &req, MaxRecordBytes); err != nil {
+		return err
+	}
+	var errs []FieldError
+	for i, rec := range req.Records {
+		f := func(field, format string, args ...any) {
+			if len(errs) < 20 {
+				errs = append(errs, FieldError{Field: fmt.Sprintf("/records/%d/%s", i, field), Detail: fmt.Sprintf(format, args...)})
+			}
+		}
+		hash, ok := head.Hashes[rec.ResourceID]
+		if !ok {
+			f("resource_id", "%.200q is not a resource of batch %d of run %d", rec.ResourceID, seq, run)
+		}
+		switch {
+		case head.Action == "dryrun" && rec.Action != "dryrun":
+			f("action", "a dry-run records dryrun, not %.40q", rec.Action)
+		case head.Action != "dryrun" && rec.Action != "deploy" && rec.Action != "repair":
+			f("action", "want deploy or repair, not %.40q", rec.Action)
+		}
+		if !slices.Contains(recordResults, rec.Result) {
+			f("result", "want one of %s", strings.Join(recordResults, ", "))
+		}
+		if !slices.Contains(recordOperations, rec.Operation) {
+			f("operation", "want none, create, update or delete")
+		}
+		if !slices.Contains(recordClasses, rec.ErrorClass) {
+			f("error_class", "want permanent, transient or throttled")
+		}
+		if rec.StartedAt.IsZero() || rec.FinishedAt.Before(rec.StartedAt) {
+			f("finished_at", "an attempt starts, then finishes")
+		}
+		if rec.WorkflowID == "" || len(rec.WorkflowID) > 1000 || len(rec.RunID) > 1000 || len(rec.Executor) > 255 {
+			f("workflow_id", "the workflow id is required; ids have at most 1000 characters, the executor name 255")
+		}
+		if len(rec.Error) > 64<<10 {
+			f("error", "at most 64 KiB")
+		}
+		if len(rec.Facts) > 1000 {
+			f("facts", "at most 1000 facts")
+		}
+		req.Records[i].Hash, req.Records[i].Version, req.Records[i].Reason = hash, head.Version, head.Reason
+	}
+	if len(errs) > 0 {
+		return Validation("the records are not valid", errs...)
+	}
+	if err := s.opts.Store.RecordChunk(r.Context(), e.ID, req.Records, req.Again); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// servesAll refuses an executor principal that does not serve every one
+// of agents.
+func servesAll(p auth.Principal, agents []string) error {
+	for _, a := range agents {
+		if !p.ServesAgent(a) {
+			return Forbidden("this executor token serves agents %s, not %.200q", strings.Join(p.Agents, ", "), a)
+		}
+	}
+	return nil
+}
+
+// executorName is the {name} path parameter, a registered executor name.
+func executorName(r *http.Request) (string, error) {
+	name, err := pathParam(chi.URLParam(r, "name"))
+	if err != nil {
+		return "", err
+	}
+	if name == "" || len(name) > 255 {
+		return "", BadRequest("an executor name has 1 to 255 characters")
+	}
+	return name, nil
+}
+
+// batchOf is the environment and the batch (run, seq) a batch route
+// names.
+func (s *Server) batchOf(r *http.Request) (store.Environment, int64, int, error) {
+	e, err := s.env(r)
+	if err != nil {
+		return e, 0, 0, err
+	}
+	run, seq, err := batchParams(r)
+	return e, run, seq, err
+}
+
+// batchParams are the {run} and {seq} path parameters.
+func batchParams(r *http.Request) (int64, int, error) {
+	run, err := strconv.ParseInt(chi.URLParam(r, "run"), 10, 64)
+	if err != nil || run < 1 {
+		return 0, 0, BadRequest("run %.40q is not a positive whole number", chi.URLParam(r, "run"))
+	}
+	seq, err := strconv.ParseInt(chi.URLParam(r, "seq"), 10, 32)
+	if err != nil || seq < 0 {
+		return 0, 0, BadRequest("batch %.40q is not a whole number", chi.URLParam(r, "seq"))
+	}
+	return run, int(seq), nil
 }

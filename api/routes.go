@@ -14,6 +14,7 @@ const (
 	operator = auth.RoleOperator
 	author   = auth.RoleAuthor
 	admin    = auth.RoleAdmin
+	executor = auth.RoleExecutor
 )
 
 // Handler returns the route tree: every route of the API is declared
@@ -89,6 +90,15 @@ func (s *Server) Handler() http.Handler {
 			r.Method(http.MethodPost, "/agents/{agent}/pause", s.inEnv("agent.pause", operator, s.setPaused(true)))
 			r.Method(http.MethodPost, "/agents/{agent}/unpause", s.inEnv("agent.unpause", operator, s.setPaused(false)))
 			r.Method(http.MethodGet, "/executors", s.inEnv("executor.list", read, s.listExecutors))
+			// What executors on other hosts call (they hold no database
+			// credentials): an executor token reaches its own agents only.
+			r.Route("/executor", func(r chi.Router) {
+				r.Method(http.MethodGet, "/session", s.inEnv("executor.session", executor, s.executorSession).quietly())
+				r.Method(http.MethodPut, "/registrations/{name}", s.inEnv("executor.report", executor, s.reportExecutor).quietly())
+				r.Method(http.MethodPost, "/registrations/{name}/stop", s.inEnv("executor.stop", executor, s.stopExecutor))
+				r.Method(http.MethodGet, "/batches/{run}/{seq}", s.inEnv("batch.load", executor, s.loadBatch).quietly())
+				r.Method(http.MethodPost, "/batches/{run}/{seq}/actions", s.inEnv("batch.record", executor, s.recordBatch).quietly())
+			})
 		})
 	})
 	r.Route("/lsm/v1", func(r chi.Router) {

@@ -180,6 +180,9 @@ func storeProblem(err error) error {
 		return BadRequest("the request holds text the server cannot store: %s", invalidTextDetail)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Unavailable("the request was cancelled or timed out")
+	case store.IsUnavailable(err):
+		// A client may retry (an executor keeps its batch meanwhile).
+		return Unavailable("the database cannot be reached now; retry later")
 	}
 	return err
 }

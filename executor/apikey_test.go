@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -72,17 +71,6 @@ func TestAPIKeyOnTheWire(t *testing.T) {
 	_, _, namespace := testenv.Temporal(t)
 	ca := newCA(t, "key-ca")
 	db := testenv.Database(t)
-	st, err := store.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"}); err != nil {
-		t.Fatal(err)
-	}
 
 	cases := []struct {
 		why  string
@@ -94,7 +82,8 @@ func TestAPIKeyOnTheWire(t *testing.T) {
 	}
 	for _, c := range cases {
 		fake := startKeyServer(t, ca.issue(t, "fake-temporal", true).TLS)
-		out, err := runExecutor(t, c.env, "--environment", "e", "--agent", "a", "--database-url", db,
+		out, err := runExecutor(t, c.env, "--environment", "e", "--agent", "a",
+			"--server", "http://127.0.0.1:1", "--token", "intend_not-reached-Temporal-refuses-first",
 			"--temporal-address", fake.Addr, "--temporal-namespace", namespace, "--temporal-tls-ca", ca.File)
 		if err == nil || !strings.Contains(err.Error(), "Unauthenticated") {
 			t.Errorf("%s: executor = %v, want the fake server's refusal\n%s", c.why, err, out)
@@ -116,7 +105,7 @@ func TestAPIKeyOnTheWire(t *testing.T) {
 
 	// The server sends its key the same way.
 	fake := startKeyServer(t, ca.issue(t, "fake-temporal", true).TLS)
-	_, err = server.Start(ctx, server.Config{Listen: "127.0.0.1:0", DatabaseURL: db, TemporalAddress: fake.Addr,
+	_, err := server.Start(ctx, server.Config{Listen: "127.0.0.1:0", DatabaseURL: db, TemporalAddress: fake.Addr,
 		TemporalNamespace: namespace, TemporalSecurity: temporalconn.Security{CAFile: ca.File, APIKey: "server-key"},
 		Log: quiet()})
 	if err == nil {

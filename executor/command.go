@@ -18,7 +18,10 @@ const configEnv = "INTEND_CONFIG"
 
 const longHelp = `Run an executor for some agents of one environment. It polls the Temporal
 task queues agent/<environment>/<agent>, loads each batch of resources from
-PostgreSQL, runs them through its adapters and records the outcomes. Run it
+the intend server, runs them through its adapters and sends the outcomes
+back for the server to record. It holds no database credentials: an
+executor token (intend token create --role executor --environments ENV
+--agents A,B) lets it reach the batches of its own agents and nothing else. Run it
 where the agents' targets are; exclude those agents from the server's
 embedded executor with the environment setting autostart_agents. Executors
 serving the same agent share its batches.
@@ -38,7 +41,12 @@ config file (--config), else its default. The config file is YAML:
   batches: 4
   secrets_dir: /etc/intend/secrets  # file: secret references, inside it only
   secret_env_prefix: INTEND_SECRET_ # env: secret references, these variables only
-  database_url: postgres://intend@db.example.com:5432/intend
+  server:
+    url: https://intend.example.com:8080
+    token: …                     # better: INTEND_TOKEN
+    ca_cert: /etc/intend/ca.pem  # a private CA
+    client_cert: /etc/intend/executor.pem   # a server that asks for one
+    client_key: /etc/intend/executor-key.pem
   temporal:
     address: temporal.example.com:7233
     namespace: intend
@@ -75,6 +83,9 @@ func newCommand(o *options, runFn func(context.Context, Config, *options) error)
 		Long:  fmt.Sprintf(longHelp, hosted),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("database-url") {
+				return fmt.Errorf("--database-url: %w", errDatabaseURL)
+			}
 			cfg, err := resolve(cmd.Flags(), table, &fromFlags, configPath, o.getenv)
 			if err != nil {
 				return err
@@ -87,6 +98,10 @@ func newCommand(o *options, runFn func(context.Context, Config, *options) error)
 	f := cmd.Flags()
 	f.SortFlags = false
 	f.StringVar(&configPath, "config", "", "YAML config file (see above) (env "+configEnv+")")
+	// Executors held database credentials once; the flag is refused with
+	// what to give instead.
+	f.String("database-url", "", "")
+	_ = f.MarkHidden("database-url")
 	def := DefaultConfig()
 	for _, s := range table {
 		usage := s.usage + " (env " + s.env + ")"

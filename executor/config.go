@@ -39,13 +39,31 @@ type Config struct {
 	// own settings (INTEND_DATABASE_URL); empty means
 	// adapters.DefaultSecretEnvPrefix.
 	SecretEnvPrefix string `yaml:"secret_env_prefix"`
-	// DatabaseURL is intend's PostgreSQL, where batches are loaded and
-	// outcomes recorded.
-	DatabaseURL string         `yaml:"database_url"`
-	Temporal    TemporalConfig `yaml:"temporal"`
+	// Server is the intend server the executor loads its batches from
+	// and reports to. An executor holds no database credentials.
+	Server   ServerConfig   `yaml:"server"`
+	Temporal TemporalConfig `yaml:"temporal"`
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
+}
+
+// ServerConfig says where the intend server is and how the executor
+// proves who it is.
+type ServerConfig struct {
+	// URL is the server's base URL, http(s)://host[:port].
+	URL string `yaml:"url"`
+	// Token is an executor token (intend token create --role executor
+	// --environments ENV --agents A,B): it reaches the batches of those agents
+	// only.
+	Token string `yaml:"token"`
+	// CACert is a PEM file of the CAs that sign the server's certificate
+	// (default: the system's).
+	CACert string `yaml:"ca_cert"`
+	// ClientCert and ClientKey (PEM) are presented to a server that asks
+	// for a client certificate.
+	ClientCert string `yaml:"client_cert"`
+	ClientKey  string `yaml:"client_key"`
 }
 
 // TemporalConfig says where Temporal is and how to connect to it.
@@ -80,8 +98,9 @@ func (t TemporalConfig) security() temporalconn.Security {
 		ServerName: t.TLS.ServerName, APIKey: t.APIKey}
 }
 
-// DefaultConfig returns the defaults: a local PostgreSQL and Temporal dev
-// server, 16 resources per batch and 4 batches per agent at once.
+// DefaultConfig returns the defaults: an intend server and Temporal dev
+// server on this host, 16 resources per batch and 4 batches per agent at
+// once.
 func DefaultConfig() Config {
 	ns := "default"
 	if dev, err := intend.TemporalDevConfig(); err == nil {
@@ -91,12 +110,22 @@ func DefaultConfig() Config {
 		Concurrency:     16,
 		Batches:         4,
 		SecretEnvPrefix: adapters.DefaultSecretEnvPrefix,
-		DatabaseURL:     "postgres://postgres@127.0.0.1:5432/intend?sslmode=disable",
+		Server:          ServerConfig{URL: DefaultServerURL},
 		Temporal:        TemporalConfig{Address: "127.0.0.1:7233", Namespace: ns},
 		LogLevel:        "info",
 		LogFormat:       "text",
 	}
 }
+
+// DefaultServerURL is where an executor looks for the intend server
+// unless told otherwise (intend server's default --listen).
+const DefaultServerURL = "http://127.0.0.1:8080"
+
+// errDatabaseURL refuses the setting executors had before they stopped
+// holding database credentials.
+var errDatabaseURL = errors.New("an executor no longer connects to PostgreSQL: give the intend server's URL " +
+	"(--server, INTEND_SERVER or server.url) and an executor token (INTEND_TOKEN or server.token; " +
+	"an admin makes one with `intend token create --name NAME --role executor --environments ENV --agents A,B`)")
 
 // LoadConfig reads a YAML config file over DefaultConfig. Unknown keys are
 // errors, so a misspelt setting is not silently ignored.
@@ -105,6 +134,12 @@ func LoadConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
+	}
+	var keys map[string]any
+	if yaml.Unmarshal(b, &keys) == nil {
+		if _, old := keys["database_url"]; old {
+			return cfg, fmt.Errorf("config %s: database_url: %w", path, errDatabaseURL)
+		}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -125,6 +160,13 @@ func (c Config) check() error {
 		if a == "" {
 			errs = append(errs, errors.New("an agent name is empty"))
 		}
+	}
+	if c.Server.URL == "" {
+		errs = append(errs, errors.New("--server is required: the intend server's URL (or server.url in the --config file)"))
+	}
+	if c.Server.Token == "" {
+		errs = append(errs, errors.New("an executor token is required: set INTEND_TOKEN (or --token, or server.token "+
+			"in the --config file); an admin makes one with `intend token create --name NAME --role executor --environments ENV --agents A,B`"))
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency %d: want at least 1", c.Concurrency))
@@ -162,8 +204,16 @@ func settings() []setting {
 			func(c *Config) any { return &c.SecretsDir }},
 		{"secret-env-prefix", "INTEND_SECRET_ENV_PREFIX", "prefix of the variables that env: secret references may read",
 			func(c *Config) any { return &c.SecretEnvPrefix }},
-		{"database-url", "INTEND_DATABASE_URL", "PostgreSQL connection URL",
-			func(c *Config) any { return &c.DatabaseURL }},
+		{"server", "INTEND_SERVER", "the intend server's base URL, where batches are loaded and outcomes recorded",
+			func(c *Config) any { return &c.Server.URL }},
+		{"token", "INTEND_TOKEN", "executor token, sent as \"Authorization: Bearer TOKEN\" (better: the variable)",
+			func(c *Config) any { return &c.Server.Token }},
+		{"ca-cert", "INTEND_CA_CERT", "trust the server's certificate when this CA (PEM) signed it, instead of the system's CAs",
+			func(c *Config) any { return &c.Server.CACert }},
+		{"client-cert", "INTEND_CLIENT_CERT", "present this client certificate (PEM) to a server that asks for one",
+			func(c *Config) any { return &c.Server.ClientCert }},
+		{"client-key", "INTEND_CLIENT_KEY", "the private key of --client-cert",
+			func(c *Config) any { return &c.Server.ClientKey }},
 		{"temporal-address", "INTEND_TEMPORAL_ADDRESS", "Temporal frontend host:port",
 			func(c *Config) any { return &c.Temporal.Address }},
 		{"temporal-namespace", "INTEND_TEMPORAL_NAMESPACE", "Temporal namespace",

@@ -3,6 +3,7 @@ package executor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -50,6 +51,9 @@ name: file-name
 concurrency: 3
 batches: 5
 secrets_dir: /file/secrets
+server:
+  url: https://file.example.com
+  ca_cert: /file/server-ca.pem
 temporal:
   namespace: file-ns
   api_key: file-key
@@ -65,6 +69,7 @@ temporal:
 		"INTEND_TEMPORAL_TLS":      "true",
 		"INTEND_BATCHES":           "",
 		"INTEND_SECRET_ENV_PREFIX": "APP_SECRET_",
+		"INTEND_TOKEN":             "env-token",
 	}
 	got, err := resolveArgs(t, env, "--agent", "flag-a", "--name", "flag-name", "--temporal-tls-ca", "/flag/ca.pem")
 	if err != nil {
@@ -80,6 +85,9 @@ temporal:
 	want.SecretEnvPrefix = "APP_SECRET_"              // variable over default
 	want.Temporal.Namespace = "file-ns"               // file over default
 	want.Temporal.APIKey = "env-key"                  // variable over file
+	want.Server.URL = "https://file.example.com"      // file over default
+	want.Server.CACert = "/file/server-ca.pem"        // file only
+	want.Server.Token = "env-token"                   // variable only
 	want.Temporal.TLS.Enabled = true                  // variable only
 	want.Temporal.TLS.CA = "/flag/ca.pem"             // flag over file
 	want.Temporal.TLS.ServerName = "file.example.com" // file only
@@ -113,6 +121,8 @@ func TestSettingErrorsAreClear(t *testing.T) {
 			"", "INTEND_CONCURRENCY"},
 		{"a missing file is named", map[string]string{"INTEND_CONFIG": "/does/not/exist.yaml"}, "",
 			"/does/not/exist.yaml"},
+		{"database_url is refused with what to give instead", nil, "database_url: postgres://db/intend\n",
+			"database_url: an executor no longer connects to PostgreSQL: give the intend server's URL"},
 	}
 	for _, c := range cases {
 		env := c.env
@@ -122,6 +132,28 @@ func TestSettingErrorsAreClear(t *testing.T) {
 		if _, err := resolveArgs(t, env); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error containing %q", c.why, err, c.want)
 		}
+	}
+}
+
+// TestNoDatabaseCredentials: an executor takes no database URL (the flag
+// is refused, saying what to give instead; INTEND_DATABASE_URL is not
+// read), and without a token it does not start, saying how to get one.
+func TestNoDatabaseCredentials(t *testing.T) {
+	t.Parallel()
+	_, err := resolveArgs(t, nil, "--environment", "e", "--agent", "a", "--database-url", "postgres://db/intend")
+	if err == nil || !strings.Contains(err.Error(), "--database-url: an executor no longer connects to PostgreSQL") ||
+		!strings.Contains(err.Error(), "--role executor") {
+		t.Errorf("--database-url: %v", err)
+	}
+	got, err := resolveArgs(t, map[string]string{"INTEND_DATABASE_URL": "postgres://db/intend"}, "--environment", "e")
+	if err != nil || strings.Contains(fmt.Sprintf("%+v", got), "postgres://") {
+		t.Errorf("INTEND_DATABASE_URL is read: %+v, %v", got, err)
+	}
+	cfg := DefaultConfig()
+	cfg.Environment, cfg.Agents = "e", []string{"a"}
+	if err := Run(context.Background(), cfg, WithBuiltins()); err == nil || !strings.Contains(err.Error(), "INTEND_TOKEN") ||
+		!strings.Contains(err.Error(), "intend token create") {
+		t.Errorf("without a token: %v", err)
 	}
 }
 
@@ -177,7 +209,7 @@ func TestAdaptersAreChecked(t *testing.T) {
 	t.Parallel()
 	type handler struct{ adapters.Handler }
 	cfg := DefaultConfig()
-	cfg.Environment, cfg.Agents = "e", []string{"a"}
+	cfg.Environment, cfg.Agents, cfg.Server.Token = "e", []string{"a"}, "intend_x"
 	cases := []struct {
 		why  string
 		opts []Option

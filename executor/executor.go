@@ -11,7 +11,8 @@
 //	}
 //
 // The binary has the flags, environment variables and config file of
-// `intend executor` (run it with --help): it connects to PostgreSQL and to
+// `intend executor` (run it with --help): it connects to the intend server
+// (with an executor token; it holds no database credentials) and to
 // Temporal (with TLS, mutual TLS or an API key), polls the task queues of
 // its agents, registers itself so that GET .../agents shows who serves
 // what, resolves secret references, keeps the adapters' cache, and stops
@@ -31,17 +32,19 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/intendhq/intend/activities"
+	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/resource"
 	iexec "github.com/intendhq/intend/internal/executor"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/temporalconn"
+	"github.com/intendhq/intend/internal/tlsfiles"
 )
 
 // Option configures what an executor hosts and how it runs.
@@ -186,12 +189,11 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	tlsConf, err := tlsfiles.ClientConfig(cfg.Server.CACert, cfg.Server.ClientCert, cfg.Server.ClientKey)
 	if err != nil {
-		return fmt.Errorf("database: %w", err)
+		return fmt.Errorf("intend server TLS: %w", err)
 	}
-	defer st.Close()
-	env, err := st.GetEnvironment(ctx, cfg.Environment)
+	remote, err := iexec.NewRemote(cfg.Server.URL, cfg.Server.Token, tlsConf)
 	if err != nil {
 		return err
 	}
@@ -207,10 +209,16 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	}
 	defer tc.Close()
 
+	sess, err := session(ctx, remote, cfg, log)
+	if err != nil {
+		return err
+	}
+	env := sess.Environment
+
 	id := iexec.NewIdentity(cfg.Name, o.version, false)
 	cache := adapters.NewCache()
 	defer cache.Close()
-	acts := &activities.Executor{Store: st, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
+	acts := &agent.Executor{Ledger: remote, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
 		Metrics: tel, Cache: cache, Name: id.Name}
 	acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir, EnvPrefix: cfg.SecretEnvPrefix}
 	m := iexec.NewManager(tc, acts, log, cfg.Batches)
@@ -220,19 +228,19 @@ func run(ctx context.Context, cfg Config, o *options) error {
 			return err
 		}
 	}
-	rep := &iexec.Reporter{Store: st, Identity: id, Served: m.Served, Log: log, Every: o.heartbeat}
+	rep := &iexec.Reporter{Registry: remote, Identity: id, Served: m.Served, Log: log, Every: o.heartbeat}
 	// Registered once the workers poll, so an executor that shows up is
 	// one that takes work.
 	if err := rep.Report(ctx); err != nil {
 		return fmt.Errorf("register executor %s: %w", id.Name, err)
 	}
 	log.Info("executor started", "executor", id.Name, "environment", env.Name, "agents", cfg.Agents,
-		"adapters", reg.Types(), "temporal", cfg.Temporal.Address, "namespace", cfg.Temporal.Namespace,
+		"adapters", reg.Types(), "server", cfg.Server.URL, "temporal", cfg.Temporal.Address, "namespace", cfg.Temporal.Namespace,
 		"temporal_connection", sec.Mode(), "version", o.version)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { rep.Run(ctx) })
-	wg.Go(func() { iexec.SweepCache(ctx, cache, st, 0, log) })
+	wg.Go(func() { iexec.SweepCache(ctx, cache, remote, 0, log) })
 	<-ctx.Done()
 	log.Info("stopping", "executor", id.Name)
 	m.Stop()
@@ -241,4 +249,39 @@ func run(ctx context.Context, cfg Config, o *options) error {
 		log.Warn("registration not marked stopped", "executor", id.Name, "error", err)
 	}
 	return nil
+}
+
+// session asks the intend server which environment cfg names and which
+// agents the token serves, waiting while the server cannot be reached (an
+// executor may start before it). An agent the token does not serve is an
+// error: its batches would be refused.
+func session(ctx context.Context, remote *iexec.Remote, cfg Config, log *slog.Logger) (iexec.Session, error) {
+	wait := time.Second
+	for {
+		sess, err := remote.Session(ctx, cfg.Environment)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			return sess, fmt.Errorf("environment %q: not found on %s, or the token has no role in it", cfg.Environment, cfg.Server.URL)
+		case errors.Is(err, ledger.ErrUnavailable):
+			log.Warn("the intend server cannot be reached; trying again", "server", cfg.Server.URL, "error", err, "retry_in", wait)
+			select {
+			case <-ctx.Done():
+				return sess, fmt.Errorf("intend server %s: %w", cfg.Server.URL, err)
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 30*time.Second)
+			continue
+		case err != nil:
+			return sess, fmt.Errorf("intend server %s: %w", cfg.Server.URL, err)
+		}
+		if sess.Agents != nil {
+			for _, a := range cfg.Agents {
+				if !slices.Contains(sess.Agents, a) {
+					return sess, fmt.Errorf("agent %s: the executor token serves agents %s only",
+						a, strings.Join(sess.Agents, ", "))
+				}
+			}
+		}
+		return sess, nil
+	}
 }

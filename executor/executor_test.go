@@ -29,13 +29,14 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 // startServer runs an intend server on a fresh database against Temporal
 // at address (the shared dev server, or a proxy in front of it).
+// It returns a client and the server's URL.
 func startServer(t *testing.T, address string, sec temporalconn.Security) (*apiclient.Client, string) {
 	t.Helper()
-	c, _, db := exectest.StartServer(t, server.Config{
+	c, srv, _ := exectest.StartServer(t, server.Config{
 		TemporalAddress: address, TemporalSecurity: sec, EmbeddedExecutor: true, ExecutorName: "server-1",
 		Version: "server-test", ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 	})
-	return c, db
+	return c, srv.URL()
 }
 
 func newEnv(t *testing.T, c *apiclient.Client, settings map[string]any) string {
@@ -138,9 +139,10 @@ func waitExecutor(t *testing.T, c *apiclient.Client, env, name string, out fmt.S
 // marks it stopped. The server's embedded executor registers too.
 func TestRegistration(t *testing.T) {
 	_, hostPort, namespace := testenv.Temporal(t)
-	c, db := startServer(t, hostPort, temporalconn.Security{})
+	c, url := startServer(t, hostPort, temporalconn.Security{})
 	ctx := context.Background()
 	env := newEnv(t, c, map[string]any{"autostart_agents": []string{}})
+	token := exectest.ExecutorToken(t, c, env, "remote", "spare")
 	secrets := t.TempDir()
 	if err := os.WriteFile(filepath.Join(secrets, "greeting"), []byte("from the secrets dir\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -148,8 +150,8 @@ func TestRegistration(t *testing.T) {
 	// The executor runs in this process and reads env: references from
 	// its environment, only those with its prefix.
 	t.Setenv("EXECTEST_GREETING", "from a prefixed variable")
-	ex := startExecutor(t, nil, "--environment", env, "--agent", "remote", "--agent", "spare",
-		"--name", "exec-a", "--database-url", db, "--temporal-address", hostPort, "--temporal-namespace", namespace,
+	ex := startExecutor(t, map[string]string{"INTEND_TOKEN": token}, "--environment", env, "--agent", "remote", "--agent", "spare",
+		"--name", "exec-a", "--server", url, "--temporal-address", hostPort, "--temporal-namespace", namespace,
 		"--log-level", "warn", "--secrets-dir", secrets, "--secret-env-prefix", "EXECTEST_")
 
 	e := waitExecutor(t, c, env, "exec-a", ex.Out)
@@ -206,13 +208,13 @@ func TestMutualTLS(t *testing.T) {
 	proxy := startMTLSProxy(t, hostPort, ca, ca.issue(t, "temporal", true))
 	serverCert, execCert := ca.issue(t, "intend-server", false), ca.issue(t, "intend-executor", false)
 
-	c, db := startServer(t, proxy.Addr, temporalconn.Security{CAFile: ca.File, CertFile: serverCert.CertFile,
+	c, url := startServer(t, proxy.Addr, temporalconn.Security{CAFile: ca.File, CertFile: serverCert.CertFile,
 		KeyFile: serverCert.KeyFile})
 	if n, _ := proxy.Admitted("intend-server"); n == 0 {
 		t.Fatal("the server did not connect through the proxy")
 	}
 	env := newEnv(t, c, map[string]any{"autostart_agents": []string{}})
-	base := []string{"--environment", env, "--agent", "remote", "--database-url", db,
+	base := []string{"--environment", env, "--agent", "remote", "--server", url, "--token", exectest.ExecutorToken(t, c, env, "remote"),
 		"--temporal-address", proxy.Addr, "--temporal-namespace", namespace, "--log-level", "warn"}
 
 	// No client certificate: refused by the proxy.

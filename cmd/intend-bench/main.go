@@ -36,6 +36,8 @@ func main() {
 	lsmN := flag.Int("lsm", 0, "P7: service instances to create at once after the other workloads (0: no P7; with -n 0, P7 only)")
 	lsmParallel := flag.Int("lsm-parallel", 32, "P7: creates in flight at once")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	external := flag.Int("external", 0, "run P1–P5 on this many external executors (through the executor API, "+
+		"no database credentials) instead of the server's embedded executor")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -49,7 +51,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(context.Background(), *n, *lsmN, *lsmParallel, *fsync, *filesDir, os.Stdout); err != nil {
+	if err := run(context.Background(), *n, *lsmN, *lsmParallel, *external, *fsync, *filesDir, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "intend-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -60,7 +62,9 @@ type row struct {
 	name, value, note string
 }
 
-func run(ctx context.Context, n, lsmN, lsmParallel int, fsync bool, filesDir string, out io.Writer) error {
+func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, filesDir string, out io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the external executors
 	dir, err := os.MkdirTemp("", "intend-bench-")
 	if err != nil {
 		return err
@@ -106,7 +110,19 @@ func run(ctx context.Context, n, lsmN, lsmParallel int, fsync bool, filesDir str
 		}
 		defer os.RemoveAll(files)
 	}
-	fmt.Fprintf(out, "%d fs::File resources into %s, PostgreSQL fsync %v\n", n, files, fsync)
+	where := "the server's embedded executor"
+	if external > 0 {
+		where = fmt.Sprintf("%d external executor(s) over the executor API", external)
+		if _, err := c.EnsureEnvironment(ctx, "bench", "chain"); err != nil {
+			return err
+		}
+		for _, env := range []string{"bench", "chain"} {
+			if err := externals(ctx, c, srv.URL(), ts.HostPort(), ts.Namespace(), env, external); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(out, "%d fs::File resources into %s, PostgreSQL fsync %v, run by %s\n", n, files, fsync, where)
 	if n <= 0 {
 		rows, err := benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context) { lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out) })
 		if err != nil {

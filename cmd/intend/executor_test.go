@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestExternalExecutor(t *testing.T) {
 	ctx := context.Background()
 	_, hostPort, namespace := testenv.Temporal(t)
-	c, _, dbURL := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second})
+	c, srv, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second})
 	env := exectest.NewEnvironment(t, c, "ext", map[string]any{"autostart_agents": []string{}})
 	target := filepath.Join(t.TempDir(), "remote.txt")
 	body, _ := json.Marshal(map[string]any{"resources": []map[string]any{{
@@ -42,11 +42,17 @@ func TestExternalExecutor(t *testing.T) {
 		t.Fatalf("file written without an executor: %v", err)
 	}
 
+	token := exectest.ExecutorToken(t, c, env, "remote")
 	ex := exectest.StartFunc(t, func(ctx context.Context, out io.Writer) error {
 		return run(ctx, []string{"executor", "--environment", env, "--agent", "remote",
-			"--database-url", dbURL, "--temporal-address", hostPort, "--temporal-namespace", namespace,
+			"--server", srv.URL(), "--temporal-address", hostPort, "--temporal-namespace", namespace,
 			"--log-level", "warn"},
-			func(string) string { return "" }, out, out)
+			func(k string) string {
+				if k == "INTEND_TOKEN" {
+					return token
+				}
+				return ""
+			}, out, out)
 	})
 	r, err := c.WaitRequest(ctx, env, reqID, 30*time.Second, nil)
 	if err != nil || r.Deployed != 1 {

@@ -29,7 +29,7 @@ func TestCustomExecutor(t *testing.T) {
 	}
 
 	_, hostPort, namespace := testenv.Temporal(t)
-	c, _, db := exectest.StartServer(t, server.Config{
+	c, srv, _ := exectest.StartServer(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 	})
 	env := exectest.NewEnvironment(t, c, "kv", map[string]any{"autostart_agents": []string{}})
@@ -37,7 +37,8 @@ func TestCustomExecutor(t *testing.T) {
 	kvFile := filepath.Join(dir, "app", "app.env")
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "KV_FILE="+kvFile, "INTEND_ENVIRONMENT="+env, "INTEND_AGENTS=app1",
-		"INTEND_EXECUTOR_NAME=kv-1", "INTEND_DATABASE_URL="+db, "INTEND_TEMPORAL_ADDRESS="+hostPort,
+		"INTEND_EXECUTOR_NAME=kv-1", "INTEND_SERVER="+srv.URL(),
+		"INTEND_TOKEN="+exectest.ExecutorToken(t, c, env, "app1"), "INTEND_TEMPORAL_ADDRESS="+hostPort,
 		"INTEND_TEMPORAL_NAMESPACE="+namespace, "INTEND_LOG_LEVEL=warn")
 	proc := exectest.StartProcess(t, cmd) // killed when a check fails
 	out := proc.Out

@@ -132,6 +132,25 @@ func NewEnvironment(t testing.TB, c *apiclient.Client, prefix string, settings m
 	return env
 }
 
+// ExecutorToken creates an executor token limited to environment env and
+// to agents, and returns its secret: what an executor on another host
+// holds instead of database credentials.
+func ExecutorToken(t testing.TB, c *apiclient.Client, env string, agents ...string) string {
+	t.Helper()
+	var out struct {
+		Secret string `json:"token"`
+	}
+	if err := c.Do(context.Background(), http.MethodPost, "/api/v1/tokens", map[string]any{
+		"name": testenv.UniqueName(t, "exec"), "role": "executor", "environments": []string{env}, "agents": agents,
+	}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Secret == "" {
+		t.Fatal("the token's creation answered no secret")
+	}
+	return out.Secret
+}
+
 // Release exports body (a version's JSON) to environment env, releases the
 // version and returns the id of the deploy request the release queued.
 func Release(t testing.TB, c *apiclient.Client, env string, body []byte) int64 {
@@ -204,6 +223,9 @@ func StartProcess(t testing.TB, cmd *exec.Cmd) *Process {
 	t.Cleanup(p.Kill)
 	return p
 }
+
+// PID is the process's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Stop is a clean stop: it sends SIGTERM and waits StopTimeout for the
 // process to exit. It returns the process's exit error, or an error if the

@@ -4,31 +4,28 @@
 package executor
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"sync"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/intendhq/intend/activities"
+	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/exec"
 	"github.com/intendhq/intend/adapters/fs"
 	"github.com/intendhq/intend/adapters/postgres"
 	"github.com/intendhq/intend/adapters/ssh"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
 
 // Manager starts and stops agent workers. It is safe for concurrent use.
 type Manager struct {
 	client     client.Client
-	activities *activities.Executor
+	activities *agent.Executor
 	log        *slog.Logger
 	// BatchesPerAgent bounds the batches one agent's worker runs at once.
 	batchesPerAgent int
@@ -41,7 +38,7 @@ type Manager struct {
 }
 
 // NewManager returns a manager whose workers run acts.
-func NewManager(c client.Client, acts *activities.Executor, log *slog.Logger, batchesPerAgent int) *Manager {
+func NewManager(c client.Client, acts *agent.Executor, log *slog.Logger, batchesPerAgent int) *Manager {
 	if batchesPerAgent <= 0 {
 		batchesPerAgent = 4
 	}
@@ -113,31 +110,6 @@ func (m *Manager) Stop() {
 		go func(w worker.Worker) { defer wg.Done(); w.Stop() }(w)
 	}
 	wg.Wait()
-}
-
-// Autostart serves every agent of the released resources that the
-// environment's autostart_agents setting assigns to the embedded executor.
-func (m *Manager) Autostart(ctx context.Context, st *store.Store) error {
-	agents, settings, err := st.ServedAgents(ctx)
-	if err != nil {
-		return err
-	}
-	envs := make([]string, 0, len(agents))
-	for env := range agents {
-		envs = append(envs, env)
-	}
-	sort.Strings(envs)
-	for _, env := range envs {
-		for _, agent := range agents[env] {
-			if !settings[env].ServesAgent(agent) {
-				continue
-			}
-			if err := m.Serve(env, agent); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // Builtins returns a registry of the adapters built into intend: those of

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/adapters"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // Identity is who an executor is, as it reports itself.
@@ -43,11 +43,13 @@ func NewIdentity(name, version string, embedded bool) Identity {
 // whenever Wake is called, so GET .../agents and .../executors show who
 // serves what. Stopped records a clean shutdown.
 type Reporter struct {
-	Store    *store.Store
+	// Registry records the reports: the store for the embedded
+	// executor, the intend server's executor API for the others.
+	Registry ledger.Registry
 	Identity Identity
 	// Served returns the agents served, by environment name.
 	Served func() map[string][]string
-	// Every is the heartbeat period (default store.ExecutorHeartbeat).
+	// Every is the heartbeat period (default ledger.Heartbeat).
 	Every time.Duration
 	Log   *slog.Logger
 
@@ -62,7 +64,7 @@ func (r *Reporter) init() {
 		r.wake = make(chan struct{}, 1)
 		r.reported = map[string]bool{}
 		if r.Every <= 0 {
-			r.Every = store.ExecutorHeartbeat
+			r.Every = ledger.Heartbeat
 		}
 		if r.Log == nil {
 			r.Log = slog.Default()
@@ -84,9 +86,9 @@ func (r *Reporter) Report(ctx context.Context) error {
 		r.mu.Lock()
 		first := !r.reported[env]
 		r.mu.Unlock()
-		rep := store.ExecutorReport{Name: r.Identity.Name, Hostname: r.Identity.Hostname, PID: r.Identity.PID,
+		rep := ledger.ExecutorReport{Name: r.Identity.Name, Hostname: r.Identity.Hostname, PID: r.Identity.PID,
 			Version: r.Identity.Version, Agents: served[env], Embedded: r.Identity.Embedded, First: first}
-		if err := r.Store.ReportExecutor(ctx, env, rep); err != nil {
+		if err := r.Registry.ReportExecutor(ctx, env, rep); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -142,7 +144,7 @@ func (r *Reporter) Stopped(ctx context.Context) error {
 	sort.Strings(envs)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	return r.Store.StopExecutor(ctx, r.Identity.Name, envs)
+	return r.Registry.StopExecutor(ctx, r.Identity.Name, envs)
 }
 
 // CacheSweepEvery is how often SweepCache expires the adapters' cache.
@@ -153,7 +155,7 @@ const CacheSweepEvery = 30 * time.Second
 // to a version (adapters.CacheOptions.ForVersion) that no open deploy run
 // of their environment deploys any more. The caller closes the cache
 // after ctx is done.
-func SweepCache(ctx context.Context, c *adapters.Cache, st *store.Store, every time.Duration, log *slog.Logger) {
+func SweepCache(ctx context.Context, c *adapters.Cache, reg ledger.Registry, every time.Duration, log *slog.Logger) {
 	if every <= 0 {
 		every = CacheSweepEvery
 	}
@@ -165,16 +167,16 @@ func SweepCache(ctx context.Context, c *adapters.Cache, st *store.Store, every t
 			return
 		case <-t.C:
 		}
-		if err := SweepOnce(ctx, c, st); err != nil && ctx.Err() == nil && log != nil {
+		if err := SweepOnce(ctx, c, reg); err != nil && ctx.Err() == nil && log != nil {
 			log.Warn("adapter cache: version expiry skipped", "error", err)
 		}
 	}
 }
 
 // SweepOnce expires the cache's values once (see SweepCache). When
-// PostgreSQL cannot say which versions are still deployed, it expires by
+// the registry cannot say which versions are still deployed, it expires by
 // TTL only and returns the error.
-func SweepOnce(ctx context.Context, c *adapters.Cache, st *store.Store) error {
+func SweepOnce(ctx context.Context, c *adapters.Cache, reg ledger.Registry) error {
 	scopes := c.Scopes()
 	if len(scopes) == 0 {
 		c.Expire(nil)
@@ -188,7 +190,7 @@ func SweepOnce(ctx context.Context, c *adapters.Cache, st *store.Store) error {
 			ids = append(ids, s.Environment)
 		}
 	}
-	open, err := st.OpenRunVersions(ctx, ids)
+	open, err := reg.OpenRunVersions(ctx, ids)
 	if err != nil {
 		c.Expire(nil)
 		return err

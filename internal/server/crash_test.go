@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,26 @@ func startProc(t *testing.T, args ...string) *exectest.Process {
 	t.Helper()
 	cmd := exec.Command(intendBinary(t), args...)
 	cmd.Env = append(os.Environ(), "INTEND_BOOTSTRAP_TOKEN="+exectest.AdminToken)
+	return exectest.StartProcess(t, cmd)
+}
+
+// startExecutor runs `intend executor` for agents of env as an executor
+// on another host runs: with the server's URL and an executor token of
+// those agents, and no database credentials (no URL, no PG* variable).
+func startExecutor(t *testing.T, c *apiclient.Client, serverURL, env string, agents []string, args ...string) *exectest.Process {
+	t.Helper()
+	argv := []string{"executor", "--environment", env, "--server", serverURL}
+	for _, a := range agents {
+		argv = append(argv, "--agent", a)
+	}
+	cmd := exec.Command(intendBinary(t), append(argv, args...)...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "INTEND_DATABASE_URL=") && !strings.HasPrefix(kv, "PG") &&
+			!strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "INTEND_TOKEN=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "INTEND_TOKEN="+exectest.ExecutorToken(t, c, env, agents...))
 	return exectest.StartProcess(t, cmd)
 }
 
@@ -120,11 +141,11 @@ func checkFiles(t *testing.T, dir string, n int) {
 // TestExecutorKilledMidBatch: kill -9 an executor in the middle of a run;
 // another executor of the same agent finishes it, nothing is lost.
 func TestExecutorKilledMidBatch(t *testing.T) {
-	c, _, db := startServerDB(t)
+	c, srv, _ := startServerDB(t)
 	ctx := context.Background()
 	_, hostPort, namespace := testenv.Temporal(t)
 	env := newEnv(t, c, "kill", map[string]any{"autostart_agents": []string{}, "deploy_interval": 0})
-	exec1 := startProc(t, "executor", "--environment", env, "--agent", "remote", "--database-url", db,
+	exec1 := startExecutor(t, c, srv.URL(), env, []string{"remote"},
 		"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn", "--concurrency", "2")
 
 	const n = 3000
@@ -134,7 +155,7 @@ func TestExecutorKilledMidBatch(t *testing.T) {
 	exec1.Kill()
 	t.Logf("killed the executor at %d/%d", mid.Deployed, mid.Total)
 
-	startProc(t, "executor", "--environment", env, "--agent", "remote", "--database-url", db,
+	startExecutor(t, c, srv.URL(), env, []string{"remote"},
 		"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn")
 	run, err := c.WaitRequest(ctx, env, reqID, 90*time.Second, nil)
 	if err != nil {

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
+	"sort"
+
 	"go.temporal.io/sdk/client"
 
-	"github.com/intendhq/intend/activities"
+	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/store"
@@ -18,10 +21,35 @@ import (
 func (s *Server) startEmbedded(st *store.Store, tc client.Client, tel *telemetry.Telemetry) {
 	id := executor.NewIdentity(s.cfg.ExecutorName, s.cfg.Version, true)
 	s.cache = adapters.NewCache()
-	acts := &activities.Executor{Store: st, Adapters: Registry(), Concurrency: s.cfg.ExecutorConcurrency,
+	acts := &agent.Executor{Ledger: st.Ledger(), Adapters: Registry(), Concurrency: s.cfg.ExecutorConcurrency,
 		Log: s.log, Metrics: tel, Cache: s.cache, Name: id.Name}
 	acts.Secrets = &adapters.Secrets{Dir: s.cfg.SecretsDir, EnvPrefix: s.cfg.SecretEnvPrefix}
 	s.executors = executor.NewManager(tc, acts, s.log, 0)
-	s.reporter = &executor.Reporter{Store: st, Identity: id, Served: s.executors.Served, Log: s.log}
+	s.reporter = &executor.Reporter{Registry: st, Identity: id, Served: s.executors.Served, Log: s.log}
 	s.executors.Notify(s.reporter.Wake)
+}
+
+// autostart makes the embedded executor serve every agent of the released resources that the
+// environment's autostart_agents setting assigns to the embedded executor.
+func (s *Server) autostart(ctx context.Context) error {
+	agents, settings, err := s.store.ServedAgents(ctx)
+	if err != nil {
+		return err
+	}
+	envs := make([]string, 0, len(agents))
+	for env := range agents {
+		envs = append(envs, env)
+	}
+	sort.Strings(envs)
+	for _, env := range envs {
+		for _, a := range agents[env] {
+			if !settings[env].ServesAgent(a) {
+				continue
+			}
+			if err := s.executors.Serve(env, a); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -2,12 +2,20 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/exectest"
+	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -43,7 +51,7 @@ func recordsBy(t *testing.T, conn *pgx.Conn, envName, where string) map[string]i
 // deploys everything. (TestExecutorKilledMidBatch does the same with
 // kill -9.)
 func TestTwoExecutorsShareAnAgent(t *testing.T) {
-	c, _, db := startServerDB(t)
+	c, srv, db := startServerDB(t)
 	ctx := context.Background()
 	_, hostPort, namespace := testenv.Temporal(t)
 	conn, err := pgx.Connect(ctx, db)
@@ -52,12 +60,12 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	env := newEnv(t, c, "share", map[string]any{"autostart_agents": []string{}, "deploy_interval": 0})
-	args := func(name string) []string {
-		return []string{"executor", "--environment", env, "--agent", "remote", "--name", name, "--database-url", db,
+	start := func(name string) *exectest.Process {
+		return startExecutor(t, c, srv.URL(), env, []string{"remote"}, "--name", name,
 			"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn",
-			"--concurrency", "2"}
+			"--concurrency", "2")
 	}
-	a, b := startProc(t, args("exec-a")...), startProc(t, args("exec-b")...)
+	a, b := start("exec-a"), start("exec-b")
 
 	// Both registered (they register once they poll).
 	deadline := time.Now().Add(60 * time.Second)
@@ -122,4 +130,135 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 		where result = 'deployed'`).Scan(&distinct); err != nil || distinct != n {
 		t.Errorf("%d resources have a deployed record (%v), want %d", distinct, err, n)
 	}
+}
+
+// TestExternalExecutorsWithoutDatabase: two `intend executor` processes,
+// one per agent, with no database URL and no PG* variable, deploy a run
+// of 2,000 files across both agents; the server records everything. While
+// they work, neither process holds a connection to PostgreSQL (read from
+// its sockets in /proc), while both hold one to the intend server, which
+// proves the check sees their connections.
+func TestExternalExecutorsWithoutDatabase(t *testing.T) {
+	c, srv, db := startServerDB(t)
+	ctx := context.Background()
+	_, hostPort, namespace := testenv.Temporal(t)
+	env := newEnv(t, c, "nodb", map[string]any{"autostart_agents": []string{}, "deploy_interval": 0})
+	args := []string{"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn",
+		"--concurrency", "4"}
+	procs := []*exectest.Process{
+		startExecutor(t, c, srv.URL(), env, []string{"east"}, append([]string{"--name", "exec-east"}, args...)...),
+		startExecutor(t, c, srv.URL(), env, []string{"west"}, append([]string{"--name", "exec-west"}, args...)...),
+	}
+	const n = 1000
+	dir := t.TempDir()
+	var rs []res
+	for _, agent := range []string{"east", "west"} {
+		for i := range n {
+			p := filepath.Join(dir, agent, fmt.Sprintf("d%02d", i%20), fmt.Sprintf("f%04d", i))
+			rs = append(rs, res{ID: fmt.Sprintf("fs::File[%s,path=%s]", agent, p),
+				Attributes: map[string]any{"path": p, "content": fmt.Sprintf("%s %d\n", agent, i)}})
+		}
+	}
+	reqID := exectest.Release(t, c, env, body(t, rs...))
+
+	dbPort, srvPort := portOf(t, db), portOf(t, srv.URL())
+	toServer := map[int]bool{}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i, p := range procs {
+				peers := tcpPeers(t, p.PID())
+				if peers[dbPort] > 0 {
+					t.Errorf("executor %d holds %d connections to PostgreSQL (port %d)", i, peers[dbPort], dbPort)
+				}
+				if peers[srvPort] > 0 {
+					toServer[i] = true
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	run, err := c.WaitRequest(ctx, env, reqID, 120*time.Second, nil)
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatalf("%v\neast:\n%s\nwest:\n%s", err, procs[0].Out, procs[1].Out)
+	}
+	if run.Status != "done" || run.Deployed != 2*n || run.Failed != 0 {
+		t.Fatalf("run = %+v, want all %d deployed", run, 2*n)
+	}
+	if len(toServer) != 2 {
+		t.Errorf("executors seen connected to the intend server: %v, want both (the check sees no connection)", toServer)
+	}
+	for _, agent := range []string{"east", "west"} {
+		for i := range n {
+			p := filepath.Join(dir, agent, fmt.Sprintf("d%02d", i%20), fmt.Sprintf("f%04d", i))
+			if b, err := os.ReadFile(p); err != nil || string(b) != fmt.Sprintf("%s %d\n", agent, i) {
+				t.Fatalf("%s = %q, %v", p, b, err)
+			}
+		}
+	}
+	var acts struct{ Items []store.Action }
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/actions?limit=1", nil, &acts); err != nil {
+		t.Fatal(err)
+	}
+	if len(acts.Items) != 1 || (acts.Items[0].Executor != "exec-east" && acts.Items[0].Executor != "exec-west") {
+		t.Errorf("latest action = %+v, want one by an external executor", acts.Items)
+	}
+}
+
+// portOf is the port of a URL (postgres:// or http://).
+func portOf(t *testing.T, raw string) int {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatalf("%s: no port", raw)
+	}
+	return p
+}
+
+// tcpPeers counts the TCP connections process pid holds, by remote port:
+// its socket inodes (/proc/PID/fd) matched against /proc/PID/net/tcp{,6}.
+func tcpPeers(t *testing.T, pid int) map[int]int {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil // exited
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	out := map[int]int{}
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			// sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+			if len(f) < 10 || !inodes[f[9]] {
+				continue
+			}
+			_, port, ok := strings.Cut(f[2], ":")
+			if p, err := strconv.ParseInt(port, 16, 32); ok && err == nil && p != 0 {
+				out[int(p)]++
+			}
+		}
+	}
+	return out
 }

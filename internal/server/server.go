@@ -436,7 +436,7 @@ func (s *Server) Ensure(ctx context.Context, env store.Environment) error {
 // run's first batch finds its executor.
 func (s *Server) Wake(ctx context.Context, env store.Environment, reason string, release, halt bool) error {
 	if s.executors != nil && release {
-		if err := s.executors.Autostart(ctx, s.store); err != nil {
+		if err := s.autostart(ctx); err != nil {
 			s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
 		}
 	}
@@ -453,7 +453,7 @@ func (s *Server) Wake(ctx context.Context, env store.Environment, reason string,
 // dryrun, outside the scheduler (it changes nothing, so it need not wait).
 func (s *Server) StartDryrun(ctx context.Context, env store.Environment, run store.DeployRun) error {
 	if s.executors != nil {
-		if err := s.executors.Autostart(ctx, s.store); err != nil {
+		if err := s.autostart(ctx); err != nil {
 			s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
 		}
 	}
@@ -502,7 +502,7 @@ func (s *Server) reconcileLoop(ctx context.Context) {
 
 func (s *Server) reconcile(ctx context.Context) {
 	if s.executors != nil {
-		if err := s.executors.Autostart(ctx, s.store); err != nil && ctx.Err() == nil {
+		if err := s.autostart(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("embedded executor: autostart failed", "error", err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // BatchLimits bound what one executor activity receives.
@@ -361,40 +363,10 @@ func existingPlan(ctx context.Context, tx pgx.Tx, envID string, run int64, workf
 }
 
 // BatchResource is one resource of a batch, as an executor receives it.
-type BatchResource struct {
-	ID         string
-	Hash       []byte
-	Attributes json.RawMessage
-	Purged     bool
-	// Requires lists the resources this one requires, in this batch or not.
-	Requires []string
-	// Action is what the attempt is, for the action log: "deploy" when the
-	// resource is not compliant, "repair" when it is re-verified.
-	Action string
-	// ReportOnly: observe and diff, never change.
-	ReportOnly bool
-	// ReceiveEvents is the resource's receive_events; Event is set when a
-	// resource it requires changed after this one's last attempt (the
-	// adapter's Reload runs).
-	ReceiveEvents bool
-	Event         bool
-}
+type BatchResource = ledger.Resource
 
-// Batch is what an executor loads for one activity.
-//
-// Resources are in dependency order: a resource comes after every resource
-// of the batch it requires. Blocked names the requires outside the batch
-// that are not deployed as intended (their last result, e.g. "failed"):
-// resources requiring them are skipped.
-type Batch struct {
-	EnvironmentID string
-	Blocked       map[string]string
-	Version       int64
-	Action        string
-	Reason        string
-	Agent         string
-	Resources     []BatchResource
-}
+// Batch is what an executor loads for one activity (see ledger.Batch).
+type Batch = ledger.Batch
 
 // LoadBatch reads one batch with the content of its resources.
 func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error) {
@@ -469,36 +441,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 }
 
 // ActionRecord is one attempt on one resource, for the action log.
-type ActionRecord struct {
-	ResourceID string
-	Hash       []byte
-	Version    int64
-	Action     string
-	Reason     string
-	StartedAt  time.Time
-	FinishedAt time.Time
-	Result     string // deployed, failed, ...
-	Operation  string // none, create, update, delete; "" when not reached
-	Changed    bool
-	Changes    json.RawMessage // {"attr": {"from": ..., "to": ...}} or nil
-	Logs       json.RawMessage // [LogLine] or nil
-	// Facts are the values the adapter discovered on the target, by name,
-	// each as JSON; see RecordActions.
-	Facts map[string]json.RawMessage
-	Error string
-	// ErrorClass is the adapter error's class (permanent, transient,
-	// throttled) when Result is failed.
-	ErrorClass string
-	// RetryAfter is the delay a throttled adapter asked for; it is not
-	// stored: the executor reports it to the deploy run.
-	RetryAfter time.Duration
-	WorkflowID string
-	RunID      string
-	Attempt    int
-	// Executor names the executor that ran the attempt; "" (stored as
-	// null) for records no executor made.
-	Executor string
-}
+type ActionRecord = ledger.ActionRecord
 
 // RecordActions appends attempts to the action log and, for deploys and
 // repairs, moves each resource's deploy state in the same transaction:

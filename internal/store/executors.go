@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // ExecutorHeartbeat is how often an executor reports itself.
-const ExecutorHeartbeat = 10 * time.Second
+const ExecutorHeartbeat = ledger.Heartbeat
 
 // ExecutorLiveWithin is how recently an executor that has not stopped must
 // have reported itself to count as live: three heartbeats, so one late or
@@ -21,21 +23,7 @@ const ExecutorLiveWithin = 3 * ExecutorHeartbeat
 const ExecutorForgetAfter = 24 * time.Hour
 
 // ExecutorReport is what an executor says about itself to one environment.
-type ExecutorReport struct {
-	// Name identifies the executor in the environment (by default
-	// <hostname>-<pid>); a report under a name replaces the last one.
-	Name     string
-	Hostname string
-	PID      int
-	Version  string
-	// Agents are the environment's agents it serves.
-	Agents []string
-	// Embedded: the executor of an intend server.
-	Embedded bool
-	// First marks the executor's first report to the environment: it
-	// (re)sets started_at.
-	First bool
-}
+type ExecutorReport = ledger.ExecutorReport
 
 // Executor is an executor as GET .../executors shows it.
 type Executor struct {

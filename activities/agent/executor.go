@@ -1,4 +1,9 @@
-package activities
+// Package agent holds the activities of agent task queues: ExecuteBatch,
+// run by executors (the one embedded in intend server, and intend
+// executor on other hosts). It reads batches and records attempts through
+// a ledger.Ledger and imports nothing that reaches PostgreSQL, so an
+// executor holds no database credentials.
+package agent
 
 import (
 	"bytes"
@@ -13,11 +18,12 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/resource"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
 )
@@ -27,7 +33,8 @@ import (
 // chunk it recorded.
 const chunkSize = 100
 
-// While PostgreSQL is unreachable, an executor keeps its batch and tries
+// While the ledger (PostgreSQL, or the intend server of an executor on
+// another host) is unreachable, an executor keeps its batch and tries
 // again, waiting dbRetryFirst doubling to dbRetryMax, until the activity's
 // context ends (StartToCloseTimeout). It heartbeats meanwhile, so an outage
 // of minutes delays the batch instead of using up its Temporal retries and
@@ -39,7 +46,10 @@ const (
 
 // Executor holds the activities of agent task queues.
 type Executor struct {
-	Store    *store.Store
+	// Ledger is where batches are loaded and attempts recorded: the
+	// store for the embedded executor, the intend server's executor API
+	// for the others.
+	Ledger   ledger.Ledger
 	Adapters *adapters.Registry
 	// Concurrency bounds the resources of one batch handled at once.
 	Concurrency int
@@ -70,7 +80,7 @@ type batchProgress struct {
 	NotDeployed map[string]string
 }
 
-// ExecuteBatch loads a batch from PostgreSQL and runs its resources through
+// ExecuteBatch loads a batch from the ledger and runs its resources through
 // their adapters in dependency order with bounded concurrency: a resource
 // starts once the resources of the batch it requires are done, and is
 // skipped (skipped_for_dependency) when one of them, or a required resource
@@ -85,9 +95,9 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 			p = batchProgress{}
 		}
 	}
-	var b store.Batch
+	var b ledger.Batch
 	err := e.untilReachable(ctx, p, func() (err error) {
-		b, err = e.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
+		b, err = e.Ledger.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
 		return err
 	})
 	if err != nil {
@@ -106,7 +116,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		if err := ctx.Err(); err != nil {
 			return p.Result, err
 		}
-		if err := e.record(ctx, in.EnvironmentID, p, recs); err != nil {
+		if err := e.record(ctx, in, p, recs); err != nil {
 			return p.Result, fmt.Errorf("record outcomes: %w", err)
 		}
 		for _, r := range recs {
@@ -143,35 +153,31 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 	return p.Result, nil
 }
 
-// record records the outcomes of a chunk, waiting for PostgreSQL when it
-// is unreachable. A commit cut off by a lost connection may have happened:
-// before writing again it looks for the chunk's first record (a chunk is
-// one transaction), so no record is doubled.
-func (e *Executor) record(ctx context.Context, envID string, p batchProgress, recs []store.ActionRecord) error {
-	tried := false
+// record records the outcomes of a chunk, waiting for the ledger when it
+// is unreachable. A write cut off by a lost connection may have happened:
+// the writes after the first say so, and the ledger does not record the
+// chunk twice.
+func (e *Executor) record(ctx context.Context, in workflows.BatchInput, p batchProgress, recs []ledger.ActionRecord) error {
+	again := false
 	return e.untilReachable(ctx, p, func() error {
-		if tried {
-			if done, err := e.Store.ActionRecorded(ctx, envID, recs[0]); err != nil || done {
-				return err
-			}
-		}
-		tried = true
-		return e.Store.RecordActions(ctx, envID, recs)
+		err := e.Ledger.RecordActions(ctx, in.EnvironmentID, in.Run, in.Seq, recs, again)
+		again = true
+		return err
 	})
 }
 
 // untilReachable calls fn until it returns nil or an error other than
-// PostgreSQL being unavailable, or ctx ends; it heartbeats p (the last
+// the ledger being unavailable, or ctx ends; it heartbeats p (the last
 // recorded progress) while it waits.
 func (e *Executor) untilReachable(ctx context.Context, p batchProgress, fn func() error) error {
 	wait := dbRetryFirst
 	for {
 		err := fn()
-		if !store.IsUnavailable(err) {
+		if !errors.Is(err, ledger.ErrUnavailable) {
 			return err
 		}
 		if e.Log != nil {
-			e.Log.Warn("PostgreSQL unavailable; the batch waits", "error", err.Error(), "retry_in", wait.String())
+			e.Log.Warn("the ledger is unavailable; the batch waits", "error", err.Error(), "retry_in", wait.String())
 		}
 		activity.RecordHeartbeat(ctx, p)
 		t := time.NewTimer(wait)
@@ -189,13 +195,13 @@ func (e *Executor) untilReachable(ctx context.Context, p batchProgress, fn func(
 // resource waits for the resources of the chunk it requires (they come
 // earlier: batches are in dependency order); only running adapters take a
 // concurrency slot, waiting does not.
-func (e *Executor) runChunk(ctx context.Context, b store.Batch, chunk []store.BatchResource, p batchProgress,
-	info activity.Info) []store.ActionRecord {
+func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, chunk []ledger.Resource, p batchProgress,
+	info activity.Info) []ledger.ActionRecord {
 	pos := make(map[string]int, len(chunk))
 	for i, r := range chunk {
 		pos[r.ID] = i
 	}
-	recs := make([]store.ActionRecord, len(chunk))
+	recs := make([]ledger.ActionRecord, len(chunk))
 	done := make([]chan struct{}, len(chunk))
 	for i := range done {
 		done[i] = make(chan struct{})
@@ -243,7 +249,7 @@ func (e *Executor) runChunk(ctx context.Context, b store.Batch, chunk []store.Ba
 
 // blockedBy returns the first required resource of r that is not deployed,
 // with its result, or "" when r may run.
-func blockedBy(r store.BatchResource, i int, pos map[string]int, recs []store.ActionRecord,
+func blockedBy(r ledger.Resource, i int, pos map[string]int, recs []ledger.ActionRecord,
 	outside, earlier map[string]string) (string, string) {
 	for _, q := range r.Requires {
 		if j, ok := pos[q]; ok && j < i {
@@ -264,7 +270,7 @@ func blockedBy(r store.BatchResource, i int, pos map[string]int, recs []store.Ac
 
 // skipped is the record of a resource not run because a dependency is not
 // deployed.
-func skipped(b store.Batch, r store.BatchResource, info activity.Info, dep, result string) store.ActionRecord {
+func skipped(b ledger.Batch, r ledger.Resource, info activity.Info, dep, result string) ledger.ActionRecord {
 	rec := newRecord(b, r, info)
 	rec.FinishedAt, rec.Result = rec.StartedAt, "skipped_for_dependency"
 	rec.Error = fmt.Sprintf("requires %s, which is not deployed (%s)", dep, result)
@@ -275,16 +281,16 @@ func skipped(b store.Batch, r store.BatchResource, info activity.Info, dep, resu
 }
 
 // newRecord starts the action record of an attempt on r, now.
-func newRecord(b store.Batch, r store.BatchResource, info activity.Info) store.ActionRecord {
-	return store.ActionRecord{
-		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: actionOf(b, r), Reason: b.Reason,
+func newRecord(b ledger.Batch, r ledger.Resource, info activity.Info) ledger.ActionRecord {
+	return ledger.ActionRecord{
+		ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.ActionOf(r), Reason: b.Reason,
 		StartedAt: time.Now().UTC(), WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		Attempt: int(info.Attempt),
 	}
 }
 
 // runOne performs one attempt on one resource and returns its action record.
-func (e *Executor) runOne(ctx context.Context, b store.Batch, r store.BatchResource, info activity.Info) store.ActionRecord {
+func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource, info activity.Info) ledger.ActionRecord {
 	rec := newRecord(b, r, info)
 	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets), adapters.WithCallTimer(e.callTimer()),
 		adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
@@ -385,7 +391,7 @@ func factsOf(hc *adapters.Context) map[string]json.RawMessage {
 // safeApply runs apply and turns a panic outside the adapter's own calls
 // (adapters.Run recovers those) into a permanent failure of that resource,
 // so nothing one resource does can take the executor down.
-func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b store.Batch, r store.BatchResource) (out adapters.Outcome, err error) {
+func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b ledger.Batch, r ledger.Resource) (out adapters.Outcome, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			if e.Log != nil {
@@ -397,7 +403,7 @@ func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b store.
 	return e.apply(ctx, hc, b, r)
 }
 
-func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b store.Batch, r store.BatchResource) (adapters.Outcome, error) {
+func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b ledger.Batch, r ledger.Resource) (adapters.Outcome, error) {
 	id, err := resource.Parse(r.ID)
 	if err != nil {
 		return adapters.Outcome{}, adapters.Permanent(err)
@@ -417,14 +423,14 @@ func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b store.Batc
 		b.Action == "dryrun" || r.ReportOnly)
 }
 
-func nowUTC() time.Time { return time.Now().UTC() }
+// ErrTypeNotFound is the Temporal error type of an activity error about a
+// batch that is gone (a deleted environment or run): retrying cannot help.
+const ErrTypeNotFound = "NotFound"
 
-// actionOf is the action an attempt records: a dry-run stays a dry-run;
-// otherwise "deploy" for a resource that was not compliant and "repair" for
-// one re-verified.
-func actionOf(b store.Batch, r store.BatchResource) string {
-	if b.Action == "dryrun" || r.Action == "" {
-		return b.Action
+// classify marks ledger errors that retrying cannot fix as non-retryable.
+func classify(err error) error {
+	if errors.Is(err, ledger.ErrNotFound) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNotFound, err)
 	}
-	return r.Action
+	return err
 }

@@ -1,4 +1,4 @@
-package activities
+package agent
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/intendhq/intend/adapters"
-	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/store/storetest"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
 )
@@ -69,39 +69,13 @@ func (h *thing) Delete(_ context.Context, _ *adapters.Context, r adapters.Resour
 
 func setup(t *testing.T, n int) (*store.Store, store.Environment, int64, store.Plan) {
 	t.Helper()
-	rs := make([]string, n)
-	for i := range rs {
-		rs[i] = fmt.Sprintf(`{"id":"test::Thing[a,name=t%03d]","attributes":{"name":"t%03d","v":"1"}}`, i, i)
-	}
-	return setupVersion(t, rs)
+	return storetest.Released(t, storetest.Things(n))
 }
 
-// setupVersion exports and releases a version of the given resources
-// (JSON objects) in a fresh environment and plans its deploy run.
-func setupVersion(t *testing.T, resources []string) (*store.Store, store.Environment, int64, store.Plan) {
-	t.Helper()
-	ctx := context.Background()
-	st, e := newTestEnv(t, nil)
-	v, err := intent.DecodeBytes([]byte(`{"resources":[` + strings.Join(resources, ",") + `]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.ExportVersion(ctx, e.ID, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
-		t.Fatal(err)
-	}
-	take, err := st.TakeRequests(ctx, e.ID, "test", nil, false)
-	if err != nil || take.Run == nil {
-		t.Fatalf("take: %+v %v", take, err)
-	}
-	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000}, store.Caller{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, e, take.Run.Run, p
+// executor returns an executor that records into st directly, as the
+// embedded one does.
+func executor(st *store.Store, reg *adapters.Registry, concurrency int) *Executor {
+	return &Executor{Ledger: st.Ledger(), Adapters: reg, Concurrency: concurrency}
 }
 
 func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
@@ -111,7 +85,7 @@ func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
 	reg := adapters.NewRegistry()
 	reg.Register("test::Thing", h)
 	var logBuf bytes.Buffer // the JSON handler serialises its writes
-	ex := &Executor{Store: st, Adapters: reg, Concurrency: 8, Log: slog.New(slog.NewJSONHandler(&logBuf, nil))}
+	ex := &Executor{Ledger: st.Ledger(), Adapters: reg, Concurrency: 8, Log: slog.New(slog.NewJSONHandler(&logBuf, nil))}
 
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
@@ -169,7 +143,7 @@ func TestExecuteBatchResumesAfterRecordedChunks(t *testing.T) {
 	h := &thing{state: map[string]string{}, calls: map[string]int{}}
 	reg := adapters.NewRegistry()
 	reg.Register("test::Thing", h)
-	ex := &Executor{Store: st, Adapters: reg, Concurrency: 4}
+	ex := executor(st, reg, 4)
 
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
@@ -206,7 +180,7 @@ func setupChain(t *testing.T, n int, extra ...string) (*store.Store, store.Envir
 		}
 		rs = append(rs, fmt.Sprintf(`{"id":"test::Thing[a,name=t%03d]","attributes":{"name":"t%03d","v":"1"}%s}`, i, i, req))
 	}
-	return setupVersion(t, append(rs, extra...))
+	return storetest.Released(t, append(rs, extra...))
 }
 
 // TestExecuteBatchRunsChainsInOrderAndSkipsAfterAFailure: a chain of 250
@@ -224,7 +198,7 @@ func TestExecuteBatchRunsChainsInOrderAndSkipsAfterAFailure(t *testing.T) {
 	var mu sync.Mutex
 	reg := adapters.NewRegistry()
 	reg.Register("test::Thing", recordOrder{h, &mu, &order})
-	ex := &Executor{Store: st, Adapters: reg, Concurrency: 8}
+	ex := executor(st, reg, 8)
 
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()

@@ -1,4 +1,4 @@
-package activities
+package agent
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/fs"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/store/storetest"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -273,10 +274,10 @@ func TestLargeFileChangesAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs = append(rs, fileResource(t, small, "one\n2\n"))
-	st, e, run, plan := setupVersion(t, rs)
+	st, e, run, plan := storetest.Released(t, rs)
 	reg := adapters.NewRegistry()
 	fs.Register(reg)
-	ex := &Executor{Store: st, Adapters: reg, Concurrency: 4}
+	ex := executor(st, reg, 4)
 
 	check := func(action string) {
 		t.Helper()
@@ -361,13 +362,13 @@ func TestSensitiveChangesRecordHashesOnly(t *testing.T) {
 		}
 	}
 	ref := map[string]any{"secret": "env:INTEND_SECRET_FILE"}
-	st, e, run, plan := setupVersion(t, []string{
+	st, e, run, plan := storetest.Released(t, []string{
 		fileResource(t, creds, "user=app\npassword=new-one\n"),
 		fileResource(t, secret, ref),
 	})
 	reg := adapters.NewRegistry()
 	reg.Register(fs.FileType, sensitiveFile{})
-	ex := &Executor{Store: st, Adapters: reg, Concurrency: 2, Secrets: &adapters.Secrets{
+	ex := &Executor{Ledger: st.Ledger(), Adapters: reg, Concurrency: 2, Secrets: &adapters.Secrets{
 		LookupEnv: func(name string) (string, bool) { return "new-secret", name == "INTEND_SECRET_FILE" }}}
 	runBatches(t, ex, e, run, plan)
 

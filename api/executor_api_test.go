@@ -1,0 +1,299 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/auth"
+	iexec "github.com/intendhq/intend/internal/executor"
+	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/ledger"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// plannedRun exports and releases a version with n files for each of
+// agents a and b in environment name, and plans its deploy run as the
+// scheduler would; it returns the environment, the run and the batch of
+// each agent.
+func plannedRun(t *testing.T, f *fixture, name string, n int) (store.Environment, int64, map[string]store.BatchRef) {
+	t.Helper()
+	ctx := context.Background()
+	f.env(name)
+	e, err := f.st.GetEnvironment(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []string
+	for _, agent := range []string{"a", "b"} {
+		for i := range n {
+			p := fmt.Sprintf("/srv/%s/%d", agent, i)
+			rs = append(rs, fmt.Sprintf(`{"id":"fs::File[%s,path=%s]","attributes":{"path":"%s","content":"x"}}`, agent, p, p))
+		}
+	}
+	v, err := intent.DecodeBytes([]byte(version(rs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := f.st.ExportVersion(ctx, e.ID, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
+		t.Fatal(err)
+	}
+	take, err := f.st.TakeRequests(ctx, e.ID, "test-"+name, nil, false)
+	if err != nil || take.Run == nil {
+		t.Fatalf("take: %+v %v", take, err)
+	}
+	plan, err := f.st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000}, store.Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]store.BatchRef{}
+	for _, b := range plan.Batches {
+		by[b.Agent] = b
+	}
+	if len(by) != 2 {
+		t.Fatalf("batches = %+v, want one of agent a and one of b", plan.Batches)
+	}
+	return e, take.Run.Run, by
+}
+
+// executorToken stores an executor token of env limited to agents.
+func executorToken(t *testing.T, f *fixture, env store.Environment, agents ...string) string {
+	t.Helper()
+	secret := auth.NewSecret()
+	if _, err := f.st.CreateToken(context.Background(), store.NewToken{Name: "exec-" + strings.Join(agents, "-") + "-" + env.Name,
+		Role: "executor", Environments: []string{env.ID}, Agents: agents, Hash: auth.Hash(secret), Hint: auth.Hint(secret),
+		CreatedBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+func records(b ledger.Batch, result string) []ledger.ActionRecord {
+	now := time.Now().UTC()
+	out := make([]ledger.ActionRecord, len(b.Resources))
+	for i, r := range b.Resources {
+		out[i] = ledger.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.ActionOf(r),
+			StartedAt: now, FinishedAt: now, Result: result, Operation: "create", Changed: true,
+			WorkflowID: "deploy-test", RunID: "r1", Attempt: 1, Executor: "exec-a"}
+	}
+	return out
+}
+
+// TestExecutorAPIReachesOwnAgentsOnly: an executor token loads the
+// batches of its own agents, records attempts on their resources only
+// (the version, reason and hash recorded are the batch's, whatever it
+// sends), registers as serving its own agents only, and reaches no other
+// environment; a record sent again is not doubled; its routine calls stay
+// out of the audit trail, its refusals do not.
+func TestExecutorAPIReachesOwnAgentsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, api.Options{})
+	e, run, batches := plannedRun(t, f, "exec-api", 3)
+	other, otherRun, otherBatches := plannedRun(t, f, "exec-other", 1)
+	tokA := executorToken(t, f, e, "a")
+	remote, err := iexec.NewRemote(f.srv.URL, tokA, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := remote.Session(ctx, e.Name)
+	if err != nil || s.Environment.ID != e.ID || s.Environment.Name != e.Name || strings.Join(s.Agents, ",") != "a" ||
+		len(s.OpenVersions) != 1 {
+		t.Errorf("session = %+v, %v", s, err)
+	}
+	ba, err := remote.LoadBatch(ctx, e.ID, run, batches["a"].Seq)
+	if err != nil || len(ba.Resources) != 3 || ba.Agent != "a" || ba.Action != "deploy" {
+		t.Fatalf("batch of agent a = %+v, %v", ba, err)
+	}
+	if !strings.Contains(string(ba.Resources[0].Attributes), `"content":"x"`) {
+		t.Errorf("attributes = %s", ba.Resources[0].Attributes)
+	}
+	_, err = remote.LoadBatch(ctx, e.ID, run, batches["b"].Seq)
+	if err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), `serves agents a, not "b"`) {
+		t.Errorf("batch of agent b = %v, want 403 naming the agents", err)
+	}
+	if _, err := remote.LoadBatch(ctx, e.ID, run, 999); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("a batch that does not exist = %v, want not found", err)
+	}
+	// Another environment: not found, as if it did not exist.
+	if _, err := remote.LoadBatch(ctx, other.ID, otherRun, otherBatches["a"].Seq); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("another environment's batch = %v, want not found", err)
+	}
+	if _, err := remote.Session(ctx, other.Name); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("another environment's session = %v, want not found", err)
+	}
+
+	// A record of agent b's resource in agent a's batch is refused, and
+	// nothing of the chunk is recorded.
+	bb, err := f.st.LoadBatch(ctx, e.ID, run, batches["b"].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := append(records(ba, "deployed"), records(bb, "deployed")[0])
+	err = remote.RecordActions(ctx, e.ID, run, batches["a"].Seq, mixed, false)
+	if err == nil || !strings.Contains(err.Error(), "422") || !strings.Contains(err.Error(), "/records/3/resource_id") {
+		t.Errorf("recording another agent's resource = %v, want 422 naming it", err)
+	}
+	if err := remote.RecordActions(ctx, e.ID, run, batches["b"].Seq, records(bb, "deployed"), false); err == nil ||
+		!strings.Contains(err.Error(), "403") {
+		t.Errorf("recording into agent b's batch = %v, want 403", err)
+	}
+	if n := countActions(t, f, e); n != 0 {
+		t.Fatalf("%d actions recorded after the refusals, want 0", n)
+	}
+
+	// What the executor sends for the version, reason and hash does not
+	// count: the batch's do.
+	recs := records(ba, "deployed")
+	for i := range recs {
+		recs[i].Version, recs[i].Hash, recs[i].Reason = 999, []byte("forged"), "forged"
+	}
+	if err := remote.RecordActions(ctx, e.ID, run, batches["a"].Seq, recs, false); err != nil {
+		t.Fatal(err)
+	}
+	// Sent again (its answer lost): not doubled.
+	if err := remote.RecordActions(ctx, e.ID, run, batches["a"].Seq, recs, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := countActions(t, f, e); n != 3 {
+		t.Errorf("%d actions after a chunk sent twice, want 3", n)
+	}
+	_, acts := f.call("GET", "/api/v1/environments/"+e.Name+"/actions", "")
+	for _, it := range acts["items"].([]any) {
+		a := it.(map[string]any)
+		if a["version"] != float64(ba.Version) || a["reason"] == "forged" || a["executor"] != "exec-a" {
+			t.Errorf("recorded action = %v, want the batch's version %d and reason", a, ba.Version)
+		}
+	}
+	_, res := f.call("GET", "/api/v1/environments/"+e.Name+"/resources?agent=a", "")
+	for _, it := range res["items"].([]any) {
+		if r := it.(map[string]any); r["compliance"] != "compliant" {
+			t.Errorf("resource after its deployed record = %v, want compliant", r)
+		}
+	}
+
+	// Registration: its own agents only.
+	rep := ledger.ExecutorReport{Name: "exec-a", Hostname: "h", PID: 1, Version: "v", Agents: []string{"a", "b"}, First: true}
+	if err := remote.ReportExecutor(ctx, e.Name, rep); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("registering as serving b = %v, want 403", err)
+	}
+	rep.Agents = []string{"a"}
+	if err := remote.ReportExecutor(ctx, e.Name, rep); err != nil {
+		t.Fatal(err)
+	}
+	_, ex := f.call("GET", "/api/v1/environments/"+e.Name+"/executors", "")
+	if items := ex["items"].([]any); len(items) != 1 || items[0].(map[string]any)["name"] != "exec-a" {
+		t.Errorf("executors = %v", ex)
+	}
+	if err := remote.StopExecutor(ctx, "exec-a", []string{e.Name}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Ordinary roles are no executor; admin is.
+	for role, want := range map[string]int{"read": 403, "author": 403, "admin": 200} {
+		tok := f.newToken("as-"+role, role, nil)
+		code, out := f.callAs("GET", fmt.Sprintf("/api/v1/environments/%s/executor/batches/%d/%d", e.Name, run,
+			batches["a"].Seq), "", tok, nil)
+		if code != want {
+			t.Errorf("loading a batch as %s = %d %v, want %d", role, code, out, want)
+		}
+	}
+
+	// The audit trail: the refusals, not the routine calls.
+	_, audit := f.call("GET", "/api/v1/environments/"+e.Name+"/audit?limit=1000", "")
+	seen := map[string]int{}
+	for _, it := range audit["items"].([]any) {
+		a := it.(map[string]any)
+		seen[fmt.Sprintf("%s %v", a["action"], a["status"])]++
+	}
+	for _, want := range []string{"batch.load 403", "batch.record 422", "batch.record 403", "executor.report 403",
+		"executor.stop 204"} {
+		if seen[want] == 0 {
+			t.Errorf("the audit trail lacks %q: %v", want, seen)
+		}
+	}
+	for _, quiet := range []string{"batch.load 200", "batch.record 204", "executor.report 204", "executor.session 200"} {
+		if seen[quiet] != 0 {
+			t.Errorf("the audit trail holds routine call %q: %v", quiet, seen)
+		}
+	}
+}
+
+func countActions(t *testing.T, f *fixture, e store.Environment) int {
+	t.Helper()
+	_, out := f.call("GET", "/api/v1/environments/"+e.Name+"/actions?limit=1000", "")
+	return len(out["items"].([]any))
+}
+
+// TestExecutorAPIRefusesBadInput: each malformed call an executor (or
+// someone holding its token) can make is a 4xx problem naming what is
+// wrong, and records nothing.
+func TestExecutorAPIRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	e, run, batches := plannedRun(t, f, "exec-bad", 1)
+	tok := executorToken(t, f, e, "a")
+	ba, err := f.st.LoadBatch(context.Background(), e.ID, run, batches["a"].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := records(ba, "deployed")[0]
+	rec := func(mod func(m map[string]any)) string {
+		b, _ := json.Marshal(good)
+		m := map[string]any{}
+		_ = json.Unmarshal(b, &m)
+		mod(m)
+		out, _ := json.Marshal(map[string]any{"records": []any{m}})
+		return string(out)
+	}
+	base := fmt.Sprintf("/api/v1/environments/%s/executor", e.Name)
+	actions := fmt.Sprintf("%s/batches/%d/%d/actions", base, run, batches["a"].Seq)
+	cases := []struct {
+		why, method, path, body string
+		code                    int
+		field                   string
+	}{
+		{"a run that is not a number", "GET", base + "/batches/abc/1", "", 400, ""},
+		{"a negative batch", "GET", fmt.Sprintf("%s/batches/%d/-1", base, run), "", 400, ""},
+		{"a result no executor records", "POST", actions, rec(func(m map[string]any) { m["result"] = "undefined" }), 422, "/records/0/result"},
+		{"an unknown operation", "POST", actions, rec(func(m map[string]any) { m["operation"] = "rm -rf" }), 422, "/records/0/operation"},
+		{"an unknown error class", "POST", actions, rec(func(m map[string]any) { m["error_class"] = "fatal" }), 422, "/records/0/error_class"},
+		{"a dry-run record in a deploy", "POST", actions, rec(func(m map[string]any) { m["action"] = "dryrun" }), 422, "/records/0/action"},
+		{"finished before it started", "POST", actions, rec(func(m map[string]any) { m["finished_at"] = "2000-01-01T00:00:00Z" }), 422, "/records/0/finished_at"},
+		{"no workflow id", "POST", actions, rec(func(m map[string]any) { m["workflow_id"] = "" }), 422, "/records/0/workflow_id"},
+		{"an unknown field", "POST", actions, rec(func(m map[string]any) { m["deployed_hash"] = "x" }), 422, "/records/0/deployed_hash"},
+		{"NUL in a log", "POST", actions, rec(func(m map[string]any) { m["error"] = "a\u0000b" }), 400, ""},
+		{"a registration with an empty agent", "PUT", base + "/registrations/x", `{"hostname":"h","pid":1,"version":"v","agents":[""],"first":true}`, 422, "/agents/0"},
+		{"a registration with a negative pid", "PUT", base + "/registrations/x", `{"hostname":"h","pid":-1,"version":"v","agents":["a"],"first":true}`, 422, "/pid"},
+		{"a name too long", "PUT", base + "/registrations/" + strings.Repeat("n", 300), `{"hostname":"h","pid":1,"version":"v","agents":["a"],"first":true}`, 400, ""},
+	}
+	for _, c := range cases {
+		code, out := f.callAs(c.method, c.path, c.body, tok, nil)
+		if code != c.code {
+			t.Errorf("%s: %d %v, want %d", c.why, code, out, c.code)
+			continue
+		}
+		if c.field != "" && !strings.Contains(fmt.Sprint(out["errors"]), c.field) {
+			t.Errorf("%s: %v, want an error naming %s", c.why, out, c.field)
+		}
+	}
+	// A body beyond the limit is refused before it is read whole.
+	big := `{"records":[],"pad":"` + strings.Repeat("x", int(api.MaxRecordBytes)) + `"}`
+	if code, out := f.callAs("POST", actions, big, tok, nil); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body of %d bytes = %d %v, want 413", len(big), code, out)
+	}
+	if n := countActions(t, f, e); n != 0 {
+		t.Errorf("%d actions recorded, want none", n)
+	}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/intendhq/intend/executor"
+	"github.com/intendhq/intend/internal/apiclient"
+)
+
+// externals runs executors as `intend executor` does on another host (in
+// this process, through the intend server's executor API, with an
+// executor token and no database credentials) for agent "bench" of env,
+// after keeping that agent out of the server's embedded executor. It
+// returns once they have registered; they stop when ctx is done.
+func externals(ctx context.Context, c *apiclient.Client, serverURL, temporalAddr, namespace, env string, k int) error {
+	if err := c.Do(ctx, http.MethodPatch, "/api/v1/environments/"+env,
+		map[string]any{"settings": map[string]any{"autostart_agents": []string{}}}, nil); err != nil {
+		return err
+	}
+	var tok struct {
+		Secret string `json:"token"`
+	}
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", map[string]any{"name": "bench-executor-" + env,
+		"role": "executor", "environments": []string{env}, "agents": []string{"bench"}}, &tok); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for i := range k {
+		cfg := executor.DefaultConfig()
+		cfg.Environment, cfg.Agents, cfg.Name = env, []string{"bench"}, fmt.Sprintf("bench-%s-%d", env, i)
+		cfg.Server.URL, cfg.Server.Token = serverURL, tok.Secret
+		cfg.Temporal.Address, cfg.Temporal.Namespace = temporalAddr, namespace
+		go func() {
+			if err := executor.Run(ctx, cfg, executor.WithBuiltins(), executor.WithLogger(log)); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "intend-bench: executor %s: %v\n", cfg.Name, err)
+			}
+		}()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var l struct {
+			Items []struct {
+				Live bool `json:"live"`
+			} `json:"items"`
+		}
+		if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &l); err != nil {
+			return err
+		}
+		live := 0
+		for _, e := range l.Items {
+			if e.Live {
+				live++
+			}
+		}
+		if live >= k {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d external executors registered in %s within 60 s", live, k, env)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+

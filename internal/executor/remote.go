@@ -1,0 +1,246 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/intendhq/intend/internal/ledger"
+)
+
+// Remote is the ledger and registry of an executor on another host: the
+// intend server's executor API (/api/v1/environments/{env}/executor/…),
+// called with an executor token. The executor holds no database
+// credentials; the server writes what it reports, and refuses anything
+// beyond the token's agents.
+//
+// Errors wrap ledger.ErrUnavailable when the server cannot be reached or
+// answers 502, 503, 504 or 429 (the executor keeps its batch and tries
+// again), and ledger.ErrNotFound on a 404.
+type Remote struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+	// maxPost bounds the body of one POST of records; a larger chunk is
+	// sent in parts (the server takes at most api.MaxRecordBytes).
+	maxPost int
+}
+
+// remoteMaxPost is the default bound on one POST of records: well under
+// the server's 32 MiB.
+const remoteMaxPost = 8 << 20
+
+// NewRemote returns the API of the intend server at serverURL, called
+// with token; tlsConfig (nil: the system's CAs) secures https.
+func NewRemote(serverURL, token string, tlsConfig *tls.Config) (*Remote, error) {
+	u, err := url.Parse(strings.TrimRight(serverURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("server URL %q: want http(s)://host[:port]", serverURL)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("server URL %s: credentials belong in the token, not the URL", u.Redacted())
+	}
+	if token == "" {
+		return nil, errors.New("an executor token is required: an admin makes one with " +
+			"`intend token create --name NAME --role executor --environments ENV --agents A,B`")
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsConfig
+	tr.MaxIdleConnsPerHost = 32
+	return &Remote{base: u, token: token, hc: &http.Client{Transport: tr, Timeout: 5 * time.Minute},
+		maxPost: remoteMaxPost}, nil
+}
+
+// Session is what the server tells an executor about its environment.
+type Session struct {
+	Environment struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"environment"`
+	// Agents are the agents the token may serve; nil: every agent.
+	Agents       []string `json:"agents"`
+	OpenVersions []int64  `json:"open_versions"`
+}
+
+// Session reads the executor's session in env (an id or name).
+func (r *Remote) Session(ctx context.Context, env string) (Session, error) {
+	var s Session
+	err := r.do(ctx, http.MethodGet, envPath(env, "session"), nil, &s)
+	return s, err
+}
+
+// LoadBatch implements ledger.Ledger.
+func (r *Remote) LoadBatch(ctx context.Context, envID string, run int64, seq int) (ledger.Batch, error) {
+	var b ledger.Batch
+	err := r.do(ctx, http.MethodGet, envPath(envID, "batches", strconv.FormatInt(run, 10), strconv.Itoa(seq)), nil, &b)
+	return b, err
+}
+
+// RecordActions implements ledger.Ledger. A chunk whose records encode to
+// more than the bound of one POST goes in parts, each recorded in a
+// transaction of its own; the parts are the same for the same records,
+// so a retry (again) skips the parts recorded before.
+func (r *Remote) RecordActions(ctx context.Context, envID string, run int64, seq int, recs []ledger.ActionRecord, again bool) error {
+	path := envPath(envID, "batches", strconv.FormatInt(run, 10), strconv.Itoa(seq), "actions")
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) {
+			b, err := json.Marshal(recs[n])
+			if err != nil {
+				return fmt.Errorf("encode the record of %s: %w", recs[n].ResourceID, err)
+			}
+			if n > 0 && size+len(b) > r.maxPost {
+				break
+			}
+			size += len(b) + 1
+			n++
+		}
+		body := struct {
+			Records []ledger.ActionRecord `json:"records"`
+			Again   bool                  `json:"again"`
+		}{recs[:n], again}
+		if err := r.do(ctx, http.MethodPost, path, body, nil); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+// ReportExecutor implements ledger.Registry.
+func (r *Remote) ReportExecutor(ctx context.Context, env string, rep ledger.ExecutorReport) error {
+	body := struct {
+		Hostname string   `json:"hostname"`
+		PID      int      `json:"pid"`
+		Version  string   `json:"version"`
+		Agents   []string `json:"agents"`
+		First    bool     `json:"first"`
+	}{rep.Hostname, rep.PID, rep.Version, rep.Agents, rep.First}
+	if body.Agents == nil {
+		body.Agents = []string{}
+	}
+	return r.do(ctx, http.MethodPut, envPath(env, "registrations", rep.Name), body, nil)
+}
+
+// StopExecutor implements ledger.Registry.
+func (r *Remote) StopExecutor(ctx context.Context, name string, envs []string) error {
+	var errs []error
+	for _, env := range envs {
+		errs = append(errs, r.do(ctx, http.MethodPost, envPath(env, "registrations", name, "stop"), nil, nil))
+	}
+	return errors.Join(errs...)
+}
+
+// OpenRunVersions implements ledger.Registry, one session read per
+// environment.
+func (r *Remote) OpenRunVersions(ctx context.Context, envIDs []string) (map[string]map[int64]bool, error) {
+	out := map[string]map[int64]bool{}
+	for _, id := range envIDs {
+		s, err := r.Session(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		open := map[int64]bool{}
+		for _, v := range s.OpenVersions {
+			open[v] = true
+		}
+		out[id] = open
+	}
+	return out, nil
+}
+
+// envPath is the path of an executor route of env.
+func envPath(env string, parts ...string) string {
+	p := "/api/v1/environments/" + url.PathEscape(env) + "/executor"
+	for _, x := range parts {
+		p += "/" + url.PathEscape(x)
+	}
+	return p
+}
+
+// problem is the part of an RFC 9457 problem an executor shows.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+	Errors []struct {
+		Field  string `json:"field"`
+		Detail string `json:"detail"`
+	} `json:"errors"`
+}
+
+// do calls the API and decodes a JSON answer into out (nil: none).
+func (r *Remote) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, r.base.String()+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Refused, reset, timed out: the server may be back soon.
+		return fmt.Errorf("%w: %s %s: %w", ledger.ErrUnavailable, method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if out == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return nil
+		}
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: %s %s: reading the answer: %w", ledger.ErrUnavailable, method, path, err)
+		}
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var p problem
+	detail := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &p) == nil && (p.Detail != "" || p.Title != "") {
+		detail = p.Detail
+		if detail == "" {
+			detail = p.Title
+		}
+		for i, fe := range p.Errors {
+			if i == 5 {
+				detail += "; …"
+				break
+			}
+			detail += "; " + fe.Field + ": " + fe.Detail
+		}
+	}
+	err = fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, detail)
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		return fmt.Errorf("%w: %w", ledger.ErrNotFound, err)
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return fmt.Errorf("%w: %w", ledger.ErrUnavailable, err)
+	}
+	return err
+}

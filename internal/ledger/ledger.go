@@ -1,0 +1,162 @@
+// Package ledger is the contract between an executor and the side of
+// intend that keeps the record: what a batch holds when an executor runs
+// it, what an attempt on a resource records, and how an executor reports
+// itself. Two implementations hold the record: the store, for the
+// executor embedded in intend server, and the intend server's executor
+// API, for executors on other hosts, which hold no database credentials
+// (internal/executor.Remote).
+//
+// The package depends on nothing of intend's, so an executor can be built
+// without the store.
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrNotFound: the batch, run or environment is gone; retrying cannot
+// help.
+var ErrNotFound = errors.New("not found")
+
+// ErrUnavailable: the record could not be reached (PostgreSQL or the
+// intend server down, a connection lost); the same call may succeed
+// later, so an executor keeps its work and tries again.
+var ErrUnavailable = errors.New("unavailable")
+
+// Resource is one resource of a batch, as an executor receives it.
+type Resource struct {
+	ID         string          `json:"id"`
+	Hash       []byte          `json:"hash"`
+	Attributes json.RawMessage `json:"attributes"`
+	Purged     bool            `json:"purged,omitempty"`
+	// Requires lists the resources this one requires, in this batch or not.
+	Requires []string `json:"requires,omitempty"`
+	// Action is what the attempt is, for the action log: "deploy" when the
+	// resource is not compliant, "repair" when it is re-verified.
+	Action string `json:"action"`
+	// ReportOnly: observe and diff, never change.
+	ReportOnly bool `json:"report_only,omitempty"`
+	// ReceiveEvents is the resource's receive_events; Event is set when a
+	// resource it requires changed after this one's last attempt (the
+	// adapter's Reload runs).
+	ReceiveEvents bool `json:"receive_events,omitempty"`
+	Event         bool `json:"event,omitempty"`
+}
+
+// Batch is what an executor loads for one activity.
+//
+// Resources are in dependency order: a resource comes after every resource
+// of the batch it requires. Blocked names the requires outside the batch
+// that are not deployed as intended (their last result, e.g. "failed"):
+// resources requiring them are skipped.
+type Batch struct {
+	EnvironmentID string            `json:"environment_id"`
+	Blocked       map[string]string `json:"blocked,omitempty"`
+	Version       int64             `json:"version"`
+	Action        string            `json:"action"`
+	Reason        string            `json:"reason"`
+	Agent         string            `json:"agent"`
+	Resources     []Resource        `json:"resources"`
+}
+
+// ActionOf is the action an attempt on r records: a dry-run stays a
+// dry-run; otherwise "deploy" for a resource that was not compliant and
+// "repair" for one re-verified.
+func (b Batch) ActionOf(r Resource) string {
+	if b.Action == "dryrun" || r.Action == "" {
+		return b.Action
+	}
+	return r.Action
+}
+
+// ActionRecord is one attempt on one resource, for the action log.
+type ActionRecord struct {
+	ResourceID string    `json:"resource_id"`
+	Hash       []byte    `json:"hash"`
+	Version    int64     `json:"version"`
+	Action     string    `json:"action"`
+	Reason     string    `json:"reason"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	Result     string    `json:"result"`              // deployed, failed, ...
+	Operation  string    `json:"operation,omitempty"` // none, create, update, delete; "" when not reached
+	Changed    bool      `json:"changed,omitempty"`
+	// Changes is {"attr": {"from": ..., "to": ...}} or nil.
+	Changes json.RawMessage `json:"changes,omitempty"`
+	// Logs is [adapters.LogLine] or nil.
+	Logs json.RawMessage `json:"logs,omitempty"`
+	// Facts are the values the adapter discovered on the target, by name,
+	// each as JSON.
+	Facts map[string]json.RawMessage `json:"facts,omitempty"`
+	Error string                     `json:"error,omitempty"`
+	// ErrorClass is the adapter error's class (permanent, transient,
+	// throttled) when Result is failed.
+	ErrorClass string `json:"error_class,omitempty"`
+	// RetryAfter is the delay a throttled adapter asked for; it is not
+	// stored: the executor reports it to the deploy run.
+	RetryAfter time.Duration `json:"-"`
+	WorkflowID string        `json:"workflow_id"`
+	RunID      string        `json:"run_id"`
+	Attempt    int           `json:"attempt"`
+	// Executor names the executor that ran the attempt; "" (stored as
+	// null) for records no executor made.
+	Executor string `json:"executor,omitempty"`
+}
+
+// The results an executor records for an attempt.
+const (
+	ResultDeployed             = "deployed"
+	ResultFailed               = "failed"
+	ResultSkipped              = "skipped"
+	ResultSkippedForDependency = "skipped_for_dependency"
+)
+
+// Ledger is where an executor loads batches and records attempts.
+type Ledger interface {
+	// LoadBatch reads batch seq of deploy run run with the content of its
+	// resources.
+	LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error)
+	// RecordActions appends the attempts of one chunk of batch seq of run
+	// to the action log and moves their resources' deploy state, in one
+	// transaction. With again set the chunk may have been recorded
+	// already (a write whose answer was lost): it is then not recorded
+	// twice.
+	RecordActions(ctx context.Context, envID string, run int64, seq int, recs []ActionRecord, again bool) error
+}
+
+// Heartbeat is how often an executor reports itself.
+const Heartbeat = 10 * time.Second
+
+// ExecutorReport is an executor's registration in one environment.
+type ExecutorReport struct {
+	// Name identifies the executor in the environment (by default
+	// <hostname>-<pid>); a report under a name replaces the last one.
+	Name     string   `json:"name"`
+	Hostname string   `json:"hostname"`
+	PID      int      `json:"pid"`
+	Version  string   `json:"version"`
+	Agents   []string `json:"agents"`
+	// Embedded: the executor of an intend server.
+	Embedded bool `json:"embedded,omitempty"`
+	// First marks the executor's first report to the environment: it
+	// (re)sets started_at.
+	First bool `json:"first,omitempty"`
+}
+
+// Registry keeps executors' registrations and tells which versions are
+// still being deployed (an executor's cache keeps values bound to a
+// version only while it is).
+type Registry interface {
+	// ReportExecutor records that an executor serves agents of the
+	// environment named env, now.
+	ReportExecutor(ctx context.Context, env string, r ExecutorReport) error
+	// StopExecutor records that the executor called name stopped serving
+	// the environments named envs.
+	StopExecutor(ctx context.Context, name string, envs []string) error
+	// OpenRunVersions returns, per environment id among envIDs, the
+	// versions that an open (pending or running) deploy run deploys.
+	OpenRunVersions(ctx context.Context, envIDs []string) (map[string]map[int64]bool, error)
+}

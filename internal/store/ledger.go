@@ -1,0 +1,92 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/ledger"
+)
+
+// Ledger returns the store as an executor's ledger: the embedded
+// executor's path, straight to PostgreSQL. Its errors wrap
+// ledger.ErrUnavailable when PostgreSQL cannot be reached and
+// ledger.ErrNotFound when the batch is gone.
+func (s *Store) Ledger() ledger.Ledger { return storeLedger{s} }
+
+type storeLedger struct{ s *Store }
+
+func (l storeLedger) LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error) {
+	b, err := l.s.LoadBatch(ctx, envID, run, seq)
+	return b, ledgerError(err)
+}
+
+func (l storeLedger) RecordActions(ctx context.Context, envID string, _ int64, _ int, recs []ActionRecord, again bool) error {
+	return ledgerError(l.s.RecordChunk(ctx, envID, recs, again))
+}
+
+// RecordChunk records the attempts of one chunk (RecordActions). With
+// again set, a chunk whose first record is in the action log already is
+// not written again: a chunk is one transaction, so a write whose commit
+// was cut off by a lost connection either happened whole or not at all.
+func (s *Store) RecordChunk(ctx context.Context, envID string, recs []ActionRecord, again bool) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if again {
+		done, err := s.ActionRecorded(ctx, envID, recs[0])
+		if err != nil || done {
+			return err
+		}
+	}
+	return s.RecordActions(ctx, envID, recs)
+}
+
+// ledgerError marks err with the ledger's sentinel errors.
+func ledgerError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case IsUnavailable(err):
+		return fmt.Errorf("%w: %w", ledger.ErrUnavailable, err)
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%w: %w", ledger.ErrNotFound, err)
+	}
+	return err
+}
+
+// BatchHead is what the attempts an executor reports for a batch are
+// checked against: the batch's agent, its run's version, action and
+// reason, and the hash of each of its resources.
+type BatchHead struct {
+	Agent   string
+	Version int64
+	Action  string
+	Reason  string
+	Hashes  map[string][]byte
+}
+
+// BatchHead reads the head of batch seq of run; a missing one is
+// ErrNotFound.
+func (s *Store) BatchHead(ctx context.Context, envID string, run int64, seq int) (BatchHead, error) {
+	var h BatchHead
+	var ids []string
+	var hashes [][]byte
+	err := s.pool.QueryRow(ctx, `select b.agent, r.version, r.action, r.reason, b.resource_ids, b.hashes
+		from deploy_batches b join deploy_runs r on r.environment_id = b.environment_id and r.run = b.run
+		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
+		Scan(&h.Agent, &h.Version, &h.Action, &h.Reason, &ids, &hashes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, fmt.Errorf("deploy run %d batch %d: %w", run, seq, ErrNotFound)
+	}
+	if err != nil {
+		return h, err
+	}
+	h.Hashes = make(map[string][]byte, len(ids))
+	for i, id := range ids {
+		h.Hashes[id] = hashes[i]
+	}
+	return h, nil
+}
