@@ -91,6 +91,7 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	CI=$${CI:-1} $(GO) test -run '^$$' -bench 'Authenticate|GuardedRead' -benchtime 2000x ./api/   # what authentication adds per request
 	$(GO) run ./cmd/intend-bench -n $(BENCH_N)
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm; fi
+	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -external 1; fi   # P1–P5 on an executor without database credentials
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000   # P7: 1,000 service instances at once, then single creates
 
 clean: ## remove build output and the embedded deploy's state

@@ -91,27 +91,30 @@ func (r *Remote) LoadBatch(ctx context.Context, envID string, run int64, seq int
 // so a retry (again) skips the parts recorded before.
 func (r *Remote) RecordActions(ctx context.Context, envID string, run int64, seq int, recs []ledger.ActionRecord, again bool) error {
 	path := envPath(envID, "batches", strconv.FormatInt(run, 10), strconv.Itoa(seq), "actions")
-	for len(recs) > 0 {
-		n, size := 0, 0
-		for n < len(recs) {
-			b, err := json.Marshal(recs[n])
-			if err != nil {
-				return fmt.Errorf("encode the record of %s: %w", recs[n].ResourceID, err)
+	enc := make([][]byte, len(recs))
+	for i := range recs {
+		b, err := json.Marshal(recs[i])
+		if err != nil {
+			return fmt.Errorf("encode the record of %s: %w", recs[i].ResourceID, err)
+		}
+		enc[i] = b
+	}
+	for len(enc) > 0 {
+		// {"records":[r1,r2,…],"again":false}, each record encoded once.
+		body := append(make([]byte, 0, 1<<16), `{"records":[`...)
+		n := 0
+		for n < len(enc) && (n == 0 || len(body)+len(enc[n]) < r.maxPost) {
+			if n > 0 {
+				body = append(body, ',')
 			}
-			if n > 0 && size+len(b) > r.maxPost {
-				break
-			}
-			size += len(b) + 1
+			body = append(body, enc[n]...)
 			n++
 		}
-		body := struct {
-			Records []ledger.ActionRecord `json:"records"`
-			Again   bool                  `json:"again"`
-		}{recs[:n], again}
-		if err := r.do(ctx, http.MethodPost, path, body, nil); err != nil {
+		body = append(body, `],"again":`+strconv.FormatBool(again)+`}`...)
+		if err := r.do(ctx, http.MethodPost, path, json.RawMessage(body), nil); err != nil {
 			return err
 		}
-		recs = recs[n:]
+		enc = enc[n:]
 	}
 	return nil
 }
@@ -181,7 +184,11 @@ type problem struct {
 // do calls the API and decodes a JSON answer into out (nil: none).
 func (r *Remote) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
-	if in != nil {
+	switch v := in.(type) {
+	case nil:
+	case json.RawMessage:
+		body = bytes.NewReader(v)
+	default:
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
