@@ -64,6 +64,9 @@ type Compiler struct {
 	// DefaultCompileTimeout).
 	GitTimeout     time.Duration
 	CompileTimeout time.Duration
+	// Runner runs the compiles (nil: compiler.InProcess); intend server's
+	// bounds their time and memory in child processes.
+	Runner compiler.Runner
 	// MaxTreeBytes bounds the files of a commit the compile checks out,
 	// added up (0: project.MaxArchiveBytes, what a model source may hold):
 	// a larger tree fails the compile before anything is written.
@@ -696,42 +699,27 @@ func (t *tail) Write(p []byte) (int, error) {
 
 func (t *tail) String() string { return string(t.b) }
 
-// compile runs the compiler with a time limit (see compileWithin); a
-// failed compile is a failure with structured errors.
+// compile runs the compiler through the Runner, within the time limit; a
+// failed compile, or one stopped at a limit, is a failure with structured
+// errors.
 func (c *Compiler) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
 	limit := orDefaultTimeout(c.CompileTimeout)
-	res, err := compileWithin(ctx, limit, opts)
+	res, err := runnerOrDefault(c.Runner).Compile(ctx, opts, limit)
 	if err == nil {
 		return res, nil
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // the activity was cancelled: not the model's fault
 	}
-	return nil, compileErrors(err, opts.Dir, limit)
+	return nil, compileErrors(err, opts.Dir)
 }
 
-// compileWithin runs the compiler with a time limit: context.
-// DeadlineExceeded when it passes (or the ctx's own error when ctx ends).
-// CUE evaluation cannot be interrupted between instances, so a compile
-// over its limit is abandoned: its goroutine finishes in the background.
-func compileWithin(ctx context.Context, limit time.Duration, opts compiler.Options) (*compiler.Result, error) {
-	cctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	type result struct {
-		res *compiler.Result
-		err error
+// runnerOrDefault is r, or compiler.InProcess when r is nil.
+func runnerOrDefault(r compiler.Runner) compiler.Runner {
+	if r == nil {
+		return compiler.InProcess{}
 	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := compiler.Compile(cctx, opts)
-		done <- result{res, err}
-	}()
-	select {
-	case r := <-done:
-		return r.res, r.err
-	case <-cctx.Done():
-		return nil, cctx.Err()
-	}
+	return r
 }
 
 // orDefaultTimeout is limit, or DefaultCompileTimeout when it is not set.
@@ -760,7 +748,7 @@ func envFacts(ctx context.Context, st *store.Store, envID string) (map[string]ma
 
 // compileErrors makes a failed compile's error a failure with structured
 // errors. File names are relative to the project.
-func compileErrors(err error, dir string, limit time.Duration) error {
+func compileErrors(err error, dir string) error {
 	var errs compiler.Errors
 	var pe *project.Error
 	switch {
@@ -774,8 +762,8 @@ func compileErrors(err error, dir string, limit time.Duration) error {
 			e.Positions = []compiler.Position{{File: filepath.ToSlash(rel)}}
 		}
 		errs = compiler.Errors{e}
-	case errors.Is(err, context.DeadlineExceeded):
-		errs = compiler.Errors{{Message: fmt.Sprintf("the compile took longer than %s and was stopped", limit)}}
+	case errors.As(err, new(*compiler.LimitError)):
+		errs = compiler.Errors{{Message: err.Error()}}
 	default:
 		errs = compiler.Errors{{Message: relative(err.Error(), dir)}}
 	}

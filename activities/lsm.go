@@ -49,8 +49,12 @@ type LSM struct {
 	// CompileTimeout bounds one compile (0: DefaultCompileTimeout).
 	CompileTimeout time.Duration
 	// Cache keeps instances' compiled outputs between compiles of the
-	// same model source (nil: every compile evaluates every instance).
+	// same model source (nil: every compile evaluates every instance). A
+	// bounded Runner keeps its own in its workers; Cache asks for it.
 	Cache *compiler.Cache
+	// Runner runs the compiles (nil: compiler.InProcess); intend server's
+	// bounds their time and memory in child processes.
+	Runner compiler.Runner
 	Log   *slog.Logger // nil: slog.Default()
 
 	exports exportBatcher
@@ -264,13 +268,13 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 	return nil, errs, nil
 }
 
-// compile runs the compiler with a time limit (see compileWithin); a
-// compile over it is an error of the compile, like the model's own.
+// compile runs the compiler through the Runner within the time limit; a
+// compile stopped at a limit is an error of the compile, like the model's
+// own.
 func (l *LSM) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
-	limit := orDefaultTimeout(l.CompileTimeout)
-	res, err := compileWithin(ctx, limit, opts)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return nil, compiler.Errors{{Message: fmt.Sprintf("the compile took longer than %s and was stopped", limit)}}
+	res, err := runnerOrDefault(l.Runner).Compile(ctx, opts, orDefaultTimeout(l.CompileTimeout))
+	if le, ok := errors.AsType[*compiler.LimitError](err); ok && ctx.Err() == nil {
+		return nil, compiler.Errors{{Message: le.Error()}}
 	}
 	return res, err
 }

@@ -59,10 +59,13 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	// The model's service entities become the catalog and its archive the
 	// model source, in one transaction, unless that would break live
 	// instances: then neither changes.
-	res, err := compiler.Compile(r.Context(), compiler.Options{Dir: dir})
+	res, err := s.compile(r, compiler.Options{Dir: dir})
 	if err != nil {
 		if errs, ok := errors.AsType[compiler.Errors](err); ok {
 			return Validation("the model does not compile on the server: " + errs.Error())
+		}
+		if le, ok := errors.AsType[*compiler.LimitError](err); ok {
+			return Validation("the model does not compile on the server: " + le.Error())
 		}
 		return err
 	}
@@ -89,6 +92,24 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	WriteJSON(w, http.StatusCreated, m)
 	return nil
+}
+
+// DefaultCompileTimeout bounds the compile of an uploaded model unless
+// Options.CompileTimeout says otherwise.
+const DefaultCompileTimeout = 10 * time.Minute
+
+// compile runs a compile of the request's within the time limit, through
+// Options.Compiler.
+func (s *Server) compile(r *http.Request, opts compiler.Options) (*compiler.Result, error) {
+	limit := s.opts.CompileTimeout
+	if limit <= 0 {
+		limit = DefaultCompileTimeout
+	}
+	var run compiler.Runner = compiler.InProcess{}
+	if s.opts.Compiler != nil {
+		run = s.opts.Compiler
+	}
+	return run.Compile(r.Context(), opts, limit)
 }
 
 // breakingProblem is the 409 of a catalog update that would break live

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -72,6 +73,10 @@ type Options struct {
 	// the server's host (intend server --allow-local-repos); without it
 	// such a setting is a 422.
 	AllowLocalRepos bool
+	// Compiler runs the compile of an uploaded model (nil:
+	// compiler.InProcess), within CompileTimeout (default 10 minutes).
+	Compiler       compiler.Runner
+	CompileTimeout time.Duration
 }
 
 // Server is intend's REST API.

@@ -66,4 +66,3 @@ func externals(ctx context.Context, c *apiclient.Client, serverURL, temporalAddr
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-

@@ -228,6 +228,7 @@ func lsmCall(ctx context.Context, c *apiclient.Client, method, path string, body
 		return err
 	}
 	req.Header.Set(api.EnvironmentHeader, lsmEnv)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

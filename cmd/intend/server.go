@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,9 @@ func serverCommand(g *globals) *cobra.Command {
 	var concurrency int
 	var executorName, secretsDir, secretEnvPrefix, dataDir string
 	var allowLocalRepos bool
+	var compileTimeout time.Duration
+	var compileMemory string
+	var compileWorkers int
 	var sec serverSecurity
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -49,6 +53,13 @@ it does not show in ps. See docs/security.md.`,
 				EmbeddedExecutor: embedded, ExecutorConcurrency: concurrency, Log: log,
 				ExecutorName: executorName, SecretsDir: secretsDir, SecretEnvPrefix: secretEnvPrefix,
 				Version: version, DataDir: dataDir, AllowLocalRepos: allowLocalRepos,
+				CompileTimeout: compileTimeout, CompileWorkers: compileWorkers,
+			}
+			if scfg.CompileMemory, err = parseBytes(compileMemory); err != nil {
+				return usageErrorf("--compile-memory: %v", err)
+			}
+			if compileTimeout <= 0 || compileWorkers < 1 {
+				return usageErrorf("--compile-timeout must be positive and --compile-workers at least 1")
 			}
 			if err := sec.apply(&scfg, g.getenv); err != nil {
 				return usageErrorf("%v", err)
@@ -84,8 +95,39 @@ it does not show in ps. See docs/security.md.`,
 	allowLocal, _ := strconv.ParseBool(g.env("INTEND_ALLOW_LOCAL_REPOS", "false"))
 	cmd.Flags().BoolVar(&allowLocalRepos, "allow-local-repos", allowLocal,
 		"let an environment's repo_url be a path or file:// URL on this host, which compiles read from the server's disk (env INTEND_ALLOW_LOCAL_REPOS)")
+	ct, err := time.ParseDuration(g.env("INTEND_COMPILE_TIMEOUT", "10m"))
+	if err != nil {
+		ct = 10 * time.Minute
+	}
+	cmd.Flags().DurationVar(&compileTimeout, "compile-timeout", ct,
+		"longest a model compile may take (an upload, an autonomous compile, a service instance's validation) (env INTEND_COMPILE_TIMEOUT)")
+	cmd.Flags().StringVar(&compileMemory, "compile-memory", g.env("INTEND_COMPILE_MEMORY", "1GiB"),
+		"most memory a model compile may use, in MiB or GiB (each compile runs in a child process) (env INTEND_COMPILE_MEMORY)")
+	cw, _ := strconv.Atoi(g.env("INTEND_COMPILE_WORKERS", "2"))
+	cmd.Flags().IntVar(&compileWorkers, "compile-workers", cw,
+		"model compiles run at once, each in a child process of its own (env INTEND_COMPILE_WORKERS)")
 	sec.flags(cmd, g)
 	return cmd
+}
+
+// parseBytes reads a size: 512MiB, 1GiB, or a number of bytes.
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"MiB": 1 << 20, "GiB": 1 << 30, "M": 1 << 20, "G": 1 << 30} {
+		if strings.HasSuffix(t, suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, suffix)), m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > (1<<50)/mult {
+		return 0, fmt.Errorf("%q: want a size such as 512MiB or 2GiB", s)
+	}
+	if n*mult < 64<<20 {
+		return 0, fmt.Errorf("%q: at least 64MiB (a compile needs some room)", s)
+	}
+	return n * mult, nil
 }
 
 // serverSecurity holds the server's authentication and transport flags.

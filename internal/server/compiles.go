@@ -36,6 +36,7 @@ func (s *Server) registerCompiles(w worker.Registry) {
 			return s.Wake(ctx, env, reason, true, false)
 		},
 		ModelChanged: s.lsm.ModelChanged,
+		Runner:       s.compiles, CompileTimeout: s.cfg.CompileTimeout,
 	}
 	acts.Register(w)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/compiler/bounded"
 	"github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -76,7 +77,15 @@ type Config struct {
 	// (--allow-local-repos); without it the API refuses such a setting and
 	// a compile of one stored before fails.
 	AllowLocalRepos bool
-	Log             *slog.Logger
+	// CompileTimeout bounds one model compile: an upload's, an autonomous
+	// compile's, a service instance's validation (default 10 minutes).
+	// CompileMemory bounds its memory (default bounded.DefaultMemory);
+	// CompileWorkers the compiles run at once (default 2). Each compile
+	// runs in a child process (internal/compiler/bounded).
+	CompileTimeout time.Duration
+	CompileMemory  int64
+	CompileWorkers int
+	Log            *slog.Logger
 
 	// BootstrapToken, when set (INTEND_BOOTSTRAP_TOKEN), is stored at
 	// start as a global admin token named "bootstrap" unless a token with
@@ -117,6 +126,7 @@ type Server struct {
 	reporter  *executor.Reporter
 	cache     *adapters.Cache
 	lsm       *lsmEngine
+	compiles  *bounded.Pool
 	http      *http.Server
 	listener  net.Listener
 	metrics   *http.Server
@@ -211,10 +221,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		SignalDeployed: func(ctx context.Context, workflowID string) error {
 			return tc.SignalWorkflow(ctx, workflowID, "", workflows.DeployedSignal, nil)
 		}})
+	s.compiles = &bounded.Pool{Memory: cfg.CompileMemory, Workers: cfg.CompileWorkers,
+		CacheResources: lsmCacheResources, Log: log}
 	s.registerCompiles(s.worker)
 	// The lifecycle engine: one workflow per service instance.
 	workflows.RegisterServiceInstance(s.worker)
 	(&activities.LSM{Store: st, Log: log, Cache: compiler.NewCache(lsmCacheResources),
+		Runner: s.compiles, CompileTimeout: cfg.CompileTimeout,
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
 			return s.Wake(ctx, env, reason, true, false)
 		},
@@ -249,6 +262,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
 		LSM: s.lsm, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
+		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -384,6 +398,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	if s.worker != nil {
 		s.worker.Stop()
+	}
+	if s.compiles != nil {
+		s.compiles.Close()
 	}
 	if s.temporal != nil {
 		s.temporal.Close()

@@ -1,0 +1,451 @@
+// Package bounded runs model compiles in child processes, each compile
+// under a time limit and a memory limit, so that a model that loops or
+// explodes (a few lines of CUE can double a string until it takes
+// gigabytes) fails with an error naming the limit while the server stays
+// up.
+//
+// CUE evaluation cannot be interrupted and Go cannot bound the memory of
+// one goroutine, so the bound is a process: a worker is the server's own
+// binary started with INTEND_COMPILE_WORKER=1 (this package's init makes
+// any binary that links it a worker then). The server keeps a few workers
+// alive and sends them compiles one at a time over a pipe; a worker keeps
+// its compiler cache between compiles (the lifecycle engine's warm cache).
+// A compile over its time is killed with its worker; a worker whose heap
+// passes the memory limit exits at once; either way the next compile gets
+// a fresh worker.
+package bounded
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/project"
+)
+
+// The variables a worker is started with.
+const (
+	envWorker = "INTEND_COMPILE_WORKER"        // "1": this process is a worker
+	envMemory = "INTEND_COMPILE_WORKER_MEMORY" // its memory limit, in bytes
+	envCache  = "INTEND_COMPILE_WORKER_CACHE"  // resources its cache holds
+)
+
+// exitMemory is a worker's exit status when its memory limit was passed.
+const exitMemory = 3
+
+func init() {
+	if os.Getenv(envWorker) == "1" {
+		os.Exit(serveMain())
+	}
+}
+
+// DefaultMemory is the memory limit of a compile unless configured.
+const DefaultMemory int64 = 1 << 30
+
+// Pool runs compiles on up to Workers child processes.
+type Pool struct {
+	// Memory limits each worker's heap, in bytes (DefaultMemory if 0).
+	Memory int64
+	// Workers bounds the compiles run at once (default 2).
+	Workers int
+	// CacheResources bounds each worker's compiler cache (0: no cache).
+	CacheResources int
+	// Binary is the executable to start (default: this one).
+	Binary string
+	Log    *slog.Logger
+
+	once sync.Once
+	sem  chan struct{}
+	mu   sync.Mutex
+	idle []*worker
+}
+
+func (p *Pool) init() {
+	p.once.Do(func() {
+		if p.Workers <= 0 {
+			p.Workers = 2
+		}
+		if p.Memory <= 0 {
+			p.Memory = DefaultMemory
+		}
+		if p.Log == nil {
+			p.Log = slog.Default()
+		}
+		p.sem = make(chan struct{}, p.Workers)
+	})
+}
+
+// Compile implements compiler.Runner: it compiles opts in a worker within
+// limit (a *compiler.LimitError past it or past the memory limit). opts.Cache asks for the worker's cache, keyed by
+// opts.SourceKey; the Cache value itself stays in this process unused.
+func (p *Pool) Compile(ctx context.Context, opts compiler.Options, limit time.Duration) (*compiler.Result, error) {
+	p.init()
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.sem }()
+	w, err := p.take(opts.SourceKey)
+	if err != nil {
+		return nil, err
+	}
+	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances,
+		SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != ""}, limit, p.Memory)
+	if w.alive() {
+		p.mu.Lock()
+		p.idle = append(p.idle, w)
+		p.mu.Unlock()
+	}
+	return res, err
+}
+
+// take returns an idle worker, the one that last compiled sourceKey if
+// there is one (its cache is warm), or starts one.
+func (p *Pool) take(sourceKey string) (*worker, error) {
+	p.mu.Lock()
+	pick := -1
+	for i, w := range p.idle {
+		if !w.alive() {
+			continue
+		}
+		if pick < 0 || (sourceKey != "" && w.lastKey == sourceKey) {
+			pick = i
+		}
+	}
+	var w *worker
+	if pick >= 0 {
+		w = p.idle[pick]
+		p.idle = append(p.idle[:pick], p.idle[pick+1:]...)
+	}
+	// Dead ones go.
+	live := p.idle[:0]
+	for _, x := range p.idle {
+		if x.alive() {
+			live = append(live, x)
+		}
+	}
+	p.idle = live
+	p.mu.Unlock()
+	if w != nil {
+		return w, nil
+	}
+	return p.start()
+}
+
+// Close stops the idle workers (busy ones stop when their compile is
+// done or killed, and every worker dies with this process).
+func (p *Pool) Close() {
+	p.init()
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, w := range idle {
+		w.stop()
+	}
+}
+
+// request is one compile, as a worker reads it.
+type request struct {
+	Dir       string                                `json:"dir"`
+	Facts     map[string]map[string]json.RawMessage `json:"facts,omitempty"`
+	Instances map[string]map[string]json.RawMessage `json:"instances,omitempty"`
+	SourceKey string                                `json:"source_key,omitempty"`
+	UseCache  bool                                  `json:"use_cache,omitempty"`
+}
+
+// response is a compile's outcome, as a worker writes it.
+type response struct {
+	Result *result         `json:"result,omitempty"`
+	Errors compiler.Errors `json:"errors,omitempty"`
+	// Project is intend.yaml's error, when it does not load.
+	Project *project.Error `json:"project,omitempty"`
+	// Err is another error that is not the model's (an unreadable
+	// directory).
+	Err string `json:"err,omitempty"`
+}
+
+// result is compiler.Result on the wire: Origin is not part of a
+// resource's JSON, so it travels beside it.
+type result struct {
+	Project    project.Project                       `json:"project"`
+	Resources  []compiler.Resource                   `json:"resources"`
+	Origins    []string                              `json:"origins"`
+	Instances  int                                   `json:"instances"`
+	Undefined  int                                   `json:"undefined"`
+	Services   []lsm.Entity                          `json:"services"`
+	Parameters map[string]map[string]json.RawMessage `json:"parameters,omitempty"`
+	Took       time.Duration                         `json:"took"`
+}
+
+func toWire(r *compiler.Result) *result {
+	w := &result{Project: r.Project, Resources: r.Resources, Instances: r.Instances, Undefined: r.Undefined,
+		Services: r.Services, Parameters: r.Parameters, Took: r.Took, Origins: make([]string, len(r.Resources))}
+	for i, res := range r.Resources {
+		w.Origins[i] = res.Origin
+	}
+	return w
+}
+
+func (w *result) toResult() *compiler.Result {
+	r := &compiler.Result{Project: w.Project, Resources: w.Resources, Instances: w.Instances, Undefined: w.Undefined,
+		Services: w.Services, Parameters: w.Parameters, Took: w.Took}
+	for i := range r.Resources {
+		if i < len(w.Origins) {
+			r.Resources[i].Origin = w.Origins[i]
+		}
+	}
+	return r
+}
+
+// worker is one child process.
+type worker struct {
+	cmd     *exec.Cmd
+	enc     *json.Encoder
+	dec     *json.Decoder
+	stderr  *tail
+	exited  chan struct{}
+	lastKey string
+
+	mu   sync.Mutex
+	dead bool
+}
+
+func (p *Pool) start() (*worker, error) {
+	bin := p.Binary
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("compile worker: %w", err)
+		}
+	}
+	cmd := exec.Command(bin)
+	// Nothing of the server's environment (its database URL, tokens)
+	// reaches the process that evaluates a model.
+	cmd.Env = []string{envWorker + "=1", envMemory + "=" + strconv.FormatInt(p.Memory, 10),
+		envCache + "=" + strconv.Itoa(p.CacheResources)}
+	for _, k := range []string{"PATH", "TMPDIR", "HOME", "LANG", "GOMAXPROCS", "GOCOVERDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	// It dies with the server, and a kill takes whatever it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{cmd: cmd, enc: json.NewEncoder(in), dec: json.NewDecoder(bufio.NewReaderSize(out, 1<<16)),
+		stderr: &tail{max: 4096}, exited: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start a compile worker: %w", err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		w.mu.Lock()
+		w.dead = true
+		w.mu.Unlock()
+		close(w.exited)
+	}()
+	return w, nil
+}
+
+func (w *worker) alive() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.dead
+}
+
+// stop kills the worker and waits for it.
+func (w *worker) stop() {
+	_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+	<-w.exited
+}
+
+// compile sends one compile and waits for its answer, at most limit.
+func (w *worker) compile(ctx context.Context, req request, limit time.Duration, memory int64) (*compiler.Result, error) {
+	w.lastKey = req.SourceKey
+	type answer struct {
+		resp response
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		if err := w.enc.Encode(req); err != nil {
+			done <- answer{err: err}
+			return
+		}
+		var a answer
+		a.err = w.dec.Decode(&a.resp)
+		done <- a
+	}()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			// The worker died under the compile: its memory limit, or
+			// a crash.
+			w.stop()
+			state := w.cmd.ProcessState
+			msg := w.stderr.String()
+			if state != nil && state.ExitCode() == exitMemory || strings.Contains(msg, "out of memory") {
+				return nil, &compiler.LimitError{Kind: "memory", Limit: bytesText(memory)}
+			}
+			return nil, fmt.Errorf("the compile worker died: %v: %s", a.err, strings.TrimSpace(msg))
+		}
+		switch {
+		case len(a.resp.Errors) > 0:
+			return nil, a.resp.Errors
+		case a.resp.Project != nil:
+			return nil, a.resp.Project
+		case a.resp.Err != "":
+			return nil, errors.New(a.resp.Err)
+		case a.resp.Result == nil:
+			return nil, errors.New("the compile worker answered nothing")
+		}
+		return a.resp.Result.toResult(), nil
+	case <-timer.C:
+		w.stop()
+		return nil, &compiler.LimitError{Kind: "time", Limit: limit.String()}
+	case <-ctx.Done():
+		w.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// serveMain is a worker's main: compiles read from stdin, answered on
+// stdout, until stdin closes.
+func serveMain() int {
+	memory, _ := strconv.ParseInt(os.Getenv(envMemory), 10, 64)
+	if memory <= 0 {
+		memory = DefaultMemory
+	}
+	cacheSize, _ := strconv.Atoi(os.Getenv(envCache))
+	// The collector works harder as the heap nears the limit; the watch
+	// below ends the process past it.
+	debug.SetMemoryLimit(memory)
+	go watchMemory(memory, 5*time.Millisecond)
+	var cache *compiler.Cache
+	if cacheSize > 0 {
+		cache = compiler.NewCache(cacheSize)
+	}
+	if err := serve(os.Stdin, os.Stdout, cache); err != nil {
+		fmt.Fprintln(os.Stderr, "intend compile worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// serve answers compiles until in closes.
+func serve(in io.Reader, out io.Writer, cache *compiler.Cache) error {
+	dec := json.NewDecoder(bufio.NewReaderSize(in, 1<<16))
+	bw := bufio.NewWriterSize(out, 1<<16)
+	enc := json.NewEncoder(bw)
+	for {
+		var req request
+		if err := dec.Decode(&req); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, SourceKey: req.SourceKey}
+		if req.UseCache {
+			opts.Cache = cache
+		}
+		var resp response
+		res, err := compiler.Compile(context.Background(), opts)
+		var errs compiler.Errors
+		var pe *project.Error
+		switch {
+		case err == nil:
+			resp.Result = toWire(res)
+		case errors.As(err, &errs):
+			resp.Errors = errs
+		case errors.As(err, &pe):
+			resp.Project = pe
+		default:
+			resp.Err = err.Error()
+		}
+		if err := enc.Encode(resp); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// watchMemory ends the process with exitMemory once the memory its heap
+// and stacks hold passes limit.
+func watchMemory(limit int64, every time.Duration) {
+	samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	for range time.Tick(every) {
+		metrics.Read(samples)
+		var used uint64
+		for _, s := range samples {
+			if s.Value.Kind() == metrics.KindUint64 {
+				used += s.Value.Uint64()
+			}
+		}
+		if int64(used) > limit {
+			fmt.Fprintf(os.Stderr, "intend compile worker: memory limit of %s passed (%s in use)\n",
+				bytesText(limit), bytesText(int64(used)))
+			os.Exit(exitMemory)
+		}
+	}
+}
+
+// bytesText is n in MiB or GiB.
+func bytesText(n int64) string {
+	if n >= 1<<30 && n%(1<<30) == 0 {
+		return fmt.Sprintf("%d GiB", n>>30)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
