@@ -183,26 +183,48 @@ func (o *Orchestration) tellInstances(ctx context.Context, envID string, run int
 }
 
 // MarkBatch records the same outcome for every resource of a batch that no
-// executor ran, with one action record each.
-func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInput) error {
+// executor ran (unavailable: nobody took it; failed: its attempts ran
+// out), with one action record each. A resource the batch recorded an
+// attempt of keeps that record: a batch given up on after it changed
+// something does not report the changed resources failed.
+func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInput) (workflows.MarkBatchResult, error) {
+	var out workflows.MarkBatchResult
 	b, err := o.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
 	if err != nil {
-		return classify(err)
+		return out, classify(err)
 	}
 	info := activity.GetInfo(ctx)
-	now := nowUTC()
-	recs := make([]store.ActionRecord, len(b.Resources))
-	for i, r := range b.Resources {
-		recs[i] = store.ActionRecord{
-			ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.ActionOf(r), Reason: b.Reason,
-			StartedAt: now, FinishedAt: now, Result: in.Result, Error: in.Reason,
-			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt),
+	done, err := o.Store.BatchRecorded(ctx, in.EnvironmentID, info.WorkflowExecution.ID, in.Seq, b.Resources)
+	if err != nil {
+		return out, err
+	}
+	for _, d := range done {
+		switch d.Result {
+		case "deployed":
+			out.Deployed++
+		case "skipped", "skipped_for_dependency":
+			out.Skipped++
+		default:
+			out.Failed++
 		}
 	}
-	if err := o.Store.RecordActions(ctx, in.EnvironmentID, recs); err != nil {
-		return fmt.Errorf("record %s for batch %d: %w", in.Result, in.Seq, err)
+	now := nowUTC()
+	recs := make([]store.ActionRecord, 0, len(b.Resources))
+	for _, r := range b.Resources {
+		if _, ok := done[r.ID]; ok {
+			continue
+		}
+		recs = append(recs, store.ActionRecord{
+			ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.ActionOf(r), Reason: b.Reason,
+			StartedAt: now, FinishedAt: now, Result: in.Result, Error: in.Reason, Batch: in.Seq,
+			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt),
+		})
 	}
-	return nil
+	if err := o.Store.RecordActions(ctx, in.EnvironmentID, recs); err != nil {
+		return out, fmt.Errorf("record %s for batch %d: %w", in.Result, in.Seq, err)
+	}
+	out.Marked = len(recs)
+	return out, nil
 }
 
 // PlanRetry makes the retry batches of a level (idempotent) and returns

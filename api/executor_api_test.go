@@ -112,22 +112,22 @@ func TestExecutorAPIReachesOwnAgentsOnly(t *testing.T) {
 		len(s.OpenVersions) != 1 {
 		t.Errorf("session = %+v, %v", s, err)
 	}
-	ba, err := remote.LoadBatch(ctx, e.ID, run, batches["a"].Seq)
+	ba, err := remote.LoadBatch(ctx, e.ID, run, batches["a"].Seq, "")
 	if err != nil || len(ba.Resources) != 3 || ba.Agent != "a" || ba.Action != "deploy" {
 		t.Fatalf("batch of agent a = %+v, %v", ba, err)
 	}
 	if !strings.Contains(string(ba.Resources[0].Attributes), `"content":"x"`) {
 		t.Errorf("attributes = %s", ba.Resources[0].Attributes)
 	}
-	_, err = remote.LoadBatch(ctx, e.ID, run, batches["b"].Seq)
+	_, err = remote.LoadBatch(ctx, e.ID, run, batches["b"].Seq, "")
 	if err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), `serves agents a, not "b"`) {
 		t.Errorf("batch of agent b = %v, want 403 naming the agents", err)
 	}
-	if _, err := remote.LoadBatch(ctx, e.ID, run, 999); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := remote.LoadBatch(ctx, e.ID, run, 999, ""); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("a batch that does not exist = %v, want not found", err)
 	}
 	// Another environment: not found, as if it did not exist.
-	if _, err := remote.LoadBatch(ctx, other.ID, otherRun, otherBatches["a"].Seq); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := remote.LoadBatch(ctx, other.ID, otherRun, otherBatches["a"].Seq, ""); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("another environment's batch = %v, want not found", err)
 	}
 	if _, err := remote.Session(ctx, other.Name); !errors.Is(err, ledger.ErrNotFound) {

@@ -174,7 +174,9 @@ func (s *Server) stopExecutor(w http.ResponseWriter, r *http.Request) error {
 }
 
 // loadBatch answers GET .../executor/batches/{run}/{seq}: the batch with
-// the content of its resources, for an executor of its agent.
+// the content of its resources, for an executor of its agent; with
+// ?resume_workflow=ID (a retried batch), also what the batch recorded in
+// that workflow already.
 func (s *Server) loadBatch(w http.ResponseWriter, r *http.Request) error {
 	e, run, seq, err := s.batchOf(r)
 	if err != nil {
@@ -186,6 +188,16 @@ func (s *Server) loadBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := servesAll(principal(r), []string{b.Agent}); err != nil {
 		return err
+	}
+	if wf := r.URL.Query().Get("resume_workflow"); wf != "" {
+		if len(wf) > 1000 {
+			return InvalidField("/resume_workflow", "at most 1000 characters")
+		}
+		// A retried batch: what it recorded already, of its own
+		// resources.
+		if b.Recorded, err = s.opts.Store.BatchRecorded(r.Context(), e.ID, wf, seq, b.Resources); err != nil {
+			return err
+		}
 	}
 	WriteJSON(w, http.StatusOK, b)
 	return nil
@@ -265,6 +277,7 @@ func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
 			f("facts", "at most 1000 facts")
 		}
 		req.Records[i].Hash, req.Records[i].Version, req.Records[i].Reason = hash, head.Version, head.Reason
+		req.Records[i].Batch = seq
 	}
 	if len(errs) > 0 {
 		return Validation("the records are not valid", errs...)

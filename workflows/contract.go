@@ -270,6 +270,13 @@ type MarkBatchInput struct {
 	Reason        string
 }
 
+// MarkBatchResult counts the resources MarkBatch marked, and those it left
+// with the outcome the batch recorded before it was given up on. A zero
+// value (MarkBatch of before the counts) means the whole batch was marked.
+type MarkBatchResult struct {
+	Marked, Deployed, Failed, Skipped int
+}
+
 // FinishInput closes a run.
 type FinishInput struct {
 	EnvironmentID string

@@ -256,17 +256,24 @@ func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, m
 					reason = fmt.Sprintf("no executor polled task queue %s within %s",
 						AgentTaskQueue(in.EnvironmentName, b.Agent), agentWait)
 				}
+				var mr MarkBatchResult
 				if merr := workflow.ExecuteActivity(local, MarkBatchActivity, MarkBatchInput{
 					EnvironmentID: in.EnvironmentID, Run: in.Run, Seq: b.Seq, Result: result, Reason: reason,
-				}).Get(ctx, nil); merr != nil {
+				}).Get(ctx, &mr); merr != nil {
 					fatal = fmt.Errorf("mark batch %d %s: %w", b.Seq, result, merr)
 					return
 				}
-				if result == "unavailable" {
-					res.Unavailable += b.Count
-				} else {
-					res.Failed += b.Count
+				if mr == (MarkBatchResult{}) {
+					mr.Marked = b.Count // recorded before MarkBatch counted
 				}
+				if result == "unavailable" {
+					res.Unavailable += mr.Marked
+				} else {
+					res.Failed += mr.Marked
+				}
+				res.Deployed += mr.Deployed
+				res.Failed += mr.Failed
+				res.Skipped += mr.Skipped
 			})
 			continue
 		}

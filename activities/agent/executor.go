@@ -71,7 +71,8 @@ func (e *Executor) Register(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(e.ExecuteBatch, activity.RegisterOptions{Name: workflows.ExecuteBatchActivity})
 }
 
-// batchProgress is the heartbeat detail: resources done and recorded.
+// batchProgress is the heartbeat detail: resources done and recorded
+// (what an operator sees of a running batch in the Temporal UI).
 type batchProgress struct {
 	Done   int
 	Result workflows.BatchResult
@@ -80,36 +81,75 @@ type batchProgress struct {
 	NotDeployed map[string]string
 }
 
+// tally counts a recorded outcome of resource id.
+func (p *batchProgress) tally(id string, o ledger.Outcome, retryAfter time.Duration, dryrun bool) {
+	p.Done++
+	switch o.Result {
+	case ledger.ResultDeployed:
+		p.Result.Deployed++
+	case ledger.ResultSkippedForDependency, ledger.ResultSkipped:
+		p.Result.Skipped++
+	default:
+		p.Result.Failed++
+	}
+	if o.Result != ledger.ResultDeployed {
+		p.NotDeployed[id] = o.Result
+	}
+	if o.Changed {
+		p.Result.Changed++
+	}
+	if o.Result == ledger.ResultFailed && !dryrun &&
+		(o.ErrorClass == string(adapters.ClassTransient) || o.ErrorClass == string(adapters.ClassThrottled)) {
+		p.Result.Retry++
+		p.Result.RetryAfterSeconds = max(p.Result.RetryAfterSeconds, int((retryAfter+time.Second-1)/time.Second))
+	}
+}
+
 // ExecuteBatch loads a batch from the ledger and runs its resources through
 // their adapters in dependency order with bounded concurrency: a resource
 // starts once the resources of the batch it requires are done, and is
 // skipped (skipped_for_dependency) when one of them, or a required resource
 // outside the batch, is not deployed. It records one action per resource
-// and the new deploy state chunk by chunk, heartbeating progress, so a
-// retry resumes after the last recorded chunk.
+// and the new deploy state chunk by chunk, heartbeating progress.
+//
+// A retried batch (another attempt of the activity, after an executor
+// died, a Temporal outage, a timeout) asks the ledger what the batch
+// recorded already, and runs the others only: what it recorded is the
+// truth, whatever Temporal last heard of it in a heartbeat.
 func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (workflows.BatchResult, error) {
 	started := time.Now()
-	var p batchProgress
-	if activity.HasHeartbeatDetails(ctx) {
-		if err := activity.GetHeartbeatDetails(ctx, &p); err != nil {
-			p = batchProgress{}
-		}
+	info := activity.GetInfo(ctx)
+	p := batchProgress{NotDeployed: map[string]string{}}
+	var resume string
+	if info.Attempt > 1 || activity.HasHeartbeatDetails(ctx) {
+		resume = info.WorkflowExecution.ID
 	}
 	var b ledger.Batch
 	err := e.untilReachable(ctx, p, func() (err error) {
-		b, err = e.Ledger.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
+		b, err = e.Ledger.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq, resume)
 		return err
 	})
 	if err != nil {
 		return workflows.BatchResult{}, classify(err)
 	}
-	if p.NotDeployed == nil {
-		p.NotDeployed = map[string]string{}
+	todo := b.Resources
+	if len(b.Recorded) > 0 {
+		todo = make([]ledger.Resource, 0, len(b.Resources)-len(b.Recorded))
+		for _, r := range b.Resources {
+			if o, ok := b.Recorded[r.ID]; ok {
+				p.tally(r.ID, o, 0, b.Action == "dryrun")
+			} else {
+				todo = append(todo, r)
+			}
+		}
+		if e.Log != nil {
+			e.Log.Info("resuming a batch", "run", in.Run, "batch", in.Seq, "attempt", info.Attempt,
+				"recorded", len(b.Recorded), "to_run", len(todo))
+		}
 	}
-	info := activity.GetInfo(ctx)
-	for p.Done < len(b.Resources) {
-		end := min(p.Done+chunkSize, len(b.Resources))
-		recs := e.runChunk(ctx, b, b.Resources[p.Done:end], p, info)
+	for len(todo) > 0 {
+		n := min(chunkSize, len(todo))
+		recs := e.runChunk(ctx, b, todo[:n], p, info)
 		for i := range recs {
 			recs[i].Executor = e.Name
 		}
@@ -120,30 +160,13 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 			return p.Result, fmt.Errorf("record outcomes: %w", err)
 		}
 		for _, r := range recs {
-			switch r.Result {
-			case "deployed":
-				p.Result.Deployed++
-			case "skipped_for_dependency", "skipped":
-				p.Result.Skipped++
-			default:
-				p.Result.Failed++
-			}
-			if r.Result != "deployed" {
-				p.NotDeployed[r.ResourceID] = r.Result
-			}
-			if r.Changed {
-				p.Result.Changed++
-			}
-			if r.Result == "failed" && b.Action != "dryrun" &&
-				(r.ErrorClass == string(adapters.ClassTransient) || r.ErrorClass == string(adapters.ClassThrottled)) {
-				p.Result.Retry++
-				p.Result.RetryAfterSeconds = max(p.Result.RetryAfterSeconds, int((r.RetryAfter+time.Second-1)/time.Second))
-			}
+			p.tally(r.ResourceID, ledger.Outcome{Result: r.Result, ErrorClass: r.ErrorClass, Changed: r.Changed},
+				r.RetryAfter, b.Action == "dryrun")
 			if e.Metrics != nil {
 				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, r.Action, r.Result).Inc()
 			}
 		}
-		p.Done = end
+		todo = todo[n:]
 		activity.RecordHeartbeat(ctx, p)
 	}
 	if e.Metrics != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/testsuite"
 
@@ -148,8 +149,30 @@ func TestExecuteBatchResumesAfterRecordedChunks(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(ex.ExecuteBatch)
-	// A previous attempt recorded two chunks before it died.
-	env.SetHeartbeatDetails(batchProgress{Done: 200, Result: workflows.BatchResult{Deployed: 200}})
+	// A previous attempt recorded two chunks (one failed resource among
+	// them) before it died, and Temporal heard of the first only (the
+	// heartbeat after the second was lost, in an outage): what the batch
+	// recorded counts, not the heartbeat.
+	seq := plan.Batches[0].Seq
+	b, err := st.LoadBatch(context.Background(), e.ID, run, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	var earlier []store.ActionRecord
+	for i, r := range b.Resources[:200] {
+		rec := store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: "deploy", Reason: b.Reason,
+			StartedAt: now, FinishedAt: now, Result: "deployed", Operation: "create", Changed: true,
+			WorkflowID: "default-test-workflow-id", RunID: "earlier", Attempt: 1}
+		if i == 150 {
+			rec.Result, rec.ErrorClass, rec.Operation, rec.Changed = "failed", "permanent", "", false
+		}
+		earlier = append(earlier, rec)
+	}
+	if err := st.Ledger().RecordActions(context.Background(), e.ID, run, seq, earlier, false); err != nil {
+		t.Fatal(err)
+	}
+	env.SetHeartbeatDetails(batchProgress{Done: 100, Result: workflows.BatchResult{Deployed: 100}})
 	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
 		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: plan.Batches[0].Seq, Agent: "a"})
 	if err != nil {
@@ -163,8 +186,16 @@ func TestExecuteBatchResumesAfterRecordedChunks(t *testing.T) {
 		t.Errorf("adapter ran %d resources (t199: %d, t200: %d), want only the 50 after the recorded chunks",
 			len(h.calls), h.calls["t199"], h.calls["t200"])
 	}
-	if res.Deployed != 250 {
-		t.Errorf("result = %+v, want the 200 recorded plus 50", res)
+	if res.Deployed != 249 || res.Failed != 1 || res.Changed != 249 {
+		t.Errorf("result = %+v, want the 200 recorded (one failed) plus 50 deployed", res)
+	}
+	// Each resource has one record: none doubled.
+	acts, err := st.ListActions(context.Background(), e.ID, store.ActionFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts) != 250 {
+		t.Errorf("%d records, want 250", len(acts))
 	}
 }
 

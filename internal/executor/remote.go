@@ -79,9 +79,13 @@ func (r *Remote) Session(ctx context.Context, env string) (Session, error) {
 }
 
 // LoadBatch implements ledger.Ledger.
-func (r *Remote) LoadBatch(ctx context.Context, envID string, run int64, seq int) (ledger.Batch, error) {
+func (r *Remote) LoadBatch(ctx context.Context, envID string, run int64, seq int, resume string) (ledger.Batch, error) {
 	var b ledger.Batch
-	err := r.do(ctx, http.MethodGet, envPath(envID, "batches", strconv.FormatInt(run, 10), strconv.Itoa(seq)), nil, &b)
+	path := envPath(envID, "batches", strconv.FormatInt(run, 10), strconv.Itoa(seq))
+	if resume != "" {
+		path += "?resume_workflow=" + url.QueryEscape(resume)
+	}
+	err := r.do(ctx, http.MethodGet, path, nil, &b)
 	return b, err
 }
 

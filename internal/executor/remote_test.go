@@ -105,7 +105,7 @@ func TestRemoteErrors(t *testing.T) {
 		env  string
 		want error
 	}{{"unavailable", ledger.ErrUnavailable}, {"busy", ledger.ErrUnavailable}, {"gone", ledger.ErrNotFound}, {"refused", nil}} {
-		_, err := r.LoadBatch(context.Background(), c.env, 1, 1)
+		_, err := r.LoadBatch(context.Background(), c.env, 1, 1, "")
 		if err == nil || !strings.Contains(err.Error(), "what went wrong") {
 			t.Errorf("%s: %v, want the problem's detail", c.env, err)
 		}
@@ -118,7 +118,7 @@ func TestRemoteErrors(t *testing.T) {
 		}
 	}
 	srv.Close()
-	if _, err := r.LoadBatch(context.Background(), "e", 1, 1); !errors.Is(err, ledger.ErrUnavailable) {
+	if _, err := r.LoadBatch(context.Background(), "e", 1, 1, ""); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Errorf("a server that is gone: %v, want unavailable", err)
 	}
 	for _, bad := range []string{"ftp://x", "http://", "https://user:pw@host"} {

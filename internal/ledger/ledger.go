@@ -60,6 +60,18 @@ type Batch struct {
 	Reason        string            `json:"reason"`
 	Agent         string            `json:"agent"`
 	Resources     []Resource        `json:"resources"`
+	// Recorded are the resources this batch has recorded an attempt of
+	// already, in the deploy run's workflow, with their outcome: a
+	// retried batch (another activity attempt) runs the others only.
+	// Filled in when LoadBatch is asked to resume.
+	Recorded map[string]Outcome `json:"recorded,omitempty"`
+}
+
+// Outcome is what an attempt recorded.
+type Outcome struct {
+	Result     string `json:"result"`
+	ErrorClass string `json:"error_class,omitempty"`
+	Changed    bool   `json:"changed,omitempty"`
 }
 
 // ActionOf is the action an attempt on r records: a dry-run stays a
@@ -104,6 +116,9 @@ type ActionRecord struct {
 	// Executor names the executor that ran the attempt; "" (stored as
 	// null) for records no executor made.
 	Executor string `json:"executor,omitempty"`
+	// Batch is the batch (its seq) the attempt was recorded for; the
+	// ledger sets it.
+	Batch int `json:"-"`
 }
 
 // The results an executor records for an attempt.
@@ -117,8 +132,9 @@ const (
 // Ledger is where an executor loads batches and records attempts.
 type Ledger interface {
 	// LoadBatch reads batch seq of deploy run run with the content of its
-	// resources.
-	LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error)
+	// resources. With resume, the id of the workflow the batch runs in,
+	// it also reads what the batch recorded already (Batch.Recorded).
+	LoadBatch(ctx context.Context, envID string, run int64, seq int, resume string) (Batch, error)
 	// RecordActions appends the attempts of one chunk of batch seq of run
 	// to the action log and moves their resources' deploy state, in one
 	// transaction. With again set the chunk may have been recorded

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/testenv"
@@ -70,33 +68,5 @@ func TestPostgresOutageMidRun(t *testing.T) {
 		t.Fatalf("run after the outage = %+v, want all %d deployed\nserver output:\n%s", run, n, srv.Out.String())
 	}
 	checkFiles(t, files, n)
-
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var resources, oneDeployed, failed int
-	if err := conn.QueryRow(ctx, `
-		select count(*),
-		       count(*) filter (where deployed = 1),
-		       coalesce(sum(not_deployed), 0)
-		from (select resource_id,
-		             count(*) filter (where result = 'deployed') as deployed,
-		             count(*) filter (where result <> 'deployed') as not_deployed
-		      from resource_actions group by resource_id) a`).Scan(&resources, &oneDeployed, &failed); err != nil {
-		t.Fatal(err)
-	}
-	if resources != n || oneDeployed != n || failed != 0 {
-		t.Fatalf("action log: %d resources, %d with exactly one deployed action, %d other actions; want %d, %d, 0",
-			resources, oneDeployed, failed, n, n)
-	}
-	var notCompliant int
-	if err := conn.QueryRow(ctx, `select count(*) from resource_state
-		where compliance <> 'compliant' or last_result is distinct from 'deployed'`).Scan(&notCompliant); err != nil {
-		t.Fatal(err)
-	}
-	if notCompliant != 0 {
-		t.Fatalf("%d resources not compliant or last recorded other than deployed", notCompliant)
-	}
+	checkActionLog(t, db, n)
 }

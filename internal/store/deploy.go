@@ -443,6 +443,14 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 // ActionRecord is one attempt on one resource, for the action log.
 type ActionRecord = ledger.ActionRecord
 
+// batchOrNil stores "no batch" (0: seqs start at 1) as null.
+func batchOrNil(seq int) any {
+	if seq <= 0 {
+		return nil
+	}
+	return seq
+}
+
 // RecordActions appends attempts to the action log and, for deploys and
 // repairs, moves each resource's deploy state in the same transaction:
 // compliant when deployed, undefined when undefined, else non_compliant. A
@@ -481,7 +489,7 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		}
 		rows[i] = []any{envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
 			op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, class, r.WorkflowID, r.RunID, r.Attempt,
-			executorOrNil(r.Executor)}
+			executorOrNil(r.Executor), batchOrNil(r.Batch)}
 		if r.Action == "dryrun" {
 			continue
 		}
@@ -494,7 +502,7 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
 		[]string{"environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
 			"result", "operation", "changes", "logs", "error", "error_class", "workflow_id", "run_id", "attempt",
-			"executor"},
+			"executor", "batch"},
 		pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("append action log: %w", err)
 	}

@@ -18,13 +18,47 @@ func (s *Store) Ledger() ledger.Ledger { return storeLedger{s} }
 
 type storeLedger struct{ s *Store }
 
-func (l storeLedger) LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error) {
+func (l storeLedger) LoadBatch(ctx context.Context, envID string, run int64, seq int, resume string) (Batch, error) {
 	b, err := l.s.LoadBatch(ctx, envID, run, seq)
+	if err == nil && resume != "" {
+		b.Recorded, err = l.s.BatchRecorded(ctx, envID, resume, seq, b.Resources)
+	}
 	return b, ledgerError(err)
 }
 
-func (l storeLedger) RecordActions(ctx context.Context, envID string, _ int64, _ int, recs []ActionRecord, again bool) error {
+func (l storeLedger) RecordActions(ctx context.Context, envID string, _ int64, seq int, recs []ActionRecord, again bool) error {
+	for i := range recs {
+		recs[i].Batch = seq
+	}
 	return ledgerError(l.s.RecordChunk(ctx, envID, recs, again))
+}
+
+// BatchRecorded returns the outcome of the last attempt batch seq recorded,
+// in workflow workflowID, of each of resources that has one.
+func (s *Store) BatchRecorded(ctx context.Context, envID, workflowID string, seq int, resources []BatchResource) (map[string]ledger.Outcome, error) {
+	ids := make([]string, len(resources))
+	for i, r := range resources {
+		ids[i] = r.ID
+	}
+	rows, err := s.pool.Query(ctx, `select distinct on (resource_id) resource_id, result, coalesce(error_class, ''),
+		       result = 'deployed' and coalesce(operation, '') in ('create', 'update', 'delete')
+		from resource_actions
+		where workflow_id = $1 and resource_id = any($2) and environment_id = $3::uuid and batch = $4
+		order by resource_id, id desc`, workflowID, ids, envID, seq)
+	if err != nil {
+		return nil, fmt.Errorf("what batch %d recorded: %w", seq, err)
+	}
+	defer rows.Close()
+	out := map[string]ledger.Outcome{}
+	for rows.Next() {
+		var id string
+		var o ledger.Outcome
+		if err := rows.Scan(&id, &o.Result, &o.ErrorClass, &o.Changed); err != nil {
+			return nil, err
+		}
+		out[id] = o
+	}
+	return out, rows.Err()
 }
 
 // RecordChunk records the attempts of one chunk (RecordActions). With
