@@ -55,7 +55,7 @@ type LSM struct {
 	// Runner runs the compiles (nil: compiler.InProcess); intend server's
 	// bounds their time and memory in child processes.
 	Runner compiler.Runner
-	Log   *slog.Logger // nil: slog.Default()
+	Log    *slog.Logger // nil: slog.Default()
 
 	exports exportBatcher
 }
