@@ -67,6 +67,7 @@ func (l *LSM) Register(w worker.ActivityRegistry) {
 		workflows.ValidateInstanceActivity:    l.ValidateInstance,
 		workflows.ExportInstanceActivity:      l.ExportInstance,
 		workflows.CheckInstanceDeployActivity: l.CheckInstanceDeploy,
+		workflows.LoadInstanceActivity:        l.LoadInstance,
 		workflows.NotifyModelChangedActivity:  l.NotifyModelChanged,
 	})
 }
@@ -277,6 +278,22 @@ func (l *LSM) compile(ctx context.Context, opts compiler.Options) (*compiler.Res
 		return nil, compiler.Errors{{Message: le.Error()}}
 	}
 	return res, err
+}
+
+// LoadInstance returns the instance as PostgreSQL holds it, as the
+// workflow's snapshot, or nil when there is none (or it is deleted).
+func (l *LSM) LoadInstance(ctx context.Context, in workflows.LoadInstanceInput) (*workflows.InstanceSnapshot, error) {
+	inst, err := l.Store.GetInstance(ctx, in.EnvironmentID, in.Entity, in.InstanceID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if inst.Deleted || inst.Version == 0 {
+		return nil, nil
+	}
+	return &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity, Sets: inst.Sets}, nil
 }
 
 // ExportInstance makes a partial export of the instance's set

@@ -24,6 +24,7 @@ const (
 	ValidateInstanceActivity    = "intend.ValidateInstance"
 	ExportInstanceActivity      = "intend.ExportInstance"
 	CheckInstanceDeployActivity = "intend.CheckInstanceDeploy"
+	LoadInstanceActivity        = "intend.LoadInstance"
 
 	// The updates of an instance's workflow. CreateUpdate is the first,
 	// sent with update-with-start.
@@ -105,6 +106,9 @@ const (
 	// createWait is how long a workflow started without its create
 	// update waits for it before ending.
 	createWait = 10 * time.Minute
+	// lostCreateWait is how long a fresh workflow waits for its create
+	// update before it looks for the instance in PostgreSQL.
+	lostCreateWait = 20 * time.Second
 )
 
 // ServiceInstanceWorkflowID is the id of a service instance's workflow.
@@ -309,6 +313,13 @@ type ExportInstanceResult struct {
 	Errors json.RawMessage
 }
 
+// LoadInstanceInput asks for an instance as PostgreSQL holds it.
+type LoadInstanceInput struct {
+	EnvironmentID string
+	Entity        string
+	InstanceID    string
+}
+
 // CheckInstanceDeployInput asks how the deploy of an instance's set goes.
 type CheckInstanceDeployInput struct {
 	EnvironmentID string
@@ -365,7 +376,33 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 		}
 	})
 	if w.st.Version == 0 {
-		ok, err := workflow.AwaitWithTimeout(ctx, createWait, func() bool { return w.st.Version > 0 || w.createFailed })
+		wait := createWait
+		if workflow.GetVersion(ctx, "load-lost-create", workflow.DefaultVersion, 1) == 1 {
+			// The create update came with the start; if it is not here
+			// soon, it was lost with a workflow task the Temporal server
+			// did not keep (an outage), after its transfers were
+			// written: PostgreSQL then holds the instance, and the
+			// workflow takes it up from there.
+			ok, err := workflow.AwaitWithTimeout(ctx, lostCreateWait, func() bool { return w.st.Version > 0 || w.createFailed })
+			if err != nil {
+				return err
+			}
+			if !ok {
+				var snap *InstanceSnapshot
+				if err := workflow.ExecuteLocalActivity(quickOptions(ctx), LoadInstanceActivity, LoadInstanceInput{
+					EnvironmentID: in.EnvironmentID, Entity: in.Entity.Name, InstanceID: in.InstanceID,
+				}).Get(ctx, &snap); err != nil {
+					return err
+				}
+				if snap != nil && w.st.Version == 0 {
+					workflow.GetLogger(ctx).Warn("the create update was lost; the instance is taken up from PostgreSQL",
+						"state", snap.State, "version", snap.Version)
+					w.st = *snap
+				}
+			}
+			wait -= lostCreateWait
+		}
+		ok, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return w.st.Version > 0 || w.createFailed })
 		if err != nil {
 			return err
 		}

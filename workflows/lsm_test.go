@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ func testEntity() lsm.Entity {
 
 // lsmFake scripts the engine's activities and records their calls.
 type lsmFake struct {
+	loads int
 	mu          sync.Mutex
 	writes      []ApplyTransferInput
 	validations []ValidateInstanceInput
@@ -114,7 +116,44 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 		}
 		return CheckInstanceDeployResult{Status: status}, nil
 	}, activity.RegisterOptions{Name: CheckInstanceDeployActivity})
+	env.RegisterActivityWithOptions(func(_ context.Context, in LoadInstanceInput) (*InstanceSnapshot, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.loads++
+		if len(f.writes) == 0 {
+			return nil, nil
+		}
+		w := f.writes[len(f.writes)-1]
+		return &InstanceSnapshot{State: w.State, Version: w.Version, Identity: w.Identity, Sets: w.Sets}, nil
+	}, activity.RegisterOptions{Name: LoadInstanceActivity})
 	return env
+}
+
+// TestServiceInstanceTakesUpALostCreate: a Temporal server that went down
+// as the first workflow task completed kept the workflow's start but not
+// the task, and so lost the create update, after its transfers were
+// written (start, acknowledged, creating). The workflow, started again
+// without its update, finds the instance in PostgreSQL and takes it up
+// there: it exports and waits for the deploy, and the instance goes up.
+func TestServiceInstanceTakesUpALostCreate(t *testing.T) {
+	t.Parallel()
+	f := &lsmFake{}
+	env := f.env(t)
+	f.writes = []ApplyTransferInput{
+		{InstanceID: "i1", Entity: "vm", Identity: "web", State: "start", Version: 1},
+		{InstanceID: "i1", Entity: "vm", Identity: "web", State: "acknowledged", Version: 2},
+		{InstanceID: "i1", Entity: "vm", Identity: "web", State: "creating", Version: 3},
+	}
+	for i := range f.writes {
+		f.writes[i].Sets.Active = map[string]any{"name": "web", "memory": 2.0}
+	}
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
+	if got := strings.Join(f.states(), " "); got != "start acknowledged creating up" || f.loads != 1 {
+		t.Errorf("writes %s after %d loads, want the instance taken up at creating and moved up", got, f.loads)
+	}
+	if len(f.exports) == 0 {
+		t.Error("the instance taken up was not exported: its deploy was not waited for")
+	}
 }
 
 // outcome records an update's fate.

@@ -1,0 +1,209 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/internal/devtemporal"
+	"github.com/intendhq/intend/internal/pgcluster"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/migrations"
+)
+
+// outage is a dependency of intend server that a test stops and starts
+// again on the same data and port.
+type outage struct {
+	db, temporalAddr, namespace string
+	stop, start                 func()
+}
+
+// ownPostgres runs a PostgreSQL of the test's own.
+func ownPostgres(t *testing.T) (db string, stop, start func()) {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "pg")
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+	if err := pg.CreateDatabase(ctx, "intend", ""); err != nil {
+		t.Fatal(err)
+	}
+	db = pg.URL("intend")
+	if _, _, err := migrations.Apply(ctx, db, -1); err != nil {
+		t.Fatal(err)
+	}
+	port := pg.Port()
+	return db, func() {
+			if err := pg.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}, func() {
+			again, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Port: port})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pg = again
+		}
+}
+
+// ownTemporal runs a Temporal dev server of the test's own.
+func ownTemporal(t *testing.T) (addr, namespace string, stop, start func()) {
+	t.Helper()
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "temporal.db")
+	ts, err := devtemporal.Start(ctx, devtemporal.Options{DBFile: file, UIPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Stop() })
+	addr = ts.HostPort()
+	port, _ := strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:])
+	return addr, ts.Namespace(), func() {
+			if err := ts.Stop(); err != nil {
+				t.Fatal(err)
+			}
+		}, func() {
+			again, err := devtemporal.Start(ctx, devtemporal.Options{DBFile: file, Port: port, UIPort: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts = again
+		}
+}
+
+// TestOutagesDuringInstanceCreates: 50 service instances are created at
+// once; once some are answered, PostgreSQL (in one case) or Temporal (in
+// the other) stops for 30 s and starts again. A client that repeats its
+// unanswered creates under their Idempotency-Keys gets each one's answer,
+// and every create takes effect exactly once: each instance goes start →
+// acknowledged → creating → up, one version each, its file deployed.
+func TestOutagesDuringInstanceCreates(t *testing.T) {
+	for _, dep := range []string{"postgresql", "temporal"} {
+		t.Run(dep, func(t *testing.T) {
+			var o outage
+			switch dep {
+			case "postgresql":
+				o.db, o.stop, o.start = ownPostgres(t)
+				_, o.temporalAddr, o.namespace = testenv.Temporal(t)
+			case "temporal":
+				o.db = testenv.Database(t)
+				o.temporalAddr, o.namespace, o.stop, o.start = ownTemporal(t)
+			}
+			instanceCreatesThrough(t, o)
+		})
+	}
+}
+
+func instanceCreatesThrough(t *testing.T, o outage) {
+	addr := freeAddr(t)
+	srv := startProc(t, "server", "--listen", addr, "--database-url", o.db, "--temporal-address", o.temporalAddr,
+		"--temporal-namespace", o.namespace, "--log-level", "warn")
+	c := procClient(addr)
+	waitHealthy(t, c, srv)
+	env := newEnv(t, c, "lsmdown", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 50
+	const inventory = "/lsm/v1/service_inventory/vm"
+	create := func(i int) (lsmReply, error) {
+		return lsmTry(c, env, http.MethodPost, inventory, fmt.Sprintf("down-%d", i),
+			map[string]any{"attributes": map[string]any{"name": letters(i), "memory": 1 + i%9}})
+	}
+	var answered atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if r, err := create(i); err == nil && r.status == http.StatusCreated {
+				answered.Add(1)
+			}
+		})
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for answered.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d creates answered after 60 s:\n%s", answered.Load(), srv.Out.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	o.stop()
+	t.Logf("stopped with %d of %d creates answered, for 30 s", answered.Load(), n)
+	time.Sleep(30 * time.Second)
+	o.start()
+	wg.Wait()
+
+	ids := map[string]string{}
+	for i := range n {
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			r, err := create(i)
+			if err == nil && r.status == http.StatusCreated {
+				// The instance the create made: its first response
+				// (version 1), or, when the outage lost the update after
+				// its transfers were written (the workflow took the
+				// instance up from PostgreSQL), the instance as it is.
+				inst := r.instance(t)
+				if inst.Identity != letters(i) || inst.Version < 1 {
+					t.Errorf("create %d answered %+v, want instance %s", i, inst, letters(i))
+				}
+				ids[letters(i)] = inst.ID
+				break
+			}
+			// 503: accepted and still being applied, or a dependency
+			// still coming back.
+			if err == nil && r.status != http.StatusServiceUnavailable {
+				t.Fatalf("create %d: %d %s", i, r.status, r.body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("create %d not answered 90 s after the outage: %v %+v\n%s", i, err, r, srv.Out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// Diagnostics for a failure below: where the deploys stand.
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		var runs, reqs any
+		_ = c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/runs?limit=20", nil, &runs)
+		_ = c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/requests?limit=20", nil, &reqs)
+		t.Logf("runs: %v\nrequests: %v\nserver output:\n%s", runs, reqs, srv.Out.String())
+	}()
+	for i := range n {
+		name := letters(i)
+		inst := waitState(t, c, env, name, "up", "rejected", "failed")
+		if inst.ID != ids[name] || inst.Version != 4 {
+			t.Errorf("%s: %+v, want the id the create answered (%s) at version 4", name, inst, ids[name])
+		}
+		var log struct {
+			Items []store.InstanceLogEntry `json:"items"`
+		}
+		if err := lsmGet(t, c, env, inventory+"/"+name+"/log", &log); err != nil {
+			t.Fatal(err)
+		}
+		var path []string
+		for j := len(log.Items) - 1; j >= 0; j-- {
+			path = append(path, fmt.Sprintf("%d:%s", log.Items[j].Version, log.Items[j].State))
+		}
+		if got := strings.Join(path, " "); got != "1:start 2:acknowledged 3:creating 4:up" {
+			t.Errorf("%s's log: %s", name, got)
+		}
+		if got, _ := readFile(t, filepath.Join(root, name+".conf")); got != fmt.Sprintf("memory=%d\n", 1+i%9) {
+			t.Errorf("%s.conf = %q", name, got)
+		}
+	}
+}
