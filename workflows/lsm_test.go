@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +39,7 @@ func testEntity() lsm.Entity {
 
 // lsmFake scripts the engine's activities and records their calls.
 type lsmFake struct {
-	loads int
+	loads       int
 	mu          sync.Mutex
 	writes      []ApplyTransferInput
 	validations []ValidateInstanceInput
