@@ -42,6 +42,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,6 +57,7 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/load"
 	"cuelang.org/go/cue/token"
+	"cuelang.org/go/mod/modfile"
 
 	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/lsm"
@@ -248,6 +250,10 @@ func (c *compilation) load(root string, proj project.Project) (*build.Instance, 
 		return nil, err
 	}
 	modFile := filepath.Join(root, "cue.mod", "module.cue")
+	if file, err := checkModule(root); err != nil {
+		c.errs.add(&Error{Message: err.Error(), Positions: []Position{{File: file}}})
+		return nil, nil
+	}
 	if _, err := os.Stat(modFile); os.IsNotExist(err) {
 		// A project need not be a CUE module of its own making: give it
 		// one, so that the standard library has a cue.mod to live in.
@@ -279,6 +285,37 @@ func (c *compilation) load(root string, proj project.Project) (*build.Instance, 
 	}
 	index(inst)
 	return inst, nil
+}
+
+// checkModule refuses a CUE module that would make the compiler read
+// outside the project or fetch from a registry: dependencies in
+// cue.mod/module.cue (a registry fetch, or replaceWith a directory of the
+// host) and cue.mod/local-module.cue. An intend model is self-contained:
+// intend's standard library is built in, and other CUE packages are
+// vendored under cue.mod/pkg.
+func checkModule(root string) (string, error) {
+	if _, err := os.Lstat(filepath.Join(root, "cue.mod", "local-module.cue")); err == nil {
+		return "cue.mod/local-module.cue", errors.New("cue.mod/local-module.cue: intend compiles a model from its own files only; " +
+			"remove it and vendor the modules it names under cue.mod/pkg")
+	}
+	const mod = "cue.mod/module.cue"
+	data, err := os.ReadFile(filepath.Join(root, "cue.mod", "module.cue"))
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return mod, err
+	}
+	f, err := modfile.ParseNonStrict(data, mod)
+	if err != nil {
+		return mod, fmt.Errorf("cue.mod/module.cue: %w", err)
+	}
+	if len(f.Deps) > 0 {
+		names := slices.Sorted(maps.Keys(f.Deps))
+		return mod, fmt.Errorf("cue.mod/module.cue: deps %s: intend compiles a model offline from its own files only "+
+			"(no registry, no replaceWith); vendor those modules under cue.mod/pkg", strings.Join(names, ", "))
+	}
+	return "", nil
 }
 
 // refinements evaluates every instance of every refinement on its own.

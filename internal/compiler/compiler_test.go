@@ -317,3 +317,36 @@ func TestCompileEmptyModel(t *testing.T) {
 		t.Errorf("export = %s", got)
 	}
 }
+
+// TestModuleStaysInTheProject: a module that names dependencies (fetched
+// from a registry, or replaced with a directory of the host) or has a
+// local-module.cue is refused, naming the file; none of it is read.
+func TestModuleStaysInTheProject(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret.cue"), []byte("package x\nsecret: \"s3cret\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		why   string
+		files map[string]string
+		want  string
+	}{
+		{"a dependency replaced with a host directory", map[string]string{
+			"cue.mod/module.cue": "module: \"test.example/m\"\nlanguage: version: \"v0.17.0\"\n" +
+				"deps: \"host.example/x@v0\": {v: \"v0.0.1\", replaceWith: \"" + outside + "\"}\n",
+			"main.cue": "package main\n\nimport \"host.example/x\"\n\nleak: x.secret\n"}, "deps host.example/x@v0"},
+		{"a dependency from a registry", map[string]string{
+			"cue.mod/module.cue": "module: \"test.example/m\"\nlanguage: version: \"v0.12.0\"\n" +
+				"deps: \"registry.example/y@v0\": v: \"v0.1.0\"\n",
+			"main.cue": "package main\n"}, "no registry"},
+		{"a local-module.cue", map[string]string{
+			"cue.mod/module.cue":       "module: \"test.example/m\"\nlanguage: version: \"v0.12.0\"\n",
+			"cue.mod/local-module.cue": "deps: {}\n",
+			"main.cue":                 "package main\n"}, "local-module.cue"},
+	} {
+		_, errs := compile(t, tc.files)
+		if len(errs) == 0 || !strings.Contains(errs.Error(), tc.want) || strings.Contains(errs.Error(), "s3cret") {
+			t.Errorf("%s: %v, want an error naming %q", tc.why, errs, tc.want)
+		}
+	}
+}
