@@ -477,3 +477,51 @@ func TestServiceInventoryModelChange(t *testing.T) {
 	}
 	waitContent("m=3\n")
 }
+
+// TestFullExportKeepsInstances: with an instance up, a full export of the
+// model as intend export compiles it (without the inventory: here, no
+// plain resources at all), released and deployed, keeps the instance's
+// resources in the desired state: its file stays deployed, the instance
+// stays up. Before, the export dropped them (issue 14, A.1).
+func TestFullExportKeepsInstances(t *testing.T) {
+	c, _, _ := startServerDB(t)
+	ctx := context.Background()
+	env := newEnv(t, c, "lsmfull", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
+		t.Fatal(err)
+	}
+	r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/service_inventory/vm", "",
+		map[string]any{"attributes": map[string]any{"name": "web", "memory": 3}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	up := waitState(t, c, env, "web", "up", "rejected", "failed")
+
+	v, err := c.ExportVersion(ctx, env, []byte(`{"resources": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.ResourceCount != 1 || v.KeptInstanceResources != 1 {
+		t.Errorf("full export = %+v, want the instance's one resource kept", v)
+	}
+	rel, err := c.Release(ctx, env, v.Version)
+	if err != nil || rel.Request == nil {
+		t.Fatalf("release: %+v %v", rel, err)
+	}
+	if _, err := c.WaitRequest(ctx, env, rel.Request.ID, 60*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readFile(t, filepath.Join(root, "web.conf")); got != "memory=3\n" {
+		t.Errorf("web.conf after the full export = %q", got)
+	}
+	items, _, err := c.Resources(ctx, env, map[string][]string{"compliance": {"compliant"}})
+	if err != nil || len(items) != 1 {
+		t.Errorf("compliant resources after the full export: %d (%v), want the instance's", len(items), err)
+	}
+	var inst store.ServiceInstance
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/web", &inst); err != nil || inst.State != "up" ||
+		inst.Version != up.Version {
+		t.Errorf("the instance after the full export: %+v, %v", inst, err)
+	}
+}

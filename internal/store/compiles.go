@@ -287,11 +287,16 @@ func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v int
 		if err != nil {
 			return err
 		}
-		open, err := openHashes(ctx, tx, envID, "")
+		// The compile holds the model's resources, not the inventory's:
+		// live instances keep their sets.
+		members := membersOf(v)
+		kept, open, err := keepInstanceSets(ctx, tx, envID, v)
 		if err != nil {
 			return err
 		}
-		members := membersOf(v)
+		for _, k := range kept {
+			members = append(members, member{id: k.ID.String(), hash: k.Hash})
+		}
 		same := last > 0 && len(open) == len(members)
 		for _, m := range members {
 			if h, ok := open[m.id]; !ok || !bytes.Equal(h, m.hash[:]) {

@@ -25,6 +25,10 @@ type VersionInfo struct {
 	// exported and released it; "" for versions from before the audit.
 	ExportedBy string `json:"exported_by,omitempty"`
 	ReleasedBy string `json:"released_by,omitempty"`
+	// KeptInstanceResources counts the resources of live service
+	// instances that a full export without them carried over from the
+	// version before (ExportVersion).
+	KeptInstanceResources int `json:"kept_instance_resources,omitempty"`
 }
 
 // VersionResource is one resource as stored in a version.
@@ -56,14 +60,66 @@ func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Versio
 		if err != nil {
 			return err
 		}
-		open, err := openHashes(ctx, tx, envID, "")
+		members := membersOf(v)
+		kept, open, err := keepInstanceSets(ctx, tx, envID, v)
 		if err != nil {
 			return err
 		}
-		info, err = writeVersion(ctx, tx, envID, last+1, open, membersOf(v))
+		for _, k := range kept {
+			members = append(members, member{id: k.ID.String(), hash: k.Hash})
+		}
+		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
+		info.KeptInstanceResources = len(kept)
 		return err
 	})
 	return info, err
+}
+
+// keepInstanceSets returns the resources of the newest version (base)
+// that belong to the resource set of a live service instance
+// ("<entity>/<id>") that v does not hold: a full export made without the
+// inventory (intend export compiles the model alone) carries them over, so
+// that the instances keep their resources. A set that v holds is v's (a
+// compile with the inventory).
+//
+// It also returns the open rows' hashes for writeVersion.
+func keepInstanceSets(ctx context.Context, tx pgx.Tx, envID string, v intent.Version) ([]intent.StoredResource, map[string][]byte, error) {
+	rows, err := tx.Query(ctx, `select entity || '/' || id::text from service_instances
+		where environment_id = $1::uuid and not deleted`, envID)
+	if err != nil {
+		return nil, nil, err
+	}
+	live, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(live) == 0 {
+		open, err := openHashes(ctx, tx, envID, "")
+		return nil, open, err
+	}
+	base, open, err := openResources(ctx, tx, envID)
+	if err != nil {
+		return nil, nil, err
+	}
+	liveSet := make(map[string]bool, len(live))
+	for _, s := range live {
+		liveSet[s] = true
+	}
+	inV := make(map[string]bool, len(v.Resources))
+	setsInV := map[string]bool{}
+	for i := range v.Resources {
+		inV[v.Resources[i].ID.String()] = true
+		setsInV[v.Resources[i].ResourceSet] = true
+	}
+	// A set is kept whole, and a partial export's requires stay inside
+	// its set, so nothing kept requires what v removed.
+	var kept []intent.StoredResource
+	for _, r := range base {
+		if liveSet[r.ResourceSet] && !setsInV[r.ResourceSet] && !inV[r.ID.String()] {
+			kept = append(kept, r)
+		}
+	}
+	return kept, open, nil
 }
 
 // openHashes returns the intent hash of every resource of the newest

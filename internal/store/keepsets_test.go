@@ -1,0 +1,92 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// TestFullExportKeepsLiveInstances: a full export made without the
+// service inventory (intend export of an unchanged model) keeps the
+// resource sets of live instances, drops those of deleted ones, takes a
+// set it holds itself. Before, it dropped every instance's resources while the
+// instances stayed up (issue 14, A.1).
+func TestFullExportKeepsLiveInstances(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
+		t.Fatal(err)
+	}
+	const a, b = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	for i, id := range []string{a, b} {
+		if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1,
+			Identity: []string{"web", "db"}[i], State: "start", Sets: lsm.Sets{Candidate: map[string]any{"name": "x"}},
+			Event: json.RawMessage(`{"trigger": "create"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: b, Version: 2, Identity: "db",
+		State: "terminated", Deleted: true, Event: json.RawMessage(`{"trigger": "delete"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	decode := func(doc string) intent.Version {
+		t.Helper()
+		v, err := intent.DecodeBytes([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	const shared = `{"id": "fs::File[h,path=/shared]", "attributes": {"path": "/shared"}}`
+	if _, err := st.ExportVersion(ctx, e.ID, decode(`{"resources": [`+shared+`]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ExportPartial(ctx, e.ID, decode(`{"resources": [
+		{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"}, "resource_set": "vm/`+a+`"},
+		{"id": "fs::File[h,path=/b]", "attributes": {"path": "/b"}, "resource_set": "vm/`+b+`"}]}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(version int64) []string {
+		t.Helper()
+		rs, err := st.VersionResources(ctx, e.ID, version, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	// The unchanged model, exported whole: a's set stays, b's (deleted) goes.
+	info, err := st.ExportVersion(ctx, e.ID, decode(`{"resources": [`+shared+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ids(info.Version), " "); got != "fs::File[h,path=/a] fs::File[h,path=/shared]" ||
+		info.KeptInstanceResources != 1 || info.ChangedCount != 1 {
+		t.Errorf("full export: %s (%+v), want the shared file and a's kept, b's dropped", got, info)
+	}
+
+	// An export that holds a's set (compiled with the inventory) is taken
+	// as it is.
+	info, err = st.ExportVersion(ctx, e.ID, decode(`{"resources": [`+shared+`,
+		{"id": "fs::File[h,path=/a2]", "attributes": {"path": "/a2"}, "resource_set": "vm/`+a+`"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ids(info.Version), " "); got != "fs::File[h,path=/a2] fs::File[h,path=/shared]" ||
+		info.KeptInstanceResources != 0 {
+		t.Errorf("export with a's set: %s (%+v), want the export's own set", got, info)
+	}
+}
