@@ -165,8 +165,19 @@ func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanc
 		switch lc.States[inst.State].ModelState {
 		case lsm.Active:
 			attrs = inst.Active
-		case lsm.Candidate, lsm.Designed:
+		case lsm.Designed:
+			// Validated, queued to become active: its candidate set
+			// (seed 003).
 			attrs = inst.Candidate
+		case lsm.Candidate:
+			// Not validated: only the instance being validated is in the
+			// model with its candidate set. Another one contributes the
+			// attributes it was last validated with, if any (an update
+			// waiting for validation keeps its active set exported).
+			attrs = inst.Active
+			if len(attrs) == 0 {
+				attrs = inst.Rollback
+			}
 		}
 		if attrs == nil {
 			continue

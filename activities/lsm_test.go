@@ -125,9 +125,10 @@ func run[T any](t *testing.T, s *lsmSetup, name string, in any) (T, error) {
 }
 
 const (
-	idWeb   = "00000000-0000-4000-8000-000000000001"
-	idOther = "00000000-0000-4000-8000-000000000002"
-	idThird = "00000000-0000-4000-8000-000000000003"
+	idWeb    = "00000000-0000-4000-8000-000000000001"
+	idOther  = "00000000-0000-4000-8000-000000000002"
+	idThird  = "00000000-0000-4000-8000-000000000003"
+	idFourth = "00000000-0000-4000-8000-000000000004"
 )
 
 // TestApplyTransfer: a transfer writes the instance, its log row and the
@@ -218,12 +219,23 @@ func TestValidateInstance(t *testing.T) {
 	if res.OK || !strings.Contains(string(res.Errors), "duplicate id") {
 		t.Errorf("duplicate name: %+v, want a failure for the duplicate ids", res)
 	}
-	// A candidate instance in state start is validated with its candidate
-	// set; its error is its own, not web's.
+	// Another instance in a candidate state is not validated yet: its
+	// candidate set is no part of web's validation (seed 003: only the
+	// candidate being validated, and the designed and active instances).
 	s.instance(t, idThird, "start", lsm.Sets{Candidate: map[string]any{"name": "bad", "memory": 0}})
 	res = validate(idWeb, map[string]any{"name": "web"})
-	if !res.OK || !strings.Contains(string(res.Errors), instanceLabel("vm", idThird)) {
-		t.Errorf("another instance's error: %+v, want success with the other's error listed", res)
+	if !res.OK || nullJSON(res.Errors) != nil {
+		t.Errorf("another instance's unvalidated candidate: %+v, want success with no error of it", res)
+	}
+	// An update waiting for validation contributes the active set it was
+	// validated with, not its candidate.
+	s.instance(t, idFourth, "update_start", lsm.Sets{Active: map[string]any{"name": "old"},
+		Candidate: map[string]any{"name": "new"}})
+	if res := validate(idWeb, map[string]any{"name": "old"}); res.OK || !strings.Contains(string(res.Errors), "duplicate id") {
+		t.Errorf("the name of another's active set: %+v, want a failure for the duplicate ids", res)
+	}
+	if res := validate(idWeb, map[string]any{"name": "new"}); !res.OK || nullJSON(res.Errors) != nil {
+		t.Errorf("the name of another's unvalidated candidate: %+v, want success", res)
 	}
 }
 
