@@ -76,7 +76,9 @@ type SetDeploy struct {
 	// hash the intent's).
 	Deployed int
 	// Failed: the last attempt, made at or after since for that intent,
-	// failed.
+	// failed, and the deploy run that made it is over (a run retries a
+	// transient failure before it ends: the failure is its verdict only
+	// then).
 	Failed int
 	// IDs are the resources not deployed yet.
 	IDs []string
@@ -85,13 +87,22 @@ type SetDeploy struct {
 // ResourceSetDeploy reads the deploy state of a resource set's resources
 // (those of the newest version). A failure counts only when it was
 // recorded at or after since and the resource's intent is the set's
-// (released): an older failure is not the current export's.
+// (released): an older failure is not the current export's; and only
+// once the deploy run that recorded it has ended, since the run may try
+// the resource again (retry_attempts) and deploy it.
 func (s *Store) ResourceSetDeploy(ctx context.Context, envID, set string, since time.Time) (SetDeploy, error) {
 	var out SetDeploy
 	rows, err := s.pool.Query(ctx, `
 		select vr.resource_id,
 		       coalesce(rs.last_result = 'deployed' and rs.deployed_hash = vr.hash, false),
-		       coalesce(rs.last_result = 'failed' and rs.intent_hash = vr.hash and rs.last_attempt >= $3, false)
+		       coalesce(rs.last_result = 'failed' and rs.intent_hash = vr.hash and rs.last_attempt >= $3
+		                and not exists (
+		                    select 1 from deploy_runs r
+		                    where r.environment_id = vr.environment_id and r.status in ('pending', 'running')
+		                      and r.workflow_id = (select a.workflow_id from resource_actions a
+		                                           where a.environment_id = vr.environment_id
+		                                             and a.resource_id = vr.resource_id
+		                                           order by a.id desc limit 1)), false)
 		from version_resources vr
 		left join resource_state rs on rs.environment_id = vr.environment_id and rs.resource_id = vr.resource_id
 		where vr.environment_id = $1::uuid and vr.resource_set = $2 and vr.last_version is null
