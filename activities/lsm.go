@@ -380,7 +380,7 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 	if err != nil {
 		return workflows.ExportInstanceResult{}, classify(err)
 	}
-	out := workflows.ExportInstanceResult{Since: before.Now, Version: before.LastVersion, Resources: len(partial.Resources)}
+	out := workflows.ExportInstanceResult{Since: before.Now, Version: before.BaseVersion, Resources: len(partial.Resources)}
 	var request *store.Request
 	woken := false
 	if !sameContent(before.Hashes, partial.Resources) {
@@ -439,7 +439,7 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 // deploy the release queued. A newer version released meanwhile holds the
 // sets as well (only their instances' workflows change them): no error.
 func (l *LSM) exportAndRelease(ctx context.Context, env store.Environment, rs []intent.Resource, removed []string) (int64, *store.Request, error) {
-	info, err := l.Store.ExportPartial(ctx, env.ID, intent.Version{Resources: rs}, removed)
+	info, err := l.Store.ExportInstanceSets(ctx, env.ID, intent.Version{Resources: rs}, removed)
 	if err != nil {
 		return 0, nil, err
 	}

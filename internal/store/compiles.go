@@ -294,8 +294,8 @@ func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v int
 		if err != nil {
 			return err
 		}
-		for _, k := range kept {
-			members = append(members, member{id: k.ID.String(), hash: k.Hash})
+		for i := range kept {
+			members = append(members, member{id: kept[i].ID.String(), hash: kept[i].Hash, kept: &kept[i]})
 		}
 		same := last > 0 && len(open) == len(members)
 		for _, m := range members {

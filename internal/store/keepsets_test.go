@@ -90,3 +90,59 @@ func TestFullExportKeepsLiveInstances(t *testing.T) {
 		t.Errorf("export with a's set: %s (%+v), want the export's own set", got, info)
 	}
 }
+
+// TestInstanceExportBuildsOnReleased: an instance's partial export builds
+// on the released version, not on a newer one a developer exported and
+// did not release (issue 14, A.2): the developer's change does not go out
+// with the instance's; the instance's set, and the other resources of the
+// released version (stored before, their rows reopened), do.
+func TestInstanceExportBuildsOnReleased(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	decode := func(doc string) intent.Version {
+		t.Helper()
+		v, err := intent.DecodeBytes([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	released, err := st.ExportVersion(ctx, e.ID, decode(`{"resources": [{"id": "fs::File[h,path=/one]", "attributes": {"path": "/one"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReleaseVersion(ctx, e.ID, released.Version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ExportVersion(ctx, e.ID, decode(`{"resources": [{"id": "fs::File[h,path=/two]", "attributes": {"path": "/two"}}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	content, err := st.ResourceSetContent(ctx, e.ID, "vm/a")
+	if err != nil || content.BaseVersion != released.Version || content.LastVersion != released.Version+1 {
+		t.Errorf("set content = %+v, %v; want it read from the released version", content, err)
+	}
+	info, err := st.ExportInstanceSets(ctx, e.ID, decode(`{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"},
+		"resource_set": "vm/a"}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := st.VersionResources(ctx, e.ID, info.Version, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range rs {
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	if got := strings.Join(ids, " "); got != "fs::File[h,path=/a] fs::File[h,path=/one]" {
+		t.Errorf("the instance's version holds %s, want the released /one and the set's /a, not the unreleased /two", got)
+	}
+	// The developer's version is still there, to release or export again.
+	dev, err := st.VersionResources(ctx, e.ID, released.Version+1, "", 100)
+	if err != nil || len(dev) != 1 || dev[0].ID != "fs::File[h,path=/two]" {
+		t.Errorf("the developer's version = %+v, %v", dev, err)
+	}
+}

@@ -33,20 +33,23 @@ func (s *Store) HasLiveServiceInstances(ctx context.Context, envID string) (bool
 	return has, err
 }
 
-// SetContent is a resource set in the environment's newest version.
+// SetContent is a resource set in the version an instance's export builds
+// on (ExportInstanceSets): the released one, or the newest when none is.
 type SetContent struct {
 	// Hashes are the intent hashes of the set's resources, by id.
 	Hashes map[string][]byte
 	// LastVersion is the newest version, ReleasedVersion the released one
-	// (0: none).
+	// (0: none), BaseVersion the one Hashes are of.
 	LastVersion     int64
 	ReleasedVersion int64
+	BaseVersion     int64
 	// Now is the database's time of the read.
 	Now time.Time
 }
 
-// ResourceSetContent reads a resource set of the newest version: its
-// resources' intent hashes, with the newest and released version numbers.
+// ResourceSetContent reads a resource set of the version an instance's
+// export builds on: its resources' intent hashes, with the newest,
+// released and base version numbers.
 func (s *Store) ResourceSetContent(ctx context.Context, envID, set string) (SetContent, error) {
 	out := SetContent{Hashes: map[string][]byte{}}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -60,6 +63,26 @@ func (s *Store) ResourceSetContent(ctx context.Context, envID, set string) (SetC
 		}
 		if released != nil {
 			out.ReleasedVersion = *released
+		}
+		out.BaseVersion = out.LastVersion
+		if out.ReleasedVersion > 0 && out.ReleasedVersion < out.LastVersion {
+			out.BaseVersion = out.ReleasedVersion
+			rows, err := tx.Query(ctx, `select resource_id, hash from version_resources
+				where environment_id = $1::uuid and resource_set = $2
+				  and first_version <= $3 and (last_version is null or last_version > $3)`, envID, set, out.BaseVersion)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id string
+				var h []byte
+				if err := rows.Scan(&id, &h); err != nil {
+					return err
+				}
+				out.Hashes[id] = h
+			}
+			return rows.Err()
 		}
 		var err error
 		out.Hashes, err = openHashes(ctx, tx, envID, set)

@@ -25,6 +25,18 @@ import (
 // for intent.DecodePartial's result is the body's order), and stores
 // nothing.
 func (s *Store) ExportPartial(ctx context.Context, envID string, partial intent.Version, removedSets []string) (VersionInfo, error) {
+	return s.exportPartial(ctx, envID, partial, removedSets, false)
+}
+
+// ExportInstanceSets is ExportPartial for the lifecycle engine: the
+// partial export builds on the released version (the newest when none is
+// released), never on a newer one a developer exported and did not
+// release, which would then go out with the instance's change.
+func (s *Store) ExportInstanceSets(ctx context.Context, envID string, partial intent.Version, removedSets []string) (VersionInfo, error) {
+	return s.exportPartial(ctx, envID, partial, removedSets, true)
+}
+
+func (s *Store) exportPartial(ctx context.Context, envID string, partial intent.Version, removedSets []string, onReleased bool) (VersionInfo, error) {
 	var info VersionInfo
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		last, err := lockForExport(ctx, tx, envID)
@@ -35,6 +47,17 @@ func (s *Store) ExportPartial(ctx context.Context, envID string, partial intent.
 		if err != nil {
 			return err
 		}
+		if onReleased {
+			released, err := releasedVersion(ctx, tx, envID)
+			if err != nil {
+				return err
+			}
+			if released > 0 && released < last {
+				if base, err = versionMembers(ctx, tx, envID, released); err != nil {
+					return err
+				}
+			}
+		}
 		m, err := intent.MergePartial(base, partial, removedSets)
 		if err != nil {
 			return fmt.Errorf("merge partial export: %w", err)
@@ -44,13 +67,42 @@ func (s *Store) ExportPartial(ctx context.Context, envID string, partial intent.
 			r := &m.Resources[i]
 			members = append(members, member{id: r.ID.String(), hash: r.Hash(), r: r})
 		}
-		for _, k := range m.Kept {
-			members = append(members, member{id: k.ID.String(), hash: k.Hash})
+		for i := range m.Kept {
+			k := &m.Kept[i]
+			members = append(members, member{id: k.ID.String(), hash: k.Hash, kept: k})
 		}
 		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
 		return err
 	})
 	return info, err
+}
+
+// releasedVersion is the environment's released version (0: none). The
+// caller holds its row lock.
+func releasedVersion(ctx context.Context, tx pgx.Tx, envID string) (int64, error) {
+	var released *int64
+	if err := tx.QueryRow(ctx, `select released_version from environments where id = $1::uuid`, envID).Scan(&released); err != nil {
+		return 0, err
+	}
+	if released == nil {
+		return 0, nil
+	}
+	return *released, nil
+}
+
+// versionMembers reads version v's resources as openResources reads the
+// newest's.
+func versionMembers(ctx context.Context, tx pgx.Tx, envID string, v int64) ([]intent.StoredResource, error) {
+	rows, err := tx.Query(ctx, `select vr.resource_id, vr.hash, coalesce(vr.resource_set, ''), c.requires
+		from version_resources vr
+		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
+		where vr.environment_id = $1::uuid and vr.first_version <= $2 and (vr.last_version is null or vr.last_version > $2)`,
+		envID, v)
+	if err != nil {
+		return nil, err
+	}
+	base, _, err := scanStored(rows)
+	return base, err
 }
 
 // openResources reads the newest version from its open membership rows:
@@ -65,6 +117,11 @@ func openResources(ctx context.Context, tx pgx.Tx, envID string) ([]intent.Store
 	if err != nil {
 		return nil, nil, err
 	}
+	return scanStored(rows)
+}
+
+// scanStored reads rows of (resource_id, hash, resource_set, requires).
+func scanStored(rows pgx.Rows) ([]intent.StoredResource, map[string][]byte, error) {
 	defer rows.Close()
 	var base []intent.StoredResource
 	open := map[string][]byte{}
@@ -76,6 +133,7 @@ func openResources(ctx context.Context, tx pgx.Tx, envID string) ([]intent.Store
 		if err := rows.Scan(&id, &h, &r.ResourceSet, &requires); err != nil {
 			return nil, nil, err
 		}
+		var err error
 		if r.ID, err = resource.Parse(id); err != nil {
 			return nil, nil, fmt.Errorf("stored resource %q: %w", id, err)
 		}

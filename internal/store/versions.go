@@ -65,8 +65,8 @@ func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Versio
 		if err != nil {
 			return err
 		}
-		for _, k := range kept {
-			members = append(members, member{id: k.ID.String(), hash: k.Hash})
+		for i := range kept {
+			members = append(members, member{id: kept[i].ID.String(), hash: kept[i].Hash, kept: &kept[i]})
 		}
 		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
 		info.KeptInstanceResources = len(kept)
@@ -168,10 +168,13 @@ func lockForExport(ctx context.Context, tx pgx.Tx, envID string) (int64, error) 
 type member struct {
 	id   string
 	hash [32]byte
-	// r is the resource's intent; nil for a resource that the caller
-	// knows to be in the open rows with this hash already (kept by a
-	// partial export), whose content is then neither needed nor read.
+	// r is the resource's intent; nil for a resource whose content is
+	// stored already (kept by a partial export), which is then neither
+	// needed nor read.
 	r *intent.Resource
+	// kept is such a kept resource as stored; nil when it is in the open
+	// rows with this hash (its row stays open).
+	kept *intent.StoredResource
 }
 
 // writeVersion stores members, a complete version, as version next of the
@@ -191,7 +194,17 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 			continue
 		}
 		if m.r == nil {
-			return VersionInfo{}, fmt.Errorf("resource %q is kept without its content but has no open row with its hash", m.id)
+			// Kept from an older version than the newest (a partial
+			// export on the released one): its content is stored, open a
+			// row for it.
+			if m.kept == nil {
+				return VersionInfo{}, fmt.Errorf("resource %q is kept without its content but has no open row with its hash", m.id)
+			}
+			if existed {
+				closeIDs = append(closeIDs, m.id)
+			}
+			rows = append(rows, []any{envID, m.id, next, m.hash[:], m.kept.ID.Type, m.kept.ID.Agent, setColumn(m.kept.ResourceSet)})
+			continue
 		}
 		if existed {
 			closeIDs = append(closeIDs, m.id)
