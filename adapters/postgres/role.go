@@ -44,7 +44,13 @@ type Role struct{}
 var (
 	_ adapters.Handler   = Role{}
 	_ adapters.Validator = Role{}
+	_ adapters.Sensitive = Role{}
 )
+
+// SensitiveAttributes implements adapters.Sensitive: a password given as
+// plain text (better: a secret reference, masked whole) is recorded by its
+// size and SHA-256 only, never its value.
+func (Role) SensitiveAttributes() []string { return []string{attrPassword} }
 
 const (
 	attrPassword = "password"

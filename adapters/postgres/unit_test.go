@@ -159,3 +159,13 @@ func TestScramRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestRolePasswordIsSensitive: a plain-text password is recorded by size
+// and hash only (adapters.Sensitive), never by value.
+func TestRolePasswordIsSensitive(t *testing.T) {
+	var h adapters.Handler = Role{}
+	s, ok := h.(adapters.Sensitive)
+	if !ok || len(s.SensitiveAttributes()) != 1 || s.SensitiveAttributes()[0] != "password" {
+		t.Errorf("postgres::Role does not declare its password sensitive")
+	}
+}
