@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,7 +14,9 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/devtemporal"
+	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/pgcluster"
+	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/migrations"
@@ -205,5 +208,77 @@ func instanceCreatesThrough(t *testing.T, o outage) {
 		if got, _ := readFile(t, filepath.Join(root, name+".conf")); got != fmt.Sprintf("memory=%d\n", 1+i%9) {
 			t.Errorf("%s.conf = %q", name, got)
 		}
+	}
+}
+
+// TestInstancesRestartedAfterTemporalLosesItsStore: Temporal comes back
+// empty (its store lost): the reconciler starts the environment's
+// scheduler and, from PostgreSQL, the workflow of every live instance, in
+// its state; an update then goes through as it would have (issue 14,
+// A.4). Before, the instance answered 503 for ever.
+func TestInstancesRestartedAfterTemporalLosesItsStore(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "temporal.db")
+	ts, err := devtemporal.Start(ctx, devtemporal.Options{DBFile: file, UIPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Stop() })
+	addr := ts.HostPort()
+	port, _ := strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:])
+	c, _, _ := exectest.StartServer(t, server.Config{TemporalAddress: addr, TemporalNamespace: ts.Namespace(),
+		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, InstanceReconcileEvery: time.Second})
+	env := newEnv(t, c, "lsmlost", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
+		t.Fatal(err)
+	}
+	const item = "/lsm/v1/service_inventory/vm/web"
+	if r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/service_inventory/vm", "",
+		map[string]any{"attributes": map[string]any{"name": "web", "memory": 3}}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	up := waitState(t, c, env, "web", "up", "rejected", "failed")
+
+	// Temporal loses everything: stopped, its database removed, started
+	// again empty on the same port.
+	if err := ts.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{file, file + "-wal", file + "-shm"} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	ts, err = devtemporal.Start(ctx, devtemporal.Options{DBFile: file, Port: port, UIPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ts.Stop() })
+
+	// The update is taken once the instance's workflow runs again.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		r := lsmDo(t, c, env, http.MethodPatch, item, "", map[string]any{"current_version": up.Version,
+			"attributes": map[string]any{"memory": 5}})
+		if r.status == http.StatusOK {
+			break
+		}
+		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("update after Temporal lost its store: %d %s", r.status, r.body)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	waitState(t, c, env, "web", "up", "update_rejected", "update_failed")
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		got, _ := readFile(t, filepath.Join(root, "web.conf"))
+		if got == "memory=5\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("web.conf = %q after the update, want memory=5", got)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

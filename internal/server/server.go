@@ -64,6 +64,10 @@ type Config struct {
 	// ReconcileEvery is the period of the reconciler (default 15 s), which
 	// makes sure every environment's scheduler runs.
 	ReconcileEvery time.Duration
+	// InstanceReconcileEvery is how often the reconciler restarts, from
+	// PostgreSQL, the workflows of live service instances that have none
+	// running (default 2 minutes; see reconcileInstances).
+	InstanceReconcileEvery time.Duration
 	// SchedulerPoll is how often an idle scheduler looks at its queue
 	// without being woken (default 60 s).
 	SchedulerPoll time.Duration
@@ -135,6 +139,9 @@ type Server struct {
 	// lastPrune is when the reconciler last pruned expired idempotent
 	// responses (unix nanoseconds).
 	lastPrune atomic.Int64
+	// lastInstances is when the reconciler last looked for instance
+	// workflows to restart (unix nanoseconds).
+	lastInstances atomic.Int64
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 }
@@ -167,6 +174,9 @@ const lsmCacheResources = 1 << 17
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.InstanceReconcileEvery <= 0 {
+		cfg.InstanceReconcileEvery = defaultInstanceReconcileEvery
 	}
 	if cfg.ReconcileEvery <= 0 {
 		cfg.ReconcileEvery = 15 * time.Second
@@ -535,6 +545,7 @@ func (s *Server) reconcile(ctx context.Context) {
 			s.log.Warn("reconcile: scheduler", "environment", e.Name, "error", err)
 		}
 	}
+	s.reconcileInstances(ctx, envs)
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
 	s.pruneRequests(ctx)

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/workflows"
+)
+
+// defaultInstanceReconcileEvery is how often the reconciler looks for live
+// service instances whose workflow does not run.
+const defaultInstanceReconcileEvery = 2 * time.Minute
+
+// maxInstanceRestarts bounds the workflows one reconcile starts per
+// environment; the next one starts the rest.
+const maxInstanceRestarts = 500
+
+// reconcileInstances restarts, from PostgreSQL, the workflow of every live
+// service instance that has none running (Temporal lost its store, or the
+// workflow ended with the instance live): each starts from the instance as
+// PostgreSQL holds it (state, version, attribute sets) and exports again
+// if its state exports, as schedulers are restarted for environments. At
+// most once per InstanceReconcileEvery; every replica does it, and a
+// workflow that runs already is left as it is (the start uses the existing
+// one).
+func (s *Server) reconcileInstances(ctx context.Context, envs []store.Environment) {
+	now := time.Now()
+	last := s.lastInstances.Load()
+	if now.Sub(time.Unix(0, last)) < s.cfg.InstanceReconcileEvery || !s.lastInstances.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	for _, e := range envs {
+		n, err := s.restartInstances(ctx, e)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("reconcile: service instance workflows", "environment", e.Name, "error", err)
+		case n > 0:
+			s.log.Warn("service instance workflows restarted from PostgreSQL", "environment", e.Name, "instances", n)
+		}
+	}
+}
+
+// restartInstances starts the missing workflows of env's live instances
+// and returns how many it started.
+func (s *Server) restartInstances(ctx context.Context, env store.Environment) (int, error) {
+	live, err := s.store.LiveServiceInstances(ctx, env.ID)
+	if err != nil || len(live) == 0 {
+		return 0, err
+	}
+	running, err := s.runningInstances(ctx, env.Name)
+	if err != nil {
+		return 0, err
+	}
+	var entities map[string]lsm.Entity
+	started := 0
+	for _, inst := range live {
+		wfID := workflows.ServiceInstanceWorkflowID(env.Name, inst.Entity, inst.ID)
+		if running[wfID] || started >= maxInstanceRestarts {
+			continue
+		}
+		if entities == nil {
+			es, err := s.store.ListEntities(ctx, env.ID)
+			if err != nil {
+				return started, err
+			}
+			entities = make(map[string]lsm.Entity, len(es))
+			for _, e := range es {
+				entities[e.Name] = e.Entity
+			}
+		}
+		entity, ok := entities[inst.Entity]
+		if !ok {
+			continue // its entity left the catalog: nothing can drive it
+		}
+		_, err := s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                       wfID,
+			TaskQueue:                workflows.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, inst.Entity, inst.ID),
+			StaticSummary:            fmt.Sprintf("service instance %s/%s (restarted from PostgreSQL)", inst.Entity, inst.ID),
+		}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
+			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: entity, InstanceID: inst.ID,
+			Snapshot: &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity,
+				Sets: inst.Sets},
+		})
+		if err != nil {
+			return started, fmt.Errorf("start %s: %w", wfID, err)
+		}
+		started++
+	}
+	return started, nil
+}
+
+// runningInstances lists the ids of the running instance workflows of the
+// environment named env (visibility; a workflow started a moment ago may
+// be missing, and is then left as it is by the start).
+func (s *Server) runningInstances(ctx context.Context, env string) (map[string]bool, error) {
+	out := map[string]bool{}
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND %s = '%s'",
+		workflows.ServiceInstanceWorkflowName, workflows.SearchAttrEnvironment, env)
+	var token []byte
+	for {
+		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: query, PageSize: 1000, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list instance workflows: %w", err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			out[ex.GetExecution().GetWorkflowId()] = true
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out, nil
+		}
+	}
+}
