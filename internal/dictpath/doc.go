@@ -20,7 +20,7 @@
 //	root     = "" | "."
 //	element  = key [ selector ]
 //	selector = "[" index "]"
-//	         | "[" filter { "," filter } "]"
+//	         | "[" filter { "," filter } "]" { "[" filter { "," filter } "]" }
 //	index    = "0" | nonzero-digit { digit }
 //	filter   = fkey "=" value
 //	key      = `\0` | char { char }
@@ -43,6 +43,8 @@
 //	items[name=x].size       member size of the one element of the list at
 //	                         items that is a dict whose member name is x
 //	ports[proto=tcp,port=80] the one element matching both filters
+//	ports[proto=tcp][port=80] the same (Inmanta's multi-key form; String
+//	                         writes the comma form)
 //	hosts[ip=10.0.0.1]       '.' needs no escape inside a selector
 //	items[2]                 the third element of the list at items
 //	a\.b.c\[1\]              member "c[1]" of member "a.b"

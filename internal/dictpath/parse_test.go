@@ -233,3 +233,38 @@ func TestMustParsePanics(t *testing.T) {
 	}()
 	dictpath.MustParse("a[")
 }
+
+// TestMultiKeyForm: Inmanta's list[k1=v1][k2=v2] means list[k1=v1,k2=v2],
+// so paths written for Inmanta work unchanged; only filters chain.
+func TestMultiKeyForm(t *testing.T) {
+	for _, in := range []string{"ports[proto=tcp][port=80].open", "ports[port=80][proto=tcp].open",
+		"ports[proto=tcp][port=80,x=\\0].open"} {
+		p, err := dictpath.Parse(in)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", in, err)
+		}
+		want := "ports[port=80,proto=tcp].open"
+		if strings.Contains(in, "x=") {
+			want = "ports[port=80,proto=tcp,x=\\0].open"
+		}
+		if p.String() != want || !p.Equal(dictpath.MustParse(want)) {
+			t.Errorf("Parse(%q) = %s, want %s", in, p, want)
+		}
+	}
+	doc := map[string]any{"ports": []any{
+		map[string]any{"proto": "udp", "port": 80.0, "open": false},
+		map[string]any{"proto": "tcp", "port": 80.0, "open": true}}}
+	if v, ok := dictpath.Get(doc, dictpath.MustParse("ports[proto=tcp][port=80].open")); !ok || v != true {
+		t.Errorf("Get through the multi-key form = %v, %v", v, ok)
+	}
+	for in, want := range map[string]string{
+		"ports[proto=tcp][proto=udp]": "duplicate filter key",
+		"ports[0][proto=tcp]":         "expected '.' or the end of the path after ']'",
+		"ports[proto=tcp][1]":         "only filters",
+		"ports[proto=tcp][":           "expected",
+	} {
+		if _, err := dictpath.Parse(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want an error with %q", in, err, want)
+		}
+	}
+}

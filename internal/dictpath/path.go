@@ -363,6 +363,27 @@ func (p *parser) element() (element, error) {
 		if err := p.selector(&e); err != nil {
 			return e, err
 		}
+		// Inmanta's multi-key form: list[k1=v1][k2=v2] is
+		// list[k1=v1,k2=v2].
+		for e.sel == selFilter && p.pos < len(p.in) && p.in[p.pos] == '[' {
+			at := p.pos
+			var more element
+			if err := p.selector(&more); err != nil {
+				return e, err
+			}
+			if more.sel != selFilter {
+				return e, p.fail(at, "only filters key=value chain as [k1=v1][k2=v2] (an index or [*] stands alone)")
+			}
+			for _, f := range more.filters {
+				for _, g := range e.filters {
+					if g.key == f.key {
+						return e, p.fail(at, "duplicate filter key %q", f.key)
+					}
+				}
+				e.filters = append(e.filters, f)
+			}
+			slices.SortFunc(e.filters, func(f, g filter) int { return strings.Compare(f.key, g.key) })
+		}
 		if p.pos < len(p.in) && p.in[p.pos] != '.' {
 			return e, p.fail(p.pos, "expected '.' or the end of the path after ']', found %s", p.found(p.pos))
 		}
