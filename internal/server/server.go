@@ -142,8 +142,8 @@ type Server struct {
 	// lastInstances is when the reconciler last looked for instance
 	// workflows to restart (unix nanoseconds).
 	lastInstances atomic.Int64
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
 }
 
 // Registry returns the adapters built into intend (listed in
