@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -123,13 +124,35 @@ func (s *Server) listInventory(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getInstance returns one instance: its state, version and attribute sets.
+// instanceView is one instance with the progress of its resources'
+// deploy.
+type instanceView struct {
+	store.ServiceInstance
+	Deployment Deployment `json:"deployment"`
+}
+
+// Deployment counts an instance's resources in the newest version: how
+// many there are, how many are deployed as intended, and how many failed
+// (their deploy run over).
+type Deployment struct {
+	Total    int `json:"total"`
+	Deployed int `json:"deployed"`
+	Failed   int `json:"failed"`
+}
+
+// getInstance returns one instance: its state, version, attribute sets
+// and deployment progress.
 func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
-	_, inst, err := s.instanceRef(r)
+	e, inst, err := s.instanceRef(r)
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, inst)
+	sd, err := s.opts.Store.ResourceSetDeploy(r.Context(), e.ID, instanceSet(inst), time.Time{})
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, instanceView{ServiceInstance: inst,
+		Deployment: Deployment{Total: sd.Total, Deployed: sd.Deployed, Failed: sd.Failed}})
 	return nil
 }
 

@@ -497,6 +497,14 @@ func TestFullExportKeepsInstances(t *testing.T) {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
 	up := waitState(t, c, env, "web", "up", "rejected", "failed")
+	// The instance body carries its deployment's progress.
+	var view struct {
+		Deployment api.Deployment `json:"deployment"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/web", &view); err != nil ||
+		view.Deployment != (api.Deployment{Total: 1, Deployed: 1}) {
+		t.Errorf("deployment of the instance up = %+v, %v; want 1 of 1 deployed", view.Deployment, err)
+	}
 
 	v, err := c.ExportVersion(ctx, env, []byte(`{"resources": []}`))
 	if err != nil {
