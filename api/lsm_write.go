@@ -630,3 +630,67 @@ func (s *Server) setInstanceState(w http.ResponseWriter, r *http.Request) error 
 	return s.send(w, r, lw, LSMRequest{Op: LSMSetState, InstanceID: inst.ID, CurrentVersion: inst.Version,
 		Target: req.TargetState}, http.StatusOK)
 }
+
+// rollbackRequest is POST /lsm/v1/service_inventory/{entity}/{id}/rollback.
+type rollbackRequest struct {
+	CurrentVersion *int64 `json:"current_version"`
+	// ToVersion is the instance version whose attributes to restore.
+	ToVersion *int64 `json:"to_version"`
+}
+
+// rollbackInstance restores the attributes an instance had at an earlier
+// version (its active set then; its candidate set when it had no active
+// one) as an update: through the lifecycle's validation and deploy, and
+// refused (409) in a state that takes no update. Only the attributes a
+// client may change (rw+) are restored; the others cannot have changed.
+func (s *Server) rollbackInstance(w http.ResponseWriter, r *http.Request) error {
+	lw, done, err := s.beginWrite(w, r)
+	if err != nil || done {
+		return err
+	}
+	var req rollbackRequest
+	if err := decodeJSON(lw.body, &req); err != nil {
+		return err
+	}
+	if req.ToVersion == nil || *req.ToVersion < 1 {
+		return InvalidField("/to_version", "required: the instance version whose attributes to restore (a positive whole number)")
+	}
+	inst, err := s.writeTarget(r, lw, LSMUpdate, req.CurrentVersion)
+	if err != nil {
+		return err
+	}
+	to := *req.ToVersion
+	if to >= inst.Version {
+		return InvalidField("/to_version", fmt.Sprintf("must be a version before the current one (%d)", inst.Version))
+	}
+	log, err := s.opts.Store.InstanceLogPage(r.Context(), lw.env.ID, inst.ID, to+1, 1)
+	if err != nil {
+		return err
+	}
+	if len(log) == 0 || log[0].Version != to {
+		return InvalidField("/to_version", fmt.Sprintf("the instance's log has no version %d", to))
+	}
+	then := log[0].Active
+	if len(then) == 0 {
+		then = log[0].Candidate
+	}
+	if len(then) == 0 {
+		return InvalidField("/to_version", fmt.Sprintf("version %d holds no attributes to restore", to))
+	}
+	next := make(map[string]any, len(then))
+	for k, v := range currentAttributes(inst) {
+		next[k] = v
+	}
+	for _, a := range lw.entity.Attributes {
+		if a.Modifier != lsm.ReadWriteAlways {
+			continue
+		}
+		if v, ok := then[a.Name]; ok {
+			next[a.Name] = v
+		} else {
+			delete(next, a.Name) // its default then, its default now
+		}
+	}
+	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
+		Attributes: next}, http.StatusOK)
+}

@@ -170,6 +170,16 @@ services: vm: #VM
 	if b, _ := os.ReadFile(conf); string(b) != "memory=6\n" {
 		t.Errorf("after the update: %q", b)
 	}
+	// Back to the attributes of version 4 (up after the create).
+	out = ok(t, vars, "lsm", "rollback", "vm", "web", "4", "--wait", "up")
+	if !strings.Contains(field(t, out, "active"), `"memory":2`) {
+		t.Errorf("rollback --wait up:\n%s", out)
+	}
+	if b, _ := os.ReadFile(conf); string(b) != "memory=2\n" {
+		t.Errorf("after the rollback: %q", b)
+	}
+	fails(t, vars, exitUsage, []string{"VERSION"}, "lsm", "rollback", "vm", "web", "four")
+	fails(t, vars, exitFailed, []string{"422", "/to_version"}, "lsm", "rollback", "vm", "web", "99")
 	fails(t, vars, exitFailed, []string{"409", "on_update"}, "lsm", "set-state", "vm", "web", "creating")
 	fails(t, vars, exitFailed, []string{"422", "/attributes/name"}, "lsm", "update", "vm", "web", "--attr", "name=other")
 	fails(t, vars, exitFailed, []string{"409"}, "lsm", "update", "vm", "web", "--attr", "memory=7", "--version", "1")

@@ -291,3 +291,34 @@ Examples:
 	w.flags(cmd, true)
 	return cmd
 }
+
+func lsmRollbackCommand(s *clientSettings) *cobra.Command {
+	var w lsmWrite
+	cmd := &cobra.Command{
+		Use:   "rollback ENTITY ID VERSION",
+		Short: "Restore the attributes an instance had at VERSION (POST /lsm/v1/service_inventory/{entity}/{id}/rollback)",
+		Long: `Send, as an update, the attributes the instance had at an earlier version
+of its log (intend lsm log shows them): its active set then, or its
+candidate set when it had none. The update goes through the lifecycle's
+validation and deploy; a state that takes no update refuses it with 409.
+
+Examples:
+  intend lsm log vm web
+  intend lsm rollback vm web 4 --wait up`,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			to, err := strconv.ParseInt(args[2], 10, 64)
+			if err != nil || to < 1 {
+				return usageErrorf("VERSION %q: want a version of the instance's log (a positive whole number)", args[2])
+			}
+			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("service_inventory", args[0], args[1], "rollback"),
+				args[0], map[string]any{"current_version": v, "to_version": to})
+		},
+	}
+	w.flags(cmd, true)
+	return cmd
+}

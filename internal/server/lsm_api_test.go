@@ -533,3 +533,69 @@ func TestFullExportKeepsInstances(t *testing.T) {
 		t.Errorf("the instance after the full export: %+v, %v", inst, err)
 	}
 }
+
+// TestRollbackToAVersion: POST .../rollback {"to_version": n} restores the
+// attributes the instance had at version n as an update, through
+// validation and deploy (issue 14, B.2); bad requests are refused naming
+// the field, and a state that takes no update refuses it with 409.
+func TestRollbackToAVersion(t *testing.T) {
+	c, _, _ := startServerDB(t)
+	env := newEnv(t, c, "lsmrollback", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
+		t.Fatal(err)
+	}
+	const item = "/lsm/v1/service_inventory/vm/web"
+	if r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/service_inventory/vm", "",
+		map[string]any{"attributes": map[string]any{"name": "web", "memory": 3}}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	first := waitState(t, c, env, "web", "up", "rejected", "failed")
+	if r := lsmDo(t, c, env, http.MethodPatch, item, "", map[string]any{"current_version": first.Version,
+		"attributes": map[string]any{"memory": 5}}); r.status != http.StatusOK {
+		t.Fatalf("update: %d %s", r.status, r.body)
+	}
+	second := waitState(t, c, env, "web", "up", "update_rejected", "update_failed")
+	conf := filepath.Join(root, "web.conf")
+	if got, _ := readFile(t, conf); got != "memory=5\n" {
+		t.Fatalf("web.conf after the update = %q", got)
+	}
+
+	for _, tc := range []struct {
+		body  map[string]any
+		code  int
+		field string
+	}{
+		{map[string]any{"current_version": second.Version}, 422, "/to_version"},
+		{map[string]any{"current_version": second.Version, "to_version": second.Version}, 422, "/to_version"},
+		{map[string]any{"current_version": second.Version, "to_version": 0}, 422, "/to_version"},
+		{map[string]any{"to_version": first.Version}, 422, "/current_version"},
+		{map[string]any{"current_version": first.Version, "to_version": 1}, 409, "/current_version"},
+	} {
+		r := lsmDo(t, c, env, http.MethodPost, item+"/rollback", "", tc.body)
+		if p := r.problem(t); r.status != tc.code || !hasFieldError(p, tc.field, "") {
+			t.Errorf("rollback %v: %d %s, want %d naming %s", tc.body, r.status, r.body, tc.code, tc.field)
+		}
+	}
+
+	r := lsmDo(t, c, env, http.MethodPost, item+"/rollback", "", map[string]any{"current_version": second.Version,
+		"to_version": first.Version})
+	if r.status != http.StatusOK {
+		t.Fatalf("rollback to version %d: %d %s", first.Version, r.status, r.body)
+	}
+	back := waitState(t, c, env, "web", "up", "update_rejected", "update_failed")
+	if back.Version <= second.Version || back.Active["memory"] != 3.0 {
+		t.Errorf("after the rollback: %+v, want up with memory 3 at a newer version", back)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if got, _ := readFile(t, conf); got == "memory=3\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			got, _ := readFile(t, conf)
+			t.Fatalf("web.conf after the rollback = %q, want memory=3", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
