@@ -42,7 +42,7 @@ config file (--config), else its default. The config file is YAML:
   secrets_dir: /etc/intend/secrets  # file: secret references, inside it only
   secret_env_prefix: INTEND_SECRET_ # env: secret references, these variables only
   server:
-    url: https://intend.example.com:8080
+    url: https://intend.example.com:8888
     token: …                     # better: INTEND_TOKEN
     ca_cert: /etc/intend/ca.pem  # a private CA
     client_cert: /etc/intend/executor.pem   # a server that asks for one

@@ -119,7 +119,7 @@ func DefaultConfig() Config {
 
 // DefaultServerURL is where an executor looks for the intend server
 // unless told otherwise (intend server's default --listen).
-const DefaultServerURL = "http://127.0.0.1:8080"
+const DefaultServerURL = "http://127.0.0.1:8888"
 
 // errDatabaseURL refuses the setting executors had before they stopped
 // holding database credentials.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/executor"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
@@ -63,5 +64,14 @@ func TestExternalExecutor(t *testing.T) {
 	}
 	if err := ex.Stop(); err != nil {
 		t.Fatalf("executor: %v\n%s", err, ex.Out)
+	}
+}
+
+// TestExecutorLooksWhereTheServerListens: without --server, intend
+// executor looks where intend server listens by default (the 8080 it once
+// defaulted to was nobody's).
+func TestExecutorLooksWhereTheServerListens(t *testing.T) {
+	if executor.DefaultServerURL != defaultServer {
+		t.Errorf("executor default %s, server default %s", executor.DefaultServerURL, defaultServer)
 	}
 }
