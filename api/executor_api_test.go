@@ -277,6 +277,10 @@ func TestExecutorAPIRefusesBadInput(t *testing.T) {
 		{"a registration with an empty agent", "PUT", base + "/registrations/x", `{"hostname":"h","pid":1,"version":"v","agents":[""],"first":true}`, 422, "/agents/0"},
 		{"a registration with a negative pid", "PUT", base + "/registrations/x", `{"hostname":"h","pid":-1,"version":"v","agents":["a"],"first":true}`, 422, "/pid"},
 		{"a name too long", "PUT", base + "/registrations/" + strings.Repeat("n", 300), `{"hostname":"h","pid":1,"version":"v","agents":["a"],"first":true}`, 400, ""},
+		{"a registration with an unknown field", "PUT", base + "/registrations/x", `{"hostname":"h","pid":1,"version":"v","agents":["a"],"db":"x"}`, 422, "/db"},
+		{"a resume workflow id too long", "GET", fmt.Sprintf("%s/batches/%d/%d?resume_workflow=%s", base, run, batches["a"].Seq,
+			strings.Repeat("w", 1001)), "", 422, "/resume_workflow"},
+		{"records of malformed JSON", "POST", actions, `{"records": [`, 400, ""},
 	}
 	for _, c := range cases {
 		code, out := f.callAs(c.method, c.path, c.body, tok, nil)
@@ -295,5 +299,8 @@ func TestExecutorAPIRefusesBadInput(t *testing.T) {
 	}
 	if n := countActions(t, f, e); n != 0 {
 		t.Errorf("%d actions recorded, want none", n)
+	}
+	if _, ex := f.call("GET", "/api/v1/environments/"+e.Name+"/executors", ""); len(ex["items"].([]any)) != 0 {
+		t.Errorf("executors registered by refused registrations: %v", ex)
 	}
 }

@@ -40,6 +40,11 @@ func TestFlagErrorsAreClear(t *testing.T) {
 	}{
 		{[]string{"executor"}, "--environment and at least one --agent", "executor needs to know what to serve"},
 		{[]string{"server", "--log-level", "loud"}, `--log-level "loud"`, "a bad log level is named"},
+		{[]string{"server", "--compile-memory", "lots"}, `--compile-memory: "lots": want a size`, "a compile memory limit is a size"},
+		{[]string{"server", "--compile-memory", "10MiB"}, "at least 64MiB", "a compile needs room"},
+		{[]string{"server", "--compile-memory", "99999999999GiB"}, "want a size", "a size that overflows is refused"},
+		{[]string{"server", "--compile-workers", "0"}, "--compile-workers at least 1", "a compile needs a worker"},
+		{[]string{"server", "--compile-timeout", "0s"}, "--compile-timeout must be positive", "a compile needs time"},
 		{[]string{"deploy", "/does/not/exist"}, "/does/not/exist", "a missing path is named"},
 		{[]string{"nonsense"}, `unknown command "nonsense"`, "unknown commands are refused"},
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -571,11 +572,32 @@ func TestRollbackToAVersion(t *testing.T) {
 		{map[string]any{"current_version": second.Version, "to_version": 0}, 422, "/to_version"},
 		{map[string]any{"to_version": first.Version}, 422, "/current_version"},
 		{map[string]any{"current_version": first.Version, "to_version": 1}, 409, "/current_version"},
+		{map[string]any{"current_version": second.Version, "to_version": "four"}, 422, "/to_version"},
+		{map[string]any{"current_version": second.Version, "to_version": 1, "attributes": map[string]any{}}, 422, "/attributes"},
 	} {
 		r := lsmDo(t, c, env, http.MethodPost, item+"/rollback", "", tc.body)
 		if p := r.problem(t); r.status != tc.code || !hasFieldError(p, tc.field, "") {
 			t.Errorf("rollback %v: %d %s, want %d naming %s", tc.body, r.status, r.body, tc.code, tc.field)
 		}
+	}
+	req, err := http.NewRequest(http.MethodPost, c.Base+item+"/rollback", strings.NewReader(`{"to_version": `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.EnvironmentHeader, env)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(exectest.Authorize(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("a rollback of malformed JSON: %d %s, want a 400 problem", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	// The refusals wrote nothing.
+	var still store.ServiceInstance
+	if err := lsmGet(t, c, env, item, &still); err != nil || still.Version != second.Version {
+		t.Errorf("after the refused rollbacks: %+v, %v; want version %d", still, err, second.Version)
 	}
 
 	r := lsmDo(t, c, env, http.MethodPost, item+"/rollback", "", map[string]any{"current_version": second.Version,
