@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/project"
@@ -668,7 +669,7 @@ func (c *Compiler) gitTo(ctx context.Context, env []string, stdout io.Writer, ar
 		return nil
 	}
 	cmd.WaitDelay = 5 * time.Second
-	stderr := &tail{max: maxGitOutput}
+	stderr := &childproc.Tail{Max: maxGitOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Run(); err != nil {
 		ge := &gitError{args: args, stderr: strings.TrimSpace(stderr.String()), err: err}
@@ -683,28 +684,12 @@ func (c *Compiler) gitTo(ctx context.Context, env []string, stdout io.Writer, ar
 	return nil
 }
 
-// tail keeps the last max bytes written to it.
-type tail struct {
-	max int
-	b   []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string { return string(t.b) }
-
 // compile runs the compiler through the Runner, within the time limit; a
 // failed compile, or one stopped at a limit, is a failure with structured
 // errors.
 func (c *Compiler) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
 	limit := orDefaultTimeout(c.CompileTimeout)
-	res, err := runnerOrDefault(c.Runner).Compile(ctx, opts, limit)
+	res, err := compiler.OrInProcess(c.Runner).Compile(ctx, opts, limit)
 	if err == nil {
 		return res, nil
 	}
@@ -712,14 +697,6 @@ func (c *Compiler) compile(ctx context.Context, opts compiler.Options) (*compile
 		return nil, ctx.Err() // the activity was cancelled: not the model's fault
 	}
 	return nil, compileErrors(err, opts.Dir)
-}
-
-// runnerOrDefault is r, or compiler.InProcess when r is nil.
-func runnerOrDefault(r compiler.Runner) compiler.Runner {
-	if r == nil {
-		return compiler.InProcess{}
-	}
-	return r
 }
 
 // orDefaultTimeout is limit, or DefaultCompileTimeout when it is not set.

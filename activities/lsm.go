@@ -284,7 +284,7 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 // compile stopped at a limit is an error of the compile, like the model's
 // own.
 func (l *LSM) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
-	res, err := runnerOrDefault(l.Runner).Compile(ctx, opts, orDefaultTimeout(l.CompileTimeout))
+	res, err := compiler.OrInProcess(l.Runner).Compile(ctx, opts, orDefaultTimeout(l.CompileTimeout))
 	if le, ok := errors.AsType[*compiler.LimitError](err); ok && ctx.Err() == nil {
 		return nil, compiler.Errors{{Message: le.Error()}}
 	}

@@ -63,19 +63,6 @@ func (s *Server) listExecutors(w http.ResponseWriter, r *http.Request) error {
 // that is larger.
 const MaxRecordBytes int64 = 32 << 20
 
-// ExecutorSession is what GET .../executor/session tells an executor.
-type ExecutorSession struct {
-	Environment struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	} `json:"environment"`
-	// Agents are the agents the caller may serve; null: every agent.
-	Agents []string `json:"agents"`
-	// OpenVersions are the versions that open deploy runs deploy: an
-	// executor's cache keeps values bound to a version while it is open.
-	OpenVersions []int64 `json:"open_versions"`
-}
-
 // executorSession answers GET .../executor/session.
 func (s *Server) executorSession(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.env(r)
@@ -86,7 +73,7 @@ func (s *Server) executorSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var out ExecutorSession
+	var out ledger.Session
 	out.Environment.ID, out.Environment.Name = e.ID, e.Name
 	out.Agents = principal(r).Agents
 	out.OpenVersions = []int64{}

@@ -105,11 +105,7 @@ func (s *Server) compile(r *http.Request, opts compiler.Options) (*compiler.Resu
 	if limit <= 0 {
 		limit = DefaultCompileTimeout
 	}
-	var run compiler.Runner = compiler.InProcess{}
-	if s.opts.Compiler != nil {
-		run = s.opts.Compiler
-	}
-	return run.Compile(r.Context(), opts, limit)
+	return compiler.OrInProcess(s.opts.Compiler).Compile(r.Context(), opts, limit)
 }
 
 // breakingProblem is the 409 of a catalog update that would break live

@@ -255,7 +255,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 // agents the token serves, waiting while the server cannot be reached (an
 // executor may start before it). An agent the token does not serve is an
 // error: its batches would be refused.
-func session(ctx context.Context, remote *iexec.Remote, cfg Config, log *slog.Logger) (iexec.Session, error) {
+func session(ctx context.Context, remote *iexec.Remote, cfg Config, log *slog.Logger) (ledger.Session, error) {
 	wait := time.Second
 	for {
 		sess, err := remote.Session(ctx, cfg.Environment)

@@ -15,6 +15,14 @@ type Runner interface {
 	Compile(ctx context.Context, opts Options, limit time.Duration) (*Result, error)
 }
 
+// OrInProcess is r, or InProcess when r is nil.
+func OrInProcess(r Runner) Runner {
+	if r == nil {
+		return InProcess{}
+	}
+	return r
+}
+
 // LimitError is a compile stopped by its time or memory limit.
 type LimitError struct {
 	// Kind is "time" or "memory".

@@ -60,20 +60,9 @@ func NewRemote(serverURL, token string, tlsConfig *tls.Config) (*Remote, error) 
 		maxPost: remoteMaxPost}, nil
 }
 
-// Session is what the server tells an executor about its environment.
-type Session struct {
-	Environment struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	} `json:"environment"`
-	// Agents are the agents the token may serve; nil: every agent.
-	Agents       []string `json:"agents"`
-	OpenVersions []int64  `json:"open_versions"`
-}
-
 // Session reads the executor's session in env (an id or name).
-func (r *Remote) Session(ctx context.Context, env string) (Session, error) {
-	var s Session
+func (r *Remote) Session(ctx context.Context, env string) (ledger.Session, error) {
+	var s ledger.Session
 	err := r.do(ctx, http.MethodGet, envPath(env, "session"), nil, &s)
 	return s, err
 }

@@ -162,6 +162,20 @@ type ExecutorReport struct {
 	First bool `json:"first,omitempty"`
 }
 
+// Session is what the intend server tells an executor about the
+// environment it serves (GET .../executor/session).
+type Session struct {
+	Environment struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"environment"`
+	// Agents are the agents the caller may serve; null: every agent.
+	Agents []string `json:"agents"`
+	// OpenVersions are the versions that open deploy runs deploy: an
+	// executor's cache keeps values bound to a version while it is open.
+	OpenVersions []int64 `json:"open_versions"`
+}
+
 // Registry keeps executors' registrations and tells which versions are
 // still being deployed (an executor's cache keeps values bound to a
 // version only while it is).

@@ -289,13 +289,9 @@ func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v int
 		}
 		// The compile holds the model's resources, not the inventory's:
 		// live instances keep their sets.
-		members := membersOf(v)
-		kept, open, err := keepInstanceSets(ctx, tx, envID, v)
+		members, open, _, err := fullMembers(ctx, tx, envID, v)
 		if err != nil {
 			return err
-		}
-		for i := range kept {
-			members = append(members, member{id: kept[i].ID.String(), hash: kept[i].Hash, kept: &kept[i]})
 		}
 		same := last > 0 && len(open) == len(members)
 		for _, m := range members {

@@ -68,14 +68,20 @@ func (s *Store) exportPartial(ctx context.Context, envID string, partial intent.
 			members = append(members, member{id: r.ID.String(), hash: r.Hash(), r: r})
 		}
 		for i := range m.Kept {
-			k := &m.Kept[i]
-			members = append(members, member{id: k.ID.String(), hash: k.Hash, kept: k})
+			members = append(members, keptMember(&m.Kept[i]))
 		}
 		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
 		return err
 	})
 	return info, err
 }
+
+// selectStored reads membership rows as scanStored takes them; the caller
+// adds which rows.
+const selectStored = `select vr.resource_id, vr.hash, coalesce(vr.resource_set, ''), c.requires
+	from version_resources vr
+	join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
+	where vr.environment_id = $1::uuid and `
 
 // releasedVersion is the environment's released version (0: none). The
 // caller holds its row lock.
@@ -93,10 +99,7 @@ func releasedVersion(ctx context.Context, tx pgx.Tx, envID string) (int64, error
 // versionMembers reads version v's resources as openResources reads the
 // newest's.
 func versionMembers(ctx context.Context, tx pgx.Tx, envID string, v int64) ([]intent.StoredResource, error) {
-	rows, err := tx.Query(ctx, `select vr.resource_id, vr.hash, coalesce(vr.resource_set, ''), c.requires
-		from version_resources vr
-		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
-		where vr.environment_id = $1::uuid and vr.first_version <= $2 and (vr.last_version is null or vr.last_version > $2)`,
+	rows, err := tx.Query(ctx, selectStored+`vr.first_version <= $2 and (vr.last_version is null or vr.last_version > $2)`,
 		envID, v)
 	if err != nil {
 		return nil, err
@@ -110,10 +113,7 @@ func versionMembers(ctx context.Context, tx pgx.Tx, envID string, v int64) ([]in
 // resource id for writeVersion. Attributes are not read: kept resources
 // keep their stored content.
 func openResources(ctx context.Context, tx pgx.Tx, envID string) ([]intent.StoredResource, map[string][]byte, error) {
-	rows, err := tx.Query(ctx, `select vr.resource_id, vr.hash, coalesce(vr.resource_set, ''), c.requires
-		from version_resources vr
-		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
-		where vr.environment_id = $1::uuid and vr.last_version is null`, envID)
+	rows, err := tx.Query(ctx, selectStored+`vr.last_version is null`, envID)
 	if err != nil {
 		return nil, nil, err
 	}

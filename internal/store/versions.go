@@ -60,19 +60,35 @@ func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Versio
 		if err != nil {
 			return err
 		}
-		members := membersOf(v)
-		kept, open, err := keepInstanceSets(ctx, tx, envID, v)
+		members, open, kept, err := fullMembers(ctx, tx, envID, v)
 		if err != nil {
 			return err
 		}
-		for i := range kept {
-			members = append(members, member{id: kept[i].ID.String(), hash: kept[i].Hash, kept: &kept[i]})
-		}
 		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
-		info.KeptInstanceResources = len(kept)
+		info.KeptInstanceResources = kept
 		return err
 	})
 	return info, err
+}
+
+// fullMembers makes the members of a full export of v: v's resources and
+// the live instances' sets it does not hold (keepInstanceSets), with the
+// open rows' hashes and how many resources were kept.
+func fullMembers(ctx context.Context, tx pgx.Tx, envID string, v intent.Version) ([]member, map[string][]byte, int, error) {
+	members := membersOf(v)
+	kept, open, err := keepInstanceSets(ctx, tx, envID, v)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for i := range kept {
+		members = append(members, keptMember(&kept[i]))
+	}
+	return members, open, len(kept), nil
+}
+
+// keptMember is a stored resource kept as it is.
+func keptMember(k *intent.StoredResource) member {
+	return member{id: k.ID.String(), hash: k.Hash, kept: k}
 }
 
 // keepInstanceSets returns the resources of the newest version (base)

@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
@@ -219,7 +220,7 @@ type worker struct {
 	cmd     *exec.Cmd
 	enc     *json.Encoder
 	dec     *json.Decoder
-	stderr  *tail
+	stderr  *childproc.Tail
 	exited  chan struct{}
 	lastKey string
 
@@ -246,7 +247,8 @@ func (p *Pool) start() (*worker, error) {
 		}
 	}
 	// It dies with the server, and a kill takes whatever it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	childproc.DieWithParent(cmd.SysProcAttr)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -256,7 +258,7 @@ func (p *Pool) start() (*worker, error) {
 		return nil, err
 	}
 	w := &worker{cmd: cmd, enc: json.NewEncoder(in), dec: json.NewDecoder(bufio.NewReaderSize(out, 1<<16)),
-		stderr: &tail{max: 4096}, exited: make(chan struct{})}
+		stderr: &childproc.Tail{Max: 4096}, exited: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start a compile worker: %w", err)
@@ -425,27 +427,4 @@ func bytesText(n int64) string {
 		return fmt.Sprintf("%d GiB", n>>30)
 	}
 	return fmt.Sprintf("%d MiB", n>>20)
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
