@@ -609,15 +609,5 @@ func TestRollbackToAVersion(t *testing.T) {
 	if back.Version <= second.Version || back.Active["memory"] != 3.0 {
 		t.Errorf("after the rollback: %+v, want up with memory 3 at a newer version", back)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if got, _ := readFile(t, conf); got == "memory=3\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			got, _ := readFile(t, conf)
-			t.Fatalf("web.conf after the rollback = %q, want memory=3", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitContent(t, conf, "memory=3\n")
 }

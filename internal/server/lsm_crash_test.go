@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -91,28 +92,48 @@ func TestServerKilledDuringTransfers(t *testing.T) {
 	// The client repeats what was not answered, under the same keys.
 	ids := map[string]string{}
 	for i := range n {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			r, err := create(i)
-			if err == nil && r.status == http.StatusCreated {
-				inst := r.instance(t)
-				if inst.Version != 1 || inst.State != "start" || inst.Identity != letters(i) {
-					t.Errorf("create %d answered %+v, want version 1 at start", i, inst)
-				}
-				ids[letters(i)] = inst.ID
-				break
-			}
-			// 503: accepted, still being applied by the new server.
-			if err == nil && r.status != http.StatusServiceUnavailable {
-				t.Fatalf("create %d (answered before the kill: %v): %d %s", i, answered[i], r.status, r.body)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("create %d not answered 60 s after the restart: %v %+v\n%s", i, err, r, srv2.Out.String())
-			}
-			time.Sleep(100 * time.Millisecond)
+		inst := repeatCreate(t, func() (lsmReply, error) { return create(i) }, 60*time.Second, srv2.Out)
+		if inst.Version != 1 || inst.State != "start" || inst.Identity != letters(i) {
+			t.Errorf("create %d (answered before the kill: %v) answered %+v, want version 1 at start", i, answered[i], inst)
 		}
+		ids[letters(i)] = inst.ID
 	}
 
+	checkCreatedOnce(t, c, env, root, n, ids)
+	if err := lsmGet(t, c, env, inventory+"?limit=1000", &page); err != nil || len(page.Items) != n {
+		t.Errorf("%d instances in the inventory (%v), want %d", len(page.Items), err, n)
+	}
+}
+
+// repeatCreate repeats a create (under its Idempotency-Key) until it is
+// answered 201 and returns the instance; a 503 (accepted and still being
+// applied, or a dependency coming back) means "not yet", anything else,
+// or no answer within, fails the test (with out, the server's output).
+func repeatCreate(t *testing.T, create func() (lsmReply, error), within time.Duration, out fmt.Stringer) store.ServiceInstance {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		r, err := create()
+		if err == nil && r.status == http.StatusCreated {
+			return r.instance(t)
+		}
+		if err == nil && r.status != http.StatusServiceUnavailable {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create not answered within %v: %v %+v\n%s", within, err, r, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkCreatedOnce: each of the n instances letters(i) the creates made
+// (ids by name, as their creates answered) is up at version 4, its log
+// start → acknowledged → creating → up, its file (lsmFileModel under
+// root) deployed with memory 1+i%9: every create took effect exactly once.
+func checkCreatedOnce(t *testing.T, c *apiclient.Client, env, root string, n int, ids map[string]string) {
+	t.Helper()
+	const inventory = "/lsm/v1/service_inventory/vm"
 	for i := range n {
 		name := letters(i)
 		inst := waitState(t, c, env, name, "up", "rejected", "failed")
@@ -135,8 +156,5 @@ func TestServerKilledDuringTransfers(t *testing.T) {
 		if got, _ := readFile(t, filepath.Join(root, name+".conf")); got != fmt.Sprintf("memory=%d\n", 1+i%9) {
 			t.Errorf("%s.conf = %q", name, got)
 		}
-	}
-	if err := lsmGet(t, c, env, inventory+"?limit=1000", &page); err != nil || len(page.Items) != n {
-		t.Errorf("%d instances in the inventory (%v), want %d", len(page.Items), err, n)
 	}
 }

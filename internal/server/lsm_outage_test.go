@@ -17,7 +17,6 @@ import (
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/migrations"
 )
@@ -60,11 +59,12 @@ func ownPostgres(t *testing.T) (db string, stop, start func()) {
 		}
 }
 
-// ownTemporal runs a Temporal dev server of the test's own.
-func ownTemporal(t *testing.T) (addr, namespace string, stop, start func()) {
+// ownTemporal runs a Temporal dev server of the test's own; start runs it
+// again on the same database file (gone, if the test removed it) and port.
+func ownTemporal(t *testing.T) (addr, namespace, file string, stop, start func()) {
 	t.Helper()
 	ctx := context.Background()
-	file := filepath.Join(t.TempDir(), "temporal.db")
+	file = filepath.Join(t.TempDir(), "temporal.db")
 	ts, err := devtemporal.Start(ctx, devtemporal.Options{DBFile: file, UIPort: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func ownTemporal(t *testing.T) (addr, namespace string, stop, start func()) {
 	t.Cleanup(func() { _ = ts.Stop() })
 	addr = ts.HostPort()
 	port, _ := strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:])
-	return addr, ts.Namespace(), func() {
+	return addr, ts.Namespace(), file, func() {
 			if err := ts.Stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestOutagesDuringInstanceCreates(t *testing.T) {
 				_, o.temporalAddr, o.namespace = testenv.Temporal(t)
 			case "temporal":
 				o.db = testenv.Database(t)
-				o.temporalAddr, o.namespace, o.stop, o.start = ownTemporal(t)
+				o.temporalAddr, o.namespace, _, o.stop, o.start = ownTemporal(t)
 			}
 			instanceCreatesThrough(t, o)
 		})
@@ -150,31 +150,15 @@ func instanceCreatesThrough(t *testing.T, o outage) {
 
 	ids := map[string]string{}
 	for i := range n {
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			r, err := create(i)
-			if err == nil && r.status == http.StatusCreated {
-				// The instance the create made: its first response
-				// (version 1), or, when the outage lost the update after
-				// its transfers were written (the workflow took the
-				// instance up from PostgreSQL), the instance as it is.
-				inst := r.instance(t)
-				if inst.Identity != letters(i) || inst.Version < 1 {
-					t.Errorf("create %d answered %+v, want instance %s", i, inst, letters(i))
-				}
-				ids[letters(i)] = inst.ID
-				break
-			}
-			// 503: accepted and still being applied, or a dependency
-			// still coming back.
-			if err == nil && r.status != http.StatusServiceUnavailable {
-				t.Fatalf("create %d: %d %s", i, r.status, r.body)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("create %d not answered 90 s after the outage: %v %+v\n%s", i, err, r, srv.Out.String())
-			}
-			time.Sleep(100 * time.Millisecond)
+		// The instance the create made: its first response (version 1),
+		// or, when the outage lost the update after its transfers were
+		// written (the workflow took the instance up from PostgreSQL),
+		// the instance as it is.
+		inst := repeatCreate(t, func() (lsmReply, error) { return create(i) }, 90*time.Second, srv.Out)
+		if inst.Identity != letters(i) || inst.Version < 1 {
+			t.Errorf("create %d answered %+v, want instance %s", i, inst, letters(i))
 		}
+		ids[letters(i)] = inst.ID
 	}
 	// Diagnostics for a failure below: where the deploys stand.
 	defer func() {
@@ -186,29 +170,7 @@ func instanceCreatesThrough(t *testing.T, o outage) {
 		_ = c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/requests?limit=20", nil, &reqs)
 		t.Logf("runs: %v\nrequests: %v\nserver output:\n%s", runs, reqs, srv.Out.String())
 	}()
-	for i := range n {
-		name := letters(i)
-		inst := waitState(t, c, env, name, "up", "rejected", "failed")
-		if inst.ID != ids[name] || inst.Version != 4 {
-			t.Errorf("%s: %+v, want the id the create answered (%s) at version 4", name, inst, ids[name])
-		}
-		var log struct {
-			Items []store.InstanceLogEntry `json:"items"`
-		}
-		if err := lsmGet(t, c, env, inventory+"/"+name+"/log", &log); err != nil {
-			t.Fatal(err)
-		}
-		var path []string
-		for j := len(log.Items) - 1; j >= 0; j-- {
-			path = append(path, fmt.Sprintf("%d:%s", log.Items[j].Version, log.Items[j].State))
-		}
-		if got := strings.Join(path, " "); got != "1:start 2:acknowledged 3:creating 4:up" {
-			t.Errorf("%s's log: %s", name, got)
-		}
-		if got, _ := readFile(t, filepath.Join(root, name+".conf")); got != fmt.Sprintf("memory=%d\n", 1+i%9) {
-			t.Errorf("%s.conf = %q", name, got)
-		}
-	}
+	checkCreatedOnce(t, c, env, root, n, ids)
 }
 
 // TestInstancesRestartedAfterTemporalLosesItsStore: Temporal comes back
@@ -217,16 +179,8 @@ func instanceCreatesThrough(t *testing.T, o outage) {
 // its state; an update then goes through as it would have (issue 14,
 // A.4). Before, the instance answered 503 for ever.
 func TestInstancesRestartedAfterTemporalLosesItsStore(t *testing.T) {
-	ctx := context.Background()
-	file := filepath.Join(t.TempDir(), "temporal.db")
-	ts, err := devtemporal.Start(ctx, devtemporal.Options{DBFile: file, UIPort: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ts.Stop() })
-	addr := ts.HostPort()
-	port, _ := strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:])
-	c, _, _ := exectest.StartServer(t, server.Config{TemporalAddress: addr, TemporalNamespace: ts.Namespace(),
+	addr, namespace, file, stop, start := ownTemporal(t)
+	c, _, _ := exectest.StartServer(t, server.Config{TemporalAddress: addr, TemporalNamespace: namespace,
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, InstanceReconcileEvery: time.Second})
 	env := newEnv(t, c, "lsmlost", nil)
 	root := t.TempDir()
@@ -242,19 +196,13 @@ func TestInstancesRestartedAfterTemporalLosesItsStore(t *testing.T) {
 
 	// Temporal loses everything: stopped, its database removed, started
 	// again empty on the same port.
-	if err := ts.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	for _, f := range []string{file, file + "-wal", file + "-shm"} {
 		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
 	}
-	ts, err = devtemporal.Start(ctx, devtemporal.Options{DBFile: file, Port: port, UIPort: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ts.Stop() })
+	start()
 
 	// The update is taken once the instance's workflow runs again.
 	deadline := time.Now().Add(90 * time.Second)
@@ -270,15 +218,5 @@ func TestInstancesRestartedAfterTemporalLosesItsStore(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	waitState(t, c, env, "web", "up", "update_rejected", "update_failed")
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		got, _ := readFile(t, filepath.Join(root, "web.conf"))
-		if got == "memory=5\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("web.conf = %q after the update, want memory=5", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitContent(t, filepath.Join(root, "web.conf"), "memory=5\n")
 }

@@ -2,14 +2,11 @@ package server_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/testenv"
-	"github.com/intendhq/intend/migrations"
 )
 
 // pgOutage is how long TestPostgresOutageMidRun keeps PostgreSQL down: the
@@ -23,19 +20,7 @@ const pgOutage = 30 * time.Second
 // test's own: the shared one of testenv serves parallel tests.
 func TestPostgresOutageMidRun(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "pg")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
-	if err := pg.CreateDatabase(ctx, "intend", ""); err != nil {
-		t.Fatal(err)
-	}
-	db := pg.URL("intend")
-	if _, _, err := migrations.Apply(ctx, db, -1); err != nil {
-		t.Fatal(err)
-	}
+	db, stop, start := ownPostgres(t)
 
 	_, hostPort, namespace := testenv.Temporal(t)
 	addr := freeAddr(t)
@@ -49,16 +34,10 @@ func TestPostgresOutageMidRun(t *testing.T) {
 	files := t.TempDir()
 	reqID := exectest.Release(t, c, env, manyFiles(t, files, "localhost", n))
 	mid := waitMidRun(t, c, env, reqID)
-	if err := pg.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	t.Logf("stopped PostgreSQL at %d/%d for %s", mid.Deployed, mid.Total, pgOutage)
 	time.Sleep(pgOutage) // the outage itself: nothing to wait for
-	pg, err = pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "pg"), Port: pg.Port()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+	start()
 
 	run, err := c.WaitRequest(ctx, env, reqID, 5*time.Minute, nil)
 	if err != nil {

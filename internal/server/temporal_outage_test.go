@@ -2,15 +2,11 @@ package server_test
 
 import (
 	"context"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -27,39 +23,25 @@ const temporalOutage = 30 * time.Second
 // serves parallel tests.
 func TestTemporalOutageMidRun(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	start := func(port int) *devtemporal.Server {
-		ts, err := devtemporal.Start(ctx, devtemporal.Options{DBFile: filepath.Join(dir, "temporal.db"), Port: port, UIPort: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ts
-	}
-	ts := start(0)
-	t.Cleanup(func() { _ = ts.Stop() })
-	port, _ := strconv.Atoi(ts.HostPort()[strings.LastIndex(ts.HostPort(), ":")+1:])
-
+	temporalAddr, namespace, _, stop, start := ownTemporal(t)
 	db := testenv.Database(t)
 	addr := freeAddr(t)
-	srv := startProc(t, "server", "--listen", addr, "--database-url", db, "--temporal-address", ts.HostPort(),
-		"--temporal-namespace", ts.Namespace(), "--log-level", "warn")
+	srv := startProc(t, "server", "--listen", addr, "--database-url", db, "--temporal-address", temporalAddr,
+		"--temporal-namespace", namespace, "--log-level", "warn")
 	c := procClient(addr)
 	waitHealthy(t, c, srv)
 	env := newEnv(t, c, "tdown", map[string]any{"deploy_interval": 0, "autostart_agents": []string{}})
-	ex := startExecutor(t, c, "http://"+addr, env, []string{"remote"}, "--temporal-address", ts.HostPort(),
-		"--temporal-namespace", ts.Namespace(), "--log-level", "warn", "--concurrency", "2")
+	ex := startExecutor(t, c, "http://"+addr, env, []string{"remote"}, "--temporal-address", temporalAddr,
+		"--temporal-namespace", namespace, "--log-level", "warn", "--concurrency", "2")
 
 	const n = 3000
 	files := t.TempDir()
 	reqID := exectest.Release(t, c, env, manyFiles(t, files, "remote", n))
 	mid := waitMidRun(t, c, env, reqID)
-	if err := ts.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	t.Logf("stopped Temporal at %d/%d for %s", mid.Deployed, mid.Total, temporalOutage)
 	time.Sleep(temporalOutage) // the outage itself: nothing to wait for
-	ts = start(port)
-	t.Cleanup(func() { _ = ts.Stop() })
+	start()
 
 	run, err := c.WaitRequest(ctx, env, reqID, 5*time.Minute, nil)
 	if err != nil {

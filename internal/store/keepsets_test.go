@@ -12,6 +12,31 @@ import (
 	"github.com/intendhq/intend/internal/store"
 )
 
+// decode decodes a version document.
+func decode(t *testing.T, doc string) intent.Version {
+	t.Helper()
+	v, err := intent.DecodeBytes([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// versionIDs are the ids of a version's resources, sorted.
+func versionIDs(t *testing.T, st *store.Store, envID string, version int64) []string {
+	t.Helper()
+	rs, err := st.VersionResources(context.Background(), envID, version, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestFullExportKeepsLiveInstances: a full export made without the
 // service inventory (intend export of an unchanged model) keeps the
 // resource sets of live instances, drops those of deleted ones, takes a
@@ -37,55 +62,33 @@ func TestFullExportKeepsLiveInstances(t *testing.T) {
 		State: "terminated", Deleted: true, Event: json.RawMessage(`{"trigger": "delete"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	decode := func(doc string) intent.Version {
-		t.Helper()
-		v, err := intent.DecodeBytes([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	const shared = `{"id": "fs::File[h,path=/shared]", "attributes": {"path": "/shared"}}`
-	if _, err := st.ExportVersion(ctx, e.ID, decode(`{"resources": [`+shared+`]}`)); err != nil {
+	if _, err := st.ExportVersion(ctx, e.ID, decode(t, `{"resources": [`+shared+`]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ExportPartial(ctx, e.ID, decode(`{"resources": [
+	if _, err := st.ExportPartial(ctx, e.ID, decode(t, `{"resources": [
 		{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"}, "resource_set": "vm/`+a+`"},
 		{"id": "fs::File[h,path=/b]", "attributes": {"path": "/b"}, "resource_set": "vm/`+b+`"}]}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	ids := func(version int64) []string {
-		t.Helper()
-		rs, err := st.VersionResources(ctx, e.ID, version, "", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, r := range rs {
-			out = append(out, r.ID)
-		}
-		slices.Sort(out)
-		return out
-	}
-
 	// The unchanged model, exported whole: a's set stays, b's (deleted) goes.
-	info, err := st.ExportVersion(ctx, e.ID, decode(`{"resources": [`+shared+`]}`))
+	info, err := st.ExportVersion(ctx, e.ID, decode(t, `{"resources": [`+shared+`]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(ids(info.Version), " "); got != "fs::File[h,path=/a] fs::File[h,path=/shared]" ||
+	if got := strings.Join(versionIDs(t, st, e.ID, info.Version), " "); got != "fs::File[h,path=/a] fs::File[h,path=/shared]" ||
 		info.KeptInstanceResources != 1 || info.ChangedCount != 1 {
 		t.Errorf("full export: %s (%+v), want the shared file and a's kept, b's dropped", got, info)
 	}
 
 	// An export that holds a's set (compiled with the inventory) is taken
 	// as it is.
-	info, err = st.ExportVersion(ctx, e.ID, decode(`{"resources": [`+shared+`,
+	info, err = st.ExportVersion(ctx, e.ID, decode(t, `{"resources": [`+shared+`,
 		{"id": "fs::File[h,path=/a2]", "attributes": {"path": "/a2"}, "resource_set": "vm/`+a+`"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(ids(info.Version), " "); got != "fs::File[h,path=/a2] fs::File[h,path=/shared]" ||
+	if got := strings.Join(versionIDs(t, st, e.ID, info.Version), " "); got != "fs::File[h,path=/a2] fs::File[h,path=/shared]" ||
 		info.KeptInstanceResources != 0 {
 		t.Errorf("export with a's set: %s (%+v), want the export's own set", got, info)
 	}
@@ -101,43 +104,26 @@ func TestInstanceExportBuildsOnReleased(t *testing.T) {
 	st, _, _ := open(t)
 	e := newEnv(t, st)
 	ctx := context.Background()
-	decode := func(doc string) intent.Version {
-		t.Helper()
-		v, err := intent.DecodeBytes([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	released, err := st.ExportVersion(ctx, e.ID, decode(`{"resources": [{"id": "fs::File[h,path=/one]", "attributes": {"path": "/one"}}]}`))
+	released, err := st.ExportVersion(ctx, e.ID, decode(t, `{"resources": [{"id": "fs::File[h,path=/one]", "attributes": {"path": "/one"}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.ReleaseVersion(ctx, e.ID, released.Version); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ExportVersion(ctx, e.ID, decode(`{"resources": [{"id": "fs::File[h,path=/two]", "attributes": {"path": "/two"}}]}`)); err != nil {
+	if _, err := st.ExportVersion(ctx, e.ID, decode(t, `{"resources": [{"id": "fs::File[h,path=/two]", "attributes": {"path": "/two"}}]}`)); err != nil {
 		t.Fatal(err)
 	}
 	content, err := st.ResourceSetContent(ctx, e.ID, "vm/a")
 	if err != nil || content.BaseVersion != released.Version || content.LastVersion != released.Version+1 {
 		t.Errorf("set content = %+v, %v; want it read from the released version", content, err)
 	}
-	info, err := st.ExportInstanceSets(ctx, e.ID, decode(`{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"},
+	info, err := st.ExportInstanceSets(ctx, e.ID, decode(t, `{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"},
 		"resource_set": "vm/a"}]}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := st.VersionResources(ctx, e.ID, info.Version, "", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, r := range rs {
-		ids = append(ids, r.ID)
-	}
-	slices.Sort(ids)
-	if got := strings.Join(ids, " "); got != "fs::File[h,path=/a] fs::File[h,path=/one]" {
+	if got := strings.Join(versionIDs(t, st, e.ID, info.Version), " "); got != "fs::File[h,path=/a] fs::File[h,path=/one]" {
 		t.Errorf("the instance's version holds %s, want the released /one and the set's /a, not the unreleased /two", got)
 	}
 	// The developer's version is still there, to release or export again.
