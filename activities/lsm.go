@@ -126,9 +126,16 @@ func nullJSON(b json.RawMessage) json.RawMessage {
 // them); a successful validation returns the values the model computed
 // for this instance's (ReadOnly).
 func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanceInput) (workflows.ValidateInstanceResult, error) {
+	out, _, err := l.validate(ctx, in)
+	return out, err
+}
+
+// validate is ValidateInstance, which also returns the compile's result
+// when the validation succeeded.
+func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) (workflows.ValidateInstanceResult, *compiler.Result, error) {
 	entities, err := l.Store.ListEntities(ctx, in.EnvironmentID)
 	if err != nil {
-		return workflows.ValidateInstanceResult{}, classify(err)
+		return workflows.ValidateInstanceResult{}, nil, classify(err)
 	}
 	lifecycles := map[string]lsm.Lifecycle{}
 	specs := map[string][]lsm.AttributeSpec{}
@@ -138,7 +145,7 @@ func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanc
 	}
 	live, err := l.Store.LiveServiceInstances(ctx, in.EnvironmentID)
 	if err != nil {
-		return workflows.ValidateInstanceResult{}, classify(err)
+		return workflows.ValidateInstanceResult{}, nil, classify(err)
 	}
 	instances := map[string]map[string]json.RawMessage{}
 	add := func(entity, id string, attrs map[string]any) error {
@@ -183,7 +190,7 @@ func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanc
 			continue
 		}
 		if err := add(inst.Entity, inst.ID, attrs); err != nil {
-			return workflows.ValidateInstanceResult{}, err
+			return workflows.ValidateInstanceResult{}, nil, err
 		}
 	}
 	attrs := in.Attributes
@@ -191,11 +198,11 @@ func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanc
 		attrs = map[string]any{}
 	}
 	if err := add(in.Entity, in.InstanceID, attrs); err != nil {
-		return workflows.ValidateInstanceResult{}, err
+		return workflows.ValidateInstanceResult{}, nil, err
 	}
 	res, errs, err := l.compileModel(ctx, in.EnvironmentID, instances)
 	if err != nil {
-		return workflows.ValidateInstanceResult{}, err
+		return workflows.ValidateInstanceResult{}, nil, err
 	}
 	if len(errs) == 0 {
 		out := workflows.ValidateInstanceResult{OK: true}
@@ -205,13 +212,13 @@ func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanc
 				out.ReadOnly = lsm.ReadOnlyValues(specs[in.Entity], param)
 			}
 		}
-		return out, nil
+		return out, res, nil
 	}
 	out, err := json.Marshal(errs)
 	if err != nil {
-		return workflows.ValidateInstanceResult{}, err
+		return workflows.ValidateInstanceResult{}, nil, err
 	}
-	return workflows.ValidateInstanceResult{OK: !ownsAny(errs, in.Entity, in.InstanceID), Errors: out}, nil
+	return workflows.ValidateInstanceResult{OK: !ownsAny(errs, in.Entity, in.InstanceID), Errors: out}, nil, nil
 }
 
 // instanceLabel is how the compiler names a service instance in its errors.
@@ -524,5 +531,74 @@ func (l *LSM) NotifyModelChanged(ctx context.Context, in workflows.ModelChangedI
 	}
 	l.log().Info("service instances told of a new model source", "environment", in.EnvironmentName,
 		"model", in.Hash, "instances", out.Signalled)
+	return out, nil
+}
+
+// InstancePreview is what PreviewInstance found: the validation of the
+// proposed attributes and, when it passed, the resources the instance's
+// export would hold with them.
+type InstancePreview struct {
+	Validation workflows.ValidateInstanceResult
+	// Resources are the instance's set as its export would make it
+	// (Validation.OK only).
+	Resources []intent.Resource
+	// RenderErrors are the errors of rendering the set after a passed
+	// validation (the export would fail with them).
+	RenderErrors json.RawMessage
+}
+
+// PreviewInstance validates attrs, an instance's proposed attribute set
+// (its r attributes left out: the model computes them), exactly as the
+// validation of an update would (ValidateInstance), and renders the
+// instance's resources from them as its export would (ExportInstance's
+// compile: the instance alone), changing nothing. It serves the
+// instance's dry-run; it runs in the API request, its compiles bounded by
+// the Runner like every other.
+func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (InstancePreview, error) {
+	var out InstancePreview
+	v, _, err := l.validate(ctx, workflows.ValidateInstanceInput{
+		EnvironmentID: envID, Entity: entity, InstanceID: instanceID, Attributes: attrs,
+	})
+	if err != nil {
+		return out, err
+	}
+	out.Validation = v
+	if !v.OK {
+		return out, nil
+	}
+	raw, err := json.Marshal(attrs)
+	if err != nil {
+		return out, err
+	}
+	res, errs, err := l.compileModel(ctx, envID, map[string]map[string]json.RawMessage{entity: {instanceID: raw}})
+	if err != nil {
+		return out, err
+	}
+	render := func(errs compiler.Errors) (InstancePreview, error) {
+		b, err := json.Marshal(errs)
+		out.RenderErrors = b
+		return out, err
+	}
+	if len(errs) > 0 {
+		return render(errs)
+	}
+	set := instanceSet(entity, instanceID)
+	doc := struct {
+		Resources []compiler.Resource `json:"resources"`
+	}{Resources: []compiler.Resource{}}
+	for _, r := range res.Resources {
+		if r.ResourceSet == set {
+			doc.Resources = append(doc.Resources, r)
+		}
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return out, err
+	}
+	partial, _, err := intent.DecodePartial(body)
+	if err != nil {
+		return render(compiler.Errors{{Message: "the instance's resources are invalid: " + err.Error()}})
+	}
+	out.Resources = partial.Resources
 	return out, nil
 }

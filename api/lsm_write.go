@@ -268,11 +268,7 @@ func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) 
 	case RejectIllegal:
 		return illegalProblem(req, rej.State, rej.Allowed)
 	case RejectInvalid:
-		errs := make([]FieldError, 0, len(rej.Problems))
-		for _, pr := range rej.Problems {
-			errs = append(errs, FieldError{Field: "/attributes/" + escapePointer(pr.Attribute), Detail: pr.String()})
-		}
-		return Validation(rej.Message, errs...)
+		return attributeProblems(rej.Message, rej.Problems)
 	case RejectBusy:
 		w.Header().Set("Retry-After", "1")
 		return Conflict("%s", rej.Message)
@@ -282,6 +278,16 @@ func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) 
 		return NotFound("%s", rej.Message)
 	}
 	return rej
+}
+
+// attributeProblems is the 422 of attributes a request may not send,
+// each named by its pointer.
+func attributeProblems(msg string, problems []lsm.AttributeProblem) *Problem {
+	errs := make([]FieldError, 0, len(problems))
+	for _, pr := range problems {
+		errs = append(errs, FieldError{Field: "/attributes/" + escapePointer(pr.Attribute), Detail: pr.String()})
+	}
+	return Validation(msg, errs...)
 }
 
 // illegalProblem is the 409 of a request the state has no transfer for:

@@ -115,6 +115,7 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.update", operator, s.updateInstance))
 		r.Method(http.MethodDelete, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.delete", operator, s.deleteInstance))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/rollback", s.inLSMEnv("lsm.instance.rollback", operator, s.rollbackInstance))
+		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/dryrun", s.inLSMEnv("lsm.instance.dryrun", operator, s.dryrunInstance))
 		r.Method(http.MethodPost, "/services/{entity}/{id}/state", s.inLSMEnv("lsm.instance.set_state", operator, s.setInstanceState))
 	})
 	r.Route("/lsm/v2", func(r chi.Router) {

@@ -44,6 +44,9 @@ type Options struct {
 	// LSM sends the service inventory's writes to the lifecycle engine;
 	// without it they answer 503.
 	LSM LSMEngine
+	// LSMPreview serves the service instances' dry-runs; without it they
+	// answer 503.
+	LSMPreview LSMPreviewer
 	// Compiles wakes compile queues; without it, a requested compile
 	// waits for the reconciler.
 	Compiles Compiles

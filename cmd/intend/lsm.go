@@ -37,6 +37,7 @@ entity's lifecycle.
   intend lsm resources vm web        its resources and their deploy state
   intend lsm create vm --attr name=web --wait up
   intend lsm update vm web --attr memory=8 --wait up
+  intend lsm dryrun vm web --attr memory=8   what the update would change
   intend lsm set-state vm web creating
   intend lsm delete vm web --wait terminated
 
@@ -46,7 +47,8 @@ entity's lifecycle.
 	s := g.clientFlags(cmd)
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
-		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s))
+		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
+		lsmDryrunCommand(s))
 	return cmd
 }
 

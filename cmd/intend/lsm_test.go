@@ -178,6 +178,17 @@ services: vm: #VM
 	if b, _ := os.ReadFile(conf); string(b) != "memory=2\n" {
 		t.Errorf("after the rollback: %q", b)
 	}
+	// What an update to memory 9 would do, without doing it.
+	out = ok(t, vars, "lsm", "dryrun", "vm", "web", "--attr", "memory=9")
+	for _, want := range []string{"validation: ok", "1 modified", `content: "memory=2\n" → "memory=9\n"`, "on the targets:", "1 modified"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lsm dryrun: no %q in\n%s", want, out)
+		}
+	}
+	if b, _ := os.ReadFile(conf); string(b) != "memory=2\n" {
+		t.Errorf("after the dry-run: %q", b)
+	}
+	fails(t, vars, exitFailed, []string{"422", "/attributes/name"}, "lsm", "dryrun", "vm", "web", "--attr", "name=other")
 	fails(t, vars, exitUsage, []string{"VERSION"}, "lsm", "rollback", "vm", "web", "four")
 	fails(t, vars, exitFailed, []string{"422", "/to_version"}, "lsm", "rollback", "vm", "web", "99")
 	fails(t, vars, exitFailed, []string{"409", "on_update"}, "lsm", "set-state", "vm", "web", "creating")

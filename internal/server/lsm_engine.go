@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/intendhq/intend/activities"
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -232,4 +233,17 @@ func (e *lsmEngine) startModelChanged(ctx context.Context, env store.Environment
 		return fmt.Errorf("start %s: %w", workflows.ModelChangedWorkflowID(env.Name, hash), err)
 	}
 	return nil
+}
+
+// lsmPreviewer serves the instances' dry-runs with the lifecycle engine's
+// own validation and rendering (activities.LSM.PreviewInstance).
+type lsmPreviewer struct{ l *activities.LSM }
+
+func (p lsmPreviewer) PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (api.LSMPreview, error) {
+	pv, err := p.l.PreviewInstance(ctx, envID, entity, instanceID, attrs)
+	if err != nil {
+		return api.LSMPreview{}, err
+	}
+	return api.LSMPreview{OK: pv.Validation.OK, Errors: pv.Validation.Errors, ReadOnly: pv.Validation.ReadOnly,
+		Resources: pv.Resources, RenderErrors: pv.RenderErrors}, nil
 }

@@ -236,7 +236,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.registerCompiles(s.worker)
 	// The lifecycle engine: one workflow per service instance.
 	workflows.RegisterServiceInstance(s.worker)
-	(&activities.LSM{Store: st, Log: log, Cache: compiler.NewCache(lsmCacheResources),
+	lsmActs := &activities.LSM{Store: st, Log: log, Cache: compiler.NewCache(lsmCacheResources),
 		Runner: s.compiles, CompileTimeout: cfg.CompileTimeout,
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
 			return s.Wake(ctx, env, reason, true, false)
@@ -248,7 +248,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			}
 			return err
 		},
-	}).Register(s.worker)
+	}
+	lsmActs.Register(s.worker)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
@@ -271,7 +272,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
-		LSM: s.lsm, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
+		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,

@@ -124,6 +124,21 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 				where rs.environment_id = $1::uuid and rs.first_version <= $%[1]d
 				  and (rs.last_version is null or rs.last_version > $%[1]d) and %[2]s
 				order by rs.resource_id`, len(args), cond)
+			overlay, err := hasDryrunResources(ctx, tx, envID, run)
+			if err != nil {
+				return err
+			}
+			if overlay {
+				// An instance's dry-run: the resources it lists, not
+				// the version's.
+				args[len(args)-1] = run
+				q = fmt.Sprintf(`select rs.resource_id, rs.agent, rs.hash, c.requires, pg_column_size(c.attributes), c.undefined,
+					       'dryrun'
+					from dryrun_resources rs
+					join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.hash
+					where rs.environment_id = $1::uuid and rs.run = $%d and %s
+					order by rs.resource_id`, len(args), cond)
+			}
 		}
 		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {

@@ -23,18 +23,8 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 		if err != nil {
 			return err
 		}
-		// At most MaxActiveDryruns at once per environment, on every
-		// replica: the environment's row lock orders the counting. One
-		// stuck in pending (its workflow never started) stops counting
-		// after an hour.
-		var active int
-		if err := tx.QueryRow(ctx, `select count(*) from deploy_runs
-			where environment_id = $1::uuid and action = 'dryrun' and status in ('pending', 'running')
-			  and requested_at > now() - interval '1 hour'`, envID).Scan(&active); err != nil {
+		if err := dryrunSlot(ctx, tx, e); err != nil {
 			return err
-		}
-		if active >= MaxActiveDryruns {
-			return fmt.Errorf("environment %s runs %d dry-runs already, the most it runs at once: %w", e.Name, active, ErrBusy)
 		}
 		if version == 0 {
 			if e.ReleasedVersion == nil {
@@ -60,6 +50,23 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 		return err
 	})
 	return run, err
+}
+
+// dryrunSlot refuses another dry-run (ErrBusy) when the environment runs
+// MaxActiveDryruns at once, on every replica: the caller holds the
+// environment's row lock, which orders the counting. One stuck in pending
+// (its workflow never started) stops counting after an hour.
+func dryrunSlot(ctx context.Context, tx pgx.Tx, e Environment) error {
+	var active int
+	if err := tx.QueryRow(ctx, `select count(*) from deploy_runs
+		where environment_id = $1::uuid and action = 'dryrun' and status in ('pending', 'running')
+		  and requested_at > now() - interval '1 hour'`, e.ID).Scan(&active); err != nil {
+		return err
+	}
+	if active >= MaxActiveDryruns {
+		return fmt.Errorf("environment %s runs %d dry-runs already, the most it runs at once: %w", e.Name, active, ErrBusy)
+	}
+	return nil
 }
 
 // FailRun marks a run that could not start as failed.

@@ -82,6 +82,15 @@ func (s *Store) PruneVersions(ctx context.Context, envID string, keep int) (int,
 			return fmt.Errorf("delete memberships: %w", err)
 		}
 
+		// An instance dry-run's resources are its plan's business until
+		// the run ends; its batches keep their contents after that.
+		if _, err := tx.Exec(ctx, `delete from dryrun_resources o
+			where o.environment_id = $1::uuid and not exists (select 1 from deploy_runs r
+			      where r.environment_id = o.environment_id and r.run = o.run and r.status in ('pending', 'running'))`,
+			envID); err != nil {
+			return fmt.Errorf("delete finished dry-runs' resources: %w", err)
+		}
+
 		// A sweep of all the environment's contents rather than only those
 		// of the rows just deleted: contents kept earlier for a deployed
 		// hash or a batch that has since moved on go too. Each test is an
@@ -96,7 +105,9 @@ func (s *Store) PruneVersions(ctx context.Context, envID string, keep int) (int,
 			  and not exists (select 1 from resource_state rs
 			      where rs.environment_id = c.environment_id and rs.deployed_hash = c.hash)
 			  and not exists (select 1 from deploy_batches b cross join lateral unnest(b.hashes) as u(hash)
-			      where b.environment_id = c.environment_id and u.hash = c.hash)`, envID); err != nil {
+			      where b.environment_id = c.environment_id and u.hash = c.hash)
+			  and not exists (select 1 from dryrun_resources o
+			      where o.environment_id = c.environment_id and o.hash = c.hash)`, envID); err != nil {
 			return fmt.Errorf("delete contents: %w", err)
 		}
 		return nil

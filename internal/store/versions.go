@@ -226,14 +226,8 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 			closeIDs = append(closeIDs, m.id)
 		}
 		r := m.r
-		req := make([]string, len(r.Requires))
-		for i, q := range r.Requires {
-			req[i] = q.String()
-		}
-		set := setColumn(r.ResourceSet)
-		contents = append(contents, []any{m.hash[:], m.id, string(r.CanonicalAttributes()), req,
-			r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly, r.Undefined, set})
-		rows = append(rows, []any{envID, m.id, next, m.hash[:], r.ID.Type, r.ID.Agent, set})
+		contents = append(contents, contentRow(r, m.hash[:]))
+		rows = append(rows, []any{envID, m.id, next, m.hash[:], r.ID.Type, r.ID.Agent, setColumn(r.ResourceSet)})
 	}
 	for id := range open {
 		if _, ok := seen[id]; !ok {
@@ -241,27 +235,8 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 		}
 	}
 
-	if len(contents) > 0 {
-		if _, err := tx.Exec(ctx, `create temp table tmp_contents (
-			hash bytea, resource_id text, attributes text, requires text[],
-			purged bool, send_event bool, receive_events bool, report_only bool, undefined bool,
-			resource_set text) on commit drop`); err != nil {
-			return VersionInfo{}, err
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tmp_contents"},
-			[]string{"hash", "resource_id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only",
-				"undefined", "resource_set"},
-			pgx.CopyFromRows(contents)); err != nil {
-			return VersionInfo{}, fmt.Errorf("copy contents: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `insert into resource_contents
-			(environment_id, hash, resource_id, attributes, requires, purged, send_event, receive_events, report_only,
-			 undefined, resource_set)
-			select $1::uuid, hash, resource_id, attributes::jsonb, requires, purged, send_event, receive_events, report_only,
-			       undefined, resource_set
-			from tmp_contents on conflict do nothing`, envID); err != nil {
-			return VersionInfo{}, fmt.Errorf("insert contents: %w", err)
-		}
+	if err := insertContents(ctx, tx, envID, contents); err != nil {
+		return VersionInfo{}, err
 	}
 	if len(closeIDs) > 0 {
 		if _, err := tx.Exec(ctx, `update version_resources set last_version = $2
@@ -290,6 +265,45 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 		return VersionInfo{}, err
 	}
 	return info, nil
+}
+
+// contentRow is r's row for insertContents, its intent hash given.
+func contentRow(r *intent.Resource, hash []byte) []any {
+	req := make([]string, len(r.Requires))
+	for i, q := range r.Requires {
+		req[i] = q.String()
+	}
+	return []any{hash, r.ID.String(), string(r.CanonicalAttributes()), req,
+		r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly, r.Undefined, setColumn(r.ResourceSet)}
+}
+
+// insertContents stores contents (contentRow rows) that are not stored
+// yet, in one COPY through a temporary table.
+func insertContents(ctx context.Context, tx pgx.Tx, envID string, contents [][]any) error {
+	if len(contents) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `create temp table tmp_contents (
+		hash bytea, resource_id text, attributes text, requires text[],
+		purged bool, send_event bool, receive_events bool, report_only bool, undefined bool,
+		resource_set text) on commit drop`); err != nil {
+		return err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tmp_contents"},
+		[]string{"hash", "resource_id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only",
+			"undefined", "resource_set"},
+		pgx.CopyFromRows(contents)); err != nil {
+		return fmt.Errorf("copy contents: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `insert into resource_contents
+		(environment_id, hash, resource_id, attributes, requires, purged, send_event, receive_events, report_only,
+		 undefined, resource_set)
+		select $1::uuid, hash, resource_id, attributes::jsonb, requires, purged, send_event, receive_events, report_only,
+		       undefined, resource_set
+		from tmp_contents on conflict do nothing`, envID); err != nil {
+		return fmt.Errorf("insert contents: %w", err)
+	}
+	return nil
 }
 
 // setColumn is the resource_set column's value: null for the shared set.
