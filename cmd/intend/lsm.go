@@ -39,6 +39,7 @@ entity's lifecycle.
   intend lsm update vm web --attr memory=8 --wait up
   intend lsm set-state vm web creating
   intend lsm delete vm web --wait terminated
+  intend lsm callback add https://hooks.example.com/intend --entity vm
 
 ` + clientSettingsHelp,
 	}
@@ -46,7 +47,8 @@ entity's lifecycle.
 	s := g.clientFlags(cmd)
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
-		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s))
+		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
+		lsmCallbackCommand(s))
 	return cmd
 }
 
