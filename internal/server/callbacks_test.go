@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -523,5 +524,67 @@ func TestCallbackRegistration(t *testing.T) {
 	}
 	if cbs := listCallbacks(t, c, env); len(cbs) != 0 {
 		t.Fatalf("after delete: %+v", cbs)
+	}
+}
+
+// TestCallbackGivesUp: a receiver that always refuses gets each event a
+// bounded number of times; the events are then dead, shown by the API
+// with their last error, and the instance's next events go on (in
+// order). The server sends callbacks to --lsm-callback-hosts only.
+func TestCallbackGivesUp(t *testing.T) {
+	c, _, _ := exectest.StartServer(t, server.Config{
+		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
+		Callbacks: server.CallbackOptions{Timeout: time.Second, MinBackoff: 50 * time.Millisecond,
+			MaxBackoff: 100 * time.Millisecond, MaxAttempts: 2, AllowedHosts: []string{"127.0.0.1"}},
+	})
+	env := newEnv(t, c, "cbdead", nil)
+	if err := uploadModel(t, c, env, callbackModel(t.TempDir())); err != nil {
+		t.Fatal(err)
+	}
+	// Only the allowed hosts.
+	r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/callbacks", "", map[string]any{"url": "http://localhost:1/"})
+	if r.status != http.StatusUnprocessableEntity || !hasFieldError(r.problem(t), "/url", "lsm-callback-hosts") {
+		t.Errorf("a host not allowed: %d %s", r.status, r.body)
+	}
+	rcv := newReceiver(t)
+	rcv.mu.Lock()
+	rcv.fail = 1 << 30
+	rcv.mu.Unlock()
+	r = lsmDo(t, c, env, http.MethodPost, "/lsm/v1/callbacks", "", map[string]any{"url": rcv.url("/down")})
+	var cb api.CreatedCallback
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &cb) != nil {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	rcv.mu.Lock()
+	rcv.secrets["/down"] = cb.Secret
+	rcv.mu.Unlock()
+	r = lsmDo(t, c, env, http.MethodPost, "/lsm/v1/service_inventory/db", "", map[string]any{"attributes": map[string]any{"name": "main"}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id := r.instance(t).ID
+	var view api.CallbackView
+	waitFor(t, 60*time.Second, func() (bool, string) {
+		view = api.CallbackView{}
+		err := lsmGet(t, c, env, "/lsm/v1/callbacks/"+cb.ID, &view)
+		return err == nil && view.Stats.Dead == 4 && view.Stats.Pending == 0, fmt.Sprintf("%+v, %v", view, err)
+	})
+	if len(view.DeadEvents) != 4 || view.Stats.Delivered != 0 || !strings.HasPrefix(view.Stats.LastError, "HTTP 500: not now") {
+		t.Errorf("callback %+v", view)
+	}
+	for _, e := range view.DeadEvents {
+		if e.Attempts != 2 || e.LastStatus == nil || *e.LastStatus != 500 || e.InstanceID != id {
+			t.Errorf("dead event %+v", e)
+		}
+	}
+	// Two attempts each, in version order.
+	got := rcv.deliveries()
+	if len(got) != 8 {
+		t.Fatalf("%d deliveries, want 8", len(got))
+	}
+	for i, d := range got {
+		if d.verified != nil || d.event.Version != int64(i/2+1) || d.attempt != strconv.Itoa(i%2+1) {
+			t.Errorf("delivery %d: version %d attempt %s: %v", i, d.event.Version, d.attempt, d.verified)
+		}
 	}
 }
