@@ -201,8 +201,12 @@ func (d *dispatcher) deliver(ctx context.Context, ev store.CallbackDelivery) {
 		return
 	}
 	if ctx.Err() != nil {
-		// Stopping: the claim expires and another dispatcher (or this
-		// one, restarted) tries again; not the receiver's failure.
+		// Stopping: give the claim back, due at once, so that another
+		// dispatcher (or this one, restarted) need not wait for it to
+		// expire. The attempt counts; the receiver may have the event.
+		if err := d.store.CallbackFailed(rec, ev, 0, "intend server stopped during the delivery", time.Now(), false); err != nil {
+			log.Warn("callbacks: give back a claim (it expires instead)", "error", err)
+		}
 		return
 	}
 	dead := refused || time.Since(ev.CreatedAt) >= d.opts.MaxAge || (d.opts.MaxAttempts > 0 && ev.Attempts >= d.opts.MaxAttempts)

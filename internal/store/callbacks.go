@@ -215,8 +215,7 @@ func logTransfer(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange
 		with log as (
 			insert into service_instance_log (environment_id, instance_id, version, state,
 				candidate_attributes, active_attributes, rollback_attributes, event, errors)
-			values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9)
-			returning event, created_at),
+			values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9)),
 		outbox as (
 			insert into lsm_callback_events (callback_id, instance_id, version, event_id, payload)
 			select c.id, $2::uuid, $3, md5($1::text || '/' || $2::text || '/' || $3::text)::uuid,
@@ -228,14 +227,14 @@ func logTransfer(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange
 					'instance_id', $2::uuid,
 					'identity', $11::text,
 					'version', $3::bigint,
-					'source_state', log.event->>'source',
+					'source_state', $8::jsonb->>'source',
 					'target_state', $4::text,
-					'trigger', log.event->>'trigger',
-					'error', coalesce((log.event->>'error')::boolean, false),
-					'operations', coalesce(log.event->'operations', '[]'::jsonb),
-					'actor', coalesce(nullif(log.event->>'actor', ''), '`+SystemActor+`'),
-					'time', log.created_at)
-			from lsm_callbacks c, log
+					'trigger', $8::jsonb->>'trigger',
+					'error', coalesce(($8::jsonb->>'error')::boolean, false),
+					'operations', coalesce($8::jsonb->'operations', '[]'::jsonb),
+					'actor', coalesce(nullif($8::jsonb->>'actor', ''), '`+SystemActor+`'),
+					'time', now())
+			from lsm_callbacks c
 			where c.environment_id = $1::uuid and (c.entity is null or c.entity = $10::text)
 			returning 1)
 		select pg_notify('`+CallbackChannel+`', $1::text) where exists (select 1 from outbox)`,
