@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
@@ -40,4 +41,27 @@ func TestCheckCallbackURL(t *testing.T) {
 			t.Errorf("%s: %q with %v: %v", tc.why, tc.url, tc.allowed, err)
 		}
 	}
+}
+
+// FuzzCheckCallbackURL: the check never panics, and what it accepts is
+// an absolute http(s) URL with a host and without credentials or
+// fragment, which an allow-list of one other host refuses.
+func FuzzCheckCallbackURL(f *testing.F) {
+	for _, s := range []string{"https://hooks.example.com/x?y=1", "http://[::1]:80/", "https://u:p@h/", "http://h/#f",
+		"file:///etc/passwd", "http://%zz/", "HTTP://H.EXAMPLE.COM./"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if api.CheckCallbackURL(raw, nil) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil ||
+			strings.Contains(raw, "#") || len(raw) > 2048 {
+			t.Fatalf("accepted %q: %+v, %v", raw, u, err)
+		}
+		if strings.ToLower(strings.TrimSuffix(u.Hostname(), ".")) != "only.example.org" && api.CheckCallbackURL(raw, []string{"only.example.org"}) == nil {
+			t.Fatalf("accepted %q for only.example.org", raw)
+		}
+	})
 }

@@ -107,9 +107,17 @@ services: vm: #VM
 	fails(t, vars, 1, []string{"404"}, "lsm", "callback", "delete", id)
 }
 
-// TestCallbackHostsFlag: --lsm-callback-hosts takes host names only.
+// TestCallbackHostsFlag: --lsm-callback-hosts takes host names only;
+// the callback commands have help.
 func TestCallbackHostsFlag(t *testing.T) {
 	t.Parallel()
+	for _, cmd := range [][]string{{"lsm", "callback"}, {"lsm", "callback", "add"}, {"lsm", "callback", "list"},
+		{"lsm", "callback", "show"}, {"lsm", "callback", "delete"}} {
+		out, err := runCmd(t, append(cmd, "--help")...)
+		if err != nil || !strings.Contains(out, "Usage:") || !strings.Contains(out, "callback") {
+			t.Errorf("intend %v --help: %v\n%s", cmd, err, out)
+		}
+	}
 	for _, bad := range []string{"https://hooks.example.com", "hooks.example.com/x", "user@host"} {
 		_, err := runCmd(t, "server", "--lsm-callback-hosts", bad)
 		if err == nil || !strings.Contains(err.Error(), "--lsm-callback-hosts") || exitCode(err) != exitUsage {
