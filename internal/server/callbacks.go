@@ -121,9 +121,20 @@ func (d *dispatcher) run(ctx context.Context) {
 	defer poll.Stop()
 	for {
 		if free := cap(slots) - len(slots); free > 0 {
-			batch, err := d.store.ClaimCallbackEvents(ctx, free, d.opts.Timeout+leaseMargin)
-			if err != nil && ctx.Err() == nil {
+			// A claim that commits while ctx ends would hold its
+			// events until their leases expire: claim regardless, and
+			// give them back when stopping.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			batch, err := d.store.ClaimCallbackEvents(cctx, free, d.opts.Timeout+leaseMargin)
+			cancel()
+			if err != nil {
 				d.log.Warn("callbacks: claim events", "error", err)
+			}
+			if ctx.Err() != nil {
+				for _, ev := range batch {
+					d.giveBack(ev, "intend server stopped before the delivery")
+				}
+				return
 			}
 			for _, ev := range batch {
 				slots <- struct{}{}
@@ -163,7 +174,8 @@ func (d *dispatcher) listen(ctx context.Context) {
 	}
 }
 
-// prune deletes delivered and dead events past their retention.
+// prune deletes delivered and dead events past their retention, and
+// makes due parked events that nothing released (a safety net).
 func (d *dispatcher) prune(ctx context.Context) {
 	t := time.NewTicker(callbackPruneEvery)
 	defer t.Stop()
@@ -174,6 +186,14 @@ func (d *dispatcher) prune(ctx context.Context) {
 			d.log.Warn("callbacks: prune events", "error", err)
 		case n > 0:
 			d.log.Info("callbacks: pruned events", "deleted", n)
+		}
+		n, err = d.store.UnparkCallbackEvents(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.log.Warn("callbacks: look for parked events", "error", err)
+		case n > 0:
+			d.log.Warn("callbacks: made parked events due that nothing released", "events", n)
+			d.nudge()
 		}
 		select {
 		case <-ctx.Done():
@@ -201,12 +221,8 @@ func (d *dispatcher) deliver(ctx context.Context, ev store.CallbackDelivery) {
 		return
 	}
 	if ctx.Err() != nil {
-		// Stopping: give the claim back, due at once, so that another
-		// dispatcher (or this one, restarted) need not wait for it to
-		// expire. The attempt counts; the receiver may have the event.
-		if err := d.store.CallbackFailed(rec, ev, 0, "intend server stopped during the delivery", time.Now(), false); err != nil {
-			log.Warn("callbacks: give back a claim (it expires instead)", "error", err)
-		}
+		// Stopping: not the receiver's failure.
+		d.giveBack(ev, "intend server stopped during the delivery")
 		return
 	}
 	dead := refused || time.Since(ev.CreatedAt) >= d.opts.MaxAge || (d.opts.MaxAttempts > 0 && ev.Attempts >= d.opts.MaxAttempts)
@@ -218,6 +234,17 @@ func (d *dispatcher) deliver(ctx context.Context, ev store.CallbackDelivery) {
 	}
 	if err := d.store.CallbackFailed(rec, ev, status, err.Error(), next, dead); err != nil {
 		log.Warn("callbacks: record a failed delivery", "error", err)
+	}
+}
+
+// giveBack releases a claim, due at once, so that another dispatcher
+// (or this one, restarted) need not wait for its lease to expire. The
+// attempt counts: the receiver may have the event.
+func (d *dispatcher) giveBack(ev store.CallbackDelivery, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := d.store.CallbackFailed(ctx, ev, 0, why, time.Now(), false); err != nil {
+		d.log.Warn("callbacks: give back a claim (it expires instead)", "event_id", ev.EventID, "error", err)
 	}
 }
 

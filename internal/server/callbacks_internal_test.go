@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -97,7 +98,7 @@ func TestDispatchersShareTheOutbox(t *testing.T) {
 	}
 	defer func() { stops[1](); wg.Wait() }()
 
-	const instances, versions = 6, 6
+	const instances, versions = 8, 8
 	id := func(n int) string { return fmt.Sprintf("%08x-0000-4000-8000-000000000000", n) }
 	write := func(n int, v int64) {
 		state := fmt.Sprintf("s%d", v)
@@ -110,6 +111,10 @@ func TestDispatchersShareTheOutbox(t *testing.T) {
 	for n := range instances {
 		writers.Go(func() {
 			for v := int64(1); v <= versions; v++ {
+				// Transfers land while earlier ones are being
+				// delivered: the next version is written as the
+				// previous completes (see store.releaseNext).
+				time.Sleep(time.Duration(rand.N(25)) * time.Millisecond)
 				write(n, v)
 				if n == 0 && v == 3 {
 					// A dispatcher that died holding a claim: the
@@ -133,8 +138,10 @@ func TestDispatchersShareTheOutbox(t *testing.T) {
 	stops[0]()
 	writers.Wait()
 
+	// Within 20 s: a claim the stopped dispatcher kept, or an event
+	// parked and never released, would wait 31 s (a lease) or forever.
 	want := instances * versions
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		cbs, err := st.ListCallbacks(ctx, e.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +149,7 @@ func TestDispatchersShareTheOutbox(t *testing.T) {
 		if s := cbs[0].Stats; s.Delivered == want && s.Pending == 0 {
 			break
 		} else if time.Now().After(deadline) {
-			t.Fatalf("after 60 s: %+v", s)
+			t.Fatalf("after 20 s: %+v", s)
 		}
 	}
 	mu.Lock()

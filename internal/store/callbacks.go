@@ -217,8 +217,12 @@ func logTransfer(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange
 				candidate_attributes, active_attributes, rollback_attributes, event, errors)
 			values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9)),
 		outbox as (
-			insert into lsm_callback_events (callback_id, instance_id, version, event_id, payload)
+			insert into lsm_callback_events (callback_id, instance_id, version, event_id, next_attempt_at, payload)
 			select c.id, $2::uuid, $3, md5($1::text || '/' || $2::text || '/' || $3::text)::uuid,
+				-- parked behind an earlier version still pending (see releaseNext)
+				case when exists (select 1 from lsm_callback_events p
+				    where p.callback_id = c.id and p.instance_id = $2::uuid and p.status = 'pending' for share)
+				  then 'infinity'::timestamptz else now() end,
 				jsonb_build_object(
 					'event_id', md5($1::text || '/' || $2::text || '/' || $3::text)::uuid,
 					'environment', $1::uuid,
@@ -265,7 +269,9 @@ type CallbackDelivery struct {
 // ClaimCallbackEvents claims up to limit due events for lease: pending
 // ones whose next attempt is due, unclaimed or whose claim expired (its
 // dispatcher died), and whose callback has no pending event of an
-// earlier version of the same instance. Claiming counts an attempt.
+// earlier version of the same instance (such an event is parked, not
+// due, too: see releaseNext; the check stays as the rule itself).
+// Claiming counts an attempt.
 // Concurrent dispatchers claim different rows (skip locked).
 func (s *Store) ClaimCallbackEvents(ctx context.Context, limit int, lease time.Duration) ([]CallbackDelivery, error) {
 	rows, err := s.pool.Query(ctx, `
@@ -300,14 +306,50 @@ func (s *Store) ClaimCallbackEvents(ctx context.Context, limit int, lease time.D
 }
 
 // CallbackDelivered records a delivery's success (status, the HTTP
-// status). A second delivery of the same event (a claim that expired
-// while its request was under way) changes nothing.
+// status) and makes the instance's next event due. A second delivery of
+// the same event (a claim that expired while its request was under way)
+// changes nothing.
 func (s *Store) CallbackDelivered(ctx context.Context, d CallbackDelivery, status int) error {
-	_, err := s.pool.Exec(ctx, `update lsm_callback_events set status = 'delivered', done_at = now(),
-		lease_token = null, lease_until = null, last_status = $4
-		where callback_id = $1::uuid and instance_id = $2::uuid and version = $3 and status = 'pending'`,
-		d.CallbackID, d.InstanceID, d.Version, status)
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `update lsm_callback_events set status = 'delivered', done_at = now(),
+			lease_token = null, lease_until = null, last_status = $4
+			where callback_id = $1::uuid and instance_id = $2::uuid and version = $3 and status = 'pending'`,
+			d.CallbackID, d.InstanceID, d.Version, status)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		return releaseNext(ctx, tx, d)
+	})
+}
+
+// releaseNext makes due the event that waited, parked, behind d's: the
+// callback's next pending version of the instance. An event is parked
+// (next_attempt_at infinity) when it is written while an earlier one is
+// pending, so a claim reads only the heads of the queues, however long
+// they are. The writer share-locks the pending rows it parks behind, so
+// a completion either commits before the writer looks (nothing parked)
+// or waits for the writer's commit, and then this statement, which
+// starts after the wait, sees the parked row.
+func releaseNext(ctx context.Context, tx pgx.Tx, d CallbackDelivery) error {
+	_, err := tx.Exec(ctx, `update lsm_callback_events set next_attempt_at = now()
+		where callback_id = $1::uuid and instance_id = $2::uuid and status = 'pending'
+		  and next_attempt_at = 'infinity'
+		  and version = (select min(version) from lsm_callback_events
+		      where callback_id = $1::uuid and instance_id = $2::uuid and status = 'pending' and version > $3)`,
+		d.CallbackID, d.InstanceID, d.Version)
 	return err
+}
+
+// UnparkCallbackEvents makes due the parked events with no pending
+// event before them: none should be (releaseNext), so this is a
+// safety net the dispatchers run now and then, not a path events take.
+func (s *Store) UnparkCallbackEvents(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `update lsm_callback_events e set next_attempt_at = now()
+		where e.status = 'pending' and e.next_attempt_at = 'infinity'
+		  and not exists (select 1 from lsm_callback_events p
+		      where p.callback_id = e.callback_id and p.instance_id = e.instance_id
+		        and p.version < e.version and p.status = 'pending')`)
+	return tag.RowsAffected(), err
 }
 
 // CallbackFailed records a failed attempt under d's claim: the HTTP
@@ -319,14 +361,19 @@ func (s *Store) CallbackFailed(ctx context.Context, d CallbackDelivery, status i
 	if status > 0 {
 		st = &status
 	}
-	_, err := s.pool.Exec(ctx, `update lsm_callback_events set
-		status = case when $7 then 'dead' else 'pending' end,
-		done_at = case when $7 then now() end,
-		next_attempt_at = $6, lease_token = null, lease_until = null, last_status = $4, last_error = $5
-		where callback_id = $1::uuid and instance_id = $2::uuid and version = $3 and status = 'pending'
-		  and lease_token = $8::uuid`,
-		d.CallbackID, d.InstanceID, d.Version, st, reason, next, dead, d.LeaseToken)
-	return err
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `update lsm_callback_events set
+			status = case when $7 then 'dead' else 'pending' end,
+			done_at = case when $7 then now() end,
+			next_attempt_at = $6, lease_token = null, lease_until = null, last_status = $4, last_error = $5
+			where callback_id = $1::uuid and instance_id = $2::uuid and version = $3 and status = 'pending'
+			  and lease_token = $8::uuid`,
+			d.CallbackID, d.InstanceID, d.Version, st, reason, next, dead, d.LeaseToken)
+		if err != nil || !dead || tag.RowsAffected() == 0 {
+			return err
+		}
+		return releaseNext(ctx, tx, d)
+	})
 }
 
 // PruneCallbackEvents deletes delivered events older than delivered and

@@ -318,3 +318,56 @@ func benchEnv(b *testing.B) (*store.Store, store.Environment) {
 	}
 	return st, e
 }
+
+// TestCallbackEventsPark: an event written while an earlier one of its
+// instance is pending is parked (never scanned by a claim); a parked
+// event with nothing pending before it, which releaseNext should have
+// made due, is made due by the safety net.
+func TestCallbackEventsPark(t *testing.T) {
+	t.Parallel()
+	st, _, conn := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := st.CreateCallback(ctx, e.ID, store.NewCallback{URL: "http://a.example/", Secret: "s", CreatedBy: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transfer(t, st, e.ID, "vm", 1, 1, "", "start")
+	transfer(t, st, e.ID, "vm", 1, 2, "start", "acknowledged")
+	parked := func() []int64 {
+		t.Helper()
+		rows, err := conn.Query(ctx, `select version from lsm_callback_events
+			where callback_id = $1::uuid and next_attempt_at = 'infinity' order by version`, cb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vs []int64
+		for rows.Next() {
+			var v int64
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			vs = append(vs, v)
+		}
+		return vs
+	}
+	if p := parked(); len(p) != 1 || p[0] != 2 {
+		t.Fatalf("parked %v, want [2]", p)
+	}
+	if n, err := st.UnparkCallbackEvents(ctx); err != nil || n != 0 {
+		t.Errorf("unparked %d behind a pending event: %v", n, err)
+	}
+	// Lose version 1 behind the store's back: version 2 is orphaned.
+	if _, err := conn.Exec(ctx, `update lsm_callback_events set status = 'delivered' where version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.UnparkCallbackEvents(ctx); err != nil || n != 1 || len(parked()) != 0 {
+		t.Errorf("unparked %d, %v; still parked %v", n, err, parked())
+	}
+	if got := claim(t, st, time.Minute); len(got) != 1 {
+		t.Errorf("claimed %v", keys(got))
+	}
+}
