@@ -117,6 +117,12 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/rollback", s.inLSMEnv("lsm.instance.rollback", operator, s.rollbackInstance))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/dryrun", s.inLSMEnv("lsm.instance.dryrun", operator, s.dryrunInstance))
 		r.Method(http.MethodPost, "/services/{entity}/{id}/state", s.inLSMEnv("lsm.instance.set_state", operator, s.setInstanceState))
+		// Callbacks (callbacks.go): a registration makes the server send
+		// requests where it says, hence admin.
+		r.Method(http.MethodPost, "/callbacks", s.inLSMEnv("lsm.callback.create", admin, s.createCallback))
+		r.Method(http.MethodGet, "/callbacks", s.inLSMEnv("lsm.callback.list", read, s.listCallbacks))
+		r.Method(http.MethodGet, "/callbacks/{callback}", s.inLSMEnv("lsm.callback.read", read, s.getCallback))
+		r.Method(http.MethodDelete, "/callbacks/{callback}", s.inLSMEnv("lsm.callback.delete", admin, s.deleteCallback))
 	})
 	r.Route("/lsm/v2", func(r chi.Router) {
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.edit", operator, s.editInstance))

@@ -80,6 +80,9 @@ type Options struct {
 	// compiler.InProcess), within CompileTimeout (default 10 minutes).
 	Compiler       compiler.Runner
 	CompileTimeout time.Duration
+	// CallbackHosts are the hosts LSM callbacks may be registered for
+	// (see CallbackHostAllowed); empty: any.
+	CallbackHosts []string
 }
 
 // Server is intend's REST API.

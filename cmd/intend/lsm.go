@@ -40,6 +40,7 @@ entity's lifecycle.
   intend lsm dryrun vm web --attr memory=8   what the update would change
   intend lsm set-state vm web creating
   intend lsm delete vm web --wait terminated
+  intend lsm callback add https://hooks.example.com/intend --entity vm
 
 ` + clientSettingsHelp,
 	}
@@ -48,7 +49,7 @@ entity's lifecycle.
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
 		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
-		lsmDryrunCommand(s))
+		lsmDryrunCommand(s), lsmCallbackCommand(s))
 	return cmd
 }
 

@@ -24,6 +24,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var compileMemory string
 	var compileWorkers int
 	var sec serverSecurity
+	var cbf callbackFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -62,6 +63,9 @@ it does not show in ps. See docs/security.md.`,
 				return usageErrorf("--compile-timeout must be positive and --compile-workers at least 1")
 			}
 			if err := sec.apply(&scfg, g.getenv); err != nil {
+				return usageErrorf("%v", err)
+			}
+			if err := cbf.apply(&scfg); err != nil {
 				return usageErrorf("%v", err)
 			}
 			s, err := server.Start(ctx, scfg)
@@ -107,6 +111,7 @@ it does not show in ps. See docs/security.md.`,
 	cmd.Flags().IntVar(&compileWorkers, "compile-workers", cw,
 		"model compiles run at once, each in a child process of its own (env INTEND_COMPILE_WORKERS)")
 	sec.flags(cmd, g)
+	cbf.flags(cmd, g)
 	return cmd
 }
 

@@ -108,6 +108,8 @@ type Config struct {
 	// on this address (for a Prometheus that scrapes a private network);
 	// /metrics on the API needs a global read token either way.
 	MetricsListen string
+	// Callbacks tunes the delivery of LSM callbacks (callbacks.go).
+	Callbacks CallbackOptions
 }
 
 // OIDCConfig configures the OpenID Connect issuer whose JWTs the API
@@ -273,7 +275,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
-		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout,
+		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -327,6 +329,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		defer s.wg.Done()
 		s.reconcileLoop(bg)
 	}()
+	if !cfg.Callbacks.Disabled {
+		d := newDispatcher(st, cfg.Callbacks, log)
+		s.wg.Go(func() { d.run(bg) })
+	}
 	if s.executors != nil {
 		s.wg.Go(func() { s.reporter.Run(bg) })
 		s.wg.Go(func() { executor.SweepCache(bg, s.cache, st, 0, log) })

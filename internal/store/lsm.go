@@ -321,7 +321,8 @@ type IdempotentRequest struct {
 }
 
 // ApplyInstanceChange writes a transfer in one transaction: the instance
-// row, its log row and, for an idempotent request, its first response. It
+// row, its log row, an outbox row per callback that hears of it and, for
+// an idempotent request, its first response. It
 // is idempotent: when the version was written before (a retried activity),
 // it returns the instance as it is and writes nothing. A version that is
 // neither next nor written before is ErrConflict (a stale writer).
@@ -379,12 +380,9 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		if len(event) == 0 {
 			event = json.RawMessage(`{}`)
 		}
-		if _, err := tx.Exec(ctx, `insert into service_instance_log (environment_id, instance_id, version, state,
-			candidate_attributes, active_attributes, rollback_attributes, event, errors)
-			values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9)`,
-			envID, ch.ID, ch.Version, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, event,
-			nullIfEmptyJSON(ch.Errors)); err != nil {
-			return fmt.Errorf("log service instance %s: %w", ch.ID, err)
+		// The log row, and the callbacks' outbox rows (callbacks.go).
+		if err := logTransfer(ctx, tx, envID, ch, event); err != nil {
+			return err
 		}
 		if inst, err = getInstance(ctx, tx, envID, "", ch.ID); err != nil {
 			return err
