@@ -44,6 +44,9 @@ type Options struct {
 	// LSM sends the service inventory's writes to the lifecycle engine;
 	// without it they answer 503.
 	LSM LSMEngine
+	// Orders starts orders' workflows; without it (or LSM) POST
+	// /lsm/v1/orders answers 503.
+	Orders LSMOrders
 	// Compiles wakes compile queues; without it, a requested compile
 	// waits for the reconciler.
 	Compiles Compiles
