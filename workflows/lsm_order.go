@@ -134,6 +134,8 @@ type orderRun struct {
 	dependents [][]int
 	// failed names the first item that failed (all_or_nothing stops).
 	failed string
+	// started counts the item activities this run started.
+	started int
 }
 
 // LSMOrder is the workflow of one order (lsm-order/<env>/<id>). It runs
@@ -253,10 +255,19 @@ func (o *orderRun) mark(ctx workflow.Context, status string, marks []OrderItemMa
 	return nil
 }
 
-// historyFull reports whether the run should continue as new.
+// eventsPerItem bounds the events one item's activity adds to the
+// history (scheduled, started, completed, and its share of workflow
+// tasks).
+const eventsPerItem = 6
+
+// historyFull reports whether the run should continue as new: the
+// history is as long as HistoryLimit (what the server reports, or the
+// bound from the items started in this run, whichever is larger), or the
+// server suggests it.
 func (o *orderRun) historyFull(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetCurrentHistoryLength() >= o.in.HistoryLimit || info.GetContinueAsNewSuggested()
+	n := max(info.GetCurrentHistoryLength(), o.started*eventsPerItem)
+	return n >= o.in.HistoryLimit || info.GetContinueAsNewSuggested()
 }
 
 // pool runs items' activities, at most MaxConcurrent at once.
@@ -274,6 +285,7 @@ func (p *pool) full() bool { return len(p.inflight) >= p.o.in.MaxConcurrent }
 
 func (p *pool) start(ctx workflow.Context, pos int, compensate bool) {
 	p.inflight[pos] = true
+	p.o.started++
 	in := RunOrderItemInput{EnvironmentID: p.o.in.EnvironmentID, EnvironmentName: p.o.in.EnvironmentName,
 		OrderID: p.o.in.OrderID, Position: pos, Compensate: compensate}
 	f := workflow.ExecuteActivity(orderItemOptions(ctx), RunOrderItemActivity, in)

@@ -6,14 +6,22 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/workflows"
 )
 
 const ordersPath = "/lsm/v1/orders"
@@ -78,7 +86,7 @@ func orderItems(o store.Order) map[string]store.OrderItem {
 // succeeded is compensated: the created instance terminated, the updated
 // one rolled back; its delete, held to the end, never runs).
 func TestOrders(t *testing.T) {
-	c, _ := startServer(t)
+	c, srv := startServer(t)
 	env := newEnv(t, c, "orders", nil)
 	root := t.TempDir()
 	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
@@ -187,6 +195,11 @@ func TestOrders(t *testing.T) {
 		t.Errorf("xray.conf = %q", got)
 	}
 	waitState(t, c, env, "whisky", "up")
+
+	// Replay safety: the compensated order's history, as Temporal
+	// recorded it, replays against the workflow's code without a
+	// nondeterminism error.
+	replayOrder(t, srv, workflows.OrderWorkflowID(env, id))
 
 	// The list: newest first, without items; ?status filters.
 	var list struct {
@@ -394,4 +407,36 @@ func rawPost(t *testing.T, c *apiclient.Client, env, path, body string) lsmReply
 		t.Fatal(err)
 	}
 	return lsmReply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// replayOrder replays the history of an order's workflow (its last run)
+// with the current code; INTEND_RECORD_ORDER_HISTORY=FILE also writes it
+// there (workflows/testdata holds one, replayed by
+// TestReplayCommittedHistories).
+func replayOrder(t *testing.T, srv *server.Server, wfID string) {
+	t.Helper()
+	ctx := context.Background()
+	var h historypb.History
+	it := srv.Temporal().GetWorkflowHistory(ctx, wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	r := worker.NewWorkflowReplayer()
+	workflows.RegisterOrders(r)
+	if err := r.ReplayWorkflowHistory(nil, &h); err != nil {
+		t.Errorf("replay %s (%d events): %v", wfID, len(h.Events), err)
+	}
+	if file := os.Getenv("INTEND_RECORD_ORDER_HISTORY"); file != "" {
+		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
