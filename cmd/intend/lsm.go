@@ -39,6 +39,9 @@ entity's lifecycle.
   intend lsm update vm web --attr memory=8 --wait up
   intend lsm set-state vm web creating
   intend lsm delete vm web --wait terminated
+  intend lsm order sites.json --wait  several creates, updates, deletes at once
+  intend lsm order show ID           one order and its items' outcomes
+  intend lsm orders                  the environment's orders
 
 ` + clientSettingsHelp,
 	}
@@ -46,7 +49,8 @@ entity's lifecycle.
 	s := g.clientFlags(cmd)
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
-		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s))
+		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
+		lsmOrderCommand(s), lsmOrdersCommand(s))
 	return cmd
 }
 
