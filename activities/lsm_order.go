@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -32,12 +33,19 @@ type LSMOrders struct {
 	// (intend server's lifecycle engine): a *RequestRejected when the
 	// workflow refused it; any other error is retried.
 	Send func(ctx context.Context, req OrderRequest) (store.ServiceInstance, error)
-	// Poll is the first wait between two looks at an instance that is
-	// settling (0: 100 ms); it doubles up to 2 s.
+	// Poll is the interval between two reads of the instances a batch of
+	// items waits for (0: 250 ms; one query for the whole batch).
 	Poll time.Duration
 	// Settle bounds an item's wait for its instance (0: one hour).
 	Settle time.Duration
-	Log    *slog.Logger // nil: slog.Default()
+	// MaxSends bounds the requests sent to instances' workflows at once
+	// by this worker's batches (0: 32): a large order's items queue here
+	// rather than all wait on the engine at once.
+	MaxSends int
+	Log      *slog.Logger // nil: slog.Default()
+
+	sendsOnce sync.Once
+	sends     chan struct{}
 }
 
 // OrderRequest is one request of an order item to an instance's
@@ -68,7 +76,7 @@ func (o *LSMOrders) Register(w worker.ActivityRegistry) {
 		workflows.LoadOrderActivity:      o.LoadOrder,
 		workflows.SetOrderStatusActivity: o.SetOrderStatus,
 		workflows.MarkOrderItemsActivity: o.MarkOrderItems,
-		workflows.RunOrderItemActivity:   o.RunOrderItem,
+		workflows.RunOrderItemsActivity:  o.RunOrderItems,
 	})
 }
 
@@ -103,6 +111,114 @@ func (o *LSMOrders) MarkOrderItems(ctx context.Context, in workflows.MarkOrderIt
 	return classify(err)
 }
 
+// watcher reads the instances a batch of items waits for, all in one
+// query per poll, and hands each round's answers to the items that wait.
+type watcher struct {
+	store *store.Store
+	envID string
+	poll  time.Duration
+
+	mu sync.Mutex
+	// ids are the instances waited for (with how many items wait).
+	ids map[string]int
+	// latest is the last round's answer for each id it asked for (a
+	// zero instance: not found); err the last round's error.
+	latest map[string]*store.ServiceInstance
+	err    error
+	// round is closed when a round ends.
+	round chan struct{}
+}
+
+func newWatcher(st *store.Store, envID string, poll time.Duration) *watcher {
+	if poll <= 0 {
+		poll = 250 * time.Millisecond
+	}
+	return &watcher{store: st, envID: envID, poll: poll, ids: map[string]int{},
+		latest: map[string]*store.ServiceInstance{}, round: make(chan struct{})}
+}
+
+func (w *watcher) add(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ids[id]++
+}
+
+func (w *watcher) remove(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ids[id]--; w.ids[id] <= 0 {
+		delete(w.ids, id)
+		delete(w.latest, id)
+	}
+}
+
+// run polls until ctx ends, heartbeating each round (also those with
+// nothing to read: the items may be waiting to send).
+func (w *watcher) run(ctx context.Context) {
+	for {
+		w.mu.Lock()
+		ids := make([]string, 0, len(w.ids))
+		for id := range w.ids {
+			ids = append(ids, id)
+		}
+		w.mu.Unlock()
+		if len(ids) > 0 {
+			insts, err := w.store.GetInstances(ctx, w.envID, ids)
+			w.mu.Lock()
+			w.err = err
+			if err == nil {
+				for _, id := range ids {
+					w.latest[id] = &store.ServiceInstance{}
+				}
+				for i := range insts {
+					w.latest[insts[i].ID] = &insts[i]
+				}
+			}
+			close(w.round)
+			w.round = make(chan struct{})
+			w.mu.Unlock()
+		}
+		// Every round, whether items wait for instances or for their
+		// turn to send: the batch is alive.
+		activity.RecordHeartbeat(ctx, len(ids))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(w.poll):
+		}
+	}
+}
+
+// look returns the instance id (added before) as the next round that
+// asked for it read it.
+func (w *watcher) look(ctx context.Context, id string) (store.ServiceInstance, error) {
+	for {
+		w.mu.Lock()
+		ch := w.round
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return store.ServiceInstance{}, ctx.Err()
+		case <-ch:
+		}
+		w.mu.Lock()
+		inst, asked, err := w.latest[id], true, w.err
+		if inst == nil {
+			asked = false
+		}
+		w.mu.Unlock()
+		switch {
+		case err != nil:
+			return store.ServiceInstance{}, err
+		case !asked:
+			continue // the round began before id was added
+		case inst.ID == "":
+			return store.ServiceInstance{}, fmt.Errorf("service instance %s: %w", id, store.ErrNotFound)
+		}
+		return *inst, nil
+	}
+}
+
 // orderItemSpec is the item as the client sent it (the parts the
 // activity needs).
 type orderItemSpec struct {
@@ -110,24 +226,51 @@ type orderItemSpec struct {
 	Edit       []lsm.Edit     `json:"edit"`
 }
 
-// itemRun is what one RunOrderItem works with.
+// itemRun is what one item of RunOrderItems works with.
 type itemRun struct {
 	in     workflows.RunOrderItemInput
+	w      *watcher
 	item   store.OrderItem
 	env    store.Environment
 	entity lsm.Entity
 	actor  string
 }
 
-// RunOrderItem runs one item (or, with Compensate, undoes it) and writes
-// its outcome. An item with an outcome already returns it. The item
-// first waits until its instance settles (an update or delete), then
-// sends its request with the key "<item id>" (compensation: "<item id>
-// undo") in the scope "order <order id>", unless the engine stored a
-// response under that key (an earlier attempt's request was applied),
-// then waits until the instance settles again: the item succeeded when
-// no transfer since its request failed.
-func (o *LSMOrders) RunOrderItem(ctx context.Context, in workflows.RunOrderItemInput) (workflows.RunOrderItemResult, error) {
+// RunOrderItems runs a batch of an order's items at once (or, with
+// Compensate, undoes them) and returns their outcomes, in the order of
+// in.Positions, once every one has ended; each is written to its item
+// as it ends. One query per poll reads every instance the batch waits
+// for. An error is the batch's (the store or the engine unreachable):
+// the retry runs the batch again, and its items that ended return what
+// they wrote.
+//
+// Each item, when it has no outcome yet: an update or delete first waits
+// until its instance settles, then sends its request with the key
+// "<item id>" (compensation: "<item id> undo") in the scope "order
+// <order id>", unless the engine stored a response under that key (an
+// earlier attempt's request was applied), then waits until the instance
+// settles again: the item succeeded when no transfer since its request
+// failed.
+func (o *LSMOrders) RunOrderItems(ctx context.Context, in workflows.RunOrderItemsInput) ([]workflows.RunOrderItemResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := newWatcher(o.Store, in.EnvironmentID, o.Poll)
+	go w.run(ctx)
+	out := make([]workflows.RunOrderItemResult, len(in.Positions))
+	errs := make([]error, len(in.Positions))
+	var wg sync.WaitGroup
+	for i, pos := range in.Positions {
+		wg.Go(func() {
+			out[i], errs[i] = o.runItem(ctx, w, workflows.RunOrderItemInput{EnvironmentID: in.EnvironmentID,
+				EnvironmentName: in.EnvironmentName, OrderID: in.OrderID, Position: pos, Compensate: in.Compensate})
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// runItem runs (or undoes) one item: RunOrderItems.
+func (o *LSMOrders) runItem(ctx context.Context, w *watcher, in workflows.RunOrderItemInput) (workflows.RunOrderItemResult, error) {
 	it, err := o.Store.GetOrderItem(ctx, in.EnvironmentID, in.OrderID, in.Position)
 	if errors.Is(err, store.ErrNotFound) {
 		return workflows.RunOrderItemResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "not_found", err)
@@ -135,7 +278,7 @@ func (o *LSMOrders) RunOrderItem(ctx context.Context, in workflows.RunOrderItemI
 	if err != nil {
 		return workflows.RunOrderItemResult{}, classify(err)
 	}
-	r := itemRun{in: in, item: it}
+	r := itemRun{in: in, w: w, item: it}
 	if in.Compensate {
 		switch it.Status {
 		case lsm.ItemCompensated, lsm.ItemCompensationFailed:
@@ -208,7 +351,20 @@ func (o *LSMOrders) send(ctx context.Context, r itemRun, req OrderRequest) (stor
 	// Temporal applies an update id once per workflow run: a retry of
 	// a request still in flight gets the first one's outcome.
 	req.UpdateID = req.Idempotent.Key + " " + req.Idempotent.Scope
+	o.sendsOnce.Do(func() {
+		n := o.MaxSends
+		if n <= 0 {
+			n = 32
+		}
+		o.sends = make(chan struct{}, n)
+	})
+	select {
+	case o.sends <- struct{}{}:
+	case <-ctx.Done():
+		return store.ServiceInstance{}, "", ctx.Err()
+	}
 	inst, err := o.Send(ctx, req)
+	<-o.sends
 	var rej *RequestRejected
 	if errors.As(err, &rej) {
 		return inst, rej.Message, nil
@@ -382,18 +538,16 @@ func (o *LSMOrders) finish(ctx context.Context, r itemRun, status string, inst *
 // failed transfer after since (since 0: none is looked for), or says that
 // it did not settle within Settle.
 func (o *LSMOrders) settle(ctx context.Context, r itemRun, id string, since int64) (inst store.ServiceInstance, failure string, err error) {
-	poll := o.Poll
-	if poll <= 0 {
-		poll = 100 * time.Millisecond
-	}
 	limit := o.Settle
 	if limit <= 0 {
 		limit = time.Hour
 	}
 	deadline := time.Now().Add(limit)
 	lc := r.entity.Lifecycle
+	r.w.add(id)
+	defer r.w.remove(id)
 	for {
-		inst, err = o.Store.GetInstance(ctx, r.in.EnvironmentID, "", id)
+		inst, err = r.w.look(ctx, id)
 		if err != nil {
 			return inst, "", classify(err)
 		}
@@ -407,13 +561,6 @@ func (o *LSMOrders) settle(ctx context.Context, r itemRun, id string, since int6
 		if time.Now().After(deadline) {
 			return inst, fmt.Sprintf("the instance did not settle within %s (state %s, version %d)", limit, inst.State, inst.Version), nil
 		}
-		activity.RecordHeartbeat(ctx, inst.Version)
-		select {
-		case <-ctx.Done():
-			return inst, "", ctx.Err()
-		case <-time.After(poll):
-		}
-		poll = min(2*poll, 2*time.Second)
 	}
 	if since == 0 {
 		return inst, "", nil

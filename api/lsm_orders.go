@@ -63,9 +63,6 @@ var orderItemID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$`)
 // entry per fault, each at its item's pointer) when any is bad, else
 // writes it pending and starts its workflow: 201 with the order.
 func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
-	if s.opts.LSM == nil || s.opts.Orders == nil {
-		return Unavailable("the lifecycle engine is not running in this server")
-	}
 	var lw lsmWrite
 	var err error
 	if lw.env, err = s.lsmEnv(r); err != nil {
@@ -87,6 +84,9 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(errs) > 0 {
 		return Validation(fmt.Sprintf("the order is refused, nothing was started: %d problem(s) in its items", len(errs)), errs...)
+	}
+	if s.opts.LSM == nil || s.opts.Orders == nil {
+		return Unavailable("the lifecycle engine is not running in this server")
 	}
 	o := store.NewOrder{ID: newUUIDv7(time.Now()), Policy: req.Policy, Status: lsm.OrderPending,
 		RequestedBy: principal(r).Actor(), Items: items}

@@ -15,7 +15,7 @@ const (
 	LSMOrderWorkflowName = "intend.LSMOrder"
 
 	LoadOrderActivity      = "intend.LoadOrder"
-	RunOrderItemActivity   = "intend.RunOrderItem"
+	RunOrderItemsActivity  = "intend.RunOrderItems"
 	SetOrderStatusActivity = "intend.SetOrderStatus"
 	MarkOrderItemsActivity = "intend.MarkOrderItems"
 )
@@ -23,7 +23,11 @@ const (
 // Defaults of the order workflow.
 const (
 	// DefaultOrderConcurrency is how many items of an order run at once.
-	DefaultOrderConcurrency = 32
+	DefaultOrderConcurrency = 1000
+	// orderBatch is how many items one RunOrderItems runs: a batch holds
+	// one activity slot of the server's worker, however long its items
+	// wait, and reads all its instances in one query per poll.
+	orderBatch = 64
 	// defaultOrderHistory is the history length (events) after which an
 	// order's run starts no more items, lets those in flight finish and
 	// continues as new (each item costs about 6 events).
@@ -48,7 +52,7 @@ type LSMOrderInput struct {
 	EnvironmentID   string
 	EnvironmentName string
 	OrderID         string
-	// MaxConcurrent bounds the items in flight (0: 32).
+	// MaxConcurrent bounds the items in flight (0: 1,000).
 	MaxConcurrent int
 	// HistoryLimit is the history length that makes a run continue as
 	// new once the items in flight are done (0: 20,000 events).
@@ -100,7 +104,17 @@ type MarkOrderItemsInput struct {
 	Items         []OrderItemMark
 }
 
-// RunOrderItemInput runs one item of an order (Compensate: undoes it).
+// RunOrderItemsInput runs a batch of an order's items at once, by
+// position (Compensate: undoes them).
+type RunOrderItemsInput struct {
+	EnvironmentID   string
+	EnvironmentName string
+	OrderID         string
+	Positions       []int
+	Compensate      bool
+}
+
+// RunOrderItemInput is one item of a RunOrderItemsInput.
 type RunOrderItemInput struct {
 	EnvironmentID   string
 	EnvironmentName string
@@ -118,11 +132,12 @@ type RunOrderItemResult struct {
 	Error  string
 }
 
-// itemDone is an item's activity that returned.
-type itemDone struct {
-	Position int
-	Result   RunOrderItemResult
-	Err      string
+// batchDone is a batch's activity that returned: the outcome of each
+// item (Results, by Positions), or the error it gave up with.
+type batchDone struct {
+	Positions []int
+	Results   []RunOrderItemResult
+	Err       string
 }
 
 // orderRun is one run of an order's workflow: the plan and what the
@@ -134,7 +149,7 @@ type orderRun struct {
 	dependents [][]int
 	// failed names the first item that failed (all_or_nothing stops).
 	failed string
-	// started counts the item activities this run started.
+	// started counts the batch activities this run started.
 	started int
 }
 
@@ -255,10 +270,10 @@ func (o *orderRun) mark(ctx workflow.Context, status string, marks []OrderItemMa
 	return nil
 }
 
-// eventsPerItem bounds the events one item's activity adds to the
+// eventsPerBatch bounds the events one batch's activity adds to the
 // history (scheduled, started, completed, and its share of workflow
 // tasks).
-const eventsPerItem = 6
+const eventsPerBatch = 6
 
 // historyFull reports whether the run should continue as new: the
 // history is as long as HistoryLimit (what the server reports, or the
@@ -266,44 +281,90 @@ const eventsPerItem = 6
 // server suggests it.
 func (o *orderRun) historyFull(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	n := max(info.GetCurrentHistoryLength(), o.started*eventsPerItem)
+	n := max(info.GetCurrentHistoryLength(), o.started*eventsPerBatch)
 	return n >= o.in.HistoryLimit || info.GetContinueAsNewSuggested()
 }
 
-// pool runs items' activities, at most MaxConcurrent at once.
+// pool runs items' activities in batches, at most MaxConcurrent items
+// at once.
 type pool struct {
 	o        *orderRun
 	done     workflow.Channel
-	inflight map[int]bool
+	inflight int
 }
 
 func (o *orderRun) newPool(ctx workflow.Context) *pool {
-	return &pool{o: o, done: workflow.NewChannel(ctx), inflight: map[int]bool{}}
+	return &pool{o: o, done: workflow.NewChannel(ctx)}
 }
 
-func (p *pool) full() bool { return len(p.inflight) >= p.o.in.MaxConcurrent }
+// room is how many more items may start.
+func (p *pool) room() int { return p.o.in.MaxConcurrent - p.inflight }
 
-func (p *pool) start(ctx workflow.Context, pos int, compensate bool) {
-	p.inflight[pos] = true
+// take starts the items at the head of queue that fit, in batches, and
+// returns the rest of the queue; skip tells an item that is not to run.
+func (p *pool) take(ctx workflow.Context, queue []int, compensate bool, skip func(int) bool) []int {
+	for len(queue) > 0 && p.room() > 0 {
+		var batch []int
+		for len(queue) > 0 && len(batch) < min(orderBatch, p.room()) {
+			i := queue[0]
+			queue = queue[1:]
+			if !skip(i) {
+				batch = append(batch, i)
+			}
+		}
+		if len(batch) > 0 {
+			p.start(ctx, batch, compensate)
+		}
+	}
+	return queue
+}
+
+func (p *pool) start(ctx workflow.Context, batch []int, compensate bool) {
+	p.inflight += len(batch)
 	p.o.started++
-	in := RunOrderItemInput{EnvironmentID: p.o.in.EnvironmentID, EnvironmentName: p.o.in.EnvironmentName,
-		OrderID: p.o.in.OrderID, Position: pos, Compensate: compensate}
-	f := workflow.ExecuteActivity(orderItemOptions(ctx), RunOrderItemActivity, in)
+	for _, i := range batch {
+		if !compensate {
+			p.o.plan.Items[i].Status = lsm.ItemRunning
+		}
+	}
+	in := RunOrderItemsInput{EnvironmentID: p.o.in.EnvironmentID, EnvironmentName: p.o.in.EnvironmentName,
+		OrderID: p.o.in.OrderID, Positions: batch, Compensate: compensate}
+	f := workflow.ExecuteActivity(orderItemOptions(ctx), RunOrderItemsActivity, in)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		d := itemDone{Position: pos}
-		if err := f.Get(ctx, &d.Result); err != nil {
+		d := batchDone{Positions: batch}
+		if err := f.Get(ctx, &d.Results); err != nil {
 			d.Err = err.Error()
 		}
 		p.done.Send(ctx, d)
 	})
 }
 
-// wait returns the next item done.
-func (p *pool) wait(ctx workflow.Context) itemDone {
-	var d itemDone
+// wait returns the next batch done, one outcome per item (an error the
+// batch gave up with is each item's failure: failed is its status).
+func (p *pool) wait(ctx workflow.Context, failed string) []itemDone {
+	var d batchDone
 	p.done.Receive(ctx, &d)
-	delete(p.inflight, d.Position)
-	return d
+	p.inflight -= len(d.Positions)
+	out := make([]itemDone, len(d.Positions))
+	for k, pos := range d.Positions {
+		out[k] = itemDone{Position: pos}
+		switch {
+		case d.Err != "":
+			out[k].Err = d.Err
+		case k < len(d.Results):
+			out[k].Result = d.Results[k]
+		default:
+			out[k].Result = RunOrderItemResult{Status: failed, Error: "no outcome reported"}
+		}
+	}
+	return out
+}
+
+// itemDone is one item of a batch done.
+type itemDone struct {
+	Position int
+	Result   RunOrderItemResult
+	Err      string
 }
 
 // forward runs the items. It returns more when the run should continue
@@ -372,45 +433,43 @@ func (o *orderRun) forward(ctx workflow.Context) (more bool, err error) {
 		}
 		skips = nil
 		release()
-		for !stopping && !(o.aon && o.failed != "") && len(queue) > 0 && !p.full() {
-			i := queue[0]
-			queue = queue[1:]
-			if items[i].Status != lsm.ItemPending {
-				continue
-			}
-			items[i].Status = lsm.ItemRunning
-			p.start(ctx, i, false)
+		if !stopping && !(o.aon && o.failed != "") {
+			queue = p.take(ctx, queue, false, func(i int) bool { return items[i].Status != lsm.ItemPending })
 		}
-		if len(p.inflight) == 0 {
+		if p.inflight == 0 {
 			break
 		}
-		d := p.wait(ctx)
-		it := &items[d.Position]
-		if d.Err != "" {
-			if err := o.mark(ctx, lsm.ItemFailed, []OrderItemMark{{Position: d.Position, Reason: d.Err}}); err != nil {
-				return false, err
+		var failedMarks []OrderItemMark
+		for _, d := range p.wait(ctx, lsm.ItemFailed) {
+			it := &items[d.Position]
+			if d.Err != "" {
+				it.Status = lsm.ItemFailed
+				failedMarks = append(failedMarks, OrderItemMark{Position: d.Position, Reason: d.Err})
+			} else {
+				it.Status = d.Result.Status
 			}
-		} else {
-			it.Status = d.Result.Status
-		}
-		if it.Status == lsm.ItemSucceeded {
-			if it.Operation != lsm.OpDelete {
-				nonDeletesLeft--
-			}
-			for _, j := range o.dependents[d.Position] {
-				if items[j].Status == lsm.ItemPending && waiting[j] > 0 {
-					if waiting[j]--; waiting[j] == 0 {
-						queue = append(queue, j)
+			if it.Status == lsm.ItemSucceeded {
+				if it.Operation != lsm.OpDelete {
+					nonDeletesLeft--
+				}
+				for _, j := range o.dependents[d.Position] {
+					if items[j].Status == lsm.ItemPending && waiting[j] > 0 {
+						if waiting[j]--; waiting[j] == 0 {
+							queue = append(queue, j)
+						}
 					}
 				}
+			} else {
+				if o.failed == "" {
+					o.failed = it.ID
+				}
+				if !o.aon {
+					skips = o.skipFrom(d.Position, skips)
+				}
 			}
-		} else {
-			if o.failed == "" {
-				o.failed = it.ID
-			}
-			if !o.aon {
-				skips = o.skipFrom(d.Position, skips)
-			}
+		}
+		if err := o.mark(ctx, lsm.ItemFailed, failedMarks); err != nil {
+			return false, err
 		}
 		if !stopping && o.historyFull(ctx) {
 			stopping = true
@@ -515,28 +574,30 @@ func (o *orderRun) compensate(ctx workflow.Context) (more bool, err error) {
 	p := o.newPool(ctx)
 	stopping := false
 	for {
-		for !stopping && len(queue) > 0 && !p.full() {
-			i := queue[0]
-			queue = queue[1:]
-			p.start(ctx, i, true)
+		if !stopping {
+			queue = p.take(ctx, queue, true, func(int) bool { return false })
 		}
-		if len(p.inflight) == 0 {
+		if p.inflight == 0 {
 			break
 		}
-		d := p.wait(ctx)
-		if d.Err != "" {
-			if err := o.mark(ctx, lsm.ItemCompensationFailed, []OrderItemMark{{Position: d.Position, Reason: d.Err}}); err != nil {
-				return false, err
+		var failedMarks []OrderItemMark
+		for _, d := range p.wait(ctx, lsm.ItemCompensationFailed) {
+			if d.Err != "" {
+				items[d.Position].Status = lsm.ItemCompensationFailed
+				failedMarks = append(failedMarks, OrderItemMark{Position: d.Position, Reason: d.Err})
+			} else {
+				items[d.Position].Status = d.Result.Status
 			}
-		} else {
-			items[d.Position].Status = d.Result.Status
-		}
-		for _, dep := range items[d.Position].Deps {
-			if undoable(items[dep]) {
-				if blockers[dep]--; blockers[dep] == 0 {
-					queue = append(queue, dep)
+			for _, dep := range items[d.Position].Deps {
+				if undoable(items[dep]) {
+					if blockers[dep]--; blockers[dep] == 0 {
+						queue = append(queue, dep)
+					}
 				}
 			}
+		}
+		if err := o.mark(ctx, lsm.ItemCompensationFailed, failedMarks); err != nil {
+			return false, err
 		}
 		if !stopping && o.historyFull(ctx) {
 			stopping = true

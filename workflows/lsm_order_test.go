@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ type orderFake struct {
 	statuses []string          // the order's statuses as written
 	inflight int
 	peak     int
+	batches  []int // the sizes of the batches, in start order
 	loads    int
 }
 
@@ -60,34 +62,43 @@ func (f *orderFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 		}
 		return nil
 	}, activity.RegisterOptions{Name: MarkOrderItemsActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in RunOrderItemInput) (RunOrderItemResult, error) {
+	env.RegisterActivityWithOptions(func(_ context.Context, in RunOrderItemsInput) ([]RunOrderItemResult, error) {
 		f.mu.Lock()
-		it := f.plan.Items[in.Position]
-		name := it.ID
-		if in.Compensate {
-			name = "undo:" + name
+		f.batches = append(f.batches, len(in.Positions))
+		for _, pos := range in.Positions {
+			name := f.plan.Items[pos].ID
+			if in.Compensate {
+				name = "undo:" + name
+			}
+			f.runs = append(f.runs, name)
 		}
-		f.runs = append(f.runs, name)
-		f.inflight++
+		f.inflight += len(in.Positions)
 		f.peak = max(f.peak, f.inflight)
 		f.mu.Unlock()
-		time.Sleep(20 * time.Millisecond) // let the items in flight overlap
+		time.Sleep(20 * time.Millisecond) // let the batches in flight overlap
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.inflight--
-		f.ends = append(f.ends, name)
-		status := lsm.ItemSucceeded
-		if in.Compensate {
-			status = lsm.ItemCompensated
-			if s, ok := f.undo[it.ID]; ok {
+		f.inflight -= len(in.Positions)
+		out := make([]RunOrderItemResult, len(in.Positions))
+		for k, pos := range in.Positions {
+			it := f.plan.Items[pos]
+			name := it.ID
+			status := lsm.ItemSucceeded
+			if in.Compensate {
+				name = "undo:" + name
+				status = lsm.ItemCompensated
+				if s, ok := f.undo[it.ID]; ok {
+					status = s
+				}
+			} else if s, ok := f.outcome[it.ID]; ok {
 				status = s
 			}
-		} else if s, ok := f.outcome[it.ID]; ok {
-			status = s
+			f.ends = append(f.ends, name)
+			f.plan.Items[pos].Status = status
+			out[k] = RunOrderItemResult{Status: status}
 		}
-		f.plan.Items[in.Position].Status = status
-		return RunOrderItemResult{Status: status}, nil
-	}, activity.RegisterOptions{Name: RunOrderItemActivity})
+		return out, nil
+	}, activity.RegisterOptions{Name: RunOrderItemsActivity})
 	return env
 }
 
@@ -134,7 +145,7 @@ func TestLSMOrderScheduling(t *testing.T) {
 			t.Errorf("skipped items ran: %v", f.runs)
 		}
 	})
-	t.Run("dependencies first, at most MaxConcurrent at once", func(t *testing.T) {
+	t.Run("dependencies first, at most MaxConcurrent at once, in batches", func(t *testing.T) {
 		items := []OrderPlanItem{item("root", lsm.OpCreate)}
 		for _, id := range []string{"1", "2", "3", "4", "5", "6"} {
 			items = append(items, item(id, lsm.OpCreate, 0))
@@ -148,11 +159,26 @@ func TestLSMOrderScheduling(t *testing.T) {
 		if f.ends[0] != "root" || f.runs[0] != "root" || len(f.runs) != 7 {
 			t.Errorf("runs %v, ends %v: root first", f.runs, f.ends)
 		}
-		if f.peak != 2 {
-			t.Errorf("peak concurrency %d, want 2", f.peak)
+		if f.peak != 2 || !slices.Equal(f.batches, []int{1, 2, 2, 2}) {
+			t.Errorf("peak concurrency %d (want 2), batches %v (want 1, 2, 2, 2)", f.peak, f.batches)
 		}
 		if f.statuses[len(f.statuses)-1] != lsm.OrderSucceeded {
 			t.Errorf("order statuses = %v", f.statuses)
+		}
+	})
+	t.Run("independent items go in batches of 64", func(t *testing.T) {
+		var items []OrderPlanItem
+		for i := range 150 {
+			items = append(items, item(fmt.Sprint(i), lsm.OpCreate))
+		}
+		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: items}}
+		env := f.env(t)
+		env.ExecuteWorkflow(LSMOrder, LSMOrderInput{OrderID: "o"})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(f.batches, []int{64, 64, 22}) || f.peak != 150 {
+			t.Errorf("batches %v, peak %d", f.batches, f.peak)
 		}
 	})
 	t.Run("all_or_nothing: deletes last; a failure compensates, dependents first", func(t *testing.T) {
@@ -221,7 +247,7 @@ func TestLSMOrderScheduling(t *testing.T) {
 			t.Fatalf("want continue-as-new, got %v", err)
 		}
 		if n := len(f.runs); n != 2 || len(f.ends) != 2 {
-			t.Fatalf("the first run ran %v (ended %v), want the first 2 only", f.runs, f.ends)
+			t.Fatalf("the first run ran %v (ended %v), want the first batch of 2 only", f.runs, f.ends)
 		}
 		// The next run: from the store, only what is left.
 		env = f.env(t)
