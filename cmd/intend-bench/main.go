@@ -35,8 +35,8 @@ func main() {
 	filesDir := flag.String("files", "", "where the deployed files go (default: a temp dir under $TMPDIR)")
 	lsmN := flag.Int("lsm", 0, "P7: service instances to create at once after the other workloads (0: no P7; with -n 0, P7 only)")
 	lsmParallel := flag.Int("lsm-parallel", 32, "P7: creates in flight at once")
-	flag.IntVar(&orderN, "order", 0, "P8: items of one order creating that many service instances (with -n 0: after P7, if any)")
-	flag.IntVar(&orderChain, "order-chain", 1, "P8: items per dependency chain (1: no dependencies; 10: item i depends on i-1 within each 10)")
+	flag.IntVar(&orderN, "order", 0, "P7o: items of one order creating that many service instances (with -n 0: after P7, if any)")
+	flag.IntVar(&orderChain, "order-chain", 1, "P7o: items per dependency chain (1: no dependencies; 10: item i depends on i-1 within each 10)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	external := flag.Int("external", 0, "run P1–P5 on this many external executors (through the executor API, "+
 		"no database credentials) instead of the server's embedded executor")
@@ -133,11 +133,11 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 			}
 		}
 		if orderN > 0 {
-			p8, err := benchOrder(ctx, c, srv, files, orderN, orderChain)
+			p7o, err := benchOrder(ctx, c, srv, files, orderN, orderChain)
 			if err != nil {
-				return fmt.Errorf("P8: %w", err)
+				return fmt.Errorf("P7o: %w", err)
 			}
-			rows = append(rows, p8...)
+			rows = append(rows, p7o...)
 		}
 		return table(out, rows)
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/intendhq/intend/workflows"
 )
 
-// P8's flags: the items of the order, and how many items each
+// P7o's flags: the items of the order, and how many items each
 // dependency chain holds.
 var orderN, orderChain int
 
-// benchOrder is P8: one order (best_effort) creating n service
+// benchOrder is P7o (P7 as one order): one order (best_effort) creating n service
 // instances, in chains of chain items (each depending on the one before
 // it), from POST to the order's end with every item up.
 func benchOrder(ctx context.Context, c *apiclient.Client, srv *server.Server, files string, n, chain int) ([]row, error) {
@@ -73,7 +73,7 @@ func benchOrder(ctx context.Context, c *apiclient.Client, srv *server.Server, fi
 		shape = fmt.Sprintf("chains of %d", chain)
 	}
 	return []row{
-		{fmt.Sprintf("P8 order of %d creates (%s), POST → all up", n, shape), all.Round(time.Millisecond).String(),
+		{fmt.Sprintf("P7o order of %d creates (%s), POST → all up", n, shape), all.Round(time.Millisecond).String(),
 			fmt.Sprintf("POST answered in %v (checks and write); %s events in the last run's history; bar ≤ 60 s at 1,000",
 				posted.Round(time.Millisecond), events)},
 	}, nil
