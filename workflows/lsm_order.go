@@ -242,7 +242,7 @@ func orderQuickOptions(ctx workflow.Context) workflow.Context {
 func orderItemOptions(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Hour,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    20 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -438,5 +439,103 @@ func replayOrder(t *testing.T, srv *server.Server, wfID string) {
 		if err := os.WriteFile(file, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestOrderStartedByTheReconciler: an order written without its workflow
+// (the server died between the two, or Temporal was unreachable) is
+// started by the reconciler, and runs to its end.
+func TestOrderStartedByTheReconciler(t *testing.T) {
+	c, _, dbURL := startServerDB(t)
+	env := newEnv(t, c, "orderrec", nil)
+	if err := uploadModel(t, c, env, lsmFileModel(t.TempDir())); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := st.GetEnvironment(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "01937e0c-5b1e-7c3a-9f2e-3a1d0c6b9e21"
+	if _, err := st.CreateOrder(ctx, e.ID, store.NewOrder{ID: id, Policy: lsm.OrderBestEffort, Status: lsm.OrderPending,
+		Items: []store.NewOrderItem{{ItemID: "r", Operation: lsm.OpCreate, Entity: "vm",
+			InstanceID: "6f1c2d3e-0000-4000-8000-0000000000aa",
+			Spec:       json.RawMessage(`{"id": "r", "attributes": {"name": "rec", "memory": 3}}`)}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	o := waitOrder(t, c, env, id)
+	if o.Status != lsm.OrderSucceeded || o.Items[0].State != "up" {
+		t.Fatalf("order = %+v", o)
+	}
+	waitState(t, c, env, "rec", "up")
+}
+
+// TestServerKilledDuringAnOrder: kill -9 the server while an order's
+// items run, some done, some sending, some waiting for their instances.
+// A new server takes the order's workflow up (Temporal kept it; its
+// activities time out and run again): the order ends succeeded, and
+// every item's create took effect once (one instance each, its log
+// start → acknowledged → creating → up, its file deployed).
+func TestServerKilledDuringAnOrder(t *testing.T) {
+	_, hostPort, namespace := testenv.Temporal(t)
+	db := testenv.Database(t)
+	addr := freeAddr(t)
+	args := []string{"server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
+		"--temporal-namespace", namespace, "--log-level", "warn"}
+	srv1 := startProc(t, args...)
+	c := procClient(addr)
+	waitHealthy(t, c, srv1)
+	env := newEnv(t, c, "orderkill", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	items := make([]map[string]any, n)
+	for i := range n {
+		var deps []string
+		if i%4 != 0 {
+			deps = []string{fmt.Sprint(i - 1)} // chains of 4
+		}
+		items[i] = createVM(fmt.Sprint(i), letters(i), 1+i%9, deps...)
+	}
+	id := postOrder(t, c, env, lsm.OrderAllOrNothing, items...)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var o store.Order
+		if err := lsmGet(t, c, env, ordersPath+"/"+id, &o); err != nil {
+			t.Fatal(err)
+		}
+		if o.Counts[lsm.ItemSucceeded] >= 5 {
+			t.Logf("killed with %v", o.Counts)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %v after 60 s:\n%s", o.Counts, srv1.Out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv1.Kill()
+	srv2 := startProc(t, args...)
+	waitHealthy(t, c, srv2)
+	o := waitOrder(t, c, env, id)
+	if o.Status != lsm.OrderSucceeded {
+		t.Fatalf("order after the restart: %s %v\n%s", o.Status, o.Counts, srv2.Out.String())
+	}
+	ids := map[string]string{}
+	for i, it := range o.Items {
+		ids[letters(i)] = it.InstanceID
+	}
+	checkCreatedOnce(t, c, env, root, n, ids)
+	var page struct {
+		Items []store.ServiceInstance `json:"items"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm?limit=1000", &page); err != nil || len(page.Items) != n {
+		t.Errorf("%d instances in the inventory (%v), want %d", len(page.Items), err, n)
 	}
 }

@@ -272,7 +272,10 @@ type OrderItemMark struct {
 
 // MarkOrderItems gives the items marks names status, each with its
 // reason, in one statement (the workflow skips items, or records an item
-// whose activity gave up), and returns how many it marked.
+// whose activity gave up), and returns how many it marked. An item whose
+// own outcome is written is left as it is: a run's (compensated,
+// compensation_failed) always, a forward one's (succeeded, failed,
+// skipped) unless status is a compensation's.
 func (s *Store) MarkOrderItems(ctx context.Context, envID, orderID, status string, marks []OrderItemMark) (int64, error) {
 	ps := make([]int32, len(marks))
 	rs := make([]string, len(marks))
@@ -281,7 +284,9 @@ func (s *Store) MarkOrderItems(ctx context.Context, envID, orderID, status strin
 	}
 	tag, err := s.pool.Exec(ctx, `update lsm_order_items i set status = $3, error = nullif(m.reason, ''), finished_at = now()
 		from unnest($4::integer[], $5::text[]) m(position, reason)
-		where i.environment_id = $1::uuid and i.order_id = $2::uuid and i.position = m.position`,
+		where i.environment_id = $1::uuid and i.order_id = $2::uuid and i.position = m.position
+		  and i.status not in ('compensated', 'compensation_failed')
+		  and ($3 = 'compensation_failed' or i.status not in ('succeeded', 'failed', 'skipped'))`,
 		envID, orderID, status, ps, rs)
 	return tag.RowsAffected(), err
 }
