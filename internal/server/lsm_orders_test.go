@@ -120,8 +120,12 @@ func TestOrders(t *testing.T) {
 
 	// 2. best_effort: y's memory passes the request's checks and fails
 	// the model's validation; z depends on y and is skipped; x and w run.
+	// An update by dict-path edits (v2) and a delete run beside them.
 	id = postOrder(t, c, env, lsm.OrderBestEffort, createVM("x", "xray", 5), createVM("y", "yankee", 100),
-		createVM("z", "zulu", 6, "y"), createVM("w", "whisky", 7))
+		createVM("z", "zulu", 6, "y"), createVM("w", "whisky", 7),
+		map[string]any{"id": "edit-g", "operation": "update", "service_entity": "vm", "instance": "gamma",
+			"edit": []any{map[string]any{"edit_id": "mem", "operation": "replace", "target": "memory", "value": 11}}},
+		map[string]any{"id": "del-a", "operation": "delete", "service_entity": "vm", "instance": "alpha"})
 	o = waitOrder(t, c, env, id)
 	its = orderItems(o)
 	if o.Status != lsm.OrderPartiallyFailed {
@@ -133,10 +137,19 @@ func TestOrders(t *testing.T) {
 	if it := its["z"]; it.Status != lsm.ItemSkipped || !strings.Contains(it.Error, `dependency "y" failed`) || it.StartedAt != nil {
 		t.Errorf("z = %+v", it)
 	}
-	for _, name := range []string{"x", "w"} {
+	for _, name := range []string{"x", "w", "edit-g"} {
 		if it := its[name]; it.Status != lsm.ItemSucceeded || it.State != "up" {
 			t.Errorf("%s = %+v", name, it)
 		}
+	}
+	if it := its["del-a"]; it.Status != lsm.ItemSucceeded || it.State != "terminated" {
+		t.Errorf("del-a = %+v", it)
+	}
+	if got, _ := readFile(t, filepath.Join(root, "gamma.conf")); got != "memory=11\n" {
+		t.Errorf("gamma.conf after the edit = %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, "alpha.conf")); !os.IsNotExist(err) {
+		t.Errorf("alpha.conf after the delete: %v", err)
 	}
 	var zulu store.ServiceInstance
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/zulu", &zulu); err == nil {
