@@ -177,7 +177,8 @@ func TestLSMOrderScheduling(t *testing.T) {
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(f.batches, []int{64, 64, 22}) || f.peak != 150 {
+		// The batches start together: their activities record in any order.
+		if slices.Sort(f.batches); !slices.Equal(f.batches, []int{22, 64, 64}) || f.peak != 150 {
 			t.Errorf("batches %v, peak %d", f.batches, f.peak)
 		}
 	})
