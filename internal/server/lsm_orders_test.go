@@ -332,6 +332,12 @@ func TestOrderRefusals(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a body over 16 MiB", func(t *testing.T) {
+		r := rawPost(t, c, env, ordersPath, `{"policy": "best_effort", "items": [], "pad": "`+strings.Repeat("x", 17<<20)+`"}`)
+		if r.status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%d %.300s", r.status, r.body)
+		}
+	})
 	t.Run("an Idempotency-Key too long", func(t *testing.T) {
 		r := lsmDo(t, c, env, http.MethodPost, ordersPath, strings.Repeat("k", 256), order(createVM("a", "n", 2)))
 		if r.status != http.StatusBadRequest {
