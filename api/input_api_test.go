@@ -83,6 +83,7 @@ func badTextCases() []badTextCase {
 			body: `{"current_version":1,"target_state":"up"}`, want: 400},
 		{name: "nul in instance to edit", method: "PATCH", target: "/lsm/v2/service_inventory/vm/%00", header: lsmEnv,
 			body: `{"current_version":1,"edit":[{"operation":"replace","target":"name","value":"x"}]}`, want: 400},
+		{name: "nul in order id", method: "GET", target: "/lsm/v1/orders/%00", header: lsmEnv, want: 400},
 		// Headers.
 		{name: "nul in environment header", method: "GET", target: "/lsm/v1/service_catalog",
 			header: http.Header{api.EnvironmentHeader: {"pr\x00od"}}, want: 400},
@@ -114,6 +115,10 @@ func badTextCases() []badTextCase {
 			body: export(`x\u0000`), want: 400},
 		{name: "bad utf-8 in partial export", method: "PUT", target: "/api/v1/environments/prod/versions/partial",
 			body: export("x\xc3"), want: 422},
+		{name: "nul in order item id", method: "POST", target: "/lsm/v1/orders", header: lsmEnv,
+			body: `{"policy":"best_effort","items":[{"id":"a\u0000","operation":"delete","service_entity":"vm","instance":"x"}]}`, want: 400},
+		{name: "bad utf-8 in order attribute", method: "POST", target: "/lsm/v1/orders", header: lsmEnv,
+			body: "{\"policy\":\"best_effort\",\"items\":[{\"id\":\"a\",\"operation\":\"create\",\"service_entity\":\"vm\",\"attributes\":{\"name\":\"\xff\"}}]}", want: 400},
 		{name: "nul in instance attribute", method: "POST", target: "/lsm/v1/service_inventory/vm", header: lsmEnv,
 			body: `{"attributes":{"name":"a\u0000"}}`, want: 400},
 		{name: "bad utf-8 in instance attribute name", method: "POST", target: "/lsm/v1/service_inventory/vm", header: lsmEnv,

@@ -245,7 +245,7 @@ func invalidAttributes(err error) error {
 	if !errors.As(err, &ae) {
 		return Validation(err.Error())
 	}
-	return attributeProblems(ae.Error(), ae.Problems)
+	return Validation(ae.Error(), attributeErrors("/attributes/", ae.Problems)...)
 }
 
 // withValues is attrs (not changed) with vals written over it.

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/intendhq/intend/internal/dictpath"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -150,25 +148,33 @@ func (s *Server) beginWrite(w http.ResponseWriter, r *http.Request) (lw lsmWrite
 	if lw.body, err = ReadBody(r, s.opts.MaxBodyBytes); err != nil {
 		return lw, false, err
 	}
+	done, err = s.replay(w, r, &lw)
+	return lw, done, err
+}
+
+// replay reads the request's Idempotency-Key into lw (whose env and body
+// are set) and answers a repeat from the stored first response (done is
+// then true: nothing else happens).
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, lw *lsmWrite) (done bool, err error) {
 	lw.key = r.Header.Get(IdempotencyKeyHeader)
 	if lw.key == "" {
-		return lw, false, nil
+		return false, nil
 	}
 	if err := checkIdempotencyKey(lw.key); err != nil {
-		return lw, false, err
+		return false, err
 	}
 	lw.hash = requestHash(r, lw.body)
 	lw.scope = r.Method + " " + r.URL.EscapedPath()
 	stored, ok, err := s.opts.Store.LookupRequest(r.Context(), lw.env.ID, lw.scope, lw.key)
 	if err != nil || !ok {
-		return lw, false, err
+		return false, err
 	}
 	if !bytes.Equal(stored.Hash, lw.hash) {
-		return lw, false, keyReused(lw.key)
+		return false, keyReused(lw.key)
 	}
 	w.Header().Set("Idempotent-Replayed", "true")
 	writeRaw(w, stored.Status, mediaTypeJSON, stored.Response)
-	return lw, true, nil
+	return true, nil
 }
 
 // checkIdempotencyKey accepts 1 to 255 printable ASCII characters.
@@ -268,7 +274,7 @@ func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) 
 	case RejectIllegal:
 		return illegalProblem(req, rej.State, rej.Allowed)
 	case RejectInvalid:
-		return attributeProblems(rej.Message, rej.Problems)
+		return Validation(rej.Message, attributeErrors("/attributes/", rej.Problems)...)
 	case RejectBusy:
 		w.Header().Set("Retry-After", "1")
 		return Conflict("%s", rej.Message)
@@ -278,16 +284,6 @@ func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) 
 		return NotFound("%s", rej.Message)
 	}
 	return rej
-}
-
-// attributeProblems is the 422 of attributes a request may not send,
-// each named by its pointer.
-func attributeProblems(msg string, problems []lsm.AttributeProblem) *Problem {
-	errs := make([]FieldError, 0, len(problems))
-	for _, pr := range problems {
-		errs = append(errs, FieldError{Field: "/attributes/" + escapePointer(pr.Attribute), Detail: pr.String()})
-	}
-	return Validation(msg, errs...)
 }
 
 // illegalProblem is the 409 of a request the state has no transfer for:
@@ -327,6 +323,16 @@ func allowedDetail(ev lsm.Event) string {
 		return "allowed: on_delete (DELETE the instance)"
 	}
 	return fmt.Sprintf("allowed: %s (taken by the server)", ev)
+}
+
+// attributeErrors are the field errors of attribute problems, each at
+// prefix and the attribute's name.
+func attributeErrors(prefix string, problems []lsm.AttributeProblem) []FieldError {
+	errs := make([]FieldError, 0, len(problems))
+	for _, pr := range problems {
+		errs = append(errs, FieldError{Field: prefix + escapePointer(pr.Attribute), Detail: pr.String()})
+	}
+	return errs
 }
 
 // escapePointer escapes a JSON pointer token (RFC 6901).
@@ -460,24 +466,12 @@ func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	next := make(map[string]any, len(req.Attributes))
-	for k, v := range currentAttributes(inst) {
-		next[k] = v
-	}
-	for k, v := range req.Attributes {
-		next[k] = v
-	}
 	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
-		Attributes: next}, http.StatusOK)
+		Attributes: lsm.MergeAttributes(currentAttributes(inst), req.Attributes)}, http.StatusOK)
 }
 
 // instanceEdit is one edit of PATCH /lsm/v2/....
-type instanceEdit struct {
-	EditID    string          `json:"edit_id"`
-	Operation string          `json:"operation"`
-	Target    string          `json:"target"`
-	Value     json.RawMessage `json:"value"`
-}
+type instanceEdit = lsm.Edit
 
 // editInstanceRequest is PATCH /lsm/v2/service_inventory/{entity}/{id}.
 type editInstanceRequest struct {
@@ -514,61 +508,25 @@ func (s *Server) editInstance(w http.ResponseWriter, r *http.Request) error {
 // applyEdits applies edits in order to attrs (not modified); a faulty
 // edit is a 422 naming its index (and edit_id) and target.
 func applyEdits(attrs map[string]any, edits []instanceEdit) (map[string]any, error) {
-	var doc any = attrs
-	if attrs == nil {
-		doc = map[string]any{}
+	next, err := lsm.ApplyEdits(attrs, edits)
+	return next, editProblem("/edit", err)
+}
+
+// editProblem is the 422 of an *lsm.EditError, its fields under at (the
+// edit list's pointer); other errors pass.
+func editProblem(at string, err error) error {
+	var ee *lsm.EditError
+	if !errors.As(err, &ee) {
+		return err
 	}
-	for i, e := range edits {
-		at := "/edit/" + strconv.Itoa(i)
-		name := "edit " + strconv.Itoa(i)
-		if e.EditID != "" {
-			name += fmt.Sprintf(" (%q)", e.EditID)
-		}
-		p, err := dictpath.Parse(e.Target)
-		if err != nil {
-			return nil, InvalidField(at+"/target", err.Error())
-		}
-		var value any
-		if e.Value != nil {
-			dec := json.NewDecoder(bytes.NewReader(e.Value))
-			dec.UseNumber()
-			if err := dec.Decode(&value); err != nil {
-				return nil, InvalidField(at+"/value", "is not JSON")
-			}
-		}
-		switch e.Operation {
-		case "replace", "merge":
-			if e.Value == nil {
-				return nil, InvalidField(at+"/value", "required for "+e.Operation)
-			}
-			if e.Operation == "replace" {
-				doc, err = dictpath.Replace(doc, p, value)
-			} else {
-				doc, err = dictpath.Merge(doc, p, value)
-			}
-		case "remove":
-			if e.Value != nil {
-				return nil, InvalidField(at+"/value", "remove takes no value")
-			}
-			doc, err = dictpath.Remove(doc, p)
-		default:
-			return nil, InvalidField(at+"/operation", `must be "replace", "merge" or "remove"`)
-		}
-		if err != nil {
-			var pe *dictpath.PathError
-			if errors.As(err, &pe) {
-				return nil, Validation(fmt.Sprintf("%s cannot %s at %q: %s", name, e.Operation, e.Target, pe.Error()),
-					FieldError{Field: at + "/target", Detail: pe.Error()})
-			}
-			return nil, err
-		}
+	field := at
+	if ee.Index >= 0 {
+		field = at + "/" + strconv.Itoa(ee.Index) + ee.Field
 	}
-	out, ok := doc.(map[string]any)
-	if !ok {
-		return nil, Validation("the edits leave the attributes something other than a dict",
-			FieldError{Field: "/edit", Detail: "the attributes must stay a dict"})
+	if ee.Message != "" {
+		return Validation(ee.Message, FieldError{Field: field, Detail: ee.Detail})
 	}
-	return out, nil
+	return InvalidField(field, ee.Detail)
 }
 
 // deleteInstanceRequest is the optional body of DELETE.
@@ -683,20 +641,7 @@ func (s *Server) rollbackInstance(w http.ResponseWriter, r *http.Request) error 
 	if len(then) == 0 {
 		return InvalidField("/to_version", fmt.Sprintf("version %d holds no attributes to restore", to))
 	}
-	next := make(map[string]any, len(then))
-	for k, v := range currentAttributes(inst) {
-		next[k] = v
-	}
-	for _, a := range lw.entity.Attributes {
-		if a.Modifier != lsm.ReadWriteAlways {
-			continue
-		}
-		if v, ok := then[a.Name]; ok {
-			next[a.Name] = v
-		} else {
-			delete(next, a.Name) // its default then, its default now
-		}
-	}
+	next := lsm.RestoreAttributes(lw.entity.Attributes, currentAttributes(inst), then)
 	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
 		Attributes: next}, http.StatusOK)
 }

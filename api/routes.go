@@ -123,6 +123,9 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodGet, "/callbacks", s.inLSMEnv("lsm.callback.list", read, s.listCallbacks))
 		r.Method(http.MethodGet, "/callbacks/{callback}", s.inLSMEnv("lsm.callback.read", read, s.getCallback))
 		r.Method(http.MethodDelete, "/callbacks/{callback}", s.inLSMEnv("lsm.callback.delete", admin, s.deleteCallback))
+		r.Method(http.MethodPost, "/orders", s.inLSMEnv("lsm.order.create", operator, s.createOrder))
+		r.Method(http.MethodGet, "/orders", s.inLSMEnv("lsm.order.list", read, s.listOrders))
+		r.Method(http.MethodGet, "/orders/{id}", s.inLSMEnv("lsm.order.read", read, s.getOrder))
 	})
 	r.Route("/lsm/v2", func(r chi.Router) {
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.edit", operator, s.editInstance))

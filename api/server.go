@@ -47,6 +47,9 @@ type Options struct {
 	// LSMPreview serves the service instances' dry-runs; without it they
 	// answer 503.
 	LSMPreview LSMPreviewer
+	// Orders starts orders' workflows; without it (or LSM) POST
+	// /lsm/v1/orders answers 503.
+	Orders LSMOrders
 	// Compiles wakes compile queues; without it, a requested compile
 	// waits for the reconciler.
 	Compiles Compiles

@@ -917,22 +917,6 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 }
 
 // identity is the value of the entity's identity attribute in attrs, as
-// the store keeps it: a string as it is, anything else as JSON. The
-// identity is fixed at the create (an identity attribute is rw).
-func identity(attr string, attrs map[string]any) string {
-	if attr == "" {
-		return ""
-	}
-	v, ok := attrs[attr]
-	if !ok || v == nil {
-		return ""
-	}
-	if s, ok := v.(string); ok {
-		return s
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
-}
+// the store keeps it (lsm.Identity). The identity is fixed at the create
+// (an identity attribute is rw).
+func identity(attr string, attrs map[string]any) string { return lsm.Identity(attr, attrs) }

@@ -15,10 +15,13 @@ func TestReplayCommittedHistories(t *testing.T) {
 	for _, h := range []struct{ file, why string }{
 		{"testdata/deploy_quickstart.json", "the quick start: 4 resources in 3 requires levels, one purged"},
 		{"testdata/lsm_site_lifecycle.json", "examples/lsm: a site created, updated, an update rejected by validation, deleted: terminated"},
+		{"testdata/lsm_order_compensated.json", "an all_or_nothing order of TestOrders: an update and two creates, " +
+			"one rejected by validation, a delete held back and skipped, all compensated"},
 	} {
 		r := worker.NewWorkflowReplayer()
 		Register(r)
 		RegisterServiceInstance(r)
+		RegisterOrders(r)
 		if err := r.ReplayWorkflowHistoryFromJSONFile(nil, h.file); err != nil {
 			t.Errorf("%s (%s): %v", h.file, h.why, err)
 		}

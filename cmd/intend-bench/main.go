@@ -35,6 +35,8 @@ func main() {
 	filesDir := flag.String("files", "", "where the deployed files go (default: a temp dir under $TMPDIR)")
 	lsmN := flag.Int("lsm", 0, "P7: service instances to create at once after the other workloads (0: no P7; with -n 0, P7 only)")
 	lsmParallel := flag.Int("lsm-parallel", 32, "P7: creates in flight at once")
+	flag.IntVar(&orderN, "order", 0, "P7o: items of one order creating that many service instances (with -n 0: after P7, if any)")
+	flag.IntVar(&orderChain, "order-chain", 1, "P7o: items per dependency chain (1: no dependencies; 10: item i depends on i-1 within each 10)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	external := flag.Int("external", 0, "run P1–P5 on this many external executors (through the executor API, "+
 		"no database credentials) instead of the server's embedded executor")
@@ -124,9 +126,18 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 	}
 	fmt.Fprintf(out, "%d fs::File resources into %s, PostgreSQL fsync %v, run by %s\n", n, files, fsync, where)
 	if n <= 0 {
-		rows, err := benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context) { lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out) })
-		if err != nil {
-			return fmt.Errorf("P7: %w", err)
+		var rows []row
+		if lsmN > 0 {
+			if rows, err = benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context) { lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out) }); err != nil {
+				return fmt.Errorf("P7: %w", err)
+			}
+		}
+		if orderN > 0 {
+			p7o, err := benchOrder(ctx, c, srv, files, orderN, orderChain)
+			if err != nil {
+				return fmt.Errorf("P7o: %w", err)
+			}
+			rows = append(rows, p7o...)
 		}
 		return table(out, rows)
 	}

@@ -41,6 +41,9 @@ entity's lifecycle.
   intend lsm set-state vm web creating
   intend lsm delete vm web --wait terminated
   intend lsm callback add https://hooks.example.com/intend --entity vm
+  intend lsm order sites.json --wait  several creates, updates, deletes at once
+  intend lsm order show ID           one order and its items' outcomes
+  intend lsm orders                  the environment's orders
 
 ` + clientSettingsHelp,
 	}
@@ -49,7 +52,7 @@ entity's lifecycle.
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
 		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
-		lsmDryrunCommand(s), lsmCallbackCommand(s))
+		lsmDryrunCommand(s), lsmCallbackCommand(s), lsmOrderCommand(s), lsmOrdersCommand(s))
 	return cmd
 }
 

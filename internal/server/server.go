@@ -132,6 +132,7 @@ type Server struct {
 	reporter  *executor.Reporter
 	cache     *adapters.Cache
 	lsm       *lsmEngine
+	orders    *orderEngine
 	compiles  *bounded.Pool
 	http      *http.Server
 	listener  net.Listener
@@ -220,6 +221,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &lsmEngine{temporal: tc, store: st}, scheme: "http"}
+	s.orders = &orderEngine{temporal: tc, lsm: s.lsm}
 	fail := func(err error) (*Server, error) {
 		s.Shutdown(context.Background())
 		return nil, err
@@ -252,6 +254,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		},
 	}
 	lsmActs.Register(s.worker)
+	s.registerOrders(s.worker, s.orders)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
@@ -274,7 +277,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
-		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
+		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, Orders: s.orders, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
@@ -553,6 +556,7 @@ func (s *Server) reconcile(ctx context.Context) {
 		}
 	}
 	s.reconcileInstances(ctx, envs)
+	s.reconcileOrders(ctx)
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
 	s.pruneRequests(ctx)
