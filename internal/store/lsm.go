@@ -392,6 +392,9 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		if r := ch.Request; r != nil {
 			body, err := json.Marshal(inst)
 			if err != nil {
+		if err := notifyTransfer(ctx, tx, envID, ch.ID, ch.Version); err != nil {
+			return err
+		}
 				return err
 			}
 			// The first response stays; one that expired (not yet pruned)
