@@ -39,6 +39,9 @@ entity's lifecycle.
   intend lsm update vm web --attr memory=8 --wait up
   intend lsm set-state vm web creating
   intend lsm delete vm web --wait terminated
+  intend lsm watch vm web            its transfers as they happen
+  intend lsm config vm --auto-transfers=false
+  intend lsm expert vm web --state up --reason "repaired by hand"
 
 ` + clientSettingsHelp,
 	}
@@ -46,7 +49,8 @@ entity's lifecycle.
 	s := g.clientFlags(cmd)
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
-		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s))
+		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
+		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s))
 	return cmd
 }
 
