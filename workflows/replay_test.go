@@ -15,6 +15,9 @@ func TestReplayCommittedHistories(t *testing.T) {
 	for _, h := range []struct{ file, why string }{
 		{"testdata/deploy_quickstart.json", "the quick start: 4 resources in 3 requires levels, one purged"},
 		{"testdata/lsm_site_lifecycle.json", "examples/lsm: a site created, updated, an update rejected by validation, deleted: terminated"},
+		{"testdata/lsm_auto_off_expert.json", "auto transfers off: a create taken to acknowledged and creating by set-state, " +
+			"an update waiting in update_start until auto transfers are turned back on (signal), two expert transfers " +
+			"(to failed; to up with another active set, exported), deleted: terminated"},
 	} {
 		r := worker.NewWorkflowReplayer()
 		Register(r)
