@@ -582,7 +582,7 @@ func (w *instanceWorkflow) validateRequest(version int64, ev lsm.Event) (lsm.Tra
 	t, err := w.lifecycle().Next(w.st.State, ev)
 	if err != nil {
 		return t, temporal.NewApplicationError(err.Error(), ErrTypeIllegal,
-			IllegalDetails{State: w.st.State, Allowed: w.lifecycle().Allowed(w.st.State)})
+			IllegalDetails{State: w.st.State, Allowed: w.allowed()})
 	}
 	return t, nil
 }

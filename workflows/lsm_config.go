@@ -66,3 +66,18 @@ func (w *instanceWorkflow) setStateTransfer(req SetStateRequest) (lsm.Transfer, 
 	}
 	return t, err
 }
+
+// allowed are the events the instance's state takes, as a refusal lists
+// them: with auto transfers off, the auto transfer the instance waits at
+// is an api event to its target (a set-state takes it).
+func (w *instanceWorkflow) allowed() []lsm.Event {
+	evs := w.lifecycle().Allowed(w.st.State)
+	if auto, ok := w.heldAuto(); ok {
+		for i, ev := range evs {
+			if ev.Trigger == lsm.Auto {
+				evs[i] = lsm.Event{Trigger: lsm.API, Target: auto.Target}
+			}
+		}
+	}
+	return evs
+}

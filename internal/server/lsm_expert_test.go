@@ -141,9 +141,11 @@ func TestAutoTransfersOff(t *testing.T) {
 		t.Errorf("the hand-taken auto transfer's log = %+v %v", entry, ev)
 	}
 	// A set-state to a state no transfer of acknowledged reaches is still
-	// refused, and the instance waits in acknowledged.
+	// refused, naming the held auto transfer as the set-state it takes,
+	// and the instance waits in acknowledged.
 	if r := lsmDo(t, op, env, http.MethodPost, "/lsm/v1/services/vm/web/state", "",
-		map[string]any{"current_version": 2, "target_state": "up"}); r.status != 409 {
+		map[string]any{"current_version": 2, "target_state": "up"}); r.status != 409 ||
+		!hasFieldError(r.problem(t), "", `target_state "creating"`) {
 		t.Errorf("set-state to up: %d %s", r.status, r.body)
 	}
 	if inst := state(2, "creating"); inst.State != "creating" || inst.Active["name"] != "web" {
