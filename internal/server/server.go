@@ -315,11 +315,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			}
 		})
 	}
+	// Serve writes the TLS config (its HTTP/2 defaults): read it before.
+	tlsOn := s.http.TLSConfig != nil
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		var err error
-		if s.http.TLSConfig != nil {
+		if tlsOn {
 			err = s.http.ServeTLS(ln, "", "")
 		} else {
 			err = s.http.Serve(ln)
@@ -341,7 +343,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.wg.Go(func() { s.reporter.Run(bg) })
 		s.wg.Go(func() { executor.SweepCache(bg, s.cache, st, 0, log) })
 	}
-	log.Info("intend server started", "listen", ln.Addr().String(), "tls", s.http.TLSConfig != nil,
+	log.Info("intend server started", "listen", ln.Addr().String(), "tls", tlsOn,
 		"allowed_hosts", allowed, "oidc", cfg.OIDC != nil, "temporal", cfg.TemporalAddress,
 		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
 	return s, nil
