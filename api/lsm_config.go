@@ -58,14 +58,13 @@ func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error
 	}
 	c := ent.Config
 	c.AutoTransfers = *req.AutoTransfers
+	n, ok := s.opts.LSM.(LSMConfigNotifier)
+	if !ok {
+		return Unavailable("the lifecycle engine is not running in this server to tell the live instances")
+	}
 	noteAudit(r, map[string]any{"entity": name, "config": c})
 	if ent, err = s.opts.Store.SetEntityConfig(r.Context(), env.ID, name, c); err != nil {
 		return err
-	}
-	n, ok := s.opts.LSM.(LSMConfigNotifier)
-	if !ok {
-		return Unavailable("the config is stored, but the lifecycle engine is not running in this server " +
-			"to tell the live instances; repeat the request on a server that runs it")
 	}
 	if err := n.ConfigChanged(r.Context(), env, name, c); err != nil {
 		s.log.Warn("service entity config: instances not told", "environment", env.Name, "service_entity", name, "error", err)
