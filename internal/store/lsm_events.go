@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -63,7 +64,11 @@ func (s *Store) ListenTransfers(ctx context.Context, listening func(), notice fu
 		return fmt.Errorf("listen for transfers: %w", err)
 	}
 	conn := pc.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	if _, err := conn.Exec(ctx, "listen "+TransferChannel); err != nil {
 		return fmt.Errorf("listen for transfers: %w", err)
 	}
