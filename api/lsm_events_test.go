@@ -18,7 +18,8 @@ import (
 // TestEventStreamsAreBounded: a server serving its MaxEventStreams
 // answers one more with 503 and Retry-After, holding nothing for it, and
 // serves a new one once a stream ended; a stream of a live instance sends
-// its current version first.
+// its current version first, heartbeats while idle, and ends when the
+// hub closes.
 func TestEventStreamsAreBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -26,7 +27,7 @@ func TestEventStreamsAreBounded(t *testing.T) {
 	// the count of streams is at stake, and the first event, which a
 	// stream reads at once.
 	hub := lsmevents.New(nil, nil, time.Hour)
-	f2 := newFixture(t, api.Options{MaxEventStreams: 1, Events: hub})
+	f2 := newFixture(t, api.Options{MaxEventStreams: 1, Events: hub, EventHeartbeat: 50 * time.Millisecond})
 	f2.env("ev")
 	e, err := f2.st.GetEnvironment(ctx, "ev")
 	if err != nil {
@@ -82,17 +83,45 @@ func TestEventStreamsAreBounded(t *testing.T) {
 	cancel()
 	first.Body.Close()
 	deadline := time.Now().Add(10 * time.Second)
+	var third *http.Response
 	for {
-		third, cancel3 := open()
-		status := third.StatusCode
-		third.Body.Close()
-		cancel3()
-		if status == 200 {
+		resp, cancel3 := open()
+		defer cancel3()
+		if resp.StatusCode == 200 {
+			third = resp
 			break
 		}
+		resp.Body.Close()
 		if time.Now().After(deadline) {
-			t.Fatalf("no stream served after the first ended: %d", status)
+			t.Fatalf("no stream served after the first ended: %d", resp.StatusCode)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// An idle stream sends heartbeats (every 50 ms here), and ends when
+	// the hub closes (the server shuts down).
+	sc = bufio.NewScanner(third.Body)
+	beats := 0
+	for beats < 2 && sc.Scan() {
+		if sc.Text() == ": heartbeat" {
+			beats++
+		}
+	}
+	if beats < 2 {
+		t.Fatalf("heartbeats: %d (%v)", beats, sc.Err())
+	}
+	hub.Close()
+	ended := make(chan error, 1)
+	go func() {
+		for sc.Scan() {
+		}
+		ended <- sc.Err()
+	}()
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("the stream broke instead of ending: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end when the hub closed")
 	}
 }
