@@ -15,6 +15,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -242,4 +243,18 @@ Examples:
 	f.StringVar(&rollback, "rollback-attrs", "", "replace the rollback set with this JSON object")
 	w.flags(cmd, true)
 	return cmd
+}
+
+// withoutAuto is lc without its auto transfers: what an instance of an
+// entity whose auto transfers are off follows by itself (a wait then
+// knows that it settles where an auto transfer leaves).
+func withoutAuto(lc *lsm.Lifecycle) *lsm.Lifecycle {
+	out := *lc
+	out.Transfers = nil
+	for _, t := range lc.Transfers {
+		if t.Trigger != lsm.Auto {
+			out.Transfers = append(out.Transfers, t)
+		}
+	}
+	return &out
 }

@@ -53,7 +53,11 @@ services: vm: #VM
 	if out := ok(t, vars, "lsm", "config", "vm", "--auto-transfers=false"); field(t, out, "auto_transfers") != "false" {
 		t.Fatalf("config --auto-transfers=false:\n%s", out)
 	}
-	out := ok(t, vars, "lsm", "create", "vm", "--attr", "name=web")
+	// A wait for up ends at once where the instance waits for a
+	// set-state, rather than after its timeout.
+	r := fails(t, vars, exitFailed, []string{"is start (version 1), not up, and stays there until a request moves it"},
+		"lsm", "create", "vm", "--attr", "name=web", "--wait", "up", "--timeout", "1m")
+	out := r.out
 	if field(t, out, "state") != "start" {
 		t.Fatalf("create:\n%s", out)
 	}
@@ -85,7 +89,6 @@ services: vm: #VM
 	}
 	ok(t, vars, "lsm", "delete", "vm", "web", "--wait", "terminated")
 
-	var r cliResult
 	select {
 	case r = <-watched:
 	case <-time.After(60 * time.Second):
