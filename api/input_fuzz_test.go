@@ -20,7 +20,7 @@ import (
 // fuzzHeaders are the headers FuzzRequest may set to its value (by index,
 // modulo their number): those that name or key things, the body's media
 // type, and the credential.
-var fuzzHeaders = []string{api.EnvironmentHeader, api.IdempotencyKeyHeader, "Content-Type", "Authorization"}
+var fuzzHeaders = []string{api.EnvironmentHeader, api.IdempotencyKeyHeader, "Content-Type", "Authorization", "Last-Event-ID"}
 
 // FuzzRequest sends arbitrary requests (method, Host, raw request target,
 // one header's value, body) through the whole API handler, as a global
@@ -66,6 +66,12 @@ func FuzzRequest(f *testing.F) {
 		{"POST", "localhost", "/lsm/v1/service_inventory/vm", 1, "key-1", `{"attributes":{"name":"web"}}`},
 		{"PATCH", "localhost", "/lsm/v2/service_inventory/vm/6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", 0, "prod",
 			`{"current_version":1,"edit":[{"operation":"replace","target":"name","value":"x"}]}`},
+		{"PATCH", "localhost", "/lsm/v1/service_catalog/vm/config", 0, "prod", `{"auto_transfers":false}`},
+		{"POST", "localhost", "/lsm/v1/service_inventory/vm/web/expert", 1, "key-2",
+			`{"current_version":1,"state":"up","active_attributes":{"name":"web"},"reason":"r"}`},
+		{"GET", "localhost", "/lsm/v1/service_inventory/vm/web/events?after=0", 0, "prod", ""},
+		{"GET", "localhost", "/lsm/v1/service_inventory/vm/web/events", 0, "prod", ""},
+		{"GET", "localhost", "/lsm/v1/service_inventory/vm/web/events", 4, "-1", ""},
 		{"GET", "localhost", "/api/v1/whoami", 3, "Bearer \x00", ""},
 		{"GET", "localhost", "/api/v1/whoami", 3, "Bearer \xff", ""},
 		{strings.Repeat("X", 4096), "localhost", "/api/v1/environments/prod", 0, "prod", ""},

@@ -33,6 +33,7 @@ const (
 	LSMUpdate   = "update"
 	LSMSetState = "set_state"
 	LSMDelete   = "delete"
+	LSMExpert   = "expert"
 )
 
 // LSMRequest is one write to a service instance, as the engine sends it.
@@ -60,6 +61,11 @@ type LSMRequest struct {
 	// Actor is who asked (auth.Principal.Actor), kept in the instance's
 	// log with the transfer.
 	Actor string
+	// AutoTransfersOff is the entity's config as the request read it: a
+	// create's workflow starts with it (lsm_config.go).
+	AutoTransfersOff bool
+	// Expert is what an expert transfer forces (LSMExpert).
+	Expert *ExpertChange
 }
 
 // LSMEngine sends the inventory's writes to the lifecycle engine, one
@@ -216,6 +222,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 		return Unavailable("the lifecycle engine is not running in this server")
 	}
 	req.Environment, req.Entity, req.Actor = lw.env, lw.entity.Entity, principal(r).Actor()
+	req.AutoTransfersOff = !lw.entity.Config.AutoTransfers
 	noteAudit(r, map[string]any{"entity": lw.entity.Name, "instance": req.InstanceID, "op": req.Op})
 	if lw.key != "" {
 		// The instance's workflow takes an update id once: the key with

@@ -104,6 +104,7 @@ func (s *Server) Handler() http.Handler {
 	r.Route("/lsm/v1", func(r chi.Router) {
 		r.Method(http.MethodGet, "/service_catalog", s.inLSMEnv("lsm.catalog.list", read, s.listCatalog))
 		r.Method(http.MethodGet, "/service_catalog/{entity}", s.inLSMEnv("lsm.catalog.read", read, s.getCatalogEntity))
+		r.Method(http.MethodPatch, "/service_catalog/{entity}/config", s.inLSMEnv("lsm.catalog.configure", operator, s.patchEntityConfig))
 		r.Method(http.MethodGet, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.list", read, s.listInventory))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.read", read, s.getInstance))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/log", s.inLSMEnv("lsm.instance.log", read, s.getInstanceLog))
@@ -111,6 +112,7 @@ func (s *Server) Handler() http.Handler {
 			s.inLSMEnv("lsm.instance.resources", read, s.getInstanceResources))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/diagnose",
 			s.inLSMEnv("lsm.instance.diagnose", read, s.diagnoseInstance))
+		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/events", s.inLSMEnv("lsm.instance.events", read, s.streamInstanceEvents))
 		r.Method(http.MethodPost, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.create", operator, s.createInstance))
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.update", operator, s.updateInstance))
 		r.Method(http.MethodDelete, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.delete", operator, s.deleteInstance))
@@ -126,6 +128,7 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodPost, "/orders", s.inLSMEnv("lsm.order.create", operator, s.createOrder))
 		r.Method(http.MethodGet, "/orders", s.inLSMEnv("lsm.order.list", read, s.listOrders))
 		r.Method(http.MethodGet, "/orders/{id}", s.inLSMEnv("lsm.order.read", read, s.getOrder))
+		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/expert", s.inLSMEnv("lsm.instance.expert", admin, s.expertInstance))
 	})
 	r.Route("/lsm/v2", func(r chi.Router) {
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.edit", operator, s.editInstance))

@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
 )
@@ -86,6 +88,14 @@ type Options struct {
 	// CallbackHosts are the hosts LSM callbacks may be registered for
 	// (see CallbackHostAllowed); empty: any.
 	CallbackHosts []string
+	// Events wakes the service instances' event streams (nil: the
+	// streams answer 503); MaxEventStreams bounds the streams served at
+	// once (default DefaultMaxEventStreams; one more is a 503);
+	// EventHeartbeat is an idle stream's comment period (default
+	// DefaultEventHeartbeat).
+	Events          *lsmevents.Hub
+	MaxEventStreams int
+	EventHeartbeat  time.Duration
 }
 
 // Server is intend's REST API.
@@ -93,6 +103,8 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	bulk slots
+	// streams counts the event streams being served.
+	streams atomic.Int64
 }
 
 // slots counts work in progress per key, up to a limit.
@@ -141,6 +153,12 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxBulkPerEnvironment <= 0 {
 		opts.MaxBulkPerEnvironment = 4
+	}
+	if opts.MaxEventStreams <= 0 {
+		opts.MaxEventStreams = DefaultMaxEventStreams
+	}
+	if opts.EventHeartbeat <= 0 {
+		opts.EventHeartbeat = DefaultEventHeartbeat
 	}
 	return &Server{opts: opts, log: opts.Log}
 }

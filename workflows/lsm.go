@@ -148,6 +148,9 @@ type ServiceInstanceInput struct {
 	// Snapshot is the instance as the previous run left it; nil on a
 	// fresh start, which waits for the create update.
 	Snapshot *InstanceSnapshot
+	// AutoTransfersOff: the entity's config turned its auto transfers
+	// off (lsm_config.go); ConfigChangedSignal changes it.
+	AutoTransfersOff bool `json:",omitempty"`
 }
 
 // InstanceSnapshot is an instance's state as the workflow holds it.
@@ -239,6 +242,8 @@ type TransferEvent struct {
 	// Actor is who asked for it (token:NAME, oidc:SUBJECT); absent for
 	// intend's own transfers (auto and resource triggers).
 	Actor string `json:"actor,omitempty"`
+	// Reason is why an expert forced the transfer (trigger expert).
+	Reason string `json:"reason,omitempty"`
 }
 
 // caller is what the engine knows of a request's sender: its
@@ -375,6 +380,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			w.modelChanged = true
 		}
 	})
+	w.listenConfig(ctx)
 	if w.st.Version == 0 {
 		wait := createWait
 		if workflow.GetVersion(ctx, "load-lost-create", workflow.DefaultVersion, 1) == 1 {
@@ -415,7 +421,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 		if err := w.acquire(ctx); err != nil {
 			return err
 		}
-		w.dirty = false
+		w.dirty, w.configChanged = false, false
 		if w.modelChanged {
 			// The last export was built by the old model: export again.
 			w.modelChanged = false
@@ -434,11 +440,11 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 				return err
 			}
 		} else if err := workflow.Await(ctx, func() bool {
-			return ((w.dirty || w.modelChanged) && !w.busy) || w.shouldContinue(ctx)
+			return ((w.dirty || w.modelChanged || w.configChanged) && !w.busy) || w.shouldContinue(ctx)
 		}); err != nil {
 			return err
 		}
-		if !w.dirty && !w.modelChanged && w.shouldContinue(ctx) {
+		if !w.dirty && !w.modelChanged && !w.configChanged && w.shouldContinue(ctx) {
 			return w.continueAsNew(ctx)
 		}
 	}
@@ -456,9 +462,12 @@ type instanceWorkflow struct {
 	// modelChanged: ModelChangedSignal arrived; the main loop exports
 	// again.
 	modelChanged bool
-	createFailed bool
-	transfers    int
-	done         bool
+	// configChanged: ConfigChangedSignal arrived; the main loop looks at
+	// the state again (auto transfers turned back on take it on).
+	configChanged bool
+	createFailed  bool
+	transfers     int
+	done          bool
 }
 
 func (w *instanceWorkflow) lifecycle() *lsm.Lifecycle { return &w.in.Entity.Lifecycle }
@@ -534,6 +543,9 @@ func (w *instanceWorkflow) register(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: w.validateUpdate}); err != nil {
 		return err
 	}
+	if err := w.registerExpert(ctx); err != nil {
+		return err
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, SetStateUpdate, w.setState,
 		workflow.UpdateHandlerOptions{Validator: w.validateSetState}); err != nil {
 		return err
@@ -570,7 +582,7 @@ func (w *instanceWorkflow) validateRequest(version int64, ev lsm.Event) (lsm.Tra
 	t, err := w.lifecycle().Next(w.st.State, ev)
 	if err != nil {
 		return t, temporal.NewApplicationError(err.Error(), ErrTypeIllegal,
-			IllegalDetails{State: w.st.State, Allowed: w.lifecycle().Allowed(w.st.State)})
+			IllegalDetails{State: w.st.State, Allowed: w.allowed()})
 	}
 	return t, nil
 }
@@ -583,7 +595,7 @@ func (w *instanceWorkflow) validateUpdate(_ workflow.Context, req UpdateRequest)
 }
 
 func (w *instanceWorkflow) validateSetState(_ workflow.Context, req SetStateRequest) error {
-	_, err := w.validateRequest(req.CurrentVersion, lsm.Event{Trigger: lsm.API, Target: req.Target})
+	_, err := w.setStateTransfer(req)
 	return err
 }
 
@@ -660,7 +672,7 @@ func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (
 	if err := w.validateSetState(ctx, req); err != nil {
 		return ServiceInstanceRecord{}, err
 	}
-	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.API, Target: req.Target})
+	t, _ := w.setStateTransfer(req)
 	return w.request(ctx, t, w.st.Sets, caller{req.Request, req.Actor})
 }
 
@@ -797,6 +809,11 @@ func (w *instanceWorkflow) advance(ctx workflow.Context) (step, error) {
 			return step{}, nil
 		}
 		if t, ok := lc.AutoFrom(w.st.State); ok {
+			if w.in.AutoTransfersOff {
+				// The entity's auto transfers are off: the instance waits
+				// here for an operator's set-state (setStateTransfer).
+				return step{}, nil
+			}
 			failed, errs, sets := false, json.RawMessage(nil), w.st.Sets
 			if t.Validate {
 				var err error

@@ -17,6 +17,9 @@ func TestReplayCommittedHistories(t *testing.T) {
 		{"testdata/lsm_site_lifecycle.json", "examples/lsm: a site created, updated, an update rejected by validation, deleted: terminated"},
 		{"testdata/lsm_order_compensated.json", "an all_or_nothing order of TestOrders: an update and two creates, " +
 			"one rejected by validation, a delete held back and skipped, all compensated"},
+		{"testdata/lsm_auto_off_expert.json", "auto transfers off: a create taken to acknowledged and creating by set-state, " +
+			"an update waiting in update_start until auto transfers are turned back on (signal), two expert transfers " +
+			"(to failed; to up with another active set, exported), deleted: terminated"},
 	} {
 		r := worker.NewWorkflowReplayer()
 		Register(r)

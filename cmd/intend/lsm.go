@@ -44,6 +44,9 @@ entity's lifecycle.
   intend lsm order sites.json --wait  several creates, updates, deletes at once
   intend lsm order show ID           one order and its items' outcomes
   intend lsm orders                  the environment's orders
+  intend lsm watch vm web            its transfers as they happen
+  intend lsm config vm --auto-transfers=false
+  intend lsm expert vm web --state up --reason "repaired by hand"
 
 ` + clientSettingsHelp,
 	}
@@ -52,7 +55,8 @@ entity's lifecycle.
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
 		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
-		lsmDryrunCommand(s), lsmCallbackCommand(s), lsmOrderCommand(s), lsmOrdersCommand(s))
+		lsmDryrunCommand(s), lsmCallbackCommand(s), lsmOrderCommand(s), lsmOrdersCommand(s),
+		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s))
 	return cmd
 }
 

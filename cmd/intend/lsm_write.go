@@ -49,11 +49,17 @@ func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *apiclient.Cli
 	if w.wait != "" {
 		var catalog struct {
 			Lifecycle lsm.Lifecycle `json:"lifecycle"`
+			Config    struct {
+				AutoTransfers *bool `json:"auto_transfers"`
+			} `json:"config"`
 		}
 		if err := c.Do(ctx, http.MethodGet, lsmPath("service_catalog", entity), nil, &catalog); err != nil {
 			return err
 		}
 		lc = &catalog.Lifecycle
+		if a := catalog.Config.AutoTransfers; a != nil && !*a {
+			lc = withoutAuto(lc) // a state an auto transfer leaves waits for a set-state
+		}
 		if _, ok := lc.States[w.wait]; !ok {
 			return usageErrorf("--wait %s: lifecycle %s has no state %q (it has %s)", w.wait, lc.Name, w.wait,
 				strings.Join(slices.Sorted(maps.Keys(lc.States)), ", "))

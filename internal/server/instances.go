@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
@@ -58,7 +57,7 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 	if err != nil {
 		return 0, err
 	}
-	var entities map[string]lsm.Entity
+	var entities map[string]store.ServiceEntity
 	started := 0
 	for _, inst := range live {
 		wfID := workflows.ServiceInstanceWorkflowID(env.Name, inst.Entity, inst.ID)
@@ -70,9 +69,9 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 			if err != nil {
 				return started, err
 			}
-			entities = make(map[string]lsm.Entity, len(es))
+			entities = make(map[string]store.ServiceEntity, len(es))
 			for _, e := range es {
-				entities[e.Name] = e.Entity
+				entities[e.Name] = e
 			}
 		}
 		entity, ok := entities[inst.Entity]
@@ -87,7 +86,8 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 			TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, inst.Entity, inst.ID),
 			StaticSummary:            fmt.Sprintf("service instance %s/%s (restarted from PostgreSQL)", inst.Entity, inst.ID),
 		}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
-			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: entity, InstanceID: inst.ID,
+			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: entity.Entity, InstanceID: inst.ID,
+			AutoTransfersOff: !entity.Config.AutoTransfers,
 			Snapshot: &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity,
 				Sets: inst.Sets},
 		})

@@ -71,6 +71,8 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 	case api.LSMDelete:
 		opts.UpdateName, opts.Args = workflows.DeleteUpdate,
 			[]any{workflows.DeleteRequest{CurrentVersion: req.CurrentVersion, Request: idem, Actor: req.Actor}}
+	case api.LSMExpert:
+		opts.UpdateName, opts.Args = workflows.ExpertUpdate, []any{expertRequest(req, idem)}
 	default:
 		return store.ServiceInstance{}, fmt.Errorf("unknown lifecycle request %q", req.Op)
 	}
@@ -94,6 +96,7 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 				StaticSummary:            fmt.Sprintf("service instance %s/%s", entity, req.InstanceID),
 			}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
 				EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: req.Entity, InstanceID: req.InstanceID,
+				AutoTransfersOff: req.AutoTransfersOff,
 			})
 			h, err = e.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: start, UpdateOptions: opts,
@@ -136,6 +139,9 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 		inst, err := attempt()
 		var rej *api.LSMRejection
 		if !errors.As(err, &rej) || rej.Reason != api.RejectBusy {
+			if err == nil && req.Op == api.LSMCreate {
+				e.syncConfig(ctx, req)
+			}
 			return inst, err
 		}
 		select {

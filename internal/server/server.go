@@ -29,6 +29,7 @@ import (
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/compiler/bounded"
 	"github.com/intendhq/intend/internal/executor"
+	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/temporalconn"
@@ -104,6 +105,9 @@ type Config struct {
 	// AllowedHosts are the Host names the API answers to. Nil: loopback
 	// names when Listen is a loopback address, else any.
 	AllowedHosts []string
+	// WriteTimeout is the API's http.Server WriteTimeout (0: none);
+	// event streams push their own deadline back before every write.
+	WriteTimeout time.Duration
 	// MetricsListen, when set, also serves /metrics without credentials
 	// on this address (for a Prometheus that scrapes a private network);
 	// /metrics on the API needs a global read token either way.
@@ -133,10 +137,13 @@ type Server struct {
 	cache     *adapters.Cache
 	lsm       *lsmEngine
 	orders    *orderEngine
-	compiles  *bounded.Pool
-	http      *http.Server
-	listener  net.Listener
-	metrics   *http.Server
+	// events wakes the service instances' event streams (one LISTEN
+	// connection for the server).
+	events   *lsmevents.Hub
+	compiles *bounded.Pool
+	http     *http.Server
+	listener net.Listener
+	metrics  *http.Server
 	// scheme is http or https; metricsAddr the metrics listener's address.
 	scheme, metricsAddr string
 	// lastPrune is when the reconciler last pruned expired idempotent
@@ -275,10 +282,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if allowed == nil && isLoopback(ln.Addr()) {
 		allowed = api.LoopbackHosts
 	}
+	s.events = lsmevents.New(st, log, 0)
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, Orders: s.orders, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
-		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts,
+		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -287,7 +295,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			},
 		},
 	})
-	s.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		WriteTimeout: cfg.WriteTimeout}
+	s.http.RegisterOnShutdown(s.events.Close)
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {
 		tf, err := tlsfiles.NewServer(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log)
 		if err != nil {
@@ -311,11 +321,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			}
 		})
 	}
+	// Serve writes the TLS config (its HTTP/2 defaults): read it before.
+	tlsOn := s.http.TLSConfig != nil
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		var err error
-		if s.http.TLSConfig != nil {
+		if tlsOn {
 			err = s.http.ServeTLS(ln, "", "")
 		} else {
 			err = s.http.Serve(ln)
@@ -336,11 +348,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		d := newDispatcher(st, cfg.Callbacks, log)
 		s.wg.Go(func() { d.run(bg) })
 	}
+	s.wg.Go(func() { s.events.Run(bg) })
 	if s.executors != nil {
 		s.wg.Go(func() { s.reporter.Run(bg) })
 		s.wg.Go(func() { executor.SweepCache(bg, s.cache, st, 0, log) })
 	}
-	log.Info("intend server started", "listen", ln.Addr().String(), "tls", s.http.TLSConfig != nil,
+	log.Info("intend server started", "listen", ln.Addr().String(), "tls", tlsOn,
 		"allowed_hosts", allowed, "oidc", cfg.OIDC != nil, "temporal", cfg.TemporalAddress,
 		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
 	return s, nil

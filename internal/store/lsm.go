@@ -30,6 +30,8 @@ type ServiceEntity struct {
 	Instances    map[string]int `json:"instances"`
 	RegisteredAt time.Time      `json:"registered_at"`
 	UpdatedAt    time.Time      `json:"updated_at"`
+	// Config is what operators set for the entity (lsm_config.go).
+	Config EntityConfig `json:"config"`
 }
 
 // BreakingChange is one way a new catalog would break live instances.
@@ -266,7 +268,7 @@ func (s *Store) GetEntity(ctx context.Context, envID, name string) (ServiceEntit
 func (s *Store) entities(ctx context.Context, envID, name string) ([]ServiceEntity, error) {
 	rows, err := s.pool.Query(ctx, `
 		select e.name, e.description, coalesce(e.identity, ''), e.attributes, e.lifecycle, e.model_hash,
-		       e.registered_at, e.updated_at,
+		       e.registered_at, e.updated_at, e.config,
 		       coalesce((select jsonb_object_agg(state, n) from (
 		           select state, count(*) as n from service_instances i
 		           where i.environment_id = e.environment_id and i.entity = e.name and not i.deleted
@@ -279,8 +281,12 @@ func (s *Store) entities(ctx context.Context, envID, name string) ([]ServiceEnti
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ServiceEntity, error) {
 		var e ServiceEntity
+		var config []byte
 		err := row.Scan(&e.Name, &e.Description, &e.Identity, &e.Attributes, &e.Lifecycle, &e.ModelHash,
-			&e.RegisteredAt, &e.UpdatedAt, &e.Instances)
+			&e.RegisteredAt, &e.UpdatedAt, &config, &e.Instances)
+		if err == nil {
+			e.Config, err = decodeEntityConfig(config)
+		}
 		return e, err
 	})
 }
@@ -382,6 +388,9 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		}
 		// The log row, and the callbacks' outbox rows (callbacks.go).
 		if err := logTransfer(ctx, tx, envID, ch, event); err != nil {
+			return err
+		}
+		if err := notifyTransfer(ctx, tx, envID, ch.ID, ch.Version); err != nil {
 			return err
 		}
 		if inst, err = getInstance(ctx, tx, envID, "", ch.ID); err != nil {

@@ -1,0 +1,127 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/lsmevents"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// TestEventStreamsAreBounded: a server serving its MaxEventStreams
+// answers one more with 503 and Retry-After, holding nothing for it, and
+// serves a new one once a stream ended; a stream of a live instance sends
+// its current version first, heartbeats while idle, and ends when the
+// hub closes.
+func TestEventStreamsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// The hub never runs here (no notifications, an hour's poll): only
+	// the count of streams is at stake, and the first event, which a
+	// stream reads at once.
+	hub := lsmevents.New(nil, nil, time.Hour)
+	f2 := newFixture(t, api.Options{MaxEventStreams: 1, Events: hub, EventHeartbeat: 50 * time.Millisecond})
+	f2.env("ev")
+	e, err := f2.st.GetEnvironment(ctx, "ev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f2.st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{{Name: "vm", Lifecycle: lsm.Simple()}}); err != nil {
+		t.Fatal(err)
+	}
+	const id = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	if _, err := f2.st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1, State: "start",
+		Event: json.RawMessage(`{"trigger": "create", "target": "start", "operations": []}`)}); err != nil {
+		t.Fatal(err)
+	}
+	open := func() (*http.Response, context.CancelFunc) {
+		t.Helper()
+		cctx, cancel := context.WithCancel(ctx)
+		req, _ := http.NewRequestWithContext(cctx, http.MethodGet, f2.srv.URL+"/lsm/v1/service_inventory/vm/"+id+"/events", nil)
+		req.Header.Set(api.EnvironmentHeader, "ev")
+		req.Header.Set("Authorization", "Bearer "+f2.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, cancel
+	}
+	first, cancel := open()
+	if first.StatusCode != 200 {
+		t.Fatalf("first stream: %d", first.StatusCode)
+	}
+	// Its first event is the current version (the read also makes sure
+	// the stream is being served before the next one comes).
+	sc := bufio.NewScanner(first.Body)
+	var id1 string
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			id1 = v
+			break
+		}
+	}
+	if id1 != "1" {
+		t.Fatalf("first event id %q", id1)
+	}
+	second, cancel2 := open()
+	defer cancel2()
+	if second.StatusCode != http.StatusServiceUnavailable || second.Header.Get("Retry-After") == "" ||
+		second.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("one stream too many: %d %v", second.StatusCode, second.Header)
+	}
+	second.Body.Close()
+	if n := hub.Subscribers(); n != 1 {
+		t.Errorf("subscribers = %d, want the first stream's only", n)
+	}
+	cancel()
+	first.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	var third *http.Response
+	for {
+		resp, cancel3 := open()
+		defer cancel3()
+		if resp.StatusCode == 200 {
+			third = resp
+			break
+		}
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("no stream served after the first ended: %d", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// An idle stream sends heartbeats (every 50 ms here), and ends when
+	// the hub closes (the server shuts down).
+	sc = bufio.NewScanner(third.Body)
+	beats := 0
+	for beats < 2 && sc.Scan() {
+		if sc.Text() == ": heartbeat" {
+			beats++
+		}
+	}
+	if beats < 2 {
+		t.Fatalf("heartbeats: %d (%v)", beats, sc.Err())
+	}
+	hub.Close()
+	ended := make(chan error, 1)
+	go func() {
+		for sc.Scan() {
+		}
+		ended <- sc.Err()
+	}()
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("the stream broke instead of ending: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end when the hub closed")
+	}
+}

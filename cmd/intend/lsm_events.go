@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// intend lsm watch (issue 14, B.9), config and expert (B.7).
+
+func lsmWatchCommand(s *clientSettings) *cobra.Command {
+	var after int64
+	cmd := &cobra.Command{
+		Use:   "watch ENTITY ID",
+		Short: "Print an instance's transfers as they happen (GET .../service_inventory/{entity}/{id}/events)",
+		Long: `Follow an instance: print its current version, then every transfer as the
+lifecycle engine writes it (one line each; --json: one JSON object per
+line, as the event stream's data), until the instance reaches a terminal
+state or Ctrl-C. --after N starts after version N instead (0: the whole
+log). A broken connection is resumed where it stopped.
+
+Examples:
+  intend lsm watch vm web
+  intend lsm watch vm web --after 0 --json`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if after < -1 {
+				return usageErrorf("--after %d: want a version (0: the whole log)", after)
+			}
+			c, err := s.lsmClient()
+			if err != nil {
+				return err
+			}
+			path := lsmPath("service_inventory", args[0], args[1], "events")
+			if after >= 0 {
+				path += "?after=" + strconv.FormatInt(after, 10)
+			}
+			return watchInstance(cmd.Context(), s, c, path)
+		},
+	}
+	cmd.Flags().Int64Var(&after, "after", -1, "start after this version (0: the whole log; default: the current version first)")
+	return cmd
+}
+
+// watchInstance prints the stream at path until a terminal event,
+// reconnecting (after the last event seen) when the connection breaks.
+func watchInstance(ctx context.Context, s *clientSettings, c *apiclient.Client, path string) error {
+	lastID, terminal := "", false
+	for {
+		err := c.Events(ctx, path, lastID, func(ev apiclient.SSEEvent) error {
+			if ev.Name != api.TransferEventName {
+				return nil
+			}
+			var te api.TransferEvent
+			if err := json.Unmarshal(ev.Data, &te); err != nil {
+				return fmt.Errorf("event %s: %w", ev.ID, err)
+			}
+			lastID, terminal = ev.ID, te.Terminal
+			if s.json {
+				var b bytes.Buffer
+				if err := json.Compact(&b, ev.Data); err != nil {
+					return err
+				}
+				b.WriteByte('\n')
+				_, err := s.stdout.Write(b.Bytes())
+				return err
+			}
+			_, err := fmt.Fprintln(s.stdout, transferLine(te))
+			return err
+		})
+		if ctx.Err() != nil {
+			return nil // Ctrl-C
+		}
+		var p *api.Problem
+		if errors.As(err, &p) {
+			return err
+		}
+		if err == nil && terminal {
+			return nil
+		}
+		// The server ended the stream early (it shut down) or the
+		// connection broke: resume after the last event.
+		fmt.Fprintf(s.stderr, "the stream ended (%v); resuming after version %s\n", err, orText(lastID, "(none)"))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// transferLine is a transfer event as watch prints it.
+func transferLine(te api.TransferEvent) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  version %d  ", te.Timestamp.Local().Format("15:04:05"), te.Version)
+	if te.Source != "" {
+		b.WriteString(te.Source + " → ")
+	}
+	b.WriteString(te.Target + "  (" + te.Trigger)
+	if te.Error {
+		b.WriteString(", failed")
+	}
+	b.WriteString(")")
+	if te.Actor != "" {
+		b.WriteString("  by " + te.Actor)
+	}
+	if te.Reason != "" {
+		b.WriteString("  reason: " + strconv.Quote(te.Reason))
+	}
+	if d := te.Deployment; d != nil && d.Total > 0 {
+		fmt.Fprintf(&b, "  deployed %d/%d", d.Deployed, d.Total)
+		if d.Failed > 0 {
+			fmt.Fprintf(&b, ", %d failed", d.Failed)
+		}
+	}
+	if te.Terminal {
+		b.WriteString("  [end]")
+	}
+	return b.String()
+}
+
+func lsmConfigCommand(s *clientSettings) *cobra.Command {
+	var auto bool
+	cmd := &cobra.Command{
+		Use:   "config ENTITY",
+		Short: "Show or set a service entity's config (PATCH /lsm/v1/service_catalog/{entity}/config)",
+		Long: `Without flags, show the entity's config; with them, change it (role
+operator) and tell the entity's live instances.
+
+--auto-transfers=false stops the lifecycle engine from taking the
+entity's auto transfers: an instance waits in a state an auto transfer
+leaves (simple: start, acknowledged, update_start, ...) until an operator
+takes that transfer with intend lsm set-state ENTITY ID TARGET, naming the
+auto transfer's target (validated when the transfer validates).
+--auto-transfers=true takes the waiting instances on by themselves.
+
+Examples:
+  intend lsm config vm --auto-transfers=false
+  intend lsm set-state vm web acknowledged
+  intend lsm config vm --auto-transfers=true`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := s.lsmClient()
+			if err != nil {
+				return err
+			}
+			var ent store.ServiceEntity
+			if cmd.Flags().Changed("auto-transfers") {
+				err = c.Do(cmd.Context(), http.MethodPatch, lsmPath("service_catalog", args[0], "config"),
+					map[string]any{"auto_transfers": auto}, &ent)
+			} else {
+				err = c.Do(cmd.Context(), http.MethodGet, lsmPath("service_catalog", args[0]), nil, &ent)
+			}
+			if err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSON(s.stdout, map[string]any{"entity": ent.Name, "config": ent.Config})
+			}
+			return writeFields(s.stdout, "entity", ent.Name, "auto_transfers", strconv.FormatBool(ent.Config.AutoTransfers))
+		},
+	}
+	cmd.Flags().BoolVar(&auto, "auto-transfers", true, "take the lifecycle's auto transfers (false: operators take them with set-state)")
+	return cmd
+}
+
+func lsmExpertCommand(s *clientSettings) *cobra.Command {
+	var w lsmWrite
+	var state, reason, candidate, active, rollback string
+	cmd := &cobra.Command{
+		Use:   "expert ENTITY ID --reason TEXT [--state S] [--active-attrs JSON] ...",
+		Short: "Force an instance's state or attribute sets past its lifecycle (POST .../expert; role admin)",
+		Long: `Expert mode: set the instance's state and/or replace its attribute sets
+without the lifecycle's checks (only: the state exists in the lifecycle,
+each set is a JSON object). The change is one version of the instance's
+log, with trigger expert, the reason and who asked; the instance then does
+what its new state calls for (its auto transfer, its export and deploy).
+Needs an admin token.
+
+Examples:
+  intend lsm expert vm web --state up --reason "repaired by hand" --wait up
+  intend lsm expert vm web --state up --active-attrs '{"name":"web","memory":4}' --reason "restore"`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if reason == "" {
+				return usageErrorf("--reason is required: why the lifecycle is overridden (kept in the instance's log)")
+			}
+			body := map[string]any{"reason": reason}
+			if state != "" {
+				body["state"] = state
+			}
+			for _, set := range []struct{ flag, field, value string }{
+				{"--candidate-attrs", "candidate_attributes", candidate},
+				{"--active-attrs", "active_attributes", active},
+				{"--rollback-attrs", "rollback_attributes", rollback},
+			} {
+				if set.value == "" {
+					continue
+				}
+				var m map[string]any
+				if err := json.Unmarshal([]byte(set.value), &m); err != nil || m == nil {
+					return usageErrorf("%s: want a JSON object (the whole set, by attribute name)", set.flag)
+				}
+				body[set.field] = json.RawMessage(set.value)
+			}
+			if len(body) == 1 {
+				return usageErrorf("name what to force: --state, or an attribute set (--active-attrs, --candidate-attrs, --rollback-attrs)")
+			}
+			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			body["current_version"] = v
+			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("service_inventory", args[0], args[1], "expert"),
+				args[0], body)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&state, "state", "", "the state to put the instance in")
+	f.StringVar(&reason, "reason", "", "why (required; kept in the instance's log)")
+	f.StringVar(&candidate, "candidate-attrs", "", "replace the candidate set with this JSON object")
+	f.StringVar(&active, "active-attrs", "", "replace the active set with this JSON object")
+	f.StringVar(&rollback, "rollback-attrs", "", "replace the rollback set with this JSON object")
+	w.flags(cmd, true)
+	return cmd
+}
+
+// withoutAuto is lc without its auto transfers: what an instance of an
+// entity whose auto transfers are off follows by itself (a wait then
+// knows that it settles where an auto transfer leaves).
+func withoutAuto(lc *lsm.Lifecycle) *lsm.Lifecycle {
+	out := *lc
+	out.Transfers = nil
+	for _, t := range lc.Transfers {
+		if t.Trigger != lsm.Auto {
+			out.Transfers = append(out.Transfers, t)
+		}
+	}
+	return &out
+}

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/workflows"
+)
+
+// An entity's config reaches its instances' workflows (issue 14, B.7): a
+// create's workflow starts with the config the request read; a change is
+// signalled to every live instance (ConfigChanged). A create in flight
+// while the config changes may be missed by the change's signals (its
+// version 1 was not committed when they were sent): the create, once
+// written, reads the config again and signals its own workflow when it
+// changed (syncConfig), so that either the change or the create tells it.
+
+var _ api.LSMConfigNotifier = (*lsmEngine)(nil)
+
+// ConfigChanged implements api.LSMConfigNotifier: it signals c to every
+// live instance of entity (a workflow that does not run is skipped: the
+// reconciler restarts it with the stored config).
+func (e *lsmEngine) ConfigChanged(ctx context.Context, env store.Environment, entity string, c store.EntityConfig) error {
+	live, err := e.store.LiveServiceInstances(ctx, env.ID)
+	if err != nil {
+		return fmt.Errorf("live service instances: %w", err)
+	}
+	var errs []error
+	for _, inst := range live {
+		if inst.Entity != entity {
+			continue
+		}
+		if err := e.signalConfig(ctx, env, entity, inst.ID, c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *lsmEngine) signalConfig(ctx context.Context, env store.Environment, entity, id string, c store.EntityConfig) error {
+	wfID := workflows.ServiceInstanceWorkflowID(env.Name, entity, id)
+	err := e.temporal.SignalWorkflow(ctx, wfID, "", workflows.ConfigChangedSignal,
+		workflows.EntityConfigSignal{AutoTransfers: c.AutoTransfers})
+	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("signal %s: %w", wfID, err)
+	}
+	return nil
+}
+
+// syncConfig tells a just created instance's workflow the entity's config
+// when it is not what the create started it with. Best effort: a failure
+// is left to the next config change (or a repeat of it).
+func (e *lsmEngine) syncConfig(ctx context.Context, req api.LSMRequest) {
+	ent, err := e.store.GetEntity(ctx, req.Environment.ID, req.Entity.Name)
+	if err != nil || !ent.Config.AutoTransfers != req.AutoTransfersOff {
+		return
+	}
+	_ = e.signalConfig(ctx, req.Environment, req.Entity.Name, req.InstanceID, ent.Config)
+}
+
+// expertRequest is an expert write as the instance's workflow takes it.
+func expertRequest(req api.LSMRequest, idem *workflows.IdempotentRequest) workflows.ExpertRequest {
+	x := req.Expert
+	if x == nil {
+		x = &api.ExpertChange{}
+	}
+	return workflows.ExpertRequest{
+		CurrentVersion: req.CurrentVersion, State: x.State,
+		SetCandidate: x.SetCandidate, Candidate: x.Candidate,
+		SetActive: x.SetActive, Active: x.Active,
+		SetRollback: x.SetRollback, Rollback: x.Rollback,
+		Reason: x.Reason, Request: idem, Actor: req.Actor,
+	}
+}
