@@ -2,14 +2,12 @@ package server_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -71,12 +69,12 @@ func TestAutoTransfersOff(t *testing.T) {
 		{"nothing to set", `{}`, "/auto_transfers"},
 		{"null", `{"auto_transfers": null}`, "/auto_transfers"},
 	} {
-		r := lsmRaw(t, op, env, http.MethodPatch, config, bad.body)
+		r := lsmRaw(t, op, op.Token, env, http.MethodPatch, config, bad.body)
 		if p := r.problem(t); r.status < 400 || r.status >= 500 || (bad.field != "" && !hasFieldError(p, bad.field, "")) {
 			t.Errorf("%s: %d %s", bad.why, r.status, r.body)
 		}
 	}
-	if r := lsmRaw(t, op, env, http.MethodPatch, "/lsm/v1/service_catalog/nope/config", `{"auto_transfers": false}`); r.status != 404 {
+	if r := lsmRaw(t, op, op.Token, env, http.MethodPatch, "/lsm/v1/service_catalog/nope/config", `{"auto_transfers": false}`); r.status != 404 {
 		t.Errorf("an unknown entity: %d %s", r.status, r.body)
 	}
 	if cfg := catalogConfig(t, c, env); !cfg.AutoTransfers {
