@@ -8,7 +8,7 @@ import (
 	"maps"
 	"strconv"
 
-	"github.com/intendhq/intend/internal/dictpath"
+	"github.com/intendhq/intend/dictpath"
 )
 
 // Edit is one dict-path edit of an update (v2): replace, merge (RFC

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intendhq/intend/internal/dictpath"
+	"github.com/intendhq/intend/dictpath"
 )
 
 // benchDoc is a service instance's attributes of some size: 50 members, a

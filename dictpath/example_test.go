@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/intendhq/intend/internal/dictpath"
+	"github.com/intendhq/intend/dictpath"
 )
 
 func Example() {

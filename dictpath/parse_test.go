@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intendhq/intend/internal/dictpath"
+	"github.com/intendhq/intend/dictpath"
 )
 
 func TestParse(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intendhq/intend/internal/dictpath"
+	"github.com/intendhq/intend/dictpath"
 )
 
 // decode decodes JSON as the REST layer would, with numbers as float64 or,
