@@ -101,8 +101,14 @@ const (
 	// continues as new (each costs a handful of events).
 	defaultMaxTransfers = 200
 	// deployPollFirst and deployPollMax bound the deploy wait's polls.
-	deployPollFirst = time.Second
-	deployPollMax   = 30 * time.Second
+	// The polls are the fallback: the deploy run's end signals the
+	// instances it deployed (DeployedSignal), so on a running server the
+	// first poll, 5 s after the export, rarely fires; every poll that
+	// fires is a workflow task of its own. Runs recorded before
+	// timerCancelVersion polled first after 1 s.
+	deployPollFirst   = 5 * time.Second
+	deployPollFirstV0 = time.Second
+	deployPollMax     = 30 * time.Second
 	// createWait is how long a workflow started without its create
 	// update waits for it before ending.
 	createWait = 10 * time.Minute
@@ -359,6 +365,7 @@ type CheckInstanceDeployResult struct {
 // dropped.
 func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 	w := &instanceWorkflow{in: in}
+	w.cancelTimers = workflow.GetVersion(ctx, timerCancelChange, workflow.DefaultVersion, 1) == 1
 	if in.Snapshot != nil {
 		w.st = *in.Snapshot
 	}
@@ -389,7 +396,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			// did not keep (an outage), after its transfers were
 			// written: PostgreSQL then holds the instance, and the
 			// workflow takes it up from there.
-			ok, err := workflow.AwaitWithTimeout(ctx, lostCreateWait, func() bool { return w.st.Version > 0 || w.createFailed })
+			ok, err := w.awaitWithTimeout(ctx, lostCreateWait, func() bool { return w.st.Version > 0 || w.createFailed })
 			if err != nil {
 				return err
 			}
@@ -408,7 +415,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			}
 			wait -= lostCreateWait
 		}
-		ok, err := workflow.AwaitWithTimeout(ctx, wait, func() bool { return w.st.Version > 0 || w.createFailed })
+		ok, err := w.awaitWithTimeout(ctx, wait, func() bool { return w.st.Version > 0 || w.createFailed })
 		if err != nil {
 			return err
 		}
@@ -468,6 +475,39 @@ type instanceWorkflow struct {
 	createFailed  bool
 	transfers     int
 	done          bool
+	// cancelTimers: the run cancels the timer of a wait whose condition
+	// came first (awaitWithTimeout); false when replaying a history
+	// recorded before.
+	cancelTimers bool
+}
+
+// timerCancelChange is the workflow.GetVersion change id of
+// awaitWithTimeout's timer cancellation (and of the 5 s first deploy
+// poll): histories recorded before it replay with the SDK's own wait.
+const timerCancelChange = "cancel-await-timers"
+
+// awaitWithTimeout is workflow.AwaitWithTimeout, but cancels its timer
+// when the condition comes first. The SDK's leaves the timer running (its
+// flag to cancel it is off in SDK 1.50): every create left a 20 s and a
+// 9m40s timer and every deploy wait its poll timer behind, each firing
+// later as a workflow task that did nothing, up to three per instance, the
+// Temporal server's work that bounded P7 (docs/benchmarks.md). A timer
+// cancelled in the workflow task that started it costs no event at all;
+// later, one TimerCanceled event in a task the workflow runs anyway.
+func (w *instanceWorkflow) awaitWithTimeout(ctx workflow.Context, d time.Duration, cond func() bool) (bool, error) {
+	if !w.cancelTimers {
+		return workflow.AwaitWithTimeout(ctx, d, cond)
+	}
+	if cond() {
+		return true, nil
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimer(tctx, d)
+	if err := workflow.Await(ctx, func() bool { return cond() || timer.IsReady() }); err != nil {
+		return false, err
+	}
+	return cond(), nil
 }
 
 func (w *instanceWorkflow) lifecycle() *lsm.Lifecycle { return &w.in.Entity.Lifecycle }
@@ -889,6 +929,9 @@ func (w *instanceWorkflow) export(ctx workflow.Context, mode string, waits bool)
 // a due continue-as-new, whose next run waits again from the snapshot.
 func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) error {
 	delay := deployPollFirst
+	if !w.cancelTimers {
+		delay = deployPollFirstV0
+	}
 	for {
 		if w.dirty || w.modelChanged {
 			return nil // the main loop looks at the new state, or exports again
@@ -921,7 +964,7 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 		if w.shouldContinue(ctx) {
 			return nil
 		}
-		if _, err := workflow.AwaitWithTimeout(ctx, delay, func() bool {
+		if _, err := w.awaitWithTimeout(ctx, delay, func() bool {
 			return w.signalled || ((w.dirty || w.modelChanged) && !w.busy) || w.shouldContinue(ctx)
 		}); err != nil {
 			return err

@@ -65,7 +65,7 @@ const (
 // benchLSM is P7: n service instances created at once through the REST
 // API until all are up, then single creates on the idle environment.
 // breakdown, when not nil, is called once all n are up.
-func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmParallel int, breakdown func(context.Context)) ([]row, error) {
+func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmParallel int, breakdown func(ctx context.Context, singles bool)) ([]row, error) {
 	if _, err := c.EnsureEnvironment(ctx, "bench", lsmEnv); err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmPara
 	}
 	all := time.Since(t0)
 	if breakdown != nil {
-		breakdown(ctx)
+		breakdown(ctx, false)
 	}
 
 	// Single creates on the idle environment: create → up.
@@ -154,6 +154,9 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmPara
 	}
 	slices.Sort(lat)
 	p50, worst := lat[len(lat)/2], lat[len(lat)-1]
+	if breakdown != nil {
+		breakdown(ctx, true)
+	}
 	return []row{
 		{fmt.Sprintf("P7 %s service instances (3 files each) created at once → all up", fmtInt(n)), all.Round(time.Millisecond).String(),
 			fmt.Sprintf("creates answered in %v, %d at a time (bar ≤ 120 s)", createdAt.Round(time.Millisecond), lsmParallel)},
@@ -271,10 +274,68 @@ func uploadModel(ctx context.Context, c *apiclient.Client, env, mainCUE string) 
 // the deploy runs in the LSM environment (PostgreSQL), and the Temporal
 // history events of the instance and deploy workflows. Errors are printed,
 // not returned: the breakdown is informative.
-func lsmBreakdown(ctx context.Context, pgURL, hostPort, namespace string, out io.Writer) {
-	if err := lsmBreakdownErr(ctx, pgURL, hostPort, namespace, out); err != nil {
+func lsmBreakdown(ctx context.Context, pgURL, hostPort, namespace string, out io.Writer, singles bool) {
+	err := lsmBreakdownErr
+	if singles {
+		err = lsmSinglesBreakdown
+	}
+	if err := err(ctx, pgURL, hostPort, namespace, out); err != nil {
 		fmt.Fprintln(out, "P7 breakdown:", err)
 	}
+}
+
+// lsmSinglesBreakdown prints where a single create's time goes on the
+// idle server, p50 and max over the single creates (instances s%): the
+// validation (start → acknowledged), the promote (→ creating), the export
+// until the deploy run that deployed it was requested, the run's wait to
+// start, the run itself, and from the run's end to the transfer to up.
+func lsmSinglesBreakdown(ctx context.Context, pgURL, hostPort, namespace string, out io.Writer) error {
+	if os.Getenv("INTEND_BENCH_TIMELINE") != "" {
+		if err := lsmTimeline(ctx, hostPort, namespace, out); err != nil {
+			return err
+		}
+	}
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `with s as (
+		select i.environment_id, i.id,
+			(select created_at from service_instance_log l where l.environment_id = i.environment_id and l.instance_id = i.id and l.state = 'start') t_start,
+			(select created_at from service_instance_log l where l.environment_id = i.environment_id and l.instance_id = i.id and l.state = 'acknowledged') t_ack,
+			(select created_at from service_instance_log l where l.environment_id = i.environment_id and l.instance_id = i.id and l.state = 'creating') t_creating,
+			(select created_at from service_instance_log l where l.environment_id = i.environment_id and l.instance_id = i.id and l.state = 'up') t_up
+		from service_instances i join environments e on e.id = i.environment_id
+		where e.name = $1 and i.active_attributes->>'name' like 's%'
+	), r as (
+		select s.*, run.requested_at, run.started_at, run.finished_at
+		from s join lateral (select * from deploy_runs d where d.environment_id = s.environment_id
+			and d.requested_at >= s.t_creating and d.finished_at <= s.t_up order by d.requested_at limit 1) run on true
+	), d as (
+		select 'validate (start → acknowledged)' step, extract(epoch from t_ack - t_start) x from r
+		union all select 'promote (→ creating)', extract(epoch from t_creating - t_ack) from r
+		union all select 'export → run requested', extract(epoch from requested_at - t_creating) from r
+		union all select 'run requested → started', extract(epoch from started_at - requested_at) from r
+		union all select 'run started → finished', extract(epoch from finished_at - started_at) from r
+		union all select 'run finished → up', extract(epoch from t_up - finished_at) from r
+		union all select 'start → up', extract(epoch from t_up - t_start) from r
+	)
+	select step, percentile_cont(0.5) within group (order by x), max(x), count(*) from d group by step order by min(x)`, lsmEnv)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var step string
+		var p50, worst float64
+		var n int
+		if err := rows.Scan(&step, &p50, &worst, &n); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "P7 single create: %s: p50 %.0f ms, max %.0f ms (%d)\n", step, 1000*p50, 1000*worst, n)
+	}
+	return rows.Err()
 }
 
 func lsmBreakdownErr(ctx context.Context, pgURL, hostPort, namespace string, out io.Writer) error {
@@ -366,4 +427,72 @@ func lsmBreakdownErr(ctx context.Context, pgURL, hostPort, namespace string, out
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "P7 breakdown: one instance's history:", kinds)
 	return nil
+}
+
+// lsmTimeline prints the events of the last deploy run's workflow and of
+// the environment's scheduler around it, with their times relative to the
+// run's start (INTEND_BENCH_TIMELINE=1): where a single create's deploy
+// waits.
+func lsmTimeline(ctx context.Context, hostPort, namespace string, out io.Writer) error {
+	tc, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Namespace: namespace,
+		Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: namespace, PageSize: 1, Query: fmt.Sprintf("WorkflowType = '%s'", workflows.DeployWorkflowName)})
+	if err != nil {
+		return err
+	}
+	if len(resp.GetExecutions()) == 0 {
+		return nil
+	}
+	last := resp.GetExecutions()[0]
+	t0 := last.GetStartTime().AsTime()
+	dump := func(wid, rid string, from, to time.Time) error {
+		it := tc.GetWorkflowHistory(ctx, wid, rid, false, 0)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			t := ev.GetEventTime().AsTime()
+			if t.Before(from) || t.After(to) {
+				continue
+			}
+			detail := ""
+			if a := ev.GetTimerStartedEventAttributes(); a != nil {
+				detail = a.GetStartToFireTimeout().AsDuration().String()
+			}
+			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+				detail = a.GetSignalName()
+			}
+			if a := ev.GetMarkerRecordedEventAttributes(); a != nil {
+				detail = a.GetMarkerName()
+			}
+			fmt.Fprintf(out, "timeline %-10s %+6.0f ms %s %s\n", wid[:min(10, len(wid))], float64(t.Sub(t0).Microseconds())/1000, ev.GetEventType(), detail)
+		}
+		return nil
+	}
+	if err := dump(last.GetExecution().GetWorkflowId(), last.GetExecution().GetRunId(), t0, t0.Add(time.Minute)); err != nil {
+		return err
+	}
+	iresp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: namespace, PageSize: 1, Query: fmt.Sprintf("WorkflowType = '%s'", workflows.ServiceInstanceWorkflowName)})
+	if err != nil {
+		return err
+	}
+	for _, e := range iresp.GetExecutions() {
+		if err := dump(e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), t0.Add(-time.Hour), t0.Add(time.Hour)); err != nil {
+			return err
+		}
+	}
+	sresp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: namespace, PageSize: 1, Query: fmt.Sprintf("WorkflowType = '%s'", workflows.SchedulerWorkflowName)})
+	if err != nil || len(sresp.GetExecutions()) == 0 {
+		return err
+	}
+	s := sresp.GetExecutions()[0]
+	return dump(s.GetExecution().GetWorkflowId(), s.GetExecution().GetRunId(), t0.Add(-time.Second), t0.Add(time.Second))
 }

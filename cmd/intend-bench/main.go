@@ -128,7 +128,9 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 	if n <= 0 {
 		var rows []row
 		if lsmN > 0 {
-			if rows, err = benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context) { lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out) }); err != nil {
+			if rows, err = benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context, singles bool) {
+				lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out, singles)
+			}); err != nil {
 				return fmt.Errorf("P7: %w", err)
 			}
 		}
@@ -260,7 +262,9 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 
 	// P7: service instances through the lifecycle engine.
 	if lsmN > 0 {
-		p7, err := benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context) { lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out) })
+		p7, err := benchLSM(ctx, c, files, lsmN, lsmParallel, func(ctx context.Context, singles bool) {
+			lsmBreakdown(ctx, pg.URL("intend"), ts.HostPort(), ts.Namespace(), out, singles)
+		})
 		if err != nil {
 			return fmt.Errorf("P7: %w", err)
 		}

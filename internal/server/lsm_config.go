@@ -60,8 +60,8 @@ func (e *lsmEngine) signalConfig(ctx context.Context, env store.Environment, ent
 // is left to the next config change (or a repeat of it).
 func (e *lsmEngine) syncConfig(ctx context.Context, req api.LSMRequest) {
 	ent, err := e.store.GetEntity(ctx, req.Environment.ID, req.Entity.Name)
-	if err != nil || !ent.Config.AutoTransfers != req.AutoTransfersOff {
-		return
+	if err != nil || !ent.Config.AutoTransfers == req.AutoTransfersOff {
+		return // the workflow started with the config there is
 	}
 	_ = e.signalConfig(ctx, req.Environment, req.Entity.Name, req.InstanceID, ent.Config)
 }
