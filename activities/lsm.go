@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -58,7 +56,11 @@ type LSM struct {
 	Log    *slog.Logger // nil: slog.Default()
 
 	exports exportBatcher
+	models  modelTrees
 }
+
+// Close removes the extracted model sources the activities kept.
+func (l *LSM) Close() { l.models.close() }
 
 // Register registers the activities under their explicit names.
 func (l *LSM) Register(w worker.ActivityRegistry) {
@@ -254,27 +256,37 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	archive, err := l.Store.ModelArchive(ctx, envID, src.Hash)
-	if err != nil {
-		return nil, nil, classify(err) // pruned meanwhile: the retry reads the newer one
+	var bad compiler.Errors
+	mt, release, err := l.models.acquire(ctx, l.TempDir, src.Hash, func(tree string) error {
+		archive, err := l.Store.ModelArchive(ctx, envID, src.Hash)
+		if err != nil {
+			return classify(err) // pruned meanwhile: the retry reads the newer one
+		}
+		if err := project.Extract(archive, tree); err != nil {
+			bad = compiler.Errors{{Message: "model source " + src.Hash + ": " + err.Error()}}
+			return err
+		}
+		return nil
+	})
+	if bad != nil {
+		return nil, bad, nil
 	}
-	dir, err := os.MkdirTemp(l.TempDir, "intend-lsm-")
 	if err != nil {
-		return nil, nil, fmt.Errorf("model source directory: %w", err)
+		return nil, nil, err
 	}
-	defer os.RemoveAll(dir)
-	tree := filepath.Join(dir, "tree")
-	if err := project.Extract(archive, tree); err != nil {
-		return nil, compiler.Errors{{Message: "model source " + src.Hash + ": " + err.Error()}}, nil
-	}
-	facts, err := envFacts(ctx, l.Store, envID)
-	if err != nil {
-		return nil, nil, classify(err)
+	defer release()
+	tree := mt.Tree()
+	var facts map[string]map[string]json.RawMessage
+	if mt.needsFacts() {
+		if facts, err = envFacts(ctx, l.Store, envID); err != nil {
+			return nil, nil, classify(err)
+		}
 	}
 	opts := compiler.Options{Dir: tree, Instances: instances, Facts: facts, Cache: l.Cache, SourceKey: src.Hash}
 	defer heartbeat(ctx)()
 	res, err := l.compile(ctx, opts)
 	if err == nil {
+		mt.learned(res.DeclaresFacts)
 		return res, nil, nil
 	}
 	if ctx.Err() != nil {

@@ -120,6 +120,10 @@ type Result struct {
 	Parameters map[string]map[string]json.RawMessage
 	// Took is how long the compile took, loading included.
 	Took time.Duration
+	// DeclaresFacts: the model declares `facts`, so Options.Facts can
+	// change what it compiles to. A caller that compiles the same model
+	// source again may leave the facts out when it does not.
+	DeclaresFacts bool
 }
 
 // Service is a service entity of the model, as the catalog registers it.
@@ -217,7 +221,7 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 	OrderRemovals(c.out)
 	slices.SortFunc(c.svcs, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
 	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Services: c.svcs, Parameters: c.params,
-		Took: time.Since(start)}
+		Took: time.Since(start), DeclaresFacts: declared}
 	for _, r := range c.out {
 		if r.Undefined {
 			res.Undefined++

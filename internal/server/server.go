@@ -127,6 +127,7 @@ type OIDCConfig struct {
 
 // Server is a running `intend server`.
 type Server struct {
+	lsmActs   *activities.LSM // its extracted model sources are removed at Shutdown
 	cfg       Config
 	log       *slog.Logger
 	store     *store.Store
@@ -261,6 +262,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		},
 	}
 	lsmActs.Register(s.worker)
+	s.lsmActs = lsmActs
 	s.registerOrders(s.worker, s.orders)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
@@ -434,6 +436,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	if s.compiles != nil {
 		s.compiles.Close()
+	}
+	if s.lsmActs != nil {
+		s.lsmActs.Close()
 	}
 	if s.temporal != nil {
 		s.temporal.Close()

@@ -193,11 +193,12 @@ type result struct {
 	Services   []lsm.Entity                          `json:"services"`
 	Parameters map[string]map[string]json.RawMessage `json:"parameters,omitempty"`
 	Took       time.Duration                         `json:"took"`
+	Facts      bool                                  `json:"declares_facts,omitempty"`
 }
 
 func toWire(r *compiler.Result) *result {
 	w := &result{Project: r.Project, Resources: r.Resources, Instances: r.Instances, Undefined: r.Undefined,
-		Services: r.Services, Parameters: r.Parameters, Took: r.Took, Origins: make([]string, len(r.Resources))}
+		Services: r.Services, Parameters: r.Parameters, Took: r.Took, Facts: r.DeclaresFacts, Origins: make([]string, len(r.Resources))}
 	for i, res := range r.Resources {
 		w.Origins[i] = res.Origin
 	}
@@ -206,7 +207,7 @@ func toWire(r *compiler.Result) *result {
 
 func (w *result) toResult() *compiler.Result {
 	r := &compiler.Result{Project: w.Project, Resources: w.Resources, Instances: w.Instances, Undefined: w.Undefined,
-		Services: w.Services, Parameters: w.Parameters, Took: w.Took}
+		Services: w.Services, Parameters: w.Parameters, Took: w.Took, DeclaresFacts: w.Facts}
 	for i := range r.Resources {
 		if i < len(w.Origins) {
 			r.Resources[i].Origin = w.Origins[i]
