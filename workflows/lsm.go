@@ -365,9 +365,15 @@ type CheckInstanceDeployResult struct {
 // dropped.
 func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 	w := &instanceWorkflow{in: in}
-	w.cancelTimers = workflow.GetVersion(ctx, timerCancelChange, workflow.DefaultVersion, 1) == 1
 	if in.Snapshot != nil {
 		w.st = *in.Snapshot
+	}
+	if w.st.Version > 0 {
+		// A continued run. A fresh one learns it from load-lost-create's
+		// version 2 below: every GetVersion is a marker and an upsert of
+		// the TemporalChangeVersion search attribute, a write of the
+		// Temporal server's visibility store.
+		w.cancelTimers = workflow.GetVersion(ctx, timerCancelChange, workflow.DefaultVersion, 1) == 1
 	}
 	if err := w.register(ctx); err != nil {
 		return err
@@ -390,7 +396,9 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 	w.listenConfig(ctx)
 	if w.st.Version == 0 {
 		wait := createWait
-		if workflow.GetVersion(ctx, "load-lost-create", workflow.DefaultVersion, 1) == 1 {
+		v := workflow.GetVersion(ctx, "load-lost-create", workflow.DefaultVersion, 2)
+		w.cancelTimers = v >= 2
+		if v >= 1 {
 			// The create update came with the start; if it is not here
 			// soon, it was lost with a workflow task the Temporal server
 			// did not keep (an outage), after its transfers were
@@ -483,7 +491,9 @@ type instanceWorkflow struct {
 
 // timerCancelChange is the workflow.GetVersion change id of
 // awaitWithTimeout's timer cancellation (and of the 5 s first deploy
-// poll): histories recorded before it replay with the SDK's own wait.
+// poll) in a continued run; a fresh run has it from version 2 of
+// load-lost-create. Histories recorded before replay with the SDK's own
+// wait.
 const timerCancelChange = "cancel-await-timers"
 
 // awaitWithTimeout is workflow.AwaitWithTimeout, but cancels its timer
