@@ -30,8 +30,13 @@ func (s *Store) RunServiceInstances(ctx context.Context, envID string, run int64
 			select distinct vr.resource_set
 			from r
 			join resource_actions a on a.workflow_id = r.workflow_id and a.environment_id = $1::uuid
+			-- The set the resource is in now, or was in at the action's
+			-- version: a run's plan takes the resources' intent when it is
+			-- planned (resource_state) while its actions carry the version
+			-- the run was requested for, which may be older than the one
+			-- that added the resource (instances exported between the two).
 			join version_resources vr on vr.environment_id = a.environment_id and vr.resource_id = a.resource_id
-			     and vr.first_version <= a.version and (vr.last_version is null or vr.last_version > a.version)
+			     and (vr.last_version is null or (vr.first_version <= a.version and vr.last_version > a.version))
 			where vr.resource_set is not null
 		)
 		select r.name, si.entity, si.id::text
