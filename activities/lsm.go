@@ -202,7 +202,7 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 	if err := add(in.Entity, in.InstanceID, attrs); err != nil {
 		return workflows.ValidateInstanceResult{}, nil, err
 	}
-	res, errs, err := l.compileModel(ctx, in.EnvironmentID, instances)
+	res, errs, err := l.compileModel(ctx, in.EnvironmentID, instances, &compiler.Focus{Entity: in.Entity, Instance: in.InstanceID})
 	if err != nil {
 		return workflows.ValidateInstanceResult{}, nil, err
 	}
@@ -248,7 +248,7 @@ func ownsAny(errs compiler.Errors, entity, id string) bool {
 // given service instances. A model that does not compile is no activity
 // error: its errors are returned (one without position when the source is
 // missing or does not load).
-func (l *LSM) compileModel(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
+func (l *LSM) compileModel(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage, focus *compiler.Focus) (*compiler.Result, compiler.Errors, error) {
 	src, err := l.Store.LatestModelSource(ctx, envID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, compiler.Errors{{Message: "the environment has no model source to compile the instance with (intend export uploads one)"}}, nil
@@ -282,7 +282,7 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 			return nil, nil, classify(err)
 		}
 	}
-	opts := compiler.Options{Dir: tree, Instances: instances, Facts: facts, Cache: l.Cache, SourceKey: src.Hash}
+	opts := compiler.Options{Dir: tree, Instances: instances, Facts: facts, Cache: l.Cache, SourceKey: src.Hash, Focus: focus}
 	defer heartbeat(ctx)()
 	res, err := l.compile(ctx, opts)
 	if err == nil {
@@ -359,7 +359,7 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 		if err != nil {
 			return workflows.ExportInstanceResult{}, err
 		}
-		res, errs, err := l.compileModel(ctx, in.EnvironmentID, map[string]map[string]json.RawMessage{in.Entity: {in.InstanceID: attrs}})
+		res, errs, err := l.compileModel(ctx, in.EnvironmentID, map[string]map[string]json.RawMessage{in.Entity: {in.InstanceID: attrs}}, nil)
 		if err != nil {
 			return workflows.ExportInstanceResult{}, err
 		}
@@ -582,7 +582,7 @@ func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID str
 	if err != nil {
 		return out, err
 	}
-	res, errs, err := l.compileModel(ctx, envID, map[string]map[string]json.RawMessage{entity: {instanceID: raw}})
+	res, errs, err := l.compileModel(ctx, envID, map[string]map[string]json.RawMessage{entity: {instanceID: raw}}, nil)
 	if err != nil {
 		return out, err
 	}

@@ -416,3 +416,35 @@ func TestServiceParameters(t *testing.T) {
 		t.Errorf("hits %d, want the second compile from the cache", cache.Hits())
 	}
 }
+
+// TestFocusedCompile: a compile focused on one instance returns only its
+// resources and parameters, and still refuses what another instance
+// breaks: every instance is evaluated and checked as without focus.
+func TestFocusedCompile(t *testing.T) {
+	t.Parallel()
+	dir := writeProject(t, map[string]string{"main.cue": vmModel})
+	insts := map[string]map[string]json.RawMessage{"vm": {
+		"0b6c": json.RawMessage(`{"name": "web", "size": "s"}`),
+		"9f2e": json.RawMessage(`{"name": "db", "size": "l", "memory": 16, "address": "10.0.0.7"}`),
+	}}
+	res, err := Compile(context.Background(), Options{Dir: dir, Instances: insts, Focus: &Focus{Entity: "vm", Instance: "9f2e"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Instances != 2 || len(res.Resources) != 2 {
+		t.Fatalf("%d instances evaluated, %d resources returned; want 2 and the focus's 2", res.Instances, len(res.Resources))
+	}
+	for _, r := range res.Resources {
+		if r.ResourceSet != "vm/9f2e" {
+			t.Errorf("%s of set %q returned", r.ID, r.ResourceSet)
+		}
+	}
+	if len(res.Parameters) != 1 || len(res.Parameters["vm"]) != 1 || res.Parameters["vm"]["9f2e"] == nil {
+		t.Errorf("parameters %v, want the focus's alone", res.Parameters)
+	}
+	// Another instance with the same name makes the same resource ids.
+	insts["vm"]["77aa"] = json.RawMessage(`{"name": "web", "size": "s"}`)
+	if _, err := Compile(context.Background(), Options{Dir: dir, Instances: insts, Focus: &Focus{Entity: "vm", Instance: "9f2e"}}); err == nil {
+		t.Fatal("a focused compile took two instances making the same resources")
+	}
+}

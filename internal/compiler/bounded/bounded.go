@@ -107,7 +107,7 @@ func (p *Pool) Compile(ctx context.Context, opts compiler.Options, limit time.Du
 		return nil, err
 	}
 	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances,
-		SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != ""}, limit, p.Memory)
+		SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "", Focus: opts.Focus}, limit, p.Memory)
 	if w.alive() {
 		p.mu.Lock()
 		p.idle = append(p.idle, w)
@@ -169,6 +169,7 @@ type request struct {
 	Instances map[string]map[string]json.RawMessage `json:"instances,omitempty"`
 	SourceKey string                                `json:"source_key,omitempty"`
 	UseCache  bool                                  `json:"use_cache,omitempty"`
+	Focus     *compiler.Focus                       `json:"focus,omitempty"`
 }
 
 // response is a compile's outcome, as a worker writes it.
@@ -374,7 +375,7 @@ func serve(in io.Reader, out io.Writer, cache *compiler.Cache) error {
 			}
 			return err
 		}
-		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, SourceKey: req.SourceKey}
+		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, SourceKey: req.SourceKey, Focus: req.Focus}
 		if req.UseCache {
 			opts.Cache = cache
 		}

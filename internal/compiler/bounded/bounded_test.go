@@ -90,6 +90,13 @@ func TestBoundedCompile(t *testing.T) {
 		}
 	}
 
+	// A focused compile keeps only its instance's resources in the
+	// worker: none here, the model has no service instance.
+	focused, err := p.Compile(ctx, compiler.Options{Dir: good, Focus: &compiler.Focus{Entity: "vm", Instance: "x"}}, time.Minute)
+	if err != nil || len(focused.Resources) != 0 || focused.Instances != 1 {
+		t.Errorf("focused on another instance: %v resources (%d instances evaluated), %v; want none of them (1)", len(focused.Resources), focused.Instances, err)
+	}
+
 	// The model's own errors come back as compiler.Errors, positioned.
 	_, err = p.Compile(ctx, compiler.Options{Dir: writeProject(t, "package main\n\nresources: x: 1 & 2\n")}, time.Minute)
 	var errs compiler.Errors
