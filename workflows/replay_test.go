@@ -20,6 +20,8 @@ func TestReplayCommittedHistories(t *testing.T) {
 		{"testdata/lsm_auto_off_expert.json", "auto transfers off: a create taken to acknowledged and creating by set-state, " +
 			"an update waiting in update_start until auto transfers are turned back on (signal), two expert transfers " +
 			"(to failed; to up with another active set, exported), deleted: terminated"},
+		{"testdata/lsm_instance_timers.json", "TestServiceInventoryWrites after the waits cancel their timers " +
+			"(load-lost-create version 2): its creates, updates, a rejected update and its delete"},
 	} {
 		r := worker.NewWorkflowReplayer()
 		Register(r)

@@ -17,6 +17,7 @@ import (
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/exectest"
+	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -164,7 +165,7 @@ func hasFieldError(p api.Problem, field, detail string) bool {
 // another body), an idempotent repeat, a validation failure, and delete;
 // the engine deploys and removes the instance's file.
 func TestServiceInventoryWrites(t *testing.T) {
-	c, _ := startServer(t)
+	c, srv := startServer(t)
 	env := newEnv(t, c, "lsmapi", nil)
 	root := t.TempDir()
 	if err := uploadModel(t, c, env, lsmFileModel(root)); err != nil {
@@ -325,6 +326,8 @@ func TestServiceInventoryWrites(t *testing.T) {
 	if r.status != 409 {
 		t.Errorf("delete of a terminated instance: %d %s", r.status, r.body)
 	}
+	// The whole life replays with the current code.
+	replayInstance(t, srv, names.ServiceInstanceWorkflowID(env, "vm", id))
 }
 
 // TestServiceInventoryFailedDeploy: an update whose deploy fails is

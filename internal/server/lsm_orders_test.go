@@ -435,6 +435,18 @@ func rawPost(t *testing.T, c *apiclient.Client, env, path, body string) lsmReply
 // TestReplayCommittedHistories).
 func replayOrder(t *testing.T, srv *server.Server, wfID string) {
 	t.Helper()
+	replayHistory(t, srv, wfID, "INTEND_RECORD_ORDER_HISTORY", workflows.RegisterOrders)
+}
+
+// replayInstance is replayOrder for a service instance's workflow
+// (INTEND_RECORD_INSTANCE_HISTORY=FILE).
+func replayInstance(t *testing.T, srv *server.Server, wfID string) {
+	t.Helper()
+	replayHistory(t, srv, wfID, "INTEND_RECORD_INSTANCE_HISTORY", workflows.RegisterServiceInstance)
+}
+
+func replayHistory[R any](t *testing.T, srv *server.Server, wfID, recordVar string, register func(R)) {
+	t.Helper()
 	ctx := context.Background()
 	var h historypb.History
 	it := srv.Temporal().GetWorkflowHistory(ctx, wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -446,11 +458,15 @@ func replayOrder(t *testing.T, srv *server.Server, wfID string) {
 		h.Events = append(h.Events, ev)
 	}
 	r := worker.NewWorkflowReplayer()
-	workflows.RegisterOrders(r)
+	reg, ok := r.(R)
+	if !ok {
+		t.Fatalf("the replayer is no %T", reg)
+	}
+	register(reg)
 	if err := r.ReplayWorkflowHistory(nil, &h); err != nil {
 		t.Errorf("replay %s (%d events): %v", wfID, len(h.Events), err)
 	}
-	if file := os.Getenv("INTEND_RECORD_ORDER_HISTORY"); file != "" {
+	if file := os.Getenv(recordVar); file != "" {
 		b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
 		if err != nil {
 			t.Fatal(err)
