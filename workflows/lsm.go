@@ -157,7 +157,20 @@ type ServiceInstanceInput struct {
 	// AutoTransfersOff: the entity's config turned its auto transfers
 	// off (lsm_config.go); ConfigChangedSignal changes it.
 	AutoTransfersOff bool `json:",omitempty"`
+	// Generation is the workflow's behaviour its run was started with
+	// (InstanceGeneration when started by this code). Recorded in the
+	// input, it lets a replay of an older run keep the older behaviour
+	// without a GetVersion marker: each GetVersion is an event and an
+	// upsert of the TemporalChangeVersion search attribute, a write of
+	// the Temporal server's visibility store, per run. 0: decided by the
+	// load-lost-create and cancel-await-timers changes; 1: a fresh run
+	// looks for a lost create, and waits cancel their timers.
+	Generation int `json:",omitempty"`
 }
+
+// InstanceGeneration is the Generation of the instance workflows this
+// code starts; a continued run keeps its run's.
+const InstanceGeneration = 1
 
 // InstanceSnapshot is an instance's state as the workflow holds it.
 type InstanceSnapshot struct {
@@ -368,11 +381,12 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 	if in.Snapshot != nil {
 		w.st = *in.Snapshot
 	}
-	if w.st.Version > 0 {
-		// A continued run. A fresh one learns it from load-lost-create's
-		// version 2 below: every GetVersion is a marker and an upsert of
-		// the TemporalChangeVersion search attribute, a write of the
-		// Temporal server's visibility store.
+	switch {
+	case in.Generation >= 1:
+		w.cancelTimers = true
+	case w.st.Version > 0:
+		// A continued run of generation 0. A fresh one learns it from
+		// load-lost-create's version 2 below.
 		w.cancelTimers = workflow.GetVersion(ctx, timerCancelChange, workflow.DefaultVersion, 1) == 1
 	}
 	if err := w.register(ctx); err != nil {
@@ -396,9 +410,13 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 	w.listenConfig(ctx)
 	if w.st.Version == 0 {
 		wait := createWait
-		v := workflow.GetVersion(ctx, "load-lost-create", workflow.DefaultVersion, 2)
-		w.cancelTimers = v >= 2
-		if v >= 1 {
+		lostCreate := in.Generation >= 1
+		if !lostCreate {
+			v := workflow.GetVersion(ctx, "load-lost-create", workflow.DefaultVersion, 2)
+			w.cancelTimers = v >= 2
+			lostCreate = v >= 1
+		}
+		if lostCreate {
 			// The create update came with the start; if it is not here
 			// soon, it was lost with a workflow task the Temporal server
 			// did not keep (an outage), after its transfers were

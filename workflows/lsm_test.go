@@ -731,17 +731,21 @@ func TestServiceInstanceReadOnlyAttributes(t *testing.T) {
 // (three per instance: P7's Temporal server work, docs/benchmarks.md).
 func TestServiceInstanceLeavesNoTimerBehind(t *testing.T) {
 	t.Parallel()
-	f := &lsmFake{deploys: map[int][]string{1: {DeployPending, DeployDone}}}
-	env := f.env(t)
-	send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(DeployedSignal, nil) }, 100*time.Millisecond)
-	var fired []string
-	env.SetOnTimerFiredListener(func(id string) { fired = append(fired, id) })
-	cancelAt(env, time.Hour)
-	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
-	wantCanceled(t, env)
-	wantStates(t, f, "start", "acknowledged", "creating", "up")
-	if len(fired) != 0 {
-		t.Errorf("%d timers fired in an hour after the instance was up (ids %v), want none", len(fired), fired)
+	for _, gen := range []int{0, InstanceGeneration} {
+		f := &lsmFake{deploys: map[int][]string{1: {DeployPending, DeployDone}}}
+		env := f.env(t)
+		send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(DeployedSignal, nil) }, 100*time.Millisecond)
+		var fired []string
+		env.SetOnTimerFiredListener(func(id string) { fired = append(fired, id) })
+		cancelAt(env, time.Hour)
+		in := input()
+		in.Generation = gen
+		env.ExecuteWorkflow(ServiceInstanceWorkflowName, in)
+		wantCanceled(t, env)
+		wantStates(t, f, "start", "acknowledged", "creating", "up")
+		if len(fired) != 0 {
+			t.Errorf("generation %d: %d timers fired in an hour after the instance was up (ids %v), want none", gen, len(fired), fired)
+		}
 	}
 }

@@ -22,6 +22,8 @@ func TestReplayCommittedHistories(t *testing.T) {
 			"(to failed; to up with another active set, exported), deleted: terminated"},
 		{"testdata/lsm_instance_timers.json", "TestServiceInventoryWrites after the waits cancel their timers " +
 			"(load-lost-create version 2): its creates, updates, a rejected update and its delete"},
+		{"testdata/lsm_instance_gen1.json", "the same, started as generation 1 (ServiceInstanceInput.Generation): " +
+			"no GetVersion marker, no search attribute upsert"},
 	} {
 		r := worker.NewWorkflowReplayer()
 		Register(r)

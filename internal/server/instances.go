@@ -87,7 +87,7 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 			StaticSummary:            fmt.Sprintf("service instance %s/%s (restarted from PostgreSQL)", inst.Entity, inst.ID),
 		}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
 			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: entity.Entity, InstanceID: inst.ID,
-			AutoTransfersOff: !entity.Config.AutoTransfers,
+			AutoTransfersOff: !entity.Config.AutoTransfers, Generation: workflows.InstanceGeneration,
 			Snapshot: &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity,
 				Sets: inst.Sets},
 		})

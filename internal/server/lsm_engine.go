@@ -96,7 +96,7 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 				StaticSummary:            fmt.Sprintf("service instance %s/%s", entity, req.InstanceID),
 			}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
 				EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: req.Entity, InstanceID: req.InstanceID,
-				AutoTransfersOff: req.AutoTransfersOff,
+				AutoTransfersOff: req.AutoTransfersOff, Generation: workflows.InstanceGeneration,
 			})
 			h, err = e.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: start, UpdateOptions: opts,
