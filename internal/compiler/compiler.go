@@ -97,21 +97,25 @@ type Focus struct {
 	Instance string `json:"instance"`
 }
 
-// focus drops from res what does not concern f.
-func (f *Focus) apply(res *Result) {
+// resources keeps the resources of f's set, before they are sorted: a
+// validation among 10,000 instances sorted 30,000 resources for nothing.
+func (f *Focus) resources(rs []Resource) []Resource {
 	set := f.Entity + "/" + f.Instance
-	kept := res.Resources[:0]
-	for _, r := range res.Resources {
+	var kept []Resource
+	for _, r := range rs {
 		if r.ResourceSet == set {
 			kept = append(kept, r)
 		}
 	}
-	res.Resources = kept
-	var params map[string]map[string]json.RawMessage
-	if p, ok := res.Parameters[f.Entity][f.Instance]; ok {
-		params = map[string]map[string]json.RawMessage{f.Entity: {f.Instance: p}}
+	return kept
+}
+
+// parameters keeps f's instance's parameters.
+func (f *Focus) parameters(ps map[string]map[string]json.RawMessage) map[string]map[string]json.RawMessage {
+	if p, ok := ps[f.Entity][f.Instance]; ok {
+		return map[string]map[string]json.RawMessage{f.Entity: {f.Instance: p}}
 	}
-	res.Parameters = params
+	return nil
 }
 
 // Resource is one resource of a compiled version, in export form.
@@ -191,8 +195,12 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		opts:  opts,
 		errs:  &errorList{root: root, stdAt: filepath.Join(root, "cue.mod", "pkg", filepath.FromSlash(StdModule))},
 		files: map[string]*ast.File{},
-		ids:   map[string]int{},
 	}
+	hint := 0
+	if opts.Cache != nil {
+		hint = int(opts.Cache.outputs.Load())
+	}
+	c.ids, c.out = make(map[string]int, hint), make([]Resource, 0, hint)
 	inst, err := c.load(root, proj)
 	if err != nil {
 		return nil, err
@@ -247,6 +255,13 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 	if err := c.errs.err(); err != nil {
 		return nil, err
 	}
+	if opts.Cache != nil {
+		opts.Cache.outputs.Store(int64(len(c.out)))
+	}
+	if opts.Focus != nil {
+		c.out = opts.Focus.resources(c.out)
+		c.params = opts.Focus.parameters(c.params)
+	}
 	slices.SortFunc(c.out, func(a, b Resource) int { return strings.Compare(a.ID, b.ID) })
 	OrderRemovals(c.out)
 	slices.SortFunc(c.svcs, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
@@ -256,9 +271,6 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		if r.Undefined {
 			res.Undefined++
 		}
-	}
-	if opts.Focus != nil {
-		opts.Focus.apply(res)
 	}
 	return res, nil
 }
