@@ -270,7 +270,14 @@ func TestExportPartialRefusals(t *testing.T) {
 // BenchmarkExportPartial measures a partial export that replaces a set of
 // 1,000 resources (all changed) in a version of 100,000: the cost is
 // reading and checking the open rows, not writing.
-func BenchmarkExportPartial(b *testing.B) {
+func BenchmarkExportPartial(b *testing.B) { benchmarkExportPartial(b, 100_000, 1000) }
+
+// BenchmarkExportPartialInstance is one service instance's update among
+// 10,000 live ones (P7's bar): a set of 3 resources, all changed, in a
+// version of 30,000.
+func BenchmarkExportPartialInstance(b *testing.B) { benchmarkExportPartial(b, 30_000, 3) }
+
+func benchmarkExportPartial(b *testing.B, size, changed int) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, testenv.Database(b))
 	if err != nil {
@@ -284,11 +291,11 @@ func BenchmarkExportPartial(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := st.ExportVersion(ctx, e.ID, bigVersion(b, 100_000, 0, 0, "x", "")); err != nil {
+	if _, err := st.ExportVersion(ctx, e.ID, bigVersion(b, size, 0, 0, "x", "")); err != nil {
 		b.Fatal(err)
 	}
 	set := func(gen int) (intent.Version, []string) {
-		objs := make([]string, 1000)
+		objs := make([]string, changed)
 		for i := range objs {
 			objs[i] = setRes(fmt.Sprintf("/set%d", i), "a", fmt.Sprint(gen), fmt.Sprintf("/f%d", i))
 		}
@@ -306,7 +313,7 @@ func BenchmarkExportPartial(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if want := 1000; i > 0 && info.ChangedCount != want {
+		if want := changed; i > 0 && info.ChangedCount != want {
 			b.Fatalf("changed %d; want %d", info.ChangedCount, want)
 		}
 	}
