@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -76,4 +77,38 @@ func (l *LSM) MigrateAttributes(ctx context.Context, envID, entity string, from,
 	ctx, cancel := context.WithTimeout(ctx, orDefaultTimeout(l.CompileTimeout))
 	defer cancel()
 	return compiler.Migrate(ctx, compiler.MigrateOptions{Dir: tree, Entity: entity, From: from, To: to, Attributes: attrs})
+}
+
+// migrateRequest makes a migrate item's request from its instance as it
+// is now: the current set (candidate, else active) mapped to version to
+// (0: the latest) and the target version's definition. An instance on
+// that version or a newer one, a version the catalog lacks and a mapping
+// the model refuses are the item's failure (failure), not errors.
+func (o *LSMOrders) migrateRequest(ctx context.Context, r itemRun, inst store.ServiceInstance, to int, req OrderRequest) (OrderRequest, string, error) {
+	if o.Migrate == nil {
+		return req, "this server cannot migrate instances", nil
+	}
+	target, err := o.Store.EntityAt(ctx, r.in.EnvironmentID, inst.Entity, to)
+	if errors.Is(err, store.ErrNotFound) {
+		return req, fmt.Sprintf("%s has no version %d", inst.Entity, to), nil
+	}
+	if err != nil {
+		return req, "", classify(err)
+	}
+	cur, from := inst.Candidate, lsm.EntityVersion(inst.CandidateVersion)
+	if cur == nil {
+		cur, from = inst.Active, lsm.EntityVersion(inst.ActiveVersion)
+	}
+	if target.Version <= from {
+		return req, fmt.Sprintf("service instance %s is of version %d, not older than %d", inst.ID, from, target.Version), nil
+	}
+	attrs, err := o.Migrate(ctx, r.in.EnvironmentID, inst.Entity, from, target.Version, cur)
+	if errs, ok := errors.AsType[compiler.Errors](err); ok {
+		return req, fmt.Sprintf("the model's migration from version %d to %d failed: %s", from, target.Version, errs.Error()), nil
+	}
+	if err != nil {
+		return req, "", err
+	}
+	req.Op, req.Entity, req.Attributes = lsm.OpMigrate, target, attrs
+	return req, "", nil
 }

@@ -2,10 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -161,4 +163,95 @@ func currentEntityVersion(inst store.ServiceInstance) int {
 		return lsm.EntityVersion(inst.CandidateVersion)
 	}
 	return lsm.EntityVersion(inst.ActiveVersion)
+}
+
+// migrateEntityRequest is POST /lsm/v1/service_catalog/{entity}/migrate.
+type migrateEntityRequest struct {
+	FromVersion *int `json:"from_version"`
+	ToVersion   *int `json:"to_version"`
+}
+
+// migrateEntity migrates every live instance of one version of an entity
+// to a newer one: an order (best_effort) of one migrate item per
+// instance, run by the orders' workflow (batches, per-item outcomes, a
+// crash resumed from PostgreSQL). 201 with the order; GET
+// /lsm/v1/orders/{id} follows it. No instance on the version: 422.
+func (s *Server) migrateEntity(w http.ResponseWriter, r *http.Request) error {
+	lw, done, err := s.beginWrite(w, r)
+	if err != nil || done {
+		return err
+	}
+	var req migrateEntityRequest
+	if err := decodeJSON(lw.body, &req); err != nil {
+		return err
+	}
+	latest := lsm.EntityVersion(lw.entity.Version)
+	if req.FromVersion == nil {
+		return InvalidField("/from_version", "required: the version whose instances migrate")
+	}
+	to := latest
+	if req.ToVersion != nil {
+		to = *req.ToVersion
+	}
+	from := *req.FromVersion
+	if _, err := s.opts.Store.GetEntityVersion(r.Context(), lw.env.ID, lw.entity.Name, from); errors.Is(err, store.ErrNotFound) {
+		return InvalidField("/from_version", fmt.Sprintf("%s has no version %d", lw.entity.Name, from))
+	} else if err != nil {
+		return err
+	}
+	if _, err := s.opts.Store.GetEntityVersion(r.Context(), lw.env.ID, lw.entity.Name, to); errors.Is(err, store.ErrNotFound) {
+		return InvalidField("/to_version", fmt.Sprintf("%s has no version %d (its latest is %d)", lw.entity.Name, to, latest))
+	} else if err != nil {
+		return err
+	}
+	if to <= from {
+		return InvalidField("/to_version", fmt.Sprintf("must be newer than from_version %d", from))
+	}
+	ids, err := s.opts.Store.InstancesOfVersion(r.Context(), lw.env.ID, lw.entity.Name, from)
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return InvalidField("/from_version", fmt.Sprintf("no live instance of %s is of version %d", lw.entity.Name, from))
+	}
+	if len(ids) > MaxOrderItems {
+		return InvalidField("/from_version", fmt.Sprintf("%d instances are of version %d: a migration takes at most %d at once",
+			len(ids), from, MaxOrderItems))
+	}
+	if s.opts.LSM == nil || s.opts.Orders == nil {
+		return Unavailable("the lifecycle engine is not running in this server")
+	}
+	spec, err := json.Marshal(map[string]int{"to_version": to})
+	if err != nil {
+		return err
+	}
+	items := make([]store.NewOrderItem, len(ids))
+	for i, id := range ids {
+		items[i] = store.NewOrderItem{ItemID: id, Operation: lsm.OpMigrate, Entity: lw.entity.Name, InstanceID: id, Spec: spec}
+	}
+	o := store.NewOrder{ID: newUUIDv7(time.Now()), Policy: lsm.OrderBestEffort, Status: lsm.OrderPending,
+		RequestedBy: principal(r).Actor(), Items: items}
+	var idem *store.IdempotentRequest
+	if lw.key != "" {
+		idem = &store.IdempotentRequest{Scope: lw.scope, Key: lw.key, Hash: lw.hash, Status: http.StatusCreated}
+	}
+	order, err := s.opts.Store.CreateOrder(r.Context(), lw.env.ID, o, idem)
+	if errors.Is(err, store.ErrRequestTaken) {
+		if done, err := s.replay(w, r, &lw); err != nil || done {
+			return err
+		}
+		return Conflict("a request with the same %s is being written; repeat it", IdempotencyKeyHeader)
+	}
+	if err != nil {
+		return err
+	}
+	noteAudit(r, map[string]any{"entity": lw.entity.Name, "order": order.ID, "from_version": from, "to_version": to,
+		"items": order.ItemCount})
+	if err := s.opts.Orders.StartOrder(r.Context(), lw.env, order.ID); err != nil {
+		s.log.Warn("migration order written, its workflow not started yet (the reconciler will)", "environment", lw.env.Name,
+			"order", order.ID, "error", err)
+	}
+	w.Header().Set("Location", "/lsm/v1/orders/"+order.ID)
+	WriteJSON(w, http.StatusCreated, order)
+	return nil
 }

@@ -106,6 +106,7 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodGet, "/service_catalog/{entity}", s.inLSMEnv("lsm.catalog.read", read, s.getCatalogEntity))
 		r.Method(http.MethodPatch, "/service_catalog/{entity}/config", s.inLSMEnv("lsm.catalog.configure", operator, s.patchEntityConfig))
 		r.Method(http.MethodGet, "/service_catalog/{entity}/versions/{version}", s.inLSMEnv("lsm.catalog.version", read, s.getEntityVersion))
+		r.Method(http.MethodPost, "/service_catalog/{entity}/migrate", s.inLSMEnv("lsm.catalog.migrate", operator, s.migrateEntity))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/migrate", s.inLSMEnv("lsm.instance.migrate", operator, s.migrateInstance))
 		r.Method(http.MethodGet, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.list", read, s.listInventory))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.read", read, s.getInstance))

@@ -35,7 +35,18 @@ update service_instances set candidate_version = case when candidate_attributes 
 alter table service_instance_log add column candidate_version integer,
     add column active_version integer, add column rollback_version integer;
 
+-- A bulk migration is an order of migrate items (one per instance).
+alter table lsm_order_items drop constraint lsm_order_items_operation_check;
+alter table lsm_order_items add constraint lsm_order_items_operation_check
+    check (operation in ('create', 'update', 'delete', 'migrate'));
+
 ---- create above / drop below ----
+
+delete from lsm_orders o where exists (select 1 from lsm_order_items i
+    where i.environment_id = o.environment_id and i.order_id = o.id and i.operation = 'migrate');
+alter table lsm_order_items drop constraint lsm_order_items_operation_check;
+alter table lsm_order_items add constraint lsm_order_items_operation_check
+    check (operation in ('create', 'update', 'delete'));
 
 alter table service_instance_log drop column candidate_version, drop column active_version,
     drop column rollback_version;

@@ -62,6 +62,20 @@ func TestExampleLSMVersions(t *testing.T) {
 	if out := ok(t, vars, "lsm", "diagnose", "site", "old"); !strings.Contains(out, ">=8000") {
 		t.Errorf("diagnose does not say why:\n%s", out)
 	}
+	// Every instance of version 1 at once: one more on version 1, then
+	// the bulk migration; old fails again, its item saying why.
+	ok(t, vars, "lsm", "create", "site", "--entity-version", "1", "--attr", "name=shop", "--attr", "port=8090", "--wait", "up")
+	r = fails(t, vars, exitFailed, []string{"partially_failed", "1 of 2 items succeeded"},
+		"lsm", "migrate", "site", "--from", "1", "--to", "2", "--wait")
+	if !strings.Contains(r.out, "update_rejected") || strings.Count(r.out, " migrate ") != 2 {
+		t.Errorf("bulk migration's items:\n%s", r.out)
+	}
+	if got := read("shop", "server.json"); !strings.Contains(got, `"entity_version":2`) {
+		t.Errorf("shop's server.json after the bulk migration = %s", got)
+	}
+	fails(t, vars, exitUsage, []string{"--from N"}, "lsm", "migrate", "site")
+	fails(t, vars, exitFailed, []string{"to_version", "newer than from_version 2"}, "lsm", "migrate", "site", "--from", "2")
+
 	// To its own version: refused.
 	fails(t, vars, exitFailed, []string{"to_version", "newer than version 2"}, "lsm", "migrate", "site", "blog", "--to", "2")
 

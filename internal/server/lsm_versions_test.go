@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -247,5 +249,113 @@ func TestEntityVersions(t *testing.T) {
 	err = uploadModel(t, c, env, lsmVersionsModel(root, true, ""))
 	if err == nil || !strings.Contains(err.Error(), "409") {
 		t.Errorf("version 1 dropped while used: %v", err)
+	}
+}
+
+// TestEntityVersionsBulkMigrate migrates every instance of version 1 at
+// once: one order of migrate items, followed by GET; the instances version
+// 2 accepts are up on it with their files rebuilt, the one it refuses
+// stays on version 1 and its item says why; the refusals of bad inputs.
+func TestEntityVersionsBulkMigrate(t *testing.T) {
+	c, _ := startServer(t)
+	env := newEnv(t, c, "lsmbulk", nil)
+	root := t.TempDir()
+	const inventory = "/lsm/v1/service_inventory/vm"
+	if err := uploadModel(t, c, env, lsmVersionsModel(root, false, "")); err != nil {
+		t.Fatal(err)
+	}
+	memory := map[string]int{"ann": 2, "bob": 3, "cat": 4, "dan": 60}
+	for _, name := range []string{"ann", "bob", "cat", "dan"} {
+		r := lsmDo(t, c, env, http.MethodPost, inventory, "", map[string]any{"attributes": map[string]any{"name": name, "memory": memory[name]}})
+		if r.status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", name, r.status, r.body)
+		}
+	}
+	for name := range memory {
+		waitState(t, c, env, name, "up", "rejected", "failed")
+	}
+	if err := uploadModel(t, c, env, lsmVersionsModel(root, true, " & {previous: [#VMV1]}")); err != nil {
+		t.Fatal(err)
+	}
+	const migrate = "/lsm/v1/service_catalog/vm/migrate"
+	for _, bad := range []struct {
+		reason string
+		body   any
+		field  string
+	}{
+		{"no from_version", map[string]any{"to_version": 2}, "/from_version"},
+		{"an unknown from_version", map[string]any{"from_version": 5, "to_version": 2}, "/from_version"},
+		{"a from_version that is no number", map[string]any{"from_version": "1"}, "/from_version"},
+		{"an unknown to_version", map[string]any{"from_version": 1, "to_version": 3}, "/to_version"},
+		{"a to_version not newer", map[string]any{"from_version": 2, "to_version": 2}, "/to_version"},
+		{"a to_version that is no number", map[string]any{"from_version": 1, "to_version": 2.5}, "/to_version"},
+		{"an unknown field", map[string]any{"from_version": 1, "all": true}, "/all"},
+	} {
+		r := lsmDo(t, c, env, http.MethodPost, migrate, "", bad.body)
+		if r.status != 422 || !hasFieldError(r.problem(t), bad.field, "") {
+			t.Errorf("%s: %d %s, want 422 naming %s", bad.reason, r.status, r.body, bad.field)
+		}
+	}
+
+	r := lsmDo(t, c, env, http.MethodPost, migrate, "bulk-1", map[string]any{"from_version": 1, "to_version": 2})
+	if r.status != http.StatusCreated {
+		t.Fatalf("bulk migration: %d %s", r.status, r.body)
+	}
+	var order store.Order
+	if err := json.Unmarshal(r.body, &order); err != nil || order.ItemCount != 4 || order.Policy != "best_effort" {
+		t.Fatalf("bulk migration: %s, %v", r.body, err)
+	}
+	// A repeat under the key: the same order, nothing more started.
+	if again := lsmDo(t, c, env, http.MethodPost, migrate, "bulk-1", map[string]any{"from_version": 1, "to_version": 2}); again.status != http.StatusCreated ||
+		!strings.Contains(string(again.body), order.ID) {
+		t.Errorf("repeated bulk migration: %d %s", again.status, again.body)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if err := lsmGet(t, c, env, "/lsm/v1/orders/"+order.ID, &order); err != nil {
+			t.Fatal(err)
+		}
+		if order.FinishedAt != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the migration order after 2 minutes: %+v", order)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if order.Status != "partially_failed" || order.Counts["succeeded"] != 3 || order.Counts["failed"] != 1 {
+		t.Errorf("migration order: %+v", order)
+	}
+	for _, it := range order.Items {
+		var inst store.ServiceInstance
+		if err := lsmGet(t, c, env, inventory+"/"+it.InstanceID, &inst); err != nil {
+			t.Fatal(err)
+		}
+		name := inst.Identity
+		if it.Operation != "migrate" {
+			t.Errorf("item %s: operation %q", it.ID, it.Operation)
+		}
+		if name == "dan" {
+			if it.Status != "failed" || !strings.Contains(it.Error, "update_rejected") || inst.EntityVersion != 1 || inst.Active["memory"] != 60.0 {
+				t.Errorf("dan (60 > 32): item %+v, instance %+v", it, inst)
+			}
+			continue
+		}
+		if it.Status != "succeeded" || inst.EntityVersion != 2 || inst.Active["ram"] != float64(memory[name]) {
+			t.Errorf("%s: item %+v, instance %+v", name, it, inst)
+		}
+		if got, _ := readFile(t, filepath.Join(root, name+".conf")); got != "ram="+strconv.Itoa(memory[name])+"\nversion=2\n" {
+			t.Errorf("%s.conf = %q", name, got)
+		}
+	}
+	var cat struct {
+		Versions []struct {
+			Version   int            `json:"version"`
+			Instances map[string]int `json:"instances"`
+		} `json:"versions"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/vm", &cat); err != nil || len(cat.Versions) != 2 ||
+		cat.Versions[0].Instances["up"] != 1 || cat.Versions[1].Instances["up"] != 3 {
+		t.Errorf("catalog after the migration: %+v, %v", cat, err)
 	}
 }

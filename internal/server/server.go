@@ -261,7 +261,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		},
 	}
 	lsmActs.Register(s.worker)
-	s.registerOrders(s.worker, s.orders)
+	s.registerOrders(s.worker, s.orders, lsmActs)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
