@@ -158,6 +158,14 @@ func TestEntityVersions(t *testing.T) {
 		t.Errorf("older.conf = %q", got)
 	}
 
+	// A dry-run of older is validated and rendered as version 1.
+	r = lsmDo(t, c, env, http.MethodPost, inventory+"/older/dryrun", "", map[string]any{"attributes": map[string]any{"memory": 5}})
+	var d instanceDryrun
+	if err := json.Unmarshal(r.body, &d); r.status != http.StatusOK || err != nil || !d.Validation.OK || d.DesiredState == nil ||
+		len(d.DesiredState.Modified) != 1 || d.DesiredState.Modified[0].Changes["content"].To != "memory=5\n" {
+		t.Errorf("dry-run of older: %d %s", r.status, r.body)
+	}
+
 	// Bad inputs.
 	for _, bad := range []struct {
 		reason, method, path string
