@@ -356,6 +356,29 @@ func TestEntityVersionsBulkMigrate(t *testing.T) {
 			t.Errorf("%s.conf = %q", name, got)
 		}
 	}
+	// An order's update of dan, still of version 1: checked and
+	// validated as version 1.
+	r = lsmDo(t, c, env, http.MethodPost, "/lsm/v1/orders", "", map[string]any{"policy": "best_effort", "items": []map[string]any{
+		{"id": "dan-memory", "operation": "update", "service_entity": "vm", "instance": "dan", "attributes": map[string]any{"memory": 10}}}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("order of an update of dan: %d %s", r.status, r.body)
+	}
+	var upd store.Order
+	if err := json.Unmarshal(r.body, &upd); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); upd.FinishedAt == nil; time.Sleep(200 * time.Millisecond) {
+		if err := lsmGet(t, c, env, "/lsm/v1/orders/"+upd.ID, &upd); err != nil || time.Now().After(deadline) {
+			t.Fatalf("order of an update of dan: %+v, %v", upd, err)
+		}
+	}
+	if upd.Status != "succeeded" {
+		t.Errorf("order of an update of dan: %+v", upd)
+	}
+	if got, _ := readFile(t, filepath.Join(root, "dan.conf")); got != "memory=10\n" {
+		t.Errorf("dan.conf = %q", got)
+	}
+
 	var cat struct {
 		Versions []struct {
 			Version   int            `json:"version"`
