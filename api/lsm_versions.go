@@ -207,16 +207,16 @@ func (s *Server) migrateEntity(w http.ResponseWriter, r *http.Request) error {
 	if to <= from {
 		return InvalidField("/to_version", fmt.Sprintf("must be newer than from_version %d", from))
 	}
-	ids, err := s.opts.Store.InstancesOfVersion(r.Context(), lw.env.ID, lw.entity.Name, from)
+	refs, err := s.opts.Store.InstancesOfVersion(r.Context(), lw.env.ID, lw.entity.Name, from)
 	if err != nil {
 		return err
 	}
-	if len(ids) == 0 {
+	if len(refs) == 0 {
 		return InvalidField("/from_version", fmt.Sprintf("no live instance of %s is of version %d", lw.entity.Name, from))
 	}
-	if len(ids) > MaxOrderItems {
+	if len(refs) > MaxOrderItems {
 		return InvalidField("/from_version", fmt.Sprintf("%d instances are of version %d: a migration takes at most %d at once",
-			len(ids), from, MaxOrderItems))
+			len(refs), from, MaxOrderItems))
 	}
 	if s.opts.LSM == nil || s.opts.Orders == nil {
 		return Unavailable("the lifecycle engine is not running in this server")
@@ -225,9 +225,15 @@ func (s *Server) migrateEntity(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]store.NewOrderItem, len(ids))
-	for i, id := range ids {
-		items[i] = store.NewOrderItem{ItemID: id, Operation: lsm.OpMigrate, Entity: lw.entity.Name, InstanceID: id, Spec: spec}
+	// An item is named by its instance's identity (unique among the
+	// live ones) when it makes an item id, else by the instance's id.
+	items := make([]store.NewOrderItem, len(refs))
+	for i, ref := range refs {
+		item := ref.ID
+		if ref.Identity != "" && orderItemID.MatchString(ref.Identity) && !store.IsUUID(ref.Identity) {
+			item = ref.Identity
+		}
+		items[i] = store.NewOrderItem{ItemID: item, Operation: lsm.OpMigrate, Entity: lw.entity.Name, InstanceID: ref.ID, Spec: spec}
 	}
 	o := store.NewOrder{ID: newUUIDv7(time.Now()), Policy: lsm.OrderBestEffort, Status: lsm.OrderPending,
 		RequestedBy: principal(r).Actor(), Items: items}

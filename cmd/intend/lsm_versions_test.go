@@ -69,7 +69,8 @@ func TestExampleLSMVersions(t *testing.T) {
 	ok(t, vars, "lsm", "create", "site", "--entity-version", "1", "--attr", "name=shop", "--attr", "port=8090", "--wait", "up")
 	r = fails(t, vars, exitFailed, []string{"partially_failed", "1 of 2 items succeeded"},
 		"lsm", "migrate", "site", "--from", "1", "--to", "2", "--wait")
-	if !strings.Contains(r.out, "update_rejected") || strings.Count(r.out, " migrate ") != 2 {
+	if !strings.Contains(r.out, "update_rejected") || strings.Count(r.out, " migrate ") != 2 ||
+		rowOf(t, r.out, "old")[4] != "failed" || rowOf(t, r.out, "shop")[4] != "succeeded" {
 		t.Errorf("bulk migration's items:\n%s", r.out)
 	}
 	if got := read("shop", "server.json"); !strings.Contains(got, `"entity_version":2`) {

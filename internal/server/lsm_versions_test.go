@@ -340,7 +340,7 @@ func TestEntityVersionsBulkMigrate(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := inst.Identity
-		if it.Operation != "migrate" {
+		if it.Operation != "migrate" || it.ID != name {
 			t.Errorf("item %s: operation %q", it.ID, it.Operation)
 		}
 		if name == "dan" {

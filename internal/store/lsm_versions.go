@@ -154,17 +154,27 @@ func (s *Store) EntityAt(ctx context.Context, envID, entity string, version int)
 	return v.Entity, err
 }
 
-// InstancesOfVersion returns the ids of entity's live instances whose
-// entity version (Sets.EntityVersion) is version, in id order.
-func (s *Store) InstancesOfVersion(ctx context.Context, envID, entity string, version int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `select id::text from service_instances
+// InstanceRef names a live instance: its id and identity ("" when its
+// entity has none).
+type InstanceRef struct {
+	ID, Identity string
+}
+
+// InstancesOfVersion returns entity's live instances whose entity version
+// (Sets.EntityVersion) is version, in id order.
+func (s *Store) InstancesOfVersion(ctx context.Context, envID, entity string, version int) ([]InstanceRef, error) {
+	rows, err := s.pool.Query(ctx, `select id::text, coalesce(identity, '') from service_instances
 		where environment_id = $1::uuid and entity = $2 and not deleted
 		  and coalesce(active_version, candidate_version, rollback_version, 1) = $3
 		order by id`, envID, entity, version)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (InstanceRef, error) {
+		var r InstanceRef
+		err := row.Scan(&r.ID, &r.Identity)
+		return r, err
+	})
 }
 
 // EntitiesOfSets returns the definition of the version an instance with
