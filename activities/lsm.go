@@ -140,26 +140,33 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 		return workflows.ValidateInstanceResult{}, nil, classify(err)
 	}
 	lifecycles := map[string]lsm.Lifecycle{}
-	specs := map[string][]lsm.AttributeSpec{}
+	latest := map[string]int{}
 	for _, e := range entities {
 		lifecycles[e.Name] = e.Lifecycle
-		specs[e.Name] = e.Attributes
+		latest[e.Name] = e.Version
+	}
+	specs, err := l.versionSpecs(ctx, in.EnvironmentID, entities)
+	if err != nil {
+		return workflows.ValidateInstanceResult{}, nil, err
 	}
 	live, err := l.Store.LiveServiceInstances(ctx, in.EnvironmentID)
 	if err != nil {
 		return workflows.ValidateInstanceResult{}, nil, classify(err)
 	}
 	instances := map[string]map[string]json.RawMessage{}
-	add := func(entity, id string, attrs map[string]any) error {
+	versions := map[string]map[string]int{}
+	add := func(entity, id string, version int, attrs map[string]any) error {
 		// The model computes the r attributes again.
-		b, err := json.Marshal(lsm.WithoutReadOnly(specs[entity], attrs))
+		b, err := json.Marshal(lsm.WithoutReadOnly(specs[entityVersionKey{entity, version}], attrs))
 		if err != nil {
 			return fmt.Errorf("attributes of %s %s: %w", entity, id, err)
 		}
 		if instances[entity] == nil {
 			instances[entity] = map[string]json.RawMessage{}
+			versions[entity] = map[string]int{}
 		}
 		instances[entity][id] = b
+		versions[entity][id] = lsm.EntityVersion(version)
 		return nil
 	}
 	for _, inst := range live {
@@ -171,27 +178,28 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 			continue
 		}
 		var attrs map[string]any
+		var version int
 		switch lc.States[inst.State].ModelState {
 		case lsm.Active:
-			attrs = inst.Active
+			attrs, version = inst.Active, inst.ActiveVersion
 		case lsm.Designed:
 			// Validated, queued to become active: its candidate set
 			// (seed 003).
-			attrs = inst.Candidate
+			attrs, version = inst.Candidate, inst.CandidateVersion
 		case lsm.Candidate:
 			// Not validated: only the instance being validated is in the
 			// model with its candidate set. Another one contributes the
 			// attributes it was last validated with, if any (an update
 			// waiting for validation keeps its active set exported).
-			attrs = inst.Active
+			attrs, version = inst.Active, inst.ActiveVersion
 			if len(attrs) == 0 {
-				attrs = inst.Rollback
+				attrs, version = inst.Rollback, inst.RollbackVersion
 			}
 		}
 		if attrs == nil {
 			continue
 		}
-		if err := add(inst.Entity, inst.ID, attrs); err != nil {
+		if err := add(inst.Entity, inst.ID, version, attrs); err != nil {
 			return workflows.ValidateInstanceResult{}, nil, err
 		}
 	}
@@ -199,10 +207,14 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 	if attrs == nil {
 		attrs = map[string]any{}
 	}
-	if err := add(in.Entity, in.InstanceID, attrs); err != nil {
+	own := in.EntityVersion
+	if own == 0 {
+		own = latest[in.Entity] // a workflow of before versions: the entity as the catalog has it
+	}
+	if err := add(in.Entity, in.InstanceID, own, attrs); err != nil {
 		return workflows.ValidateInstanceResult{}, nil, err
 	}
-	res, errs, err := l.compileModel(ctx, in.EnvironmentID, instances, &compiler.Focus{Entity: in.Entity, Instance: in.InstanceID})
+	res, errs, err := l.compileModelVersions(ctx, in.EnvironmentID, instances, versions, &compiler.Focus{Entity: in.Entity, Instance: in.InstanceID})
 	if err != nil {
 		return workflows.ValidateInstanceResult{}, nil, err
 	}
@@ -211,7 +223,7 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 		if raw := res.Parameters[in.Entity][in.InstanceID]; raw != nil {
 			var param map[string]any
 			if err := json.Unmarshal(raw, &param); err == nil {
-				out.ReadOnly = lsm.ReadOnlyValues(specs[in.Entity], param)
+				out.ReadOnly = lsm.ReadOnlyValues(specs[entityVersionKey{in.Entity, lsm.EntityVersion(own)}], param)
 			}
 		}
 		return out, res, nil
@@ -248,7 +260,15 @@ func ownsAny(errs compiler.Errors, entity, id string) bool {
 // given service instances. A model that does not compile is no activity
 // error: its errors are returned (one without position when the source is
 // missing or does not load).
-func (l *LSM) compileModel(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage, focus *compiler.Focus) (*compiler.Result, compiler.Errors, error) {
+func (l *LSM) compileModel(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
+	return l.compileModelVersions(ctx, envID, instances, nil, nil)
+}
+
+// compileModelVersions is compileModel with the instances' entity
+// versions (compiler.Options.InstanceVersions; nil: every instance of its
+// entity's latest version) and, for a validation, the instance the
+// compile is focused on (compiler.Options.Focus; nil: none).
+func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage, versions map[string]map[string]int, focus *compiler.Focus) (*compiler.Result, compiler.Errors, error) {
 	src, err := l.Store.LatestModelSource(ctx, envID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, compiler.Errors{{Message: "the environment has no model source to compile the instance with (intend export uploads one)"}}, nil
@@ -282,7 +302,8 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 			return nil, nil, classify(err)
 		}
 	}
-	opts := compiler.Options{Dir: tree, Instances: instances, Facts: facts, Cache: l.Cache, SourceKey: src.Hash, Focus: focus}
+	opts := compiler.Options{Dir: tree, Instances: instances, InstanceVersions: versions, Facts: facts, Cache: l.Cache,
+		SourceKey: src.Hash, Focus: focus}
 	defer heartbeat(ctx)()
 	res, err := l.compile(ctx, opts)
 	if err == nil {
@@ -323,7 +344,14 @@ func (l *LSM) LoadInstance(ctx context.Context, in workflows.LoadInstanceInput) 
 	if inst.Deleted || inst.Version == 0 {
 		return nil, nil
 	}
-	return &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity, Sets: inst.Sets}, nil
+	// The versions of the entity its sets are of (the workflow's own
+	// may be another).
+	own, others, err := l.Store.EntitiesOfSets(ctx, in.EnvironmentID, in.Entity, inst.Sets)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity, Sets: inst.Sets,
+		Entities: append([]lsm.Entity{own}, others...)}, nil
 }
 
 // ExportInstance makes a partial export of the instance's set
@@ -359,7 +387,8 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 		if err != nil {
 			return workflows.ExportInstanceResult{}, err
 		}
-		res, errs, err := l.compileModel(ctx, in.EnvironmentID, map[string]map[string]json.RawMessage{in.Entity: {in.InstanceID: attrs}}, nil)
+		res, errs, err := l.compileModelVersions(ctx, in.EnvironmentID, map[string]map[string]json.RawMessage{in.Entity: {in.InstanceID: attrs}},
+			instanceVersion(in.Entity, in.InstanceID, in.EntityVersion), nil)
 		if err != nil {
 			return workflows.ExportInstanceResult{}, err
 		}
@@ -567,9 +596,15 @@ type InstancePreview struct {
 // instance's dry-run; it runs in the API request, its compiles bounded by
 // the Runner like every other.
 func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (InstancePreview, error) {
+	return l.PreviewInstanceVersion(ctx, envID, entity, instanceID, 0, attrs)
+}
+
+// PreviewInstanceVersion is PreviewInstance with attrs of version of the
+// entity (0: the latest).
+func (l *LSM) PreviewInstanceVersion(ctx context.Context, envID, entity, instanceID string, version int, attrs map[string]any) (InstancePreview, error) {
 	var out InstancePreview
 	v, _, err := l.validate(ctx, workflows.ValidateInstanceInput{
-		EnvironmentID: envID, Entity: entity, InstanceID: instanceID, Attributes: attrs,
+		EnvironmentID: envID, Entity: entity, InstanceID: instanceID, Attributes: attrs, EntityVersion: version,
 	})
 	if err != nil {
 		return out, err
@@ -582,7 +617,8 @@ func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID str
 	if err != nil {
 		return out, err
 	}
-	res, errs, err := l.compileModel(ctx, envID, map[string]map[string]json.RawMessage{entity: {instanceID: raw}}, nil)
+	res, errs, err := l.compileModelVersions(ctx, envID, map[string]map[string]json.RawMessage{entity: {instanceID: raw}},
+		instanceVersion(entity, instanceID, version), nil)
 	if err != nil {
 		return out, err
 	}

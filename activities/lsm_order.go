@@ -43,6 +43,9 @@ type LSMOrders struct {
 	// rather than all wait on the engine at once.
 	MaxSends int
 	Log      *slog.Logger // nil: slog.Default()
+	// Migrate maps an instance's attributes to a newer entity version
+	// (LSM.MigrateAttributes), for migrate items.
+	Migrate func(ctx context.Context, envID, entity string, from, to int, attrs map[string]any) (map[string]any, error)
 
 	sendsOnce sync.Once
 	sends     chan struct{}
@@ -224,6 +227,8 @@ func (w *watcher) look(ctx context.Context, id string) (store.ServiceInstance, e
 type orderItemSpec struct {
 	Attributes map[string]any `json:"attributes"`
 	Edit       []lsm.Edit     `json:"edit"`
+	// ToVersion is a migrate item's target entity version.
+	ToVersion int `json:"to_version"`
 }
 
 // itemRun is what one item of RunOrderItems works with.
@@ -346,7 +351,10 @@ func (o *LSMOrders) sent(ctx context.Context, r itemRun) (*store.ServiceInstance
 // send sends req with the item's key; a rejection is returned as its
 // message (and no error).
 func (o *LSMOrders) send(ctx context.Context, r itemRun, req OrderRequest) (store.ServiceInstance, string, error) {
-	req.Environment, req.Entity, req.Actor = r.env, r.entity, r.actor
+	req.Environment, req.Actor = r.env, r.actor
+	if req.Entity.Name == "" { // a migrate item names its target version's
+		req.Entity = r.entity
+	}
 	req.Idempotent = r.key()
 	// Temporal applies an update id once per workflow run: a retry of
 	// a request still in flight gets the first one's outcome.
@@ -406,6 +414,15 @@ func (o *LSMOrders) run(ctx context.Context, r itemRun) (workflows.RunOrderItemR
 				return o.finish(ctx, r, lsm.ItemFailed, &inst, fmt.Sprintf("service instance %s is %s", inst.ID, inst.State))
 			}
 			before, req.CurrentVersion = &inst.Version, inst.Version
+			if it.Operation == lsm.OpMigrate {
+				var failure string
+				if req, failure, err = o.migrateRequest(ctx, r, inst, spec.ToVersion, req); err != nil {
+					return workflows.RunOrderItemResult{}, err
+				}
+				if failure != "" {
+					return o.finish(ctx, r, lsm.ItemFailed, &inst, failure)
+				}
+			}
 			if it.Operation == lsm.OpUpdate {
 				cur := inst.Candidate
 				if cur == nil {

@@ -59,7 +59,11 @@ func (s *Server) getCatalogEntity(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, ent)
+	out, err := s.catalogEntity(r.Context(), e.ID, ent)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

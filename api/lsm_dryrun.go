@@ -125,6 +125,12 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The proposal is of the version of the set it edits.
+	if v := currentEntityVersion(inst); v != lsm.EntityVersion(entity.Version) {
+		if entity.Entity, err = s.opts.Store.EntityAt(r.Context(), e.ID, inst.Entity, v); err != nil {
+			return err
+		}
+	}
 	if inst.Deleted {
 		return Conflict("service instance %s is %s: it takes no more requests", inst.ID, inst.State)
 	}

@@ -275,7 +275,16 @@ func (s *Server) checkOrder(ctx context.Context, env store.Environment, req orde
 			continue
 		}
 		var ae *lsm.AttributeError
-		if err := lsm.CheckUpdate(ent.Attributes, currentAttributes(inst), next); errors.As(err, &ae) {
+		specs := ent.Attributes
+		if v := currentEntityVersion(inst); v != lsm.EntityVersion(ent.Version) {
+			// An instance of an older version: its version's attributes.
+			old, err := s.opts.Store.EntityAt(ctx, env.ID, ent.Name, v)
+			if err != nil {
+				return nil, nil, err
+			}
+			specs = old.Attributes
+		}
+		if err := lsm.CheckUpdate(specs, currentAttributes(inst), next); errors.As(err, &ae) {
 			errs = append(errs, attributeErrors(at+"/attributes/", ae.Problems)...)
 		}
 	}

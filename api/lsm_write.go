@@ -34,6 +34,10 @@ const (
 	LSMSetState = "set_state"
 	LSMDelete   = "delete"
 	LSMExpert   = "expert"
+	// LSMMigrate moves an instance to a newer version of its entity
+	// (lsm_versions.go): Entity is the target version, Attributes the
+	// mapped set.
+	LSMMigrate = "migrate"
 )
 
 // LSMRequest is one write to a service instance, as the engine sends it.
@@ -379,6 +383,9 @@ func formatUUID(b [16]byte) string {
 type createInstanceRequest struct {
 	Attributes        map[string]any `json:"attributes"`
 	ServiceInstanceID string         `json:"service_instance_id"`
+	// ServiceEntityVersion is the entity version the instance is of
+	// (default: the latest).
+	ServiceEntityVersion *int `json:"service_entity_version"`
 }
 
 // createInstance creates an instance: 201 with the instance as the
@@ -403,6 +410,9 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Attributes == nil {
 		req.Attributes = map[string]any{}
+	}
+	if err := s.entityVersion(r, &lw, req.ServiceEntityVersion); err != nil {
+		return err
 	}
 	// An id that was created before (even terminated) is taken: its
 	// workflow may have ended, and a new one must not take it over.

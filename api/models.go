@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,7 +71,7 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m, err := s.opts.Store.PutModel(r.Context(), e.ID, store.NewModel{
-		Hash: hash, Archive: archive, Files: files, Origin: "cli", Entities: res.Services,
+		Hash: hash, Archive: archive, Files: files, Origin: "cli", Entities: slices.Concat(res.Services, res.PreviousServices),
 	})
 	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {

@@ -49,6 +49,9 @@ type Options struct {
 	// LSMPreview serves the service instances' dry-runs; without it they
 	// answer 503.
 	LSMPreview LSMPreviewer
+	// LSMMigrate maps instances' attributes to newer entity versions;
+	// without it migrations answer 503.
+	LSMMigrate LSMMigrator
 	// Orders starts orders' workflows; without it (or LSM) POST
 	// /lsm/v1/orders answers 503.
 	Orders LSMOrders

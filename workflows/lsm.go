@@ -180,6 +180,10 @@ type InstanceSnapshot struct {
 	Sets     lsm.Sets
 	// Export is the last export made for the instance, if any.
 	Export *InstanceExport
+	// Entities are the versions of the entity the instance's sets are
+	// of besides ServiceInstanceInput.Entity's (a migration brings its
+	// target's: lsm_versions.go).
+	Entities []lsm.Entity `json:",omitempty"`
 }
 
 // InstanceExport records an export of the instance's set: what it was
@@ -263,6 +267,9 @@ type TransferEvent struct {
 	Actor string `json:"actor,omitempty"`
 	// Reason is why an expert forced the transfer (trigger expert).
 	Reason string `json:"reason,omitempty"`
+	// MigrateTo is the entity version a migration asked for (its
+	// on_update transfer).
+	MigrateTo int `json:"migrate_to,omitempty"`
 }
 
 // caller is what the engine knows of a request's sender: its
@@ -270,6 +277,8 @@ type TransferEvent struct {
 type caller struct {
 	idem  *IdempotentRequest
 	actor string
+	// migrateTo is the entity version a migration's update moves to.
+	migrateTo int
 }
 
 // ApplyTransferInput writes one version of an instance.
@@ -297,6 +306,9 @@ type ValidateInstanceInput struct {
 	Entity        string
 	InstanceID    string
 	Attributes    map[string]any
+	// EntityVersion is the entity version Attributes are of (0: the
+	// entity's latest, as before versions).
+	EntityVersion int `json:",omitempty"`
 }
 
 // ValidateInstanceResult is the validation's outcome; Errors are the
@@ -319,6 +331,9 @@ type ExportInstanceInput struct {
 	// Attributes are the active set the resources are built from
 	// (ExportResources, ExportPurged).
 	Attributes map[string]any
+	// EntityVersion is the entity version Attributes are of (0: the
+	// entity's latest, as before versions).
+	EntityVersion int `json:",omitempty"`
 }
 
 // ExportInstanceResult is the export: the desired-state version holding
@@ -614,6 +629,9 @@ func (w *instanceWorkflow) register(ctx workflow.Context) error {
 	if err := w.registerExpert(ctx); err != nil {
 		return err
 	}
+	if err := w.registerMigrate(ctx); err != nil {
+		return err
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, SetStateUpdate, w.setState,
 		workflow.UpdateHandlerOptions{Validator: w.validateSetState}); err != nil {
 		return err
@@ -659,7 +677,7 @@ func (w *instanceWorkflow) validateUpdate(_ workflow.Context, req UpdateRequest)
 	if _, err := w.validateRequest(req.CurrentVersion, lsm.Event{Trigger: lsm.OnUpdate}); err != nil {
 		return err
 	}
-	return invalid(lsm.CheckUpdate(w.in.Entity.Attributes, w.currentAttributes(), req.Attributes))
+	return invalid(lsm.CheckUpdate(w.entityOf(w.currentVersion()).Attributes, w.currentAttributes(), req.Attributes))
 }
 
 func (w *instanceWorkflow) validateSetState(_ workflow.Context, req SetStateRequest) error {
@@ -713,7 +731,7 @@ func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (Serv
 		Version:  1,
 		Identity: identity(w.in.Entity.Identity, attrs),
 		State:    start,
-		Sets:     lsm.Sets{Candidate: attrs},
+		Sets:     lsm.Sets{Candidate: attrs, CandidateVersion: w.in.Entity.Version},
 		Deleted:  w.lifecycle().States[start].Terminal,
 		Event:    ev,
 		Request:  req.Request,
@@ -732,8 +750,8 @@ func (w *instanceWorkflow) update(ctx workflow.Context, req UpdateRequest) (Serv
 	}
 	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.OnUpdate})
 	sets := w.st.Sets
-	sets.Candidate = req.Attributes
-	return w.request(ctx, t, sets, caller{req.Request, req.Actor})
+	sets.Candidate, sets.CandidateVersion = req.Attributes, w.currentVersion()
+	return w.request(ctx, t, sets, caller{idem: req.Request, actor: req.Actor})
 }
 
 func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (ServiceInstanceRecord, error) {
@@ -741,7 +759,7 @@ func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (
 		return ServiceInstanceRecord{}, err
 	}
 	t, _ := w.setStateTransfer(req)
-	return w.request(ctx, t, w.st.Sets, caller{req.Request, req.Actor})
+	return w.request(ctx, t, w.st.Sets, caller{idem: req.Request, actor: req.Actor})
 }
 
 func (w *instanceWorkflow) delete(ctx workflow.Context, req DeleteRequest) (ServiceInstanceRecord, error) {
@@ -749,7 +767,7 @@ func (w *instanceWorkflow) delete(ctx workflow.Context, req DeleteRequest) (Serv
 		return ServiceInstanceRecord{}, err
 	}
 	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.OnDelete})
-	return w.request(ctx, t, w.st.Sets, caller{req.Request, req.Actor})
+	return w.request(ctx, t, w.st.Sets, caller{idem: req.Request, actor: req.Actor})
 }
 
 // request applies the transfer a request caused, validating first when
@@ -786,9 +804,10 @@ func validationSet(sets lsm.Sets) map[string]any {
 // into that set (when the validation succeeded).
 func (w *instanceWorkflow) validate(ctx workflow.Context, sets lsm.Sets) (failed bool, errs json.RawMessage, out lsm.Sets, err error) {
 	var res ValidateInstanceResult
+	version := validationVersion(sets)
 	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ValidateInstanceActivity, ValidateInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
-		Attributes: lsm.WithoutReadOnly(w.in.Entity.Attributes, validationSet(sets)),
+		Attributes: lsm.WithoutReadOnly(w.entityOf(version).Attributes, validationSet(sets)), EntityVersion: version,
 	}).Get(ctx, &res); err != nil {
 		return false, nil, sets, fmt.Errorf("validate: %w", err)
 	}
@@ -820,7 +839,7 @@ func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets l
 		ops = []lsm.Operation{}
 	}
 	ev := TransferEvent{Trigger: string(t.Trigger), Source: t.Source, Target: target, Error: failed, Operations: ops,
-		Actor: req.actor}
+		Actor: req.actor, MigrateTo: req.migrateTo}
 	if req.idem != nil {
 		ev.Request = req.idem.Key
 	}
@@ -941,7 +960,9 @@ func (w *instanceWorkflow) export(ctx workflow.Context, mode string, waits bool)
 	var res ExportInstanceResult
 	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ExportInstanceActivity, ExportInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
-		InstanceVersion: w.st.Version, Mode: mode, Attributes: lsm.WithoutReadOnly(w.in.Entity.Attributes, w.st.Sets.Active),
+		InstanceVersion: w.st.Version, Mode: mode,
+		Attributes:    lsm.WithoutReadOnly(w.entityOf(lsm.EntityVersion(w.st.Sets.ActiveVersion)).Attributes, w.st.Sets.Active),
+		EntityVersion: lsm.EntityVersion(w.st.Sets.ActiveVersion),
 	}).Get(ctx, &res); err != nil {
 		return res, fmt.Errorf("export: %w", err)
 	}

@@ -123,6 +123,10 @@ func compileSummary(res *compiler.Result) string {
 	if len(res.Services) > 0 {
 		names := make([]string, len(res.Services))
 		for i, e := range res.Services {
+			if e.Version > 1 {
+				names[i] = fmt.Sprintf("%s (lifecycle %s, version %d)", e.Name, e.Lifecycle.Name, e.Version)
+				continue
+			}
 			names[i] = fmt.Sprintf("%s (lifecycle %s)", e.Name, e.Lifecycle.Name)
 		}
 		s += "; service entities: " + strings.Join(names, ", ")

@@ -47,6 +47,7 @@ entity's lifecycle.
   intend lsm watch vm web            its transfers as they happen
   intend lsm config vm --auto-transfers=false
   intend lsm expert vm web --state up --reason "repaired by hand"
+  intend lsm migrate vm web --to 2 --wait up   one instance to version 2 of vm
 
 ` + clientSettingsHelp,
 	}
@@ -56,7 +57,7 @@ entity's lifecycle.
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
 		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
 		lsmDryrunCommand(s), lsmCallbackCommand(s), lsmOrderCommand(s), lsmOrdersCommand(s),
-		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s))
+		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s), lsmMigrateCommand(s))
 	return cmd
 }
 
@@ -126,8 +127,12 @@ func lsmCatalogCommand(s *clientSettings) *cobra.Command {
 			if err := decode(raw, &e); err != nil {
 				return err
 			}
-			if err := writeFields(s.stdout, "entity", e.Name, "description", e.Description, "identity", e.Identity,
+			if err := writeFields(s.stdout, "entity", e.Name, "version", strconv.Itoa(e.Version)+" (latest)",
+				"description", e.Description, "identity", e.Identity,
 				"lifecycle", e.Lifecycle.Name+" (start "+e.Lifecycle.Start+")", "model", e.ModelHash); err != nil {
+				return err
+			}
+			if err := writeEntityVersions(s, raw); err != nil {
 				return err
 			}
 			fmt.Fprintln(s.stdout)

@@ -91,7 +91,8 @@ func (w *lsmWrite) print(s *clientSettings, inst store.ServiceInstance) error {
 	if s.json {
 		return writeJSON(s.stdout, inst)
 	}
-	return writeFields(s.stdout, "id", inst.ID, "entity", inst.Entity, "identity", inst.Identity, "state", inst.State,
+	return writeFields(s.stdout, "id", inst.ID, "entity", fmt.Sprintf("%s (version %d)", inst.Entity, inst.EntityVersion),
+		"identity", inst.Identity, "state", inst.State,
 		"version", strconv.FormatInt(inst.Version, 10), "candidate", compactJSON(inst.Candidate),
 		"active", compactJSON(inst.Active), "rollback", compactJSON(inst.Rollback))
 }
@@ -182,6 +183,7 @@ func lsmCreateCommand(s *clientSettings) *cobra.Command {
 	var w lsmWrite
 	var attrs []string
 	var id string
+	var entityVersion int
 	cmd := &cobra.Command{
 		Use:   "create ENTITY --attr KEY=VALUE ...",
 		Short: "Create a service instance (POST /lsm/v1/service_inventory/{entity})",
@@ -191,7 +193,8 @@ the lifecycle takes it from there (simple: validated, deployed, up).
 
 Examples:
   intend lsm create vm --attr name=web --attr memory=4 --wait up
-  intend lsm create vm --attr name=db --idempotency-key create-db-1`,
+  intend lsm create vm --attr name=db --idempotency-key create-db-1
+  intend lsm create vm --entity-version 1 --attr name=old --attr memory=2`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			values, err := parseAssignments(attrs, "--attr")
@@ -206,11 +209,15 @@ Examples:
 			if id != "" {
 				body["service_instance_id"] = id
 			}
+			if entityVersion != 0 {
+				body["service_entity_version"] = entityVersion
+			}
 			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("service_inventory", args[0]), args[0], body)
 		},
 	}
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "an attribute KEY=VALUE (repeatable)")
 	cmd.Flags().StringVar(&id, "id", "", "the instance's id (a UUID; default: made up)")
+	cmd.Flags().IntVar(&entityVersion, "entity-version", 0, "the version of ENTITY the instance is of (default: the latest; intend lsm catalog ENTITY lists them)")
 	w.flags(cmd, false)
 	return cmd
 }

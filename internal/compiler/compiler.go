@@ -76,6 +76,10 @@ type Options struct {
 	// instance's id), the parameter as JSON. They are the only instances
 	// of a service entity (the service inventory's).
 	Instances map[string]map[string]json.RawMessage
+	// InstanceVersions are the entity versions of service instances of
+	// Instances, by entity and instance; an instance without one is of
+	// its entity's latest version (versions.go).
+	InstanceVersions map[string]map[string]int
 	// Cache, with SourceKey (what identifies the model: the model
 	// source's hash), reuses the outputs of service instances whose
 	// attributes, entity and facts did not change since an earlier
@@ -145,8 +149,12 @@ type Result struct {
 	Instances int
 	// Undefined counts the resources exported undefined.
 	Undefined int
-	// Services are the model's service entities, sorted by name.
+	// Services are the model's service entities, sorted by name, each
+	// at its latest version.
 	Services []Service
+	// PreviousServices are the older versions the model keeps of its
+	// entities (an entity's previous), by name and version.
+	PreviousServices []Service
 	// Parameters are the evaluated parameters of the instances given in
 	// Options.Instances that compiled, by refinement or entity and
 	// instance: the attributes given, with what the model adds (defaults,
@@ -265,7 +273,7 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 	slices.SortFunc(c.out, func(a, b Resource) int { return strings.Compare(a.ID, b.ID) })
 	OrderRemovals(c.out)
 	slices.SortFunc(c.svcs, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
-	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Services: c.svcs, Parameters: c.params,
+	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Services: c.svcs, PreviousServices: c.prev, Parameters: c.params,
 		Took: time.Since(start), DeclaresFacts: declared}
 	for _, r := range c.out {
 		if r.Undefined {
@@ -288,6 +296,7 @@ type compilation struct {
 	ids       map[string]int // index in out
 	instances int
 	svcs      []Service
+	prev      []Service // older versions of svcs (versions.go)
 	params    map[string]map[string]json.RawMessage
 }
 
@@ -414,7 +423,7 @@ func (c *compilation) refinements(refs cue.Value) error {
 			if err := c.ctx.Err(); err != nil {
 				return err
 			}
-			c.external(name, path+".instances."+inst, inst, using, extra[inst], nil)
+			c.external(name, name, path+".instances."+inst, inst, using, extra[inst], nil)
 		}
 	}
 	return nil
@@ -423,10 +432,10 @@ func (c *compilation) refinements(refs cue.Value) error {
 // external evaluates an instance given as JSON (Options.Instances),
 // taking its resources from the cache when an earlier compile of the same
 // model evaluated the same instance; check runs before an evaluation.
-func (c *compilation) external(name, label, id string, using cue.Value, raw json.RawMessage, check func()) {
+func (c *compilation) external(name, cacheName, label, id string, using cue.Value, raw json.RawMessage, check func()) {
 	var key [32]byte
 	if c.keys != nil {
-		key = c.keys.key(name, id, raw)
+		key = c.keys.key(cacheName, id, raw)
 		if e, ok := c.opts.Cache.get(key); ok {
 			c.instances++
 			for _, r := range e.resources {
@@ -517,11 +526,12 @@ func (c *compilation) services(svcs, refs cue.Value) error {
 			continue
 		}
 		svc, ok := c.service(name, path, ent)
-		if ok {
-			c.svcs = append(c.svcs, svc)
-		}
 		if svc.Attributes == nil {
 			continue // no parameter or output to evaluate instances with
+		}
+		versions, good := c.versions(name, path, ent, &svc)
+		if ok && good {
+			c.svcs = append(c.svcs, svc)
 		}
 		extra := c.opts.Instances[name]
 		for _, id := range slices.Sorted(mapKeys(extra)) {
@@ -529,7 +539,18 @@ func (c *compilation) services(svcs, refs cue.Value) error {
 				return err
 			}
 			label := path + ".instances." + id
-			c.external(name, label, id, ent, extra[id], func() { c.knownAttributes(label, svc.Attributes, extra[id]) })
+			v, ok := versions[svc.Version], true
+			key := name
+			if n := c.opts.InstanceVersions[name][id]; n > 0 && n != svc.Version {
+				v, ok = versions[n]
+				key = fmt.Sprintf("%s@%d", name, n) // another version's output: another cache entry
+			}
+			if !ok {
+				c.errs.addf(label, "version", token.NoPos, "the model has no version %d of %s (its versions: %s)",
+					c.opts.InstanceVersions[name][id], name, versionList(versions))
+				continue
+			}
+			c.external(name, key, label, id, v.value, extra[id], func() { c.knownAttributes(label, v.svc.Attributes, extra[id]) })
 		}
 	}
 	return nil

@@ -13,6 +13,10 @@ type Instance struct {
 	// Version is the instance's current version: every transfer adds one,
 	// and every write must name it (as current_version).
 	Version int64 `json:"version"`
+	// EntityVersion is the version of the entity the instance is of:
+	// its active set's, or before it has one its candidate set's
+	// (Sets.EntityVersion).
+	EntityVersion int `json:"service_entity_version"`
 	Sets
 	Deleted   bool      `json:"deleted"`
 	CreatedAt time.Time `json:"created_at"`

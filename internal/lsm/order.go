@@ -51,6 +51,9 @@ const (
 	OpCreate = "create"
 	OpUpdate = "update"
 	OpDelete = "delete"
+	// OpMigrate moves an instance to a newer version of its entity (the
+	// items of a bulk migration: POST /lsm/v1/service_catalog/{entity}/migrate).
+	OpMigrate = "migrate"
 )
 
 // OrderFinal reports whether an order status is final.

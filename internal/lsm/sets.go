@@ -11,6 +11,28 @@ type Sets struct {
 	Candidate map[string]any `json:"candidate_attributes"`
 	Active    map[string]any `json:"active_attributes"`
 	Rollback  map[string]any `json:"rollback_attributes"`
+	// The entity version each set is of (0 for an empty set, and for a
+	// set written before entities had versions, which is of version 1).
+	// They move with their sets: a promote makes the candidate's version
+	// the active one's, a rollback brings the previous version back.
+	CandidateVersion int `json:"candidate_entity_version,omitempty"`
+	ActiveVersion    int `json:"active_entity_version,omitempty"`
+	RollbackVersion  int `json:"rollback_entity_version,omitempty"`
+}
+
+// EntityVersion is the entity version of the instance whose sets these
+// are: the active set's, else the candidate's, else the rollback's (1
+// when none says).
+func (s Sets) EntityVersion() int {
+	switch {
+	case s.Active != nil:
+		return EntityVersion(s.ActiveVersion)
+	case s.Candidate != nil:
+		return EntityVersion(s.CandidateVersion)
+	case s.Rollback != nil:
+		return EntityVersion(s.RollbackVersion)
+	}
+	return 1
 }
 
 // Apply returns the sets after one operation, leaving s and the maps it
@@ -23,18 +45,19 @@ type Sets struct {
 // An operation Check would refuse panics: a lifecycle is checked before
 // it is used, so that is a bug, not an input to handle.
 func Apply(op Operation, s Sets) Sets {
-	c := Sets{Candidate: copyDict(s.Candidate), Active: copyDict(s.Active), Rollback: copyDict(s.Rollback)}
+	c := Sets{Candidate: copyDict(s.Candidate), Active: copyDict(s.Active), Rollback: copyDict(s.Rollback),
+		CandidateVersion: s.CandidateVersion, ActiveVersion: s.ActiveVersion, RollbackVersion: s.RollbackVersion}
 	switch op {
 	case ClearCandidate:
-		c.Candidate = nil
+		c.Candidate, c.CandidateVersion = nil, 0
 	case ClearActive:
-		c.Active = nil
+		c.Active, c.ActiveVersion = nil, 0
 	case ClearRollback:
-		c.Rollback = nil
+		c.Rollback, c.RollbackVersion = nil, 0
 	case Promote:
-		c = Sets{Active: c.Candidate, Rollback: c.Active}
+		c = Sets{Active: c.Candidate, Rollback: c.Active, ActiveVersion: c.CandidateVersion, RollbackVersion: c.ActiveVersion}
 	case Rollback:
-		c = Sets{Active: c.Rollback, Candidate: c.Active}
+		c = Sets{Active: c.Rollback, Candidate: c.Active, ActiveVersion: c.RollbackVersion, CandidateVersion: c.ActiveVersion}
 	default:
 		panic(fmt.Sprintf("lsm: unknown operation %q", op))
 	}
@@ -44,7 +67,8 @@ func Apply(op Operation, s Sets) Sets {
 // ApplyAll applies the operations in order, as a transfer does with its
 // target or error operations.
 func ApplyAll(ops []Operation, s Sets) Sets {
-	out := Sets{Candidate: copyDict(s.Candidate), Active: copyDict(s.Active), Rollback: copyDict(s.Rollback)}
+	out := Sets{Candidate: copyDict(s.Candidate), Active: copyDict(s.Active), Rollback: copyDict(s.Rollback),
+		CandidateVersion: s.CandidateVersion, ActiveVersion: s.ActiveVersion, RollbackVersion: s.RollbackVersion}
 	for _, op := range ops {
 		out = Apply(op, out)
 	}

@@ -78,7 +78,14 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 		if !ok {
 			continue // its entity left the catalog: nothing can drive it
 		}
-		_, err := s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		// The workflow starts with the version of the instance and knows
+		// the versions of its other sets (lsm_versions.go).
+		own, others, err := s.store.EntitiesOfSets(ctx, env.ID, inst.Entity, inst.Sets)
+		if err != nil {
+			return started, err
+		}
+		entity.Entity = own
+		_, err = s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID:                       wfID,
 			TaskQueue:                workflows.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
@@ -89,7 +96,7 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: entity.Entity, InstanceID: inst.ID,
 			AutoTransfersOff: !entity.Config.AutoTransfers, Generation: workflows.InstanceGeneration,
 			Snapshot: &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity,
-				Sets: inst.Sets},
+				Sets: inst.Sets, Entities: others},
 		})
 		if err != nil {
 			return started, fmt.Errorf("start %s: %w", wfID, err)

@@ -73,6 +73,10 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 			[]any{workflows.DeleteRequest{CurrentVersion: req.CurrentVersion, Request: idem, Actor: req.Actor}}
 	case api.LSMExpert:
 		opts.UpdateName, opts.Args = workflows.ExpertUpdate, []any{expertRequest(req, idem)}
+	case api.LSMMigrate:
+		opts.UpdateName, opts.Args = workflows.MigrateUpdate,
+			[]any{workflows.MigrateRequest{CurrentVersion: req.CurrentVersion, Entity: req.Entity, Attributes: req.Attributes,
+				Request: idem, Actor: req.Actor}}
 	default:
 		return store.ServiceInstance{}, fmt.Errorf("unknown lifecycle request %q", req.Op)
 	}
@@ -246,7 +250,15 @@ func (e *lsmEngine) startModelChanged(ctx context.Context, env store.Environment
 type lsmPreviewer struct{ l *activities.LSM }
 
 func (p lsmPreviewer) PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (api.LSMPreview, error) {
-	pv, err := p.l.PreviewInstance(ctx, envID, entity, instanceID, attrs)
+	// The proposal is of the version of the set an update edits.
+	version := 0
+	if inst, err := p.l.Store.GetInstance(ctx, envID, entity, instanceID); err == nil {
+		version = lsm.EntityVersion(inst.ActiveVersion)
+		if inst.Candidate != nil {
+			version = lsm.EntityVersion(inst.CandidateVersion)
+		}
+	}
+	pv, err := p.l.PreviewInstanceVersion(ctx, envID, entity, instanceID, version, attrs)
 	if err != nil {
 		return api.LSMPreview{}, err
 	}

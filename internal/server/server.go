@@ -263,7 +263,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	lsmActs.Register(s.worker)
 	s.lsmActs = lsmActs
-	s.registerOrders(s.worker, s.orders)
+	s.registerOrders(s.worker, s.orders, lsmActs)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
@@ -287,7 +287,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.events = lsmevents.New(st, log, 0)
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
-		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, Orders: s.orders, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
+		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,

@@ -214,8 +214,9 @@ func logTransfer(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange
 	_, err := tx.Exec(ctx, `
 		with log as (
 			insert into service_instance_log (environment_id, instance_id, version, state,
-				candidate_attributes, active_attributes, rollback_attributes, event, errors)
-			values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9)),
+				candidate_attributes, active_attributes, rollback_attributes, event, errors,
+				candidate_version, active_version, rollback_version)
+			values ($1::uuid, $2::uuid, $3, $4, $5, $6, $7, $8, $9, $12, $13, $14)),
 		outbox as (
 			insert into lsm_callback_events (callback_id, instance_id, version, event_id, next_attempt_at, payload)
 			select c.id, $2::uuid, $3, md5($1::text || '/' || $2::text || '/' || $3::text)::uuid,
@@ -243,7 +244,8 @@ func logTransfer(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange
 			returning 1)
 		select pg_notify('`+CallbackChannel+`', $1::text) where exists (select 1 from outbox)`,
 		envID, ch.ID, ch.Version, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, event,
-		nullIfEmptyJSON(ch.Errors), ch.Entity, identity)
+		nullIfEmptyJSON(ch.Errors), ch.Entity, identity, setVersion(ch.Sets.Candidate, ch.Sets.CandidateVersion),
+		setVersion(ch.Sets.Active, ch.Sets.ActiveVersion), setVersion(ch.Sets.Rollback, ch.Sets.RollbackVersion))
 	if err != nil {
 		return fmt.Errorf("log service instance %s: %w", ch.ID, err)
 	}

@@ -38,7 +38,11 @@ type ServiceEntity struct {
 type BreakingChange struct {
 	Entity    string `json:"entity"`
 	Attribute string `json:"attribute,omitempty"`
-	// Change is removed_entity, removed_attribute or retyped_attribute.
+	// Version is the entity version whose instances it breaks (0 for a
+	// removed entity).
+	Version int `json:"version,omitempty"`
+	// Change is removed_entity, removed_version, removed_attribute or
+	// retyped_attribute.
 	Change string `json:"change"`
 	Detail string `json:"detail"`
 	// Instances are the ids of the live instances it would break.
@@ -54,7 +58,8 @@ func (e *BreakingChangesError) Error() string {
 	for _, c := range e.Changes {
 		parts = append(parts, fmt.Sprintf("%s: %s (%d live instances)", c.Entity, c.Detail, len(c.Instances)))
 	}
-	return "the service catalog update would break live instances: " + strings.Join(parts, "; ")
+	return "the service catalog update would break live instances: " + strings.Join(parts, "; ") +
+		" (a breaking change is a new version of the entity, the versions live instances use kept: docs/lsm.md, \"Entity versions\")"
 }
 
 // RegisterEntities makes entities the environment's catalog, as compiled
@@ -75,17 +80,20 @@ func (s *Store) RegisterEntities(ctx context.Context, envID, modelHash string, e
 }
 
 // registerEntities is RegisterEntities in tx, which holds the
-// environment's lock.
+// environment's lock. entities may hold several versions of an entity
+// (compiler.Result's Services and PreviousServices): the newest is the
+// entity's row, and every one a row of service_entity_versions.
 func registerEntities(ctx context.Context, tx pgx.Tx, envID, modelHash string, entities []lsm.Entity) error {
 	live, err := liveInstances(ctx, tx, envID)
 	if err != nil {
 		return err
 	}
+	latest := latestVersions(entities)
 	if changes := breakingChanges(entities, live); len(changes) > 0 {
 		return &BreakingChangesError{Changes: changes}
 	}
-	names := make([]string, 0, len(entities))
-	for _, e := range entities {
+	names := make([]string, 0, len(latest))
+	for _, e := range latest {
 		attrs, err := json.Marshal(e.Attributes)
 		if err != nil {
 			return err
@@ -99,20 +107,23 @@ func registerEntities(ctx context.Context, tx pgx.Tx, envID, modelHash string, e
 			identity = &e.Identity
 		}
 		if _, err := tx.Exec(ctx, `
-			insert into service_entities (environment_id, name, description, identity, attributes, lifecycle, model_hash)
-			values ($1::uuid, $2, $3, $4, $5, $6, $7)
+			insert into service_entities (environment_id, name, description, identity, attributes, lifecycle, model_hash, version)
+			values ($1::uuid, $2, $3, $4, $5, $6, $7, $8)
 			on conflict (environment_id, name) do update set description = excluded.description,
 			  identity = excluded.identity, attributes = excluded.attributes, lifecycle = excluded.lifecycle,
-			  model_hash = excluded.model_hash,
+			  model_hash = excluded.model_hash, version = excluded.version,
 			  updated_at = case when (service_entities.description, service_entities.identity,
-			                          service_entities.attributes, service_entities.lifecycle)
+			                          service_entities.attributes, service_entities.lifecycle, service_entities.version)
 			                         is not distinct from (excluded.description, excluded.identity,
-			                          excluded.attributes, excluded.lifecycle)
+			                          excluded.attributes, excluded.lifecycle, excluded.version)
 			                    then service_entities.updated_at else now() end`,
-			envID, e.Name, e.Description, identity, attrs, lc, modelHash); err != nil {
+			envID, e.Name, e.Description, identity, attrs, lc, modelHash, lsm.EntityVersion(e.Version)); err != nil {
 			return fmt.Errorf("register service entity %s: %w", e.Name, err)
 		}
 		names = append(names, e.Name)
+	}
+	if err := registerVersions(ctx, tx, envID, modelHash, entities); err != nil {
+		return err
 	}
 	// Entities the model dropped go, with their deleted instances'
 	// rows and logs (live ones were refused above).
@@ -132,29 +143,40 @@ type liveInstance struct {
 }
 
 func liveInstances(ctx context.Context, tx pgx.Tx, envID string) ([]liveInstance, error) {
-	rows, err := tx.Query(ctx, `select entity, id::text, candidate_attributes, active_attributes, rollback_attributes
+	rows, err := tx.Query(ctx, `select entity, id::text, candidate_attributes, active_attributes, rollback_attributes,
+		coalesce(candidate_version, 0), coalesce(active_version, 0), coalesce(rollback_version, 0)
 		from service_instances where environment_id = $1::uuid and not deleted order by entity, id`, envID)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (liveInstance, error) {
 		var li liveInstance
-		err := row.Scan(&li.entity, &li.id, &li.sets.Candidate, &li.sets.Active, &li.sets.Rollback)
+		err := row.Scan(&li.entity, &li.id, &li.sets.Candidate, &li.sets.Active, &li.sets.Rollback,
+			&li.sets.CandidateVersion, &li.sets.ActiveVersion, &li.sets.RollbackVersion)
 		return li, err
 	})
 }
 
 // breakingChanges lists what a new catalog breaks among the live
-// instances.
+// instances: each set of an instance is checked against the version of
+// its entity it is of, which the catalog must still have.
 func breakingChanges(entities []lsm.Entity, live []liveInstance) []BreakingChange {
-	byName := map[string]lsm.Entity{}
+	type key struct {
+		name    string
+		version int
+	}
+	byVersion := map[key]lsm.Entity{}
 	for _, e := range entities {
-		byName[e.Name] = e
+		byVersion[key{e.Name, lsm.EntityVersion(e.Version)}] = e
+	}
+	latest := map[string]int{}
+	for _, e := range latestVersions(entities) {
+		latest[e.Name] = lsm.EntityVersion(e.Version)
 	}
 	var out []BreakingChange
 	add := func(c BreakingChange, id string) {
 		for i := range out {
-			if out[i].Entity == c.Entity && out[i].Attribute == c.Attribute && out[i].Change == c.Change {
+			if out[i].Entity == c.Entity && out[i].Version == c.Version && out[i].Attribute == c.Attribute && out[i].Change == c.Change {
 				if !slices.Contains(out[i].Instances, id) {
 					out[i].Instances = append(out[i].Instances, id)
 				}
@@ -165,27 +187,44 @@ func breakingChanges(entities []lsm.Entity, live []liveInstance) []BreakingChang
 		out = append(out, c)
 	}
 	for _, li := range live {
-		e, ok := byName[li.entity]
-		if !ok {
+		if _, ok := latest[li.entity]; !ok {
 			add(BreakingChange{Entity: li.entity, Change: "removed_entity",
 				Detail: "the model no longer defines the entity"}, li.id)
 			continue
 		}
-		specs := map[string]lsm.AttributeSpec{}
-		for _, a := range e.Attributes {
-			specs[a.Name] = a
-		}
-		for _, set := range []map[string]any{li.sets.Candidate, li.sets.Active, li.sets.Rollback} {
-			for name, v := range set {
+		for _, set := range []struct {
+			attrs   map[string]any
+			version int
+		}{{li.sets.Candidate, li.sets.CandidateVersion}, {li.sets.Active, li.sets.ActiveVersion},
+			{li.sets.Rollback, li.sets.RollbackVersion}} {
+			if set.attrs == nil {
+				continue
+			}
+			v := lsm.EntityVersion(set.version)
+			e, ok := byVersion[key{li.entity, v}]
+			if !ok {
+				add(BreakingChange{Entity: li.entity, Version: v, Change: "removed_version",
+					Detail: fmt.Sprintf("version %d was removed, and live instances are of it: keep it in previous until they are migrated", v)}, li.id)
+				continue
+			}
+			specs := map[string]lsm.AttributeSpec{}
+			for _, a := range e.Attributes {
+				specs[a.Name] = a
+			}
+			hint := ""
+			if v == latest[li.entity] {
+				hint = fmt.Sprintf(": make the change a new version (version: %d, with version %d in previous and a migrate)", v+1, v)
+			}
+			for name, val := range set.attrs {
 				spec, ok := specs[name]
 				if !ok {
-					add(BreakingChange{Entity: li.entity, Attribute: name, Change: "removed_attribute",
-						Detail: "attribute " + name + " was removed"}, li.id)
+					add(BreakingChange{Entity: li.entity, Version: v, Attribute: name, Change: "removed_attribute",
+						Detail: fmt.Sprintf("attribute %s of version %d was removed%s", name, v, hint)}, li.id)
 					continue
 				}
-				if want, ok := fits(spec.Schema, v); !ok {
-					add(BreakingChange{Entity: li.entity, Attribute: name, Change: "retyped_attribute",
-						Detail: "attribute " + name + " is now " + want}, li.id)
+				if want, ok := fits(spec.Schema, val); !ok {
+					add(BreakingChange{Entity: li.entity, Version: v, Attribute: name, Change: "retyped_attribute",
+						Detail: fmt.Sprintf("attribute %s of version %d is now %s%s", name, v, want, hint)}, li.id)
 				}
 			}
 		}
@@ -268,7 +307,7 @@ func (s *Store) GetEntity(ctx context.Context, envID, name string) (ServiceEntit
 func (s *Store) entities(ctx context.Context, envID, name string) ([]ServiceEntity, error) {
 	rows, err := s.pool.Query(ctx, `
 		select e.name, e.description, coalesce(e.identity, ''), e.attributes, e.lifecycle, e.model_hash,
-		       e.registered_at, e.updated_at, e.config,
+		       e.registered_at, e.updated_at, e.config, e.version,
 		       coalesce((select jsonb_object_agg(state, n) from (
 		           select state, count(*) as n from service_instances i
 		           where i.environment_id = e.environment_id and i.entity = e.name and not i.deleted
@@ -283,7 +322,7 @@ func (s *Store) entities(ctx context.Context, envID, name string) ([]ServiceEnti
 		var e ServiceEntity
 		var config []byte
 		err := row.Scan(&e.Name, &e.Description, &e.Identity, &e.Attributes, &e.Lifecycle, &e.ModelHash,
-			&e.RegisteredAt, &e.UpdatedAt, &config, &e.Instances)
+			&e.RegisteredAt, &e.UpdatedAt, &config, &e.Version, &e.Instances)
 		if err == nil {
 			e.Config, err = decodeEntityConfig(config)
 		}
@@ -364,17 +403,23 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		if ch.Identity != "" {
 			identity = &ch.Identity
 		}
+		cv, av, rv := setVersion(ch.Sets.Candidate, ch.Sets.CandidateVersion),
+			setVersion(ch.Sets.Active, ch.Sets.ActiveVersion), setVersion(ch.Sets.Rollback, ch.Sets.RollbackVersion)
 		if ch.Version == 1 {
 			_, err = tx.Exec(ctx, `insert into service_instances (environment_id, entity, id, identity, state, version,
-				candidate_attributes, active_attributes, rollback_attributes, deleted)
-				values ($1::uuid, $2, $3::uuid, $4, $5, 1, $6, $7, $8, $9)`,
-				envID, ch.Entity, ch.ID, identity, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, ch.Deleted)
+				candidate_attributes, active_attributes, rollback_attributes, deleted,
+				candidate_version, active_version, rollback_version)
+				values ($1::uuid, $2, $3::uuid, $4, $5, 1, $6, $7, $8, $9, $10, $11, $12)`,
+				envID, ch.Entity, ch.ID, identity, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, ch.Deleted,
+				cv, av, rv)
 		} else {
 			_, err = tx.Exec(ctx, `update service_instances set state = $3, version = $4, identity = $5,
 				candidate_attributes = $6, active_attributes = $7, rollback_attributes = $8, deleted = $9,
+				candidate_version = $10, active_version = $11, rollback_version = $12,
 				updated_at = now()
 				where environment_id = $1::uuid and id = $2::uuid`,
-				envID, ch.ID, ch.State, ch.Version, identity, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, ch.Deleted)
+				envID, ch.ID, ch.State, ch.Version, identity, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, ch.Deleted,
+				cv, av, rv)
 		}
 		if err != nil {
 			if isUniqueViolation(err, "service_instances_identity") {
@@ -430,13 +475,25 @@ type querier interface {
 }
 
 const instanceColumns = `id::text, entity, coalesce(identity, ''), state, version,
-	candidate_attributes, active_attributes, rollback_attributes, deleted, created_at, updated_at`
+	candidate_attributes, active_attributes, rollback_attributes, deleted, created_at, updated_at,
+	coalesce(candidate_version, 0), coalesce(active_version, 0), coalesce(rollback_version, 0)`
 
 func scanInstance(row pgx.Row) (ServiceInstance, error) {
 	var i ServiceInstance
 	err := row.Scan(&i.ID, &i.Entity, &i.Identity, &i.State, &i.Version,
-		&i.Candidate, &i.Active, &i.Rollback, &i.Deleted, &i.CreatedAt, &i.UpdatedAt)
+		&i.Candidate, &i.Active, &i.Rollback, &i.Deleted, &i.CreatedAt, &i.UpdatedAt,
+		&i.CandidateVersion, &i.ActiveVersion, &i.RollbackVersion)
+	i.EntityVersion = i.Sets.EntityVersion()
 	return i, err
+}
+
+// setVersion is the version column of a set: null for an empty set, 1
+// for one whose version was not said (written before versions).
+func setVersion(set map[string]any, v int) any {
+	if set == nil {
+		return nil
+	}
+	return lsm.EntityVersion(v)
 }
 
 // getInstance finds an instance by id, or (with entity) by its identity.
@@ -496,7 +553,8 @@ func (s *Store) InstanceLog(ctx context.Context, envID, instanceID string) ([]In
 // the newest), at most limit entries (0: all).
 func (s *Store) InstanceLogPage(ctx context.Context, envID, instanceID string, before int64, limit int) ([]InstanceLogEntry, error) {
 	rows, err := s.pool.Query(ctx, `select version, state, candidate_attributes, active_attributes, rollback_attributes,
-		event, errors, created_at from service_instance_log
+		event, errors, created_at, coalesce(candidate_version, 0), coalesce(active_version, 0),
+		coalesce(rollback_version, 0) from service_instance_log
 		where environment_id = $1::uuid and instance_id = $2::uuid and ($3 = 0 or version < $3)
 		order by version desc limit nullif($4, 0)`, envID, instanceID, before, limit)
 	if err != nil {
@@ -504,7 +562,8 @@ func (s *Store) InstanceLogPage(ctx context.Context, envID, instanceID string, b
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (InstanceLogEntry, error) {
 		var e InstanceLogEntry
-		err := row.Scan(&e.Version, &e.State, &e.Candidate, &e.Active, &e.Rollback, &e.Event, &e.Errors, &e.CreatedAt)
+		err := row.Scan(&e.Version, &e.State, &e.Candidate, &e.Active, &e.Rollback, &e.Event, &e.Errors, &e.CreatedAt,
+			&e.CandidateVersion, &e.ActiveVersion, &e.RollbackVersion)
 		return e, err
 	})
 }

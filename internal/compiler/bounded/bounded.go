@@ -106,7 +106,7 @@ func (p *Pool) Compile(ctx context.Context, opts compiler.Options, limit time.Du
 	if err != nil {
 		return nil, err
 	}
-	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances,
+	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances, InstanceVersions: opts.InstanceVersions,
 		SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "", Focus: opts.Focus}, limit, p.Memory)
 	if w.alive() {
 		p.mu.Lock()
@@ -167,9 +167,11 @@ type request struct {
 	Dir       string                                `json:"dir"`
 	Facts     map[string]map[string]json.RawMessage `json:"facts,omitempty"`
 	Instances map[string]map[string]json.RawMessage `json:"instances,omitempty"`
-	SourceKey string                                `json:"source_key,omitempty"`
-	UseCache  bool                                  `json:"use_cache,omitempty"`
-	Focus     *compiler.Focus                       `json:"focus,omitempty"`
+	// InstanceVersions: compiler.Options.InstanceVersions.
+	InstanceVersions map[string]map[string]int `json:"instance_versions,omitempty"`
+	SourceKey        string                    `json:"source_key,omitempty"`
+	UseCache         bool                      `json:"use_cache,omitempty"`
+	Focus            *compiler.Focus           `json:"focus,omitempty"`
 }
 
 // response is a compile's outcome, as a worker writes it.
@@ -192,6 +194,7 @@ type result struct {
 	Instances  int                                   `json:"instances"`
 	Undefined  int                                   `json:"undefined"`
 	Services   []lsm.Entity                          `json:"services"`
+	Previous   []lsm.Entity                          `json:"previous_services,omitempty"`
 	Parameters map[string]map[string]json.RawMessage `json:"parameters,omitempty"`
 	Took       time.Duration                         `json:"took"`
 	Facts      bool                                  `json:"declares_facts,omitempty"`
@@ -199,7 +202,8 @@ type result struct {
 
 func toWire(r *compiler.Result) *result {
 	w := &result{Project: r.Project, Resources: r.Resources, Instances: r.Instances, Undefined: r.Undefined,
-		Services: r.Services, Parameters: r.Parameters, Took: r.Took, Facts: r.DeclaresFacts, Origins: make([]string, len(r.Resources))}
+		Services: r.Services, Previous: r.PreviousServices, Parameters: r.Parameters, Took: r.Took, Facts: r.DeclaresFacts,
+		Origins: make([]string, len(r.Resources))}
 	for i, res := range r.Resources {
 		w.Origins[i] = res.Origin
 	}
@@ -208,7 +212,7 @@ func toWire(r *compiler.Result) *result {
 
 func (w *result) toResult() *compiler.Result {
 	r := &compiler.Result{Project: w.Project, Resources: w.Resources, Instances: w.Instances, Undefined: w.Undefined,
-		Services: w.Services, Parameters: w.Parameters, Took: w.Took, DeclaresFacts: w.Facts}
+		Services: w.Services, PreviousServices: w.Previous, Parameters: w.Parameters, Took: w.Took, DeclaresFacts: w.Facts}
 	for i := range r.Resources {
 		if i < len(w.Origins) {
 			r.Resources[i].Origin = w.Origins[i]
@@ -375,7 +379,8 @@ func serve(in io.Reader, out io.Writer, cache *compiler.Cache) error {
 			}
 			return err
 		}
-		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, SourceKey: req.SourceKey, Focus: req.Focus}
+		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, InstanceVersions: req.InstanceVersions,
+			SourceKey: req.SourceKey, Focus: req.Focus}
 		if req.UseCache {
 			opts.Cache = cache
 		}

@@ -1,0 +1,107 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv"
+)
+
+// TestServerKilledDuringABulkMigration: kill -9 the server while a bulk
+// migration's items run. A new server takes the order up: every instance
+// ends up on version 2, migrated once (one on_update transfer with
+// migrate_to in its log), its file rebuilt by version 2.
+func TestServerKilledDuringABulkMigration(t *testing.T) {
+	_, hostPort, namespace := testenv.Temporal(t)
+	db := testenv.Database(t)
+	addr := freeAddr(t)
+	args := []string{"server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
+		"--temporal-namespace", namespace, "--log-level", "warn"}
+	srv1 := startProc(t, args...)
+	c := procClient(addr)
+	waitHealthy(t, c, srv1)
+	env := newEnv(t, c, "migratekill", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, lsmVersionsModel(root, false, "")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	items := make([]map[string]any, n)
+	for i := range n {
+		items[i] = createVM(fmt.Sprint(i), letters(i), 1+i%9)
+	}
+	if o := waitOrder(t, c, env, postOrder(t, c, env, lsm.OrderBestEffort, items...)); o.Status != lsm.OrderSucceeded {
+		t.Fatalf("creates: %s %v", o.Status, o.Counts)
+	}
+	if err := uploadModel(t, c, env, lsmVersionsModel(root, true, " & {previous: [#VMV1]}")); err != nil {
+		t.Fatal(err)
+	}
+	r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/service_catalog/vm/migrate", "", map[string]any{"from_version": 1})
+	if r.status != http.StatusCreated {
+		t.Fatalf("bulk migration: %d %s", r.status, r.body)
+	}
+	var o store.Order
+	if err := json.Unmarshal(r.body, &o); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := lsmGet(t, c, env, ordersPath+"/"+o.ID, &o); err != nil {
+			t.Fatal(err)
+		}
+		if o.Counts[lsm.ItemSucceeded] >= 3 {
+			t.Logf("killed with %v", o.Counts)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("migration %v after 60 s:\n%s", o.Counts, srv1.Out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv1.Kill()
+	srv2 := startProc(t, args...)
+	waitHealthy(t, c, srv2)
+	o = waitOrder(t, c, env, o.ID)
+	if o.Status != lsm.OrderSucceeded || o.Counts[lsm.ItemSucceeded] != n {
+		t.Fatalf("migration after the restart: %s %v\n%s", o.Status, o.Counts, srv2.Out.String())
+	}
+	for i := range n {
+		name := letters(i)
+		var inst store.ServiceInstance
+		if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+name, &inst); err != nil {
+			t.Fatal(err)
+		}
+		if inst.EntityVersion != 2 || inst.State != "up" || inst.Active["ram"] != float64(1+i%9) {
+			t.Errorf("%s after the migration: %+v", name, inst)
+		}
+		var log struct {
+			Items []struct {
+				Event struct {
+					MigrateTo int `json:"migrate_to"`
+				} `json:"event"`
+			} `json:"items"`
+		}
+		if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+name+"/log", &log); err != nil {
+			t.Fatal(err)
+		}
+		migrations := 0
+		for _, e := range log.Items {
+			if e.Event.MigrateTo == 2 {
+				migrations++
+			}
+		}
+		if migrations != 1 || len(log.Items) != 8 {
+			t.Errorf("%s: %d migrations in a log of %d versions, want 1 in 8", name, migrations, len(log.Items))
+		}
+		if got, _ := readFile(t, filepath.Join(root, name+".conf")); got != "ram="+strconv.Itoa(1+i%9)+"\nversion=2\n" {
+			t.Errorf("%s.conf = %q", name, got)
+		}
+	}
+}
