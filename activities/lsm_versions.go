@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/lsm"
@@ -61,19 +59,28 @@ func (l *LSM) MigrateAttributes(ctx context.Context, envID, entity string, from,
 	if err != nil {
 		return nil, fmt.Errorf("model source: %w", err)
 	}
-	archive, err := l.Store.ModelArchive(ctx, envID, src.Hash)
+	// The extracted source is the compiles' (extracted once per hash: a
+	// bulk migration maps every instance with the same one).
+	var bad compiler.Errors
+	mt, release, err := l.models.acquire(ctx, l.TempDir, src.Hash, func(tree string) error {
+		archive, err := l.Store.ModelArchive(ctx, envID, src.Hash)
+		if err != nil {
+			return fmt.Errorf("model source %s: %w", src.Hash, err)
+		}
+		if err := project.Extract(archive, tree); err != nil {
+			bad = compiler.Errors{{Message: "model source " + src.Hash + ": " + err.Error()}}
+			return err
+		}
+		return nil
+	})
+	if bad != nil {
+		return nil, bad
+	}
 	if err != nil {
-		return nil, fmt.Errorf("model source %s: %w", src.Hash, err)
+		return nil, err
 	}
-	dir, err := os.MkdirTemp(l.TempDir, "intend-lsm-migrate-")
-	if err != nil {
-		return nil, fmt.Errorf("model source directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	tree := filepath.Join(dir, "tree")
-	if err := project.Extract(archive, tree); err != nil {
-		return nil, compiler.Errors{{Message: "model source " + src.Hash + ": " + err.Error()}}
-	}
+	defer release()
+	tree := mt.Tree()
 	ctx, cancel := context.WithTimeout(ctx, orDefaultTimeout(l.CompileTimeout))
 	defer cancel()
 	return compiler.Migrate(ctx, compiler.MigrateOptions{Dir: tree, Entity: entity, From: from, To: to, Attributes: attrs})
