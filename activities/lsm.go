@@ -91,16 +91,23 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 	ch := store.InstanceChange{
 		Entity: in.Entity, ID: in.InstanceID, Version: in.Version, Identity: in.Identity, State: in.State,
 		Sets: in.Sets, Deleted: in.Deleted, Event: event, Errors: nullJSON(in.Errors),
+		Delete: in.Event.Trigger == string(lsm.OnDelete),
 	}
 	if r := in.Request; r != nil && r.Key != "" {
 		ch.Request = &store.IdempotentRequest{Scope: r.Scope, Key: r.Key, Hash: r.Hash, Status: r.Status}
 	}
 	inst, err := l.Store.ApplyInstanceChange(ctx, in.EnvironmentID, ch)
+	if rerr := referenceError(err); rerr != nil {
+		return workflows.ServiceInstanceRecord{}, rerr
+	}
 	if errors.Is(err, store.ErrConflict) {
 		return workflows.ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeConflict, err)
 	}
 	if err != nil {
 		return workflows.ServiceInstanceRecord{}, classify(err)
+	}
+	if err := l.notifyReferrers(ctx, in); err != nil {
+		return workflows.ServiceInstanceRecord{}, err
 	}
 	return inst, nil
 }
@@ -148,7 +155,16 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 		return workflows.ValidateInstanceResult{}, nil, classify(err)
 	}
 	instances := map[string]map[string]json.RawMessage{}
+	rels := map[string]map[string]json.RawMessage{}
+	resolve := liveResolver(live, lifecycles)
 	add := func(entity, id string, attrs map[string]any) error {
+		// What its references name (lsm_relations.go): another
+		// instance's problems are its own, left to its evaluation.
+		if rel, _, err := related(ctx, resolve, specs[entity], attrs); err != nil {
+			return err
+		} else {
+			addRelated(rels, entity, id, rel)
+		}
 		// The model computes the r attributes again.
 		b, err := json.Marshal(lsm.WithoutReadOnly(specs[entity], attrs))
 		if err != nil {
@@ -200,7 +216,11 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 	if err := add(in.Entity, in.InstanceID, attrs); err != nil {
 		return workflows.ValidateInstanceResult{}, nil, err
 	}
-	res, errs, err := l.compileModel(ctx, in.EnvironmentID, instances)
+	if _, problems, _ := related(ctx, resolve, specs[in.Entity], attrs); len(problems) > 0 {
+		out, err := json.Marshal(relatedErrors(in.Entity, in.InstanceID, problems))
+		return workflows.ValidateInstanceResult{Errors: out}, nil, err
+	}
+	res, errs, err := l.compileModel(ctx, in.EnvironmentID, instances, rels)
 	if err != nil {
 		return workflows.ValidateInstanceResult{}, nil, err
 	}
@@ -246,7 +266,7 @@ func ownsAny(errs compiler.Errors, entity, id string) bool {
 // given service instances. A model that does not compile is no activity
 // error: its errors are returned (one without position when the source is
 // missing or does not load).
-func (l *LSM) compileModel(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
+func (l *LSM) compileModel(ctx context.Context, envID string, instances, related map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
 	src, err := l.Store.LatestModelSource(ctx, envID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, compiler.Errors{{Message: "the environment has no model source to compile the instance with (intend export uploads one)"}}, nil
@@ -271,7 +291,7 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances map[stri
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	opts := compiler.Options{Dir: tree, Instances: instances, Facts: facts, Cache: l.Cache, SourceKey: src.Hash}
+	opts := compiler.Options{Dir: tree, Instances: instances, Related: related, Facts: facts, Cache: l.Cache, SourceKey: src.Hash}
 	defer heartbeat(ctx)()
 	res, err := l.compile(ctx, opts)
 	if err == nil {
@@ -347,7 +367,14 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 		if err != nil {
 			return workflows.ExportInstanceResult{}, err
 		}
-		res, errs, err := l.compileModel(ctx, in.EnvironmentID, map[string]map[string]json.RawMessage{in.Entity: {in.InstanceID: attrs}})
+		rels, errs, err := l.instanceRelated(ctx, in.EnvironmentID, in.Entity, in.InstanceID, in.Attributes)
+		if err != nil {
+			return workflows.ExportInstanceResult{}, err
+		}
+		if len(errs) > 0 {
+			return failed(errs)
+		}
+		res, errs, err := l.compileModel(ctx, in.EnvironmentID, map[string]map[string]json.RawMessage{in.Entity: {in.InstanceID: attrs}}, rels)
 		if err != nil {
 			return workflows.ExportInstanceResult{}, err
 		}
@@ -570,7 +597,16 @@ func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID str
 	if err != nil {
 		return out, err
 	}
-	res, errs, err := l.compileModel(ctx, envID, map[string]map[string]json.RawMessage{entity: {instanceID: raw}})
+	rels, errs, err := l.instanceRelated(ctx, envID, entity, instanceID, attrs)
+	if err != nil {
+		return out, err
+	}
+	if len(errs) > 0 {
+		b, err := json.Marshal(errs)
+		out.RenderErrors = b
+		return out, err
+	}
+	res, errs, err := l.compileModel(ctx, envID, map[string]map[string]json.RawMessage{entity: {instanceID: raw}}, rels)
 	if err != nil {
 		return out, err
 	}

@@ -106,7 +106,7 @@ func (p *Pool) Compile(ctx context.Context, opts compiler.Options, limit time.Du
 	if err != nil {
 		return nil, err
 	}
-	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances,
+	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances, Related: opts.Related,
 		SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != ""}, limit, p.Memory)
 	if w.alive() {
 		p.mu.Lock()
@@ -167,6 +167,7 @@ type request struct {
 	Dir       string                                `json:"dir"`
 	Facts     map[string]map[string]json.RawMessage `json:"facts,omitempty"`
 	Instances map[string]map[string]json.RawMessage `json:"instances,omitempty"`
+	Related   map[string]map[string]json.RawMessage `json:"related,omitempty"`
 	SourceKey string                                `json:"source_key,omitempty"`
 	UseCache  bool                                  `json:"use_cache,omitempty"`
 }
@@ -373,7 +374,8 @@ func serve(in io.Reader, out io.Writer, cache *compiler.Cache) error {
 			}
 			return err
 		}
-		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, SourceKey: req.SourceKey}
+		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, Related: req.Related,
+			SourceKey: req.SourceKey}
 		if req.UseCache {
 			opts.Cache = cache
 		}
