@@ -107,6 +107,18 @@ func TestServiceInstanceRelations(t *testing.T) {
 		return lsmDo(t, c, env, http.MethodPost, inv+entity, "", map[string]any{"attributes": attrs})
 	}
 
+	// Bad forms of referenced_by: unknown entity or instance, a NUL.
+	for path, status := range map[string]int{
+		inv + "nosuch/x/referenced_by":                                  404,
+		inv + "site/nobody/referenced_by":                               404,
+		inv + "site/00000000-0000-4000-8000-000000000000/referenced_by": 404,
+		inv + "site/a%00b/referenced_by":                                400,
+	} {
+		if r, _ := lsmTry(c, env, http.MethodGet, path, "", nil); r.status != status || r.problem(t).Status != status {
+			t.Errorf("GET %s: %d %s, want %d", path, r.status, r.body, status)
+		}
+	}
+
 	// A reference to no site: 422 at the attribute, nothing created.
 	r := create("alias", map[string]any{"name": "www", "site": "blog"})
 	if p := r.problem(t); r.status != 422 || !hasFieldError(p, "/attributes/site", "no live site") {

@@ -214,7 +214,8 @@ func checkReferences(ctx context.Context, tx pgx.Tx, envID string, ch InstanceCh
 	var had, referenced bool
 	var purge bool
 	if err := tx.QueryRow(ctx, `select
-		(select coalesce(jsonb_agg(a), '[]'::jsonb) from service_entities e, jsonb_array_elements(e.attributes) a
+		(select coalesce(jsonb_agg(a), '[]'::jsonb) from service_entities e,
+		      jsonb_array_elements(case jsonb_typeof(e.attributes) when 'array' then e.attributes else '[]' end) a
 		 where e.environment_id = $1::uuid and e.name = $2 and a ? 'references'),
 		exists (select 1 from service_instance_references where environment_id = $1::uuid and referrer_id = $3::uuid),
 		exists (select 1 from service_instance_references where environment_id = $1::uuid and target_id = $3::uuid),
