@@ -134,7 +134,11 @@ func lsmCatalogCommand(s *clientSettings) *cobra.Command {
 			fmt.Fprintln(s.stdout)
 			t := newTable(s.stdout, "ATTRIBUTE", "MODIFIER", "REQUIRED", "DEFAULT", "SCHEMA", "DESCRIPTION")
 			for _, a := range e.Attributes {
-				t.row(a.Name, string(a.Modifier), yesNo(a.Required), string(a.Default), string(a.Schema), a.Description)
+				mod := string(a.Modifier)
+				if a.References != "" {
+					mod += ",ref=" + a.References // it names instances of that entity
+				}
+				t.row(a.Name, mod, yesNo(a.Required), string(a.Default), string(a.Schema), a.Description)
 			}
 			if err := t.flush(); err != nil {
 				return err
