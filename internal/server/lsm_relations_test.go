@@ -179,6 +179,13 @@ func TestServiceInstanceRelations(t *testing.T) {
 	if p := r.problem(t); r.status != 422 || !hasFieldError(p, "/attributes/site", "no live site") {
 		t.Errorf("dangling PATCH v2: %d %s", r.status, r.body)
 	}
+	// An expert's sets are checked by the store alone (through the
+	// workflow): 422 the same.
+	r = lsmDo(t, c, env, http.MethodPost, inv+"alias/www/expert", "", map[string]any{"current_version": alias.Version,
+		"active_attributes": map[string]any{"name": "www", "site": "nope"}, "reason": "test"})
+	if p := r.problem(t); r.status != 422 || !hasFieldError(p, "/attributes/site", "no live site") {
+		t.Errorf("dangling expert set: %d %s", r.status, r.body)
+	}
 	r = lsmDo(t, c, env, http.MethodPost, "/lsm/v1/orders", "", map[string]any{"policy": "best_effort", "items": []map[string]any{
 		{"id": "a", "operation": "create", "service_entity": "alias", "attributes": map[string]any{"name": "shop", "site": "nope"}},
 		{"id": "b", "operation": "create", "service_entity": "site", "attributes": map[string]any{"name": "new", "port": 9000}},
