@@ -160,11 +160,11 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 	add := func(entity, id string, attrs map[string]any) error {
 		// What its references name (lsm_relations.go): another
 		// instance's problems are its own, left to its evaluation.
-		if rel, _, err := related(ctx, resolve, specs[entity], attrs); err != nil {
+		rel, _, err := related(ctx, resolve, specs[entity], attrs)
+		if err != nil {
 			return err
-		} else {
-			addRelated(rels, entity, id, rel)
 		}
+		addRelated(rels, entity, id, rel)
 		// The model computes the r attributes again.
 		b, err := json.Marshal(lsm.WithoutReadOnly(specs[entity], attrs))
 		if err != nil {
