@@ -93,16 +93,23 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 	ch := store.InstanceChange{
 		Entity: in.Entity, ID: in.InstanceID, Version: in.Version, Identity: in.Identity, State: in.State,
 		Sets: in.Sets, Deleted: in.Deleted, Event: event, Errors: nullJSON(in.Errors),
+		Delete: in.Event.Trigger == string(lsm.OnDelete),
 	}
 	if r := in.Request; r != nil && r.Key != "" {
 		ch.Request = &store.IdempotentRequest{Scope: r.Scope, Key: r.Key, Hash: r.Hash, Status: r.Status}
 	}
 	inst, err := l.Store.ApplyInstanceChange(ctx, in.EnvironmentID, ch)
+	if rerr := referenceError(err); rerr != nil {
+		return workflows.ServiceInstanceRecord{}, rerr
+	}
 	if errors.Is(err, store.ErrConflict) {
 		return workflows.ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeConflict, err)
 	}
 	if err != nil {
 		return workflows.ServiceInstanceRecord{}, classify(err)
+	}
+	if err := l.notifyReferrers(ctx, in); err != nil {
+		return workflows.ServiceInstanceRecord{}, err
 	}
 	return inst, nil
 }
@@ -155,7 +162,16 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 	}
 	instances := map[string]map[string]json.RawMessage{}
 	versions := map[string]map[string]int{}
+	rels := map[string]map[string]json.RawMessage{}
+	resolve := liveResolver(live, lifecycles)
 	add := func(entity, id string, version int, attrs map[string]any) error {
+		// What its references name (lsm_relations.go): another
+		// instance's problems are its own, left to its evaluation.
+		rel, _, err := related(ctx, resolve, specs[entityVersionKey{entity, version}], attrs)
+		if err != nil {
+			return err
+		}
+		addRelated(rels, entity, id, rel)
 		// The model computes the r attributes again.
 		b, err := json.Marshal(lsm.WithoutReadOnly(specs[entityVersionKey{entity, version}], attrs))
 		if err != nil {
@@ -214,7 +230,11 @@ func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) 
 	if err := add(in.Entity, in.InstanceID, own, attrs); err != nil {
 		return workflows.ValidateInstanceResult{}, nil, err
 	}
-	res, errs, err := l.compileModelVersions(ctx, in.EnvironmentID, instances, versions, &compiler.Focus{Entity: in.Entity, Instance: in.InstanceID})
+	if _, problems, _ := related(ctx, resolve, specs[entityVersionKey{in.Entity, own}], attrs); len(problems) > 0 {
+		out, err := json.Marshal(relatedErrors(in.Entity, in.InstanceID, problems))
+		return workflows.ValidateInstanceResult{Errors: out}, nil, err
+	}
+	res, errs, err := l.compileModelVersions(ctx, in.EnvironmentID, instances, versions, rels, &compiler.Focus{Entity: in.Entity, Instance: in.InstanceID})
 	if err != nil {
 		return workflows.ValidateInstanceResult{}, nil, err
 	}
@@ -260,15 +280,16 @@ func ownsAny(errs compiler.Errors, entity, id string) bool {
 // given service instances. A model that does not compile is no activity
 // error: its errors are returned (one without position when the source is
 // missing or does not load).
-func (l *LSM) compileModel(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
-	return l.compileModelVersions(ctx, envID, instances, nil, nil)
+func (l *LSM) compileModel(ctx context.Context, envID string, instances, related map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
+	return l.compileModelVersions(ctx, envID, instances, nil, related, nil)
 }
 
 // compileModelVersions is compileModel with the instances' entity
 // versions (compiler.Options.InstanceVersions; nil: every instance of its
 // entity's latest version) and, for a validation, the instance the
 // compile is focused on (compiler.Options.Focus; nil: none).
-func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage, versions map[string]map[string]int, focus *compiler.Focus) (*compiler.Result, compiler.Errors, error) {
+func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage, versions map[string]map[string]int,
+	related map[string]map[string]json.RawMessage, focus *compiler.Focus) (*compiler.Result, compiler.Errors, error) {
 	src, err := l.Store.LatestModelSource(ctx, envID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, compiler.Errors{{Message: "the environment has no model source to compile the instance with (intend export uploads one)"}}, nil
@@ -302,7 +323,7 @@ func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances 
 			return nil, nil, classify(err)
 		}
 	}
-	opts := compiler.Options{Dir: tree, Instances: instances, InstanceVersions: versions, Facts: facts, Cache: l.Cache,
+	opts := compiler.Options{Dir: tree, Instances: instances, InstanceVersions: versions, Related: related, Facts: facts, Cache: l.Cache,
 		SourceKey: src.Hash, Focus: focus}
 	defer heartbeat(ctx)()
 	res, err := l.compile(ctx, opts)
@@ -387,8 +408,15 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 		if err != nil {
 			return workflows.ExportInstanceResult{}, err
 		}
+		rels, errs, err := l.instanceRelated(ctx, in.EnvironmentID, in.Entity, in.InstanceID, in.Attributes)
+		if err != nil {
+			return workflows.ExportInstanceResult{}, err
+		}
+		if len(errs) > 0 {
+			return failed(errs)
+		}
 		res, errs, err := l.compileModelVersions(ctx, in.EnvironmentID, map[string]map[string]json.RawMessage{in.Entity: {in.InstanceID: attrs}},
-			instanceVersion(in.Entity, in.InstanceID, in.EntityVersion), nil)
+			instanceVersion(in.Entity, in.InstanceID, in.EntityVersion), rels, nil)
 		if err != nil {
 			return workflows.ExportInstanceResult{}, err
 		}
@@ -617,8 +645,17 @@ func (l *LSM) PreviewInstanceVersion(ctx context.Context, envID, entity, instanc
 	if err != nil {
 		return out, err
 	}
+	rels, errs, err := l.instanceRelated(ctx, envID, entity, instanceID, attrs)
+	if err != nil {
+		return out, err
+	}
+	if len(errs) > 0 {
+		b, err := json.Marshal(errs)
+		out.RenderErrors = b
+		return out, err
+	}
 	res, errs, err := l.compileModelVersions(ctx, envID, map[string]map[string]json.RawMessage{entity: {instanceID: raw}},
-		instanceVersion(entity, instanceID, version), nil)
+		instanceVersion(entity, instanceID, version), rels, nil)
 	if err != nil {
 		return out, err
 	}

@@ -133,6 +133,9 @@ func (s *Server) listInventory(w http.ResponseWriter, r *http.Request) error {
 type instanceView struct {
 	store.ServiceInstance
 	Deployment Deployment `json:"deployment"`
+	// ReferencedBy are the live instances that reference it
+	// (lsm_relations.go).
+	ReferencedBy []InstanceReferrer `json:"referenced_by"`
 }
 
 // Deployment counts an instance's resources in the newest version: how
@@ -155,8 +158,12 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	rs, err := s.opts.Store.ReferencedBy(r.Context(), e.ID, inst.ID)
+	if err != nil {
+		return err
+	}
 	WriteJSON(w, http.StatusOK, instanceView{ServiceInstance: inst,
-		Deployment: Deployment{Total: sd.Total, Deployed: sd.Deployed, Failed: sd.Failed}})
+		Deployment: Deployment{Total: sd.Total, Deployed: sd.Deployed, Failed: sd.Failed}, ReferencedBy: referrerViews(rs)})
 	return nil
 }
 

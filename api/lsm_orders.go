@@ -159,6 +159,7 @@ func (s *Server) checkOrder(ctx context.Context, env store.Environment, req orde
 	ids := make(map[string]int, len(req.Items))
 	identities := map[string]int{} // entity NUL identity → item creating it
 	instances := map[string]int{}  // instance id → item on it
+	var refChecks []orderRefCheck  // after the loop: references may name the order's creates
 	out := make([]store.NewOrderItem, len(req.Items))
 	for i, it := range req.Items {
 		at := "/items/" + strconv.Itoa(i)
@@ -209,6 +210,7 @@ func (s *Server) checkOrder(ctx context.Context, env store.Environment, req orde
 			if err := lsm.CheckCreate(ent.Attributes, it.Attributes); errors.As(err, &ae) {
 				errs = append(errs, attributeErrors(at+"/attributes/", ae.Problems)...)
 			}
+			refChecks = append(refChecks, orderRefCheck{at: at, specs: ent.Attributes, attrs: it.Attributes})
 			out[i].InstanceID = newUUID()
 			if ident := lsm.Identity(ent.Identity, lsm.WithDefaults(ent.Attributes, it.Attributes)); ident != "" {
 				field := at + "/attributes/" + escapePointer(ent.Identity)
@@ -287,7 +289,13 @@ func (s *Server) checkOrder(ctx context.Context, env store.Environment, req orde
 		if err := lsm.CheckUpdate(specs, currentAttributes(inst), next); errors.As(err, &ae) {
 			errs = append(errs, attributeErrors(at+"/attributes/", ae.Problems)...)
 		}
+		refChecks = append(refChecks, orderRefCheck{at: at, specs: ent.Attributes, attrs: changed(currentAttributes(inst), next)})
 	}
+	refErrs, err := s.checkOrderReferences(ctx, env.ID, refChecks, identities)
+	if err != nil {
+		return nil, nil, err
+	}
+	errs = append(errs, refErrs...)
 	// Dependencies, once every id is known.
 	deps := make([][]int, len(req.Items))
 	depsOK := true

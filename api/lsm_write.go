@@ -102,6 +102,8 @@ const (
 	RejectExists     = "exists"
 	RejectNotCreated = "not_created"
 	RejectConflict   = "conflict"
+	// RejectReferenced: a delete of an instance others reference.
+	RejectReferenced = "referenced"
 )
 
 // LSMRejection is a request the instance's workflow refused.
@@ -117,6 +119,8 @@ type LSMRejection struct {
 	Allowed []lsm.Event
 	// Problems are the attributes at fault (RejectInvalid).
 	Problems []lsm.AttributeProblem
+	// Referrers are the instances that reference it (RejectReferenced).
+	Referrers []InstanceReferrer
 }
 
 func (e *LSMRejection) Error() string { return e.Reason + ": " + e.Message }
@@ -293,6 +297,8 @@ func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) 
 		return Conflict("%s", rej.Message)
 	case RejectNotCreated:
 		return NotFound("%s", rej.Message)
+	case RejectReferenced:
+		return referencedProblem(req, rej)
 	}
 	return rej
 }
@@ -414,6 +420,9 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) error {
 	if err := s.entityVersion(r, &lw, req.ServiceEntityVersion); err != nil {
 		return err
 	}
+	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, req.Attributes, "/attributes/"); err != nil {
+		return err
+	}
 	// An id that was created before (even terminated) is taken: its
 	// workflow may have ended, and a new one must not take it over.
 	if _, err := s.opts.Store.GetInstance(r.Context(), lw.env.ID, "", id); err == nil {
@@ -483,6 +492,9 @@ func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, req.Attributes, "/attributes/"); err != nil {
+		return err
+	}
 	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
 		Attributes: lsm.MergeAttributes(currentAttributes(inst), req.Attributes)}, http.StatusOK)
 }
@@ -516,6 +528,9 @@ func (s *Server) editInstance(w http.ResponseWriter, r *http.Request) error {
 	}
 	next, err := applyEdits(currentAttributes(inst), req.Edit)
 	if err != nil {
+		return err
+	}
+	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, changed(currentAttributes(inst), next), "/attributes/"); err != nil {
 		return err
 	}
 	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,

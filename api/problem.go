@@ -183,6 +183,9 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 	// Errors names the offending fields, if any.
 	Errors []FieldError `json:"errors,omitempty"`
+	// Referrers are the instances that reference a service instance
+	// whose delete was refused (409), if any.
+	Referrers []InstanceReferrer `json:"referrers,omitempty"`
 }
 
 // FieldError is one offending input of a request.

@@ -111,6 +111,8 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodGet, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.list", read, s.listInventory))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.read", read, s.getInstance))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/log", s.inLSMEnv("lsm.instance.log", read, s.getInstanceLog))
+		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/referenced_by",
+			s.inLSMEnv("lsm.instance.referenced_by", read, s.getReferencedBy))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/resources",
 			s.inLSMEnv("lsm.instance.resources", read, s.getInstanceResources))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/diagnose",

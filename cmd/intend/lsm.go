@@ -35,6 +35,7 @@ entity's lifecycle.
   intend lsm log vm web              its versions, newest first
   intend lsm diagnose vm web         why it was rejected or failed
   intend lsm resources vm web        its resources and their deploy state
+  intend lsm referenced-by vm web    the instances whose references name it
   intend lsm create vm --attr name=web --wait up
   intend lsm update vm web --attr memory=8 --wait up
   intend lsm dryrun vm web --attr memory=8   what the update would change
@@ -57,7 +58,7 @@ entity's lifecycle.
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
 		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
 		lsmDryrunCommand(s), lsmCallbackCommand(s), lsmOrderCommand(s), lsmOrdersCommand(s),
-		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s), lsmMigrateCommand(s))
+		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s), lsmMigrateCommand(s), lsmReferencedByCommand(s))
 	return cmd
 }
 
@@ -138,7 +139,11 @@ func lsmCatalogCommand(s *clientSettings) *cobra.Command {
 			fmt.Fprintln(s.stdout)
 			t := newTable(s.stdout, "ATTRIBUTE", "MODIFIER", "REQUIRED", "DEFAULT", "SCHEMA", "DESCRIPTION")
 			for _, a := range e.Attributes {
-				t.row(a.Name, string(a.Modifier), yesNo(a.Required), string(a.Default), string(a.Schema), a.Description)
+				mod := string(a.Modifier)
+				if a.References != "" {
+					mod += ",ref=" + a.References // it names instances of that entity
+				}
+				t.row(a.Name, mod, yesNo(a.Required), string(a.Default), string(a.Schema), a.Description)
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -223,18 +228,23 @@ func lsmInstanceGet(s *clientSettings, cmd *cobra.Command, args []string, tail s
 
 func lsmShowCommand(s *clientSettings) *cobra.Command {
 	return &cobra.Command{
-		Use:   "show ENTITY ID",
-		Short: "Show an instance: state, version and its three attribute sets (ID: its id or identity)",
-		Args:  cobra.ExactArgs(2),
+		Use:     "show ENTITY ID",
+		Aliases: []string{"get"},
+		Short:   "Show an instance: state, version, its three attribute sets and who references it (ID: its id or identity)",
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return lsmInstanceGet(s, cmd, args, "", func(raw json.RawMessage) error {
-				var i store.ServiceInstance
+				var i struct {
+					store.ServiceInstance
+					ReferencedBy []api.InstanceReferrer `json:"referenced_by"`
+				}
 				if err := decode(raw, &i); err != nil {
 					return err
 				}
 				return writeFields(s.stdout, "id", i.ID, "entity", i.Entity, "identity", i.Identity, "state", i.State,
 					"version", strconv.FormatInt(i.Version, 10), "candidate", compactJSON(i.Candidate),
 					"active", compactJSON(i.Active), "rollback", compactJSON(i.Rollback),
+					"referenced_by", referrersLine(i.ReferencedBy),
 					"created", shortTime(i.CreatedAt), "updated", shortTime(i.UpdatedAt))
 			})
 		},

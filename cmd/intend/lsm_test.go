@@ -210,7 +210,7 @@ func TestExampleLSM(t *testing.T) {
 	// Not parallel: see exectest.StartServer.
 	vars, _ := lsmServer(t, "lsmex")
 	dir, root := copyExample(t, "lsm", "/tmp/intend-lsm")
-	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "service entities: site (lifecycle simple)") {
+	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "service entities: alias (lifecycle simple), site (lifecycle simple)") {
 		t.Errorf("export does not name the service entity:\n%s", out)
 	}
 	out := ok(t, vars, "lsm", "catalog", "site")

@@ -80,6 +80,12 @@ type Options struct {
 	// Instances, by entity and instance; an instance without one is of
 	// its entity's latest version (versions.go).
 	InstanceVersions map[string]map[string]int
+	// Related is, by service entity and instance id, the value of the
+	// field related of an instance whose attributes reference other
+	// instances (@lsm(rw, ref=site)): a JSON object with, per reference
+	// attribute, the referenced instance's active attributes (a list of
+	// them for a list of references). See references.go.
+	Related map[string]map[string]json.RawMessage
 	// Cache, with SourceKey (what identifies the model: the model
 	// source's hash), reuses the outputs of service instances whose
 	// attributes, entity and facts did not change since an earlier
@@ -298,6 +304,10 @@ type compilation struct {
 	svcs      []Service
 	prev      []Service // older versions of svcs (versions.go)
 	params    map[string]map[string]json.RawMessage
+	// entityNames and refs: the entities, and the reference attributes
+	// whose entity must be one of them (references.go).
+	entityNames []string
+	refs        []pendingRef
 }
 
 // load finds the entry package with the standard library overlaid. A nil
@@ -434,8 +444,9 @@ func (c *compilation) refinements(refs cue.Value) error {
 // model evaluated the same instance; check runs before an evaluation.
 func (c *compilation) external(name, cacheName, label, id string, using cue.Value, raw json.RawMessage, check func()) {
 	var key [32]byte
+	rel := c.opts.Related[name][id]
 	if c.keys != nil {
-		key = c.keys.key(cacheName, id, raw)
+		key = c.keys.key(cacheName, id, keyed(raw, rel))
 		if e, ok := c.opts.Cache.get(key); ok {
 			c.instances++
 			for _, r := range e.resources {
@@ -452,6 +463,9 @@ func (c *compilation) external(name, cacheName, label, id string, using cue.Valu
 	p := c.cue.CompileBytes(raw, cue.Filename(name+"/"+id+".json"))
 	if err := p.Err(); err != nil {
 		c.errs.addCUE(label, err)
+		return
+	}
+	if using = c.withRelated(label, id, using, rel); !using.Exists() {
 		return
 	}
 	param := c.instance(name, label, id, using, p)
@@ -526,6 +540,7 @@ func (c *compilation) services(svcs, refs cue.Value) error {
 			continue
 		}
 		svc, ok := c.service(name, path, ent)
+		c.entityNames = append(c.entityNames, name)
 		if svc.Attributes == nil {
 			continue // no parameter or output to evaluate instances with
 		}
@@ -553,6 +568,7 @@ func (c *compilation) services(svcs, refs cue.Value) error {
 			c.external(name, key, label, id, v.value, extra[id], func() { c.knownAttributes(label, v.svc.Attributes, extra[id]) })
 		}
 	}
+	c.checkReferencedEntities()
 	return nil
 }
 
@@ -651,12 +667,14 @@ func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value) (lsm
 		}
 	}
 	if len(mods) > 0 {
-		m, err := lsm.ParseModifier(mods[0])
+		mod, ref, refOK := c.reference(fpath, f, mods[0])
+		m, err := lsm.ParseModifier(mod)
 		if err != nil {
 			c.errs.addf("", fpath, attributePos(f), "@lsm(%s): a modifier is r (read-only, set by the server), rw (set at creation) or rw+ (updatable)", mods[0])
 			ok = false
 		}
-		spec.Modifier = m
+		spec.Modifier, spec.References = m, ref
+		ok = ok && refOK
 	}
 	def, hasDefault := fieldDefault(f)
 	spec.Default = def
@@ -670,6 +688,9 @@ func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value) (lsm
 		panic(err) // maps, strings, numbers and raw JSON from CUE
 	}
 	spec.Schema = b
+	if spec.References != "" && !c.checkReference(fpath, f, spec, schema) {
+		ok = false
+	}
 	return spec, ok
 }
 

@@ -46,6 +46,10 @@ type AttributeSpec struct {
 	Schema json.RawMessage `json:"schema,omitempty"`
 	// Required: the model needs a value and has no default.
 	Required bool `json:"required"`
+	// References names the entity whose instance (a string attribute)
+	// or instances (a list of strings) the value names, by id or
+	// identity: @lsm(rw, ref=site). See references.go.
+	References string `json:"references,omitempty"`
 }
 
 // AttributeReason is why an attribute of a request is refused.
@@ -61,6 +65,9 @@ const (
 	ReasonMissing AttributeReason = "missing"
 	// ReasonNotUpdatable: an update changes an attribute that is not rw+.
 	ReasonNotUpdatable AttributeReason = "not_updatable"
+	// ReasonNoSuchInstance: a reference names no live instance of its
+	// entity (Detail says which value).
+	ReasonNoSuchInstance AttributeReason = "no_such_instance"
 )
 
 // AttributeProblem is one attribute a request may not set (or leave out).
@@ -69,6 +76,9 @@ type AttributeProblem struct {
 	Reason    AttributeReason `json:"reason"`
 	// Modifier is the attribute's, when the entity has it.
 	Modifier Modifier `json:"modifier,omitempty"`
+	// Detail says more, where the reason alone does not
+	// (ReasonNoSuchInstance).
+	Detail string `json:"detail,omitempty"`
 }
 
 func (p AttributeProblem) String() string {
@@ -81,6 +91,8 @@ func (p AttributeProblem) String() string {
 		return fmt.Sprintf("%s: required", p.Attribute)
 	case ReasonNotUpdatable:
 		return fmt.Sprintf("%s: cannot change after creation (%s; only rw+ can)", p.Attribute, p.Modifier)
+	case ReasonNoSuchInstance:
+		return fmt.Sprintf("%s: %s", p.Attribute, p.Detail)
 	}
 	return fmt.Sprintf("%s: %s", p.Attribute, p.Reason)
 }
@@ -99,6 +111,10 @@ func (e *AttributeError) Error() string {
 	}
 	return "invalid attributes: " + strings.Join(parts, "; ")
 }
+
+// NewAttributeError returns an *AttributeError of problems (sorted), or
+// nil when there are none.
+func NewAttributeError(problems []AttributeProblem) error { return attributeError(problems) }
 
 func attributeError(problems []AttributeProblem) error {
 	if len(problems) == 0 {

@@ -191,6 +191,12 @@ func rejection(err error) *api.LSMRejection {
 			rej.Reason = api.RejectExists
 		case workflows.ErrTypeNotCreated:
 			rej.Reason = api.RejectNotCreated
+		case workflows.ErrTypeReferenced:
+			rej.Reason = api.RejectReferenced
+			var rs []api.InstanceReferrer
+			if ae.HasDetails() && ae.Details(&rs) == nil {
+				rej.Referrers = rs
+			}
 		case workflows.ErrTypeConflict:
 			rej.Reason = api.RejectConflict
 			rej.Message = strings.TrimSuffix(rej.Message, ": "+store.ErrConflict.Error())

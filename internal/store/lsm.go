@@ -346,6 +346,10 @@ type InstanceChange struct {
 	Sets     lsm.Sets
 	// Deleted marks the instance gone (its terminal state).
 	Deleted bool
+	// Delete: the change is a delete request (an on_delete transfer),
+	// refused while other instances reference the instance
+	// (lsm_references.go), as is one to a state that deletes or purges.
+	Delete bool
 	// Event says what caused it, for the log.
 	Event json.RawMessage
 	// Errors are a failed validation's compile errors, for the log.
@@ -399,6 +403,10 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		case current != ch.Version-1:
 			return fmt.Errorf("service instance %s is at version %d, not %d: %w", ch.ID, current, ch.Version-1, ErrConflict)
 		}
+		refs, err := checkReferences(ctx, tx, envID, ch)
+		if err != nil {
+			return err
+		}
 		var identity *string
 		if ch.Identity != "" {
 			identity = &ch.Identity
@@ -426,6 +434,9 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 				return fmt.Errorf("another live %s instance has identity %q: %w", ch.Entity, ch.Identity, ErrConflict)
 			}
 			return fmt.Errorf("write service instance %s: %w", ch.ID, err)
+		}
+		if err := refs.write(ctx, tx, envID, ch.ID); err != nil {
+			return err
 		}
 		event := ch.Event
 		if len(event) == 0 {

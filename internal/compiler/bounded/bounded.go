@@ -107,7 +107,7 @@ func (p *Pool) Compile(ctx context.Context, opts compiler.Options, limit time.Du
 		return nil, err
 	}
 	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances, InstanceVersions: opts.InstanceVersions,
-		SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "", Focus: opts.Focus}, limit, p.Memory)
+		Related: opts.Related, SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "", Focus: opts.Focus}, limit, p.Memory)
 	if w.alive() {
 		p.mu.Lock()
 		p.idle = append(p.idle, w)
@@ -168,10 +168,11 @@ type request struct {
 	Facts     map[string]map[string]json.RawMessage `json:"facts,omitempty"`
 	Instances map[string]map[string]json.RawMessage `json:"instances,omitempty"`
 	// InstanceVersions: compiler.Options.InstanceVersions.
-	InstanceVersions map[string]map[string]int `json:"instance_versions,omitempty"`
-	SourceKey        string                    `json:"source_key,omitempty"`
-	UseCache         bool                      `json:"use_cache,omitempty"`
-	Focus            *compiler.Focus           `json:"focus,omitempty"`
+	InstanceVersions map[string]map[string]int             `json:"instance_versions,omitempty"`
+	Related          map[string]map[string]json.RawMessage `json:"related,omitempty"`
+	SourceKey        string                                `json:"source_key,omitempty"`
+	UseCache         bool                                  `json:"use_cache,omitempty"`
+	Focus            *compiler.Focus                       `json:"focus,omitempty"`
 }
 
 // response is a compile's outcome, as a worker writes it.
@@ -380,7 +381,7 @@ func serve(in io.Reader, out io.Writer, cache *compiler.Cache) error {
 			return err
 		}
 		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, InstanceVersions: req.InstanceVersions,
-			SourceKey: req.SourceKey, Focus: req.Focus}
+			Related: req.Related, SourceKey: req.SourceKey, Focus: req.Focus}
 		if req.UseCache {
 			opts.Cache = cache
 		}
