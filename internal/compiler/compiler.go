@@ -196,34 +196,14 @@ func (r *Result) Export() []byte {
 // returns Errors, every problem found at once.
 func Compile(ctx context.Context, opts Options) (*Result, error) {
 	start := time.Now()
-	root, err := filepath.Abs(opts.Dir)
-	if err != nil {
-		return nil, err
-	}
-	proj, err := project.Load(root)
-	if err != nil {
-		return nil, err
-	}
-	c := &compilation{
-		ctx:   ctx,
-		opts:  opts,
-		errs:  &errorList{root: root, stdAt: filepath.Join(root, "cue.mod", "pkg", filepath.FromSlash(StdModule))},
-		files: map[string]*ast.File{},
-	}
 	hint := 0
 	if opts.Cache != nil {
 		hint = int(opts.Cache.outputs.Load())
 	}
-	c.ids, c.out = make(map[string]int, hint), make([]Resource, 0, hint)
-	inst, err := c.load(root, proj)
-	if err != nil {
+	c, proj, v, err := loadModel(ctx, opts, hint)
+	if err != nil || c == nil {
 		return nil, err
 	}
-	if inst == nil {
-		return nil, c.errs.err()
-	}
-	c.cue = cuecontext.New()
-	v := c.cue.BuildInstance(inst)
 	if _, err := v.Fields(); err != nil {
 		c.errs.addCUE("", err)
 		return nil, c.errs.err()
@@ -287,6 +267,37 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// loadModel loads the project at opts.Dir and builds its model: the
+// compilation that goes on with it (its tables sized for hint
+// resources), the project and the model's value. A model that does not
+// load returns its errors; c is nil then.
+func loadModel(ctx context.Context, opts Options, hint int) (c *compilation, proj project.Project, v cue.Value, err error) {
+	root, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, proj, v, err
+	}
+	if proj, err = project.Load(root); err != nil {
+		return nil, proj, v, err
+	}
+	c = &compilation{
+		ctx:   ctx,
+		opts:  opts,
+		errs:  &errorList{root: root, stdAt: filepath.Join(root, "cue.mod", "pkg", filepath.FromSlash(StdModule))},
+		files: map[string]*ast.File{},
+		ids:   make(map[string]int, hint),
+		out:   make([]Resource, 0, hint),
+	}
+	inst, err := c.load(root, proj)
+	if err != nil {
+		return nil, proj, v, err
+	}
+	if inst == nil {
+		return nil, proj, v, c.errs.err()
+	}
+	c.cue = cuecontext.New()
+	return c, proj, c.cue.BuildInstance(inst), nil
 }
 
 type compilation struct {

@@ -4,19 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
 	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/ast"
-	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/token"
 
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/project"
 )
 
 // Entity versions (docs/lsm.md, "Entity versions"). An entity declares its
@@ -151,29 +147,10 @@ func Migrate(ctx context.Context, opts MigrateOptions) (map[string]any, error) {
 	if opts.To <= opts.From {
 		return nil, fmt.Errorf("version %d is not newer than %d", opts.To, opts.From)
 	}
-	root, err := filepath.Abs(opts.Dir)
-	if err != nil {
+	c, _, v, err := loadModel(ctx, Options{Dir: opts.Dir}, 0)
+	if err != nil || c == nil {
 		return nil, err
 	}
-	proj, err := project.Load(root)
-	if err != nil {
-		return nil, err
-	}
-	c := &compilation{
-		ctx:   ctx,
-		errs:  &errorList{root: root, stdAt: filepath.Join(root, "cue.mod", "pkg", filepath.FromSlash(StdModule))},
-		files: map[string]*ast.File{},
-		ids:   map[string]int{},
-	}
-	inst, err := c.load(root, proj)
-	if err != nil {
-		return nil, err
-	}
-	if inst == nil {
-		return nil, c.errs.err()
-	}
-	c.cue = cuecontext.New()
-	v := c.cue.BuildInstance(inst)
 	path := "services." + cue.MakePath(cue.Str(opts.Entity)).String()
 	ent := v.LookupPath(cue.MakePath(cue.Str("services"), cue.Str(opts.Entity)))
 	if !ent.Exists() {

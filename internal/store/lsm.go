@@ -79,6 +79,21 @@ func (s *Store) RegisterEntities(ctx context.Context, envID, modelHash string, e
 	})
 }
 
+// entityColumns are what a catalog row keeps of e as JSON, and its
+// identity attribute (NULL when it has none).
+func entityColumns(e lsm.Entity) (attrs, lifecycle []byte, identity *string, err error) {
+	if attrs, err = json.Marshal(e.Attributes); err != nil {
+		return nil, nil, nil, err
+	}
+	if lifecycle, err = json.Marshal(e.Lifecycle); err != nil {
+		return nil, nil, nil, err
+	}
+	if e.Identity != "" {
+		identity = &e.Identity
+	}
+	return attrs, lifecycle, identity, nil
+}
+
 // registerEntities is RegisterEntities in tx, which holds the
 // environment's lock. entities may hold several versions of an entity
 // (compiler.Result's Services and PreviousServices): the newest is the
@@ -94,17 +109,9 @@ func registerEntities(ctx context.Context, tx pgx.Tx, envID, modelHash string, e
 	}
 	names := make([]string, 0, len(latest))
 	for _, e := range latest {
-		attrs, err := json.Marshal(e.Attributes)
+		attrs, lc, identity, err := entityColumns(e)
 		if err != nil {
 			return err
-		}
-		lc, err := json.Marshal(e.Lifecycle)
-		if err != nil {
-			return err
-		}
-		var identity *string
-		if e.Identity != "" {
-			identity = &e.Identity
 		}
 		if _, err := tx.Exec(ctx, `
 			insert into service_entities (environment_id, name, description, identity, attributes, lifecycle, model_hash, version)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -55,17 +54,9 @@ func registerVersions(ctx context.Context, tx pgx.Tx, envID, modelHash string, e
 	kept := map[string][]int32{}
 	for _, e := range entities {
 		v := lsm.EntityVersion(e.Version)
-		attrs, err := json.Marshal(e.Attributes)
+		attrs, lc, identity, err := entityColumns(e)
 		if err != nil {
 			return err
-		}
-		lc, err := json.Marshal(e.Lifecycle)
-		if err != nil {
-			return err
-		}
-		var identity *string
-		if e.Identity != "" {
-			identity = &e.Identity
 		}
 		if _, err := tx.Exec(ctx, `
 			insert into service_entity_versions (environment_id, entity, version, description, identity, attributes,
