@@ -90,6 +90,16 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	o := store.NewOrder{ID: newUUIDv7(time.Now()), Policy: req.Policy, Status: lsm.OrderPending,
 		RequestedBy: principal(r).Actor(), Items: items}
+	return s.writeOrder(w, r, &lw, o, func(order store.Order) map[string]any {
+		return map[string]any{"order": order.ID, "policy": order.Policy, "items": order.ItemCount}
+	})
+}
+
+// writeOrder writes o (under the request's Idempotency-Key, if any),
+// notes audit(order) in the audit log, starts its workflow and answers
+// 201 with the order. An order written whose workflow did not start is
+// started by the reconciler.
+func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, lw *lsmWrite, o store.NewOrder, audit func(store.Order) map[string]any) error {
 	var idem *store.IdempotentRequest
 	if lw.key != "" {
 		idem = &store.IdempotentRequest{Scope: lw.scope, Key: lw.key, Hash: lw.hash, Status: http.StatusCreated}
@@ -97,7 +107,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 	order, err := s.opts.Store.CreateOrder(r.Context(), lw.env.ID, o, idem)
 	if errors.Is(err, store.ErrRequestTaken) {
 		// A concurrent request with the same key was first.
-		if done, err := s.replay(w, r, &lw); err != nil || done {
+		if done, err := s.replay(w, r, lw); err != nil || done {
 			return err
 		}
 		return Conflict("a request with the same %s is being written; repeat it", IdempotencyKeyHeader)
@@ -105,7 +115,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	noteAudit(r, map[string]any{"order": order.ID, "policy": order.Policy, "items": order.ItemCount})
+	noteAudit(r, audit(order))
 	if err := s.opts.Orders.StartOrder(r.Context(), lw.env, order.ID); err != nil {
 		// The order is written: the reconciler starts its workflow.
 		s.log.Warn("order written, its workflow not started yet (the reconciler will)", "environment", lw.env.Name,

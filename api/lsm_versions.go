@@ -237,27 +237,8 @@ func (s *Server) migrateEntity(w http.ResponseWriter, r *http.Request) error {
 	}
 	o := store.NewOrder{ID: newUUIDv7(time.Now()), Policy: lsm.OrderBestEffort, Status: lsm.OrderPending,
 		RequestedBy: principal(r).Actor(), Items: items}
-	var idem *store.IdempotentRequest
-	if lw.key != "" {
-		idem = &store.IdempotentRequest{Scope: lw.scope, Key: lw.key, Hash: lw.hash, Status: http.StatusCreated}
-	}
-	order, err := s.opts.Store.CreateOrder(r.Context(), lw.env.ID, o, idem)
-	if errors.Is(err, store.ErrRequestTaken) {
-		if done, err := s.replay(w, r, &lw); err != nil || done {
-			return err
-		}
-		return Conflict("a request with the same %s is being written; repeat it", IdempotencyKeyHeader)
-	}
-	if err != nil {
-		return err
-	}
-	noteAudit(r, map[string]any{"entity": lw.entity.Name, "order": order.ID, "from_version": from, "to_version": to,
-		"items": order.ItemCount})
-	if err := s.opts.Orders.StartOrder(r.Context(), lw.env, order.ID); err != nil {
-		s.log.Warn("migration order written, its workflow not started yet (the reconciler will)", "environment", lw.env.Name,
-			"order", order.ID, "error", err)
-	}
-	w.Header().Set("Location", "/lsm/v1/orders/"+order.ID)
-	WriteJSON(w, http.StatusCreated, order)
-	return nil
+	return s.writeOrder(w, r, &lw, o, func(order store.Order) map[string]any {
+		return map[string]any{"entity": lw.entity.Name, "order": order.ID, "from_version": from, "to_version": to,
+			"items": order.ItemCount}
+	})
 }
