@@ -198,6 +198,12 @@ func TestEntityVersions(t *testing.T) {
 	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/vm/versions/9", &vp); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("version 9: %v", err)
 	}
+	for _, v := range []string{"two", "0", "-1"} {
+		r := lsmDo(t, c, env, http.MethodGet, "/lsm/v1/service_catalog/vm/versions/"+v, "", nil)
+		if r.status != 422 || !hasFieldError(r.problem(t), "version", "") {
+			t.Errorf("version %q: %d %s, want 422 naming the version", v, r.status, r.body)
+		}
+	}
 
 	// Migrate alpha: validated as version 2, up with the mapped
 	// attributes and version 2's file; version 1's set is the rollback.
@@ -303,6 +309,13 @@ func TestEntityVersionsBulkMigrate(t *testing.T) {
 		if r.status != 422 || !hasFieldError(r.problem(t), bad.field, "") {
 			t.Errorf("%s: %d %s, want 422 naming %s", bad.reason, r.status, r.body, bad.field)
 		}
+	}
+	// Nothing was stored: no order.
+	var none struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := lsmGet(t, c, env, "/lsm/v1/orders", &none); err != nil || len(none.Items) != 0 {
+		t.Errorf("orders after the refused migrations: %d, %v", len(none.Items), err)
 	}
 
 	r := lsmDo(t, c, env, http.MethodPost, migrate, "bulk-1", map[string]any{"from_version": 1, "to_version": 2})
