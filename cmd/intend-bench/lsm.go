@@ -117,8 +117,10 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmPara
 		if up == n {
 			break
 		}
-		if time.Since(t0) > 10*time.Minute {
-			return nil, fmt.Errorf("%d of %d instances up after 10 min", up, n)
+		// Ten minutes, and a tenth of a second an instance beyond 1,000
+		// (10,000 take their time).
+		if wait := 10*time.Minute + time.Duration(max(0, n-1000))*100*time.Millisecond; time.Since(t0) > wait {
+			return nil, fmt.Errorf("%d of %d instances up after %v", up, n, wait)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -37,6 +37,7 @@ func main() {
 	lsmParallel := flag.Int("lsm-parallel", 32, "P7: creates in flight at once")
 	flag.IntVar(&orderN, "order", 0, "P7o: items of one order creating that many service instances (with -n 0: after P7, if any)")
 	flag.IntVar(&orderChain, "order-chain", 1, "P7o: items per dependency chain (1: no dependencies; 10: item i depends on i-1 within each 10)")
+	flag.IntVar(&compileWorkers, "compile-workers", 2, "the server's model compiles at once (intend server --compile-workers)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	external := flag.Int("external", 0, "run P1–P5 on this many external executors (through the executor API, "+
 		"no database credentials) instead of the server's embedded executor")
@@ -59,6 +60,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// compileWorkers is the server's --compile-workers.
+var compileWorkers = 2
 
 type row struct {
 	name, value, note string
@@ -89,7 +93,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 	srv, err := server.Start(ctx, server.Config{
 		BootstrapToken: token,
 		Listen:         "127.0.0.1:0", DatabaseURL: pg.URL("intend"), TemporalAddress: ts.HostPort(),
-		TemporalNamespace: ts.Namespace(), EmbeddedExecutor: true,
+		TemporalNamespace: ts.Namespace(), EmbeddedExecutor: true, CompileWorkers: compileWorkers,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

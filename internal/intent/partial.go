@@ -98,6 +98,13 @@ type Merge struct {
 // and returns the new version. It decides and does not act, so the store
 // can run it inside the transaction that holds the stored version still.
 //
+// base may be the part of the stored version that partial touches: the
+// resources of the sets it updates or removes, those with the ids it
+// carries and those it requires, the requires of which need not be given
+// (the set rules keep everything else out of reach, see
+// store.touchedResources). Kept then holds only the kept resources of
+// that part.
+//
 // The new version is base with
 //
 //   - every set that a resource of partial belongs to replaced wholly by

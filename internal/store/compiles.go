@@ -301,7 +301,7 @@ func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v int
 		}
 		version, exported := last, false
 		if !same {
-			info, err := writeVersion(ctx, tx, envID, last+1, open, members)
+			info, err := writeVersion(ctx, tx, envID, last+1, len(open), open, members)
 			if err != nil {
 				return err
 			}

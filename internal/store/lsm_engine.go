@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,14 +15,157 @@ import (
 // state of an instance's resource set ("<entity>/<id>").
 
 // LiveServiceInstances returns every live (not deleted) instance of the
-// environment, by entity and id.
+// environment, by entity and id, as one snapshot of the inventory.
+//
+// Every validation reads the whole inventory (the other instances take
+// part in it), so this read is kept cheap: it reads each row's id,
+// version and xmin, and the whole row only of the instances that changed
+// since the store last decoded them (every write of an instance makes a
+// new row version with a new xmin and a higher version). The instances
+// it returns share their attribute maps with other callers' results:
+// callers must not change them.
 func (s *Store) LiveServiceInstances(ctx context.Context, envID string) ([]ServiceInstance, error) {
-	rows, err := s.pool.Query(ctx, `select `+instanceColumns+` from service_instances
-		where environment_id = $1::uuid and not deleted order by entity, id`, envID)
-	if err != nil {
-		return nil, err
+	var out []ServiceInstance
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `select id::text, version, xmin::text from service_instances
+			where environment_id = $1::uuid and not deleted order by entity, id`, envID)
+		if err != nil {
+			return err
+		}
+		var keys []liveKey
+		var ids []string
+		for rows.Next() {
+			var k liveKey
+			if err := rows.Scan(&k.id, &k.version, &k.xmin); err != nil {
+				rows.Close()
+				return err
+			}
+			keys = append(keys, k)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		known := s.live.lookup(envID, keys)
+		for i, k := range keys {
+			if known[i].ID == "" {
+				ids = append(ids, k.id)
+			}
+		}
+		fresh := map[string]ServiceInstance{}
+		if len(ids) > 0 {
+			rows, err := tx.Query(ctx, `select `+instanceColumns+`, xmin::text from service_instances
+				where environment_id = $1::uuid and id = any($2::uuid[])`, envID, ids)
+			if err != nil {
+				return err
+			}
+			var read []liveEntry
+			for rows.Next() {
+				var e liveEntry
+				i := &e.inst
+				if err := rows.Scan(&i.ID, &i.Entity, &i.Identity, &i.State, &i.Version,
+					&i.Candidate, &i.Active, &i.Rollback, &i.Deleted, &i.CreatedAt, &i.UpdatedAt,
+					&i.CandidateVersion, &i.ActiveVersion, &i.RollbackVersion, &e.xmin); err != nil {
+					rows.Close()
+					return err
+				}
+				i.EntityVersion = i.Sets.EntityVersion()
+				fresh[i.ID] = *i
+				read = append(read, e)
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			s.live.store(envID, read)
+		}
+		out = make([]ServiceInstance, len(keys))
+		for i, k := range keys {
+			if known[i].ID != "" {
+				out[i] = known[i]
+				continue
+			}
+			inst, ok := fresh[k.id]
+			if !ok {
+				return fmt.Errorf("service instance %s left the snapshot it was listed in", k.id)
+			}
+			out[i] = inst
+		}
+		s.live.forget(envID, keys)
+		return nil
+	})
+	return out, err
+}
+
+// liveCache holds decoded service instances by environment and id, each
+// with the version and xmin of the row it was decoded from.
+type liveCache struct {
+	mu   sync.Mutex
+	envs map[string]map[string]liveEntry
+}
+
+type liveKey struct {
+	id      string
+	version int64
+	xmin    string
+}
+
+type liveEntry struct {
+	inst ServiceInstance
+	xmin string
+}
+
+// lookup returns, for each key, the cached instance when it was decoded
+// from that row version, or the zero instance.
+func (c *liveCache) lookup(envID string, keys []liveKey) []ServiceInstance {
+	out := make([]ServiceInstance, len(keys))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byID := c.envs[envID]
+	for i, k := range keys {
+		if e, ok := byID[k.id]; ok && e.xmin == k.xmin && e.inst.Version == k.version {
+			out[i] = e.inst
+		}
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ServiceInstance, error) { return scanInstance(row) })
+	return out
+}
+
+// store caches freshly decoded instances.
+func (c *liveCache) store(envID string, read []liveEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.envs == nil {
+		c.envs = map[string]map[string]liveEntry{}
+	}
+	byID := c.envs[envID]
+	if byID == nil {
+		byID = make(map[string]liveEntry, len(read))
+		c.envs[envID] = byID
+	}
+	for _, e := range read {
+		byID[e.inst.ID] = e
+	}
+}
+
+// forget drops the cached instances of the environment that are no longer
+// live (keys are the live ones); an environment without any goes whole.
+func (c *liveCache) forget(envID string, keys []liveKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byID := c.envs[envID]
+	if len(byID) <= len(keys) {
+		if len(keys) == 0 {
+			delete(c.envs, envID)
+		}
+		return
+	}
+	live := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		live[k.id] = true
+	}
+	for id := range byID {
+		if !live[id] {
+			delete(byID, id)
+		}
+	}
 }
 
 // HasLiveServiceInstances reports whether the environment has a live

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/intendhq/intend/internal/lsm"
@@ -204,4 +206,79 @@ func TestIdempotencyKeys(t *testing.T) {
 	if page, err = st.InstanceLogPage(ctx, e.ID, id, 2, 1); err != nil || len(page) != 1 || page[0].Version != 1 {
 		t.Errorf("log page before 2 = %+v, %v", page, err)
 	}
+}
+
+// TestLiveServiceInstancesCache checks that the live instances read
+// follows every write although it decodes only the rows that changed
+// since the last read: updates, deletes and creates show at once, each
+// environment keeps its own, and a row rewritten with other content at
+// the same version (an environment deleted and made again with the same
+// ids cannot do that, but a wrong cache key would) is read again.
+func TestLiveServiceInstancesCache(t *testing.T) {
+	t.Parallel()
+	st, _, conn := open(t)
+	ctx := context.Background()
+	e1 := newEnv(t, st)
+	e2, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []store.Environment{e1, e2} {
+		if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := []string{"6f1c1b8e-4e43-4f7a-9a55-000000000001", "6f1c1b8e-4e43-4f7a-9a55-000000000002"}
+	versions := map[string]int64{}
+	write := func(e store.Environment, id, state string, memory float64, deleted bool) {
+		t.Helper()
+		key := e.ID + id
+		versions[key]++
+		_, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: versions[key],
+			Identity: id[len(id)-4:], State: state, Deleted: deleted,
+			Sets:  lsm.Sets{Active: map[string]any{"name": id[len(id)-4:], "memory": memory}},
+			Event: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(e store.Environment) map[string]string {
+		t.Helper()
+		live, err := st.LiveServiceInstances(ctx, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, inst := range live {
+			out[inst.ID[len(inst.ID)-1:]] = fmt.Sprintf("%s v%d %v", inst.State, inst.Version, inst.Active["memory"])
+		}
+		return out
+	}
+	check := func(e store.Environment, want map[string]string) {
+		t.Helper()
+		for range 2 { // from the database, then from the cache
+			if got := read(e); !maps.Equal(got, want) {
+				t.Fatalf("live instances %q; want %q", got, want)
+			}
+		}
+	}
+	write(e1, ids[0], "up", 1, false)
+	write(e2, ids[0], "up", 10, false)
+	check(e1, map[string]string{"1": "up v1 1"})
+	check(e2, map[string]string{"1": "up v1 10"})
+	write(e1, ids[0], "updating", 2, false)
+	write(e1, ids[1], "up", 3, false)
+	check(e1, map[string]string{"1": "updating v2 2", "2": "up v1 3"})
+	check(e2, map[string]string{"1": "up v1 10"})
+	write(e1, ids[0], "terminated", 2, true)
+	check(e1, map[string]string{"2": "up v1 3"})
+	// Behind the store's back, the same version with other content.
+	if _, err := conn.Exec(ctx, `update service_instances set active_attributes = '{"name": "0002", "memory": 4}'
+		where environment_id = $1::uuid and id = $2::uuid`, e1.ID, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	check(e1, map[string]string{"2": "up v1 4"})
+	write(e1, ids[1], "terminated", 3, true)
+	check(e1, map[string]string{})
+	check(e2, map[string]string{"1": "up v1 10"})
 }

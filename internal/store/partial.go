@@ -43,19 +43,32 @@ func (s *Store) exportPartial(ctx context.Context, envID string, partial intent.
 		if err != nil {
 			return err
 		}
-		base, open, err := openResources(ctx, tx, envID)
-		if err != nil {
-			return err
-		}
+		var released int64
 		if onReleased {
-			released, err := releasedVersion(ctx, tx, envID)
-			if err != nil {
+			if released, err = releasedVersion(ctx, tx, envID); err != nil {
 				return err
 			}
-			if released > 0 && released < last {
-				if base, err = versionMembers(ctx, tx, envID, released); err != nil {
-					return err
-				}
+		}
+		var base []intent.StoredResource
+		var open map[string][]byte
+		prev := 0
+		if released > 0 && released < last {
+			// On an older version than the newest: the new version is
+			// the released one merged with partial, which differs from
+			// the newest anywhere the unreleased versions changed it.
+			if _, open, err = openResources(ctx, tx, envID); err != nil {
+				return err
+			}
+			if base, err = versionMembers(ctx, tx, envID, released); err != nil {
+				return err
+			}
+			prev = len(open)
+		} else {
+			if base, open, err = touchedResources(ctx, tx, envID, partial, removedSets); err != nil {
+				return err
+			}
+			if prev, err = resourceCount(ctx, tx, envID, last); err != nil {
+				return err
 			}
 		}
 		m, err := intent.MergePartial(base, partial, removedSets)
@@ -70,10 +83,65 @@ func (s *Store) exportPartial(ctx context.Context, envID string, partial intent.
 		for i := range m.Kept {
 			members = append(members, keptMember(&m.Kept[i]))
 		}
-		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
+		info, err = writeVersion(ctx, tx, envID, last+1, prev, open, members)
 		return err
 	})
 	return info, err
+}
+
+// touchedResources reads the part of the newest version that merging
+// partial (which removes removedSets) into it can change or must check:
+// the resources of the sets it updates or removes, those with the ids it
+// carries and those its resources require; with their open rows' hashes
+// for writeVersion. Nothing else can change: a set's resources may
+// require only their own set and shared resources, shared ones only
+// shared ones, and a partial export changes no shared resource, so no
+// resource outside this part requires one that goes, and no requires
+// cycle runs through it. That is also why the requires of these
+// resources are not read: MergePartial keeps those outside the sets as
+// they are and checks partial's requires against their ids and sets
+// only. A partial export costs what it touches, not what the version
+// holds (thousands of service instances each export their own set).
+func touchedResources(ctx context.Context, tx pgx.Tx, envID string, partial intent.Version, removedSets []string) ([]intent.StoredResource, map[string][]byte, error) {
+	var sets []string
+	seen := map[string]bool{}
+	addSet := func(s string) {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			sets = append(sets, s)
+		}
+	}
+	ids := make([]string, 0, 2*len(partial.Resources))
+	for i := range partial.Resources {
+		r := &partial.Resources[i]
+		addSet(r.ResourceSet)
+		ids = append(ids, r.ID.String())
+		for _, q := range r.Requires {
+			ids = append(ids, q.String())
+		}
+	}
+	for _, s := range removedSets {
+		addSet(s)
+	}
+	rows, err := tx.Query(ctx, `select vr.resource_id, vr.hash, coalesce(vr.resource_set, ''), '{}'::text[]
+		from version_resources vr
+		where vr.environment_id = $1::uuid and vr.last_version is null
+		  and (vr.resource_set = any($2) or vr.resource_id = any($3))`, envID, sets, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	return scanStored(rows)
+}
+
+// resourceCount is how many resources version v holds (0 for version 0).
+func resourceCount(ctx context.Context, tx pgx.Tx, envID string, v int64) (int, error) {
+	if v == 0 {
+		return 0, nil
+	}
+	var n int
+	err := tx.QueryRow(ctx, `select resource_count from versions where environment_id = $1::uuid and version = $2`,
+		envID, v).Scan(&n)
+	return n, err
 }
 
 // selectStored reads membership rows as scanStored takes them; the caller

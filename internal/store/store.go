@@ -27,6 +27,9 @@ var ErrBusy = errors.New("busy")
 // Store wraps a pgx connection pool. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// live keeps the live service instances as LiveServiceInstances
+	// decoded them last, so that the next read decodes only the changed.
+	live liveCache
 }
 
 // Open connects to databaseURL and checks the connection.

@@ -64,7 +64,7 @@ func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Versio
 		if err != nil {
 			return err
 		}
-		info, err = writeVersion(ctx, tx, envID, last+1, open, members)
+		info, err = writeVersion(ctx, tx, envID, last+1, len(open), open, members)
 		info.KeptInstanceResources = kept
 		return err
 	})
@@ -193,21 +193,29 @@ type member struct {
 	kept *intent.StoredResource
 }
 
-// writeVersion stores members, a complete version, as version next of the
-// environment, whose open membership rows (resource id → hash) are open:
-// it closes the rows of changed and removed resources, stores the contents
-// that are new, opens rows for new and changed resources, and records the
-// version. The caller holds the environment row lock (lockForExport) in
-// tx and has validated members (ids unique, requires inside, sets).
-func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open map[string][]byte, members []member) (VersionInfo, error) {
+// writeVersion stores version next of the environment, whose newest
+// version has prev resources. open holds open membership rows (resource id
+// → hash) and members the new version's resources over the same scope:
+// either the whole newest version and the whole new one, or a part of
+// both that holds every row that changes (a partial export's touched
+// resources), the rest staying as it is. It closes the rows of changed
+// and removed resources, stores the contents that are new, opens rows for
+// new and changed resources, and records the version. The caller holds
+// the environment row lock (lockForExport) in tx and has validated the
+// new version (ids unique, requires inside, sets).
+func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, prev int, open map[string][]byte, members []member) (VersionInfo, error) {
 	var closeIDs []string
 	var contents, rows [][]any
+	count := prev
 	seen := make(map[string]struct{}, len(members))
 	for _, m := range members {
 		seen[m.id] = struct{}{}
 		old, existed := open[m.id]
 		if existed && bytes.Equal(old, m.hash[:]) {
 			continue
+		}
+		if !existed {
+			count++
 		}
 		if m.r == nil {
 			// Kept from an older version than the newest (a partial
@@ -232,6 +240,7 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 	for id := range open {
 		if _, ok := seen[id]; !ok {
 			closeIDs = append(closeIDs, id)
+			count--
 		}
 	}
 
@@ -256,7 +265,7 @@ func writeVersion(ctx context.Context, tx pgx.Tx, envID string, next int64, open
 	var info VersionInfo
 	if err := tx.QueryRow(ctx, `insert into versions (environment_id, version, resource_count, changed_count, exported_by)
 		values ($1::uuid, $2, $3, $4, $5) returning `+versionColumns,
-		envID, next, len(members), changed, ActorOf(ctx)).
+		envID, next, count, changed, ActorOf(ctx)).
 		Scan(&info.Version, &info.CreatedAt, &info.ReleasedAt, &info.ResourceCount, &info.ChangedCount,
 			&info.ExportedBy, &info.ReleasedBy); err != nil {
 		return VersionInfo{}, err

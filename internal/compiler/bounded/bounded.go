@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,11 @@ const (
 	envWorker = "INTEND_COMPILE_WORKER"        // "1": this process is a worker
 	envMemory = "INTEND_COMPILE_WORKER_MEMORY" // its memory limit, in bytes
 	envCache  = "INTEND_COMPILE_WORKER_CACHE"  // resources its cache holds
+	// EnvProfile, set in the server's environment, makes every worker
+	// write CPU profiles to <value>.<pid>.<n>, one each 5 seconds (a
+	// worker is killed, never stopped): for profiling the compiles,
+	// `go tool pprof <binary> <value>.*` adds them up.
+	EnvProfile = "INTEND_COMPILE_WORKER_CPUPROFILE"
 )
 
 // exitMemory is a worker's exit status when its memory limit was passed.
@@ -248,7 +254,7 @@ func (p *Pool) start() (*worker, error) {
 	// reaches the process that evaluates a model.
 	cmd.Env = []string{envWorker + "=1", envMemory + "=" + strconv.FormatInt(p.Memory, 10),
 		envCache + "=" + strconv.Itoa(p.CacheResources)}
-	for _, k := range []string{"PATH", "TMPDIR", "HOME", "LANG", "GOMAXPROCS", "GOCOVERDIR"} {
+	for _, k := range []string{"PATH", "TMPDIR", "HOME", "LANG", "GOMAXPROCS", "GOCOVERDIR", EnvProfile} {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
@@ -356,6 +362,9 @@ func serveMain() int {
 	// below ends the process past it.
 	debug.SetMemoryLimit(memory)
 	go watchMemory(memory, 5*time.Millisecond)
+	if path := os.Getenv(EnvProfile); path != "" {
+		go profile(fmt.Sprintf("%s.%d", path, os.Getpid()), 5*time.Second)
+	}
 	var cache *compiler.Cache
 	if cacheSize > 0 {
 		cache = compiler.NewCache(cacheSize)
@@ -365,6 +374,26 @@ func serveMain() int {
 		return 1
 	}
 	return 0
+}
+
+// profile writes CPU profiles to path.0, path.1, ..., each of every
+// period, until the process ends.
+func profile(path string, every time.Duration) {
+	for n := 0; ; n++ {
+		f, err := os.Create(fmt.Sprintf("%s.%d", path, n))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "intend compile worker: profile:", err)
+			return
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "intend compile worker: profile:", err)
+			f.Close()
+			return
+		}
+		time.Sleep(every)
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // serve answers compiles until in closes.
