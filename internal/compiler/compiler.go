@@ -144,6 +144,17 @@ type Resource struct {
 	// refinement instance if it came from one.
 	Origin string `json:"-"`
 	pos    token.Pos
+	// at is pos resolved, in place of pos in a cached copy.
+	at *Position
+}
+
+// where is where the model produced r (nil: unknown).
+func (c *compilation) where(r *Resource) *Position {
+	if r.pos.IsValid() {
+		p := c.errs.position(r.pos)
+		return &p
+	}
+	return r.at
 }
 
 // Result is a successful compile.
@@ -485,7 +496,15 @@ func (c *compilation) external(name, cacheName, label, id string, using cue.Valu
 	}
 	c.param(name, id, param)
 	if c.keys != nil {
-		c.opts.Cache.put(key, cacheEntry{resources: slices.Clone(c.out[outBefore:]), parameter: param})
+		// The cached copies keep their positions resolved: a token.Pos
+		// holds on to its file, and through it to the whole model this
+		// compile parsed (120 KiB a compile, which took a compile
+		// worker past its memory limit after some 10,000 compiles).
+		rs := slices.Clone(c.out[outBefore:])
+		for i := range rs {
+			rs[i].at, rs[i].pos = c.where(&rs[i]), token.NoPos
+		}
+		c.opts.Cache.put(key, cacheEntry{resources: rs, parameter: param})
 	}
 }
 
@@ -782,7 +801,7 @@ func (c *compilation) check() {
 	for _, r := range c.out {
 		for _, req := range r.Requires {
 			if _, ok := c.ids[req]; !ok {
-				c.errs.addf("", r.Origin, r.pos, "requires %s, which the model does not produce", req)
+				c.errs.addfAt("", r.Origin, c.where(&r), "requires %s, which the model does not produce", req)
 			}
 		}
 	}
@@ -793,10 +812,10 @@ func (c *compilation) add(r Resource) {
 	if i, ok := c.ids[r.ID]; ok {
 		first := c.out[i]
 		at := ""
-		if first.pos.IsValid() {
-			at = " (" + c.errs.position(first.pos).String() + ")"
+		if p := c.where(&first); p != nil {
+			at = " (" + p.String() + ")"
 		}
-		c.errs.addf("", r.Origin, r.pos, "duplicate id %s: %s%s produces it too", r.ID, first.Origin, at)
+		c.errs.addfAt("", r.Origin, c.where(&r), "duplicate id %s: %s%s produces it too", r.ID, first.Origin, at)
 		return
 	}
 	c.ids[r.ID] = len(c.out)

@@ -108,6 +108,15 @@ func (l *errorList) addf(instance, path string, pos token.Pos, format string, ar
 	l.add(e)
 }
 
+// addfAt is addf with the position resolved (nil: none).
+func (l *errorList) addfAt(instance, path string, at *Position, format string, args ...any) {
+	e := &Error{Instance: instance, Path: path, Message: fmt.Sprintf(format, args...)}
+	if at != nil {
+		e.Positions = []Position{*at}
+	}
+	l.add(e)
+}
+
 // addCUE adds every error CUE reports in err, with prefix before its path
 // (the path of the value err was found under, when CUE reports paths
 // relative to it).
