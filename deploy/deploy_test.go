@@ -178,3 +178,57 @@ func TestComposeInitRunsFirst(t *testing.T) {
 		}
 	}
 }
+
+// baseTag is an image with a tag other than latest: a Go minor and a
+// Debian release (golang:1.26-trixie), or a Debian release
+// (debian:trixie-slim).
+var baseTag = regexp.MustCompile(`^[^:@\s]+:[A-Za-z0-9][A-Za-z0-9.\-]*$`)
+
+// TestDockerfile: the image's last stage carries git (autonomous
+// compiles), runs as a user that is not root, has a health check, and
+// every base image is pinned.
+func TestDockerfile(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Join continuation lines, drop comments.
+	text := strings.ReplaceAll(string(b), "\\\n", " ")
+	var last []string // the instructions of the last stage
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if f := strings.Fields(line); strings.EqualFold(f[0], "FROM") {
+			if len(f) < 2 || !baseTag.MatchString(f[1]) || strings.HasSuffix(f[1], ":latest") {
+				t.Errorf("base image %q is not pinned to a tag", line)
+			}
+			last = nil
+		}
+		last = append(last, line)
+	}
+	var user, health, git bool
+	for _, in := range last {
+		f := strings.Fields(in)
+		switch strings.ToUpper(f[0]) {
+		case "USER":
+			u := strings.Split(f[1], ":")[0]
+			user = u != "root" && u != "0"
+		case "HEALTHCHECK":
+			health = len(f) > 1 && !strings.EqualFold(f[1], "NONE")
+		case "RUN":
+			git = git || regexp.MustCompile(`apt-get install .*\bgit\b`).MatchString(in)
+		}
+	}
+	if !user {
+		t.Error("the image runs as root (no USER, or USER root, in its last stage)")
+	}
+	if !health {
+		t.Error("the image has no HEALTHCHECK")
+	}
+	if !git {
+		t.Error("the image does not install git (autonomous compiles run it)")
+	}
+}
