@@ -1,0 +1,342 @@
+// Package helm holds no Go code: its tests check the chart in intend/ with
+// the pinned Helm (make helm): helm lint, and helm template parsed and
+// inspected for what matters in production.
+package helm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// helmBinary finds Helm: $INTEND_HELM (the Makefile exports it), else the
+// repository's .tools/bin/helm, else PATH. With CI set a missing Helm
+// fails the test.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("INTEND_HELM"); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := filepath.Abs("../../.tools/bin/helm"); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("helm"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("helm is missing: make helm (go install helm.sh/helm/v3/cmd/helm into .tools/bin)")
+	}
+	t.Skip("helm is missing: make helm")
+	return ""
+}
+
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(helmBinary(t), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	// Helm's own state stays out of the home directory.
+	dir := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+dir, "HELM_CONFIG_HOME="+dir, "HELM_DATA_HOME="+dir)
+	err := cmd.Run()
+	if err != nil {
+		return out.String() + errb.String(), err
+	}
+	return out.String(), nil
+}
+
+type object = map[string]any
+
+// render runs helm template and returns the objects by kind/name.
+func render(t *testing.T, args ...string) map[string]object {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", "rel", "intend"}, args...)...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, out)
+	}
+	objs := map[string]object{}
+	dec := yaml.NewDecoder(strings.NewReader(out))
+	for {
+		var o object
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("helm template output: %v\n%s", err, out)
+		}
+		if o == nil {
+			continue
+		}
+		key := str(o, "kind") + "/" + str(o, "metadata", "name")
+		if _, dup := objs[key]; dup {
+			t.Errorf("%s rendered twice", key)
+		}
+		objs[key] = o
+	}
+	return objs
+}
+
+// at walks o along path (map keys, or ints for list indexes).
+func at(o any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := o.(map[string]any)
+			if !ok {
+				return nil
+			}
+			o = m[k]
+		case int:
+			l, ok := o.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			o = l[k]
+		}
+	}
+	return o
+}
+
+func str(o any, path ...any) string {
+	s, _ := at(o, path...).(string)
+	return s
+}
+
+func list(o any, path ...any) []any {
+	l, _ := at(o, path...).([]any)
+	return l
+}
+
+func ofKind(objs map[string]object, kind string) map[string]object {
+	out := map[string]object{}
+	for k, o := range objs {
+		if str(o, "kind") == kind {
+			out[strings.TrimPrefix(k, kind+"/")] = o
+		}
+	}
+	return out
+}
+
+// env returns a container's environment by name.
+func env(c any) map[string]any {
+	out := map[string]any{}
+	for _, e := range list(c, "env") {
+		out[str(e, "name")] = e
+	}
+	return out
+}
+
+// containers returns the pod template's containers of a workload.
+func containers(o object) []any {
+	return list(o, "spec", "template", "spec", "containers")
+}
+
+// sensitive are the variables that carry credentials: never a value in a
+// manifest, always a reference to a Secret.
+var sensitive = []string{"INTEND_DATABASE_URL", "INTEND_TOKEN", "INTEND_BOOTSTRAP_TOKEN", "INTEND_TEMPORAL_API_KEY"}
+
+func TestLint(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{nil, {"-f", "testdata/full-values.yaml"}} {
+		if out, err := helm(t, append([]string{"lint", "--strict", "intend"}, args...)...); err != nil {
+			t.Errorf("helm lint --strict %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// TestTemplate checks the rendered manifests with the default values and
+// with every option set.
+func TestTemplate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		args      []string
+		executors []string // executor groups, so Deployments
+		fullname  string
+		https     bool
+		monitor   bool
+	}{
+		{name: "defaults: servers, Service and migrations only", fullname: "rel-intend"},
+		{name: "every option", args: []string{"-f", "testdata/full-values.yaml"},
+			executors: []string{"web", "db"}, fullname: "rel-orchestrator", https: true, monitor: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			objs := render(t, c.args...)
+			for _, o := range objs {
+				if k := str(o, "kind"); k == "Secret" || k == "ConfigMap" {
+					t.Errorf("the chart renders a %s %s: secrets are referenced (existingSecret), never made", k, str(o, "metadata", "name"))
+				}
+			}
+
+			server, ok := objs["Deployment/"+c.fullname+"-server"]
+			if !ok {
+				t.Fatalf("no server Deployment %s-server among %v", c.fullname, keys(objs))
+			}
+			sc := at(containers(server), 0)
+			for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+				if got := str(sc, probe, "httpGet", "path"); got != "/healthz" {
+					t.Errorf("server %s on %q, want /healthz", probe, got)
+				}
+				scheme := "HTTP"
+				if c.https {
+					scheme = "HTTPS"
+				}
+				if got := str(sc, probe, "httpGet", "scheme"); got != scheme {
+					t.Errorf("server %s scheme %q, want %s", probe, got, scheme)
+				}
+			}
+			var ports []string
+			for _, p := range list(sc, "ports") {
+				ports = append(ports, str(p, "name"))
+			}
+			if !slices.Contains(ports, "metrics") || !slices.Contains(ports, "http") {
+				t.Errorf("server ports %v, want http and metrics", ports)
+			}
+			if _, ok := env(sc)["INTEND_METRICS_LISTEN"]; !ok {
+				t.Error("server does not serve /metrics on its own port (INTEND_METRICS_LISTEN)")
+			}
+			if _, ok := objs["Service/"+c.fullname]; !ok {
+				t.Errorf("no Service %s", c.fullname)
+			}
+			if _, ok := objs["ServiceMonitor/"+c.fullname]; ok != c.monitor {
+				t.Errorf("ServiceMonitor rendered: %v, want %v", ok, c.monitor)
+			}
+
+			job, ok := objs["Job/"+c.fullname+"-migrate"]
+			if !ok {
+				t.Fatal("no migration Job")
+			}
+			hooks := strings.Split(str(job, "metadata", "annotations", "helm.sh/hook"), ",")
+			if !slices.Contains(hooks, "pre-install") || !slices.Contains(hooks, "pre-upgrade") {
+				t.Errorf("migration Job hooks %v, want pre-install and pre-upgrade", hooks)
+			}
+			if got := list(at(containers(job), 0), "args"); len(got) != 1 || got[0] != "migrate" {
+				t.Errorf("migration Job runs %v, want [migrate]", got)
+			}
+
+			var groups []string
+			for name, d := range ofKind(objs, "Deployment") {
+				if name == c.fullname+"-server" {
+					continue
+				}
+				group, ok := strings.CutPrefix(name, c.fullname+"-executor-")
+				if !ok {
+					t.Errorf("unexpected Deployment %s", name)
+					continue
+				}
+				groups = append(groups, group)
+				ec := at(containers(d), 0)
+				if e := env(ec); e["INTEND_DATABASE_URL"] != nil {
+					t.Errorf("executor %s holds database credentials", group)
+				} else if str(e["INTEND_TOKEN"], "valueFrom", "secretKeyRef", "name") == "" {
+					t.Errorf("executor %s has no token from a Secret", group)
+				} else if str(e["INTEND_AGENTS"], "value") == "" || str(e["INTEND_ENVIRONMENT"], "value") == "" {
+					t.Errorf("executor %s has no agents or environment", group)
+				}
+			}
+			slices.Sort(groups)
+			want := slices.Sorted(slices.Values(c.executors))
+			if !slices.Equal(groups, want) {
+				t.Errorf("executor Deployments %v, want one per group %v", groups, want)
+			}
+
+			for key, o := range objs {
+				cs := containers(o)
+				if len(cs) == 0 {
+					continue
+				}
+				if at(o, "spec", "template", "spec", "securityContext", "runAsNonRoot") != true {
+					t.Errorf("%s: pods may run as root", key)
+				}
+				for _, c := range cs {
+					if at(c, "securityContext", "readOnlyRootFilesystem") != true ||
+						at(c, "securityContext", "allowPrivilegeEscalation") != false {
+						t.Errorf("%s/%s: root filesystem writable or privilege escalation allowed", key, str(c, "name"))
+					}
+					for name, e := range env(c) {
+						if !slices.Contains(sensitive, name) {
+							continue
+						}
+						if at(e, "value") != nil || str(e, "valueFrom", "secretKeyRef", "name") == "" {
+							t.Errorf("%s/%s: %s is not a reference to a Secret", key, str(c, "name"), name)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestExecutorDefaults: without executorServer.url, executors reach this
+// release's Service, over https when the server serves TLS.
+func TestExecutorDefaults(t *testing.T) {
+	t.Parallel()
+	objs := render(t, "--set", "server.tls.existingSecret=tls", "--set", "executors[0].name=a",
+		"--set", "executors[0].environment=prod", "--set", "executors[0].agents={a1,a2}",
+		"--set", "executors[0].tokenSecret.name=tok")
+	d, ok := objs["Deployment/rel-intend-executor-a"]
+	if !ok {
+		t.Fatalf("no executor Deployment among %v", keys(objs))
+	}
+	e := env(at(containers(d), 0))
+	if got := str(e["INTEND_SERVER"], "value"); got != "https://rel-intend:8888" {
+		t.Errorf("INTEND_SERVER = %q, want https://rel-intend:8888", got)
+	}
+	if got := str(e["INTEND_AGENTS"], "value"); got != "a1,a2" {
+		t.Errorf("INTEND_AGENTS = %q, want a1,a2", got)
+	}
+	if got := str(e["INTEND_TOKEN"], "valueFrom", "secretKeyRef", "key"); got != "token" {
+		t.Errorf("token key %q, want the default token", got)
+	}
+	if got := at(d, "spec", "replicas"); got != 1 {
+		t.Errorf("replicas %v, want 1", got)
+	}
+}
+
+// TestTemplateRefuses: values that cannot work fail the render with a
+// message that names the value.
+func TestTemplateRefuses(t *testing.T) {
+	t.Parallel()
+	group := []string{"--set", "executors[0].environment=prod", "--set", "executors[0].agents={a1}",
+		"--set", "executors[0].tokenSecret.name=tok"}
+	for _, c := range []struct {
+		reason string
+		args   []string
+		want   string
+	}{
+		{"no database Secret", []string{"--set", "database.existingSecret="}, "database.existingSecret"},
+		{"an executor group without a name", group, "executors[].name"},
+		{"two executor groups of one name", append([]string{"--set", "executors[0].name=a", "--set", "executors[1].name=a",
+			"--set", "executors[1].environment=prod", "--set", "executors[1].agents={a2}", "--set", "executors[1].tokenSecret.name=t2"},
+			group...), "used twice"},
+		{"an executor group without a token", []string{"--set", "executors[0].name=a", "--set", "executors[0].environment=prod",
+			"--set", "executors[0].agents={a1}"}, "tokenSecret.name"},
+	} {
+		out, err := helm(t, append([]string{"template", "rel", "intend"}, c.args...)...)
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("%s: err = %v, want a failure naming %q\n%s", c.reason, err, c.want, out)
+		}
+	}
+}
+
+func keys(objs map[string]object) []string {
+	out := make([]string, 0, len(objs))
+	for k := range objs {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
