@@ -5,13 +5,18 @@ SHELL        := /bin/bash
 GO           ?= go
 TOOLS        ?= $(CURDIR)/.tools
 TEMPORAL_CLI_VERSION := v1.5.1
+TEMPORAL_SERVER_VERSION := v1.29.1
 STATICCHECK_VERSION  := v0.8.2
 TEMPORAL     := $(TOOLS)/bin/temporal
 STATICCHECK  := $(TOOLS)/bin/staticcheck
+TEMPORAL_SERVER   := $(TOOLS)/bin/temporal-server
+TEMPORAL_SQL_TOOL := $(TOOLS)/bin/temporal-sql-tool
 VERSION      ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TEST_TIMEOUT ?= 30m
 
 export INTEND_TEMPORAL_CLI := $(TEMPORAL)
+export INTEND_TEMPORAL_SERVER := $(TEMPORAL_SERVER)
+export INTEND_TEMPORAL_SQL_TOOL := $(TEMPORAL_SQL_TOOL)
 
 .PHONY: all build test demo tools postgres sshd lint bench fuzz clean help
 
@@ -23,7 +28,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) postgres sshd ## install the pinned Temporal CLI, PostgreSQL and OpenSSH server binaries when missing
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) postgres sshd ## install the pinned Temporal CLI and server, PostgreSQL and OpenSSH server binaries when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -31,6 +36,20 @@ $(TEMPORAL):
 	@echo "building Temporal CLI $(TEMPORAL_CLI_VERSION) into $(TOOLS)/bin (takes a few minutes, once)"
 	@mkdir -p $(TOOLS)/bin
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+# The standalone Temporal server and its SQL schema tool (production mode,
+# on PostgreSQL: docs/production.md), built from source by one `go install`
+# of the same module version the CLI embeds. `go install` names them after
+# their directories (server, sql), so they are built into a scratch
+# directory and renamed. The schemas travel inside the tool (its
+# --schema-name flag), so nothing else is copied.
+$(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) &:
+	@echo "building Temporal server $(TEMPORAL_SERVER_VERSION) into $(TOOLS)/bin (takes several minutes, once)"
+	@mkdir -p $(TOOLS)/bin
+	@set -e; tmp=$$(mktemp -d $(TOOLS)/bin/.temporal-server.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
+		go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION); \
+	mv "$$tmp/server" $(TEMPORAL_SERVER); mv "$$tmp/sql" $(TEMPORAL_SQL_TOOL)
 
 postgres: ## make sure PostgreSQL server binaries (initdb, postgres) exist
 	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
