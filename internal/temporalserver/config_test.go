@@ -134,8 +134,8 @@ func TestResolvePorts(t *testing.T) {
 	}
 	seen := map[int]bool{}
 	for _, p := range got.fields() {
-		if *p == 0 || seen[*p] {
-			t.Errorf("port %d is zero or handed out twice in %+v", *p, got)
+		if *p == 0 || seen[*p] || *p > maxPickedPort {
+			t.Errorf("port %d is zero, handed out twice or above %d (the schema's SMALLINT) in %+v", *p, maxPickedPort, got)
 		}
 		seen[*p] = true
 	}

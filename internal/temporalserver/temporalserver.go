@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -459,6 +460,15 @@ func (s *Server) closeLog() {
 	}
 }
 
+// Free ports are picked below 32768: the schema stores a service's
+// membership port in a SMALLINT (cluster_membership.rpc_port), and the pgx
+// plugin refuses a larger one, where Linux hands out its ephemeral ports.
+const (
+	minPickedPort = 10000
+	maxPickedPort = 32767
+	pickAttempts  = 100
+)
+
 // resolvePorts fills the zero fields of want with distinct free ports and
 // reports whether it picked any. The listeners stay open until all are
 // picked, so no port is handed out twice.
@@ -475,13 +485,20 @@ func resolvePorts(ip string, want Ports) (Ports, bool, error) {
 		if *p != 0 {
 			continue
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			return got, false, fmt.Errorf("find a free port: %w", err)
+		var err error
+		for range pickAttempts {
+			port := minPickedPort + rand.IntN(maxPickedPort-minPickedPort+1)
+			var l net.Listener
+			if l, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
+				listeners = append(listeners, l)
+				*p = port
+				picked = true
+				break
+			}
 		}
-		listeners = append(listeners, l)
-		*p = l.Addr().(*net.TCPAddr).Port
-		picked = true
+		if err != nil {
+			return got, false, fmt.Errorf("find a free port below %d: %w", maxPickedPort+1, err)
+		}
 	}
 	return got, picked, nil
 }
