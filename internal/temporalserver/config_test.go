@@ -2,7 +2,11 @@ package temporalserver
 
 import (
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -142,5 +146,50 @@ func TestResolvePorts(t *testing.T) {
 	again, picked, err := resolvePorts("127.0.0.1", got)
 	if err != nil || picked || again != got {
 		t.Errorf("resolvePorts(all set) = %+v, %v, %v; want them unchanged, none picked", again, picked, err)
+	}
+}
+
+// TestDynamicConfigValidByServer has the server itself check the dynamic
+// config rendered from temporal.yaml: every key known, every value of its
+// type. The server's validator reports problems as warnings and exits 0, so
+// any line of output beyond the file name fails the test; a known-bad file
+// shows that the check sees them.
+func TestDynamicConfigValidByServer(t *testing.T) {
+	t.Parallel()
+	server, _ := binaries(t)
+	cfg, err := intend.TemporalDevConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := dynamicConfigYAML(cfg.DynamicConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := dynamicConfigYAML(map[string]any{"intend.noSuchKey": 1, "frontend.rps": "many"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate := func(content []byte) []string {
+		file := filepath.Join(t.TempDir(), "dynamic.yaml")
+		if err := os.WriteFile(file, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(server, "validate-dynamic-config", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("validate-dynamic-config: %v\n%s", err, out)
+		}
+		var problems []string
+		for line := range strings.Lines(string(out)) {
+			if line = strings.TrimSpace(line); line != "" && line != file {
+				problems = append(problems, line)
+			}
+		}
+		return problems
+	}
+	if problems := validate(rendered); len(problems) > 0 {
+		t.Errorf("the server finds problems in the dynamic config from temporal.yaml:\n%s\n%s", strings.Join(problems, "\n"), rendered)
+	}
+	if problems := validate(bad); len(problems) < 2 {
+		t.Errorf("the server's validator found %v in a file with an unknown key and a mistyped value: this test cannot fail", problems)
 	}
 }

@@ -351,12 +351,13 @@ func (s *Server) setUp(ctx context.Context, cfg intend.TemporalDev, logger *slog
 	if err != nil && !isA[*serviceerror.NamespaceAlreadyExists](err) {
 		return fmt.Errorf("register namespace %s: %w", s.namespace, err)
 	}
+	names := slices.Sorted(maps.Keys(cfg.SearchAttributes))
 	resp, err := s.client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.namespace})
 	if err != nil {
 		return fmt.Errorf("list search attributes: %w", err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for _, name := range slices.Sorted(maps.Keys(cfg.SearchAttributes)) {
+	for _, name := range names {
 		if _, ok := resp.GetCustomAttributes()[name]; ok {
 			continue
 		}
@@ -366,16 +367,39 @@ func (s *Server) setUp(ctx context.Context, cfg intend.TemporalDev, logger *slog
 		}
 		missing[name] = typ
 	}
-	if len(missing) == 0 {
+	if len(missing) > 0 {
+		if _, err := s.client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+			Namespace:        s.namespace,
+			SearchAttributes: missing,
+		}); err != nil {
+			return fmt.Errorf("add search attributes: %w", err)
+		}
+		return errors.New("search attributes added, not listed yet")
+	}
+	return s.searchAttributesUsable(ctx, names)
+}
+
+// searchAttributesUsable asks the frontend a visibility query naming every
+// search attribute. On SQL visibility, a namespace's search attributes live
+// in its metadata, and the frontend checks requests against its cache of
+// namespaces, refreshed every 10 s: a workflow started with a search
+// attribute added a moment ago is refused until then. Listing them reads
+// the database, so it is no proof; this query is.
+func (s *Server) searchAttributesUsable(ctx context.Context, names []string) error {
+	if len(names) == 0 {
 		return nil
 	}
-	if _, err := s.client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace:        s.namespace,
-		SearchAttributes: missing,
-	}); err != nil {
-		return fmt.Errorf("add search attributes: %w", err)
+	terms := make([]string, len(names))
+	for i, name := range names {
+		terms[i] = name + " IS NULL"
 	}
-	return errors.New("search attributes added, not listed yet")
+	if _, err := s.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
+		Namespace: s.namespace,
+		Query:     strings.Join(terms, " AND "),
+	}); err != nil {
+		return fmt.Errorf("search attributes not usable yet: %w", err)
+	}
+	return nil
 }
 
 // HostPort returns the frontend's gRPC address, host:port.

@@ -14,6 +14,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -115,7 +116,14 @@ func TestKilledServerResumesOnSameDatabase(t *testing.T) {
 	}
 	defer w.Stop()
 
-	run, err := first.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "greet-1", TaskQueue: queue}, greetWorkflow, GreetInput{Name: "PostgreSQL"})
+	// Started at once with one of temporal.yaml's search attributes:
+	// Start returns when they are usable, not merely registered.
+	env := temporal.NewSearchAttributeKeyKeyword("IntendEnvironment")
+	run, err := first.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    "greet-1",
+		TaskQueue:             queue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(env.ValueSet("test")),
+	}, greetWorkflow, GreetInput{Name: "PostgreSQL"})
 	if err != nil {
 		t.Fatal(err)
 	}
