@@ -209,9 +209,11 @@ func startServer(ctx context.Context, opts Options) (*Server, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	began := time.Now()
 	if err := setUpSchemas(ctx, opts.SQLToolPath, opts.Postgres); err != nil {
 		return nil, err
 	}
+	opts.Logger.Debug("temporal schemas set up", "postgres", opts.Postgres, "duration", time.Since(began))
 
 	var logFile *os.File
 	if opts.Log == nil {

@@ -80,7 +80,9 @@ func TestKilledServerResumesOnSameDatabase(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
 
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := Options{
+		Logger:      logger,
 		ServerPath:  serverPath,
 		SQLToolPath: sqlToolPath,
 		Postgres:    Postgres{Host: "127.0.0.1", Port: pg.Port(), User: "postgres"},
@@ -101,7 +103,7 @@ func TestKilledServerResumesOnSameDatabase(t *testing.T) {
 		Namespace: first.Namespace(),
 		// Its complaints while the server is down belong to the test's
 		// output, shown when it fails.
-		Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(t.Output(), nil))),
+		Logger: log.NewStructuredLogger(logger),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -177,9 +179,11 @@ func TestKilledServerResumesOnSameDatabase(t *testing.T) {
 		}
 	}
 
+	began = time.Now()
 	if err := second.Stop(); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
+	t.Logf("stop (SIGTERM): %v", time.Since(began).Round(time.Millisecond))
 }
 
 // waitForEvent polls the workflow's history until it holds an event of
