@@ -193,3 +193,26 @@ func TestDynamicConfigValidByServer(t *testing.T) {
 		t.Errorf("the server's validator found %v in a file with an unknown key and a mistyped value: this test cannot fail", problems)
 	}
 }
+
+// TestStartRefusesBadOptions checks the mistakes Start reports before it
+// touches a database or a binary.
+func TestStartRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	pg := Postgres{Host: "127.0.0.1", Port: 1, User: "temporal"}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no dir", Options{Postgres: pg}, "Dir is required"},
+		{"no postgres", Options{Dir: t.TempDir()}, "needs Host, Port and User"},
+		{"unknown search attribute type", Options{Dir: t.TempDir(), Postgres: pg, Config: intend.TemporalDev{
+			Namespace: "n", SearchAttributes: map[string]string{"Colour": "Colourful"},
+		}}, "search attribute Colour"},
+	} {
+		_, err := Start(t.Context(), tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Start = %v, want an error about %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -182,6 +182,14 @@ func startServer(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	searchAttributes := make(map[string]enumspb.IndexedValueType, len(cfg.SearchAttributes))
+	for name, typ := range cfg.SearchAttributes {
+		t, err := enumspb.IndexedValueTypeFromString(typ)
+		if err != nil {
+			return nil, fmt.Errorf("search attribute %s: %w", name, err)
+		}
+		searchAttributes[name] = t
+	}
 	opts.IP = cmp.Or(opts.IP, cfg.IP, "127.0.0.1")
 	if opts.NumHistoryShards == 0 {
 		opts.NumHistoryShards = DefaultHistoryShards
@@ -228,7 +236,7 @@ func startServer(ctx context.Context, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := start(ctx, opts, cfg, ports)
+		s, err := start(ctx, opts, cfg, searchAttributes, ports)
 		if errors.Is(err, errPortInUse) && picked && attempt < portAttempts {
 			// A port we found free was taken before the server bound it.
 			continue
@@ -268,7 +276,7 @@ func configFiles(opts Options, cfg intend.TemporalDev, ports Ports) ([]string, e
 	return []string{"--root", opts.Dir, "--config", "config", "--env", env, "--allow-no-auth", "start"}, nil
 }
 
-func start(ctx context.Context, opts Options, cfg intend.TemporalDev, ports Ports) (*Server, error) {
+func start(ctx context.Context, opts Options, cfg intend.TemporalDev, searchAttributes map[string]enumspb.IndexedValueType, ports Ports) (*Server, error) {
 	args, err := configFiles(opts, cfg, ports)
 	if err != nil {
 		return nil, err
@@ -297,7 +305,7 @@ func start(ctx context.Context, opts Options, cfg intend.TemporalDev, ports Port
 		close(s.exited)
 	}()
 
-	if err := s.waitReady(ctx, cfg, opts.Logger); err != nil {
+	if err := s.waitReady(ctx, searchAttributes, opts.Logger); err != nil {
 		s.kill()
 		tail := s.tail.String()
 		if strings.Contains(tail, "address already in use") {
@@ -310,14 +318,14 @@ func start(ctx context.Context, opts Options, cfg intend.TemporalDev, ports Port
 
 // waitReady dials the server until it answers, then registers the
 // namespace and search attributes, retrying while the services come up.
-func (s *Server) waitReady(ctx context.Context, cfg intend.TemporalDev, logger *slog.Logger) error {
+func (s *Server) waitReady(ctx context.Context, searchAttributes map[string]enumspb.IndexedValueType, logger *slog.Logger) error {
 	for {
 		select {
 		case <-s.exited:
 			return fmt.Errorf("server exited during start: %v", s.waitErr)
 		default:
 		}
-		lastErr := s.setUp(ctx, cfg, logger)
+		lastErr := s.setUp(ctx, searchAttributes, logger)
 		if lastErr == nil {
 			return nil
 		}
@@ -332,7 +340,7 @@ func (s *Server) waitReady(ctx context.Context, cfg intend.TemporalDev, logger *
 
 // setUp connects, registers the namespace unless it exists, and adds the
 // search attributes it lacks. Every step is idempotent.
-func (s *Server) setUp(ctx context.Context, cfg intend.TemporalDev, logger *slog.Logger) error {
+func (s *Server) setUp(ctx context.Context, searchAttributes map[string]enumspb.IndexedValueType, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if s.client == nil {
@@ -353,7 +361,7 @@ func (s *Server) setUp(ctx context.Context, cfg intend.TemporalDev, logger *slog
 	if err != nil && !isA[*serviceerror.NamespaceAlreadyExists](err) {
 		return fmt.Errorf("register namespace %s: %w", s.namespace, err)
 	}
-	names := slices.Sorted(maps.Keys(cfg.SearchAttributes))
+	names := slices.Sorted(maps.Keys(searchAttributes))
 	resp, err := s.client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: s.namespace})
 	if err != nil {
 		return fmt.Errorf("list search attributes: %w", err)
@@ -363,11 +371,7 @@ func (s *Server) setUp(ctx context.Context, cfg intend.TemporalDev, logger *slog
 		if _, ok := resp.GetCustomAttributes()[name]; ok {
 			continue
 		}
-		typ, err := enumspb.IndexedValueTypeFromString(cfg.SearchAttributes[name])
-		if err != nil {
-			return fmt.Errorf("search attribute %s: %w", name, err)
-		}
-		missing[name] = typ
+		missing[name] = searchAttributes[name]
 	}
 	if len(missing) > 0 {
 		if _, err := s.client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
