@@ -5,18 +5,23 @@ SHELL        := /bin/bash
 GO           ?= go
 TOOLS        ?= $(CURDIR)/.tools
 TEMPORAL_CLI_VERSION := v1.5.1
+TEMPORAL_SERVER_VERSION := v1.29.1
 STATICCHECK_VERSION  := v0.8.2
 HELM_VERSION         := v3.22.0
 TEMPORAL     := $(TOOLS)/bin/temporal
 STATICCHECK  := $(TOOLS)/bin/staticcheck
 HELM         := $(TOOLS)/bin/helm
+TEMPORAL_SERVER   := $(TOOLS)/bin/temporal-server
+TEMPORAL_SQL_TOOL := $(TOOLS)/bin/temporal-sql-tool
 VERSION      ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TEST_TIMEOUT ?= 30m
 
 export INTEND_TEMPORAL_CLI := $(TEMPORAL)
 export INTEND_HELM := $(HELM)
+export INTEND_TEMPORAL_SERVER := $(TEMPORAL_SERVER)
+export INTEND_TEMPORAL_SQL_TOOL := $(TEMPORAL_SQL_TOOL)
 
-.PHONY: all build test demo tools postgres sshd helm lint bench fuzz clean help
+.PHONY: all build test demo tools postgres sshd systemd helm lint bench fuzz clean help
 
 all: build
 
@@ -26,7 +31,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) postgres sshd helm ## install the pinned Temporal CLI, Helm, PostgreSQL and OpenSSH server binaries when missing
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) postgres sshd systemd helm ## install the pinned Temporal CLI and server, Helm, PostgreSQL, OpenSSH server and systemd-analyze when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -34,6 +39,20 @@ $(TEMPORAL):
 	@echo "building Temporal CLI $(TEMPORAL_CLI_VERSION) into $(TOOLS)/bin (takes a few minutes, once)"
 	@mkdir -p $(TOOLS)/bin
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+# The standalone Temporal server and its SQL schema tool (production mode,
+# on PostgreSQL: docs/production.md), built from source by one `go install`
+# of the same module version the CLI embeds. `go install` names them after
+# their directories (server, sql), so they are built into a scratch
+# directory and renamed. The schemas travel inside the tool (its
+# --schema-name flag), so nothing else is copied.
+$(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) &:
+	@echo "building Temporal server $(TEMPORAL_SERVER_VERSION) into $(TOOLS)/bin (takes several minutes, once)"
+	@mkdir -p $(TOOLS)/bin
+	@set -e; tmp=$$(mktemp -d $(TOOLS)/bin/.temporal-server.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
+		go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION); \
+	mv "$$tmp/server" $(TEMPORAL_SERVER); mv "$$tmp/sql" $(TEMPORAL_SQL_TOOL)
 
 postgres: ## make sure PostgreSQL server binaries (initdb, postgres) exist
 	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
@@ -52,6 +71,16 @@ sshd: ## make sure the OpenSSH server (/usr/sbin/sshd) exists
 		echo "OpenSSH server missing: installing with apt-get"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y openssh-server; \
+	fi
+
+# deploy's tests check the systemd units with systemd-analyze.
+systemd: ## make sure systemd-analyze exists
+	@if command -v systemd-analyze >/dev/null 2>&1; then \
+		echo "systemd-analyze: $$(command -v systemd-analyze)"; \
+	else \
+		echo "systemd-analyze missing: installing systemd with apt-get"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y systemd; \
 	fi
 
 # Helm checks deploy/helm/intend (deploy/helm's tests run helm lint and
