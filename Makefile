@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 30m
 
 export INTEND_TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: all build test demo tools postgres sshd lint bench fuzz clean help
+.PHONY: all build test demo tools postgres sshd prometheus lint bench fuzz clean help
 
 all: build
 
@@ -23,7 +23,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) postgres sshd ## install the pinned Temporal CLI, PostgreSQL and OpenSSH server binaries when missing
+tools: $(TEMPORAL) postgres sshd prometheus ## install the pinned Temporal CLI, PostgreSQL, OpenSSH server and promtool when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -49,6 +49,21 @@ sshd: ## make sure the OpenSSH server (/usr/sbin/sshd) exists
 		echo "OpenSSH server missing: installing with apt-get"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y openssh-server; \
+	fi
+
+# deploy/prometheus's rules are checked and unit-tested with promtool
+# (internal/promrules). Debian's prometheus package brings it; the package
+# may start a prometheus service (where policy-rc.d allows it), which
+# nothing here uses or minds: the tests bind ports of their own.
+prometheus: ## make sure promtool exists
+	@if command -v promtool >/dev/null 2>&1; then \
+		echo "promtool: $$(command -v promtool)"; \
+	else \
+		echo "promtool missing: installing Debian's prometheus package with apt-get"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends prometheus; \
+		command -v promtool >/dev/null 2>&1 || { echo "promtool still missing after installing prometheus"; exit 1; }; \
 	fi
 
 $(STATICCHECK):
