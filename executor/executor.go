@@ -202,6 +202,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	if err != nil {
 		return err
 	}
+	tel.SetBuildInfo(o.version)
 	// The listener comes up first, so that /healthz answers 503 while the
 	// executor waits for Temporal or the server.
 	p := &probe{log: log}

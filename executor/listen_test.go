@@ -76,9 +76,11 @@ func TestListen(t *testing.T) {
 		t.Fatalf("GET /metrics = %d\n%s", code, body)
 	}
 	for _, want := range []string{
-		`intend_executor_batch_duration_seconds_count{agent="remote"} 1`,
-		`intend_executor_batch_resources_count 1`,
+		`intend_executor_batch_duration_seconds_count{agent="remote",environment="` + env + `"} 1`,
+		`intend_executor_batch_resources_count{environment="` + env + `"} 1`,
 		`intend_resource_actions_total{action="deploy",environment="` + env + `",result="deployed"} 1`,
+		`intend_build_info{goversion="go`,
+		`version="exec-test"} 1`,
 		"temporal_",
 	} {
 		if !strings.Contains(body, want) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -39,12 +40,12 @@ type Telemetry struct {
 	DeployedResources *prometheus.CounterVec
 
 	// BatchDuration observes how long an executor took for one batch of
-	// resources, as intend_executor_batch_duration_seconds{agent}.
+	// resources, as intend_executor_batch_duration_seconds{environment,agent}.
 	BatchDuration *prometheus.HistogramVec
 
 	// BatchSize observes how many resources one executor batch held, as
-	// intend_executor_batch_resources.
-	BatchSize prometheus.Histogram
+	// intend_executor_batch_resources{environment}.
+	BatchSize *prometheus.HistogramVec
 
 	// DeployRunDuration observes how long a deploy run took, from its
 	// creation (deploy_runs.requested_at: the scheduler took its requests,
@@ -60,6 +61,7 @@ type Telemetry struct {
 
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	buildInfo    *prometheus.GaugeVec
 
 	meterProvider  *sdkmetric.MeterProvider
 	temporalHandle client.MetricsHandler
@@ -81,12 +83,12 @@ func New() (*Telemetry, error) {
 			Name:    "intend_executor_batch_duration_seconds",
 			Help:    "Time an executor took for one batch of resources.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
-		}, []string{"agent"}),
-		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"environment", "agent"}),
+		BatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "intend_executor_batch_resources",
 			Help:    "Number of resources in one executor batch.",
 			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
-		}),
+		}, []string{"environment"}),
 		DeployRunDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "intend_deploy_run_duration_seconds",
 			Help: "Time from a deploy run's creation to its end, by environment, action and final status.",
@@ -109,13 +111,17 @@ func New() (*Telemetry, error) {
 			Help:    "Time to serve an HTTP request, by method and route pattern.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"method", "route"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "intend_build_info",
+			Help: "Always 1: the version of intend this process runs and the Go release that built it.",
+		}, []string{"version", "goversion"}),
 	}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		t.DeployedResources, t.BatchDuration, t.BatchSize,
 		t.DeployRunDuration, t.AdapterCallDuration,
-		t.httpRequests, t.httpDuration,
+		t.httpRequests, t.httpDuration, t.buildInfo,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register collector: %w", err)
@@ -149,6 +155,14 @@ func New() (*Telemetry, error) {
 		OnError: otel.Handle,
 	})
 	return t, nil
+}
+
+// SetBuildInfo sets intend_build_info{version,goversion} to 1 for
+// version (the server's or executor's version) and the running Go
+// release, replacing any version set before.
+func (t *Telemetry) SetBuildInfo(version string) {
+	t.buildInfo.Reset()
+	t.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
 // Handler serves the registry in the Prometheus exposition formats, for
