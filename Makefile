@@ -52,7 +52,7 @@ sshd: ## make sure the OpenSSH server (/usr/sbin/sshd) exists
 	fi
 
 # deploy/prometheus's rules are checked and unit-tested with promtool
-# (internal/promrules). Debian's prometheus package brings it; the package
+# (deploy/prometheus/prometheus_test.go). Debian's prometheus package brings it; the package
 # may start a prometheus service (where policy-rc.d allows it), which
 # nothing here uses or minds: the tests bind ports of their own.
 prometheus: ## make sure promtool exists

@@ -27,6 +27,22 @@ import (
 // last up to about a minute, hence the top.
 var temporalBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
 
+// temporalView shapes the Temporal SDK's instruments: timers get
+// temporalBuckets, and instruments without a description get one, since
+// the SDK gives none and a metric without HELP is a lint error (promtool
+// check metrics). One view does both: two matching views would make two
+// streams of one instrument.
+func temporalView(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
+	st := sdkmetric.Stream{Name: i.Name, Description: i.Description, Unit: i.Unit}
+	if st.Description == "" {
+		st.Description = "Temporal SDK metric " + i.Name + " (see the Temporal SDK's documentation of its metrics)."
+	}
+	if i.Kind == sdkmetric.InstrumentKindHistogram && i.Unit == "s" {
+		st.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: temporalBuckets}
+	}
+	return st, true
+}
+
 // Telemetry owns the process's metrics. Create it once in main with New and
 // pass it down; all methods and metric fields are safe for concurrent use.
 type Telemetry struct {
@@ -140,10 +156,7 @@ func New() (*Telemetry, error) {
 	}
 	t.meterProvider = sdkmetric.NewMeterProvider(
 		sdkmetric.WithReader(exporter),
-		sdkmetric.WithView(sdkmetric.NewView(
-			sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
-			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: temporalBuckets}},
-		)),
+		sdkmetric.WithView(temporalView),
 	)
 	t.temporalHandle = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter: t.meterProvider.Meter("go.temporal.io/sdk"),
