@@ -21,7 +21,7 @@ export INTEND_HELM := $(HELM)
 export INTEND_TEMPORAL_SERVER := $(TEMPORAL_SERVER)
 export INTEND_TEMPORAL_SQL_TOOL := $(TEMPORAL_SQL_TOOL)
 
-.PHONY: all build test demo tools postgres sshd systemd helm lint bench fuzz clean help
+.PHONY: all build test demo tools postgres sshd systemd prometheus helm lint bench fuzz clean help
 
 all: build
 
@@ -31,7 +31,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) postgres sshd systemd helm ## install the pinned Temporal CLI and server, Helm, PostgreSQL, OpenSSH server and systemd-analyze when missing
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) postgres sshd systemd prometheus helm ## install the pinned Temporal CLI and server, Helm, PostgreSQL, OpenSSH server, systemd-analyze and promtool when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -92,6 +92,21 @@ $(HELM):
 	@echo "building Helm $(HELM_VERSION) into $(TOOLS)/bin (takes a few minutes, once)"
 	@mkdir -p $(TOOLS)/bin
 	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# deploy/prometheus's rules are checked and unit-tested with promtool
+# (deploy/prometheus/prometheus_test.go). Debian's prometheus package brings it; the package
+# may start a prometheus service (where policy-rc.d allows it), which
+# nothing here uses or minds: the tests bind ports of their own.
+prometheus: ## make sure promtool exists
+	@if command -v promtool >/dev/null 2>&1; then \
+		echo "promtool: $$(command -v promtool)"; \
+	else \
+		echo "promtool missing: installing Debian's prometheus package with apt-get"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends prometheus; \
+		command -v promtool >/dev/null 2>&1 || { echo "promtool still missing after installing prometheus"; exit 1; }; \
+	fi
 
 $(STATICCHECK):
 	@mkdir -p $(TOOLS)/bin

@@ -57,8 +57,14 @@ config file (--config), else its default. The config file is YAML:
       cert: /etc/intend/executor.pem      # mutual TLS
       key: /etc/intend/executor-key.pem
       server_name: temporal.example.com
+  listen: 10.0.0.5:9464           # GET /metrics and GET /healthz, no credentials
   log_level: info
-  log_format: json`
+  log_format: json
+
+With --listen, GET /metrics serves the executor's Prometheus metrics and
+GET /healthz answers 200 {"status":"ok"} while its workers poll and
+Temporal answers, 503 {"status":"unavailable"} before, after and
+otherwise. Neither asks for credentials: bind a private address.`
 
 // Command returns the executor as a cobra command named "executor" with
 // every flag of `intend executor`; intend's CLI adds it as a subcommand,

@@ -43,6 +43,10 @@ type Config struct {
 	// and reports to. An executor holds no database credentials.
 	Server   ServerConfig   `yaml:"server"`
 	Temporal TemporalConfig `yaml:"temporal"`
+	// Listen, when set, is the address (host:port) where the executor
+	// serves GET /metrics and GET /healthz, without credentials; empty
+	// serves nothing.
+	Listen string `yaml:"listen"`
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
@@ -235,6 +239,8 @@ func settings() []setting {
 		s = append(s, setting{x.Flag, x.Env, x.Usage, f})
 	}
 	return append(s,
+		setting{"listen", "INTEND_EXECUTOR_LISTEN", "serve GET /metrics and GET /healthz, without credentials, on this host:port (default: off)",
+			func(c *Config) any { return &c.Listen }},
 		setting{"log-level", "INTEND_LOG_LEVEL", "log level: debug, info, warn or error",
 			func(c *Config) any { return &c.LogLevel }},
 		setting{"log-format", "INTEND_LOG_FORMAT", "log format: text or json",

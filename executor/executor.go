@@ -45,6 +45,7 @@ import (
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/tlsfiles"
+	"go.temporal.io/sdk/client"
 )
 
 // Option configures what an executor hosts and how it runs.
@@ -201,6 +202,18 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	if err != nil {
 		return err
 	}
+	tel.SetBuildInfo(o.version)
+	// The listener comes up first, so that /healthz answers 503 while the
+	// executor waits for Temporal or the server.
+	p := &probe{log: log}
+	if cfg.Listen != "" {
+		l, err := listen(cfg.Listen, tel.Handler(), p, log)
+		if err != nil {
+			return err
+		}
+		defer l.close()
+		log.Info("serving /metrics and /healthz", "listen", l.addr)
+	}
 	sec := cfg.Temporal.security()
 	tc, err := temporalconn.Dial(ctx, temporalconn.Options{Address: cfg.Temporal.Address,
 		Namespace: cfg.Temporal.Namespace, Security: sec, Log: log, Metrics: tel.TemporalMetricsHandler()})
@@ -208,6 +221,10 @@ func run(ctx context.Context, cfg Config, o *options) error {
 		return err
 	}
 	defer tc.Close()
+	p.setChecks(map[string]func(context.Context) error{"temporal": func(ctx context.Context) error {
+		_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	}})
 
 	sess, err := session(ctx, remote, cfg, log)
 	if err != nil {
@@ -234,6 +251,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	if err := rep.Report(ctx); err != nil {
 		return fmt.Errorf("register executor %s: %w", id.Name, err)
 	}
+	p.ready.Store(true)
 	log.Info("executor started", "executor", id.Name, "environment", env.Name, "agents", cfg.Agents,
 		"adapters", reg.Types(), "server", cfg.Server.URL, "temporal", cfg.Temporal.Address, "namespace", cfg.Temporal.Namespace,
 		"temporal_connection", sec.Mode(), "version", o.version)
@@ -242,6 +260,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	wg.Go(func() { rep.Run(ctx) })
 	wg.Go(func() { iexec.SweepCache(ctx, cache, remote, 0, log) })
 	<-ctx.Done()
+	p.ready.Store(false)
 	log.Info("stopping", "executor", id.Name)
 	m.Stop()
 	wg.Wait()

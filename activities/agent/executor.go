@@ -170,8 +170,8 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		activity.RecordHeartbeat(ctx, p)
 	}
 	if e.Metrics != nil {
-		e.Metrics.BatchDuration.WithLabelValues(in.Agent).Observe(time.Since(started).Seconds())
-		e.Metrics.BatchSize.Observe(float64(len(b.Resources)))
+		e.Metrics.BatchDuration.WithLabelValues(in.EnvironmentName, in.Agent).Observe(time.Since(started).Seconds())
+		e.Metrics.BatchSize.WithLabelValues(in.EnvironmentName).Observe(float64(len(b.Resources)))
 	}
 	return p.Result, nil
 }

@@ -114,6 +114,11 @@ type Config struct {
 	MetricsListen string
 	// Callbacks tunes the delivery of LSM callbacks (callbacks.go).
 	Callbacks CallbackOptions
+	// MetricsLockEvery is how often a replica that does not export the
+	// database-derived gauges tries to take the metrics lock, and the one
+	// that does checks it still holds it (default 15 s): the takeover
+	// delay when the exporting replica dies.
+	MetricsLockEvery time.Duration
 }
 
 // OIDCConfig configures the OpenID Connect issuer whose JWTs the API
@@ -219,7 +224,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	if err := tel.Registry.Register(telemetry.NewStateCollector(stateSource(st), log)); err != nil {
+	tel.SetBuildInfo(cfg.Version)
+	metricsLock := &store.MetricsLock{DatabaseURL: cfg.DatabaseURL, Every: cfg.MetricsLockEvery, Log: log}
+	if err := tel.Registry.Register(telemetry.NewClusterStateCollector(stateSource(st), log, metricsLock.Held)); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("register deploy state metrics: %w", err)
 	}
@@ -351,6 +358,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.wg.Go(func() { d.run(bg) })
 	}
 	s.wg.Go(func() { s.events.Run(bg) })
+	s.wg.Go(func() { metricsLock.Run(bg) })
 	if s.executors != nil {
 		s.wg.Go(func() { s.reporter.Run(bg) })
 		s.wg.Go(func() { executor.SweepCache(bg, s.cache, st, 0, log) })
@@ -386,9 +394,25 @@ func stateSource(st *store.Store) telemetry.StateSource {
 		if err != nil {
 			return telemetry.State{}, err
 		}
-		out := telemetry.State{Resources: make([]telemetry.StateCount, len(c.Resources)), Queued: c.Queued}
+		m, err := st.ClusterMetrics(ctx)
+		if err != nil {
+			return telemetry.State{}, err
+		}
+		out := telemetry.State{Resources: make([]telemetry.StateCount, len(c.Resources)), Queued: c.Queued,
+			LastSuccessfulDeploy: m.LastSuccessfulDeploy, OldestOpenRun: m.OldestOpenRun,
+			Compiles: make([]telemetry.CompileCount, len(m.Compiles)), LSMStates: make([]telemetry.LSMStateCount, len(m.LSMStates)),
+			Agents: make([]telemetry.AgentExecutors, len(m.Agents))}
 		for i, r := range c.Resources {
 			out.Resources[i] = telemetry.StateCount(r)
+		}
+		for i, r := range m.Compiles {
+			out.Compiles[i] = telemetry.CompileCount(r)
+		}
+		for i, r := range m.LSMStates {
+			out.LSMStates[i] = telemetry.LSMStateCount(r)
+		}
+		for i, r := range m.Agents {
+			out.Agents[i] = telemetry.AgentExecutors(r)
 		}
 		return out, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -26,6 +27,22 @@ import (
 // last up to about a minute, hence the top.
 var temporalBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
 
+// temporalView shapes the Temporal SDK's instruments: timers get
+// temporalBuckets, and instruments without a description get one, since
+// the SDK gives none and a metric without HELP is a lint error (promtool
+// check metrics). One view does both: two matching views would make two
+// streams of one instrument.
+func temporalView(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
+	st := sdkmetric.Stream{Name: i.Name, Description: i.Description, Unit: i.Unit}
+	if st.Description == "" {
+		st.Description = "Temporal SDK metric " + i.Name + " (see the Temporal SDK's documentation of its metrics)."
+	}
+	if i.Kind == sdkmetric.InstrumentKindHistogram && i.Unit == "s" {
+		st.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: temporalBuckets}
+	}
+	return st, true
+}
+
 // Telemetry owns the process's metrics. Create it once in main with New and
 // pass it down; all methods and metric fields are safe for concurrent use.
 type Telemetry struct {
@@ -39,12 +56,12 @@ type Telemetry struct {
 	DeployedResources *prometheus.CounterVec
 
 	// BatchDuration observes how long an executor took for one batch of
-	// resources, as intend_executor_batch_duration_seconds{agent}.
+	// resources, as intend_executor_batch_duration_seconds{environment,agent}.
 	BatchDuration *prometheus.HistogramVec
 
 	// BatchSize observes how many resources one executor batch held, as
-	// intend_executor_batch_resources.
-	BatchSize prometheus.Histogram
+	// intend_executor_batch_resources{environment}.
+	BatchSize *prometheus.HistogramVec
 
 	// DeployRunDuration observes how long a deploy run took, from its
 	// creation (deploy_runs.requested_at: the scheduler took its requests,
@@ -60,6 +77,7 @@ type Telemetry struct {
 
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	buildInfo    *prometheus.GaugeVec
 
 	meterProvider  *sdkmetric.MeterProvider
 	temporalHandle client.MetricsHandler
@@ -81,12 +99,12 @@ func New() (*Telemetry, error) {
 			Name:    "intend_executor_batch_duration_seconds",
 			Help:    "Time an executor took for one batch of resources.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
-		}, []string{"agent"}),
-		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"environment", "agent"}),
+		BatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "intend_executor_batch_resources",
 			Help:    "Number of resources in one executor batch.",
 			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
-		}),
+		}, []string{"environment"}),
 		DeployRunDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "intend_deploy_run_duration_seconds",
 			Help: "Time from a deploy run's creation to its end, by environment, action and final status.",
@@ -109,13 +127,17 @@ func New() (*Telemetry, error) {
 			Help:    "Time to serve an HTTP request, by method and route pattern.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"method", "route"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "intend_build_info",
+			Help: "Always 1: the version of intend this process runs and the Go release that built it.",
+		}, []string{"version", "goversion"}),
 	}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		t.DeployedResources, t.BatchDuration, t.BatchSize,
 		t.DeployRunDuration, t.AdapterCallDuration,
-		t.httpRequests, t.httpDuration,
+		t.httpRequests, t.httpDuration, t.buildInfo,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register collector: %w", err)
@@ -134,10 +156,7 @@ func New() (*Telemetry, error) {
 	}
 	t.meterProvider = sdkmetric.NewMeterProvider(
 		sdkmetric.WithReader(exporter),
-		sdkmetric.WithView(sdkmetric.NewView(
-			sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
-			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: temporalBuckets}},
-		)),
+		sdkmetric.WithView(temporalView),
 	)
 	t.temporalHandle = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter: t.meterProvider.Meter("go.temporal.io/sdk"),
@@ -149,6 +168,14 @@ func New() (*Telemetry, error) {
 		OnError: otel.Handle,
 	})
 	return t, nil
+}
+
+// SetBuildInfo sets intend_build_info{version,goversion} to 1 for
+// version (the server's or executor's version) and the running Go
+// release, replacing any version set before.
+func (t *Telemetry) SetBuildInfo(version string) {
+	t.buildInfo.Reset()
+	t.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
 // Handler serves the registry in the Prometheus exposition formats, for

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -67,6 +68,8 @@ func value(m *dto.Metric) float64 {
 		return float64(m.GetHistogram().GetSampleCount())
 	case m.Gauge != nil:
 		return m.GetGauge().GetValue()
+	case m.Summary != nil: // the sum: the counts are the _total counters'
+		return m.GetSummary().GetSampleSum()
 	}
 	return 0
 }
@@ -215,8 +218,10 @@ func TestDomainMetrics(t *testing.T) {
 	t.Parallel()
 	tel := newTelemetry(t)
 	tel.DeployedResources.WithLabelValues("prod", "update", "success").Inc()
-	tel.BatchDuration.WithLabelValues("local").Observe(1.2)
-	tel.BatchSize.Observe(40)
+	tel.BatchDuration.WithLabelValues("prod", "local").Observe(1.2)
+	tel.BatchSize.WithLabelValues("prod").Observe(40)
+	tel.SetBuildInfo("v0.1")
+	tel.SetBuildInfo("v1.2.3")
 
 	cases := []struct {
 		reason string
@@ -225,11 +230,13 @@ func TestDomainMetrics(t *testing.T) {
 	}{
 		{"resource actions are counted per environment, action and result",
 			"intend_resource_actions_total", "action=update,environment=prod,result=success"},
-		{"batch durations are per agent", "intend_executor_batch_duration_seconds", "agent=local"},
-		{"batch sizes have no labels", "intend_executor_batch_resources", ""},
+		{"batch durations are per environment and agent", "intend_executor_batch_duration_seconds", "agent=local,environment=prod"},
+		{"batch sizes are per environment", "intend_executor_batch_resources", "environment=prod"},
+		{"the build is the last version set and the running Go", "intend_build_info",
+			"goversion=" + runtime.Version() + ",version=v1.2.3"},
 	}
 	for _, c := range cases {
-		if got := series(t, tel, c.family); got[c.key] != 1 {
+		if got := series(t, tel, c.family); got[c.key] != 1 || len(got) != 1 {
 			t.Errorf("%s: %s = %v, want {%q: 1}", c.reason, c.family, got, c.key)
 		}
 	}
@@ -239,8 +246,8 @@ func TestNewIsIndependent(t *testing.T) {
 	t.Parallel()
 	// Two instances must not clash, as they would on a global registry.
 	a, b := newTelemetry(t), newTelemetry(t)
-	a.BatchSize.Observe(1)
-	if got := series(t, b, "intend_executor_batch_resources")[""]; got != 0 {
+	a.BatchSize.WithLabelValues("prod").Observe(1)
+	if got := series(t, b, "intend_executor_batch_resources")["environment=prod"]; got != 0 {
 		t.Errorf("second instance sees %v observations of the first", got)
 	}
 }

@@ -1,0 +1,77 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/internal/lsm"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// TestClusterMetricsLSMStates: every state of a registered lifecycle is
+// listed, 0 included; deleted instances are not counted; a state is
+// transient exactly when an auto or resource-triggered transfer leaves
+// it, as the lifecycle says.
+func TestClusterMetricsLSMStates(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
+		t.Fatal(err)
+	}
+	const a, b = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	before := time.Now().Add(-time.Minute)
+	for i, id := range []string{a, b} {
+		if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1,
+			Identity: []string{"web", "db"}[i], State: "start", Sets: lsm.Sets{Candidate: map[string]any{"name": "x"}},
+			Event: json.RawMessage(`{"trigger": "create"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: b, Version: 2, Identity: "db",
+		State: "terminated", Deleted: true, Event: json.RawMessage(`{"trigger": "delete"}`)}); err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := st.ClusterMetrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := lsm.Simple()
+	transient := map[string]bool{}
+	for _, tr := range lc.Transfers {
+		if tr.Trigger == lsm.Auto || tr.Trigger == lsm.Resource {
+			transient[tr.Source] = true
+		}
+	}
+	got := map[string]store.LSMStateCount{}
+	for _, s := range m.LSMStates {
+		if s.Environment != e.Name || s.Entity != "vm" {
+			t.Errorf("state %+v of another entity", s)
+		}
+		got[s.State] = s
+	}
+	if len(got) != len(lc.States) || len(transient) == 0 || len(transient) == len(lc.States) {
+		t.Errorf("states %v, want the lifecycle's %d, some transient (%v) and some not", got, len(lc.States), transient)
+	}
+	for name := range lc.States {
+		s, ok := got[name]
+		want := 0
+		if name == "start" {
+			want = 1 // the other one moved on and was deleted
+		}
+		if !ok || s.Count != want || s.Transient != transient[name] || (s.OldestChange != nil) != (want > 0) {
+			t.Errorf("state %s = %+v (listed %v), want %d instances, transient %v", name, s, ok, want, transient[name])
+		}
+		if s.OldestChange != nil && s.OldestChange.Before(before) {
+			t.Errorf("state %s: oldest change %v, before the test began", name, s.OldestChange)
+		}
+	}
+	if len(m.Environments) != 1 || m.Environments[0] != e.Name || len(m.Compiles) != 0 ||
+		len(m.LastSuccessfulDeploy) != 0 || len(m.OldestOpenRun) != 0 {
+		t.Errorf("cluster metrics %+v, want one environment with no run nor compile", m)
+	}
+}
