@@ -39,6 +39,7 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,
 		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    OrchestrationHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
 	var plan PlanResult

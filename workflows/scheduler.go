@@ -13,6 +13,21 @@ const (
 	defaultMaxHistory  = 2000
 )
 
+// How soon Temporal gives the work of a worker that died holding it (its
+// process killed or crashed: an `intend deploy` interrupted, a replica
+// lost) to another worker. Temporal's defaults, a workflow task timeout
+// of 10 s and the activities' StartToCloseTimeout, are what a release
+// waited after a restart when the previous process died holding the
+// scheduler's workflow task or activity (docs/benchmarks.md, P9). A
+// scheduler's workflow task is milliseconds of work, a run's a little
+// more (its history is larger); the orchestration activities heartbeat
+// (activities.keepAlive), so a slow one is not taken for a dead one.
+const (
+	SchedulerTaskTimeout   = 2 * time.Second
+	RunTaskTimeout         = 5 * time.Second
+	OrchestrationHeartbeat = 3 * time.Second
+)
+
 // Scheduler is an environment's long-lived coordinator
 // (env/<env>/scheduler). It owns no resource state: PostgreSQL holds the
 // queue of requests (releases, user deploys and repairs) and the scheduler
@@ -35,6 +50,7 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,
 		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    OrchestrationHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
 	info := workflow.GetInfo(ctx)
@@ -86,7 +102,10 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 			}
 			next := st
 			next.Continued, next.Woken = true, look
-			return workflow.NewContinueAsNewError(ctx, SchedulerWorkflowName, next)
+			// The next run gets the short task timeout even when this one
+			// was started with Temporal's default (before it existed).
+			return workflow.NewContinueAsNewError(workflow.WithWorkflowTaskTimeout(ctx, SchedulerTaskTimeout),
+				SchedulerWorkflowName, next)
 		}
 
 		sel := workflow.NewSelector(ctx)
@@ -198,6 +217,7 @@ func startRun(ctx workflow.Context, st SchedulerInput, take TakeResult) workflow
 		TaskQueue:             TaskQueue,
 		TypedSearchAttributes: RunSearchAttributes(st.EnvironmentName, take.Version),
 		StaticSummary:         fmt.Sprintf("%s run %d of version %d: %s", take.Action, take.Run, take.Version, take.Reason),
+		WorkflowTaskTimeout:   RunTaskTimeout,
 	})
 	agentWait := st.Deploy.AgentWaitSeconds
 	if take.AgentTimeout > 0 {
