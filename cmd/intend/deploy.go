@@ -68,6 +68,10 @@ Examples:
 	return cmd
 }
 
+// quiesceWait bounds how long the embedded deploy waits for the
+// scheduler's last steps before it stops (milliseconds when all is well).
+const quiesceWait = 3 * time.Second
+
 func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName string, keep, dryRun bool, timeout time.Duration) error {
 	out := g.stdout
 	proj, err := project.Load(dir)
@@ -172,6 +176,13 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	if err != nil {
 		return fmt.Errorf("environment %s: %w", envName, err)
 	}
+	// Runs before Shutdown: the scheduler's last steps after a run finish
+	// on this worker, not on one that is stopping (an interrupt skips it).
+	defer func() {
+		if ctx.Err() == nil {
+			_ = srv.Quiesce(ctx, env.Name, quiesceWait)
+		}
+	}()
 	d := &deployer{ctx: ctx, c: c, env: env.Name, dir: dir, out: out, timeout: timeout}
 	if res.Undefined > 0 {
 		// Facts reported by earlier runs may define them.

@@ -245,7 +245,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return fail(err)
 	}
 
-	s.worker = worker.New(tc, workflows.TaskQueue, worker.Options{})
+	s.worker = worker.New(tc, workflows.TaskQueue, orchestrationWorkerOptions())
 	registerOrchestration(s.worker, &activities.Orchestration{Store: st, Metrics: tel,
 		SignalDeployed: func(ctx context.Context, workflowID string) error {
 			return tc.SignalWorkflow(ctx, workflowID, "", workflows.DeployedSignal, nil)
@@ -480,7 +480,9 @@ func (s *Server) schedulerInput(env store.Environment) workflows.SchedulerInput 
 }
 
 func (s *Server) schedulerOptions(env store.Environment) client.StartWorkflowOptions {
-	return envWorkflowOptions(workflows.SchedulerWorkflowID(env.Name), env, "scheduler of environment "+env.Name)
+	o := envWorkflowOptions(workflows.SchedulerWorkflowID(env.Name), env, "scheduler of environment "+env.Name)
+	o.WorkflowTaskTimeout = workflows.SchedulerTaskTimeout
+	return o
 }
 
 // envWorkflowOptions starts one of an environment's own workflows (its
