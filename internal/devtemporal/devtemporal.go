@@ -322,6 +322,29 @@ func (s *Server) stop() error {
 	return errors.New("devtemporal: dev server did not shut down in time and was killed")
 }
 
+// StopNow closes the client and ends the server at once (SIGKILL), for a
+// caller that has stopped using it (its workers stopped, nothing in
+// flight) and would rather not wait for Stop: the frontend alone drains
+// for at least a second, whatever its settings, and the whole stop takes
+// 1-2 s (`intend deploy`'s shutdown, P9 in docs/benchmarks.md). Nothing
+// committed is lost: the SQLite database is in WAL mode (temporal.yaml),
+// whose commits survive the process, and Temporal recovers from a killed
+// process as from any crash. Like Stop, it is idempotent.
+func (s *Server) StopNow() error {
+	s.stopOnce.Do(func() {
+		select {
+		case <-s.exited:
+			s.stopErr = fmt.Errorf("devtemporal: dev server had already exited: %v\n%s", s.waitErr, s.tail.String())
+		default:
+			s.kill()
+		}
+		if s.logFile != nil {
+			_ = s.logFile.Close()
+		}
+	})
+	return s.stopErr
+}
+
 // kill ends the process at once and waits for it.
 func (s *Server) kill() {
 	if s.client != nil {

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/intendhq/intend"
 )
@@ -179,4 +180,36 @@ func startServer(ctx context.Context, t *testing.T, opts Options) *Server {
 	}
 	t.Cleanup(func() { _ = s.Stop() })
 	return s
+}
+
+// TestStopNowKeepsWhatWasCommitted: StopNow kills the server, and a
+// server started again on its database has what it had committed.
+func TestStopNowKeepsWhatWasCommitted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := filepath.Join(t.TempDir(), "temporal.db")
+
+	s := startServer(ctx, t, Options{DBFile: db, UIPort: -1})
+	run, err := s.Client().ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "kept", TaskQueue: "nobody"}, "Kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := s.StopNow(); err != nil {
+		t.Fatalf("stop now: %v", err)
+	}
+	t.Logf("StopNow took %s", time.Since(began).Round(time.Millisecond))
+	if err := s.StopNow(); err != nil {
+		t.Fatalf("a second StopNow should be a no-op: %v", err)
+	}
+
+	s = startServer(ctx, t, Options{DBFile: db, UIPort: -1})
+	d, err := s.Client().DescribeWorkflowExecution(ctx, "kept", "")
+	if err != nil {
+		t.Fatalf("the workflow started before StopNow: %v", err)
+	}
+	if got := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(); got != run.GetRunID() {
+		t.Errorf("run id %s after the restart, want %s", got, run.GetRunID())
+	}
 }
