@@ -60,7 +60,7 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	// The model's service entities become the catalog and its archive the
 	// model source, in one transaction, unless that would break live
 	// instances: then neither changes.
-	res, err := s.compile(r, compiler.Options{Dir: dir})
+	res, err := s.compile(r, compiler.Options{Dir: dir, SourceKey: hash})
 	if err != nil {
 		if errs, ok := errors.AsType[compiler.Errors](err); ok {
 			return Validation("the model does not compile on the server: " + errs.Error())

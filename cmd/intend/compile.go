@@ -292,6 +292,11 @@ func uploadSource(ctx context.Context, c *apiclient.Client, env, dir string) err
 	if err != nil {
 		return err
 	}
+	return putSource(ctx, c, env, packed)
+}
+
+// putSource uploads a packed project as env's model source.
+func putSource(ctx context.Context, c *apiclient.Client, env string, packed project.Packed) error {
 	if err := c.Do(ctx, "PUT", apiclient.EnvPath(env, "model"), apiclient.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
 		return fmt.Errorf("upload the model source to %s: %w", env, err)
 	}

@@ -84,7 +84,13 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	if dataDir == "" {
 		dataDir = filepath.Join(dir, "data", "deploy")
 	}
-	// Compile first: a broken model starts nothing.
+	// Compile first: a broken model starts nothing. The source is packed
+	// before: when it is the same at the upload, the server takes this
+	// compile for its own (compiled, below).
+	before, err := project.Archive(dir)
+	if err != nil {
+		return err
+	}
 	res, err := compileDir(ctx, dir, nil)
 	if err != nil {
 		return compileFailed(out, false, err)
@@ -140,7 +146,9 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	if err != nil {
 		return fmt.Errorf("start Temporal: %w", err)
 	}
-	defer ts.Stop()
+	// At once: by then the server's workers have stopped, the scheduler
+	// is idle and every deploy is recorded in PostgreSQL (StopNow).
+	defer ts.StopNow()
 
 	// The CLI's default server address when it is free, so that intend
 	// commands reach this server without --server; another port if not.
@@ -183,7 +191,8 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 			_ = srv.Quiesce(ctx, env.Name, quiesceWait)
 		}
 	}()
-	d := &deployer{ctx: ctx, c: c, env: env.Name, dir: dir, out: out, timeout: timeout}
+	d := &deployer{ctx: ctx, c: c, env: env.Name, dir: dir, out: out, timeout: timeout,
+		compiled: compiled{hash: before.Hash, res: res, remember: srv.RememberCompile}}
 	if res.Undefined > 0 {
 		// Facts reported by earlier runs may define them.
 		if res, err = d.recompile(); err != nil {
@@ -253,6 +262,16 @@ type deployer struct {
 	out     io.Writer
 	timeout time.Duration
 	failed  bool
+	// compiled is the first compile, of the source packed just before.
+	compiled compiled
+}
+
+// compiled is a compile of the project's source whose archive hashed to
+// hash, and the in-process server's RememberCompile.
+type compiled struct {
+	hash     string
+	res      *compiler.Result
+	remember func(key string, res *compiler.Result)
 }
 
 func (d *deployer) recompile() (*compiler.Result, error) {
@@ -268,7 +287,16 @@ func (d *deployer) recompile() (*compiler.Result, error) {
 }
 
 func (d *deployer) export(res *compiler.Result) (store.VersionInfo, error) {
-	if err := uploadSource(d.ctx, d.c, d.env, d.dir); err != nil {
+	packed, err := project.Archive(d.dir)
+	if err != nil {
+		return store.VersionInfo{}, err
+	}
+	if packed.Hash == d.compiled.hash {
+		// Unchanged since the compile: the server's upload need not
+		// compile it again (facts do not change its service catalog).
+		d.compiled.remember(packed.Hash, d.compiled.res)
+	}
+	if err := putSource(d.ctx, d.c, d.env, packed); err != nil {
 		return store.VersionInfo{}, err
 	}
 	v, err := upload(d.ctx, d.c, d.env, res, false, nil)

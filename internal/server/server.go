@@ -147,6 +147,9 @@ type Server struct {
 	// connection for the server).
 	events   *lsmevents.Hub
 	compiles *bounded.Pool
+	// known answers the API's compile of a model source this process
+	// compiled already (RememberCompile).
+	known    *compiler.Known
 	http     *http.Server
 	listener net.Listener
 	metrics  *http.Server
@@ -252,6 +255,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}})
 	s.compiles = &bounded.Pool{Memory: cfg.CompileMemory, Workers: cfg.CompileWorkers,
 		CacheResources: lsmCacheResources, Log: log}
+	s.known = &compiler.Known{Next: s.compiles}
 	s.registerCompiles(s.worker)
 	// The lifecycle engine: one workflow per service instance.
 	workflows.RegisterServiceInstance(s.worker)
@@ -295,7 +299,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
-		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
+		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -417,6 +421,11 @@ func stateSource(st *store.Store) telemetry.StateSource {
 		return out, nil
 	}
 }
+
+// RememberCompile makes the API's next compile of the model source whose
+// hash (project.Packed.Hash) is key return res: a compile of that same
+// source this process made (`intend deploy`, before it uploads it).
+func (s *Server) RememberCompile(key string, res *compiler.Result) { s.known.Remember(key, res) }
 
 // Addr is the address the API listens on.
 func (s *Server) Addr() string { return s.listener.Addr().String() }
