@@ -61,6 +61,10 @@ type Wake struct {
 	Release bool
 	// Halt: the environment was halted; the running run is preempted.
 	Halt bool
+	// Renew: the scheduler continues as new once idle, to take the
+	// options a scheduler starts with now (SchedulerTaskTimeout: one
+	// started before keeps Temporal's 10 s until it continues as new).
+	Renew bool
 }
 
 // DeployOptions tune the deploy runs a scheduler starts.

@@ -64,7 +64,7 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 
 	var child workflow.ChildWorkflowFuture
 	var running TakeResult
-	preempted := false
+	preempted, renew := false, false
 
 	for {
 		now := workflow.Now(ctx)
@@ -92,7 +92,7 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 			}
 		}
 		if cur := workflow.GetInfo(ctx); child == nil &&
-			(cur.GetCurrentHistoryLength() >= maxHistory || cur.GetContinueAsNewSuggested()) {
+			(cur.GetCurrentHistoryLength() >= maxHistory || cur.GetContinueAsNewSuggested() || renew) {
 			for {
 				var w Wake
 				if !wakeCh.ReceiveAsync(&w) {
@@ -112,7 +112,7 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 		sel.AddReceive(wakeCh, func(c workflow.ReceiveChannel, _ bool) {
 			var w Wake
 			c.Receive(ctx, &w)
-			look = true
+			look, renew = true, renew || w.Renew
 			if child != nil && !preempted && (w.Halt || (w.Release && !hasKind(running.Kinds, "deploy"))) {
 				preempted = true
 				log.Info("preempting deploy run", "run", running.Run, "reason", w.Reason)

@@ -175,3 +175,24 @@ func TestSchedulerContinuesAsNewWhenIdle(t *testing.T) {
 		t.Errorf("a continued scheduler must not adopt: %+v", takes)
 	}
 }
+
+// TestSchedulerRenews: a wake with Renew makes an idle scheduler continue
+// as new, with the scheduler's short workflow task timeout.
+func TestSchedulerRenews(t *testing.T) {
+	t.Parallel()
+	f := &schedFake{runFor: time.Second, respond: func(n int, in TakeInput) TakeResult { return TakeResult{} }}
+	env := f.env(t)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(WakeSignal, Wake{Reason: "renew", Renew: true}) }, time.Minute/2)
+	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
+	env.ExecuteWorkflow(SchedulerWorkflowName, SchedulerInput{EnvironmentID: "e", EnvironmentName: "env", PollSeconds: 60})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("want continue-as-new, got %v", err)
+	}
+	if can.WorkflowTaskTimeout != SchedulerTaskTimeout {
+		t.Errorf("continued with a workflow task timeout of %s, want %s", can.WorkflowTaskTimeout, SchedulerTaskTimeout)
+	}
+	if takes, _, _ := f.snapshot(); len(takes) != 2 {
+		t.Errorf("took %d times, want 2 (at start, at the wake)", len(takes))
+	}
+}

@@ -58,15 +58,7 @@ func releaseAfterDeath(t *testing.T, hold func(*testing.T, client.Client, string
 	tc, hostPort, namespace := testenv.Temporal(t)
 	db := testenv.Database(t)
 	ctx := context.Background()
-
-	first, err := server.Start(ctx, server.Config{Listen: "127.0.0.1:0", DatabaseURL: db, TemporalAddress: hostPort,
-		TemporalNamespace: namespace, EmbeddedExecutor: true, BootstrapToken: exectest.AdminToken,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := apiclient.New(first.URL())
-	c.Token = exectest.AdminToken
+	first, c := firstServer(t, hostPort, namespace, db)
 	env := exectest.NewEnvironment(t, c, "dead", nil)
 	path := filepath.Join(t.TempDir(), "f")
 	deploy(t, c, env, body(t, file(path, "1\n", "0644")))
@@ -145,4 +137,58 @@ func wake(t *testing.T, c client.Client, workflowID string) {
 
 func intendQueue() *taskqueuepb.TaskQueue {
 	return &taskqueuepb.TaskQueue{Name: workflows.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}
+}
+
+// firstServer starts a server that the test shuts down itself (the
+// process that dies or stops before the next one starts).
+func firstServer(t *testing.T, hostPort, namespace, db string) (*server.Server, *apiclient.Client) {
+	t.Helper()
+	s, err := server.Start(context.Background(), server.Config{Listen: "127.0.0.1:0", DatabaseURL: db,
+		TemporalAddress: hostPort, TemporalNamespace: namespace, EmbeddedExecutor: true,
+		BootstrapToken: exectest.AdminToken, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apiclient.New(s.URL())
+	c.Token = exectest.AdminToken
+	return s, c
+}
+
+// TestOldSchedulerRenewed: a scheduler started before its workflow task
+// timeout was set (Temporal's 10 s) continues as new with the short one
+// once a server starts.
+func TestOldSchedulerRenewed(t *testing.T) {
+	tc, hostPort, namespace := testenv.Temporal(t)
+	db := testenv.Database(t)
+	ctx := context.Background()
+	first, c := firstServer(t, hostPort, namespace, db)
+	env := exectest.NewEnvironment(t, c, "renew", nil)
+	e, err := first.Store().GetEnvironment(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Shutdown(ctx)
+	id := workflows.SchedulerWorkflowID(env)
+	_ = tc.TerminateWorkflow(ctx, id, "", "replaced by an old-style scheduler")
+	if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue},
+		workflows.SchedulerWorkflowName, workflows.SchedulerInput{EnvironmentID: e.ID, EnvironmentName: env}); err != nil {
+		t.Fatal(err)
+	}
+
+	exectest.StartServer(t, server.Config{DatabaseURL: db, EmbeddedExecutor: true, ReconcileEvery: time.Second})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := d.GetExecutionConfig().GetDefaultWorkflowTaskTimeout().AsDuration()
+		if got == workflows.SchedulerTaskTimeout {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the scheduler's workflow task timeout is still %s, want %s", got, workflows.SchedulerTaskTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -161,8 +161,10 @@ type Server struct {
 	// lastInstances is when the reconciler last looked for instance
 	// workflows to restart (unix nanoseconds).
 	lastInstances atomic.Int64
-	cancel        context.CancelFunc
-	wg            sync.WaitGroup
+	// renewed holds the environments whose scheduler renew looked at.
+	renewed sync.Map
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // Registry returns the adapters built into intend (listed in
@@ -604,9 +606,13 @@ func (s *Server) reconcile(ctx context.Context) {
 		return
 	}
 	for _, e := range envs {
-		if err := s.Ensure(ctx, e); err != nil && ctx.Err() == nil {
-			s.log.Warn("reconcile: scheduler", "environment", e.Name, "error", err)
+		if err := s.Ensure(ctx, e); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("reconcile: scheduler", "environment", e.Name, "error", err)
+			}
+			continue
 		}
+		s.renew(ctx, e)
 	}
 	s.reconcileInstances(ctx, envs)
 	s.reconcileOrders(ctx)

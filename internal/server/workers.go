@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -70,4 +72,29 @@ func (s *Server) Quiesce(ctx context.Context, env string, max time.Duration) err
 func idle(d *workflowservice.DescribeWorkflowExecutionResponse) bool {
 	return d.GetPendingWorkflowTask() == nil && len(d.GetPendingActivities()) == 0 &&
 		len(d.GetPendingChildren()) == 0
+}
+
+// renew asks the scheduler of env, once per process, to continue as new
+// when it runs with another workflow task timeout than
+// workflows.SchedulerTaskTimeout: one started before that was set keeps
+// Temporal's 10 s until it continues as new (after some 70 deploys).
+func (s *Server) renew(ctx context.Context, env store.Environment) {
+	if _, done := s.renewed.LoadOrStore(env.ID, true); done {
+		return
+	}
+	id := workflows.SchedulerWorkflowID(env.Name)
+	d, err := s.temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		s.renewed.Delete(env.ID) // the next reconcile tries again
+		return
+	}
+	if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING ||
+		d.GetExecutionConfig().GetDefaultWorkflowTaskTimeout().AsDuration() == workflows.SchedulerTaskTimeout {
+		return
+	}
+	if err := s.temporal.SignalWorkflow(ctx, id, "", workflows.WakeSignal,
+		workflows.Wake{Reason: "renew: shorter workflow task timeout", Renew: true}); err != nil {
+		s.renewed.Delete(env.ID)
+		s.log.Warn("renew the scheduler", "environment", env.Name, "error", err)
+	}
 }
