@@ -10,20 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/auth"
-	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/compiler"
-	"github.com/intendhq/intend/internal/devtemporal"
-	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/project"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -39,8 +33,9 @@ embedded: PostgreSQL (from the local binaries) in <data-dir>/pg, a Temporal
 dev server (the pinned CLI, SQLite in <data-dir>/temporal.db) with its Web
 UI, and an intend server with its executor, all on free loopback ports.
 
-It compiles the model (a compile error stops it before anything starts),
-exports the result as a new version of the project's environment, releases
+It compiles the model (a compile error stops it before anything starts;
+on the data directory of an earlier deploy, the services start while it
+compiles and stop again), exports the result as a new version of the project's environment, releases
 it, and shows live progress (resources done / total, each failure as it
 happens) and a summary table; it prints the Temporal UI address and stops
 everything, unless --keep-running is given. With --dry-run it shows what
@@ -84,18 +79,6 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	if dataDir == "" {
 		dataDir = filepath.Join(dir, "data", "deploy")
 	}
-	// Compile first: a broken model starts nothing. The source is packed
-	// before: when it is the same at the upload, the server takes this
-	// compile for its own (compiled, below).
-	before, err := project.Archive(dir)
-	if err != nil {
-		return err
-	}
-	res, err := compileDir(ctx, dir, nil)
-	if err != nil {
-		return compileFailed(out, false, err)
-	}
-	fmt.Fprintf(out, "→ compiled %s: %s\n", proj.Name, compileSummary(res))
 	log, err := g.logger()
 	if err != nil {
 		return err
@@ -111,69 +94,28 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	// Compile first: a broken model starts nothing (on a data directory
+	// of earlier deploys, what started meanwhile stops again: startEarly).
+	// The source is packed before: when it is the same at the upload, the
+	// server takes this compile for its own (compiled, below).
+	pre := startEarly(ctx, dataDir, log)
+	before, err := project.Archive(dir)
+	if err != nil {
+		pre.cancel(ctx)
 		return err
 	}
-	cfg, err := intend.TemporalDevConfig()
+	res, err := compileDir(ctx, dir, nil)
+	if err != nil {
+		pre.cancel(ctx)
+		return compileFailed(out, false, err)
+	}
+	fmt.Fprintf(out, "→ compiled %s: %s\n", proj.Name, compileSummary(res))
+	st, err := pre.stack(ctx, out, dataDir, log)
 	if err != nil {
 		return err
 	}
-	began := time.Now()
-
-	fmt.Fprintf(out, "→ starting PostgreSQL in %s\n", filepath.Join(dataDir, "pg"))
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dataDir, "pg"), Fsync: true})
-	if err != nil {
-		return fmt.Errorf("start PostgreSQL: %w", err)
-	}
-	defer pg.Stop(context.WithoutCancel(ctx))
-	if err := pg.EnsureDatabase(ctx, "intend"); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(out, "→ starting Temporal dev server (namespace %s)\n", cfg.Namespace)
-	// The ports of temporal.yaml when they are free, others otherwise.
-	port, err := childproc.PortOr(cfg.IP, cfg.Port)
-	if err != nil {
-		return err
-	}
-	uiPort, err := childproc.PortOr(cfg.IP, cfg.UIPort)
-	if err != nil {
-		return err
-	}
-	ts, err := devtemporal.Start(ctx, devtemporal.Options{
-		DBFile: filepath.Join(dataDir, "temporal.db"), Port: port, UIPort: uiPort, Config: cfg,
-	})
-	if err != nil {
-		return fmt.Errorf("start Temporal: %w", err)
-	}
-	// At once: by then the server's workers have stopped, the scheduler
-	// is idle and every deploy is recorded in PostgreSQL (StopNow).
-	defer ts.StopNow()
-
-	// The CLI's default server address when it is free, so that intend
-	// commands reach this server without --server; another port if not.
-	token, tokenFile, err := deployToken(dataDir)
-	if err != nil {
-		return err
-	}
-	scfg := server.Config{
-		BootstrapToken: token,
-		Listen:         defaultListen, DatabaseURL: pg.URL("intend"),
-		TemporalAddress: ts.HostPort(), TemporalNamespace: ts.Namespace(),
-		EmbeddedExecutor: true, Log: log, ReconcileEvery: 5 * time.Second,
-		DataDir: filepath.Join(dataDir, "server"),
-	}
-	srv, err := server.Start(ctx, scfg)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		scfg.Listen = "127.0.0.1:0"
-		srv, err = server.Start(ctx, scfg)
-	}
-	if err != nil {
-		return err
-	}
-	defer srv.Shutdown(context.WithoutCancel(ctx))
-	base := "http://" + srv.Addr()
-	fmt.Fprintf(out, "→ intend server on %s (started in %s)\n", base, time.Since(began).Round(time.Millisecond))
+	defer st.stop(ctx)
+	srv, ts, token, tokenFile, base := st.srv, st.ts, st.token, st.tokenFile, st.base()
 
 	c := apiclient.New(base)
 	c.Token = token

@@ -191,6 +191,24 @@ func TestEmbeddedDeploy(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(root, "apps", "shop", "config.json")); !bytes.Contains(got, []byte("8090")) {
 		t.Errorf("the change was not deployed: %s", got)
 	}
+
+	// On a data directory of earlier deploys the services start while
+	// the model compiles; a broken model stops them again, says nothing
+	// of them, and the next deploy starts them as usual.
+	if err := os.WriteFile(model, bytes.Replace(changed, []byte("port: 8090"), []byte(`port: "http"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCmd(t, "deploy", dir)
+	if err == nil || !strings.Contains(err.Error(), "parameter.port") || strings.Contains(out, "starting PostgreSQL") {
+		t.Fatalf("deploy of a broken model on earlier data: err = %v\n%s", err, out)
+	}
+	if err := os.WriteFile(model, changed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCmd(t, "deploy", dir)
+	if err != nil || !strings.Contains(out, "0 deployed, 0 failed, 0 skipped") {
+		t.Fatalf("deploy after the broken model: %v\n%s", err, out)
+	}
 }
 
 // TestDeployRefusesABrokenModel: a compile error names the problem with
