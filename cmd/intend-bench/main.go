@@ -41,6 +41,10 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	external := flag.Int("external", 0, "run P1–P5 on this many external executors (through the executor API, "+
 		"no database credentials) instead of the server's embedded executor")
+	p9N := flag.Int("p9", 0, "P9: `intend deploy` of one change among this many resources, run again on its data "+
+		"directory (with -n 0: P9 only)")
+	p9Runs := flag.Int("p9-runs", 10, "P9: deploys of a change timed")
+	p9Bin := flag.String("intend", "", "P9: the intend binary (default: go build ./cmd/intend)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -53,6 +57,15 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *p9N > 0 {
+		if err := p9(context.Background(), *p9N, *p9Runs, *p9Bin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "intend-bench:", err)
+			os.Exit(1)
+		}
+		if *n == 0 && *lsmN == 0 && orderN == 0 {
+			return
+		}
 	}
 	if err := run(context.Background(), *n, *lsmN, *lsmParallel, *external, *fsync, *filesDir, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "intend-bench:", err)
