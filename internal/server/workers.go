@@ -39,8 +39,10 @@ func orchestrationWorkerOptions() worker.Options {
 }
 
 // orchestrationStopGrace bounds how long Shutdown waits for the
-// orchestration worker's tasks in hand.
-const orchestrationStopGrace = 10 * time.Second
+// orchestration worker's tasks in hand: the scheduler's and the runs'
+// take milliseconds; a long activity (a compile, an order's items) is
+// cancelled after it, and retried after its heartbeat timeout, as before.
+const orchestrationStopGrace = 3 * time.Second
 
 // Quiesce waits, at most max, until the scheduler of env has nothing in
 // hand: no workflow task, activity or deploy run pending. Called before
