@@ -316,16 +316,25 @@ func (c *Compiler) outcome(ctx context.Context, envID string, id int64, err erro
 	return true, nil
 }
 
-// heartbeat heartbeats every few seconds until the returned function is
-// called; outside an activity (tests) it does nothing.
+// heartbeat heartbeats every few seconds (heartbeatEvery, or a third of
+// the activity's heartbeat timeout when that is shorter) until the
+// returned function is called; outside an activity (tests) it does
+// nothing. With a short heartbeat timeout Temporal tells a worker that
+// died holding the activity from one that is slow (a lock wait), and
+// retries the first within seconds instead of at its start-to-close
+// timeout (the orchestration activities, workflows.OrchestrationHeartbeat).
 func heartbeat(ctx context.Context) func() {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
+	every := heartbeatEvery
+	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 && hb/3 < every {
+		every = hb / 3
+	}
 	activity.RecordHeartbeat(ctx)
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(heartbeatEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

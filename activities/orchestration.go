@@ -62,7 +62,7 @@ func (o *Orchestration) Register(w worker.ActivityRegistry) {
 // TakeRequests turns the environment's queued requests (and the due
 // timers' requests) into one deploy run, idempotently by token.
 func (o *Orchestration) TakeRequests(ctx context.Context, in workflows.TakeInput) (workflows.TakeResult, error) {
-	defer keepAlive(ctx)()
+	defer heartbeat(ctx)()
 	timers := make([]store.Request, len(in.Timers))
 	for i, t := range in.Timers {
 		timers[i] = store.Request{Kind: t.Kind, Reason: t.Reason}
@@ -89,7 +89,7 @@ func (o *Orchestration) TakeRequests(ctx context.Context, in workflows.TakeInput
 // require one, it records at once (they go to no executor). A halted
 // environment gets an empty plan and its run stays pending.
 func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) (workflows.PlanResult, error) {
-	defer keepAlive(ctx)()
+	defer heartbeat(ctx)()
 	env, err := o.Store.GetEnvironment(ctx, in.EnvironmentID)
 	if err != nil {
 		return workflows.PlanResult{}, classify(err)
@@ -126,7 +126,7 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 // FinishDeploy records a run's totals and observes its duration (from
 // requested_at to finished_at) the first time the run is finished.
 func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInput) error {
-	defer keepAlive(ctx)()
+	defer heartbeat(ctx)()
 	// Metrics are best effort: their reads never fail the activity. A retry
 	// after a commit whose answer was lost finds finished_at set and does not
 	// observe the run twice (a crash between the commit and the observation
@@ -191,7 +191,7 @@ func (o *Orchestration) tellInstances(ctx context.Context, envID string, run int
 // attempt of keeps that record: a batch given up on after it changed
 // something does not report the changed resources failed.
 func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInput) (workflows.MarkBatchResult, error) {
-	defer keepAlive(ctx)()
+	defer heartbeat(ctx)()
 	var out workflows.MarkBatchResult
 	b, err := o.Store.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq)
 	if err != nil {
@@ -234,7 +234,7 @@ func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInp
 // PlanRetry makes the retry batches of a level (idempotent) and returns
 // their references.
 func (o *Orchestration) PlanRetry(ctx context.Context, in workflows.PlanRetryInput) (workflows.PlanRetryResult, error) {
-	defer keepAlive(ctx)()
+	defer heartbeat(ctx)()
 	p, err := o.Store.PlanRetry(ctx, in.EnvironmentID, in.Run, in.Seqs, in.NextSeq)
 	if err != nil {
 		return workflows.PlanRetryResult{}, classify(err)

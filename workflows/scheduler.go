@@ -21,7 +21,7 @@ const (
 // scheduler's workflow task or activity (docs/benchmarks.md, P9). A
 // scheduler's workflow task is milliseconds of work, a run's a little
 // more (its history is larger); the orchestration activities heartbeat
-// (activities.keepAlive), so a slow one is not taken for a dead one.
+// (activities.heartbeat), so a slow one is not taken for a dead one.
 const (
 	SchedulerTaskTimeout   = 2 * time.Second
 	RunTaskTimeout         = 5 * time.Second

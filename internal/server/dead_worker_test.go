@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -80,24 +81,16 @@ func releaseAfterDeath(t *testing.T, hold func(*testing.T, client.Client, string
 }
 
 // holdWorkflowTask wakes the scheduler and takes its workflow task as a
-// worker would, and never answers it. Tasks of other workflows (left by
-// earlier tests on the shared dev server) are held as well.
+// worker would, and never answers it.
 func holdWorkflowTask(t *testing.T, c client.Client, namespace, workflowID string) {
 	t.Helper()
 	wake(t, c, workflowID)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
+	hold(t, workflowID, func(ctx context.Context) (*commonpb.WorkflowExecution, error) {
 		resp, err := c.WorkflowService().PollWorkflowTaskQueue(ctx, &workflowservice.PollWorkflowTaskQueueRequest{
 			Namespace: namespace, Identity: "a worker that dies", TaskQueue: intendQueue(),
 		})
-		if err != nil {
-			t.Fatalf("poll the workflow task of %s: %v", workflowID, err)
-		}
-		if resp.GetWorkflowExecution().GetWorkflowId() == workflowID {
-			return
-		}
-	}
+		return resp.GetWorkflowExecution(), err
+	})
 }
 
 // holdActivity wakes the scheduler, lets a worker without activities run
@@ -112,16 +105,26 @@ func holdActivity(t *testing.T, c client.Client, namespace, workflowID string) {
 	}
 	defer w.Stop()
 	wake(t, c, workflowID)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
+	hold(t, workflowID, func(ctx context.Context) (*commonpb.WorkflowExecution, error) {
 		resp, err := c.WorkflowService().PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{
 			Namespace: namespace, Identity: "a worker that dies", TaskQueue: intendQueue(),
 		})
+		return resp.GetWorkflowExecution(), err
+	})
+}
+
+// hold polls until it has a task of workflowID. Tasks of other workflows
+// (left by earlier tests on the shared dev server) are held as well.
+func hold(t *testing.T, workflowID string, poll func(context.Context) (*commonpb.WorkflowExecution, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		we, err := poll(ctx)
 		if err != nil {
-			t.Fatalf("poll the activity of %s: %v", workflowID, err)
+			t.Fatalf("poll a task of %s: %v", workflowID, err)
 		}
-		if resp.GetWorkflowExecution().GetWorkflowId() == workflowID {
+		if we.GetWorkflowId() == workflowID {
 			return
 		}
 	}
