@@ -511,25 +511,18 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 }
 
 // exportAndRelease exports the sets of a batch of instances as one
-// version (exportBatcher), releases it and wakes the scheduler for the
-// deploy the release queued. A newer version released meanwhile holds the
-// sets as well (only their instances' workflows change them): no error.
+// version (exportBatcher) and releases it, in one transaction
+// (store.ExportInstanceSets), and wakes the scheduler for the deploy the
+// release queued.
 func (l *LSM) exportAndRelease(ctx context.Context, env store.Environment, rs []intent.Resource, removed []string) (int64, *store.Request, error) {
-	info, err := l.Store.ExportInstanceSets(ctx, env.ID, intent.Version{Resources: rs}, removed)
+	rel, err := l.Store.ExportInstanceSets(ctx, env.ID, intent.Version{Resources: rs}, removed)
 	if err != nil {
 		return 0, nil, err
-	}
-	rel, err := l.Store.ReleaseVersion(ctx, env.ID, info.Version)
-	switch {
-	case errors.Is(err, store.ErrConflict):
-		return info.Version, nil, nil
-	case err != nil:
-		return info.Version, nil, err
 	}
 	if rel.Request != nil {
 		l.wake(ctx, env, rel.Request.Reason)
 	}
-	return info.Version, rel.Request, nil
+	return rel.Version.Version, rel.Request, nil
 }
 
 // wake tells the scheduler about a queued deploy request; when it cannot,
