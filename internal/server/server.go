@@ -215,6 +215,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if from != to {
 		log.Info("database migrated", "from", from, "to", to)
 	}
+	if latest, err := migrations.Latest(); err == nil && to > latest {
+		log.Warn("the database schema is newer than this binary: running on it, as during a rolling upgrade; upgrade this server",
+			"schema_version", to, "binary_schema_version", latest)
+	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
