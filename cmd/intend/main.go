@@ -160,6 +160,7 @@ Exit codes:
 		executorCommand(g),
 		migrateCommand(g),
 		deployCommand(g),
+		devClusterCommand(g),
 		initCommand(g),
 		compileCommand(g),
 		exportCommand(g),

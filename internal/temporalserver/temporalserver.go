@@ -292,8 +292,9 @@ func start(ctx context.Context, opts Options, cfg intend.TemporalDev, searchAttr
 	cmd.Stdout = io.MultiWriter(s.tail, opts.Log)
 	cmd.Stderr = cmd.Stdout
 	cmd.WaitDelay = 5 * time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	childproc.OwnProcessGroup(cmd.SysProcAttr)
 	if !opts.KeepOnParentDeath {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
 		childproc.DieWithParent(cmd.SysProcAttr)
 	}
 	if err := cmd.Start(); err != nil {
