@@ -67,6 +67,9 @@ type Options struct {
 	// Intend is the intend binary the replicas and executors run; ""
 	// means this process's executable.
 	Intend string
+	// ServerIntend, when set, is the replicas' binary instead (a rolling
+	// upgrade's test starts them on the previous release's).
+	ServerIntend string
 	// Ports preferred for what users open; 0 picks a free port. A port
 	// that is taken is replaced by a free one.
 	Ports Ports

@@ -102,11 +102,7 @@ func filesBody(t *testing.T, dir string) []byte {
 		rs[i] = res{ID: fmt.Sprintf("fs::File[%s,path=%s]", agent, p),
 			Attributes: map[string]any{"path": p, "content": fmt.Sprintf("file %d\n", i), "mode": "0644"}}
 	}
-	b, err := json.Marshal(map[string]any{"resources": rs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return mustJSON(t, map[string]any{"resources": rs})
 }
 
 func filePath(dir string, i int) string {

@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -60,7 +61,7 @@ func (c *Cluster) startServers(ctx context.Context) error {
 		name := fmt.Sprintf("server-%d", i+1)
 		port, metrics := c.port(name, 0), c.port(name+"-metrics", 0)
 		s := &Server{URL: "http://" + loopback(port), MetricsURL: "http://" + loopback(metrics) + "/metrics"}
-		s.Proc = newProc(c.Dir, name, s.URL+"/healthz", c.opts.Intend, []string{"server",
+		s.Proc = newProc(c.Dir, name, s.URL+"/healthz", cmp.Or(c.opts.ServerIntend, c.opts.Intend), []string{"server",
 			"--listen", loopback(port), "--metrics-listen", loopback(metrics),
 			"--database-url", c.DatabaseURL(),
 			"--temporal-address", c.TemporalAddress(), "--temporal-namespace", c.Namespace(),

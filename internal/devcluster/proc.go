@@ -50,6 +50,18 @@ func newProc(dir, name, health, path string, args, env []string) *Proc {
 		logPath: filepath.Join(dir, "logs", name+".log")}
 }
 
+// Replace stops the process (SIGTERM) and starts it again from binary
+// path with the same arguments: a rolling upgrade's step.
+func (p *Proc) Replace(ctx context.Context, path string) error {
+	if err := p.Stop(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.path = path
+	p.mu.Unlock()
+	return p.Start(ctx)
+}
+
 // LogPath is the file the process's output is appended to.
 func (p *Proc) LogPath() string { return p.logPath }
 
@@ -73,6 +85,7 @@ func (p *Proc) Start(ctx context.Context) error {
 	}
 	tail := &childproc.Tail{Max: 8 << 10}
 	cmd := exec.Command(p.path, p.args...)
+	p.waitErr = nil
 	cmd.Env = append(inheritedEnv(), p.env...)
 	cmd.Stdout = io.MultiWriter(log, tail)
 	cmd.Stderr = cmd.Stdout
