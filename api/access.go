@@ -205,7 +205,7 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return p, Unauthenticated("%s", err.Error())
 	case errors.Is(err, auth.ErrUnavailable):
-		s.log.Warn("authentication unavailable", "error", err)
+		s.log.WarnContext(r.Context(), "authentication unavailable", "error", err)
 		return p, Unavailable("credentials cannot be checked now; retry later")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return p, Unavailable("the request was cancelled or timed out")
@@ -275,7 +275,7 @@ func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	if err := s.opts.Store.Audit(ctx, e); err != nil {
-		s.log.Error("audit trail: entry not recorded", "action", rt.Action, "actor", e.Actor, "status", status, "error", err)
+		s.log.ErrorContext(r.Context(), "audit trail: entry not recorded", "action", rt.Action, "actor", e.Actor, "status", status, "error", err)
 	}
 }
 

@@ -173,7 +173,7 @@ func (s *Server) wake(r *http.Request, env store.Environment, reason string, rel
 		return
 	}
 	if err := s.opts.Scheduler.Wake(r.Context(), env, reason, release, halt); err != nil {
-		s.log.Warn("scheduler not woken; it will find the request when it polls",
+		s.log.WarnContext(r.Context(), "scheduler not woken; it will find the request when it polls",
 			"environment", env.Name, "reason", reason, "error", err)
 	}
 }
@@ -287,7 +287,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	ok := true
 	for name, check := range s.opts.Health {
 		if err := check(ctx); err != nil {
-			s.log.Warn("health check failed", "check", name, "error", err)
+			s.log.WarnContext(r.Context(), "health check failed", "check", name, "error", err)
 			ok = false
 		}
 	}
