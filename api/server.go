@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsmevents"
@@ -66,6 +68,12 @@ type Options struct {
 	AllowedHosts []string
 	Log          *slog.Logger
 	Telemetry    *telemetry.Telemetry
+	// Tracer traces every request as a server span (nil: no spans).
+	Tracer trace.Tracer
+	// AccessLog is the level of the access log's lines (routine calls
+	// that succeed log at debug); AccessLogOff turns it off.
+	AccessLog    slog.Level
+	AccessLogOff bool
 	// Health checks, by name ("postgresql", "temporal"), run by /healthz.
 	Health map[string]func(context.Context) error
 	// MaxBodyBytes limits ordinary request bodies (default 1 MiB).

@@ -10,6 +10,7 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -39,6 +40,14 @@ type Config struct {
 	// Sampler decides which traces are recorded (default: parent-based,
 	// always on).
 	Sampler sdktrace.Sampler
+}
+
+// RedactedEndpoint is the endpoint with any password masked, for logs.
+func (c Config) RedactedEndpoint() string {
+	if u, err := url.Parse(c.Endpoint); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
 }
 
 // Enabled tells whether c exports spans.
