@@ -196,6 +196,15 @@ func (p *Provider) Tracer() trace.Tracer {
 	return p.tp.Tracer(Instrumentation)
 }
 
+// ForceFlush exports the spans buffered so far (a no-op when p traces
+// nothing).
+func (p *Provider) ForceFlush(ctx context.Context) error {
+	if f, ok := p.TracerProvider().(interface{ ForceFlush(context.Context) error }); ok {
+		return f.ForceFlush(ctx)
+	}
+	return nil
+}
+
 // Shutdown exports the spans still buffered and stops the exporter;
 // ctx bounds how long that may take.
 func (p *Provider) Shutdown(ctx context.Context) error {
