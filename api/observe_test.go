@@ -1,14 +1,12 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -17,29 +15,16 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/tracing"
 )
 
-// lockedBuffer collects log lines written from the handlers' goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines are the JSON log lines written so far.
-func (b *lockedBuffer) lines(t *testing.T) []map[string]any {
+// logLines are the JSON log lines in out.
+func logLines(t *testing.T, out *exectest.Output) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -47,9 +32,9 @@ func (b *lockedBuffer) lines(t *testing.T) []map[string]any {
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
 		}
-		out = append(out, m)
+		lines = append(lines, m)
 	}
-	return out
+	return lines
 }
 
 // fixedAuth names every credential "secret-token-value" the principal p.
@@ -67,12 +52,12 @@ func (a fixedAuth) Authenticate(_ context.Context, cred string) (auth.Principal,
 type observed struct {
 	h    http.Handler
 	rec  *tracetest.SpanRecorder
-	logs *lockedBuffer
+	logs *exectest.Output
 }
 
 func newObserved(t *testing.T, opts api.Options) *observed {
 	t.Helper()
-	o := &observed{rec: tracetest.NewSpanRecorder(), logs: &lockedBuffer{}}
+	o := &observed{rec: tracetest.NewSpanRecorder(), logs: &exectest.Output{}}
 	tp := tracing.NewWithProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.rec)))
 	tel, err := telemetry.New()
 	if err != nil {
@@ -98,12 +83,12 @@ func (o *observed) do(method, path string, header map[string]string) *httptest.R
 // accessLine is the access log line of the request with id.
 func (o *observed) accessLine(t *testing.T, id string) map[string]any {
 	t.Helper()
-	for _, l := range o.logs.lines(t) {
+	for _, l := range logLines(t, o.logs) {
 		if l["msg"] == "request" && l["request_id"] == id {
 			return l
 		}
 	}
-	t.Fatalf("no access log line of request %s in %v", id, o.logs.lines(t))
+	t.Fatalf("no access log line of request %s in %v", id, logLines(t, o.logs))
 	return nil
 }
 
@@ -189,7 +174,7 @@ func TestAccessLogCaller(t *testing.T) {
 	if l["actor"] != "token:prometheus" || l["level"] != "DEBUG" || l["route"] != "/metrics" || l["bytes"] != float64(w.Body.Len()) {
 		t.Errorf("access log line %v, want the actor, at debug, with the body's size", l)
 	}
-	if strings.Contains(o.logs.buf.String(), "secret-token-value") {
+	if strings.Contains(o.logs.String(), "secret-token-value") {
 		t.Error("the log holds the bearer token")
 	}
 	if s := o.rec.Ended(); len(s) != 1 || s[0].Name() != "GET /metrics" {
@@ -201,12 +186,12 @@ func TestAccessLogCaller(t *testing.T) {
 // line has one, but every response still carries a request id.
 func TestUntraced(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := &exectest.Output{}
 	h := api.New(api.Options{Log: slog.New(tracing.NewHandler(slog.NewJSONHandler(logs, nil)))}).Handler()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/nowhere", nil))
-	if strings.Contains(w.Body.String(), "trace_id") || strings.Contains(logs.buf.String(), "trace_id") {
-		t.Errorf("untraced: body %s, logs %s", w.Body, logs.buf.String())
+	if strings.Contains(w.Body.String(), "trace_id") || strings.Contains(logs.String(), "trace_id") {
+		t.Errorf("untraced: body %s, logs %s", w.Body, logs.String())
 	}
 	if w.Header().Get(api.RequestIDHeader) == "" {
 		t.Error("no X-Request-Id")
@@ -216,11 +201,11 @@ func TestUntraced(t *testing.T) {
 // TestAccessLogOff: --access-log off writes no line.
 func TestAccessLogOff(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := &exectest.Output{}
 	h := api.New(api.Options{AccessLogOff: true, Log: slog.New(slog.NewJSONHandler(logs, nil))}).Handler()
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/nowhere", nil))
-	if logs.buf.Len() != 0 {
-		t.Errorf("logs %s", logs.buf.String())
+	if logs.String() != "" {
+		t.Errorf("logs %s", logs.String())
 	}
 }
 
@@ -264,7 +249,7 @@ func TestRequestIDBadInput(t *testing.T) {
 			t.Errorf("%s: log line %v", c.name, l)
 		}
 	}
-	if s := o.logs.buf.String(); strings.Contains(s, "forged") || strings.Contains(s, "xxxxxxxxxx") {
+	if s := o.logs.String(); strings.Contains(s, "forged") || strings.Contains(s, "xxxxxxxxxx") {
 		t.Errorf("a refused id reached the log: %s", s)
 	}
 }

@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -109,24 +108,6 @@ func (o *otlpReceiver) dump() string {
 	return b.String()
 }
 
-// syncBuffer is a log destination shared by the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestTracing runs a traced server and a traced executor (in this
 // process, as `intend executor` runs) against the dev server, both
 // exporting to one OTLP receiver. A deploy run is one trace from the
@@ -147,7 +128,7 @@ func TestTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	logs := &syncBuffer{}
+	logs := &exectest.Output{}
 	c, srv, _ := exectest.StartServer(t, server.Config{
 		TemporalAddress: hostPort, EmbeddedExecutor: true, ExecutorName: "server-1", Tracing: tp,
 		Log:            slog.New(tracing.NewHandler(slog.NewJSONHandler(logs, nil))),
