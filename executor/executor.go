@@ -99,7 +99,8 @@ func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
 
 // WithLogger logs to l instead of building a logger from the config's
-// log level and format.
+// log level and format (records logged with a traced context get
+// trace_id and span_id).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // registry builds the adapters' registry, refusing bad and duplicate
@@ -131,7 +132,8 @@ func (o *options) registry() (*adapters.Registry, error) {
 // logger returns the logger to use: WithLogger's, or one built from cfg.
 func (o *options) logger(cfg Config) (*slog.Logger, error) {
 	if o.log != nil {
-		return o.log, nil
+		// Its records get trace ids too.
+		return slog.New(tracing.NewHandler(o.log.Handler())), nil
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
