@@ -144,9 +144,14 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	if err != nil {
 		return err
 	}
+	tp, err := g.tracing(ctx, "intend-server", log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(ctx, tp, log)
 	scfg := server.Config{
-		BootstrapToken: token,
-		Listen:         defaultListen, DatabaseURL: pg.URL("intend"),
+		BootstrapToken: token, Tracing: tp,
+		Listen: defaultListen, DatabaseURL: pg.URL("intend"),
 		TemporalAddress: ts.HostPort(), TemporalNamespace: ts.Namespace(),
 		EmbeddedExecutor: true, Log: log, ReconcileEvery: 5 * time.Second,
 		DataDir: filepath.Join(dataDir, "server"),

@@ -34,6 +34,7 @@ import (
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/tlsfiles"
+	"github.com/intendhq/intend/internal/tracing"
 	"github.com/intendhq/intend/migrations"
 	"github.com/intendhq/intend/workflows"
 )
@@ -112,6 +113,14 @@ type Config struct {
 	// on this address (for a Prometheus that scrapes a private network);
 	// /metrics on the API needs a global read token either way.
 	MetricsListen string
+	// Tracing traces the API's requests, the Temporal client and workers
+	// and the embedded executor's adapter calls (nil: no spans). The
+	// caller owns it: Shutdown does not flush it.
+	Tracing *tracing.Provider
+	// AccessLog is the level of the API's access log (routine calls,
+	// /healthz and /metrics, log at debug); AccessLogOff turns it off.
+	AccessLog    slog.Level
+	AccessLogOff bool
 	// Callbacks tunes the delivery of LSM callbacks (callbacks.go).
 	Callbacks CallbackOptions
 	// MetricsLockEvery is how often a replica that does not export the
@@ -166,10 +175,11 @@ type Server struct {
 // executor.Builtins, which custom executor binaries share).
 func Registry() *adapters.Registry { return executor.Builtins() }
 
-// DialTemporal connects a Temporal client with intend's logger and metrics;
-// security, when given, secures the connection (TLS, mutual TLS, API key).
+// DialTemporal connects a Temporal client with intend's logger, metrics
+// and tracing (tp may be nil); security, when given, secures the
+// connection (TLS, mutual TLS, API key).
 func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logger, tel *telemetry.Telemetry,
-	security ...temporalconn.Security) (client.Client, error) {
+	tp *tracing.Provider, security ...temporalconn.Security) (client.Client, error) {
 	o := temporalconn.Options{Address: address, Namespace: namespace, Log: log}
 	if len(security) > 0 {
 		o.Security = security[0]
@@ -177,7 +187,29 @@ func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logg
 	if tel != nil {
 		o.Metrics = tel.TemporalMetricsHandler()
 	}
+	ti, err := tp.TemporalInterceptor(TraceRoots()...)
+	if err != nil {
+		return nil, fmt.Errorf("temporal tracing: %w", err)
+	}
+	if ti != nil {
+		o.Interceptors = append(o.Interceptors, ti)
+	}
 	return temporalconn.Dial(ctx, o)
+}
+
+// TraceRoots are the Temporal spans that begin a trace of their own
+// (see tracing.Provider.TemporalInterceptor): a run of a long-lived
+// workflow that continues as new (an environment's scheduler, its
+// compile queue, a service instance), and each deploy run the scheduler
+// starts, so that one run, its batches and their adapter calls are one
+// trace. Each links to the span that started it.
+func TraceRoots() []string {
+	return []string{
+		"RunWorkflow:" + workflows.SchedulerWorkflowName,
+		"RunWorkflow:" + workflows.CompileQueueWorkflowName,
+		"RunWorkflow:" + workflows.ServiceInstanceWorkflowName,
+		"StartChildWorkflow:" + workflows.DeployWorkflowName,
+	}
 }
 
 // lsmCacheResources bounds the resources the lifecycle engine keeps
@@ -234,7 +266,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("register deploy state metrics: %w", err)
 	}
-	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel, cfg.TemporalSecurity)
+	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel, cfg.Tracing, cfg.TemporalSecurity)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -297,7 +329,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.events = lsmevents.New(st, log, 0)
 	srv := api.New(api.Options{
-		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
+		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel, Tracer: cfg.Tracing.Tracer(),
+		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.compiles, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		Health: map[string]func(context.Context) error{
