@@ -163,7 +163,10 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	$(GO) run ./cmd/intend-bench -n $(BENCH_N)
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm; fi
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -external 1; fi   # P1–P5 on an executor without database credentials
+	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -engine server; fi   # P1–P5 on the standalone Temporal server on PostgreSQL
+	@if [ -d /dev/shm ]; then for a in 2 4; do $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -external 1 -agents $$a; done; fi   # the horizontal curve: 2 and 4 agents, an executor each
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000   # P7: 1,000 service instances at once, then single creates
+	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000 -engine server   # P7 on the standalone server
 
 clean: ## remove build output and the embedded deploy's state
 	rm -rf bin data examples/*/data

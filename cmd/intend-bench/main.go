@@ -42,6 +42,8 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&engine, "engine", "dev", "Temporal to run on: dev (the pinned CLI's dev server, SQLite, as intend deploy) "+
 		"or server (the standalone server on this PostgreSQL, as production and intend dev-cluster)")
+	flag.IntVar(&agents, "agents", 1, "spread the resources of P1–P4 round robin over this many agents (bench-0, bench-1, …), "+
+		"each with -external executors of its own: the horizontal curve")
 	external := flag.Int("external", 0, "run P1–P5 on this many external executors (through the executor API, "+
 		"no database credentials) instead of the server's embedded executor")
 	flag.Parse()
@@ -66,6 +68,26 @@ func main() {
 
 // compileWorkers is the server's --compile-workers.
 var compileWorkers = 2
+
+// agents is -agents: the resources go round robin to this many agents.
+var agents = 1
+
+// benchAgent is the agent of resource i: bench, or bench-0 … bench-(agents-1).
+func benchAgent(i int) string {
+	if agents <= 1 {
+		return "bench"
+	}
+	return fmt.Sprintf("bench-%d", i%agents)
+}
+
+// benchAgents lists the agents of the resources.
+func benchAgents() []string {
+	var out []string
+	for i := range max(agents, 1) {
+		out = append(out, benchAgent(i))
+	}
+	return out
+}
 
 // engine is -engine: dev or server.
 var engine = "dev"
@@ -352,7 +374,7 @@ func version(dir string, n, change int) []byte {
 		if i == change {
 			content = "changed\n"
 		}
-		rs[i] = res{ID: "fs::File[bench,path=" + p + "]", Attributes: map[string]any{"path": p, "content": content, "mode": "0644"}}
+		rs[i] = res{ID: "fs::File[" + benchAgent(i) + ",path=" + p + "]", Attributes: map[string]any{"path": p, "content": content, "mode": "0644"}}
 	}
 	b, _ := json.Marshal(map[string]any{"resources": rs})
 	return b
