@@ -47,7 +47,8 @@ func buildIntend(t *testing.T, dir string) string {
 //   - 100 service instances are created, every other one through each
 //     replica, all at once: every request is answered 2xx and every
 //     instance reaches up;
-//   - Prometheus scrapes all five intend processes and its rules load.
+//   - Prometheus scrapes all five intend processes and the Temporal
+//     server, and its rules load.
 func TestTopology(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -381,7 +382,7 @@ func checkUI(t *testing.T, c *devcluster.Cluster) {
 // executor (up == 1) and checks that its rules loaded.
 func checkPrometheus(t *testing.T, c *devcluster.Cluster) {
 	deadline := time.Now().Add(30 * time.Second)
-	want := len(c.Servers) + len(c.Executors)
+	want := len(c.Servers) + len(c.Executors) + 1 // and the Temporal server
 	for {
 		var res struct {
 			Data struct {
@@ -391,7 +392,7 @@ func checkPrometheus(t *testing.T, c *devcluster.Cluster) {
 				} `json:"result"`
 			} `json:"data"`
 		}
-		getJSON(t, c.PrometheusURL+"/api/v1/query?query="+url.QueryEscape(`up{job=~"intend-.*"} == 1`), &res)
+		getJSON(t, c.PrometheusURL+"/api/v1/query?query="+url.QueryEscape(`up{job=~"intend-.*|temporal"} == 1`), &res)
 		if len(res.Data.Result) == want {
 			break
 		}
@@ -432,8 +433,8 @@ func checkPrometheus(t *testing.T, c *devcluster.Cluster) {
 		} `json:"data"`
 	}
 	getJSON(t, c.PrometheusURL+"/api/v1/query?query="+url.QueryEscape(`intend_build_info`), &res)
-	if len(res.Data.Result) != want {
-		t.Errorf("intend_build_info has %d series, want one per process (%d)", len(res.Data.Result), want)
+	if len(res.Data.Result) != want-1 {
+		t.Errorf("intend_build_info has %d series, want one per intend process (%d)", len(res.Data.Result), want-1)
 	}
 	t.Logf("Prometheus: %d targets up, %d rules loaded", want, n)
 }

@@ -163,7 +163,7 @@ func (c *Cluster) startPrometheus(ctx context.Context) error {
 		executors = append(executors, hostOf(e.MetricsURL))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"),
-		[]byte(prometheusConfig(servers, executors)), 0o644); err != nil {
+		[]byte(prometheusConfig(servers, executors, hostOf(c.Temporal().MetricsURL()))), 0o644); err != nil {
 		return err
 	}
 	port := c.port("prometheus", c.opts.Ports.Prometheus)
@@ -177,8 +177,9 @@ func (c *Cluster) startPrometheus(ctx context.Context) error {
 	return c.Prometheus.Start(ctx)
 }
 
-// prometheusConfig scrapes the replicas and the executors every 5 s.
-func prometheusConfig(servers, executors []string) string {
+// prometheusConfig scrapes the replicas, the executors and the Temporal
+// server every 5 s.
+func prometheusConfig(servers, executors []string, temporal string) string {
 	return fmt.Sprintf(`# Written by intend dev-cluster at every start: edits are lost.
 global:
   scrape_interval: 5s
@@ -191,7 +192,10 @@ scrape_configs:
   - job_name: intend-executor
     static_configs:
       - targets: [%s]
-`, strings.Join(servers, ", "), strings.Join(executors, ", "))
+  - job_name: temporal
+    static_configs:
+      - targets: [%s]
+`, strings.Join(servers, ", "), strings.Join(executors, ", "), temporal)
 }
 
 func hostOf(u string) string {
