@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -25,14 +27,22 @@ func vmEntity(attrs ...lsm.AttributeSpec) lsm.Entity {
 	return lsm.Entity{Name: "vm", Identity: "name", Attributes: attrs, Lifecycle: lsm.Simple()}
 }
 
-func TestServiceInventory(t *testing.T) {
-	t.Parallel()
-	st, _, _ := open(t)
+// openVM opens a store with a fresh environment whose catalog holds
+// vmEntity.
+func openVM(t *testing.T) (*store.Store, store.Environment, *pgx.Conn) {
+	t.Helper()
+	st, _, conn := open(t)
 	e := newEnv(t, st)
-	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
+	if err := st.RegisterEntities(context.Background(), e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
 		t.Fatal(err)
 	}
+	return st, e, conn
+}
+
+func TestServiceInventory(t *testing.T) {
+	t.Parallel()
+	st, e, _ := openVM(t)
+	ctx := context.Background()
 	const id = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	live := func() bool {
 		t.Helper()
@@ -162,12 +172,8 @@ func TestServiceInventory(t *testing.T) {
 // written.
 func TestAppliedChangeSource(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e, _ := openVM(t)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
-		t.Fatal(err)
-	}
 	const id = "8b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	sets := lsm.Sets{Candidate: map[string]any{"name": "src"}}
 	var at []time.Time // by version - 1
@@ -213,12 +219,8 @@ func TestAppliedChangeSource(t *testing.T) {
 // own; pruning removes what expired.
 func TestIdempotencyKeys(t *testing.T) {
 	t.Parallel()
-	st, _, conn := open(t)
-	e := newEnv(t, st)
+	st, e, conn := openVM(t)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
-		t.Fatal(err)
-	}
 	const id = "7a1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	scope := "POST /lsm/v1/service_inventory/vm"
 	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "db", State: "start",
