@@ -291,7 +291,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.registerCompiles(s.worker)
 	// The lifecycle engine: one workflow per service instance.
 	workflows.RegisterServiceInstance(s.worker)
-	lsmActs := &activities.LSM{Store: st, Log: log, Cache: compiler.NewCache(lsmCacheResources),
+	lsmActs := &activities.LSM{Store: st, Log: log, Metrics: tel, Cache: compiler.NewCache(lsmCacheResources),
 		Runner: s.compiles, CompileTimeout: cfg.CompileTimeout,
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
 			return s.Wake(ctx, env, reason, true, false)

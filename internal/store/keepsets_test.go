@@ -46,12 +46,8 @@ func versionIDs(t *testing.T, st *store.Store, envID string, version int64) []st
 // instances stayed up (issue 14, A.1).
 func TestFullExportKeepsLiveInstances(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e, _ := openVM(t)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
-		t.Fatal(err)
-	}
 	const a, b = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	for i, id := range []string{a, b} {
 		if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1,
