@@ -30,6 +30,23 @@ func currentDetails(t *testing.T, env *testsuite.TestWorkflowEnvironment) string
 	return md.GetCurrentDetails()
 }
 
+// runDeployEnv runs a deploy run with f's activities, started with
+// IntendRunKind kind unless "", and returns its environment to query.
+func runDeployEnv(t *testing.T, f *fakeActivities, in DeployInput, kind string) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
+	f.register(env)
+	if kind != "" {
+		if err := env.SetTypedSearchAttributesOnStart(RunSearchAttributes("prod", 7, kind)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.ExecuteWorkflow(DeployWorkflowName, in)
+	return env
+}
+
 // TestDeployShowsProgressAndFailures: a run's current details name its
 // kind (its IntendRunKind), count its resources and list the first
 // maxRunFailures not deployed with their error, cut to MaxFailureError
@@ -52,14 +69,7 @@ func TestDeployShowsProgressAndFailures(t *testing.T) {
 		}
 		return res, nil
 	}
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
-	f.register(env)
-	if err := env.SetTypedSearchAttributesOnStart(RunSearchAttributes("prod", 7, RunKindRepair)); err != nil {
-		t.Fatal(err)
-	}
-	env.ExecuteWorkflow(DeployWorkflowName, DeployInput{EnvironmentName: "prod", Run: 5, MaxInFlight: 1})
+	env := runDeployEnv(t, f, DeployInput{EnvironmentName: "prod", Run: 5, MaxInFlight: 1}, RunKindRepair)
 	var res DeployResult
 	if err := env.GetWorkflowResult(&res); err != nil || res.Failed != 24 {
 		t.Fatalf("run = %+v, %v", res, err)
@@ -94,11 +104,7 @@ func TestDeployShowsUnavailableBatch(t *testing.T) {
 	f.outcome = func(BatchInput) (BatchResult, error) {
 		return BatchResult{}, fmt.Errorf("boom")
 	}
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
-	f.register(env)
-	env.ExecuteWorkflow(DeployWorkflowName, DeployInput{EnvironmentName: "prod", Run: 6})
+	env := runDeployEnv(t, f, DeployInput{EnvironmentName: "prod", Run: 6}, "")
 	got := currentDetails(t, env)
 	if !strings.Contains(got, "**deploy run 6**") || !strings.Contains(got, "- `x::R[h,n=a] and 2 more` failed: executor gave up") {
 		t.Errorf("details:\n%s", got)
