@@ -473,7 +473,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			return w.finish(ctx)
 		}
 	}
-	w.observe(ctx)
+	w.showDetails(ctx)
 	for {
 		if err := w.acquire(ctx); err != nil {
 			return err
@@ -489,6 +489,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 		if err != nil {
 			return err
 		}
+		w.publishState(ctx)
 		if w.done {
 			return w.finish(ctx)
 		}
@@ -880,7 +881,7 @@ func (w *instanceWorkflow) write(ctx workflow.Context, in ApplyTransferInput) (S
 	if in.Event.Error {
 		w.noteError(fmt.Sprintf("transfer %s went to its error state %s", in.Event.Trigger, in.State), in.Errors)
 	}
-	w.observe(ctx)
+	w.showDetails(ctx)
 	return rec, nil
 }
 

@@ -18,7 +18,8 @@ import (
 
 // SearchAttrInstanceState is an instance workflow's current state (see
 // temporal.yaml): set at start when the state is known (a workflow
-// restarted from PostgreSQL), then upserted with every transfer.
+// restarted from PostgreSQL), then upserted whenever the workflow settles
+// after transfers (publishState).
 const SearchAttrInstanceState = "IntendInstanceState"
 
 // instanceStateChange is the workflow.GetVersion change id of the
@@ -52,12 +53,16 @@ func (w *instanceWorkflow) stateAttrOn(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, instanceStateChange, workflow.DefaultVersion, 1) == 1
 }
 
-// observe shows the instance's state: the current details, and
-// IntendInstanceState upserted when it differs from the state (the
-// workflow's own search attributes say what it is: the start's, carried
-// across continue-as-new, and the upserts since).
-func (w *instanceWorkflow) observe(ctx workflow.Context) {
-	w.showDetails(ctx)
+// publishState upserts IntendInstanceState when it differs from the
+// instance's state (the workflow's own search attributes say what it is:
+// the start's, carried across continue-as-new, and the upserts since).
+// The main loop calls it each time advance has run what the state calls
+// for, before it waits (for a deploy, a request, a signal) or ends: the
+// state the instance rests or waits in. The states auto transfers pass
+// through in the same moment (start, acknowledged) are not published:
+// each upsert is a write of the Temporal server's visibility store, and a
+// create -> up costs two instead of four.
+func (w *instanceWorkflow) publishState(ctx workflow.Context) {
 	if w.st.State == "" || !w.stateAttrOn(ctx) {
 		return
 	}
