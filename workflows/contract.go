@@ -273,7 +273,7 @@ type BatchResult struct {
 	Retry             int
 	RetryAfterSeconds int
 	// Failures are the batch's first resources that were not deployed
-	// nor skipped (at most MaxBatchFailures, each error cut to
+	// nor skipped (at most MaxBatchFailures, each id and error cut to
 	// MaxFailureError bytes): what the run shows in the Temporal UI.
 	// Empty in histories from before the field.
 	Failures []ResourceFailure `json:",omitempty"`

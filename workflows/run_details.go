@@ -44,12 +44,12 @@ func RunMemo(env, kind string, run int64) map[string]any {
 }
 
 // AppendFailure appends f to fs unless fs holds limit failures already;
-// f's error is cut to MaxFailureError bytes.
+// f's id and error are cut to MaxFailureError bytes each.
 func AppendFailure(fs []ResourceFailure, limit int, f ResourceFailure) []ResourceFailure {
 	if len(fs) >= limit {
 		return fs
 	}
-	f.Error = truncate(f.Error, MaxFailureError)
+	f.ID, f.Error = truncate(f.ID, MaxFailureError), truncate(f.Error, MaxFailureError)
 	return append(fs, f)
 }
 

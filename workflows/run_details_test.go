@@ -146,3 +146,17 @@ func TestRunMemo(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendFailure: at most limit failures, each id and error bounded.
+func TestAppendFailure(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 2*MaxFailureError)
+	var fs []ResourceFailure
+	for range 3 {
+		fs = AppendFailure(fs, 2, ResourceFailure{ID: long, Result: "failed", Error: long})
+	}
+	if len(fs) != 2 || len(fs[0].ID) > MaxFailureError || len(fs[0].Error) > MaxFailureError {
+		t.Errorf("%d failures, id of %d bytes, error of %d; want 2, each at most %d", len(fs), len(fs[0].ID),
+			len(fs[0].Error), MaxFailureError)
+	}
+}
