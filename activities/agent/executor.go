@@ -84,8 +84,9 @@ type batchProgress struct {
 	NotDeployed map[string]string
 }
 
-// tally counts a recorded outcome of resource id.
-func (p *batchProgress) tally(id string, o ledger.Outcome, retryAfter time.Duration, dryrun bool) {
+// tally counts a recorded outcome of resource id; errMsg is its error
+// ("" for an outcome an earlier attempt recorded).
+func (p *batchProgress) tally(id string, o ledger.Outcome, errMsg string, retryAfter time.Duration, dryrun bool) {
 	p.Done++
 	switch o.Result {
 	case ledger.ResultDeployed:
@@ -94,6 +95,8 @@ func (p *batchProgress) tally(id string, o ledger.Outcome, retryAfter time.Durat
 		p.Result.Skipped++
 	default:
 		p.Result.Failed++
+		p.Result.Failures = workflows.AppendFailure(p.Result.Failures, workflows.MaxBatchFailures,
+			workflows.ResourceFailure{ID: id, Result: o.Result, Error: errMsg})
 	}
 	if o.Result != ledger.ResultDeployed {
 		p.NotDeployed[id] = o.Result
@@ -140,7 +143,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		todo = make([]ledger.Resource, 0, len(b.Resources)-len(b.Recorded))
 		for _, r := range b.Resources {
 			if o, ok := b.Recorded[r.ID]; ok {
-				p.tally(r.ID, o, 0, b.Action == "dryrun")
+				p.tally(r.ID, o, "", 0, b.Action == "dryrun")
 			} else {
 				todo = append(todo, r)
 			}
@@ -164,7 +167,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		}
 		for _, r := range recs {
 			p.tally(r.ResourceID, ledger.Outcome{Result: r.Result, ErrorClass: r.ErrorClass, Changed: r.Changed},
-				r.RetryAfter, b.Action == "dryrun")
+				r.Error, r.RetryAfter, b.Action == "dryrun")
 			if e.Metrics != nil {
 				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, r.Action, r.Result).Inc()
 			}

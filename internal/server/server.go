@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/activities"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/api"
@@ -577,7 +578,8 @@ func (s *Server) StartDryrun(ctx context.Context, env store.Environment, run sto
 		ID:                       run.WorkflowID,
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    workflows.RunSearchAttributes(env.Name, run.Version),
+		TypedSearchAttributes:    workflows.RunSearchAttributes(env.Name, run.Version, workflows.RunKindDryrun),
+		Memo:                     workflows.RunMemo(env.Name, workflows.RunKindDryrun, run.Run),
 		StaticSummary:            fmt.Sprintf("dry-run %d of version %d", run.Run, run.Version),
 	}, workflows.DeployWorkflowName, workflows.DeployInput{
 		EnvironmentID: env.ID, EnvironmentName: env.Name, Run: run.Run, Version: run.Version,
@@ -659,16 +661,22 @@ func (s *Server) reconcileModels(ctx context.Context) {
 	}
 }
 
-// EnsureSearchAttributes registers intend's custom search attributes in
-// the namespace when they are missing (a dev server started from
-// temporal.yaml has them already).
+// EnsureSearchAttributes registers intend's custom search attributes
+// (temporal.yaml's) in the namespace when they are missing (a dev server
+// started from temporal.yaml has them already; a cluster set up before a
+// new one was added does not).
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
-	want := map[string]enumspb.IndexedValueType{
-		workflows.SearchAttrEnvironment: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.SearchAttrVersion:     enumspb.INDEXED_VALUE_TYPE_INT,
-		// The lifecycle engine's instance workflows.
-		workflows.SearchAttrServiceEntity:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.SearchAttrServiceInstance: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	cfg, err := intend.TemporalDevConfig()
+	if err != nil {
+		return err
+	}
+	want := make(map[string]enumspb.IndexedValueType, len(cfg.SearchAttributes))
+	for name, typ := range cfg.SearchAttributes {
+		t, err := enumspb.IndexedValueTypeFromString(typ)
+		if err != nil {
+			return fmt.Errorf("search attribute %s: %w", name, err)
+		}
+		want[name] = t
 	}
 	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {
