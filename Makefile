@@ -13,6 +13,8 @@ STATICCHECK  := $(TOOLS)/bin/staticcheck
 HELM         := $(TOOLS)/bin/helm
 TEMPORAL_SERVER   := $(TOOLS)/bin/temporal-server
 TEMPORAL_SQL_TOOL := $(TOOLS)/bin/temporal-sql-tool
+TEMPORAL_UI_VERSION := v2.42.1
+TEMPORAL_UI       := $(TOOLS)/bin/temporal-ui
 VERSION      ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TEST_TIMEOUT ?= 30m
 
@@ -20,6 +22,7 @@ export INTEND_TEMPORAL_CLI := $(TEMPORAL)
 export INTEND_HELM := $(HELM)
 export INTEND_TEMPORAL_SERVER := $(TEMPORAL_SERVER)
 export INTEND_TEMPORAL_SQL_TOOL := $(TEMPORAL_SQL_TOOL)
+export INTEND_TEMPORAL_UI := $(TEMPORAL_UI)
 
 .PHONY: all build test demo tools postgres sshd systemd prometheus helm lint bench fuzz clean help
 
@@ -31,7 +34,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) postgres sshd systemd prometheus helm ## install the pinned Temporal CLI and server, Helm, PostgreSQL, OpenSSH server, systemd-analyze and promtool when missing
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI) postgres sshd systemd prometheus helm ## install the pinned Temporal CLI, server and UI, Helm, PostgreSQL, OpenSSH server, systemd-analyze and Prometheus when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -53,6 +56,15 @@ $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) &:
 	GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
 		go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION); \
 	mv "$$tmp/server" $(TEMPORAL_SERVER); mv "$$tmp/sql" $(TEMPORAL_SQL_TOOL)
+
+# Temporal's web UI for the standalone server (`intend dev-cluster`), the
+# version the pinned CLI bundles; its module carries the built web assets.
+$(TEMPORAL_UI):
+	@echo "building Temporal UI server $(TEMPORAL_UI_VERSION) into $(TOOLS)/bin (takes a few minutes, once)"
+	@mkdir -p $(TOOLS)/bin
+	@set -e; tmp=$$(mktemp -d $(TOOLS)/bin/.temporal-ui.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	GOBIN=$$tmp $(GO) install github.com/temporalio/ui-server/v2/cmd/server@$(TEMPORAL_UI_VERSION); \
+	mv "$$tmp/server" $(TEMPORAL_UI)
 
 postgres: ## make sure PostgreSQL server binaries (initdb, postgres) exist
 	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
@@ -94,18 +106,20 @@ $(HELM):
 	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # deploy/prometheus's rules are checked and unit-tested with promtool
-# (deploy/prometheus/prometheus_test.go). Debian's prometheus package brings it; the package
+# (deploy/prometheus/prometheus_test.go), and `intend dev-cluster` runs a
+# Prometheus that scrapes the cluster. Debian's prometheus package brings both; the package
 # may start a prometheus service (where policy-rc.d allows it), which
 # nothing here uses or minds: the tests bind ports of their own.
-prometheus: ## make sure promtool exists
-	@if command -v promtool >/dev/null 2>&1; then \
-		echo "promtool: $$(command -v promtool)"; \
+prometheus: ## make sure prometheus and promtool exist
+	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then \
+		echo "promtool: $$(command -v promtool), prometheus: $$(command -v prometheus)"; \
 	else \
-		echo "promtool missing: installing Debian's prometheus package with apt-get"; \
+		echo "prometheus or promtool missing: installing Debian's prometheus package with apt-get"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends prometheus; \
-		command -v promtool >/dev/null 2>&1 || { echo "promtool still missing after installing prometheus"; exit 1; }; \
+		command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || \
+			{ echo "prometheus or promtool still missing after installing the prometheus package"; exit 1; }; \
 	fi
 
 $(STATICCHECK):
@@ -149,7 +163,10 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	$(GO) run ./cmd/intend-bench -n $(BENCH_N)
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm; fi
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -external 1; fi   # P1–P5 on an executor without database credentials
+	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -engine server; fi   # P1–P5 on the standalone Temporal server on PostgreSQL
+	@if [ -d /dev/shm ]; then for a in 2 4; do $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -external 1 -agents $$a; done; fi   # the horizontal curve: 2 and 4 agents, an executor each
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000   # P7: 1,000 service instances at once, then single creates
+	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000 -engine server   # P7 on the standalone server
 	$(GO) run ./cmd/intend-bench -n 0 -p9 5000    # P9: intend deploy of one change among 5,000 resources, whole command
 
 clean: ## remove build output and the embedded deploy's state

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -18,6 +19,7 @@ import (
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -54,9 +56,15 @@ type LSM struct {
 	// bounds their time and memory in child processes.
 	Runner compiler.Runner
 	Log    *slog.Logger // nil: slog.Default()
+	// Metrics counts and times the transfers ApplyTransfer writes (nil:
+	// none are).
+	Metrics *telemetry.Telemetry
 
 	exports exportBatcher
-	models  modelTrees
+	// envNames maps environment ids to their names (which never change),
+	// for the metrics' labels.
+	envNames sync.Map
+	models   modelTrees
 }
 
 // Close removes the extracted model sources the activities kept.
@@ -98,7 +106,7 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 	if r := in.Request; r != nil && r.Key != "" {
 		ch.Request = &store.IdempotentRequest{Scope: r.Scope, Key: r.Key, Hash: r.Hash, Status: r.Status}
 	}
-	inst, err := l.Store.ApplyInstanceChange(ctx, in.EnvironmentID, ch)
+	applied, err := l.Store.ApplyInstanceChange(ctx, in.EnvironmentID, ch)
 	if rerr := referenceError(err); rerr != nil {
 		return workflows.ServiceInstanceRecord{}, rerr
 	}
@@ -108,10 +116,47 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 	if err != nil {
 		return workflows.ServiceInstanceRecord{}, classify(err)
 	}
+	if applied.Written {
+		l.observeTransfer(ctx, in, applied)
+	}
 	if err := l.notifyReferrers(ctx, in); err != nil {
 		return workflows.ServiceInstanceRecord{}, err
 	}
-	return inst, nil
+	return applied.Instance, nil
+}
+
+// observeTransfer counts a transfer that was written and committed (a
+// retry that finds it written counts nothing), and times the state it
+// left, on the store's clock. Metrics are best effort: a failed read of
+// the environment's name is logged and the transfer is not counted.
+func (l *LSM) observeTransfer(ctx context.Context, in workflows.ApplyTransferInput, applied store.AppliedChange) {
+	if l.Metrics == nil {
+		return
+	}
+	env, err := l.environmentName(ctx, in.EnvironmentID)
+	if err != nil {
+		l.log().Warn("metrics: the environment of a transfer", "environment", in.EnvironmentID, "error", err)
+		return
+	}
+	tr := telemetry.LSMTransfer{Environment: env, Entity: in.Entity, Source: applied.Source, Target: in.State,
+		Trigger: in.Event.Trigger, Error: in.Event.Error}
+	if !applied.SourceSince.IsZero() {
+		tr.InSource = applied.Instance.UpdatedAt.Sub(applied.SourceSince)
+	}
+	l.Metrics.ObserveLSMTransfer(tr)
+}
+
+// environmentName is the name of the environment of id, read once.
+func (l *LSM) environmentName(ctx context.Context, id string) (string, error) {
+	if name, ok := l.envNames.Load(id); ok {
+		return name.(string), nil
+	}
+	env, err := l.Store.GetEnvironment(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	l.envNames.Store(id, env.Name)
+	return env.Name, nil
 }
 
 // nullJSON drops an absent or null document.
@@ -511,25 +556,18 @@ func (l *LSM) ExportInstance(ctx context.Context, in workflows.ExportInstanceInp
 }
 
 // exportAndRelease exports the sets of a batch of instances as one
-// version (exportBatcher), releases it and wakes the scheduler for the
-// deploy the release queued. A newer version released meanwhile holds the
-// sets as well (only their instances' workflows change them): no error.
+// version (exportBatcher) and releases it, in one transaction
+// (store.ExportInstanceSets), and wakes the scheduler for the deploy the
+// release queued.
 func (l *LSM) exportAndRelease(ctx context.Context, env store.Environment, rs []intent.Resource, removed []string) (int64, *store.Request, error) {
-	info, err := l.Store.ExportInstanceSets(ctx, env.ID, intent.Version{Resources: rs}, removed)
+	rel, err := l.Store.ExportInstanceSets(ctx, env.ID, intent.Version{Resources: rs}, removed)
 	if err != nil {
 		return 0, nil, err
-	}
-	rel, err := l.Store.ReleaseVersion(ctx, env.ID, info.Version)
-	switch {
-	case errors.Is(err, store.ErrConflict):
-		return info.Version, nil, nil
-	case err != nil:
-		return info.Version, nil, err
 	}
 	if rel.Request != nil {
 		l.wake(ctx, env, rel.Request.Reason)
 	}
-	return info.Version, rel.Request, nil
+	return rel.Version.Version, rel.Request, nil
 }
 
 // wake tells the scheduler about a queued deploy request; when it cannot,

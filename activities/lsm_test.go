@@ -19,6 +19,7 @@ import (
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -134,11 +135,17 @@ const (
 // TestApplyTransfer: a transfer writes the instance, its log row and the
 // first response to its request; a retry of the same version writes
 // nothing and returns the instance; a version that is not next is a
-// non-retryable conflict.
+// non-retryable conflict. Each version written is counted once, the retry
+// and the conflict not at all.
 func TestApplyTransfer(t *testing.T) {
 	t.Parallel()
 	s := newLSMSetup(t)
 	ctx := context.Background()
+	tel, err := telemetry.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.l.Metrics = tel
 	in := workflows.ApplyTransferInput{EnvironmentID: s.env.ID, Entity: "vm", InstanceID: idWeb, Version: 1,
 		Identity: "web", State: "start", Sets: lsm.Sets{Candidate: map[string]any{"name": "web"}},
 		Event:   workflows.TransferEvent{Trigger: "create", Target: "start", Operations: []lsm.Operation{}, Request: "k1"},
@@ -187,6 +194,52 @@ func TestApplyTransfer(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Type() != workflows.ErrTypeConflict || !ae.NonRetryable() {
 		t.Fatalf("version 4 after 2: %v, want a non-retryable conflict", err)
 	}
+
+	env := "environment=" + s.env.Name
+	want := map[string]float64{
+		// the create, once: its retry found it written
+		"intend_lsm_transfers_total{entity=vm," + env + ",error=false,source=,target=start,trigger=create}": 1,
+		// the failed validation
+		"intend_lsm_transfers_total{entity=vm," + env + ",error=true,source=start,target=rejected,trigger=auto}": 1,
+		"intend_lsm_state_duration_seconds{entity=vm," + env + ",state=start}":                                   1,
+	}
+	if got := lsmSamples(t, tel); !reflect.DeepEqual(got, want) {
+		t.Errorf("transfer metrics %v, want %v", got, want)
+	}
+}
+
+// lsmSamples returns the LSM transfer metrics of tel as
+// "name{label=value,...}" (labels by name) mapped to the counter's value
+// or the histogram's sample count (whose sum must be positive).
+func lsmSamples(t *testing.T, tel *telemetry.Telemetry) map[string]float64 {
+	t.Helper()
+	families, err := tel.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "intend_lsm_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() { // Gather sorts them by name
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			key := f.GetName() + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Histogram != nil:
+				out[key] = float64(m.GetHistogram().GetSampleCount())
+				if m.GetHistogram().GetSampleSum() <= 0 {
+					t.Errorf("%s: the time sums to %v, want more than 0", key, m.GetHistogram().GetSampleSum())
+				}
+			}
+		}
+	}
+	return out
 }
 
 // TestValidateInstance: the model compiles with the candidate among the

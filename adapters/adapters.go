@@ -16,9 +16,14 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/intendhq/intend/adapters/resource"
 )
@@ -102,6 +107,7 @@ type Context struct {
 	masked  []string // secret values of this attempt, masked in logs and facts
 	event   bool
 	timer   CallTimer
+	tracer  trace.Tracer
 }
 
 // CallTimer is told how long each adapter call of an attempt took:
@@ -114,16 +120,40 @@ type CallTimer func(resourceType, op string, d time.Duration)
 // to t (the executor's metrics).
 func WithCallTimer(t CallTimer) ContextOption { return func(hc *Context) { hc.timer = t } }
 
-// timed runs one adapter call ("none" is no call) and reports its duration.
-func (c *Context) timed(desired Resource, op string, call func() error) error {
+// WithTracer makes the engine trace every adapter call as a span of t
+// (the executor's tracer), a child of the span in the attempt's context.
+func WithTracer(t trace.Tracer) ContextOption { return func(hc *Context) { hc.tracer = t } }
+
+// timed runs one adapter call ("none" is no call), traces it and reports
+// its duration. The call gets ctx with its span, so that what the adapter
+// traces itself nests in it.
+func (c *Context) timed(ctx context.Context, desired Resource, op string, call func(context.Context) error) (err error) {
 	if op == "none" {
 		return nil
 	}
+	if c.tracer != nil {
+		var span trace.Span
+		ctx, span = c.tracer.Start(ctx, "adapter "+op, trace.WithAttributes(
+			attribute.String("intend.resource_id", desired.ID.String()),
+			attribute.String("intend.resource_type", desired.ID.Type),
+			attribute.String("intend.action", op)))
+		defer func() {
+			if err != nil {
+				// Secret values never reach a trace.
+				c.mu.Lock()
+				masked := &maskedError{err: err, values: slices.Clone(c.masked)}
+				c.mu.Unlock()
+				span.RecordError(masked)
+				span.SetStatus(codes.Error, masked.Error())
+			}
+			span.End()
+		}()
+	}
 	if c.timer == nil {
-		return call()
+		return call(ctx)
 	}
 	start := time.Now()
-	err := call()
+	err = call(ctx)
 	c.timer(desired.ID.Type, op, time.Since(start))
 	return err
 }
@@ -441,7 +471,7 @@ func (e *maskedError) Unwrap() error { return e.err }
 
 func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun bool) (Outcome, error) {
 	if v, ok := h.(Validator); ok {
-		if err := hc.timed(desired, "validate", func() error { return v.Validate(ctx, hc, desired) }); err != nil {
+		if err := hc.timed(ctx, desired, "validate", func(ctx context.Context) error { return v.Validate(ctx, hc, desired) }); err != nil {
 			var e *Error
 			if !errors.As(err, &e) {
 				err = Permanent(err)
@@ -450,7 +480,10 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		}
 	}
 	var obs Observation
-	err := hc.timed(desired, "observe", func() (err error) { obs, err = h.Observe(ctx, hc, desired); return err })
+	err := hc.timed(ctx, desired, "observe", func(ctx context.Context) (err error) {
+		obs, err = h.Observe(ctx, hc, desired)
+		return err
+	})
 	if err != nil {
 		return Outcome{}, fmt.Errorf("observe: %w", err)
 	}
@@ -474,7 +507,7 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		}
 	}
 	if !dryRun {
-		err = hc.timed(desired, out.Action, func() error {
+		err = hc.timed(ctx, desired, out.Action, func(ctx context.Context) error {
 			switch out.Action {
 			case "delete":
 				return h.Delete(ctx, hc, desired)
@@ -493,12 +526,12 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		return out, nil
 	}
 	if r, ok := h.(Reloader); ok && hc.Event() && !dryRun {
-		if err := hc.timed(desired, "reload", func() error { return r.Reload(ctx, hc, desired) }); err != nil {
+		if err := hc.timed(ctx, desired, "reload", func(ctx context.Context) error { return r.Reload(ctx, hc, desired) }); err != nil {
 			return out, fmt.Errorf("reload: %w", err)
 		}
 	}
 	if f, ok := h.(FactDiscoverer); ok && (!dryRun || out.Action != "create") {
-		if err := hc.timed(desired, "facts", func() error { return f.DiscoverFacts(ctx, hc, desired) }); err != nil {
+		if err := hc.timed(ctx, desired, "facts", func(ctx context.Context) error { return f.DiscoverFacts(ctx, hc, desired) }); err != nil {
 			return out, fmt.Errorf("facts: %w", err)
 		}
 	}

@@ -121,6 +121,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 	}
+	noteCaller(r.Context(), "", rt.quiet)
 	if rt.Scope == ScopeOpen {
 		s.serve(rt.h)(w, r)
 		return
@@ -131,6 +132,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, s.log, err)
 		return
 	}
+	noteCaller(r.Context(), p.Actor(), rt.quiet)
 	ctx := auth.WithPrincipal(r.Context(), p)
 	ctx = store.WithActor(ctx, p.Actor())
 	ctx = context.WithValue(ctx, auditDetailKey{}, &auditDetail{})
@@ -205,7 +207,7 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return p, Unauthenticated("%s", err.Error())
 	case errors.Is(err, auth.ErrUnavailable):
-		s.log.Warn("authentication unavailable", "error", err)
+		s.log.WarnContext(r.Context(), "authentication unavailable", "error", err)
 		return p, Unavailable("credentials cannot be checked now; retry later")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return p, Unavailable("the request was cancelled or timed out")
@@ -275,7 +277,7 @@ func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	if err := s.opts.Store.Audit(ctx, e); err != nil {
-		s.log.Error("audit trail: entry not recorded", "action", rt.Action, "actor", e.Actor, "status", status, "error", err)
+		s.log.ErrorContext(r.Context(), "audit trail: entry not recorded", "action", rt.Action, "actor", e.Actor, "status", status, "error", err)
 	}
 }
 
@@ -291,10 +293,12 @@ func remoteHost(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// statusRecorder remembers the status a handler wrote.
+// statusRecorder remembers the status a handler wrote and counts the
+// bytes of the body.
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	code  int
+	bytes int64
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -308,7 +312,9 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
 }
 
 // Flush lets streaming handlers flush through the recorder.

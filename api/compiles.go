@@ -38,11 +38,11 @@ func (s *Server) requestCompile(w http.ResponseWriter, r *http.Request) error {
 	}
 	if s.opts.Compiles != nil {
 		if err := s.opts.Compiles.WakeCompiles(r.Context(), e, "compile requested"); err != nil {
-			s.log.Warn("compile queue not woken; the reconciler will", "environment", e.Name, "compile", c.ID, "error", err)
+			s.log.WarnContext(r.Context(), "compile queue not woken; the reconciler will", "environment", e.Name, "compile", c.ID, "error", err)
 		}
 	}
 	if merged {
-		s.log.Info("compile request merged into the queued compile", "environment", e.Name, "compile", c.ID)
+		s.log.InfoContext(r.Context(), "compile request merged into the queued compile", "environment", e.Name, "compile", c.ID)
 	}
 	noteAudit(r, map[string]any{"compile": c.ID, "merged": merged})
 	w.Header().Set("Location", "/api/v1/environments/"+e.Name+"/compiles/"+strconv.FormatInt(c.ID, 10))

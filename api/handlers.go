@@ -97,7 +97,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 	}
 	if s.opts.Scheduler != nil {
 		if err := s.opts.Scheduler.Ensure(r.Context(), e); err != nil {
-			s.log.Warn("scheduler not started yet; the reconciler will start it", "environment", e.Name, "error", err)
+			s.log.WarnContext(r.Context(), "scheduler not started yet; the reconciler will start it", "environment", e.Name, "error", err)
 		}
 	}
 	WriteJSON(w, http.StatusCreated, redactEnv(e))
@@ -243,9 +243,9 @@ func refusePush(e store.Environment, what string) error {
 // is housekeeping: the export stands whatever it does.
 func (s *Server) prune(r *http.Request, e store.Environment) {
 	if n, err := s.opts.Store.PruneVersions(r.Context(), e.ID, e.Settings.KeepVersions); err != nil {
-		s.log.Warn("pruning old versions failed", "environment", e.Name, "error", err)
+		s.log.WarnContext(r.Context(), "pruning old versions failed", "environment", e.Name, "error", err)
 	} else if n > 0 {
-		s.log.Info("pruned old versions", "environment", e.Name, "deleted", n, "keep_versions", e.Settings.KeepVersions)
+		s.log.InfoContext(r.Context(), "pruned old versions", "environment", e.Name, "deleted", n, "keep_versions", e.Settings.KeepVersions)
 	}
 }
 

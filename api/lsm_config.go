@@ -67,7 +67,7 @@ func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if err := n.ConfigChanged(r.Context(), env, name, c); err != nil {
-		s.log.Warn("service entity config: instances not told", "environment", env.Name, "service_entity", name, "error", err)
+		s.log.WarnContext(r.Context(), "service entity config: instances not told", "environment", env.Name, "service_entity", name, "error", err)
 		return Unavailable("the config is stored, but not every live instance could be told (the lifecycle engine, " +
 			"Temporal, is unavailable); repeat the request")
 	}

@@ -198,9 +198,9 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 		out.DryrunURL = "/api/v1/environments/" + url.PathEscape(e.Name) + "/dryrun/" + strconv.FormatInt(d.Run.Run, 10)
 		if s.opts.Dryruns != nil {
 			if err := s.opts.Dryruns.StartDryrun(r.Context(), e, *d.Run); err != nil {
-				s.log.Error("dry-run not started", "environment", e.Name, "run", d.Run.Run, "error", err)
+				s.log.ErrorContext(r.Context(), "dry-run not started", "environment", e.Name, "run", d.Run.Run, "error", err)
 				if ferr := s.opts.Store.FailRun(r.Context(), e.ID, d.Run.Run); ferr != nil {
-					s.log.Error("mark dry-run failed", "environment", e.Name, "run", d.Run.Run, "error", ferr)
+					s.log.ErrorContext(r.Context(), "mark dry-run failed", "environment", e.Name, "run", d.Run.Run, "error", ferr)
 				}
 				return Unavailable("the dry-run could not be started (is Temporal up?); try again")
 			}

@@ -160,7 +160,7 @@ func (s *Server) streamInstanceEvents(w http.ResponseWriter, r *http.Request) er
 		ended, sent, err := s.sendEvents(ctx, st, env, inst.ID, &ent, &after)
 		if err != nil {
 			if ctx.Err() == nil && !st.broken {
-				s.log.Warn("service instance events: stream ended", "environment", env.Name,
+				s.log.WarnContext(r.Context(), "service instance events: stream ended", "environment", env.Name,
 					"service_instance", inst.ID, "error", err)
 			}
 			return nil // the headers are out: the stream just ends

@@ -118,7 +118,7 @@ func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, lw *lsmWrite
 	noteAudit(r, audit(order))
 	if err := s.opts.Orders.StartOrder(r.Context(), lw.env, order.ID); err != nil {
 		// The order is written: the reconciler starts its workflow.
-		s.log.Warn("order written, its workflow not started yet (the reconciler will)", "environment", lw.env.Name,
+		s.log.WarnContext(r.Context(), "order written, its workflow not started yet (the reconciler will)", "environment", lw.env.Name,
 			"order", order.ID, "error", err)
 	}
 	w.Header().Set("Location", "/lsm/v1/orders/"+order.ID)

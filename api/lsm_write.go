@@ -242,7 +242,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 	}
 	inst, err := s.opts.LSM.Send(r.Context(), req)
 	if err != nil {
-		return s.engineProblem(w, req, err)
+		return s.engineProblem(w, r, req, err)
 	}
 	if lw.key != "" {
 		// Temporal applies an update id once: a concurrent request with
@@ -260,7 +260,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 }
 
 // engineProblem maps what the engine returned to a problem.
-func (s *Server) engineProblem(w http.ResponseWriter, req LSMRequest, err error) error {
+func (s *Server) engineProblem(w http.ResponseWriter, r *http.Request, req LSMRequest, err error) error {
 	var rej *LSMRejection
 	switch {
 	case errors.As(err, &rej):
@@ -269,7 +269,7 @@ func (s *Server) engineProblem(w http.ResponseWriter, req LSMRequest, err error)
 		return Unavailable("the request was accepted and is still being applied; repeat it with the same " +
 			IdempotencyKeyHeader + " to get its response, or GET the instance")
 	case errors.Is(err, ErrLSMUnavailable):
-		s.log.Warn("lifecycle engine unavailable", "environment", req.Environment.Name, "service_entity", req.Entity.Name,
+		s.log.WarnContext(r.Context(), "lifecycle engine unavailable", "environment", req.Environment.Name, "service_entity", req.Entity.Name,
 			"service_instance", req.InstanceID, "error", err)
 		return Unavailable("the lifecycle engine (Temporal) is unavailable; try again later")
 	}

@@ -84,7 +84,7 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	if m.AnnouncedAt == nil && s.opts.LSM != nil {
 		// The live instances export their resources again, built by it.
 		if err := s.opts.LSM.ModelChanged(r.Context(), e, hash); err != nil {
-			s.log.Warn("model source not announced to the service instances yet; the reconciler retries",
+			s.log.WarnContext(r.Context(), "model source not announced to the service instances yet; the reconciler retries",
 				"environment", e.Name, "model", hash, "error", err)
 		} else {
 			now := time.Now()

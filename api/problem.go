@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Problem types. Each is a stable URI that clients may match on; the title,
@@ -186,6 +188,10 @@ type Problem struct {
 	// Referrers are the instances that reference a service instance
 	// whose delete was refused (409), if any.
 	Referrers []InstanceReferrer `json:"referrers,omitempty"`
+	// TraceID is the trace of the request (32 hex digits), when the
+	// server traces; WriteProblem fills it in. The server's log lines of
+	// the request carry it as trace_id.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // FieldError is one offending input of a request.
@@ -371,6 +377,11 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	if out.Instance == "" && r != nil && r.URL != nil {
 		// The escaped form, because instance is a URI reference.
 		out.Instance = r.URL.EscapedPath()
+	}
+	if r != nil {
+		if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+			out.TraceID = sc.TraceID().String()
+		}
 	}
 	writeBody(w, out.Status, mediaTypeProblem, out)
 }

@@ -22,6 +22,7 @@ const (
 // needs and where (see access.go and docs/security.md).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.observe)
 	if s.opts.Telemetry != nil {
 		r.Use(s.opts.Telemetry.HTTPMiddleware)
 	}
@@ -34,9 +35,9 @@ func (s *Server) Handler() http.Handler {
 		WriteProblem(w, r, MethodNotAllowed(r.Method))
 	})
 
-	r.Method(http.MethodGet, "/healthz", s.open("health.read", s.healthz))
+	r.Method(http.MethodGet, "/healthz", s.open("health.read", s.healthz).quietly())
 	if s.opts.Telemetry != nil {
-		r.Method(http.MethodGet, "/metrics", s.global("metrics.read", read, wrap(s.opts.Telemetry.Handler())))
+		r.Method(http.MethodGet, "/metrics", s.global("metrics.read", read, wrap(s.opts.Telemetry.Handler())).quietly())
 	}
 
 	r.Route("/api/v1", func(r chi.Router) {

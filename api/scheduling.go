@@ -153,9 +153,9 @@ func (s *Server) createDryrun(w http.ResponseWriter, r *http.Request) error {
 	}
 	if s.opts.Dryruns != nil {
 		if err := s.opts.Dryruns.StartDryrun(r.Context(), e, run); err != nil {
-			s.log.Error("dry-run not started", "environment", e.Name, "run", run.Run, "error", err)
+			s.log.ErrorContext(r.Context(), "dry-run not started", "environment", e.Name, "run", run.Run, "error", err)
 			if ferr := s.opts.Store.FailRun(r.Context(), e.ID, run.Run); ferr != nil {
-				s.log.Error("mark dry-run failed", "environment", e.Name, "run", run.Run, "error", ferr)
+				s.log.ErrorContext(r.Context(), "mark dry-run failed", "environment", e.Name, "run", run.Run, "error", ferr)
 			}
 			return Unavailable("the dry-run could not be started (is Temporal up?); try again")
 		}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsmevents"
@@ -66,6 +68,12 @@ type Options struct {
 	AllowedHosts []string
 	Log          *slog.Logger
 	Telemetry    *telemetry.Telemetry
+	// Tracer traces every request as a server span (nil: no spans).
+	Tracer trace.Tracer
+	// AccessLog is the level of the access log's lines (routine calls
+	// that succeed log at debug); AccessLogOff turns it off.
+	AccessLog    slog.Level
+	AccessLogOff bool
 	// Health checks, by name ("postgresql", "temporal"), run by /healthz.
 	Health map[string]func(context.Context) error
 	// MaxBodyBytes limits ordinary request bodies (default 1 MiB).
@@ -173,7 +181,7 @@ func (s *Server) wake(r *http.Request, env store.Environment, reason string, rel
 		return
 	}
 	if err := s.opts.Scheduler.Wake(r.Context(), env, reason, release, halt); err != nil {
-		s.log.Warn("scheduler not woken; it will find the request when it polls",
+		s.log.WarnContext(r.Context(), "scheduler not woken; it will find the request when it polls",
 			"environment", env.Name, "reason", reason, "error", err)
 	}
 }
@@ -287,7 +295,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	ok := true
 	for name, check := range s.opts.Health {
 		if err := check(ctx); err != nil {
-			s.log.Warn("health check failed", "check", name, "error", err)
+			s.log.WarnContext(r.Context(), "health check failed", "check", name, "error", err)
 			ok = false
 		}
 	}

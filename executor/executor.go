@@ -45,7 +45,9 @@ import (
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/tlsfiles"
+	"github.com/intendhq/intend/internal/tracing"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 )
 
 // Option configures what an executor hosts and how it runs.
@@ -97,7 +99,8 @@ func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 func WithGetenv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
 
 // WithLogger logs to l instead of building a logger from the config's
-// log level and format.
+// log level and format (records logged with a traced context get
+// trace_id and span_id).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // registry builds the adapters' registry, refusing bad and duplicate
@@ -129,18 +132,20 @@ func (o *options) registry() (*adapters.Registry, error) {
 // logger returns the logger to use: WithLogger's, or one built from cfg.
 func (o *options) logger(cfg Config) (*slog.Logger, error) {
 	if o.log != nil {
-		return o.log, nil
+		// Its records get trace ids too.
+		return slog.New(tracing.NewHandler(o.log.Handler())), nil
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.LogLevel)
 	}
 	h := &slog.HandlerOptions{Level: level}
+	// Records logged with a traced context carry trace_id and span_id.
 	switch strings.ToLower(cfg.LogFormat) {
 	case "text":
-		return slog.New(slog.NewTextHandler(o.stderr, h)), nil
+		return slog.New(tracing.NewHandler(slog.NewTextHandler(o.stderr, h))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(o.stderr, h)), nil
+		return slog.New(tracing.NewHandler(slog.NewJSONHandler(o.stderr, h))), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat)
 }
@@ -203,6 +208,21 @@ func run(ctx context.Context, cfg Config, o *options) error {
 		return err
 	}
 	tel.SetBuildInfo(o.version)
+	tp, err := startTracing(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			log.Warn("tracing: spans not flushed", "error", err)
+		}
+	}()
+	ti, err := tp.TemporalInterceptor()
+	if err != nil {
+		return fmt.Errorf("temporal tracing: %w", err)
+	}
 	// The listener comes up first, so that /healthz answers 503 while the
 	// executor waits for Temporal or the server.
 	p := &probe{log: log}
@@ -215,8 +235,12 @@ func run(ctx context.Context, cfg Config, o *options) error {
 		log.Info("serving /metrics and /healthz", "listen", l.addr)
 	}
 	sec := cfg.Temporal.security()
-	tc, err := temporalconn.Dial(ctx, temporalconn.Options{Address: cfg.Temporal.Address,
-		Namespace: cfg.Temporal.Namespace, Security: sec, Log: log, Metrics: tel.TemporalMetricsHandler()})
+	topts := temporalconn.Options{Address: cfg.Temporal.Address,
+		Namespace: cfg.Temporal.Namespace, Security: sec, Log: log, Metrics: tel.TemporalMetricsHandler()}
+	if ti != nil {
+		topts.Interceptors = []interceptor.ClientInterceptor{ti}
+	}
+	tc, err := temporalconn.Dial(ctx, topts)
 	if err != nil {
 		return err
 	}
@@ -236,7 +260,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	cache := adapters.NewCache()
 	defer cache.Close()
 	acts := &agent.Executor{Ledger: remote, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
-		Metrics: tel, Cache: cache, Name: id.Name}
+		Metrics: tel, Tracer: tp.Tracer(), Cache: cache, Name: id.Name}
 	acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir, EnvPrefix: cfg.SecretEnvPrefix}
 	m := iexec.NewManager(tc, acts, log, cfg.Batches)
 	defer m.Stop()
@@ -268,6 +292,21 @@ func run(ctx context.Context, cfg Config, o *options) error {
 		log.Warn("registration not marked stopped", "executor", id.Name, "error", err)
 	}
 	return nil
+}
+
+// startTracing sets up the executor's tracing from the OTEL_* variables
+// (docs/tracing.md), service intend-executor by default.
+func startTracing(ctx context.Context, o *options, log *slog.Logger) (*tracing.Provider, error) {
+	c, err := tracing.FromEnv(o.getenv, "intend-executor", o.version)
+	if err != nil {
+		return nil, err
+	}
+	tp, err := tracing.New(ctx, c)
+	if err == nil && c.Enabled() {
+		log.Info("tracing on: spans exported over OTLP", "endpoint", c.RedactedEndpoint(), "protocol", c.Protocol,
+			"service", c.ServiceName)
+	}
+	return tp, err
 }
 
 // session asks the intend server which environment cfg names and which

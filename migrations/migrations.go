@@ -19,8 +19,15 @@ var files embed.FS
 const VersionTable = "intend_schema_version"
 
 // Apply migrates the database at databaseURL to target; target < 0 means the
-// newest version. Concurrent callers are serialised by tern's advisory lock,
-// so several servers may start at once.
+// newest version this binary knows. Concurrent callers are serialised by
+// tern's advisory lock, so several servers may start at once.
+//
+// With target < 0, a database newer than this binary is left as it is
+// (from == to, above Latest): during a rolling upgrade the previous
+// release's replicas run on the new schema, and one that restarts must
+// not undo the migration the new replicas rely on. Every migration keeps
+// the previous release working (docs/operations.md, "Upgrades"); going
+// down takes an explicit target (`intend migrate --to N`).
 func Apply(ctx context.Context, databaseURL string, target int32) (from, to int32, err error) {
 	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
@@ -40,6 +47,9 @@ func Apply(ctx context.Context, databaseURL string, target int32) (from, to int3
 	}
 	if target < 0 {
 		target = int32(len(m.Migrations))
+		if from > target {
+			return from, from, nil
+		}
 	}
 	if target > int32(len(m.Migrations)) {
 		return from, from, fmt.Errorf("target version %d does not exist (newest is %d)", target, len(m.Migrations))

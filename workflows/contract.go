@@ -41,6 +41,17 @@ const (
 const (
 	SearchAttrEnvironment = "IntendEnvironment"
 	SearchAttrVersion     = "IntendVersion"
+	// SearchAttrRunKind is a deploy run's kind: RunKindDeploy,
+	// RunKindRepair or RunKindDryrun, the action its action records carry.
+	SearchAttrRunKind = "IntendRunKind"
+)
+
+// Run kinds (SearchAttrRunKind): a run's action, as the API and the
+// action log name it.
+const (
+	RunKindDeploy = "deploy"
+	RunKindRepair = "repair"
+	RunKindDryrun = "dryrun"
 )
 
 // AgentTaskQueue is the task queue executors poll for one agent of one
@@ -168,6 +179,9 @@ type DeployInput struct {
 	// the counts so far.
 	FromLevel int
 	Carry     *DeployResult
+	// CarryFailures are the failures the run shows so far (its current
+	// details).
+	CarryFailures []ResourceFailure `json:",omitempty"`
 }
 
 // PlanRetryInput asks for a retry batch per agent of a level: the resources
@@ -262,7 +276,25 @@ type BatchResult struct {
 	// longest delay a throttled one asked for.
 	Retry             int
 	RetryAfterSeconds int
+	// Failures are the batch's first resources that were not deployed
+	// nor skipped (at most MaxBatchFailures, each id and error cut to
+	// MaxFailureError bytes): what the run shows in the Temporal UI.
+	// Empty in histories from before the field.
+	Failures []ResourceFailure `json:",omitempty"`
 }
+
+// ResourceFailure is one resource a batch did not deploy, and why.
+type ResourceFailure struct {
+	ID     string
+	Result string // failed, unavailable, ...
+	Error  string `json:",omitempty"`
+}
+
+// Bounds of BatchResult.Failures.
+const (
+	MaxBatchFailures = 20
+	MaxFailureError  = 300
+)
 
 // MarkBatchInput records one outcome for every resource of a batch that no
 // executor ran (no executor polled the agent, or the activity gave up).

@@ -35,6 +35,8 @@ const (
 func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	log := workflow.GetLogger(ctx)
 	res := DeployResult{Run: in.Run, Version: in.Version}
+	d := &runDetails{in: in, res: &res, failures: in.CarryFailures}
+	d.show(ctx, "planning")
 
 	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,
@@ -59,6 +61,7 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	if plan.Halted {
 		log.Info("environment is halted; the run's requests go back to the queue", "run", in.Run)
 		res.Halted = true
+		d.show(ctx, "preempted: the environment is halted")
 		return res, finish(local, ctx, in, "preempted", res)
 	}
 	preempt := workflow.GetSignalChannel(ctx, PreemptSignal)
@@ -102,14 +105,15 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 				break
 			}
 			next := in
-			next.FromLevel, next.Carry = level, &res
+			next.FromLevel, next.Carry, next.CarryFailures = level, &res, d.failures
 			return res, workflow.NewContinueAsNewError(ctx, DeployWorkflowName, next)
 		}
 		var st levelStats
-		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, &res, &st, preempt, &preempted); err != nil {
+		d.show(ctx, fmt.Sprintf("running requires level %d", level))
+		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, d, &st, preempt, &preempted); err != nil {
 			return res, err
 		}
-		if err := retryLevel(ctx, local, in, plan.Batches[start:end], &nextSeq, maxInFlight, agentWait, &res, st, preempt, &preempted); err != nil {
+		if err := retryLevel(ctx, local, in, plan.Batches[start:end], &nextSeq, maxInFlight, agentWait, d, st, preempt, &preempted); err != nil {
 			return res, err
 		}
 		start = end
@@ -123,6 +127,7 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	if err := finish(local, ctx, in, status, res); err != nil {
 		return res, err
 	}
+	d.show(ctx, status)
 	log.Info("deploy finished", "run", in.Run, "version", res.Version, "total", res.Total,
 		"deployed", res.Deployed, "failed", res.Failed, "skipped", res.Skipped, "unavailable", res.Unavailable)
 	return res, nil
@@ -154,7 +159,8 @@ const maxRetryDelay = 15 * time.Minute
 // that their dependents get their chance in this run. Resources skipped
 // for a dependency are retried with them. A preempt signal ends the wait.
 func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, nextSeq *int, maxInFlight int,
-	agentWait time.Duration, res *DeployResult, st levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
+	agentWait time.Duration, d *runDetails, st levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
+	res := d.res
 	backoff := time.Duration(max(in.RetryBackoffSeconds, 1)) * time.Second
 	for attempt := 1; attempt <= in.RetryAttempts && st.retry > 0 && !*preempted; attempt++ {
 		delay := min(backoff<<(attempt-1), maxRetryDelay)
@@ -163,6 +169,8 @@ func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef,
 		}
 		workflow.GetLogger(ctx).Info("retrying failed resources", "run", in.Run, "level", batches[0].Level,
 			"resources", st.retry, "attempt", attempt, "after", delay)
+		d.show(ctx, fmt.Sprintf("requires level %d: retrying %d resources in %s (attempt %d of %d)",
+			batches[0].Level, st.retry, delay, attempt, in.RetryAttempts))
 		tctx, cancel := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(workflow.NewTimer(tctx, delay), func(workflow.Future) {})
@@ -192,7 +200,8 @@ func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef,
 		res.Skipped -= rp.Skipped
 		res.Batches += len(rp.Batches)
 		batches, st = rp.Batches, levelStats{}
-		if err := runLevel(ctx, local, in, batches, maxInFlight, agentWait, res, &st, preempt, preempted); err != nil {
+		d.show(ctx, fmt.Sprintf("requires level %d: retry %d of %d", batches[0].Level, attempt, in.RetryAttempts))
+		if err := runLevel(ctx, local, in, batches, maxInFlight, agentWait, d, &st, preempt, preempted); err != nil {
 			return err
 		}
 	}
@@ -214,7 +223,8 @@ func onPreempt(ctx workflow.Context, in DeployInput, preempted *bool) func(workf
 // at a time, and waits for those dispatched. A preempt signal stops the
 // dispatching; the batches in flight finish.
 func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, maxInFlight int,
-	agentWait time.Duration, res *DeployResult, st *levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
+	agentWait time.Duration, d *runDetails, st *levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
+	res := d.res
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(preempt, onPreempt(ctx, in, preempted))
 	inFlight := 0
@@ -249,6 +259,8 @@ func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, m
 					res.Changed += br.Changed
 					st.retry += br.Retry
 					st.retryAfter = max(st.retryAfter, br.RetryAfterSeconds)
+					d.add(br.Failures)
+					d.show(ctx, d.status)
 					return
 				}
 				result, reason := "failed", "executor gave up: "+rootMessage(err)
@@ -275,6 +287,8 @@ func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, m
 				res.Deployed += mr.Deployed
 				res.Failed += mr.Failed
 				res.Skipped += mr.Skipped
+				d.add([]ResourceFailure{{ID: batchSummary(b), Result: result, Error: reason}})
+				d.show(ctx, d.status)
 			})
 			continue
 		}

@@ -123,12 +123,19 @@ func ServiceInstanceWorkflowID(env, entity, id string) string {
 }
 
 // ServiceInstanceSearchAttributes are the search attributes of an
-// instance's workflow.
-func ServiceInstanceSearchAttributes(env, entity, id string) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
+// instance's workflow at its start; state is the instance's state when
+// known ("": a create, whose workflow sets it once the create is
+// applied).
+func ServiceInstanceSearchAttributes(env, entity, id, state string) temporal.SearchAttributes {
+	updates := []temporal.SearchAttributeUpdate{
 		temporal.NewSearchAttributeKeyKeyword(SearchAttrEnvironment).ValueSet(env),
 		temporal.NewSearchAttributeKeyKeyword(SearchAttrServiceEntity).ValueSet(entity),
-		temporal.NewSearchAttributeKeyKeyword(SearchAttrServiceInstance).ValueSet(id))
+		temporal.NewSearchAttributeKeyKeyword(SearchAttrServiceInstance).ValueSet(id),
+	}
+	if state != "" {
+		updates = append(updates, temporal.NewSearchAttributeKeyKeyword(SearchAttrInstanceState).ValueSet(state))
+	}
+	return temporal.NewSearchAttributes(updates...)
 }
 
 // RegisterServiceInstance registers the instance workflow and the model
@@ -164,13 +171,14 @@ type ServiceInstanceInput struct {
 	// upsert of the TemporalChangeVersion search attribute, a write of
 	// the Temporal server's visibility store, per run. 0: decided by the
 	// load-lost-create and cancel-await-timers changes; 1: a fresh run
-	// looks for a lost create, and waits cancel their timers.
+	// looks for a lost create, and waits cancel their timers; 2: and
+	// the run keeps IntendInstanceState up to date (lsm_details.go).
 	Generation int `json:",omitempty"`
 }
 
 // InstanceGeneration is the Generation of the instance workflows this
 // code starts; a continued run keeps its run's.
-const InstanceGeneration = 1
+const InstanceGeneration = 2
 
 // InstanceSnapshot is an instance's state as the workflow holds it.
 type InstanceSnapshot struct {
@@ -465,6 +473,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			return w.finish(ctx)
 		}
 	}
+	w.showDetails(ctx)
 	for {
 		if err := w.acquire(ctx); err != nil {
 			return err
@@ -480,6 +489,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 		if err != nil {
 			return err
 		}
+		w.publishState(ctx)
 		if w.done {
 			return w.finish(ctx)
 		}
@@ -515,7 +525,9 @@ type instanceWorkflow struct {
 	configChanged bool
 	createFailed  bool
 	transfers     int
-	done          bool
+	// lastError is what last went wrong, for the current details.
+	lastError string
+	done      bool
 	// cancelTimers: the run cancels the timer of a wait whose condition
 	// came first (awaitWithTimeout); false when replaying a history
 	// recorded before.
@@ -866,6 +878,10 @@ func (w *instanceWorkflow) write(ctx workflow.Context, in ApplyTransferInput) (S
 	w.transfers++
 	workflow.GetLogger(ctx).Info("service instance transfer", "state", in.State, "version", in.Version,
 		"trigger", in.Event.Trigger, "error", in.Event.Error)
+	if in.Event.Error {
+		w.noteError(fmt.Sprintf("transfer %s went to its error state %s", in.Event.Trigger, in.State), in.Errors)
+	}
+	w.showDetails(ctx)
 	return rec, nil
 }
 
@@ -936,6 +952,8 @@ func (w *instanceWorkflow) advance(ctx workflow.Context) (step, error) {
 		case res.Failed:
 			workflow.GetLogger(ctx).Warn("the instance's resources could not be exported", "state", w.st.State,
 				"version", w.st.Version, "error", string(res.Errors))
+			w.noteError("the export of its resources failed", res.Errors)
+			w.showDetails(ctx)
 		case waits:
 			return step{wait: true, transfer: rt}, nil
 		}

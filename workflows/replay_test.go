@@ -24,6 +24,9 @@ func TestReplayCommittedHistories(t *testing.T) {
 			"(load-lost-create version 2): its creates, updates, a rejected update and its delete"},
 		{"testdata/lsm_instance_gen1.json", "the same, started as generation 1 (ServiceInstanceInput.Generation): " +
 			"no GetVersion marker, no search attribute upsert"},
+		{"testdata/lsm_instance_gen2.json", "generation 2: IntendInstanceState upserted where the instance settles " +
+			"(create: creating, up; an update: updating, up; an update rejected by validation: none; delete: deleting, " +
+			"terminated), no GetVersion marker"},
 	} {
 		r := worker.NewWorkflowReplayer()
 		Register(r)

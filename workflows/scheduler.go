@@ -202,20 +202,13 @@ func hasKind(kinds []string, k string) bool {
 	return false
 }
 
-// RunSearchAttributes are the search attributes of a deploy run or dry-run.
-func RunSearchAttributes(env string, version int64) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(
-		temporal.NewSearchAttributeKeyKeyword(SearchAttrEnvironment).ValueSet(env),
-		temporal.NewSearchAttributeKeyInt64(SearchAttrVersion).ValueSet(version),
-	)
-}
-
 // startRun starts a deploy run as a child workflow.
 func startRun(ctx workflow.Context, st SchedulerInput, take TakeResult) workflow.ChildWorkflowFuture {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            DeployWorkflowID(st.EnvironmentName, take.Run),
 		TaskQueue:             TaskQueue,
-		TypedSearchAttributes: RunSearchAttributes(st.EnvironmentName, take.Version),
+		TypedSearchAttributes: RunSearchAttributes(st.EnvironmentName, take.Version, take.Action),
+		Memo:                  RunMemo(st.EnvironmentName, take.Action, take.Run),
 		StaticSummary:         fmt.Sprintf("%s run %d of version %d: %s", take.Action, take.Run, take.Version, take.Reason),
 		WorkflowTaskTimeout:   RunTaskTimeout,
 	})

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -55,6 +56,8 @@ type Executor struct {
 	Concurrency int
 	Log         *slog.Logger
 	Metrics     *telemetry.Telemetry // may be nil
+	// Tracer traces every adapter call (nil: no spans).
+	Tracer trace.Tracer
 	// Cache is the adapters' cache, shared by every attempt of this
 	// process; nil gives each attempt the package default (time expiry
 	// only). Run SweepCache alongside to expire version-bound values.
@@ -81,8 +84,9 @@ type batchProgress struct {
 	NotDeployed map[string]string
 }
 
-// tally counts a recorded outcome of resource id.
-func (p *batchProgress) tally(id string, o ledger.Outcome, retryAfter time.Duration, dryrun bool) {
+// tally counts a recorded outcome of resource id; errMsg is its error
+// ("" for an outcome an earlier attempt recorded).
+func (p *batchProgress) tally(id string, o ledger.Outcome, errMsg string, retryAfter time.Duration, dryrun bool) {
 	p.Done++
 	switch o.Result {
 	case ledger.ResultDeployed:
@@ -91,6 +95,8 @@ func (p *batchProgress) tally(id string, o ledger.Outcome, retryAfter time.Durat
 		p.Result.Skipped++
 	default:
 		p.Result.Failed++
+		p.Result.Failures = workflows.AppendFailure(p.Result.Failures, workflows.MaxBatchFailures,
+			workflows.ResourceFailure{ID: id, Result: o.Result, Error: errMsg})
 	}
 	if o.Result != ledger.ResultDeployed {
 		p.NotDeployed[id] = o.Result
@@ -137,13 +143,13 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		todo = make([]ledger.Resource, 0, len(b.Resources)-len(b.Recorded))
 		for _, r := range b.Resources {
 			if o, ok := b.Recorded[r.ID]; ok {
-				p.tally(r.ID, o, 0, b.Action == "dryrun")
+				p.tally(r.ID, o, "", 0, b.Action == "dryrun")
 			} else {
 				todo = append(todo, r)
 			}
 		}
 		if e.Log != nil {
-			e.Log.Info("resuming a batch", "run", in.Run, "batch", in.Seq, "attempt", info.Attempt,
+			e.Log.InfoContext(ctx, "resuming a batch", "run", in.Run, "batch", in.Seq, "attempt", info.Attempt,
 				"recorded", len(b.Recorded), "to_run", len(todo))
 		}
 	}
@@ -161,7 +167,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		}
 		for _, r := range recs {
 			p.tally(r.ResourceID, ledger.Outcome{Result: r.Result, ErrorClass: r.ErrorClass, Changed: r.Changed},
-				r.RetryAfter, b.Action == "dryrun")
+				r.Error, r.RetryAfter, b.Action == "dryrun")
 			if e.Metrics != nil {
 				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, r.Action, r.Result).Inc()
 			}
@@ -200,7 +206,7 @@ func (e *Executor) untilReachable(ctx context.Context, p batchProgress, fn func(
 			return err
 		}
 		if e.Log != nil {
-			e.Log.Warn("the ledger is unavailable; the batch waits", "error", err.Error(), "retry_in", wait.String())
+			e.Log.WarnContext(ctx, "the ledger is unavailable; the batch waits", "error", err.Error(), "retry_in", wait.String())
 		}
 		activity.RecordHeartbeat(ctx, p)
 		t := time.NewTimer(wait)
@@ -316,7 +322,7 @@ func newRecord(b ledger.Batch, r ledger.Resource, info activity.Info) ledger.Act
 func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource, info activity.Info) ledger.ActionRecord {
 	rec := newRecord(b, r, info)
 	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets), adapters.WithCallTimer(e.callTimer()),
-		adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
+		adapters.WithTracer(e.Tracer), adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
 		adapters.WithEvent(r.Event && b.Action != "dryrun"))
 	defer hc.Close()
 	outcome, err := e.safeApply(ctx, hc, b, r)
@@ -339,7 +345,7 @@ func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource
 		var pe *adapters.PanicError
 		if errors.As(err, &pe) && e.Log != nil {
 			// The error text is masked; the stack holds no values.
-			e.Log.Error("adapter panicked", "resource_id", r.ID, "error", err.Error(), "stack", pe.Stack)
+			e.Log.ErrorContext(ctx, "adapter panicked", "resource_id", r.ID, "error", err.Error(), "stack", pe.Stack)
 		}
 	}
 	if len(outcome.Diff) > 0 {
@@ -418,7 +424,7 @@ func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b ledger
 	defer func() {
 		if p := recover(); p != nil {
 			if e.Log != nil {
-				e.Log.Error("adapter panicked", "resource_id", r.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				e.Log.ErrorContext(ctx, "adapter panicked", "resource_id", r.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			}
 			err = adapters.Permanent(fmt.Errorf("adapter panicked: %v", p))
 		}

@@ -103,6 +103,16 @@ func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
 	if res.Deployed != 248 || res.Failed != 2 || res.Changed != 248 || res.Retry != 0 {
 		t.Errorf("result = %+v, want 248 deployed (changed), 2 failed, none worth a retry (both permanent)", res)
 	}
+	// The failures travel with the result, with their error, for the
+	// run's current details in the Temporal UI.
+	failed := map[string]string{}
+	for _, f := range res.Failures {
+		failed[f.ID] = f.Result + ": " + f.Error
+	}
+	if len(res.Failures) != 2 || !strings.Contains(failed["test::Thing[a,name=t007]"], "boom") ||
+		!strings.Contains(failed["test::Thing[a,name=t042]"], "target refuses") {
+		t.Errorf("failures = %+v, want t007 and t042 failed with their errors", res.Failures)
+	}
 	// The adapters' log lines are in the executor's log too, with the
 	// resource they are about; a panic's stack is there as well.
 	executorLog := logBuf.String()

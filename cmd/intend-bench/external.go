@@ -12,11 +12,12 @@ import (
 	"github.com/intendhq/intend/internal/apiclient"
 )
 
-// externals runs executors as `intend executor` does on another host (in
-// this process, through the intend server's executor API, with an
-// executor token and no database credentials) for agent "bench" of env,
-// after keeping that agent out of the server's embedded executor. It
-// returns once they have registered; they stop when ctx is done.
+// externals runs k executors per agent of the benchmark (benchAgents) as
+// `intend executor` does on another host (in this process, through the
+// intend server's executor API, with an executor token and no database
+// credentials), after keeping every agent out of the server's embedded
+// executor. It returns once they have registered; they stop when ctx is
+// done.
 func externals(ctx context.Context, c *apiclient.Client, serverURL, temporalAddr, namespace, env string, k int) error {
 	if err := c.Do(ctx, http.MethodPatch, "/api/v1/environments/"+env,
 		map[string]any{"settings": map[string]any{"autostart_agents": []string{}}}, nil); err != nil {
@@ -25,14 +26,18 @@ func externals(ctx context.Context, c *apiclient.Client, serverURL, temporalAddr
 	var tok struct {
 		Secret string `json:"token"`
 	}
+	agentsOf := benchAgents()
+	if env != "bench" {
+		agentsOf = []string{"bench"} // the chain's resources
+	}
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", map[string]any{"name": "bench-executor-" + env,
-		"role": "executor", "environments": []string{env}, "agents": []string{"bench"}}, &tok); err != nil {
+		"role": "executor", "environments": []string{env}, "agents": agentsOf}, &tok); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	for i := range k {
+	for i := range k * len(agentsOf) {
 		cfg := executor.DefaultConfig()
-		cfg.Environment, cfg.Agents, cfg.Name = env, []string{"bench"}, fmt.Sprintf("bench-%s-%d", env, i)
+		cfg.Environment, cfg.Agents, cfg.Name = env, []string{agentsOf[i%len(agentsOf)]}, fmt.Sprintf("bench-%s-%d", env, i)
 		cfg.Server.URL, cfg.Server.Token = serverURL, tok.Secret
 		cfg.Temporal.Address, cfg.Temporal.Namespace = temporalAddr, namespace
 		go func() {
@@ -57,11 +62,11 @@ func externals(ctx context.Context, c *apiclient.Client, serverURL, temporalAddr
 				live++
 			}
 		}
-		if live >= k {
+		if live >= k*len(agentsOf) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d external executors registered in %s within 60 s", live, k, env)
+			return fmt.Errorf("%d of %d external executors registered in %s within 60 s", live, k*len(agentsOf), env)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -98,7 +98,13 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	// of earlier deploys, what started meanwhile stops again: startEarly).
 	// The source is packed before: when it is the same at the upload, the
 	// server takes this compile for its own (compiled, below).
-	pre := startEarly(ctx, dataDir, log)
+	tp, err := g.tracing(ctx, "intend-server", log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(ctx, tp, log)
+	so := stackOptions{dataDir: dataDir, log: log, tracing: tp}
+	pre := startEarly(ctx, so)
 	before, err := project.Archive(dir)
 	if err != nil {
 		pre.cancel(ctx)
@@ -110,7 +116,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 		return compileFailed(out, false, err)
 	}
 	fmt.Fprintf(out, "→ compiled %s: %s\n", proj.Name, compileSummary(res))
-	st, err := pre.stack(ctx, out, dataDir, log)
+	st, err := pre.stack(ctx, out, so)
 	if err != nil {
 		return err
 	}

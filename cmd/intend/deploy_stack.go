@@ -17,6 +17,7 @@ import (
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/internal/tracing"
 )
 
 // stack is what `intend deploy` runs on its data directory: PostgreSQL,
@@ -28,9 +29,18 @@ type stack struct {
 	token, tokenFile string
 }
 
-// startStack starts the stack on dataDir, saying so on out. On an error
-// it stops what it started.
-func startStack(ctx context.Context, out io.Writer, dataDir string, log *slog.Logger) (st *stack, err error) {
+// stackOptions are what the stack starts with: its data directory, the
+// server's logger and tracing.
+type stackOptions struct {
+	dataDir string
+	log     *slog.Logger
+	tracing *tracing.Provider
+}
+
+// startStack starts the stack on its data directory, saying so on out.
+// On an error it stops what it started.
+func startStack(ctx context.Context, out io.Writer, o stackOptions) (st *stack, err error) {
+	dataDir := o.dataDir
 	st = &stack{}
 	defer func() {
 		if err != nil {
@@ -76,10 +86,10 @@ func startStack(ctx context.Context, out io.Writer, dataDir string, log *slog.Lo
 		return st, err
 	}
 	scfg := server.Config{
-		BootstrapToken: st.token,
-		Listen:         defaultListen, DatabaseURL: st.pg.URL("intend"),
+		BootstrapToken: st.token, Tracing: o.tracing,
+		Listen: defaultListen, DatabaseURL: st.pg.URL("intend"),
 		TemporalAddress: st.ts.HostPort(), TemporalNamespace: st.ts.Namespace(),
-		EmbeddedExecutor: true, Log: log, ReconcileEvery: 5 * time.Second,
+		EmbeddedExecutor: true, Log: o.log, ReconcileEvery: 5 * time.Second,
 		DataDir: filepath.Join(dataDir, "server"),
 	}
 	st.srv, err = server.Start(ctx, scfg)
@@ -113,12 +123,12 @@ func (st *stack) stop(ctx context.Context) {
 	}
 }
 
-// early starts the stack while the model compiles, when dataDir holds
-// one already (a deploy run again): PostgreSQL, Temporal and the server
-// take half a second to start, the compile of a large model more. What it
-// prints waits until the compile succeeded; a broken model stops it
-// again. A first deploy (no data directory yet) compiles first, so a
-// broken model creates nothing.
+// early starts the stack while the model compiles, when its data
+// directory holds one already (a deploy run again): PostgreSQL, Temporal
+// and the server take half a second to start, the compile of a large
+// model more. What it prints waits until the compile succeeded; a broken
+// model stops it again. A first deploy (no data directory yet) compiles
+// first, so a broken model creates nothing.
 type early struct {
 	done chan struct{}
 	out  bytes.Buffer
@@ -128,23 +138,23 @@ type early struct {
 
 // startEarly starts the stack in the background if dataDir has one, and
 // returns nil otherwise (whose methods then start it when asked).
-func startEarly(ctx context.Context, dataDir string, log *slog.Logger) *early {
-	if _, err := os.Stat(filepath.Join(dataDir, "pg")); err != nil {
+func startEarly(ctx context.Context, o stackOptions) *early {
+	if _, err := os.Stat(filepath.Join(o.dataDir, "pg")); err != nil {
 		return nil
 	}
 	e := &early{done: make(chan struct{})}
 	go func() {
 		defer close(e.done)
-		e.st, e.err = startStack(ctx, &e.out, dataDir, log)
+		e.st, e.err = startStack(ctx, &e.out, o)
 	}()
 	return e
 }
 
 // stack returns the stack once started, having copied what it printed
 // to out; without an early start (e is nil) it starts it now.
-func (e *early) stack(ctx context.Context, out io.Writer, dataDir string, log *slog.Logger) (*stack, error) {
+func (e *early) stack(ctx context.Context, out io.Writer, o stackOptions) (*stack, error) {
 	if e == nil {
-		return startStack(ctx, out, dataDir, log)
+		return startStack(ctx, out, o)
 	}
 	<-e.done
 	_, _ = out.Write(e.out.Bytes())

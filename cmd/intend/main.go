@@ -13,12 +13,14 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/temporalconn"
+	"github.com/intendhq/intend/internal/tracing"
 )
 
 func main() {
@@ -160,6 +162,7 @@ Exit codes:
 		executorCommand(g),
 		migrateCommand(g),
 		deployCommand(g),
+		devClusterCommand(g),
 		initCommand(g),
 		compileCommand(g),
 		exportCommand(g),
@@ -220,13 +223,41 @@ func (g *globals) logger() (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	// Records logged with a traced context carry trace_id and span_id.
 	switch strings.ToLower(g.logFormat) {
 	case "text":
-		return slog.New(slog.NewTextHandler(g.stderr, opts)), nil
+		return slog.New(tracing.NewHandler(slog.NewTextHandler(g.stderr, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
+		return slog.New(tracing.NewHandler(slog.NewJSONHandler(g.stderr, opts))), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
+}
+
+// tracing sets up the process's tracing from the OTEL_* variables
+// (docs/tracing.md): a no-op provider when they name no endpoint. The
+// caller flushes it with shutdownTracing.
+func (g *globals) tracing(ctx context.Context, service string, log *slog.Logger) (*tracing.Provider, error) {
+	c, err := tracing.FromEnv(g.getenv, service, version)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	tp, err := tracing.New(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if c.Enabled() {
+		log.Info("tracing on: spans exported over OTLP", "endpoint", c.RedactedEndpoint(), "protocol", c.Protocol, "service", c.ServiceName)
+	}
+	return tp, nil
+}
+
+// shutdownTracing exports the spans tp still holds, for at most 5 seconds.
+func shutdownTracing(ctx context.Context, tp *tracing.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("tracing: spans not flushed", "error", err)
+	}
 }
 
 // lateEnvFlag is a flag of cmd that the variable env sets when the

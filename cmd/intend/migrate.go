@@ -22,6 +22,11 @@ func migrateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if latest, err := migrations.Latest(); err == nil && to < 0 && now > latest {
+				fmt.Fprintf(g.stdout, "database is at version %d, newer than this binary's %d; left as it is (--to %d migrates down)\n",
+					now, latest, latest)
+				return nil
+			}
 			if from == now {
 				fmt.Fprintf(g.stdout, "database is at version %d; nothing to do\n", now)
 				return nil

@@ -25,6 +25,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var compileWorkers int
 	var sec serverSecurity
 	var cbf callbackFlags
+	var accessLog string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -47,8 +48,14 @@ it does not show in ps. See docs/security.md.`,
 				return err
 			}
 			ctx := cmd.Context()
+			tp, err := g.tracing(ctx, "intend-server", log)
+			if err != nil {
+				return err
+			}
+			defer shutdownTracing(ctx, tp, log)
 			scfg := server.Config{
-				Listen: listen, DatabaseURL: g.databaseURL,
+				Tracing: tp,
+				Listen:  listen, DatabaseURL: g.databaseURL,
 				TemporalAddress: g.temporalAddress, TemporalNamespace: g.temporalNamespace,
 				TemporalSecurity: g.temporalSecurity,
 				EmbeddedExecutor: embedded, ExecutorConcurrency: concurrency, Log: log,
@@ -66,6 +73,9 @@ it does not show in ps. See docs/security.md.`,
 				return usageErrorf("%v", err)
 			}
 			if err := cbf.apply(&scfg); err != nil {
+				return usageErrorf("%v", err)
+			}
+			if err := applyAccessLog(&scfg, accessLog); err != nil {
 				return usageErrorf("%v", err)
 			}
 			s, err := server.Start(ctx, scfg)
@@ -110,9 +120,24 @@ it does not show in ps. See docs/security.md.`,
 	cw, _ := strconv.Atoi(g.env("INTEND_COMPILE_WORKERS", "2"))
 	cmd.Flags().IntVar(&compileWorkers, "compile-workers", cw,
 		"model compiles run at once, each in a child process of its own (env INTEND_COMPILE_WORKERS)")
+	cmd.Flags().StringVar(&accessLog, "access-log", g.env("INTEND_ACCESS_LOG", "info"),
+		"level of the API's access log, one line per request: debug, info, warn or off; "+
+			"/healthz, /metrics and executors' routine calls log at debug unless they fail (env INTEND_ACCESS_LOG)")
 	sec.flags(cmd, g)
 	cbf.flags(cmd, g)
 	return cmd
+}
+
+// applyAccessLog sets the access log's level from --access-log.
+func applyAccessLog(cfg *server.Config, v string) error {
+	if strings.EqualFold(v, "off") {
+		cfg.AccessLogOff = true
+		return nil
+	}
+	if err := cfg.AccessLog.UnmarshalText([]byte(v)); err != nil {
+		return fmt.Errorf("--access-log %q: want debug, info, warn or off", v)
+	}
+	return nil
 }
 
 // parseBytes reads a size: 512MiB, 1GiB, or a number of bytes.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/executor"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/exectest"
@@ -521,6 +522,22 @@ func TestDashboardMetricsExported(t *testing.T) {
 	if err := c.Do(context.Background(), http.MethodPut, apiclient.EnvPath(env, "model"),
 		apiclient.Raw{ContentType: "application/gzip", Body: modelArchive(t, entityModel).Archive}, nil); err != nil {
 		t.Fatalf("upload a model with a service entity: %v", err)
+	}
+	// An instance of it taken to up, so that the transfer counter and the
+	// time in a state, which appear with the first transfer, have series.
+	lsmc := c.WithHeader(api.EnvironmentHeader, env)
+	var inst struct{ ID, State string }
+	if err := lsmc.Do(context.Background(), http.MethodPost, "/lsm/v1/service_inventory/vm",
+		map[string]any{"attributes": map[string]any{"name": "web"}}, &inst); err != nil {
+		t.Fatalf("create a service instance: %v", err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); inst.State != "up"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the service instance is %s, not up, after 60 s", inst.State)
+		}
+		if err := lsmc.Do(context.Background(), http.MethodGet, "/lsm/v1/service_inventory/vm/"+inst.ID, nil, &inst); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	names := map[string]bool{}

@@ -154,6 +154,7 @@ func TestCheckMetrics(t *testing.T) {
 	later := map[string]string{
 		"temporal_activity_execution_failed_total":             "counted from the first failed activity",
 		"intend_lsm_transient_oldest_change_timestamp_seconds": "one series per transient state of a registered entity",
+		"intend_lsm_transfers_total":                           "counted from the first transfer of a service instance",
 	}
 	read := 0
 	for _, expr := range regexp.MustCompile(`(?m)^\s+expr: (.*)$`).FindAllStringSubmatch(string(rules), -1) {

@@ -49,6 +49,7 @@ func sysProcAttr(owner *runAs, dieWithParent bool) *syscall.SysProcAttr {
 	if dieWithParent {
 		childproc.DieWithParent(a)
 	}
+	childproc.OwnProcessGroup(a)
 	return a
 }
 

@@ -90,7 +90,8 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 			TaskQueue:                workflows.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, inst.Entity, inst.ID),
+			TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, inst.Entity, inst.ID, inst.State),
+			Memo:                     workflows.InstanceMemo(env.Name, inst.Entity, inst.ID),
 			StaticSummary:            fmt.Sprintf("service instance %s/%s (restarted from PostgreSQL)", inst.Entity, inst.ID),
 		}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
 			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: entity.Entity, InstanceID: inst.ID,

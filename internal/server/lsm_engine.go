@@ -96,7 +96,8 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 				// refuses ids the inventory has).
 				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 				WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-				TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, entity, req.InstanceID),
+				TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, entity, req.InstanceID, ""),
+				Memo:                     workflows.InstanceMemo(env.Name, entity, req.InstanceID),
 				StaticSummary:            fmt.Sprintf("service instance %s/%s", entity, req.InstanceID),
 			}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
 				EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: req.Entity, InstanceID: req.InstanceID,

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/activities"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/api"
@@ -34,6 +35,7 @@ import (
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/tlsfiles"
+	"github.com/intendhq/intend/internal/tracing"
 	"github.com/intendhq/intend/migrations"
 	"github.com/intendhq/intend/workflows"
 )
@@ -112,6 +114,14 @@ type Config struct {
 	// on this address (for a Prometheus that scrapes a private network);
 	// /metrics on the API needs a global read token either way.
 	MetricsListen string
+	// Tracing traces the API's requests, the Temporal client and workers
+	// and the embedded executor's adapter calls (nil: no spans). The
+	// caller owns it: Shutdown does not flush it.
+	Tracing *tracing.Provider
+	// AccessLog is the level of the API's access log (routine calls,
+	// /healthz and /metrics, log at debug); AccessLogOff turns it off.
+	AccessLog    slog.Level
+	AccessLogOff bool
 	// Callbacks tunes the delivery of LSM callbacks (callbacks.go).
 	Callbacks CallbackOptions
 	// MetricsLockEvery is how often a replica that does not export the
@@ -171,10 +181,11 @@ type Server struct {
 // executor.Builtins, which custom executor binaries share).
 func Registry() *adapters.Registry { return executor.Builtins() }
 
-// DialTemporal connects a Temporal client with intend's logger and metrics;
-// security, when given, secures the connection (TLS, mutual TLS, API key).
+// DialTemporal connects a Temporal client with intend's logger, metrics
+// and tracing (tp may be nil); security, when given, secures the
+// connection (TLS, mutual TLS, API key).
 func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logger, tel *telemetry.Telemetry,
-	security ...temporalconn.Security) (client.Client, error) {
+	tp *tracing.Provider, security ...temporalconn.Security) (client.Client, error) {
 	o := temporalconn.Options{Address: address, Namespace: namespace, Log: log}
 	if len(security) > 0 {
 		o.Security = security[0]
@@ -182,7 +193,29 @@ func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logg
 	if tel != nil {
 		o.Metrics = tel.TemporalMetricsHandler()
 	}
+	ti, err := tp.TemporalInterceptor(TraceRoots()...)
+	if err != nil {
+		return nil, fmt.Errorf("temporal tracing: %w", err)
+	}
+	if ti != nil {
+		o.Interceptors = append(o.Interceptors, ti)
+	}
 	return temporalconn.Dial(ctx, o)
+}
+
+// TraceRoots are the Temporal spans that begin a trace of their own
+// (see tracing.Provider.TemporalInterceptor): a run of a long-lived
+// workflow that continues as new (an environment's scheduler, its
+// compile queue, a service instance), and each deploy run the scheduler
+// starts, so that one run, its batches and their adapter calls are one
+// trace. Each links to the span that started it.
+func TraceRoots() []string {
+	return []string{
+		"RunWorkflow:" + workflows.SchedulerWorkflowName,
+		"RunWorkflow:" + workflows.CompileQueueWorkflowName,
+		"RunWorkflow:" + workflows.ServiceInstanceWorkflowName,
+		"StartChildWorkflow:" + workflows.DeployWorkflowName,
+	}
 }
 
 // lsmCacheResources bounds the resources the lifecycle engine keeps
@@ -220,6 +253,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if from != to {
 		log.Info("database migrated", "from", from, "to", to)
 	}
+	if latest, err := migrations.Latest(); err == nil && to > latest {
+		log.Warn("the database schema is newer than this binary: running on it, as during a rolling upgrade; upgrade this server",
+			"schema_version", to, "binary_schema_version", latest)
+	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
@@ -235,7 +272,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("register deploy state metrics: %w", err)
 	}
-	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel, cfg.TemporalSecurity)
+	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel, cfg.Tracing, cfg.TemporalSecurity)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -261,7 +298,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.registerCompiles(s.worker)
 	// The lifecycle engine: one workflow per service instance.
 	workflows.RegisterServiceInstance(s.worker)
-	lsmActs := &activities.LSM{Store: st, Log: log, Cache: compiler.NewCache(lsmCacheResources),
+	lsmActs := &activities.LSM{Store: st, Log: log, Metrics: tel, Cache: compiler.NewCache(lsmCacheResources),
 		Runner: s.compiles, CompileTimeout: cfg.CompileTimeout,
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
 			return s.Wake(ctx, env, reason, true, false)
@@ -299,7 +336,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.events = lsmevents.New(st, log, 0)
 	srv := api.New(api.Options{
-		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel,
+		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel, Tracer: cfg.Tracing.Tracer(),
+		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		Health: map[string]func(context.Context) error{
@@ -553,7 +591,8 @@ func (s *Server) StartDryrun(ctx context.Context, env store.Environment, run sto
 		ID:                       run.WorkflowID,
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    workflows.RunSearchAttributes(env.Name, run.Version),
+		TypedSearchAttributes:    workflows.RunSearchAttributes(env.Name, run.Version, workflows.RunKindDryrun),
+		Memo:                     workflows.RunMemo(env.Name, workflows.RunKindDryrun, run.Run),
 		StaticSummary:            fmt.Sprintf("dry-run %d of version %d", run.Run, run.Version),
 	}, workflows.DeployWorkflowName, workflows.DeployInput{
 		EnvironmentID: env.ID, EnvironmentName: env.Name, Run: run.Run, Version: run.Version,
@@ -639,16 +678,22 @@ func (s *Server) reconcileModels(ctx context.Context) {
 	}
 }
 
-// EnsureSearchAttributes registers intend's custom search attributes in
-// the namespace when they are missing (a dev server started from
-// temporal.yaml has them already).
+// EnsureSearchAttributes registers intend's custom search attributes
+// (temporal.yaml's) in the namespace when they are missing (a dev server
+// started from temporal.yaml has them already; a cluster set up before a
+// new one was added does not).
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
-	want := map[string]enumspb.IndexedValueType{
-		workflows.SearchAttrEnvironment: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.SearchAttrVersion:     enumspb.INDEXED_VALUE_TYPE_INT,
-		// The lifecycle engine's instance workflows.
-		workflows.SearchAttrServiceEntity:   enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		workflows.SearchAttrServiceInstance: enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	cfg, err := intend.TemporalDevConfig()
+	if err != nil {
+		return err
+	}
+	want := make(map[string]enumspb.IndexedValueType, len(cfg.SearchAttributes))
+	for name, typ := range cfg.SearchAttributes {
+		t, err := enumspb.IndexedValueTypeFromString(typ)
+		if err != nil {
+			return fmt.Errorf("search attribute %s: %w", name, err)
+		}
+		want[name] = t
 	}
 	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {

@@ -238,12 +238,8 @@ func TestCallbackOutbox(t *testing.T) {
 // get the same row, and every row is claimed.
 func TestCallbackClaimsDoNotOverlap(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e, _ := openVM(t)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := st.CreateCallback(ctx, e.ID, store.NewCallback{URL: "http://a.example/", Secret: "s", CreatedBy: "t"}); err != nil {
 		t.Fatal(err)
 	}
@@ -325,12 +321,8 @@ func benchEnv(b *testing.B) (*store.Store, store.Environment) {
 // made due, is made due by the safety net.
 func TestCallbackEventsPark(t *testing.T) {
 	t.Parallel()
-	st, _, conn := open(t)
-	e := newEnv(t, st)
+	st, e, conn := openVM(t)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
-		t.Fatal(err)
-	}
 	cb, err := st.CreateCallback(ctx, e.ID, store.NewCallback{URL: "http://a.example/", Secret: "s", CreatedBy: "t"})
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/intendhq/intend/internal/intent"
@@ -44,12 +46,8 @@ func versionIDs(t *testing.T, st *store.Store, envID string, version int64) []st
 // instances stayed up (issue 14, A.1).
 func TestFullExportKeepsLiveInstances(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e, _ := openVM(t)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
-		t.Fatal(err)
-	}
 	const a, b = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	for i, id := range []string{a, b} {
 		if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1,
@@ -118,10 +116,14 @@ func TestInstanceExportBuildsOnReleased(t *testing.T) {
 	if err != nil || content.BaseVersion != released.Version || content.LastVersion != released.Version+1 {
 		t.Errorf("set content = %+v, %v; want it read from the released version", content, err)
 	}
-	info, err := st.ExportInstanceSets(ctx, e.ID, decode(t, `{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"},
+	rel, err := st.ExportInstanceSets(ctx, e.ID, decode(t, `{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"},
 		"resource_set": "vm/a"}]}`), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	info := rel.Version
+	if env, err := st.GetEnvironment(ctx, e.ID); err != nil || env.ReleasedVersion == nil || *env.ReleasedVersion != info.Version {
+		t.Errorf("released version = %v (%v), want the instance's version %d, released with its export", env.ReleasedVersion, err, info.Version)
 	}
 	if got := strings.Join(versionIDs(t, st, e.ID, info.Version), " "); got != "fs::File[h,path=/a] fs::File[h,path=/one]" {
 		t.Errorf("the instance's version holds %s, want the released /one and the set's /a, not the unreleased /two", got)
@@ -130,5 +132,47 @@ func TestInstanceExportBuildsOnReleased(t *testing.T) {
 	dev, err := st.VersionResources(ctx, e.ID, released.Version+1, "", 100)
 	if err != nil || len(dev) != 1 || dev[0].ID != "fs::File[h,path=/two]" {
 		t.Errorf("the developer's version = %+v, %v", dev, err)
+	}
+}
+
+// TestConcurrentInstanceExportsKeepEverySet: instance exports from many
+// servers at once (each with a store of its own, as server replicas have)
+// lose no set: each export is released with itself, so none builds on a
+// released version that lacks another's set.
+func TestConcurrentInstanceExportsKeepEverySet(t *testing.T) {
+	t.Parallel()
+	st, url, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	const n = 24
+	stores := make([]*store.Store, 4)
+	for i := range stores {
+		s, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		stores[i] = s
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			doc := fmt.Sprintf(`{"resources": [{"id": "fs::File[h,path=/%d]", "attributes": {"path": "/%d"}, "resource_set": "vm/%d"}]}`, i, i, i)
+			_, errs[i] = stores[i%len(stores)].ExportInstanceSets(ctx, e.ID, decode(t, doc), nil)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("export %d: %v", i, err)
+		}
+	}
+	env, err := st.GetEnvironment(ctx, e.ID)
+	if err != nil || env.ReleasedVersion == nil {
+		t.Fatalf("environment = %+v, %v", env, err)
+	}
+	if got := versionIDs(t, st, e.ID, *env.ReleasedVersion); len(got) != n {
+		t.Fatalf("the released version %d holds %d resources, want all %d sets: %v", *env.ReleasedVersion, len(got), n, got)
 	}
 }

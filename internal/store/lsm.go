@@ -376,18 +376,49 @@ type IdempotentRequest struct {
 	Status int
 }
 
+// AppliedChange is what ApplyInstanceChange did.
+type AppliedChange struct {
+	// Instance is the instance as it is after the change; its UpdatedAt
+	// is the time of the change when Written.
+	Instance ServiceInstance
+	// Written says that this call wrote the version and its transaction
+	// committed; false when the version was written before (a retried
+	// activity whose first attempt committed), and nothing was written.
+	// Whoever counts transfers counts the Written ones, so a retry
+	// counts nothing twice.
+	Written bool
+	// Source is the state the instance was in before the change ("" when
+	// the change created it), and SourceSince when it entered that state:
+	// the time of the earliest transfer of its latest run of versions in
+	// it, so that a transfer from a state to itself does not restart the
+	// clock. Both are set only when Written.
+	Source      string
+	SourceSince time.Time
+}
+
 // ApplyInstanceChange writes a transfer in one transaction: the instance
 // row, its log row, an outbox row per callback that hears of it and, for
 // an idempotent request, its first response. It
 // is idempotent: when the version was written before (a retried activity),
 // it returns the instance as it is and writes nothing. A version that is
 // neither next nor written before is ErrConflict (a stale writer).
-func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch InstanceChange) (ServiceInstance, error) {
-	var inst ServiceInstance
+func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch InstanceChange) (AppliedChange, error) {
+	var out AppliedChange
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out = AppliedChange{}
 		var current int64
-		err := tx.QueryRow(ctx, `select version from service_instances
-			where environment_id = $1::uuid and id = $2::uuid for update`, envID, ch.ID).Scan(&current)
+		var source string
+		var since time.Time
+		// The source state and when the instance entered it come with
+		// the lock, in the same round trip: the log's first version after
+		// the last one in another state (two probes of its primary key).
+		err := tx.QueryRow(ctx, `select i.version, i.state, coalesce((select l.created_at from service_instance_log l
+				where l.environment_id = i.environment_id and l.instance_id = i.id
+				  and l.version = 1 + coalesce((select max(m.version) from service_instance_log m
+				      where m.environment_id = i.environment_id and m.instance_id = i.id and m.state <> i.state), 0)),
+				i.updated_at)
+			from service_instances i
+			where i.environment_id = $1::uuid and i.id = $2::uuid for update of i`, envID, ch.ID).Scan(&current, &source, &since)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			if ch.Version != 1 {
@@ -405,7 +436,7 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 			if !written {
 				return fmt.Errorf("service instance %s is at version %d, not %d: %w", ch.ID, current, ch.Version-1, ErrConflict)
 			}
-			inst, err = getInstance(ctx, tx, envID, "", ch.ID)
+			out.Instance, err = getInstance(ctx, tx, envID, "", ch.ID)
 			return err
 		case current != ch.Version-1:
 			return fmt.Errorf("service instance %s is at version %d, not %d: %w", ch.ID, current, ch.Version-1, ErrConflict)
@@ -456,8 +487,13 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		if err := notifyTransfer(ctx, tx, envID, ch.ID, ch.Version); err != nil {
 			return err
 		}
-		if inst, err = getInstance(ctx, tx, envID, "", ch.ID); err != nil {
+		inst, err := getInstance(ctx, tx, envID, "", ch.ID)
+		if err != nil {
 			return err
+		}
+		out = AppliedChange{Instance: inst, Written: true}
+		if ch.Version > 1 {
+			out.Source, out.SourceSince = source, since
 		}
 		if r := ch.Request; r != nil {
 			body, err := json.Marshal(inst)
@@ -477,7 +513,10 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		}
 		return nil
 	})
-	return inst, err
+	if err != nil {
+		return AppliedChange{}, err
+	}
+	return out, nil
 }
 
 func nullIfEmptyJSON(b json.RawMessage) any {

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -24,14 +27,22 @@ func vmEntity(attrs ...lsm.AttributeSpec) lsm.Entity {
 	return lsm.Entity{Name: "vm", Identity: "name", Attributes: attrs, Lifecycle: lsm.Simple()}
 }
 
-func TestServiceInventory(t *testing.T) {
-	t.Parallel()
-	st, _, _ := open(t)
+// openVM opens a store with a fresh environment whose catalog holds
+// vmEntity.
+func openVM(t *testing.T) (*store.Store, store.Environment, *pgx.Conn) {
+	t.Helper()
+	st, _, conn := open(t)
 	e := newEnv(t, st)
-	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
+	if err := st.RegisterEntities(context.Background(), e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
 		t.Fatal(err)
 	}
+	return st, e, conn
+}
+
+func TestServiceInventory(t *testing.T) {
+	t.Parallel()
+	st, e, _ := openVM(t)
+	ctx := context.Background()
 	const id = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	live := func() bool {
 		t.Helper()
@@ -48,9 +59,14 @@ func TestServiceInventory(t *testing.T) {
 	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "web", State: "start",
 		Sets:  lsm.Sets{Candidate: map[string]any{"name": "web", "memory": 2.0}},
 		Event: json.RawMessage(`{"trigger": "create", "target": "start"}`), Request: req}
-	inst, err := st.ApplyInstanceChange(ctx, e.ID, create)
+	applied, err := st.ApplyInstanceChange(ctx, e.ID, create)
 	if err != nil {
 		t.Fatal(err)
+	}
+	inst := applied.Instance
+	if !applied.Written || applied.Source != "" || !applied.SourceSince.IsZero() {
+		t.Errorf("the create: written %v, source %q since %v; want written, from no state", applied.Written,
+			applied.Source, applied.SourceSince)
 	}
 	if inst.Version != 1 || inst.State != "start" || inst.Candidate["name"] != "web" || inst.Identity != "web" {
 		t.Errorf("created %+v", inst)
@@ -59,8 +75,8 @@ func TestServiceInventory(t *testing.T) {
 		t.Error("the created instance is not live")
 	}
 	// A retried write of the same version changes nothing.
-	if again, err := st.ApplyInstanceChange(ctx, e.ID, create); err != nil || again.Version != 1 {
-		t.Errorf("repeat: %+v, %v", again, err)
+	if again, err := st.ApplyInstanceChange(ctx, e.ID, create); err != nil || again.Instance.Version != 1 || again.Written {
+		t.Errorf("repeat: %+v, %v; want version 1, not written again", again, err)
 	}
 	stored, ok, err := st.LookupRequest(ctx, e.ID, req.Scope, "k1")
 	if err != nil || !ok || stored.Status != 201 {
@@ -74,8 +90,13 @@ func TestServiceInventory(t *testing.T) {
 	next := store.InstanceChange{Entity: "vm", ID: id, Version: 2, Identity: "web", State: "acknowledged",
 		Sets:  lsm.Apply(lsm.Promote, create.Sets),
 		Event: json.RawMessage(`{"trigger": "auto", "source": "start", "target": "acknowledged"}`)}
-	if inst, err = st.ApplyInstanceChange(ctx, e.ID, next); err != nil || inst.Version != 2 || inst.Active["memory"] != 2.0 {
-		t.Fatalf("version 2: %+v, %v", inst, err)
+	if applied, err = st.ApplyInstanceChange(ctx, e.ID, next); err != nil || applied.Instance.Version != 2 ||
+		applied.Instance.Active["memory"] != 2.0 {
+		t.Fatalf("version 2: %+v, %v", applied, err)
+	}
+	if !applied.Written || applied.Source != "start" || !applied.SourceSince.Equal(inst.UpdatedAt) {
+		t.Errorf("version 2 left %q entered at %v (written %v); want start, entered at the create, %v",
+			applied.Source, applied.SourceSince, applied.Written, inst.UpdatedAt)
 	}
 	// A writer that missed version 2 is refused.
 	stale := next
@@ -145,17 +166,61 @@ func TestServiceInventory(t *testing.T) {
 	}
 }
 
+// TestAppliedChangeSource: a transfer reports the state it left and when
+// the instance entered it, from the log; a transfer from a state to
+// itself does not restart the clock, and a failed write reports nothing
+// written.
+func TestAppliedChangeSource(t *testing.T) {
+	t.Parallel()
+	st, e, _ := openVM(t)
+	ctx := context.Background()
+	const id = "8b1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	sets := lsm.Sets{Candidate: map[string]any{"name": "src"}}
+	var at []time.Time // by version - 1
+	for v, step := range []struct{ state, trigger, wantSource string }{
+		{"start", "create", ""},
+		{"acknowledged", "auto", "start"},
+		{"acknowledged", "on_update", "acknowledged"}, // to itself: entered at version 2
+		{"creating", "auto", "acknowledged"},          // still entered at version 2
+		{"up", "resource", "creating"},
+	} {
+		version := int64(v + 1)
+		a, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: version,
+			Identity: "src", State: step.state, Sets: sets,
+			Event: json.RawMessage(fmt.Sprintf(`{"trigger": %q, "target": %q}`, step.trigger, step.state))})
+		if err != nil {
+			t.Fatalf("version %d: %v", version, err)
+		}
+		at = append(at, a.Instance.UpdatedAt)
+		var wantSince time.Time
+		switch version {
+		case 2:
+			wantSince = at[0]
+		case 3, 4:
+			wantSince = at[1]
+		case 5:
+			wantSince = at[3]
+		}
+		if !a.Written || a.Source != step.wantSource || !a.SourceSince.Equal(wantSince) {
+			t.Errorf("version %d: written %v, left %q entered at %v; want written, left %q entered at %v",
+				version, a.Written, a.Source, a.SourceSince, step.wantSource, wantSince)
+		}
+	}
+	// A stale write fails and reports nothing written.
+	a, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 9,
+		Identity: "src", State: "up", Sets: sets, Event: json.RawMessage(`{"trigger": "auto"}`)})
+	if !errors.Is(err, store.ErrConflict) || a.Written {
+		t.Errorf("stale write: written %v, %v; want not written, a conflict", a.Written, err)
+	}
+}
+
 // TestIdempotencyKeys: a key names one request per endpoint; the first
 // response stays for a day, then a new request under the key stores its
 // own; pruning removes what expired.
 func TestIdempotencyKeys(t *testing.T) {
 	t.Parallel()
-	st, _, conn := open(t)
-	e := newEnv(t, st)
+	st, e, conn := openVM(t)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
-		t.Fatal(err)
-	}
 	const id = "7a1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	scope := "POST /lsm/v1/service_inventory/vm"
 	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "db", State: "start",

@@ -16,12 +16,8 @@ import (
 // it, as the lifecycle says.
 func TestClusterMetricsLSMStates(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e, _ := openVM(t)
 	ctx := context.Background()
-	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
-		t.Fatal(err)
-	}
 	const a, b = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	before := time.Now().Add(-time.Minute)
 	for i, id := range []string{a, b} {

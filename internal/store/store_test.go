@@ -255,3 +255,30 @@ func TestMigrationsUpDownUp(t *testing.T) {
 		t.Error("migrating to a version that does not exist succeeded")
 	}
 }
+
+// TestMigrationsLeaveANewerSchema: a server of the previous release that
+// (re)starts during a rolling upgrade finds the schema one migration ahead
+// of its own; migrating "to the newest" leaves it as it is instead of
+// undoing the migration the new servers rely on.
+func TestMigrationsLeaveANewerSchema(t *testing.T) {
+	t.Parallel()
+	st, url, conn := open(t)
+	e := newEnv(t, st)
+	st.Close()
+	ctx := context.Background()
+	latest, err := migrations.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if the next release's migration latest+1 had run.
+	if _, err := conn.Exec(ctx, `update `+migrations.VersionTable+` set version = $1`, latest+1); err != nil {
+		t.Fatal(err)
+	}
+	from, to, err := migrations.Apply(ctx, url, -1)
+	if err != nil || from != latest+1 || to != latest+1 {
+		t.Fatalf("Apply(newest) on schema %d = %d→%d, %v; want it left at %d", latest+1, from, to, err, latest+1)
+	}
+	if n := count(t, conn, `select count(*) from environments where id = '`+e.ID+`'`); n != 1 {
+		t.Errorf("the environment is gone after starting on a newer schema")
+	}
+}

@@ -429,6 +429,17 @@ type Release struct {
 func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64) (Release, error) {
 	var out Release
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = releaseVersion(ctx, tx, envID, version)
+		return err
+	})
+	return out, err
+}
+
+// releaseVersion is ReleaseVersion in tx.
+func releaseVersion(ctx context.Context, tx pgx.Tx, envID string, version int64) (Release, error) {
+	var out Release
+	err := func() error {
 		e, err := lockEnvironment(ctx, tx, envID)
 		if err != nil {
 			return err
@@ -505,7 +516,7 @@ func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64)
 			out.Request = &req
 		}
 		return nil
-	})
+	}()
 	return out, err
 }
 

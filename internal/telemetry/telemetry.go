@@ -75,6 +75,15 @@ type Telemetry struct {
 	// ObserveAdapterCall.
 	AdapterCallDuration *prometheus.HistogramVec
 
+	// LSMTransfers counts the transfers of service instances this process
+	// wrote, as intend_lsm_transfers_total{environment,entity,source,
+	// target,trigger,error}; LSMStateDuration observes, when an instance
+	// leaves a state, how long it was in it, as
+	// intend_lsm_state_duration_seconds{environment,entity,state}. See
+	// ObserveLSMTransfer.
+	LSMTransfers     *prometheus.CounterVec
+	LSMStateDuration *prometheus.HistogramVec
+
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 	buildInfo    *prometheus.GaugeVec
@@ -118,6 +127,17 @@ func New() (*Telemetry, error) {
 			// A local file takes microseconds, a cloud API seconds to minutes.
 			Buckets: []float64{0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"type", "operation"}),
+		LSMTransfers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intend_lsm_transfers_total",
+			Help: "Transfers of service instances this process wrote (one per log version), by environment, entity, source and target state, trigger and whether it took the error path.",
+		}, []string{"environment", "entity", "source", "target", "trigger", "error"}),
+		LSMStateDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "intend_lsm_state_duration_seconds",
+			Help: "Time a service instance spent in a lifecycle state, observed when it left it, by environment, entity and state.",
+			// From an auto transfer (a fraction of a second) through a
+			// deploy (minutes) to a state people leave by hand (hours).
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400},
+		}, []string{"environment", "entity", "state"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intend_http_requests_total",
 			Help: "HTTP requests served, by method, route pattern and status code.",
@@ -136,7 +156,7 @@ func New() (*Telemetry, error) {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		t.DeployedResources, t.BatchDuration, t.BatchSize,
-		t.DeployRunDuration, t.AdapterCallDuration,
+		t.DeployRunDuration, t.AdapterCallDuration, t.LSMTransfers, t.LSMStateDuration,
 		t.httpRequests, t.httpDuration, t.buildInfo,
 	} {
 		if err := reg.Register(c); err != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 )
 
@@ -107,6 +108,9 @@ type Options struct {
 	Log       *slog.Logger
 	// Metrics, when set, receives the SDK's metrics.
 	Metrics client.MetricsHandler
+	// Interceptors intercept the client's calls and, those that are
+	// worker interceptors too (tracing), its workers'.
+	Interceptors []interceptor.ClientInterceptor
 }
 
 // ClientOptions returns the SDK's options for o.
@@ -124,6 +128,7 @@ func (o Options) ClientOptions() (client.Options, error) {
 		Namespace:         o.Namespace,
 		Logger:            tlog.NewStructuredLogger(log.With("component", "temporal")),
 		MetricsHandler:    o.Metrics,
+		Interceptors:      o.Interceptors,
 		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg},
 	}
 	if o.Security.APIKey != "" {

@@ -68,6 +68,17 @@ type globalConfig struct {
 		MaxJoinDuration  string `yaml:"maxJoinDuration"`
 		BroadcastAddress string `yaml:"broadcastAddress"`
 	} `yaml:"membership"`
+	Metrics *metricsConfig `yaml:"metrics,omitempty"`
+}
+
+// metricsConfig serves the server's own metrics for Prometheus to scrape
+// (GET /metrics on listenAddress).
+type metricsConfig struct {
+	Prometheus struct {
+		Framework     string `yaml:"framework"`
+		TimerType     string `yaml:"timerType"`
+		ListenAddress string `yaml:"listenAddress"`
+	} `yaml:"prometheus"`
 }
 
 type service struct {
@@ -154,6 +165,12 @@ func staticConfigYAML(pg Postgres, ip string, ports Ports, shards int, logLevel,
 	}
 	c.Global.Membership.MaxJoinDuration = "30s"
 	c.Global.Membership.BroadcastAddress = ip
+	if ports.Metrics != 0 {
+		m := &metricsConfig{}
+		m.Prometheus.Framework, m.Prometheus.TimerType = "tally", "histogram"
+		m.Prometheus.ListenAddress = net.JoinHostPort(ip, strconv.Itoa(ports.Metrics))
+		c.Global.Metrics = m
+	}
 	c.Services = map[string]service{
 		"frontend": {RPC: rpc{GRPCPort: ports.Frontend, MembershipPort: ports.FrontendMembership, HTTPPort: ports.FrontendHTTP, BindOnIP: ip}},
 		"history":  {RPC: rpc{GRPCPort: ports.History, MembershipPort: ports.HistoryMembership, BindOnIP: ip}},

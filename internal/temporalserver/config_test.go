@@ -59,7 +59,7 @@ func TestStaticConfig(t *testing.T) {
 	t.Parallel()
 	pg := Postgres{Host: "127.0.0.1", Port: 5433, User: "temporal", Password: `p@ss: 'w"o#rd`, VisibilityDatabase: "vis"}
 	ports := Ports{Frontend: 1, FrontendHTTP: 2, FrontendMembership: 3, History: 4, HistoryMembership: 5,
-		Matching: 6, MatchingMembership: 7, Worker: 8, WorkerMembership: 9}
+		Matching: 6, MatchingMembership: 7, Worker: 8, WorkerMembership: 9, Metrics: 10}
 	b, err := staticConfigYAML(pg, "127.0.0.2", ports, 4, "warn", "/x/dynamic.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +107,9 @@ func TestStaticConfig(t *testing.T) {
 	}
 	if c.Log.Level != "warn" {
 		t.Errorf("log.level = %q, want warn", c.Log.Level)
+	}
+	if c.Global.Metrics == nil || c.Global.Metrics.Prometheus.ListenAddress != "127.0.0.2:10" {
+		t.Errorf("global.metrics = %+v, want Prometheus metrics on 127.0.0.2:10", c.Global.Metrics)
 	}
 }
 

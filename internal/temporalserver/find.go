@@ -19,8 +19,10 @@ const ServerVersion = "v1.29.1"
 const (
 	serverBinary  = "temporal-server"
 	sqlToolBinary = "temporal-sql-tool"
+	uiBinary      = "temporal-ui"
 	serverEnv     = "INTEND_TEMPORAL_SERVER"
 	sqlToolEnv    = "INTEND_TEMPORAL_SQL_TOOL"
+	uiEnv         = "INTEND_TEMPORAL_UI"
 )
 
 // ErrNoBinary is wrapped by FindServer's and FindSQLTool's errors when the
@@ -33,6 +35,14 @@ func FindServer() (string, error) { return findBinary(serverBinary, serverEnv) }
 // FindSQLTool returns the path of the Temporal SQL schema tool: see
 // findBinary.
 func FindSQLTool() (string, error) { return findBinary(sqlToolBinary, sqlToolEnv) }
+
+// UIVersion is the version of Temporal's web UI server
+// (github.com/temporalio/ui-server/v2) that `make tools` builds: the one
+// the pinned CLI bundles.
+const UIVersion = "v2.42.1"
+
+// FindUI returns the path of Temporal's web UI server: see findBinary.
+func FindUI() (string, error) { return findBinary(uiBinary, uiEnv) }
 
 // findBinary looks for name where devtemporal.FindCLI looks for the CLI:
 // $env if set; else .tools/bin/name in the repository holding the working

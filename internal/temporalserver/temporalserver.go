@@ -72,12 +72,14 @@ func (pg Postgres) visibilityDatabase() string {
 }
 
 // Ports are the TCP ports the server binds on its IP: each service's gRPC
-// and membership (ringpop) ports and the frontend's HTTP API.
+// and membership (ringpop) ports, the frontend's HTTP API, and the
+// server's Prometheus metrics (GET /metrics).
 type Ports struct {
 	Frontend, FrontendHTTP, FrontendMembership int
 	History, HistoryMembership                 int
 	Matching, MatchingMembership               int
 	Worker, WorkerMembership                   int
+	Metrics                                    int
 }
 
 func (p *Ports) fields() []*int {
@@ -86,7 +88,13 @@ func (p *Ports) fields() []*int {
 		&p.History, &p.HistoryMembership,
 		&p.Matching, &p.MatchingMembership,
 		&p.Worker, &p.WorkerMembership,
+		&p.Metrics,
 	}
+}
+
+// MetricsURL is the address of the server's own Prometheus metrics.
+func (s *Server) MetricsURL() string {
+	return "http://" + net.JoinHostPort(s.ip, strconv.Itoa(s.ports.Metrics)) + "/metrics"
 }
 
 // Options configures Start.
@@ -134,6 +142,7 @@ const NamespaceRetention = 7 * 24 * time.Hour
 type Server struct {
 	cmd       *exec.Cmd
 	client    client.Client
+	ip        string
 	hostPort  string
 	namespace string
 	ports     Ports
@@ -282,6 +291,7 @@ func start(ctx context.Context, opts Options, cfg intend.TemporalDev, searchAttr
 		return nil, err
 	}
 	s := &Server{
+		ip:        opts.IP,
 		hostPort:  net.JoinHostPort(opts.IP, strconv.Itoa(ports.Frontend)),
 		namespace: cfg.Namespace,
 		ports:     ports,
@@ -292,8 +302,9 @@ func start(ctx context.Context, opts Options, cfg intend.TemporalDev, searchAttr
 	cmd.Stdout = io.MultiWriter(s.tail, opts.Log)
 	cmd.Stderr = cmd.Stdout
 	cmd.WaitDelay = 5 * time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	childproc.OwnProcessGroup(cmd.SysProcAttr)
 	if !opts.KeepOnParentDeath {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
 		childproc.DieWithParent(cmd.SysProcAttr)
 	}
 	if err := cmd.Start(); err != nil {

@@ -3,10 +3,13 @@ package temporalserver
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +95,7 @@ func TestKilledServerResumesOnSameDatabase(t *testing.T) {
 	}
 	t.Logf("first start (schemas set up on a new database): %v", time.Since(began).Round(time.Millisecond))
 	t.Cleanup(func() { _ = first.Kill() })
+	checkMetrics(t, first.MetricsURL())
 
 	// The worker has a client of its own: it outlives both servers, as a
 	// worker process outlives a restart of the cluster.
@@ -214,4 +218,22 @@ func history(ctx context.Context, t *testing.T, c client.Client, run client.Work
 		events = append(events, e)
 	}
 	return events
+}
+
+// checkMetrics reads the server's own Prometheus metrics: a Prometheus
+// scrape (intend dev-cluster's) finds the services' request counters.
+func checkMetrics(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	if !strings.Contains(string(b), "service_requests") {
+		t.Fatalf("GET %s has no service_requests metric:\n%.2000s", url, b)
+	}
 }
