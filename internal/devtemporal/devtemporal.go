@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -233,7 +235,7 @@ func (s *Server) waitReady(ctx context.Context, cfg intend.TemporalDev, logger *
 			return fmt.Errorf("dev server exited during start: %v", s.waitErr)
 		default:
 		}
-		lastErr = s.probe(ctx, want, logger)
+		lastErr = s.probe(ctx, cfg, want, logger)
 		if lastErr == nil {
 			return nil
 		}
@@ -246,7 +248,7 @@ func (s *Server) waitReady(ctx context.Context, cfg intend.TemporalDev, logger *
 	}
 }
 
-func (s *Server) probe(ctx context.Context, searchAttributes []string, logger *slog.Logger) error {
+func (s *Server) probe(ctx context.Context, cfg intend.TemporalDev, searchAttributes []string, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if s.client == nil {
@@ -267,12 +269,24 @@ func (s *Server) probe(ctx context.Context, searchAttributes []string, logger *s
 	if err != nil {
 		return fmt.Errorf("list search attributes: %w", err)
 	}
+	missing := map[string]enums.IndexedValueType{}
 	for _, name := range searchAttributes {
 		if _, ok := resp.GetCustomAttributes()[name]; !ok {
-			return fmt.Errorf("search attribute %s not registered yet", name)
+			missing[name] = enums.IndexedValueType(enums.IndexedValueType_shorthandValue[cfg.SearchAttributes[name]])
 		}
 	}
-	return nil
+	if len(missing) == 0 {
+		return nil
+	}
+	// The CLI registers --search-attribute only when it creates the
+	// namespace: a database from before temporal.yaml listed an attribute
+	// (an earlier intend deploy's) never gets it that way.
+	if _, err := s.client.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: s.namespace, SearchAttributes: missing,
+	}); err != nil {
+		return fmt.Errorf("register search attributes %v: %w", slices.Sorted(maps.Keys(missing)), err)
+	}
+	return fmt.Errorf("search attributes %v registered; checking", slices.Sorted(maps.Keys(missing)))
 }
 
 // HostPort returns the frontend's gRPC address, host:port.

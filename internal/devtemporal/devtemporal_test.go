@@ -213,3 +213,38 @@ func TestStopNowKeepsWhatWasCommitted(t *testing.T) {
 		t.Errorf("run id %s after the restart, want %s", got, run.GetRunID())
 	}
 }
+
+// TestStartRegistersNewSearchAttributes: a database made when
+// temporal.yaml listed fewer search attributes gets the new ones at the
+// next start (the CLI registers them only when it creates the namespace,
+// and every `intend deploy` on an older data directory timed out).
+func TestStartRegistersNewSearchAttributes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := intend.TemporalDevConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "temporal.db")
+	older := cfg
+	older.SearchAttributes = map[string]string{}
+	for name, typ := range cfg.SearchAttributes {
+		if name != "IntendVersion" {
+			older.SearchAttributes[name] = typ
+		}
+	}
+	s := startServer(ctx, t, Options{DBFile: db, UIPort: -1, Config: older})
+	if err := s.StopNow(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = startServer(ctx, t, Options{DBFile: db, UIPort: -1, Config: cfg})
+	resp, err := s.Client().OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := resp.GetCustomAttributes()["IntendVersion"]; !ok {
+		t.Errorf("IntendVersion is not registered after the restart: %v", resp.GetCustomAttributes())
+	}
+}
