@@ -50,14 +50,26 @@ func buildIntend(t *testing.T, dir string) string {
 //   - Prometheus scrapes all five intend processes and the Temporal
 //     server, and its rules load.
 func TestTopology(t *testing.T) {
-	ctx := context.Background()
 	dir := t.TempDir()
 	bin := buildIntend(t, dir)
 	began := time.Now()
-	c, err := devcluster.Start(ctx, devcluster.Options{
+	c := startCluster(t, devcluster.Options{
 		Dir: filepath.Join(dir, "cluster"), Intend: bin, LogLevel: "warn",
 		ExecutorArgs: []string{"--batches", "1", "--concurrency", "2"},
 	})
+	t.Logf("cluster up in %v", time.Since(began).Round(time.Millisecond))
+	checkUI(t, c)
+
+	t.Run("deploy through kills", func(t *testing.T) { deployThroughKills(t, c, dir) })
+	t.Run("service instances across replicas", func(t *testing.T) { instancesAcrossReplicas(t, c, dir) })
+	t.Run("prometheus", func(t *testing.T) { checkPrometheus(t, c) })
+}
+
+// startCluster starts a cluster that stops when t ends, and prints the
+// tail of every part's log when t failed.
+func startCluster(t *testing.T, opts devcluster.Options) *devcluster.Cluster {
+	t.Helper()
+	c, err := devcluster.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +81,7 @@ func TestTopology(t *testing.T) {
 			dumpLogs(t, c)
 		}
 	})
-	t.Logf("cluster up in %v", time.Since(began).Round(time.Millisecond))
-	checkUI(t, c)
-
-	t.Run("deploy through kills", func(t *testing.T) { deployThroughKills(t, c, dir) })
-	t.Run("service instances across replicas", func(t *testing.T) { instancesAcrossReplicas(t, c, dir) })
-	t.Run("prometheus", func(t *testing.T) { checkPrometheus(t, c) })
+	return c
 }
 
 func replicaClient(c *devcluster.Cluster, i int) *apiclient.Client {

@@ -80,19 +80,8 @@ func TestRollingUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := devcluster.Start(ctx, devcluster.Options{
+	c := startCluster(t, devcluster.Options{
 		Dir: filepath.Join(dir, "cluster"), Intend: bin, ServerIntend: previous, LogLevel: "warn",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-		if t.Failed() {
-			dumpLogs(t, c)
-		}
 	})
 	conn, err := pgx.Connect(ctx, c.DatabaseURL())
 	if err != nil {
