@@ -22,9 +22,17 @@ const (
 // scheduler's workflow task is milliseconds of work, a run's a little
 // more (its history is larger); the orchestration activities heartbeat
 // (activities.heartbeat), so a slow one is not taken for a dead one.
+//
+// Not shorter: a workflow task that takes longer than its timeout is
+// retried, after a full replay, and under heavy load the retry can time
+// out again. A scheduler's replay after a cache eviction runs through
+// thousands of events; 2 s was too tight on a machine loaded by the whole
+// test suite (an order's item waited forever once in CI), 5 s leaves
+// room. A run keeps Temporal's 10 s: its history reaches 1,200 events at
+// 100,000 resources, and a run taken up 10 s late costs 10 s once.
 const (
-	SchedulerTaskTimeout   = 2 * time.Second
-	RunTaskTimeout         = 5 * time.Second
+	SchedulerTaskTimeout   = 5 * time.Second
+	RunTaskTimeout         = 10 * time.Second
 	OrchestrationHeartbeat = 3 * time.Second
 )
 
