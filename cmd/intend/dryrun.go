@@ -18,7 +18,7 @@ import (
 )
 
 func dryrunCommand(g *globals) *cobra.Command {
-	var all bool
+	var all, detailed bool
 	var timeout time.Duration
 	var s *clientSettings
 	cmd := &cobra.Command{
@@ -37,11 +37,15 @@ status. --all also lists the unmodified ones.
 
 Exit codes: 0 the dry-run finished (whatever it found); 1 the model does not
 compile, the server refused it, or the dry-run failed; 2 usage; 3 the server
-could not be reached.
+could not be reached. With --detailed-exitcode, for scripts and CI as
+Terraform's plan: 0 nothing would change, 2 something would (printed as
+usual, nothing on standard error), 1 an error (a usage error is still 2,
+with its message on standard error).
 
 Examples:
   intend dryrun
-  intend dryrun -e staging --json`,
+  intend dryrun -e staging --json
+  intend dryrun --detailed-exitcode; case $? in 0) echo none;; 2) echo changes;; *) exit 1;; esac`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -57,15 +61,32 @@ Examples:
 				return err
 			}
 			if s.json {
-				return writeJSON(g.stdout, map[string]any{"version": v.Version, "run": run, "results": results})
+				err = writeJSON(g.stdout, map[string]any{"version": v.Version, "run": run, "results": results})
+			} else {
+				err = printDryrun(g.stdout, run, results, all)
 			}
-			return printDryrun(g.stdout, run, results, all)
+			if err == nil && detailed && wouldChange(results) {
+				return &exitError{code: exitChanges, quiet: true, err: fmt.Errorf("dry-run %d: changes pending", run.Run)}
+			}
+			return err
 		},
 	}
 	s = g.clientFlags(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "also list the resources that would not change")
+	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would change, 0 when nothing would, 1 on an error")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the dry-run after this long")
 	return cmd
+}
+
+// wouldChange reports whether a dry-run found anything that a deploy would
+// change: any result but unmodified.
+func wouldChange(results []store.DryrunResult) bool {
+	for _, r := range results {
+		if r.Status != "unmodified" {
+			return true
+		}
+	}
+	return false
 }
 
 // runDryrun dry-runs a version and waits for all its results.

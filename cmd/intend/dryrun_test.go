@@ -68,3 +68,27 @@ func TestWriteActionShowsDiffs(t *testing.T) {
 		}
 	}
 }
+
+// TestWouldChange: --detailed-exitcode's decision: anything but
+// unmodified is a change.
+func TestWouldChange(t *testing.T) {
+	for _, tc := range []struct {
+		statuses []string
+		want     bool
+	}{
+		{nil, false},
+		{[]string{"unmodified", "unmodified"}, false},
+		{[]string{"unmodified", "modified"}, true},
+		{[]string{"new"}, true},
+		{[]string{"deleted", "unmodified"}, true},
+		{[]string{"undefined"}, true},
+	} {
+		var rs []store.DryrunResult
+		for _, s := range tc.statuses {
+			rs = append(rs, store.DryrunResult{Status: s})
+		}
+		if got := wouldChange(rs); got != tc.want {
+			t.Errorf("wouldChange(%v) = %v, want %v", tc.statuses, got, tc.want)
+		}
+	}
+}

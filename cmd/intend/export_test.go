@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,14 @@ func TestExportAndDryrun(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(root, "apps", "shop", "config.json")); !strings.Contains(string(got), "8080") {
 		t.Errorf("dryrun changed the target: %s", got)
 	}
+	// --detailed-exitcode: changes pending exit 2, listed as usual, and
+	// main prints no error for it.
+	dx := cli(t, none, "dryrun", dir, "--detailed-exitcode")
+	var ee *exitError
+	if dx.code != exitChanges || !errors.As(dx.err, &ee) || !ee.quiet ||
+		!strings.Contains(dx.out, "modified    fs::File[localhost,path="+root+"/apps/shop/config.json]") {
+		t.Errorf("dryrun --detailed-exitcode with changes pending: %s", dx)
+	}
 	out = ok(t, none, "dryrun", dir, "--json")
 	var dr struct {
 		Results []struct {
@@ -135,7 +144,7 @@ func TestExportAndDryrun(t *testing.T) {
 		Version int64 `json:"version"`
 	}
 	jsonOf(t, ok(t, none, "version", "list", "--project-dir", dir, "--json"), &versions)
-	if len(versions) != 5 || versions[0].Version != 5 {
-		t.Errorf("versions after a broken model: %+v, want 5 down to 1 (two from the dry-runs)", versions)
+	if len(versions) != 6 || versions[0].Version != 6 {
+		t.Errorf("versions after a broken model: %+v, want 6 down to 1 (three from the dry-runs)", versions)
 	}
 }

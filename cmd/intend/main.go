@@ -28,7 +28,10 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "intend:", err)
+		var ee *exitError
+		if !errors.As(err, &ee) || !ee.quiet {
+			fmt.Fprintln(os.Stderr, "intend:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }
@@ -38,12 +41,18 @@ const (
 	exitFailed      = 1 // the operation failed or the server refused it
 	exitUsage       = 2 // the command line is wrong
 	exitUnreachable = 3 // the server could not be reached
+	// exitChanges: intend dryrun --detailed-exitcode found changes (as
+	// Terraform's plan; the same number as a usage error, which alone
+	// prints a message).
+	exitChanges = 2
 )
 
 // exitError is an error that ends the process with its code.
 type exitError struct {
 	code int
 	err  error
+	// quiet: the code says it all; main prints nothing.
+	quiet bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
