@@ -63,56 +63,51 @@ func (s *Store) exportPartial(ctx context.Context, envID string, partial intent.
 
 // exportPartialTx is exportPartial in tx.
 func exportPartialTx(ctx context.Context, tx pgx.Tx, envID string, partial intent.Version, removedSets []string, onReleased bool) (VersionInfo, error) {
-	var info VersionInfo
-	err := func() error {
-		last, err := lockForExport(ctx, tx, envID)
-		if err != nil {
-			return err
+	last, err := lockForExport(ctx, tx, envID)
+	if err != nil {
+		return VersionInfo{}, err
+	}
+	var released int64
+	if onReleased {
+		if released, err = releasedVersion(ctx, tx, envID); err != nil {
+			return VersionInfo{}, err
 		}
-		var released int64
-		if onReleased {
-			if released, err = releasedVersion(ctx, tx, envID); err != nil {
-				return err
-			}
+	}
+	var base []intent.StoredResource
+	var open map[string][]byte
+	prev := 0
+	if released > 0 && released < last {
+		// On an older version than the newest: the new version is the
+		// released one merged with partial, which differs from the
+		// newest anywhere the unreleased versions changed it.
+		if _, open, err = openResources(ctx, tx, envID); err != nil {
+			return VersionInfo{}, err
 		}
-		var base []intent.StoredResource
-		var open map[string][]byte
-		prev := 0
-		if released > 0 && released < last {
-			// On an older version than the newest: the new version is
-			// the released one merged with partial, which differs from
-			// the newest anywhere the unreleased versions changed it.
-			if _, open, err = openResources(ctx, tx, envID); err != nil {
-				return err
-			}
-			if base, err = versionMembers(ctx, tx, envID, released); err != nil {
-				return err
-			}
-			prev = len(open)
-		} else {
-			if base, open, err = touchedResources(ctx, tx, envID, partial, removedSets); err != nil {
-				return err
-			}
-			if prev, err = resourceCount(ctx, tx, envID, last); err != nil {
-				return err
-			}
+		if base, err = versionMembers(ctx, tx, envID, released); err != nil {
+			return VersionInfo{}, err
 		}
-		m, err := intent.MergePartial(base, partial, removedSets)
-		if err != nil {
-			return fmt.Errorf("merge partial export: %w", err)
+		prev = len(open)
+	} else {
+		if base, open, err = touchedResources(ctx, tx, envID, partial, removedSets); err != nil {
+			return VersionInfo{}, err
 		}
-		members := make([]member, 0, len(m.Resources)+len(m.Kept))
-		for i := range m.Resources {
-			r := &m.Resources[i]
-			members = append(members, member{id: r.ID.String(), hash: r.Hash(), r: r})
+		if prev, err = resourceCount(ctx, tx, envID, last); err != nil {
+			return VersionInfo{}, err
 		}
-		for i := range m.Kept {
-			members = append(members, keptMember(&m.Kept[i]))
-		}
-		info, err = writeVersion(ctx, tx, envID, last+1, prev, open, members)
-		return err
-	}()
-	return info, err
+	}
+	m, err := intent.MergePartial(base, partial, removedSets)
+	if err != nil {
+		return VersionInfo{}, fmt.Errorf("merge partial export: %w", err)
+	}
+	members := make([]member, 0, len(m.Resources)+len(m.Kept))
+	for i := range m.Resources {
+		r := &m.Resources[i]
+		members = append(members, member{id: r.ID.String(), hash: r.Hash(), r: r})
+	}
+	for i := range m.Kept {
+		members = append(members, keptMember(&m.Kept[i]))
+	}
+	return writeVersion(ctx, tx, envID, last+1, prev, open, members)
 }
 
 // touchedResources reads the part of the newest version that merging
