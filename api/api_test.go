@@ -240,6 +240,9 @@ func TestProblems(t *testing.T) {
 			`{"resources":[{"id":"fs::File[h,path=/a]","attributes":{"path":"/a"},"colour":1}]}`, 422, "validation", "/resources/0/colour", ""},
 		{"missing version", "POST", "/api/v1/environments/prob/versions/99/release", "", 404, "not-found", "", "version 99"},
 		{"bad version number", "GET", "/api/v1/environments/prob/versions/x", "", 400, "bad-request", "", `"x"`},
+		{"rollback to a missing version", "POST", "/api/v1/environments/prob/versions/99/rollback", "", 404, "not-found", "", "version 99"},
+		{"rollback to a bad version number", "POST", "/api/v1/environments/prob/versions/-1/rollback", "", 400, "bad-request", "", `"-1"`},
+		{"rollback in an unknown environment", "POST", "/api/v1/environments/nope/versions/1/rollback", "", 404, "not-found", "", `environment "nope"`},
 		{"bad limit", "GET", "/api/v1/environments/prob/resources?limit=0", "", 422, "invalid-field", "?limit", "whole number"},
 		{"no route", "GET", "/api/v1/nothing", "", 404, "not-found", "", "no route"},
 		{"wrong method", "DELETE", "/api/v1/projects", "", 405, "method-not-allowed", "", "DELETE"},
@@ -309,6 +312,20 @@ func TestExportReleaseAndResources(t *testing.T) {
 		t.Errorf("re-release = %v", again)
 	}
 	f.mustCall("POST", "/api/v1/environments/flow/versions/1/release", "", 409)
+	// Rolling back to 1 is how to get there: a new version, released.
+	v3 := f.mustCall("PUT", "/api/v1/environments/flow/versions", version(fileRes("/c")), 201)
+	f.mustCall("POST", "/api/v1/environments/flow/versions/3/release", "", 200)
+	rb := f.mustCall("POST", "/api/v1/environments/flow/versions/1/rollback", "", 201)
+	if nv := rb["version"].(map[string]any); nv["version"] != float64(4) || nv["resource_count"] != float64(2) ||
+		rb["rolled_back_from"] != float64(1) || rb["changed"] != float64(3) || rb["deploy_request"] == nil || v3["version"] != float64(3) {
+		t.Errorf("rollback = %v", rb)
+	}
+	if got := f.sched.seen(); got[len(got)-1] != `wake flow "new version 4" release=true halt=false` {
+		t.Errorf("scheduler calls = %q, want a release wake-up last", got)
+	}
+	if d := f.mustCall("GET", "/api/v1/environments/flow/versions/1/diff/4", "", 200); len(d["added"].([]any))+len(d["removed"].([]any))+len(d["modified"].([]any)) != 0 {
+		t.Errorf("diff 1 → 4 = %v, want none", d)
+	}
 
 	l := f.mustCall("GET", "/api/v1/environments/flow/resources?limit=1", "", 200)
 	items := l["items"].([]any)

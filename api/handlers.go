@@ -351,6 +351,31 @@ func (s *Server) releaseVersion(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// rollbackVersion makes a new version equal to {version} (service
+// instances' sets as they are now) and releases it: 201 with the release
+// and the version it rolled back to.
+func (s *Server) rollbackVersion(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	v, err := versionParam(r)
+	if err != nil {
+		return err
+	}
+	rb, err := s.opts.Store.RollbackVersion(r.Context(), e.ID, v)
+	if err != nil {
+		return err
+	}
+	noteAudit(r, map[string]any{"version": rb.Version.Version, "rolled_back_from": v})
+	if rb.Request != nil {
+		s.wake(r, e, rb.Request.Reason, true, false)
+	}
+	s.prune(r, e)
+	WriteJSON(w, http.StatusCreated, rb)
+	return nil
+}
+
 func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.env(r)
 	if err != nil {

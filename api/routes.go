@@ -64,6 +64,7 @@ func (s *Server) Handler() http.Handler {
 			r.Method(http.MethodGet, "/versions/{version}", s.inEnv("version.read", read, s.getVersion))
 			r.Method(http.MethodGet, "/versions/{version}/diff/{other}", s.inEnv("version.diff", read, s.diffVersions))
 			r.Method(http.MethodPost, "/versions/{version}/release", s.inEnv("version.release", operator, s.releaseVersion))
+			r.Method(http.MethodPost, "/versions/{version}/rollback", s.inEnv("version.rollback", operator, s.rollbackVersion))
 			r.Method(http.MethodPut, "/model", s.inEnv("model.upload", author, s.putModel).withBulkBody())
 			r.Method(http.MethodGet, "/model", s.inEnv("model.read", read, s.getModel))
 			r.Method(http.MethodGet, "/model/archive", s.inEnv("model.download", read, s.getModelArchive))

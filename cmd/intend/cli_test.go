@@ -148,7 +148,7 @@ func TestCLIHelp(t *testing.T) {
 		walk(c)
 	}
 	for _, args := range [][]string{{"--help"}, {"env", "--help"}, {"env", "settings", "set", "--help"},
-		{"version", "diff", "--help"}, {"resource", "logs", "--help"}, {"deploy-now", "--help"},
+		{"versions", "diff", "--help"}, {"rollback", "--help"}, {"resource", "logs", "--help"}, {"deploy-now", "--help"},
 		{"agent", "pause", "--help"}, {"halt", "--help"}, {"runs", "show", "--help"}} {
 		r := cli(t, nil, args...)
 		if r.err != nil || !strings.Contains(r.out, "Usage:") {
@@ -303,13 +303,13 @@ func TestCLIUsageErrors(t *testing.T) {
 	}{
 		{"an unknown flag", []string{"env", "list", "--bogus"}, "unknown flag: --bogus"},
 		{"too many arguments", []string{"env", "show", "a", "b"}, "accepts at most 1 arg"},
-		{"too few arguments", []string{"version", "diff", "1"}, "accepts 2 arg"},
-		{"an unknown subcommand", []string{"version", "bogus"}, `unknown command "bogus"`},
+		{"too few arguments", []string{"versions", "diff", "1"}, "accepts 2 arg"},
+		{"an unknown subcommand", []string{"versions", "bogus"}, `unknown command "bogus"`},
 		{"an unknown command", []string{"bogus"}, `unknown command "bogus"`},
 		{"delete needs --yes", []string{"env", "delete", "prod"}, "pass --yes"},
 		{"a setting needs =", []string{"env", "settings", "set", "deploy_interval"}, `"deploy_interval": want KEY=VALUE`},
 		{"--set needs =", []string{"env", "create", "x", "--project", "p", "--set", "x"}, `--set "x": want KEY=VALUE`},
-		{"a version is a number", []string{"version", "show", "three"}, `version "three"`},
+		{"a version is a number", []string{"versions", "show", "three"}, `version "three"`},
 		{"a run is a number", []string{"runs", "show", "x"}, `run "x"`},
 		{"a bad --limit", []string{"resource", "logs", "fs::File[a,path=/x]", "--limit", "0"}, "--limit 0"},
 	}
@@ -339,7 +339,7 @@ func closedPort(t *testing.T) string {
 func TestCLIUnreachable(t *testing.T) {
 	t.Parallel()
 	base := closedPort(t)
-	for _, args := range [][]string{{"env", "list"}, {"version", "list", "-e", "prod"}, {"deploy-now", "-e", "prod", "--wait"}} {
+	for _, args := range [][]string{{"env", "list"}, {"versions", "list", "-e", "prod"}, {"deploy-now", "-e", "prod", "--wait"}} {
 		fails(t, nil, exitUnreachable, []string{base, "connection refused", "intend server", "--server"},
 			append(args, "--server", base)...)
 	}
@@ -433,16 +433,16 @@ func TestCLIAgainstServer(t *testing.T) {
 	export(file(motd, "hello\n"), file(issue, "issue\n"))
 	export(file(motd, "hello again\n"), file(issue, "issue\n"), file(index, "index\n"))
 
-	out = ok(t, withEnv, "version", "list")
+	out = ok(t, withEnv, "versions", "list")
 	if rowOf(t, out, "1")[1] != "2" || rowOf(t, out, "2")[1] != "3" {
 		t.Errorf("version list:\n%s", out)
 	}
 	var versions []map[string]any
-	jsonOf(t, ok(t, withEnv, "version", "list", "--json"), &versions)
+	jsonOf(t, ok(t, withEnv, "versions", "list", "--json"), &versions)
 	if len(versions) != 2 || versions[0]["version"] != 2.0 {
 		t.Errorf("version list --json = %v", versions)
 	}
-	out = ok(t, withEnv, "version", "show", "2")
+	out = ok(t, withEnv, "versions", "show", "2")
 	if field(t, out, "resources") != "3" {
 		t.Errorf("version show:\n%s", out)
 	}
@@ -454,7 +454,7 @@ func TestCLIAgainstServer(t *testing.T) {
 		Resources []map[string]any `json:"resources"`
 		Next      *string          `json:"next"`
 	}
-	jsonOf(t, ok(t, withEnv, "version", "show", "latest", "--json"), &v2)
+	jsonOf(t, ok(t, withEnv, "versions", "show", "latest", "--json"), &v2)
 	if v2.Version != 2 || len(v2.Resources) != 3 || v2.Next != nil {
 		t.Errorf("version show --json = %+v", v2)
 	}
@@ -463,7 +463,7 @@ func TestCLIAgainstServer(t *testing.T) {
 	if err != nil || len(page.Items) != 3 {
 		t.Errorf("paging a version one resource at a time: %d items, %v", len(page.Items), err)
 	}
-	out = ok(t, withEnv, "version", "diff", "1", "2")
+	out = ok(t, withEnv, "versions", "diff", "1", "2")
 	for _, want := range []string{"version 1 → 2: 1 added, 0 removed, 1 modified", "+ " + id(index),
 		"~ " + id(motd), `content: "hello\n" → "hello again\n"`} {
 		if !strings.Contains(out, want) {
@@ -474,14 +474,14 @@ func TestCLIAgainstServer(t *testing.T) {
 		Added    []string         `json:"added"`
 		Modified []map[string]any `json:"modified"`
 	}
-	jsonOf(t, ok(t, withEnv, "version", "diff", "2", "1", "--json"), &diff)
+	jsonOf(t, ok(t, withEnv, "versions", "diff", "2", "1", "--json"), &diff)
 	if len(diff.Added) != 0 || len(diff.Modified) != 1 {
 		t.Errorf("reverse version diff --json = %+v", diff)
 	}
-	fails(t, withEnv, exitFailed, []string{"Not found (404)"}, "version", "diff", "1", "9")
+	fails(t, withEnv, exitFailed, []string{"Not found (404)"}, "versions", "diff", "1", "9")
 
 	// Release version 1 and deploy now, waiting: the files are written.
-	out = ok(t, withEnv, "version", "release", "1")
+	out = ok(t, withEnv, "versions", "release", "1")
 	if !strings.Contains(out, "released version 1 of "+envName) || !strings.Contains(out, "deploy request") {
 		t.Errorf("version release:\n%s", out)
 	}
@@ -493,8 +493,8 @@ func TestCLIAgainstServer(t *testing.T) {
 		t.Fatalf("motd = %q, %v", b, err)
 	}
 	// Version 2 now; releasing the older version 1 again is refused.
-	ok(t, withEnv, "version", "release", "2")
-	fails(t, withEnv, exitFailed, []string{"Conflict (409)"}, "version", "release", "1")
+	ok(t, withEnv, "versions", "release", "2")
+	fails(t, withEnv, exitFailed, []string{"Conflict (409)"}, "versions", "release", "1")
 	ok(t, withEnv, "deploy-now", "--wait")
 	if b, err := os.ReadFile(motd); err != nil || string(b) != "hello again\n" {
 		t.Fatalf("motd after version 2 = %q, %v", b, err)
@@ -632,7 +632,7 @@ func TestCLIAgainstServer(t *testing.T) {
 	// A resource that cannot be deployed (its path is a directory): the
 	// run fails and deploy-now --wait exits 1.
 	export(file(motd, "hello again\n"), file(issue, "issue\n"), file(index, "index\n"), file(dir, "not a dir\n"))
-	ok(t, withEnv, "version", "release", "latest")
+	ok(t, withEnv, "versions", "release", "latest")
 	r = fails(t, withEnv, exitFailed, []string{"1 failed", "resource list"}, "deploy-now", "--wait")
 	if !strings.Contains(r.out, "1 failed") {
 		t.Errorf("deploy-now --wait printed no counters: %s", r)
@@ -649,5 +649,54 @@ func TestCLIAgainstServer(t *testing.T) {
 	var ee *exitError
 	if !errors.As(r.err, &ee) {
 		t.Errorf("a problem is not an *exitError: %T", r.err)
+	}
+}
+
+// TestRollbackCommand: intend rollback V releases a new version equal to
+// V (and a deploy puts V's content back); intend versions rollback is the
+// same; the deprecated "intend version" still answers, with its note on
+// standard error only.
+func TestRollbackCommand(t *testing.T) {
+	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		SchedulerPoll: time.Second})
+	envName := testenv.UniqueName(t, "rollback")
+	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token}
+	withEnv := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
+	ok(t, vars, "env", "create", envName, "--project", "p-"+envName, "--set", `autostart_agents=["*"]`)
+	motd := filepath.Join(t.TempDir(), "motd")
+	for _, content := range []string{"hello\n", "hello again\n"} {
+		b, _ := json.Marshal(map[string]any{"resources": []map[string]any{{"id": "fs::File[localhost,path=" + motd + "]",
+			"attributes": map[string]any{"path": motd, "content": content}}}})
+		if _, err := c.ExportVersion(context.Background(), envName, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok(t, withEnv, "versions", "release", "2")
+	ok(t, withEnv, "deploy-now", "--wait")
+	fails(t, withEnv, exitFailed, []string{"Conflict (409)"}, "versions", "release", "1")
+
+	out := ok(t, withEnv, "rollback", "1")
+	if !strings.Contains(out, "rolled "+envName+" back to version 1: version 3 released (1 resource changed); deploy request") {
+		t.Errorf("rollback:\n%s", out)
+	}
+	ok(t, withEnv, "deploy-now", "--wait")
+	if b, err := os.ReadFile(motd); err != nil || string(b) != "hello\n" {
+		t.Fatalf("motd after rolling back to version 1 = %q, %v", b, err)
+	}
+	var rb struct {
+		From    int64 `json:"rolled_back_from"`
+		Version struct {
+			Version int64 `json:"version"`
+		} `json:"version"`
+	}
+	jsonOf(t, ok(t, withEnv, "versions", "rollback", "latest", "--json"), &rb)
+	if rb.From != 3 || rb.Version.Version != 4 {
+		t.Errorf("versions rollback latest --json = %+v", rb)
+	}
+	fails(t, withEnv, exitFailed, []string{"Not found (404)"}, "rollback", "9")
+
+	r := cli(t, withEnv, "version", "list", "--json")
+	if r.err != nil || !strings.Contains(r.stderr, `"intend version" is deprecated`) || !strings.HasPrefix(strings.TrimSpace(r.out), "[") {
+		t.Errorf("the deprecated version list: %s", r)
 	}
 }

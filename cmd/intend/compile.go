@@ -234,7 +234,7 @@ Examples:
 				compileSummary(res), v.Version, env, v.ResourceCount, v.ChangedCount)
 			switch {
 			case rel == nil:
-				fmt.Fprintf(g.stdout, "not released; release it with: intend version release %d -e %s\n", v.Version, env)
+				fmt.Fprintf(g.stdout, "not released; release it with: intend versions release %d -e %s\n", v.Version, env)
 			case rel.Request != nil:
 				fmt.Fprintf(g.stdout, "released version %d: deploy request %d queued (follow it with intend runs list -e %s)\n",
 					v.Version, rel.Request.ID, env)

@@ -143,7 +143,7 @@ func TestExportAndDryrun(t *testing.T) {
 	var versions []struct {
 		Version int64 `json:"version"`
 	}
-	jsonOf(t, ok(t, none, "version", "list", "--project-dir", dir, "--json"), &versions)
+	jsonOf(t, ok(t, none, "versions", "list", "--project-dir", dir, "--json"), &versions)
 	if len(versions) != 6 || versions[0].Version != 6 {
 		t.Errorf("versions after a broken model: %+v, want 6 down to 1 (three from the dry-runs)", versions)
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -138,7 +139,7 @@ smart adapters in executors, then keeps them deployed.
 
 Every flag can also be set with the environment variable named in its help.
 
-The REST client commands (env, version, resource, agent, runs, deploy-now,
+The REST client commands (env, versions, rollback, resource, agent, runs, deploy-now,
 repair-now, halt, resume) talk to a running server; they take --server,
 --token, -e/--environment, --project-dir and --json, and print tables
 (--json: the server's JSON, a list as one array).
@@ -154,7 +155,7 @@ Exit codes:
   3  the server could not be reached (connection refused, DNS, timeout)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       buildVersion(),
 	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -180,7 +181,9 @@ Exit codes:
 		compilesCommand(g),
 		lsmCommand(g),
 		envCommand(g),
+		versionsCommand(g),
 		versionCommand(g),
+		rollbackCommand(g),
 		resourceCommand(g),
 		agentCommand(g),
 		deployNowCommand(g, "deploy-now"),
@@ -333,4 +336,44 @@ func (g *globals) connectionFlags(cmd *cobra.Command, defaultNamespace string) {
 		}
 		g.lateEnv(cmd, s.Flag, s.Env)
 	}
+}
+
+// buildVersion is the program's version for --version: the Makefile's
+// (-ldflags "-X main.version=..."), else what the Go toolchain recorded
+// (the module version under "go install ...@v1.2.3", and the commit of a
+// build in a checkout), else "dev".
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	return versionFromBuildInfo(info)
+}
+
+// versionFromBuildInfo is buildVersion's answer from info.
+func versionFromBuildInfo(info *debug.BuildInfo) string {
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "dev"
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev == "" || strings.Contains(v, rev[:min(12, len(rev))]) {
+		return v
+	}
+	v += " (commit " + rev[:min(12, len(rev))]
+	if modified == "true" {
+		v += ", modified"
+	}
+	return v + ")"
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -322,5 +323,30 @@ resources: {
 	}
 	if _, err := os.Stat(filepath.Join(root, "after")); err != nil {
 		t.Errorf("the dependent of the undefined resource was not deployed after it: %v", err)
+	}
+}
+
+// TestVersionFromBuildInfo: --version without the Makefile's -ldflags is
+// what the toolchain recorded: the module version of go install
+// ...@version, the commit of a checkout's build (and whether it was
+// modified), or "dev".
+func TestVersionFromBuildInfo(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}
+	for _, c := range []struct {
+		version  string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"v1.4.0", nil, "v1.4.0"},
+		{"(devel)", nil, "dev"},
+		{"", nil, "dev"},
+		{"(devel)", rev, "dev (commit 0123456789ab, modified)"},
+		{"v1.4.0", rev[:1], "v1.4.0 (commit 0123456789ab)"},
+		{"v0.0.0-20261124120000-0123456789ab+dirty", rev, "v0.0.0-20261124120000-0123456789ab+dirty"},
+	} {
+		info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/intendhq/intend", Version: c.version}, Settings: c.settings}
+		if got := versionFromBuildInfo(info); got != c.want {
+			t.Errorf("version %q with %v = %q, want %q", c.version, c.settings, got, c.want)
+		}
 	}
 }

@@ -16,12 +16,31 @@ import (
 	"github.com/intendhq/intend/internal/store"
 )
 
-// versionCommand is `intend version`: an environment's desired-state
+// versionsCommand is `intend versions`: an environment's desired-state
 // versions.
+func versionsCommand(g *globals) *cobra.Command {
+	return versionsCommandNamed(g, "versions")
+}
+
+// versionCommand is the old name, `intend version`: hidden, and saying on
+// standard error that it is deprecated (standard output stays the
+// command's, for scripts). It was renamed because "intend version"
+// conventionally prints the program's version (that is "intend --version").
 func versionCommand(g *globals) *cobra.Command {
+	cmd := versionsCommandNamed(g, "version")
+	cmd.Hidden = true
+	cmd.Short += ` (deprecated: use "intend versions")`
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		fmt.Fprintln(g.stderr, `intend: "intend version" is deprecated and will be removed: use "intend versions" (the program's version is "intend --version")`)
+		return g.applyLateEnv(c)
+	}
+	return cmd
+}
+
+func versionsCommandNamed(g *globals, name string) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "List, show, release and compare an environment's versions",
+		Use:   name,
+		Short: "List, show, release, roll back and compare an environment's versions",
 		Long: `Work with the desired-state versions of an environment through the REST API
 of a running server (/api/v1/environments/{env}/versions). A version is
 what one export stored; releasing it makes it the state to deploy.
@@ -33,7 +52,8 @@ A version V is a number, or "latest" (the newest version) or "released"
 	}
 	groupRun(cmd)
 	s := g.clientFlags(cmd)
-	cmd.AddCommand(versionListCommand(s), versionShowCommand(s), versionReleaseCommand(s), versionDiffCommand(s))
+	cmd.AddCommand(versionListCommand(s), versionShowCommand(s), versionReleaseCommand(s), versionRollbackCommand(s),
+		versionDiffCommand(s))
 	return cmd
 }
 
@@ -86,8 +106,8 @@ counts and when they were released; CURRENT marks the released one.
 GET /api/v1/environments/{env}/versions (the newest 1000).
 
 Examples:
-  intend version list -e prod
-  intend version list --json | jq '.[0].version'`,
+  intend versions list -e prod
+  intend versions list --json | jq '.[0].version'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, env, err := s.envClient(nil)
@@ -133,8 +153,8 @@ pages): GET /api/v1/environments/{env}/versions/{v}?after=. With --json,
 the version's object holds every resource under "resources".
 
 Examples:
-  intend version show 3 -e prod
-  intend version show released --json | jq '.resources[].id'`,
+  intend versions show 3 -e prod
+  intend versions show released --json | jq '.resources[].id'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -214,12 +234,12 @@ func versionReleaseCommand(s *clientSettings) *cobra.Command {
 /api/v1/environments/{env}/versions/{v}/release. With the setting
 auto_deploy on (the default) the release queues a deploy request for the
 scheduler; 'intend runs list' follows it. Releasing a version older than
-the released one is refused (409); releasing the released one again
-changes nothing.
+the released one is refused (409: 'intend versions rollback' goes back);
+releasing the released one again changes nothing.
 
 Examples:
-  intend version release 4 -e prod
-  intend version release latest`,
+  intend versions release 4 -e prod
+  intend versions release latest`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -250,6 +270,72 @@ Examples:
 			default:
 				fmt.Fprintf(s.stdout, "released version %d of %s (%s); deploy request %d queued\n",
 					v, env, changed, rel.Request.ID)
+			}
+			return nil
+		},
+	}
+}
+
+// rollbackCommand is `intend rollback V`, the short form of `intend
+// versions rollback V`.
+func rollbackCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{}
+	like := versionRollbackCommand(g.clientFlags(cmd))
+	cmd.Use, cmd.Short, cmd.Args, cmd.RunE = like.Use, like.Short, like.Args, like.RunE
+	cmd.Long = like.Long + "\n\n" + clientSettingsHelp
+	return cmd
+}
+
+func versionRollbackCommand(s *clientSettings) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rollback V",
+		Short: "Roll desired state back to version V: a new version equal to V, released",
+		Long: `Roll the environment's desired state back to version V: POST
+/api/v1/environments/{env}/versions/{v}/rollback makes a new version equal
+to V and releases it, in one step (releasing an older version directly is
+refused, and no re-export is needed). With auto_deploy on, the release
+queues a deploy.
+
+The resource sets of service instances are not rolled back: the lifecycle
+engine owns them, so the new version holds them as the newest version
+does (an instance created since keeps its resources; one deleted since
+does not get them back). The rollback is refused (409) when such a
+resource requires one that V lacks. 'intend versions diff V latest' shows
+what a rollback would change. Role: operator.
+
+Examples:
+  intend rollback 7 -e prod
+  intend versions rollback 7 --json | jq .version.version`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, env, vs, err := versionClient(ctx, s, args)
+			if err != nil {
+				return err
+			}
+			v := vs[0]
+			var raw json.RawMessage
+			if err := c.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "versions", strconv.FormatInt(v, 10), "rollback"),
+				nil, &raw); err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSON(s.stdout, raw)
+			}
+			var rb store.Rollback
+			if err := decode(raw, &rb); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.stdout, "rolled %s back to version %d: version %d released (%s changed", env, v,
+				rb.Version.Version, plural(rb.Changed, "resource"))
+			if rb.KeptInstanceResources > 0 {
+				fmt.Fprintf(s.stdout, "; %s of service instances kept as they are", plural(rb.KeptInstanceResources, "resource"))
+			}
+			fmt.Fprint(s.stdout, ")")
+			if rb.Request != nil {
+				fmt.Fprintf(s.stdout, "; deploy request %d queued\n", rb.Request.ID)
+			} else {
+				fmt.Fprintln(s.stdout, "; no deploy queued: auto_deploy is off ('intend deploy-now' deploys)")
 			}
 			return nil
 		},
@@ -287,8 +373,8 @@ B may be older than A (a reverse diff). GET
 does not exist (for example, pruned).
 
 Examples:
-  intend version diff 3 4 -e prod
-  intend version diff released latest`,
+  intend versions diff 3 4 -e prod
+  intend versions diff released latest`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
