@@ -45,6 +45,10 @@ State survives in <data-dir> (default DIR/data/deploy): a second run only
 deploys what changed. Resources that wait for a fact (undefined) are
 compiled again once the deploy has reported facts.
 
+Exit codes: 0 when everything deployed; 1 when a resource failed, was
+skipped or found no executor (the summary names them), or the model does
+not compile; 2 for a usage error.
+
 Examples:
   intend deploy examples/quickstart
   intend deploy --dry-run
@@ -184,9 +188,13 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	if ts.UIAddress() != "" {
 		fmt.Fprintf(out, "Temporal UI: %s/namespaces/%s/workflows\n", strings.TrimRight(ts.UIAddress(), "/"), ts.Namespace())
 	}
+	// Resources that did not deploy fail the command (exit 1), as
+	// deploy-now --wait does: scripts and CI see it without reading the
+	// output. With --keep-running the code comes when it stops.
+	var failed error
 	if d.failed {
-		defer fmt.Fprintf(out, "some resources did not deploy; see intend resource list -e %s --server %s --result failed\n",
-			env.Name, base)
+		failed = &exitError{code: exitFailed, err: fmt.Errorf("some resources did not deploy; see intend resource list -e %s --server %s --result failed",
+			env.Name, base)}
 	}
 	if keep {
 		fmt.Fprintf(out, "Keeping everything running (API %s, Temporal %s); press Ctrl-C to stop.\n", base, ts.HostPort())
@@ -198,7 +206,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 		fmt.Fprintf(out, "Its admin token is in %s: export INTEND_TOKEN=$(cat %s)\n", tokenFile, shellQuote(tokenFile))
 		<-ctx.Done()
 	}
-	return nil
+	return failed
 }
 
 // deployer exports, releases and follows versions of one environment.

@@ -211,6 +211,23 @@ func TestEmbeddedDeploy(t *testing.T) {
 	if err != nil || !strings.Contains(out, "0 deployed, 0 failed, 0 skipped") {
 		t.Fatalf("deploy after the broken model: %v\n%s", err, out)
 	}
+
+	// A resource that fails fails the command: exit 1, named on stderr.
+	config := filepath.Join(root, "apps", "shop", "config.json")
+	if err := os.Remove(config); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(config, "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(model, bytes.Replace(changed, []byte("port: 8090"), []byte("port: 8095"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCmd(t, "deploy", dir)
+	if err == nil || exitCode(err) != exitFailed || !strings.Contains(err.Error(), "some resources did not deploy") ||
+		!strings.Contains(out, "0 deployed, 1 failed") {
+		t.Fatalf("deploy with a resource that fails: %v (exit %d)\n%s", err, exitCode(err), out)
+	}
 }
 
 // TestDeployRefusesABrokenModel: a compile error names the problem with
