@@ -104,14 +104,14 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 		Delete: in.Event.Trigger == string(lsm.OnDelete),
 	}
 	if r := in.Request; r != nil && r.Key != "" {
-		ch.Request = &store.IdempotentRequest{Scope: r.Scope, Key: r.Key, Hash: r.Hash, Status: r.Status}
+		ch.Request = r
 	}
 	applied, err := l.Store.ApplyInstanceChange(ctx, in.EnvironmentID, ch)
 	if rerr := referenceError(err); rerr != nil {
 		return workflows.ServiceInstanceRecord{}, rerr
 	}
 	if errors.Is(err, store.ErrConflict) {
-		return workflows.ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeConflict, err)
+		return workflows.ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(err.Error(), lsm.RejectConflict, err)
 	}
 	if err != nil {
 		return workflows.ServiceInstanceRecord{}, classify(err)

@@ -62,7 +62,7 @@ type OrderRequest struct {
 	UpdateID       string
 	CurrentVersion int64
 	Attributes     map[string]any
-	Idempotent     *store.IdempotentRequest
+	Idempotent     *lsm.IdempotentRequest
 	Actor          string
 }
 
@@ -323,14 +323,14 @@ func failedStatus(in workflows.RunOrderItemInput) string {
 }
 
 // key is the item's Idempotency-Key (scope, key, hash).
-func (r itemRun) key() *store.IdempotentRequest {
+func (r itemRun) key() *lsm.IdempotentRequest {
 	key := r.item.ID
 	if r.in.Compensate {
 		key += " undo"
 	}
 	scope := "order " + r.in.OrderID
 	h := sha256.Sum256([]byte("intend lsm order item\x00" + r.in.EnvironmentID + "\x00" + scope + "\x00" + key))
-	return &store.IdempotentRequest{Scope: scope, Key: key, Hash: h[:], Status: 200}
+	return &lsm.IdempotentRequest{Scope: scope, Key: key, Hash: h[:], Status: 200}
 }
 
 // sent returns the instance as an earlier attempt's request wrote it, if

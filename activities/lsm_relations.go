@@ -30,10 +30,10 @@ import (
 func referenceError(err error) error {
 	var re *store.ReferencedError
 	if errors.As(err, &re) {
-		return temporal.NewNonRetryableApplicationError(re.Error(), workflows.ErrTypeReferenced, nil, re.Referrers)
+		return temporal.NewNonRetryableApplicationError(re.Error(), lsm.RejectReferenced, nil, re.Referrers)
 	}
 	if ae, ok := store.IsAttributeError(err); ok {
-		return temporal.NewNonRetryableApplicationError(ae.Error(), workflows.ErrTypeInvalid, nil, ae.Problems)
+		return temporal.NewNonRetryableApplicationError(ae.Error(), lsm.RejectInvalid, nil, ae.Problems)
 	}
 	return nil
 }

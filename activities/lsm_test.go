@@ -150,7 +150,7 @@ func TestApplyTransfer(t *testing.T) {
 		Identity: "web", State: "start", Sets: lsm.Sets{Candidate: map[string]any{"name": "web"}},
 		Event:   workflows.TransferEvent{Trigger: "create", Target: "start", Operations: []lsm.Operation{}, Request: "k1"},
 		Errors:  json.RawMessage("null"),
-		Request: &workflows.IdempotentRequest{Key: "k1", Hash: []byte{7}, Status: 201}}
+		Request: &lsm.IdempotentRequest{Key: "k1", Hash: []byte{7}, Status: 201}}
 	first, err := run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, in)
 	if err != nil || first.Version != 1 || first.State != "start" || first.Identity != "web" || first.CreatedAt.IsZero() {
 		t.Fatalf("apply = %+v %v", first, err)
@@ -159,7 +159,7 @@ func TestApplyTransfer(t *testing.T) {
 	// must not be written.
 	retry := in
 	retry.State = "rejected"
-	retry.Request = &workflows.IdempotentRequest{Key: "k2", Hash: []byte{8}, Status: 201}
+	retry.Request = &lsm.IdempotentRequest{Key: "k2", Hash: []byte{8}, Status: 201}
 	again, err := run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, retry)
 	if err != nil || again.State != "start" || again.Version != 1 || !again.UpdatedAt.Equal(first.UpdatedAt) {
 		t.Fatalf("retry = %+v %v, want the instance as first written", again, err)
@@ -191,7 +191,7 @@ func TestApplyTransfer(t *testing.T) {
 	skip.Version = 4
 	_, err = run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, skip)
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != workflows.ErrTypeConflict || !ae.NonRetryable() {
+	if !errors.As(err, &ae) || ae.Type() != lsm.RejectConflict || !ae.NonRetryable() {
 		t.Fatalf("version 4 after 2: %v, want a non-retryable conflict", err)
 	}
 

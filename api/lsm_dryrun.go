@@ -136,7 +136,7 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.CurrentVersion != nil && *req.CurrentVersion != inst.Version {
 		return rejectionProblem(nil, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: *req.CurrentVersion},
-			&LSMRejection{Reason: RejectStale, Version: inst.Version})
+			&LSMRejection{Reason: lsm.RejectStale, Version: inst.Version})
 	}
 	current := currentAttributes(inst)
 	next := make(map[string]any, len(current)+len(req.Attributes))

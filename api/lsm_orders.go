@@ -100,9 +100,9 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 // 201 with the order. An order written whose workflow did not start is
 // started by the reconciler.
 func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, lw *lsmWrite, o store.NewOrder, audit func(store.Order) map[string]any) error {
-	var idem *store.IdempotentRequest
+	var idem *lsm.IdempotentRequest
 	if lw.key != "" {
-		idem = &store.IdempotentRequest{Scope: lw.scope, Key: lw.key, Hash: lw.hash, Status: http.StatusCreated}
+		idem = &lsm.IdempotentRequest{Scope: lw.scope, Key: lw.key, Hash: lw.hash, Status: http.StatusCreated}
 	}
 	order, err := s.opts.Store.CreateOrder(r.Context(), lw.env.ID, o, idem)
 	if errors.Is(err, store.ErrRequestTaken) {

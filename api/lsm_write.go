@@ -61,7 +61,7 @@ type LSMRequest struct {
 	Target string
 	// Idempotent, when the client sent a key, makes the engine store the
 	// instance as written as the first response, with the transfer.
-	Idempotent *store.IdempotentRequest
+	Idempotent *lsm.IdempotentRequest
 	// Actor is who asked (auth.Principal.Actor), kept in the instance's
 	// log with the transfer.
 	Actor string
@@ -93,33 +93,20 @@ type LSMEngine interface {
 	ModelChanged(ctx context.Context, env store.Environment, hash string) error
 }
 
-// Reasons of an LSMRejection: the instance workflow's rejection types.
-const (
-	RejectStale      = "stale"
-	RejectIllegal    = "illegal"
-	RejectInvalid    = "invalid"
-	RejectBusy       = "busy"
-	RejectExists     = "exists"
-	RejectNotCreated = "not_created"
-	RejectConflict   = "conflict"
-	// RejectReferenced: a delete of an instance others reference.
-	RejectReferenced = "referenced"
-)
-
 // LSMRejection is a request the instance's workflow refused.
 type LSMRejection struct {
 	// Reason is one of the Reject* constants.
 	Reason  string
 	Message string
-	// Version is the instance's version (RejectStale).
+	// Version is the instance's version (lsm.RejectStale).
 	Version int64
 	// State and Allowed are the instance's state and the events it has
-	// transfers for (RejectIllegal).
+	// transfers for (lsm.RejectIllegal).
 	State   string
 	Allowed []lsm.Event
-	// Problems are the attributes at fault (RejectInvalid).
+	// Problems are the attributes at fault (lsm.RejectInvalid).
 	Problems []lsm.AttributeProblem
-	// Referrers are the instances that reference it (RejectReferenced).
+	// Referrers are the instances that reference it (lsm.RejectReferenced).
 	Referrers []InstanceReferrer
 }
 
@@ -236,7 +223,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 		// The instance's workflow takes an update id once: the key with
 		// its endpoint, so that one key on two endpoints is two requests.
 		req.UpdateID = lw.key + " " + lw.scope
-		req.Idempotent = &store.IdempotentRequest{Scope: lw.scope, Key: lw.key, Hash: lw.hash, Status: status}
+		req.Idempotent = &lsm.IdempotentRequest{Scope: lw.scope, Key: lw.key, Hash: lw.hash, Status: status}
 	} else {
 		req.UpdateID = newUUID()
 	}
@@ -281,23 +268,23 @@ func (s *Server) engineProblem(w http.ResponseWriter, r *http.Request, req LSMRe
 // whose create was not applied.
 func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) error {
 	switch rej.Reason {
-	case RejectStale:
+	case lsm.RejectStale:
 		p := Conflict("service instance %s is at version %d, not %d: GET it and make the change against version %d",
 			req.InstanceID, rej.Version, req.CurrentVersion, rej.Version)
 		p.Errors = []FieldError{{Field: "/current_version", Detail: "the current version is " + strconv.FormatInt(rej.Version, 10)}}
 		return p
-	case RejectIllegal:
+	case lsm.RejectIllegal:
 		return illegalProblem(req, rej.State, rej.Allowed)
-	case RejectInvalid:
+	case lsm.RejectInvalid:
 		return Validation(rej.Message, attributeErrors("/attributes/", rej.Problems)...)
-	case RejectBusy:
+	case lsm.RejectBusy:
 		w.Header().Set("Retry-After", "1")
 		return Conflict("%s", rej.Message)
-	case RejectExists, RejectConflict:
+	case lsm.RejectExists, lsm.RejectConflict:
 		return Conflict("%s", rej.Message)
-	case RejectNotCreated:
+	case lsm.RejectNotCreated:
 		return NotFound("%s", rej.Message)
-	case RejectReferenced:
+	case lsm.RejectReferenced:
 		return referencedProblem(req, rej)
 	}
 	return rej
@@ -454,7 +441,7 @@ func (s *Server) writeTarget(r *http.Request, lw lsmWrite, op string, version *i
 	}
 	if inst.Version != *version {
 		return inst, rejectionProblem(nil, LSMRequest{Op: op, InstanceID: inst.ID, CurrentVersion: *version},
-			&LSMRejection{Reason: RejectStale, Version: inst.Version})
+			&LSMRejection{Reason: lsm.RejectStale, Version: inst.Version})
 	}
 	return inst, nil
 }

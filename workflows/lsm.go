@@ -51,32 +51,6 @@ const (
 	SearchAttrServiceInstance = "IntendServiceInstance"
 )
 
-// Application error types an instance's update validators and handlers
-// reject requests with; the API maps each to its status.
-const (
-	// ErrTypeStale: current_version is not the instance's version (409).
-	ErrTypeStale = "stale"
-	// ErrTypeIllegal: the state has no transfer for the request (409);
-	// the details are one IllegalDetails.
-	ErrTypeIllegal = "illegal"
-	// ErrTypeInvalid: the attributes break their modifiers (422); the
-	// details are the []lsm.AttributeProblem.
-	ErrTypeInvalid = "invalid"
-	// ErrTypeBusy: the instance is applying a transfer (a previous
-	// request's, or the auto, validation, export and deploy work that
-	// followed it); the client tries again shortly (409).
-	ErrTypeBusy = "busy"
-	// ErrTypeExists: a create of an instance that exists (409).
-	ErrTypeExists = "exists"
-	// ErrTypeNotCreated: a request to an instance whose create has not
-	// been applied (404).
-	ErrTypeNotCreated = "not_created"
-	// ErrTypeConflict: the store refused the write: another live instance
-	// has the identity, or another writer moved the instance (409).
-	// Activities return it, non-retryable.
-	ErrTypeConflict = "conflict"
-)
-
 // Export modes of ExportInstance.
 const (
 	// ExportResources exports the instance's resources built from its
@@ -207,21 +181,10 @@ type InstanceExport struct {
 	Result ExportInstanceResult
 }
 
-// IdempotentRequest is the Idempotency-Key of the API request behind an
-// update, the hash of the request and the status of its response: the
-// store keeps the instance as written as the first response, in the
-// transfer's transaction.
-type IdempotentRequest struct {
-	Scope  string
-	Key    string
-	Hash   []byte
-	Status int
-}
-
 // CreateRequest is the create update: the client's attributes.
 type CreateRequest struct {
 	Attributes map[string]any
-	Request    *IdempotentRequest
+	Request    *lsm.IdempotentRequest
 	// Actor is who asked (auth.Principal.Actor), for the instance's log.
 	Actor string
 }
@@ -231,7 +194,7 @@ type CreateRequest struct {
 type UpdateRequest struct {
 	CurrentVersion int64
 	Attributes     map[string]any
-	Request        *IdempotentRequest
+	Request        *lsm.IdempotentRequest
 	Actor          string
 }
 
@@ -239,18 +202,18 @@ type UpdateRequest struct {
 type SetStateRequest struct {
 	CurrentVersion int64
 	Target         string
-	Request        *IdempotentRequest
+	Request        *lsm.IdempotentRequest
 	Actor          string
 }
 
 // DeleteRequest is the delete update: the on_delete transfer.
 type DeleteRequest struct {
 	CurrentVersion int64
-	Request        *IdempotentRequest
+	Request        *lsm.IdempotentRequest
 	Actor          string
 }
 
-// IllegalDetails are the details of an ErrTypeIllegal rejection.
+// IllegalDetails are the details of an lsm.RejectIllegal rejection.
 type IllegalDetails struct {
 	State   string      `json:"state"`
 	Allowed []lsm.Event `json:"allowed"`
@@ -283,7 +246,7 @@ type TransferEvent struct {
 // caller is what the engine knows of a request's sender: its
 // Idempotency-Key (nil: none) and who it is.
 type caller struct {
-	idem  *IdempotentRequest
+	idem  *lsm.IdempotentRequest
 	actor string
 	// migrateTo is the entity version a migration's update moves to.
 	migrateTo int
@@ -304,7 +267,7 @@ type ApplyTransferInput struct {
 	Event    TransferEvent
 	// Errors are a failed validation's or export's errors, for the log.
 	Errors  json.RawMessage
-	Request *IdempotentRequest
+	Request *lsm.IdempotentRequest
 }
 
 // ValidateInstanceInput asks whether the model compiles with the
@@ -394,7 +357,7 @@ type CheckInstanceDeployResult struct {
 // terminal state removes the instance's set and ends the workflow.
 //
 // Requests are served one at a time: while a transfer and the work after
-// it are under way, updates are rejected with ErrTypeBusy rather than
+// it are under way, updates are rejected with lsm.RejectBusy rather than
 // queued, because a queued request's current_version would be judged
 // against a version the client never saw. Waiting for a deploy is not
 // busy: a request may move the instance on meanwhile, and the wait is
@@ -654,7 +617,7 @@ func (w *instanceWorkflow) register(ctx workflow.Context) error {
 
 func (w *instanceWorkflow) validateCreate(_ workflow.Context, req CreateRequest) error {
 	if w.st.Version > 0 || w.busy {
-		return temporal.NewApplicationError(fmt.Sprintf("service instance %s exists", w.in.InstanceID), ErrTypeExists)
+		return temporal.NewApplicationError(fmt.Sprintf("service instance %s exists", w.in.InstanceID), lsm.RejectExists)
 	}
 	return invalid(lsm.CheckCreate(w.in.Entity.Attributes, req.Attributes))
 }
@@ -665,21 +628,21 @@ func (w *instanceWorkflow) validateCreate(_ workflow.Context, req CreateRequest)
 func (w *instanceWorkflow) validateRequest(version int64, ev lsm.Event) (lsm.Transfer, error) {
 	if w.st.Version == 0 {
 		return lsm.Transfer{}, temporal.NewApplicationError(
-			fmt.Sprintf("service instance %s is not created yet", w.in.InstanceID), ErrTypeNotCreated)
+			fmt.Sprintf("service instance %s is not created yet", w.in.InstanceID), lsm.RejectNotCreated)
 	}
 	if w.busy {
 		return lsm.Transfer{}, temporal.NewApplicationError(fmt.Sprintf(
 			"service instance %s is applying a transfer (state %s, version %d); try again shortly",
-			w.in.InstanceID, w.st.State, w.st.Version), ErrTypeBusy)
+			w.in.InstanceID, w.st.State, w.st.Version), lsm.RejectBusy)
 	}
 	if version != w.st.Version {
 		return lsm.Transfer{}, temporal.NewApplicationError(fmt.Sprintf(
 			"service instance %s is at version %d, not %d", w.in.InstanceID, w.st.Version, version),
-			ErrTypeStale, w.st.Version)
+			lsm.RejectStale, w.st.Version)
 	}
 	t, err := w.lifecycle().Next(w.st.State, ev)
 	if err != nil {
-		return t, temporal.NewApplicationError(err.Error(), ErrTypeIllegal,
+		return t, temporal.NewApplicationError(err.Error(), lsm.RejectIllegal,
 			IllegalDetails{State: w.st.State, Allowed: w.allowed()})
 	}
 	return t, nil
@@ -711,16 +674,16 @@ func (w *instanceWorkflow) currentAttributes() map[string]any {
 	return w.st.Sets.Active
 }
 
-// invalid makes an *lsm.AttributeError an ErrTypeInvalid rejection.
+// invalid makes an *lsm.AttributeError an lsm.RejectInvalid rejection.
 func invalid(err error) error {
 	if err == nil {
 		return nil
 	}
 	var ae *lsm.AttributeError
 	if errors.As(err, &ae) {
-		return temporal.NewApplicationError(ae.Error(), ErrTypeInvalid, ae.Problems)
+		return temporal.NewApplicationError(ae.Error(), lsm.RejectInvalid, ae.Problems)
 	}
-	return temporal.NewApplicationError(err.Error(), ErrTypeInvalid)
+	return temporal.NewApplicationError(err.Error(), lsm.RejectInvalid)
 }
 
 // The handlers run the validator's checks again: on replay validators do

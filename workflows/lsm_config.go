@@ -59,7 +59,7 @@ func (w *instanceWorkflow) heldAuto() (lsm.Transfer, bool) {
 func (w *instanceWorkflow) setStateTransfer(req SetStateRequest) (lsm.Transfer, error) {
 	t, err := w.validateRequest(req.CurrentVersion, lsm.Event{Trigger: lsm.API, Target: req.Target})
 	var ae *temporal.ApplicationError
-	if err != nil && errors.As(err, &ae) && ae.Type() == ErrTypeIllegal {
+	if err != nil && errors.As(err, &ae) && ae.Type() == lsm.RejectIllegal {
 		if auto, ok := w.heldAuto(); ok && auto.Target == req.Target {
 			return auto, nil
 		}

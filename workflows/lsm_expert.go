@@ -34,7 +34,7 @@ type ExpertRequest struct {
 	SetRollback    bool
 	Rollback       map[string]any
 	Reason         string
-	Request        *IdempotentRequest
+	Request        *lsm.IdempotentRequest
 	Actor          string
 }
 
@@ -50,29 +50,29 @@ func (w *instanceWorkflow) registerExpert(ctx workflow.Context) error {
 func (w *instanceWorkflow) validateExpert(_ workflow.Context, req ExpertRequest) error {
 	if w.st.Version == 0 {
 		return temporal.NewApplicationError(
-			fmt.Sprintf("service instance %s is not created yet", w.in.InstanceID), ErrTypeNotCreated)
+			fmt.Sprintf("service instance %s is not created yet", w.in.InstanceID), lsm.RejectNotCreated)
 	}
 	if w.busy {
 		return temporal.NewApplicationError(fmt.Sprintf(
 			"service instance %s is applying a transfer (state %s, version %d); try again shortly",
-			w.in.InstanceID, w.st.State, w.st.Version), ErrTypeBusy)
+			w.in.InstanceID, w.st.State, w.st.Version), lsm.RejectBusy)
 	}
 	if req.CurrentVersion != w.st.Version {
 		return temporal.NewApplicationError(fmt.Sprintf(
 			"service instance %s is at version %d, not %d", w.in.InstanceID, w.st.Version, req.CurrentVersion),
-			ErrTypeStale, w.st.Version)
+			lsm.RejectStale, w.st.Version)
 	}
 	if req.State != "" {
 		if _, ok := w.lifecycle().States[req.State]; !ok {
 			return temporal.NewApplicationError(fmt.Sprintf("lifecycle %s has no state %q", w.lifecycle().Name, req.State),
-				ErrTypeInvalid)
+				lsm.RejectInvalid)
 		}
 	}
 	if req.State == "" && !req.SetCandidate && !req.SetActive && !req.SetRollback {
-		return temporal.NewApplicationError("an expert transfer needs a state or an attribute set", ErrTypeInvalid)
+		return temporal.NewApplicationError("an expert transfer needs a state or an attribute set", lsm.RejectInvalid)
 	}
 	if req.Reason == "" {
-		return temporal.NewApplicationError("an expert transfer needs a reason", ErrTypeInvalid)
+		return temporal.NewApplicationError("an expert transfer needs a reason", lsm.RejectInvalid)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 		defer f.mu.Unlock()
 		if want := int64(len(f.writes) + 1); in.Version != want {
 			return ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("version %d written, want %d", in.Version, want), ErrTypeConflict, nil)
+				fmt.Sprintf("version %d written, want %d", in.Version, want), lsm.RejectConflict, nil)
 		}
 		f.writes = append(f.writes, in)
 		return ServiceInstanceRecord{ID: in.InstanceID, Entity: in.Entity, Identity: in.Identity, State: in.State,
@@ -224,7 +224,7 @@ func TestServiceInstanceCreateToUp(t *testing.T) {
 	env := f.env(t)
 	create := send(env, 0, CreateUpdate, "key-1", CreateRequest{
 		Attributes: map[string]any{"name": "web", "memory": 2.0},
-		Request:    &IdempotentRequest{Key: "key-1", Hash: []byte{1}, Status: 201},
+		Request:    &lsm.IdempotentRequest{Key: "key-1", Hash: []byte{1}, Status: 201},
 	})
 	cancelAt(env, time.Hour)
 	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
@@ -360,7 +360,7 @@ func TestServiceInstanceDelete(t *testing.T) {
 	f := (&lsmFake{deploys: map[int][]string{1: {DeployPending, DeployDone}}}).seeded(4)
 	env := f.env(t)
 	del := send(env, time.Minute, DeleteUpdate, "d", DeleteRequest{CurrentVersion: 4,
-		Request: &IdempotentRequest{Key: "d", Status: 200}})
+		Request: &lsm.IdempotentRequest{Key: "d", Status: 200}})
 	env.ExecuteWorkflow(ServiceInstanceWorkflowName, upInput())
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow completed %v, error %v; want it ended after terminated", env.IsWorkflowCompleted(), env.GetWorkflowError())
@@ -410,33 +410,33 @@ func TestServiceInstanceValidatorsReject(t *testing.T) {
 			details(ae)
 		}
 	}
-	check("stale", stale, ErrTypeStale, func(ae *temporal.ApplicationError) {
+	check("stale", stale, lsm.RejectStale, func(ae *temporal.ApplicationError) {
 		var v int64
 		if err := ae.Details(&v); err != nil || v != 4 {
 			t.Errorf("stale details = %d %v, want the current version 4", v, err)
 		}
 	})
-	check("illegal", illegal, ErrTypeIllegal, func(ae *temporal.ApplicationError) {
+	check("illegal", illegal, lsm.RejectIllegal, func(ae *temporal.ApplicationError) {
 		var d IllegalDetails
 		if err := ae.Details(&d); err != nil || d.State != "up" ||
 			!slices.Equal(d.Allowed, []lsm.Event{{Trigger: lsm.OnUpdate}, {Trigger: lsm.OnDelete}}) {
 			t.Errorf("illegal details = %+v %v, want state up allowing on_update and on_delete", d, err)
 		}
 	})
-	check("rw attribute changed", rw, ErrTypeInvalid, func(ae *temporal.ApplicationError) {
+	check("rw attribute changed", rw, lsm.RejectInvalid, func(ae *temporal.ApplicationError) {
 		var ps []lsm.AttributeProblem
 		if err := ae.Details(&ps); err != nil || len(ps) != 1 || ps[0].Attribute != "name" || ps[0].Reason != lsm.ReasonNotUpdatable {
 			t.Errorf("invalid details = %+v %v, want name not updatable", ps, err)
 		}
 	})
-	check("read-only and unknown attributes", ro, ErrTypeInvalid, func(ae *temporal.ApplicationError) {
+	check("read-only and unknown attributes", ro, lsm.RejectInvalid, func(ae *temporal.ApplicationError) {
 		var ps []lsm.AttributeProblem
 		if err := ae.Details(&ps); err != nil || len(ps) != 2 || ps[0].Attribute != "address" || ps[0].Reason != lsm.ReasonReadOnly ||
 			ps[1].Attribute != "colour" || ps[1].Reason != lsm.ReasonUnknown {
 			t.Errorf("invalid details = %+v %v, want address read-only and colour unknown", ps, err)
 		}
 	})
-	check("create again", exists, ErrTypeExists, nil)
+	check("create again", exists, lsm.RejectExists, nil)
 }
 
 // TestServiceInstanceCreateInvalid: a create missing a required attribute
@@ -448,7 +448,7 @@ func TestServiceInstanceCreateInvalid(t *testing.T) {
 	create := send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"memory": 2.0}})
 	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
 	var ae *temporal.ApplicationError
-	if !errors.As(create.rejected, &ae) || ae.Type() != ErrTypeInvalid {
+	if !errors.As(create.rejected, &ae) || ae.Type() != lsm.RejectInvalid {
 		t.Fatalf("create rejected with %v, want invalid", create.rejected)
 	}
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil || f.calls() != 0 {
@@ -478,7 +478,7 @@ func TestServiceInstanceBusy(t *testing.T) {
 	env.ExecuteWorkflow(ServiceInstanceWorkflowName, input())
 	create.mustComplete(t, "create")
 	var ae *temporal.ApplicationError
-	if busy == nil || !errors.As(busy.rejected, &ae) || ae.Type() != ErrTypeBusy {
+	if busy == nil || !errors.As(busy.rejected, &ae) || ae.Type() != lsm.RejectBusy {
 		t.Fatalf("request during the validation: %+v, want rejected as busy", busy)
 	}
 }

@@ -32,7 +32,7 @@ type MigrateRequest struct {
 	// Attributes are the instance's attributes mapped to the target
 	// version (its r attributes left out: validation computes them).
 	Attributes map[string]any
-	Request    *IdempotentRequest
+	Request    *lsm.IdempotentRequest
 	Actor      string
 }
 
@@ -51,11 +51,11 @@ func (w *instanceWorkflow) validateMigrate(_ workflow.Context, req MigrateReques
 		return err
 	}
 	if req.Entity.Name != w.in.Entity.Name {
-		return temporal.NewApplicationError(fmt.Sprintf("a migration of %s names entity %q", w.in.Entity.Name, req.Entity.Name), ErrTypeInvalid)
+		return temporal.NewApplicationError(fmt.Sprintf("a migration of %s names entity %q", w.in.Entity.Name, req.Entity.Name), lsm.RejectInvalid)
 	}
 	if cur := w.currentVersion(); lsm.EntityVersion(req.Entity.Version) <= cur {
 		return temporal.NewApplicationError(fmt.Sprintf("service instance %s is of version %d of %s: a migration goes to a newer one, not %d",
-			w.in.InstanceID, cur, w.in.Entity.Name, req.Entity.Version), ErrTypeInvalid)
+			w.in.InstanceID, cur, w.in.Entity.Name, req.Entity.Version), lsm.RejectInvalid)
 	}
 	return nil
 }

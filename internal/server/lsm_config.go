@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
@@ -67,7 +68,7 @@ func (e *lsmEngine) syncConfig(ctx context.Context, req api.LSMRequest) {
 }
 
 // expertRequest is an expert write as the instance's workflow takes it.
-func expertRequest(req api.LSMRequest, idem *workflows.IdempotentRequest) workflows.ExpertRequest {
+func expertRequest(req api.LSMRequest, idem *lsm.IdempotentRequest) workflows.ExpertRequest {
 	x := req.Expert
 	if x == nil {
 		x = &api.ExpertChange{}

@@ -47,10 +47,7 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 	defer cancel()
 	env, entity := req.Environment, req.Entity.Name
 	wfID := workflows.ServiceInstanceWorkflowID(env.Name, entity, req.InstanceID)
-	var idem *workflows.IdempotentRequest
-	if r := req.Idempotent; r != nil {
-		idem = &workflows.IdempotentRequest{Scope: r.Scope, Key: r.Key, Hash: r.Hash, Status: r.Status}
-	}
+	idem := req.Idempotent
 	opts := client.UpdateWorkflowOptions{
 		UpdateID:     req.UpdateID,
 		WorkflowID:   wfID,
@@ -143,7 +140,7 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 	for {
 		inst, err := attempt()
 		var rej *api.LSMRejection
-		if !errors.As(err, &rej) || rej.Reason != api.RejectBusy {
+		if !errors.As(err, &rej) || rej.Reason != lsm.RejectBusy {
 			if err == nil && req.Op == api.LSMCreate {
 				e.syncConfig(ctx, req)
 			}
@@ -167,40 +164,30 @@ func rejection(err error) *api.LSMRejection {
 		if !ok {
 			continue
 		}
-		rej := &api.LSMRejection{Message: ae.Message()}
+		rej := &api.LSMRejection{Reason: ae.Type(), Message: ae.Message()}
 		switch ae.Type() {
-		case workflows.ErrTypeStale:
-			rej.Reason = api.RejectStale
+		case lsm.RejectStale:
 			if ae.HasDetails() {
 				_ = ae.Details(&rej.Version)
 			}
-		case workflows.ErrTypeIllegal:
-			rej.Reason = api.RejectIllegal
+		case lsm.RejectIllegal:
 			var d workflows.IllegalDetails
 			if ae.HasDetails() && ae.Details(&d) == nil {
 				rej.State, rej.Allowed = d.State, d.Allowed
 			}
-		case workflows.ErrTypeInvalid:
-			rej.Reason = api.RejectInvalid
+		case lsm.RejectInvalid:
 			var ps []lsm.AttributeProblem
 			if ae.HasDetails() && ae.Details(&ps) == nil {
 				rej.Problems = ps
 			}
-		case workflows.ErrTypeBusy:
-			rej.Reason = api.RejectBusy
-		case workflows.ErrTypeExists:
-			rej.Reason = api.RejectExists
-		case workflows.ErrTypeNotCreated:
-			rej.Reason = api.RejectNotCreated
-		case workflows.ErrTypeReferenced:
-			rej.Reason = api.RejectReferenced
+		case lsm.RejectReferenced:
 			var rs []api.InstanceReferrer
 			if ae.HasDetails() && ae.Details(&rs) == nil {
 				rej.Referrers = rs
 			}
-		case workflows.ErrTypeConflict:
-			rej.Reason = api.RejectConflict
+		case lsm.RejectConflict:
 			rej.Message = strings.TrimSuffix(rej.Message, ": "+store.ErrConflict.Error())
+		case lsm.RejectBusy, lsm.RejectExists, lsm.RejectNotCreated:
 		default:
 			continue
 		}

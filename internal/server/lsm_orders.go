@@ -11,6 +11,7 @@ import (
 
 	"github.com/intendhq/intend/activities"
 	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
@@ -42,17 +43,13 @@ func (e *orderEngine) StartOrder(ctx context.Context, env store.Environment, id 
 // engine's own retries), pending and unavailable are errors the activity
 // retries.
 func (e *orderEngine) send(ctx context.Context, req activities.OrderRequest) (store.ServiceInstance, error) {
-	var idem *store.IdempotentRequest
-	if req.Idempotent != nil {
-		idem = req.Idempotent
-	}
 	inst, err := e.lsm.Send(ctx, api.LSMRequest{
 		Environment: req.Environment, Entity: req.Entity, InstanceID: req.InstanceID, Op: req.Op,
 		UpdateID: req.UpdateID, CurrentVersion: req.CurrentVersion, Attributes: req.Attributes,
-		Idempotent: idem, Actor: req.Actor,
+		Idempotent: req.Idempotent, Actor: req.Actor,
 	})
 	var rej *api.LSMRejection
-	if errors.As(err, &rej) && rej.Reason != api.RejectBusy {
+	if errors.As(err, &rej) && rej.Reason != lsm.RejectBusy {
 		msg := fmt.Sprintf("%s refused (%s): %s", req.Op, rej.Reason, rej.Message)
 		if len(rej.Problems) > 0 {
 			parts := make([]string, len(rej.Problems))

@@ -363,17 +363,7 @@ type InstanceChange struct {
 	Errors json.RawMessage
 	// Request, when set, stores the instance as written as the first
 	// response to an idempotent request.
-	Request *IdempotentRequest
-}
-
-// IdempotentRequest is a request with an Idempotency-Key.
-type IdempotentRequest struct {
-	// Scope is the endpoint the key was used on (method and path): a
-	// key names one request per endpoint.
-	Scope  string
-	Key    string
-	Hash   []byte // of the method, path and body
-	Status int
+	Request *lsm.IdempotentRequest
 }
 
 // AppliedChange is what ApplyInstanceChange did.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/lsm"
 )
 
 // Orders of the lifecycle service manager (migration 014): the API writes
@@ -85,7 +87,7 @@ type NewOrderItem struct {
 // as the first response to that idempotent request (status req.Status)
 // in the same transaction; a live response stored under the key first is
 // ErrRequestTaken, and nothing is written.
-func (s *Store) CreateOrder(ctx context.Context, envID string, o NewOrder, req *IdempotentRequest) (Order, error) {
+func (s *Store) CreateOrder(ctx context.Context, envID string, o NewOrder, req *lsm.IdempotentRequest) (Order, error) {
 	var out Order
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `insert into lsm_orders (environment_id, id, policy, status, requested_by, item_count)

@@ -55,7 +55,7 @@ func TestServiceInventory(t *testing.T) {
 	if live() {
 		t.Error("a fresh environment has live instances")
 	}
-	req := &store.IdempotentRequest{Scope: "POST /lsm/v1/service_inventory/vm", Key: "k1", Hash: []byte{1}, Status: 201}
+	req := &lsm.IdempotentRequest{Scope: "POST /lsm/v1/service_inventory/vm", Key: "k1", Hash: []byte{1}, Status: 201}
 	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "web", State: "start",
 		Sets:  lsm.Sets{Candidate: map[string]any{"name": "web", "memory": 2.0}},
 		Event: json.RawMessage(`{"trigger": "create", "target": "start"}`), Request: req}
@@ -226,7 +226,7 @@ func TestIdempotencyKeys(t *testing.T) {
 	create := store.InstanceChange{Entity: "vm", ID: id, Version: 1, Identity: "db", State: "start",
 		Sets:    lsm.Sets{Candidate: map[string]any{"name": "db"}},
 		Event:   json.RawMessage(`{"trigger": "create", "target": "start"}`),
-		Request: &store.IdempotentRequest{Scope: scope, Key: "k", Hash: []byte{1}, Status: 201}}
+		Request: &lsm.IdempotentRequest{Scope: scope, Key: "k", Hash: []byte{1}, Status: 201}}
 	if _, err := st.ApplyInstanceChange(ctx, e.ID, create); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestIdempotencyKeys(t *testing.T) {
 	next := store.InstanceChange{Entity: "vm", ID: id, Version: 2, Identity: "db", State: "acknowledged",
 		Sets:    lsm.Apply(lsm.Promote, create.Sets),
 		Event:   json.RawMessage(`{"trigger": "auto", "source": "start", "target": "acknowledged"}`),
-		Request: &store.IdempotentRequest{Scope: scope, Key: "k", Hash: []byte{2}, Status: 200}}
+		Request: &lsm.IdempotentRequest{Scope: scope, Key: "k", Hash: []byte{2}, Status: 200}}
 	if _, err := st.ApplyInstanceChange(ctx, e.ID, next); err != nil {
 		t.Fatal(err)
 	}
