@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -200,7 +199,6 @@ func rejection(err error) *api.LSMRejection {
 			}
 		case workflows.ErrTypeConflict:
 			rej.Reason = api.RejectConflict
-			rej.Message = strings.TrimSuffix(rej.Message, ": "+store.ErrConflict.Error())
 		default:
 			continue
 		}

@@ -77,7 +77,7 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 			where environment_id = $1::uuid and run = $2 for update`, envID, run).
 			Scan(&p.Version, &p.Action, &p.Reason, &status, &workflowID)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+			return NotFound("deploy run %d", run)
 		}
 		if err != nil {
 			return err
@@ -282,7 +282,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
 		Scan(&b.Version, &b.Action, &b.Reason, &b.Agent)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return b, fmt.Errorf("deploy run %d batch %d: %w", run, seq, ErrNotFound)
+		return b, NotFound("deploy run %d batch %d", run, seq)
 	}
 	if err != nil {
 		return b, err
@@ -645,7 +645,7 @@ func (s *Store) GetRun(ctx context.Context, envID string, run int64) (DeployRun,
 	r, err := scanRun(s.pool.QueryRow(ctx, `select `+runColumns+` from deploy_runs
 		where environment_id = $1::uuid and run = $2`, envID, run))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+		return r, NotFound("deploy run %d", run)
 	}
 	return r, err
 }
