@@ -62,6 +62,7 @@ type Caller struct {
 // PlanDeploy selects the resources a run deploys, orders them in levels of
 // their requires, and cuts each (level, agent) group into batches bounded by
 // limits. It is idempotent: a repeat returns the batches planned before.
+// It reads the run's resources and writes the plan; plan.Make decides it.
 //
 // Undefined resources, and the resources of the run that require one
 // (directly, through other resources of the run, or an undefined resource
