@@ -110,8 +110,9 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 	if rerr := referenceError(err); rerr != nil {
 		return workflows.ServiceInstanceRecord{}, rerr
 	}
-	if errors.Is(err, store.ErrConflict) {
-		return workflows.ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(err.Error(), lsm.RejectConflict, err)
+	if ce := (*store.ConflictError)(nil); errors.As(err, &ce) {
+		// The message is the store's own: the rejection shows it as is.
+		return workflows.ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(ce.What, lsm.RejectConflict, err)
 	}
 	if err != nil {
 		return workflows.ServiceInstanceRecord{}, classify(err)

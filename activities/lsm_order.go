@@ -216,7 +216,7 @@ func (w *watcher) look(ctx context.Context, id string) (store.ServiceInstance, e
 		case !asked:
 			continue // the round began before id was added
 		case inst.ID == "":
-			return store.ServiceInstance{}, fmt.Errorf("service instance %s: %w", id, store.ErrNotFound)
+			return store.ServiceInstance{}, store.NotFound("service instance %s", id)
 		}
 		return *inst, nil
 	}

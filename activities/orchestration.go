@@ -105,7 +105,7 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 			return workflows.PlanResult{Halted: true}, nil
 		}
 	}
-	limits := store.BatchLimits{MaxResources: in.Limits.MaxResources, MaxBytes: in.Limits.MaxBytes}
+	limits := in.Limits
 	if limits.MaxResources <= 0 {
 		limits = store.DefaultBatchLimits
 	}
@@ -115,12 +115,8 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 	if err != nil {
 		return workflows.PlanResult{}, classify(err)
 	}
-	out := workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total, NextSeq: p.NextSeq,
-		Undefined: p.Undefined, Batches: make([]workflows.BatchRef, len(p.Batches))}
-	for i, b := range p.Batches {
-		out.Batches[i] = workflows.BatchRef{Seq: b.Seq, Agent: b.Agent, Level: b.Level, Count: b.Count, First: b.First}
-	}
-	return out, nil
+	return workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total, NextSeq: p.NextSeq,
+		Undefined: p.Undefined, Batches: p.Batches}, nil
 }
 
 // FinishDeploy records a run's totals and observes its duration (from
@@ -239,9 +235,5 @@ func (o *Orchestration) PlanRetry(ctx context.Context, in workflows.PlanRetryInp
 	if err != nil {
 		return workflows.PlanRetryResult{}, classify(err)
 	}
-	out := workflows.PlanRetryResult{Failed: p.Failed, Skipped: p.Skipped}
-	for _, b := range p.Batches {
-		out.Batches = append(out.Batches, workflows.BatchRef{Seq: b.Seq, Agent: b.Agent, Level: b.Level, Count: b.Count, First: b.First})
-	}
-	return out, nil
+	return workflows.PlanRetryResult{Batches: p.Batches, Failed: p.Failed, Skipped: p.Skipped}, nil
 }

@@ -234,7 +234,7 @@ func (s *Server) resolveEnv(r *http.Request, scope Scope, p auth.Principal) (sto
 	}
 	e, err := s.opts.Store.GetEnvironment(r.Context(), ref)
 	if err == nil && p.In(e.ID, e.Name) == auth.RoleNone {
-		err = fmt.Errorf("environment %q: %w", ref, store.ErrNotFound)
+		err = store.NotFound("environment %q", ref)
 	}
 	return e, err
 }

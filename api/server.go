@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -201,16 +200,23 @@ func (s *Server) serve(h handlerFunc) http.HandlerFunc {
 // else stays an internal error.
 func storeProblem(err error) error {
 	var se *store.SettingError
+	var nf *store.NotFoundError
+	var ce *store.ConflictError
 	switch {
 	case errors.As(err, new(*Problem)):
 		return err
 	case errors.Is(err, store.ErrNoRepository):
 		return Validation("the environment has no repository to compile: set its repo_url setting",
 			FieldError{Field: "/settings/repo_url", Detail: "is empty"})
+	case errors.As(err, &nf):
+		return NotFound("%s", nf.What)
+	case errors.As(err, &ce):
+		return Conflict("%s", ce.What)
 	case errors.Is(err, store.ErrNotFound):
-		return NotFound("%s", strings.TrimSuffix(err.Error(), ": "+store.ErrNotFound.Error()))
+		// A bare sentinel (the store's own are typed) still answers 404.
+		return NotFound("%s", err.Error())
 	case errors.Is(err, store.ErrConflict):
-		return Conflict("%s", strings.TrimSuffix(err.Error(), ": "+store.ErrConflict.Error()))
+		return Conflict("%s", err.Error())
 	case errors.As(err, &se):
 		return InvalidField("/settings/"+se.Key, se.Reason)
 	case errors.As(err, new(*intent.ValidationError)):

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/names"
+	"github.com/intendhq/intend/internal/plan"
 )
 
 // TaskQueue is the task queue of the orchestration worker run by
@@ -143,11 +144,9 @@ type TakeResult struct {
 	RetryBackoff  int
 }
 
-// BatchLimits bound one executor activity's batch.
-type BatchLimits struct {
-	MaxResources int
-	MaxBytes     int
-}
+// BatchLimits bound one executor activity's batch (the planner's and the
+// store's type).
+type BatchLimits = plan.Limits
 
 // DeployInput starts a deploy run. The run itself (version, action, reason)
 // is recorded in PostgreSQL before the workflow starts.
@@ -227,14 +226,8 @@ type PlanInput struct {
 	Limits        BatchLimits
 }
 
-// BatchRef names one planned batch.
-type BatchRef struct {
-	Seq   int
-	Agent string
-	Level int
-	Count int
-	First string
-}
+// BatchRef names one planned batch (the planner's and the store's type).
+type BatchRef = plan.Batch
 
 // PlanResult is a run's plan: references only, never resource contents.
 type PlanResult struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -185,9 +184,7 @@ func rejection(err error) *api.LSMRejection {
 			if ae.HasDetails() && ae.Details(&rs) == nil {
 				rej.Referrers = rs
 			}
-		case lsm.RejectConflict:
-			rej.Message = strings.TrimSuffix(rej.Message, ": "+store.ErrConflict.Error())
-		case lsm.RejectBusy, lsm.RejectExists, lsm.RejectNotCreated:
+		case lsm.RejectBusy, lsm.RejectExists, lsm.RejectNotCreated, lsm.RejectConflict:
 		default:
 			continue
 		}

@@ -91,7 +91,7 @@ func (s *Store) CreateCallback(ctx context.Context, envID string, nc NewCallback
 			return err
 		}
 		if n >= MaxCallbacksPerEnvironment {
-			return fmt.Errorf("the environment has %d callbacks, the most it may have: %w", n, ErrConflict)
+			return Conflict("the environment has %d callbacks, the most it may have", n)
 		}
 		var entity *string
 		if nc.ServiceEntity != "" {
@@ -138,12 +138,12 @@ func scanCallback(row pgx.Row) (Callback, error) {
 
 func getCallback(ctx context.Context, q querier, envID, id string) (Callback, error) {
 	if !IsUUID(id) {
-		return Callback{}, fmt.Errorf("callback %s: %w", id, ErrNotFound)
+		return Callback{}, NotFound("callback %s", id)
 	}
 	cb, err := scanCallback(q.QueryRow(ctx, `select `+callbackColumns+` `+callbackFrom+`
 		where c.environment_id = $1::uuid and c.id = $2::uuid`, envID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return cb, fmt.Errorf("callback %s: %w", id, ErrNotFound)
+		return cb, NotFound("callback %s", id)
 	}
 	return cb, err
 }

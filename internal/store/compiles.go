@@ -220,7 +220,7 @@ func (s *Store) GetCompile(ctx context.Context, envID string, id int64) (Compile
 	c, err := scanCompile(s.pool.QueryRow(ctx, `select `+compileColumns+` from compiles
 		where environment_id = $1::uuid and id = $2`, envID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, fmt.Errorf("compile %d: %w", id, ErrNotFound)
+		return c, NotFound("compile %d", id)
 	}
 	return c, err
 }
@@ -245,10 +245,10 @@ func runningCompile(ctx context.Context, tx pgx.Tx, envID string, id int64) (Com
 	c, err := scanCompile(tx.QueryRow(ctx, `select `+compileColumns+` from compiles
 		where environment_id = $1::uuid and id = $2 for update`, envID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, fmt.Errorf("compile %d: %w", id, ErrNotFound)
+		return c, NotFound("compile %d", id)
 	}
 	if err == nil && c.Status != CompileRunning {
-		return c, fmt.Errorf("compile %d is %s, not running: %w", id, c.Status, ErrConflict)
+		return c, Conflict("compile %d is %s, not running", id, c.Status)
 	}
 	return c, err
 }

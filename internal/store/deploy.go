@@ -11,28 +11,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/ledger"
+	"github.com/intendhq/intend/internal/plan"
 )
 
 // BatchLimits bound what one executor activity receives.
-type BatchLimits struct {
-	MaxResources int // resources per batch
-	MaxBytes     int // summed attribute bytes per batch
-}
+type BatchLimits = plan.Limits
 
 // DefaultBatchLimits are the limits the deploy workflow uses unless told
 // otherwise; see docs/architecture.md, "Batching".
-var DefaultBatchLimits = BatchLimits{MaxResources: 500, MaxBytes: 1 << 20}
+var DefaultBatchLimits = plan.DefaultLimits
 
 // BatchRef names one batch of a deploy run: all a workflow history holds
 // about it.
-type BatchRef struct {
-	Seq   int    `json:"seq"`
-	Agent string `json:"agent"`
-	Level int    `json:"level"`
-	Count int    `json:"count"`
-	// First is the first resource id, for the activity's summary.
-	First string `json:"first"`
-}
+type BatchRef = plan.Batch
 
 // Plan is the outcome of PlanDeploy.
 type Plan struct {
@@ -52,14 +43,11 @@ type Plan struct {
 	Undefined int `json:"undefined"`
 }
 
+// planItem is a resource of a run: what planning sees, and what the
+// batches and the held resources' records store.
 type planItem struct {
-	id       string
-	agent    string
-	hash     []byte
-	requires []string
-	size     int
-	// undefined: the intent is undefined (never sent to an executor).
-	undefined bool
+	plan.Item
+	hash []byte
 	// action is what an attempt on it records: deploy, repair or dryrun.
 	action string
 }
@@ -74,6 +62,7 @@ type Caller struct {
 // PlanDeploy selects the resources a run deploys, orders them in levels of
 // their requires, and cuts each (level, agent) group into batches bounded by
 // limits. It is idempotent: a repeat returns the batches planned before.
+// It reads the run's resources and writes the plan; plan.Make decides it.
 //
 // Undefined resources, and the resources of the run that require one
 // (directly, through other resources of the run, or an undefined resource
@@ -89,7 +78,7 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 			where environment_id = $1::uuid and run = $2 for update`, envID, run).
 			Scan(&p.Version, &p.Action, &p.Reason, &status, &workflowID)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+			return NotFound("deploy run %d", run)
 		}
 		if err != nil {
 			return err
@@ -147,7 +136,7 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		var items []planItem
 		for rows.Next() {
 			var it planItem
-			if err := rows.Scan(&it.id, &it.agent, &it.hash, &it.requires, &it.size, &it.undefined, &it.action); err != nil {
+			if err := rows.Scan(&it.ID, &it.Agent, &it.hash, &it.Requires, &it.Size, &it.Undefined, &it.action); err != nil {
 				return err
 			}
 			items = append(items, it)
@@ -155,29 +144,33 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		outside, err := undefinedOutside(ctx, tx, envID, p, items)
+		in := make([]plan.Item, len(items))
+		for i, it := range items {
+			in[i] = it.Item
+		}
+		outside, err := undefinedOutside(ctx, tx, envID, p, plan.Outside(in))
 		if err != nil {
 			return err
 		}
-		items, held := holdUndefined(items, outside)
-		items, p.Batches = planBatches(items, limits)
-		p.Undefined = len(held)
-		p.Total = len(items) + len(held)
+		made := plan.Make(in, outside, limits)
+		p.Batches = made.Batches
+		p.Undefined = len(made.Held)
+		p.Total = len(made.Order) + len(made.Held)
 		p.NextSeq = 1
 		for _, b := range p.Batches {
 			p.NextSeq = max(p.NextSeq, b.Seq+1)
 		}
 
 		var copyRows [][]any
-		seq := 0
+		at := 0
 		for _, b := range p.Batches {
 			ids := make([]string, 0, b.Count)
 			hashes := make([][]byte, 0, b.Count)
-			for _, it := range items[seq : seq+b.Count] {
-				ids = append(ids, it.id)
-				hashes = append(hashes, it.hash)
+			for _, i := range made.Order[at : at+b.Count] {
+				ids = append(ids, items[i].ID)
+				hashes = append(hashes, items[i].hash)
 			}
-			seq += b.Count
+			at += b.Count
 			copyRows = append(copyRows, []any{envID, run, b.Seq, b.Agent, b.Level, ids, hashes})
 		}
 		if len(copyRows) > 0 {
@@ -193,118 +186,16 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		}
 		// Recorded once the run is running, so that its live counters
 		// count them.
-		return recordActions(ctx, tx, envID, heldRecords(held, p, workflowID, by))
+		return recordActions(ctx, tx, envID, heldRecords(items, made.Held, p, workflowID, by))
 	})
 	return p, err
 }
 
-// heldItem is a resource of a run that PlanDeploy records itself.
-type heldItem struct {
-	planItem
-	result string // undefined or skipped_for_undefined
-	why    string // the action record's error text
-}
-
-// holdUndefined takes out of items the undefined resources and those that
-// require one: directly, through other items, or an undefined resource
-// that is not among items (outside). It returns the rest, in their order,
-// and the held ones in id order. It decides and does not act.
-//
-// Only the undefined resources outside the run are known here; a resource
-// requiring one that is not deployed for another reason (say, it was
-// skipped for an undefined one itself) is left to the executor, which
-// skips it for that dependency.
-func holdUndefined(items []planItem, outside map[string]bool) ([]planItem, []heldItem) {
-	index := make(map[string]int, len(items))
-	for i, it := range items {
-		index[it.id] = i
-	}
-	// why[i] != "" holds item i; root[i] names the undefined resource it
-	// waits for.
-	why := make([]string, len(items))
-	root := make([]string, len(items))
-	var queue []int
-	for i, it := range items {
-		if it.undefined {
-			why[i] = "its attributes depend on values not known yet: a version that defines it deploys it"
-			root[i] = it.id
-			queue = append(queue, i)
-		}
-	}
-	for i, it := range items {
-		if why[i] != "" {
-			continue
-		}
-		for _, q := range it.requires {
-			if _, in := index[q]; !in && outside[q] {
-				why[i] = fmt.Sprintf("requires %s, which is undefined", q)
-				root[i] = q
-				queue = append(queue, i)
-				break
-			}
-		}
-	}
-	if len(queue) == 0 {
-		return items, nil
-	}
-	dependents := make([][]int, len(items))
-	for i, it := range items {
-		for _, q := range it.requires {
-			if j, ok := index[q]; ok && j != i {
-				dependents[j] = append(dependents[j], i)
-			}
-		}
-	}
-	// Breadth first from the undefined ones: each dependent names the
-	// nearest resource it waits for.
-	for k := 0; k < len(queue); k++ {
-		j := queue[k]
-		for _, i := range dependents[j] {
-			if why[i] != "" {
-				continue
-			}
-			if items[j].undefined {
-				why[i] = fmt.Sprintf("requires %s, which is undefined", items[j].id)
-			} else {
-				why[i] = fmt.Sprintf("requires %s, which depends on undefined %s", items[j].id, root[j])
-			}
-			root[i] = root[j]
-			queue = append(queue, i)
-		}
-	}
-	run := make([]planItem, 0, len(items)-len(queue))
-	held := make([]heldItem, 0, len(queue))
-	for i, it := range items {
-		switch {
-		case why[i] == "":
-			run = append(run, it)
-		case it.undefined:
-			held = append(held, heldItem{planItem: it, result: "undefined", why: why[i]})
-		default:
-			held = append(held, heldItem{planItem: it, result: "skipped_for_undefined", why: why[i]})
-		}
-	}
-	sort.Slice(held, func(a, b int) bool { return held[a].id < held[b].id })
-	return run, held
-}
-
-// undefinedOutside returns which of the resources that items require, but
-// that are not among them, are undefined in the run's intent: the deploy
-// state's for a deploy or repair, the version's for a dry-run.
-func undefinedOutside(ctx context.Context, tx pgx.Tx, envID string, p Plan, items []planItem) (map[string]bool, error) {
-	in := make(map[string]bool, len(items))
-	for _, it := range items {
-		in[it.id] = true
-	}
-	var ids []string
-	for _, it := range items {
-		for _, q := range it.requires {
-			if !in[q] {
-				in[q] = true
-				ids = append(ids, q)
-			}
-		}
-	}
+// undefinedOutside returns which of ids, the resources that the run's
+// resources require but that are not among them, are undefined in the
+// run's intent: the deploy state's for a deploy or repair, the version's
+// for a dry-run.
+func undefinedOutside(ctx context.Context, tx pgx.Tx, envID string, p Plan, ids []string) (map[string]bool, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -336,12 +227,13 @@ func undefinedOutside(ctx context.Context, tx pgx.Tx, envID string, p Plan, item
 
 // heldRecords are the action records of the resources PlanDeploy holds
 // back: no attempt, so they start and finish at once.
-func heldRecords(held []heldItem, p Plan, workflowID string, by Caller) []ActionRecord {
+func heldRecords(items []planItem, held []plan.Held, p Plan, workflowID string, by Caller) []ActionRecord {
 	now := time.Now().UTC()
 	recs := make([]ActionRecord, len(held))
 	for i, h := range held {
-		recs[i] = ActionRecord{ResourceID: h.id, Hash: h.hash, Version: p.Version, Action: h.action, Reason: p.Reason,
-			StartedAt: now, FinishedAt: now, Result: h.result, Error: h.why,
+		it := items[h.Index]
+		recs[i] = ActionRecord{ResourceID: it.ID, Hash: it.hash, Version: p.Version, Action: it.action, Reason: p.Reason,
+			StartedAt: now, FinishedAt: now, Result: h.Result, Error: h.Why,
 			WorkflowID: workflowID, RunID: by.RunID, Attempt: by.Attempt}
 	}
 	return recs
@@ -391,7 +283,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
 		Scan(&b.Version, &b.Action, &b.Reason, &b.Agent)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return b, fmt.Errorf("deploy run %d batch %d: %w", run, seq, ErrNotFound)
+		return b, NotFound("deploy run %d batch %d", run, seq)
 	}
 	if err != nil {
 		return b, err
@@ -595,49 +487,48 @@ func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionReco
 }
 
 // queueFollowUps queues the automatic requests a chunk of outcomes calls
-// for: a deploy of the resources skipped because of a dependency that is
-// now deployed, failed or undefined before ("dependency X recovered"), and a repair of the resources
-// with receive_events that require a resource with send_event that just
-// changed ("event from X"). Automatic requests are dropped at take time
-// when the run at hand already did the work.
+// for (the rules are plan's: plan.Recovery, plan.Events): a deploy of the
+// resources skipped because of a dependency that is now deployed, failed
+// or undefined before ("dependency X recovered"), and a repair of the
+// resources with receive_events that require a resource with send_event
+// that just changed ("event from X"). Automatic requests are dropped at
+// take time when the run at hand already did the work.
 func queueFollowUps(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
-	var deployed, changed []string
-	var changedHashes [][]byte
-	var at time.Time
-	for _, r := range recs {
-		if r.Action == "dryrun" || r.Result != "deployed" {
-			continue
-		}
-		deployed = append(deployed, r.ResourceID)
-		if r.Changed {
-			changed = append(changed, r.ResourceID)
-			changedHashes = append(changedHashes, r.Hash)
-		}
-		if r.FinishedAt.After(at) {
-			at = r.FinishedAt
-		}
+	outs := make([]plan.Outcome, len(recs))
+	for i, r := range recs {
+		outs[i] = plan.Outcome{ResourceID: r.ResourceID, Action: r.Action, Result: r.Result, Changed: r.Changed,
+			FinishedAt: r.FinishedAt}
 	}
-	if len(deployed) == 0 {
+	t := plan.FollowUpTriggers(outs)
+	if len(t.Deployed) == 0 {
 		return nil
+	}
+	deployed := make([]string, len(t.Deployed))
+	for k, i := range t.Deployed {
+		deployed[k] = recs[i].ResourceID
 	}
 	const dependents = `select distinct rs.resource_id, req.id
 		from resource_state rs
 		join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
 		cross join lateral unnest(c.requires) as req(id)
 		where rs.environment_id = $1::uuid and req.id = any($2) and `
-	ids, by, err := pairs(ctx, tx, dependents+`rs.last_result in ('skipped_for_dependency', 'skipped_for_undefined')
+	skipped, err := dependentsOf(ctx, tx, dependents+`rs.last_result in ('skipped_for_dependency', 'skipped_for_undefined')
 		order by 1, 2`, envID, deployed)
 	if err != nil {
 		return fmt.Errorf("find recovered dependents: %w", err)
 	}
-	if len(ids) > 0 {
-		if _, err := insertRequest(ctx, tx, envID, Request{Kind: "deploy", Auto: true, ResourceIDs: ids,
-			Reason: about("dependency", by, "recovered")}); err != nil {
+	if f, ok := plan.Recovery(skipped); ok {
+		if err := queueFollowUp(ctx, tx, envID, f); err != nil {
 			return err
 		}
 	}
-	if len(changed) == 0 {
+	if len(t.Changed) == 0 {
 		return nil
+	}
+	changed := make([]string, len(t.Changed))
+	changedHashes := make([][]byte, len(t.Changed))
+	for k, i := range t.Changed {
+		changed[k], changedHashes[k] = recs[i].ResourceID, recs[i].Hash
 	}
 	rows, err := tx.Query(ctx, `select u.rid from unnest($2::text[], $3::bytea[]) as u(rid, hash)
 		join resource_contents c on c.environment_id = $1::uuid and c.hash = u.hash
@@ -649,56 +540,33 @@ func queueFollowUps(ctx context.Context, tx pgx.Tx, envID string, recs []ActionR
 	if err != nil || len(senders) == 0 {
 		return err
 	}
-	ids, by, err = pairs(ctx, tx, dependents+`rs.intent_hash is not null and c.receive_events order by 1, 2`, envID, senders)
+	receivers, err := dependentsOf(ctx, tx, dependents+`rs.intent_hash is not null and c.receive_events order by 1, 2`, envID, senders)
 	if err != nil {
 		return fmt.Errorf("find event receivers: %w", err)
 	}
-	if len(ids) == 0 {
-		return nil
+	if f, ok := plan.Events(receivers, t.At); ok {
+		return queueFollowUp(ctx, tx, envID, f)
 	}
-	_, err = insertRequest(ctx, tx, envID, Request{Kind: "repair", Auto: true, ResourceIDs: ids, StaleBefore: &at,
-		Reason: about("event from", by, "")})
+	return nil
+}
+
+// queueFollowUp queues an automatic request.
+func queueFollowUp(ctx context.Context, tx pgx.Tx, envID string, f plan.FollowUp) error {
+	_, err := insertRequest(ctx, tx, envID, Request{Kind: f.Kind, Auto: true, ResourceIDs: f.ResourceIDs,
+		StaleBefore: f.StaleBefore, Reason: f.Reason})
 	return err
 }
 
-// pairs runs a query of (resource, cause) rows and returns the distinct
-// resources and causes, in order.
-func pairs(ctx context.Context, tx pgx.Tx, q string, args ...any) (ids, causes []string, err error) {
+// dependentsOf runs a query of (resource, cause) rows.
+func dependentsOf(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]plan.Dependent, error) {
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	defer rows.Close()
-	seenID, seenCause := map[string]bool{}, map[string]bool{}
-	for rows.Next() {
-		var id, cause string
-		if err := rows.Scan(&id, &cause); err != nil {
-			return nil, nil, err
-		}
-		if !seenID[id] {
-			seenID[id] = true
-			ids = append(ids, id)
-		}
-		if !seenCause[cause] {
-			seenCause[cause] = true
-			causes = append(causes, cause)
-		}
-	}
-	sort.Strings(causes)
-	return ids, causes, rows.Err()
-}
-
-// about phrases a reason: "dependency X recovered", "event from X and 2
-// more".
-func about(prefix string, causes []string, suffix string) string {
-	s := prefix + " " + causes[0]
-	if len(causes) > 1 {
-		s += fmt.Sprintf(" and %d more", len(causes)-1)
-	}
-	if suffix != "" {
-		s += " " + suffix
-	}
-	return s
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (plan.Dependent, error) {
+		var d plan.Dependent
+		return d, r.Scan(&d.ID, &d.Cause)
+	})
 }
 
 // countProgress moves the live counters of the runs the records belong to.
@@ -778,7 +646,7 @@ func (s *Store) GetRun(ctx context.Context, envID string, run int64) (DeployRun,
 	r, err := scanRun(s.pool.QueryRow(ctx, `select `+runColumns+` from deploy_runs
 		where environment_id = $1::uuid and run = $2`, envID, run))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+		return r, NotFound("deploy run %d", run)
 	}
 	return r, err
 }

@@ -80,7 +80,7 @@ func (s *Store) DiffVersions(ctx context.Context, envID string, a, b int64, page
 			}
 			for _, v := range []int64{a, b} {
 				if !slices.Contains(found, v) {
-					return fmt.Errorf("version %d: %w", v, ErrNotFound)
+					return NotFound("version %d", v)
 				}
 			}
 			if a == b {

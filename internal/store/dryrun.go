@@ -28,7 +28,7 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 		}
 		if version == 0 {
 			if e.ReleasedVersion == nil {
-				return fmt.Errorf("environment %s has no released version; name one: %w", e.Name, ErrConflict)
+				return Conflict("environment %s has no released version; name one", e.Name)
 			}
 			version = *e.ReleasedVersion
 		}
@@ -38,7 +38,7 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 			return err
 		}
 		if !exists {
-			return fmt.Errorf("version %d: %w", version, ErrNotFound)
+			return NotFound("version %d", version)
 		}
 		run, err = insertRun(ctx, tx, e, version, "dryrun", fmt.Sprintf("dry-run of version %d", version), nil)
 		if err != nil {

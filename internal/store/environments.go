@@ -267,7 +267,7 @@ func (s *Store) CreateProject(ctx context.Context, name string) (Project, error)
 		`insert into projects (name) values ($1) returning id::text, name, created_at`, name).
 		Scan(&p.ID, &p.Name, &p.CreatedAt)
 	if isUniqueViolation(err, "") {
-		return p, fmt.Errorf("project %q exists already: %w", name, ErrConflict)
+		return p, Conflict("project %q exists already", name)
 	}
 	return p, err
 }
@@ -298,7 +298,7 @@ func (s *Store) GetProject(ctx context.Context, ref string) (Project, error) {
 		`select id::text, name, created_at from projects where id::text = $1 or name = $1`, ref).
 		Scan(&p.ID, &p.Name, &p.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return p, fmt.Errorf("project %q: %w", ref, ErrNotFound)
+		return p, NotFound("project %q", ref)
 	}
 	return p, err
 }
@@ -311,7 +311,7 @@ const envColumns = `id::text, project_id::text, name, description, settings, hal
 func lockEnvironment(ctx context.Context, tx pgx.Tx, envID string) (Environment, error) {
 	e, err := scanEnvironment(tx.QueryRow(ctx, `select `+envColumns+` from environments where id = $1::uuid for update`, envID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return e, fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+		return e, NotFound("environment %q", envID)
 	}
 	return e, err
 }
@@ -357,7 +357,7 @@ func (s *Store) CreateEnvironment(ctx context.Context, in NewEnvironment) (Envir
 		values ($1::uuid, $2, $3, $4) returning `+envColumns,
 		p.ID, in.Name, in.Description, raw))
 	if isUniqueViolation(err, "") {
-		return e, fmt.Errorf("environment %q exists already: %w", in.Name, ErrConflict)
+		return e, Conflict("environment %q exists already", in.Name)
 	}
 	return e, err
 }
@@ -393,7 +393,7 @@ func (s *Store) GetEnvironment(ctx context.Context, ref string) (Environment, er
 	e, err := scanEnvironment(s.pool.QueryRow(ctx,
 		`select `+envColumns+` from environments where id::text = $1 or name = $1`, ref))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return e, fmt.Errorf("environment %q: %w", ref, ErrNotFound)
+		return e, NotFound("environment %q", ref)
 	}
 	return e, err
 }
@@ -412,7 +412,7 @@ func (s *Store) UpdateEnvironment(ctx context.Context, id string, p EnvironmentP
 		e, err := scanEnvironment(tx.QueryRow(ctx,
 			`select `+envColumns+` from environments where id = $1::uuid for update`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("environment %q: %w", id, ErrNotFound)
+			return NotFound("environment %q", id)
 		}
 		if err != nil {
 			return err
@@ -446,7 +446,7 @@ func (s *Store) DeleteEnvironment(ctx context.Context, id string) error {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("environment %q: %w", id, ErrNotFound)
+		return NotFound("environment %q", id)
 	}
 	return nil
 }

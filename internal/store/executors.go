@@ -63,7 +63,7 @@ func (s *Store) ReportExecutor(ctx context.Context, env string, r ExecutorReport
 			return fmt.Errorf("report executor %s: %w", r.Name, err)
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("report executor %s: environment %q: %w", r.Name, env, ErrNotFound)
+			return NotFound("report executor %s: environment %q", r.Name, env)
 		}
 		if _, err := tx.Exec(ctx, `delete from executors
 			where environment_id = (select id from environments where name = $1)

@@ -113,7 +113,7 @@ func (s *Store) BatchHead(ctx context.Context, envID string, run int64, seq int)
 		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
 		Scan(&h.Agent, &h.Version, &h.Action, &h.Reason, &ids, &hashes)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return h, fmt.Errorf("deploy run %d batch %d: %w", run, seq, ErrNotFound)
+		return h, NotFound("deploy run %d batch %d", run, seq)
 	}
 	if err != nil {
 		return h, err

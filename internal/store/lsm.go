@@ -306,7 +306,7 @@ func (s *Store) GetEntity(ctx context.Context, envID, name string) (ServiceEntit
 		return ServiceEntity{}, err
 	}
 	if len(es) == 0 {
-		return ServiceEntity{}, fmt.Errorf("service entity %s: %w", name, ErrNotFound)
+		return ServiceEntity{}, NotFound("service entity %s", name)
 	}
 	return es[0], nil
 }
@@ -412,7 +412,7 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			if ch.Version != 1 {
-				return fmt.Errorf("service instance %s: %w", ch.ID, ErrNotFound)
+				return NotFound("service instance %s", ch.ID)
 			}
 		case err != nil:
 			return err
@@ -424,12 +424,12 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 				return err
 			}
 			if !written {
-				return fmt.Errorf("service instance %s is at version %d, not %d: %w", ch.ID, current, ch.Version-1, ErrConflict)
+				return Conflict("service instance %s is at version %d, not %d", ch.ID, current, ch.Version-1)
 			}
 			out.Instance, err = getInstance(ctx, tx, envID, "", ch.ID)
 			return err
 		case current != ch.Version-1:
-			return fmt.Errorf("service instance %s is at version %d, not %d: %w", ch.ID, current, ch.Version-1, ErrConflict)
+			return Conflict("service instance %s is at version %d, not %d", ch.ID, current, ch.Version-1)
 		}
 		refs, err := checkReferences(ctx, tx, envID, ch)
 		if err != nil {
@@ -459,7 +459,7 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		}
 		if err != nil {
 			if isUniqueViolation(err, "service_instances_identity") {
-				return fmt.Errorf("another live %s instance has identity %q: %w", ch.Entity, ch.Identity, ErrConflict)
+				return Conflict("another live %s instance has identity %q", ch.Entity, ch.Identity)
 			}
 			return fmt.Errorf("write service instance %s: %w", ch.ID, err)
 		}
@@ -555,7 +555,7 @@ func getInstance(ctx context.Context, q querier, envID, entity, ref string) (Ser
 	}
 	inst, err := scanInstance(row)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return inst, fmt.Errorf("service instance %s: %w", ref, ErrNotFound)
+		return inst, NotFound("service instance %s", ref)
 	}
 	return inst, err
 }

@@ -49,7 +49,7 @@ func (s *Store) SetEntityConfig(ctx context.Context, envID, entity string, c Ent
 		return ServiceEntity{}, fmt.Errorf("set the config of service entity %s: %w", entity, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return ServiceEntity{}, fmt.Errorf("service entity %s: %w", entity, ErrNotFound)
+		return ServiceEntity{}, NotFound("service entity %s", entity)
 	}
 	return s.GetEntity(ctx, envID, entity)
 }

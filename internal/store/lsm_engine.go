@@ -201,7 +201,7 @@ func (s *Store) ResourceSetContent(ctx context.Context, envID, set string) (SetC
 		if err := tx.QueryRow(ctx, `select last_version, released_version, now() from environments where id = $1::uuid`,
 			envID).Scan(&out.LastVersion, &released, &out.Now); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+				return NotFound("environment %q", envID)
 			}
 			return err
 		}

@@ -167,12 +167,12 @@ func scanOrderItem(row pgx.Row) (OrderItem, error) {
 
 func getOrder(ctx context.Context, q orderQuerier, envID, id string, items bool) (Order, error) {
 	if !IsUUID(id) {
-		return Order{}, fmt.Errorf("order %s: %w", id, ErrNotFound)
+		return Order{}, NotFound("order %s", id)
 	}
 	o, err := scanOrder(q.QueryRow(ctx, `select `+orderColumns+` from lsm_orders o
 		where o.environment_id = $1::uuid and o.id = $2::uuid`, envID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return o, fmt.Errorf("order %s: %w", id, ErrNotFound)
+		return o, NotFound("order %s", id)
 	}
 	if err != nil || !items {
 		return o, err
@@ -222,7 +222,7 @@ func (s *Store) GetOrderItem(ctx context.Context, envID, orderID string, positio
 	it, err := scanOrderItem(s.pool.QueryRow(ctx, `select `+orderItemColumns+` from lsm_order_items
 		where environment_id = $1::uuid and order_id = $2::uuid and position = $3`, envID, orderID, position))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return it, fmt.Errorf("item %d of order %s: %w", position, orderID, ErrNotFound)
+		return it, NotFound("item %d of order %s", position, orderID)
 	}
 	return it, err
 }
@@ -235,7 +235,7 @@ func (s *Store) SetOrderStatus(ctx context.Context, envID, id, status string, fi
 		finished_at = case when $4 then coalesce(finished_at, now()) else finished_at end
 		where environment_id = $1::uuid and id = $2::uuid`, envID, id, status, final)
 	if err == nil && tag.RowsAffected() == 0 {
-		err = fmt.Errorf("order %s: %w", id, ErrNotFound)
+		err = NotFound("order %s", id)
 	}
 	return err
 }
@@ -315,7 +315,7 @@ func (s *Store) GetOrderPlan(ctx context.Context, envID, id string) (OrderPlan, 
 	if err := s.pool.QueryRow(ctx, `select policy, status from lsm_orders where environment_id = $1::uuid and id = $2::uuid`,
 		envID, id).Scan(&p.Policy, &p.Status); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return p, fmt.Errorf("order %s: %w", id, ErrNotFound)
+			return p, NotFound("order %s", id)
 		}
 		return p, err
 	}
@@ -365,7 +365,7 @@ func (s *Store) OrderRequestedBy(ctx context.Context, envID, id string) (string,
 	err := s.pool.QueryRow(ctx, `select requested_by from lsm_orders where environment_id = $1::uuid and id = $2::uuid`,
 		envID, id).Scan(&by)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("order %s: %w", id, ErrNotFound)
+		return "", NotFound("order %s", id)
 	}
 	return by, err
 }

@@ -42,7 +42,7 @@ type Referrer struct {
 }
 
 // ReferencedError refuses the deletion of an instance that live instances
-// reference. It wraps ErrConflict.
+// reference. It wraps a *ConflictError.
 type ReferencedError struct {
 	Instance  string
 	Referrers []Referrer
@@ -61,8 +61,9 @@ func (e *ReferencedError) Error() string {
 		e.Instance, strings.Join(parts, ", "))
 }
 
-// Unwrap makes a ReferencedError an ErrConflict.
-func (e *ReferencedError) Unwrap() error { return ErrConflict }
+// Unwrap makes a ReferencedError a *ConflictError (and so an
+// ErrConflict) that says what it says.
+func (e *ReferencedError) Unwrap() error { return &ConflictError{What: e.Error()} }
 
 // ReferencedBy returns the live instances that reference the instance id,
 // one per (referrer, attribute), by entity, id and attribute.
@@ -333,7 +334,7 @@ func (s *Store) EntityAttributes(ctx context.Context, envID, entity string) ([]l
 	err := s.pool.QueryRow(ctx, `select attributes from service_entities where environment_id = $1::uuid and name = $2`,
 		envID, entity).Scan(&specs)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("service entity %s: %w", entity, ErrNotFound)
+		return nil, NotFound("service entity %s", entity)
 	}
 	return specs, err
 }

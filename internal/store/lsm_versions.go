@@ -105,7 +105,7 @@ func (s *Store) GetEntityVersion(ctx context.Context, envID, entity string, vers
 		return EntityVersionInfo{}, err
 	}
 	if len(vs) == 0 {
-		return EntityVersionInfo{}, fmt.Errorf("version %d of service entity %s: %w", version, entity, ErrNotFound)
+		return EntityVersionInfo{}, NotFound("version %d of service entity %s", version, entity)
 	}
 	return vs[0], nil
 }

@@ -93,7 +93,7 @@ func (s *Store) RunTiming(ctx context.Context, envID string, run int64) (RunTimi
 		where r.environment_id = $1::uuid and r.run = $2`, envID, run).
 		Scan(&t.EnvironmentName, &t.Action, &t.Status, &t.RequestedAt, &t.FinishedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+		return t, NotFound("deploy run %d", run)
 	}
 	if err != nil {
 		return t, fmt.Errorf("deploy run %d: %w", run, err)

@@ -131,7 +131,7 @@ func (s *Store) LatestModelSource(ctx context.Context, envID string) (ModelSourc
 		where environment_id = $1::uuid order by uploaded_at desc limit 1`, envID).
 		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return m, fmt.Errorf("the environment has no model source (intend export uploads one): %w", ErrNotFound)
+		return m, NotFound("the environment has no model source (intend export uploads one)")
 	}
 	return m, err
 }
@@ -143,7 +143,7 @@ func (s *Store) ModelArchive(ctx context.Context, envID, hash string) ([]byte, e
 	err := s.pool.QueryRow(ctx, `select archive from model_sources where environment_id = $1::uuid and hash = $2`,
 		envID, hash).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("model source %s: %w", hash, ErrNotFound)
+		return nil, NotFound("model source %s", hash)
 	}
 	return b, err
 }

@@ -33,7 +33,7 @@ func (s *Store) PruneVersions(ctx context.Context, envID string, keep int) (int,
 		if err := tx.QueryRow(ctx, `select released_version from environments where id = $1::uuid for update`, envID).
 			Scan(&released); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+				return NotFound("environment %q", envID)
 			}
 			return err
 		}

@@ -67,7 +67,7 @@ func (s *Store) RequestDeploy(ctx context.Context, envID string, r Request) (Req
 		var err error
 		out, err = insertRequest(ctx, tx, envID, r)
 		if isForeignKeyViolation(err) {
-			return fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+			return NotFound("environment %q", envID)
 		}
 		return err
 	})
@@ -79,7 +79,7 @@ func (s *Store) GetRequest(ctx context.Context, envID string, id int64) (Request
 	r, err := scanRequest(s.pool.QueryRow(ctx, `select `+requestColumns+` from deploy_requests
 		where environment_id = $1::uuid and id = $2`, envID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, fmt.Errorf("deploy request %d: %w", id, ErrNotFound)
+		return r, NotFound("deploy request %d", id)
 	}
 	return r, err
 }
@@ -330,7 +330,7 @@ func (s *Store) SetAgentPaused(ctx context.Context, envID, agent string, paused 
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("agent %q: %w", agent, ErrNotFound)
+			return NotFound("agent %q", agent)
 		}
 		if paused {
 			return nil

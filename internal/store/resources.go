@@ -87,7 +87,7 @@ func (s *Store) GetResource(ctx context.Context, envID, resourceID string) (Reso
 	st, err := scanState(s.pool.QueryRow(ctx, `select `+stateColumns+` from resource_state
 		where environment_id = $1::uuid and resource_id = $2`, envID, resourceID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return st, fmt.Errorf("resource %q: %w", resourceID, ErrNotFound)
+		return st, NotFound("resource %q", resourceID)
 	}
 	return st, err
 }

@@ -30,7 +30,7 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		err := tx.QueryRow(ctx, `select workflow_id from deploy_runs
 			where environment_id = $1::uuid and run = $2 for update`, envID, run).Scan(&wf)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("deploy run %d: %w", run, ErrNotFound)
+			return NotFound("deploy run %d", run)
 		}
 		if err != nil {
 			return err

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 
 	"github.com/jackc/pgx/v5"
@@ -38,7 +37,7 @@ var instanceSet = regexp.MustCompile(`^([^/]+)/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{
 // instance's back). A set is an instance's when its name is
 // "<entity>/<uuid>" and the entity is in the catalog. If a kept
 // instance's resource requires a resource that version from lacks, the
-// rollback is refused (ErrConflict) and nothing is written.
+// rollback is refused (a *ConflictError) and nothing is written.
 func (s *Store) RollbackVersion(ctx context.Context, envID string, from int64) (Rollback, error) {
 	var out Rollback
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -60,7 +59,7 @@ func rollbackVersion(ctx context.Context, tx pgx.Tx, envID string, from int64) (
 		return Rollback{}, err
 	}
 	if !exists {
-		return Rollback{}, fmt.Errorf("version %d: %w", from, ErrNotFound)
+		return Rollback{}, NotFound("version %d", from)
 	}
 	entities, err := entityNames(ctx, tx, envID)
 	if err != nil {
@@ -98,8 +97,8 @@ func rollbackVersion(ctx context.Context, tx pgx.Tx, envID string, from int64) (
 	for _, r := range kept {
 		for _, q := range r.Requires {
 			if !ids[q.String()] {
-				return Rollback{}, fmt.Errorf("version %d has no %s, which %s of the instance set %s requires: %w",
-					from, q, r.ID, r.ResourceSet, ErrConflict)
+				return Rollback{}, Conflict("version %d has no %s, which %s of the instance set %s requires",
+					from, q, r.ID, r.ResourceSet)
 			}
 		}
 	}

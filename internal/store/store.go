@@ -1,6 +1,7 @@
 // Package store is intend's PostgreSQL layer: every query the server and the
 // executors run lives here, written against pgx v5. Callers get plain Go
-// values and typed errors (ErrNotFound, ErrConflict), never pgx types.
+// values and typed errors (*NotFoundError, *ConflictError, which are
+// ErrNotFound and ErrConflict to errors.Is), never pgx types.
 package store
 
 import (

@@ -57,10 +57,10 @@ func (s *Store) CreateToken(ctx context.Context, in NewToken) (Token, error) {
 		values ($1, $2, $3::uuid[], $4, $5, $6, $7, $8) returning `+tokenColumns,
 		in.Name, in.Role, in.Environments, in.Agents, in.Hash, in.Hint, in.CreatedBy, in.ExpiresAt))
 	if isUniqueViolation(err, "api_tokens_live_name") {
-		return t, fmt.Errorf("a token named %q exists already: %w", in.Name, ErrConflict)
+		return t, Conflict("a token named %q exists already", in.Name)
 	}
 	if isUniqueViolation(err, "") {
-		return t, fmt.Errorf("this secret is stored already: %w", ErrConflict)
+		return t, Conflict("this secret is stored already")
 	}
 	return t, err
 }
@@ -97,7 +97,7 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte) (Token, error) {
 	t, err := scanToken(s.pool.QueryRow(ctx, `select `+tokenColumns+` from api_tokens
 		where hash = $1 and revoked_at is null and (expires_at is null or expires_at > now())`, hash))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("token: %w", ErrNotFound)
+		return t, NotFound("token")
 	}
 	if err != nil {
 		return t, err
@@ -127,7 +127,7 @@ func (s *Store) RevokeToken(ctx context.Context, ref string) (Token, error) {
 	t, err := scanToken(s.pool.QueryRow(ctx, `update api_tokens set revoked_at = now()
 		where (id::text = $1 or name = $1) and revoked_at is null returning `+tokenColumns, ref))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("token %q: %w", ref, ErrNotFound)
+		return t, NotFound("token %q", ref)
 	}
 	return t, err
 }

@@ -175,7 +175,7 @@ func lockForExport(ctx context.Context, tx pgx.Tx, envID string) (int64, error) 
 	var last int64
 	err := tx.QueryRow(ctx, `select last_version from environments where id = $1::uuid for update`, envID).Scan(&last)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("environment %q: %w", envID, ErrNotFound)
+		return 0, NotFound("environment %q", envID)
 	}
 	return last, err
 }
@@ -362,7 +362,7 @@ func (s *Store) GetVersion(ctx context.Context, envID string, version int64) (Ve
 		from versions where environment_id = $1::uuid and version = $2`, envID, version).
 		Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount, &v.ExportedBy, &v.ReleasedBy)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return v, fmt.Errorf("version %d: %w", version, ErrNotFound)
+		return v, NotFound("version %d", version)
 	}
 	return v, err
 }
@@ -447,7 +447,7 @@ func releaseVersion(ctx context.Context, tx pgx.Tx, envID string, version int64)
 		v, err := scanVersion(tx.QueryRow(ctx, `select `+versionColumns+`
 			from versions where environment_id = $1::uuid and version = $2`, envID, version))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("version %d: %w", version, ErrNotFound)
+			return NotFound("version %d", version)
 		}
 		if err != nil {
 			return err
@@ -461,7 +461,7 @@ func releaseVersion(ctx context.Context, tx pgx.Tx, envID string, version int64)
 			return nil
 		}
 		if version < prev {
-			return fmt.Errorf("version %d is older than the released version %d: %w", version, prev, ErrConflict)
+			return Conflict("version %d is older than the released version %d", version, prev)
 		}
 		tag, err := tx.Exec(ctx, `
 			insert into resource_state (environment_id, resource_id, resource_type, agent, intent_hash, intent_version)

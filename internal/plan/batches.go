@@ -1,8 +1,9 @@
-package store
+package plan
 
 import "sort"
 
-// planBatches orders the resources of a run and cuts them into batches.
+// cut orders the items of a run that go in batches (run: indices into
+// all) and cuts them into batches.
 //
 // A batch holds resources of one agent, and may hold resources that require
 // each other: the executor runs a batch in dependency order. So a chain of
@@ -22,23 +23,27 @@ import "sort"
 //  4. a batch's level is one more than the highest level of a batch it
 //     depends on (0 if none).
 //
-// Requires outside the run are deployed already and do not count. It
-// returns the items reordered so that every batch is a contiguous run of
-// them, and the batches in (level, agent, stage) order, numbered from 1.
-func planBatches(items []planItem, limits BatchLimits) ([]planItem, []BatchRef) {
+// Requires outside run are deployed already and do not count. It returns
+// the indices (into all) reordered so that every batch is a contiguous run
+// of them, and the batches in (level, agent, stage) order, numbered from 1.
+func cut(all []Item, run []int, limits Limits) ([]int, []Batch) {
 	if limits.MaxResources <= 0 {
-		limits = DefaultBatchLimits
+		limits = DefaultLimits
 	}
-	n := len(items)
+	n := len(run)
+	items := make([]Item, n)
+	for i, k := range run {
+		items[i] = all[k]
+	}
 	index := make(map[string]int, n)
 	for i, it := range items {
-		index[it.id] = i
+		index[it.ID] = i
 	}
 	deps := make([][]int, n)
 	dependents := make([][]int, n)
 	indeg := make([]int, n)
 	for i, it := range items {
-		for _, r := range it.requires {
+		for _, r := range it.Requires {
 			if j, ok := index[r]; ok && j != i {
 				deps[i] = append(deps[i], j)
 				dependents[j] = append(dependents[j], i)
@@ -50,10 +55,10 @@ func planBatches(items []planItem, limits BatchLimits) ([]planItem, []BatchRef) 
 	// 1. Topological order; the ready set is kept sorted by (agent, id)
 	// so the plan does not depend on the input order.
 	less := func(a, b int) bool {
-		if items[a].agent != items[b].agent {
-			return items[a].agent < items[b].agent
+		if items[a].Agent != items[b].Agent {
+			return items[a].Agent < items[b].Agent
 		}
-		return items[a].id < items[b].id
+		return items[a].ID < items[b].ID
 	}
 	var ready []int
 	for i := range items {
@@ -104,7 +109,7 @@ func planBatches(items []planItem, limits BatchLimits) ([]planItem, []BatchRef) 
 				continue // inside a cycle
 			}
 			s := stage[j]
-			if items[j].agent != items[i].agent {
+			if items[j].Agent != items[i].Agent {
 				s++
 			}
 			stage[i] = max(stage[i], s)
@@ -119,26 +124,26 @@ func planBatches(items []planItem, limits BatchLimits) ([]planItem, []BatchRef) 
 		if stage[x] != stage[y] {
 			return stage[x] < stage[y]
 		}
-		return items[x].agent < items[y].agent
+		return items[x].Agent < items[y].Agent
 	})
 	batchOf := make([]int, n)
-	type cut struct {
+	type group struct {
 		agent   string
 		stage   int
 		members []int
 		bytes   int
 	}
-	var cuts []cut
+	var cuts []group
 	for _, i := range byGroup {
 		k := len(cuts) - 1
-		if k < 0 || cuts[k].stage != stage[i] || cuts[k].agent != items[i].agent ||
+		if k < 0 || cuts[k].stage != stage[i] || cuts[k].agent != items[i].Agent ||
 			len(cuts[k].members) >= limits.MaxResources ||
-			(limits.MaxBytes > 0 && cuts[k].bytes+items[i].size > limits.MaxBytes && len(cuts[k].members) > 0) {
-			cuts = append(cuts, cut{agent: items[i].agent, stage: stage[i]})
+			(limits.MaxBytes > 0 && cuts[k].bytes+items[i].Size > limits.MaxBytes && len(cuts[k].members) > 0) {
+			cuts = append(cuts, group{agent: items[i].Agent, stage: stage[i]})
 			k++
 		}
 		cuts[k].members = append(cuts[k].members, i)
-		cuts[k].bytes += items[i].size
+		cuts[k].bytes += items[i].Size
 		batchOf[i] = k
 	}
 
@@ -160,15 +165,15 @@ func planBatches(items []planItem, limits BatchLimits) ([]planItem, []BatchRef) 
 	}
 	sort.SliceStable(ck, func(a, b int) bool { return level[ck[a]] < level[ck[b]] })
 
-	out := make([]planItem, 0, n)
-	refs := make([]BatchRef, 0, len(cuts))
+	out := make([]int, 0, n)
+	refs := make([]Batch, 0, len(cuts))
 	for seq, k := range ck {
 		c := cuts[k]
 		for _, i := range c.members {
-			out = append(out, items[i])
+			out = append(out, run[i])
 		}
-		refs = append(refs, BatchRef{Seq: seq + 1, Agent: c.agent, Level: level[k], Count: len(c.members),
-			First: items[c.members[0]].id})
+		refs = append(refs, Batch{Seq: seq + 1, Agent: c.agent, Level: level[k], Count: len(c.members),
+			First: items[c.members[0]].ID})
 	}
 	return out, refs
 }

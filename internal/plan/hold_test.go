@@ -1,4 +1,4 @@
-package store
+package plan
 
 import (
 	"reflect"
@@ -7,13 +7,13 @@ import (
 
 func TestHoldUndefined(t *testing.T) {
 	t.Parallel()
-	item := func(id string, undefined bool, requires ...string) planItem {
-		return planItem{id: id, agent: "h", requires: requires, undefined: undefined}
+	item := func(id string, undefined bool, requires ...string) Item {
+		return Item{ID: id, Agent: "h", Requires: requires, Undefined: undefined}
 	}
 	type held struct{ id, result, why string }
 	tests := []struct {
 		name    string
-		items   []planItem
+		items   []Item
 		outside map[string]bool
 		run     []string
 		held    []held
@@ -21,13 +21,13 @@ func TestHoldUndefined(t *testing.T) {
 	}{
 		{
 			name:   "nothing undefined",
-			items:  []planItem{item("a", false), item("b", false, "a")},
+			items:  []Item{item("a", false), item("b", false, "a")},
 			run:    []string{"a", "b"},
 			reason: "a plan without undefined resources is left alone",
 		},
 		{
 			name:  "chain",
-			items: []planItem{item("d", false), item("c", false, "b"), item("b", false, "a"), item("a", true)},
+			items: []Item{item("d", false), item("c", false, "b"), item("b", false, "a"), item("a", true)},
 			run:   []string{"d"},
 			held: []held{
 				{"a", "undefined", "its attributes depend on values not known yet: a version that defines it deploys it"},
@@ -38,7 +38,7 @@ func TestHoldUndefined(t *testing.T) {
 		},
 		{
 			name:  "diamond",
-			items: []planItem{item("a", true), item("b", false, "a"), item("c", false, "b", "a")},
+			items: []Item{item("a", true), item("b", false, "a"), item("c", false, "b", "a")},
 			held: []held{
 				{"a", "undefined", "its attributes depend on values not known yet: a version that defines it deploys it"},
 				{"b", "skipped_for_undefined", "requires a, which is undefined"},
@@ -48,7 +48,7 @@ func TestHoldUndefined(t *testing.T) {
 		},
 		{
 			name:  "undefined requires undefined",
-			items: []planItem{item("a", true), item("b", true, "a")},
+			items: []Item{item("a", true), item("b", true, "a")},
 			held: []held{
 				{"a", "undefined", "its attributes depend on values not known yet: a version that defines it deploys it"},
 				{"b", "undefined", "its attributes depend on values not known yet: a version that defines it deploys it"},
@@ -57,7 +57,7 @@ func TestHoldUndefined(t *testing.T) {
 		},
 		{
 			name:    "outside the run",
-			items:   []planItem{item("b", false, "x"), item("c", false, "y"), item("d", false, "b")},
+			items:   []Item{item("b", false, "x"), item("c", false, "y"), item("d", false, "b")},
 			outside: map[string]bool{"x": true},
 			run:     []string{"c"},
 			held: []held{
@@ -66,18 +66,25 @@ func TestHoldUndefined(t *testing.T) {
 			},
 			reason: "an undefined resource the run does not cover holds its dependents too; y is not undefined",
 		},
+		{
+			name:    "outside but in the run",
+			items:   []Item{item("a", false), item("b", false, "a")},
+			outside: map[string]bool{"a": true},
+			run:     []string{"a", "b"},
+			reason:  "what the run covers is judged by its own item, not by outside",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			run, h := holdUndefined(tt.items, tt.outside)
 			var gotRun []string
-			for _, it := range run {
-				gotRun = append(gotRun, it.id)
+			for _, i := range run {
+				gotRun = append(gotRun, tt.items[i].ID)
 			}
 			var gotHeld []held
 			for _, x := range h {
-				gotHeld = append(gotHeld, held{x.id, x.result, x.why})
+				gotHeld = append(gotHeld, held{tt.items[x.Index].ID, x.Result, x.Why})
 			}
 			if !reflect.DeepEqual(gotRun, tt.run) || !reflect.DeepEqual(gotHeld, tt.held) {
 				t.Errorf("holdUndefined() =\n%q\n%q\nwant (%s)\n%q\n%q", gotRun, gotHeld, tt.reason, tt.run, tt.held)
