@@ -61,8 +61,8 @@ Examples:
 		if err != nil {
 			return err
 		}
-		if s.json {
-			return writeJSONArray(s.stdout, items)
+		if s.structured() {
+			return s.writeArray(items)
 		}
 		es, err := decodeItems[store.AuditEntry](items)
 		if err != nil {

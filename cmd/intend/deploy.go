@@ -117,7 +117,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	res, err := compileDir(ctx, dir, nil)
 	if err != nil {
 		pre.cancel(ctx)
-		return compileFailed(out, false, err)
+		return compileFailed(out, outputTable, err)
 	}
 	fmt.Fprintf(out, "→ compiled %s: %s\n", proj.Name, compileSummary(res))
 	st, err := pre.stack(ctx, out, so)
@@ -237,7 +237,7 @@ func (d *deployer) recompile() (*compiler.Result, error) {
 	}
 	res, err := compileDir(d.ctx, d.dir, facts)
 	if err != nil {
-		return nil, compileFailed(d.out, false, err)
+		return nil, compileFailed(d.out, outputTable, err)
 	}
 	return res, nil
 }

@@ -53,15 +53,15 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if !s.json {
+			if !s.structured() {
 				fmt.Fprintf(g.stdout, "%s\nuploaded as version %d (not released); dry-running it…\n", compileSummary(res), v.Version)
 			}
 			run, results, err := runDryrun(ctx, c, env, v.Version, timeout)
 			if err != nil {
 				return err
 			}
-			if s.json {
-				err = writeJSON(g.stdout, map[string]any{"version": v.Version, "run": run, "results": results})
+			if s.structured() {
+				err = s.write(map[string]any{"version": v.Version, "run": run, "results": results})
 			} else {
 				err = printDryrun(g.stdout, run, results, all)
 			}

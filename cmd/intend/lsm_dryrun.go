@@ -64,8 +64,8 @@ Examples:
 			if err := c.Do(cmd.Context(), http.MethodPost, path, body, &d); err != nil {
 				return err
 			}
-			if s.json {
-				if err := writeJSON(s.stdout, d); err != nil {
+			if s.structured() {
+				if err := s.write(d); err != nil {
 					return err
 				}
 			} else {

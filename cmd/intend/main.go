@@ -141,8 +141,10 @@ Every flag can also be set with the environment variable named in its help.
 
 The REST client commands (env, versions, rollback, resource, agent, runs, deploy-now,
 repair-now, halt, resume) talk to a running server; they take --server,
---token, -e/--environment, --project-dir and --json, and print tables
-(--json: the server's JSON, a list as one array).
+--token, -e/--environment, --project-dir and -o/--output, and print tables.
+-o wide: the tables with more columns (ids, times, workflow ids…); -o json
+(or --json): the server's JSON, a list as one array; -o yaml: the same data
+as YAML.
 
 ` + clientSettingsHelp + `
 

@@ -71,17 +71,19 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			rs, err := decodeItems[store.ResourceState](items)
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "ID", "AGENT", "RESULT", "COMPLIANCE", "VERSION", "LAST ATTEMPT", "FLAGS")
+			t := s.table([]string{"ID", "AGENT", "RESULT", "COMPLIANCE", "VERSION", "LAST ATTEMPT", "FLAGS"},
+				"TYPE", "LAST SUCCESS", "CHANGED", "INTENT HASH", "DEPLOYED HASH")
 			for _, r := range rs {
 				t.row(r.ResourceID, r.Agent, r.LastResult, r.Compliance, versionNumber(r.IntentVersion),
-					shortTimePtr(r.LastAttempt), stateFlags(r))
+					shortTimePtr(r.LastAttempt), stateFlags(r),
+					r.Type, shortTimePtr(r.LastSuccess), yesNo(r.LastProducedChange), shortHash(r.IntentHash), shortHash(r.DeployedHash))
 			}
 			return t.flush()
 		},
@@ -133,8 +135,8 @@ Example:
 			if err := c.Do(cmd.Context(), http.MethodGet, apiclient.EnvPath(env, "resources", args[0]), nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var r resourceDetail
 			if err := decode(raw, &r); err != nil {
@@ -213,8 +215,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			acts, err := decodeItems[store.Action](items)
 			if err != nil {

@@ -119,8 +119,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			vs, err := decodeItems[store.VersionInfo](items)
 			if err != nil {
@@ -130,14 +130,16 @@ Examples:
 			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env), nil, &e); err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "VERSION", "RESOURCES", "CHANGED", "CREATED", "RELEASED", "CURRENT")
+			t := s.table([]string{"VERSION", "RESOURCES", "CHANGED", "CREATED", "RELEASED", "CURRENT"},
+				"EXPORTED BY", "RELEASED BY", "KEPT")
 			for _, v := range vs {
 				current := ""
 				if e.ReleasedVersion != nil && *e.ReleasedVersion == v.Version {
 					current = "released"
 				}
 				t.row(strconv.FormatInt(v.Version, 10), strconv.Itoa(v.ResourceCount), strconv.Itoa(v.ChangedCount),
-					shortTime(v.CreatedAt), shortTimePtr(v.ReleasedAt), current)
+					shortTime(v.CreatedAt), shortTimePtr(v.ReleasedAt), current,
+					v.ExportedBy, v.ReleasedBy, strconv.Itoa(v.KeptInstanceResources))
 			}
 			return t.flush()
 		},
@@ -168,7 +170,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
+			if s.structured() {
 				whole := page.Head
 				items := page.Items
 				if items == nil {
@@ -179,7 +181,7 @@ Examples:
 					return err
 				}
 				whole["resources"] = b
-				return writeJSON(s.stdout, whole)
+				return s.write(whole)
 			}
 			head, err := json.Marshal(page.Head)
 			if err != nil {
@@ -253,8 +255,8 @@ Examples:
 				nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var rel store.Release
 			if err := decode(raw, &rel); err != nil {
@@ -319,8 +321,8 @@ Examples:
 				nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var rb store.Rollback
 			if err := decode(raw, &rb); err != nil {
@@ -407,8 +409,8 @@ Examples:
 				}
 				after = page.Next
 			}
-			if s.json {
-				return writeJSON(s.stdout, d)
+			if s.structured() {
+				return s.write(d)
 			}
 			w := s.stdout
 			fmt.Fprintf(w, "version %d → %d: %d added, %d removed, %d modified\n",
