@@ -53,6 +53,7 @@ type clientSettings struct {
 	server, token, env string
 	projectDir         string
 	output             outputFormat // -o; --json sets it too
+	color              colorMode    // --color, on the commands that print changes
 	// TLS: the CA to trust instead of the system's, and a client
 	// certificate for a server that asks for one.
 	caCert, clientCert, clientKey string

@@ -115,6 +115,28 @@ func TestCLIOutputFormats(t *testing.T) {
 		t.Errorf("versions show -o yaml has no literal block for the content:\n%s", out)
 	}
 
+	// versions diff: content changed over several lines is a unified diff
+	// under the attribute, plain into a pipe (NO_COLOR or not), coloured
+	// with --color always.
+	plain := "~ " + id + "\n    content:\n      @@ -1,3 +1,4 @@\n       one\n      -two\n      +2\n       three\n      +four\n"
+	out := ok(t, vars, "versions", "diff", "1", "2")
+	if !strings.HasSuffix(out, plain) || strings.Contains(out, "\x1b") {
+		t.Errorf("versions diff into a buffer:\n%q\nwant it to end with:\n%q", out, plain)
+	}
+	colored := "    content:\n      \x1b[1;36m@@ -1,3 +1,4 @@\x1b[0m\n       one\n      \x1b[31m-two\x1b[0m\n      \x1b[32m+2\x1b[0m\n"
+	if out := ok(t, vars, "versions", "diff", "1", "2", "--color", "always"); !strings.Contains(out, colored) {
+		t.Errorf("versions diff --color always:\n%q\nwant:\n%q", out, colored)
+	}
+	noColor := map[string]string{"NO_COLOR": "1"}
+	for k, v := range vars {
+		noColor[k] = v
+	}
+	if out := ok(t, noColor, "versions", "diff", "1", "2", "--color", "auto"); out != ok(t, vars, "versions", "diff", "1", "2", "--color", "never") {
+		t.Errorf("versions diff with NO_COLOR differs from --color never:\n%q", out)
+	}
+	fails(t, vars, exitUsage, []string{`invalid argument "yes" for "--color" flag: want auto, always or never`},
+		"versions", "diff", "1", "2", "--color", "yes")
+
 	// -o wide: the table's columns, then more; -o table is the default.
 	// The values only -o wide shows, from the JSON.
 	var env struct {

@@ -189,7 +189,10 @@ func resourceLogsCommand(s *clientSettings) *cobra.Command {
 		Long: `Show the last --limit actions on resource RID (oldest of them first, as a
 log reads), each with what it changed, the log lines its adapter wrote and
 its error: GET /api/v1/environments/{env}/resources/{rid}/actions
-(following the pages). With --json, the actions as the server sent them,
+(following the pages). Text of several lines changes as a unified diff,
+coloured on a terminal (red removed, green added, cyan hunk headers;
+--color always or never overrides, NO_COLOR turns the automatic colour
+off). With --json, the actions as the server sent them,
 newest first.
 
 Examples:
@@ -223,8 +226,9 @@ Examples:
 				return err
 			}
 			slices.Reverse(acts)
+			p := s.palette()
 			for _, a := range acts {
-				if err := writeAction(s.stdout, a); err != nil {
+				if err := writeAction(s.stdout, p, a); err != nil {
 					return err
 				}
 			}
@@ -233,14 +237,16 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.IntVar(&limit, "limit", 20, "how many of the newest actions to show")
+	s.colorFlag(cmd)
 	f.StringVar(&action, "action", "", "only actions of this kind: deploy, repair or dryrun")
 	f.StringVar(&result, "result", "", "only actions with this result, such as deployed or failed")
 	return cmd
 }
 
 // writeAction prints one action record: a header line, then its changes,
-// log lines and error, indented.
-func writeAction(w io.Writer, a store.Action) error {
+// log lines and error, indented; text of several lines changes as a
+// unified diff, coloured by p.
+func writeAction(w io.Writer, p palette, a store.Action) error {
 	fmt.Fprintf(w, "%s  %s  %s  version %d", shortTime(a.StartedAt), a.Action, a.Result, a.Version)
 	if d := duration(&a.StartedAt, &a.FinishedAt); d != "" {
 		fmt.Fprintf(w, "  took %s", d)
@@ -264,8 +270,7 @@ func writeAction(w io.Writer, a store.Action) error {
 			}
 			slices.Sort(names)
 			for _, n := range names {
-				if changes[n].Diff != "" {
-					writeTextDiff(w, "    changed "+n+":", "      ", changes[n])
+				if p.writeChangeDiff(w, "    changed "+n+":", "      ", changes[n]) {
 					continue
 				}
 				fmt.Fprintf(w, "    changed %s: %s → %s\n", n, diffValue(changes[n].From), diffValue(changes[n].To))

@@ -364,19 +364,25 @@ type modifiedResource struct {
 }
 
 func versionDiffCommand(s *clientSettings) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "diff A B",
 		Short: "Show what changed from version A to version B",
 		Long: `Show what changed from version A to version B of the environment: the
 resources added (+), removed (-) and modified (~), with each changed
 attribute, requires and flag as "from → to" (null: absent on that side).
+A text attribute of several lines (on either side) shows as a unified
+diff instead: hunks "@@ -l,s +l,s @@", lines removed "-", added "+",
+unchanged " ", indented under the attribute's name. On a terminal the diff
+is coloured (red removed, green added, cyan hunk headers); --color always
+or never overrides, and NO_COLOR turns the automatic colour off.
 B may be older than A (a reverse diff). GET
 /api/v1/environments/{env}/versions/{a}/diff/{b}; 404 if either version
 does not exist (for example, pruned).
 
 Examples:
   intend versions diff 3 4 -e prod
-  intend versions diff released latest`,
+  intend versions diff released latest
+  intend versions diff 3 4 --color always | less -R`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -412,14 +418,14 @@ Examples:
 			if s.structured() {
 				return s.write(d)
 			}
-			w := s.stdout
+			w, p := s.stdout, s.palette()
 			fmt.Fprintf(w, "version %d → %d: %d added, %d removed, %d modified\n",
 				d.From, d.To, len(d.Added), len(d.Removed), len(d.Modified))
 			for _, id := range d.Added {
-				fmt.Fprintf(w, "+ %s\n", id)
+				fmt.Fprintln(w, p.added("+ "+id))
 			}
 			for _, id := range d.Removed {
-				fmt.Fprintf(w, "- %s\n", id)
+				fmt.Fprintln(w, p.removed("- "+id))
 			}
 			for _, m := range d.Modified {
 				fmt.Fprintf(w, "~ %s\n", m.ID)
@@ -430,12 +436,17 @@ Examples:
 				slices.Sort(names)
 				for _, n := range names {
 					ch := m.Changes[n]
+					if p.writeChangeDiff(w, "    "+n+":", "      ", recordedChange{From: ch.From, To: ch.To}) {
+						continue
+					}
 					fmt.Fprintf(w, "    %s: %s → %s\n", n, diffValue(ch.From), diffValue(ch.To))
 				}
 			}
 			return nil
 		},
 	}
+	s.colorFlag(cmd)
+	return cmd
 }
 
 // diffValue shows one side of a change; an absent side is null.
