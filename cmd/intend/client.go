@@ -89,6 +89,13 @@ func (g *globals) clientFlags(cmd *cobra.Command) *clientSettings {
 		"present this client certificate (PEM) to a server that asks for one (env INTEND_CLIENT_CERT)")
 	f.StringVar(&s.clientKey, "client-key", g.env("INTEND_CLIENT_KEY", ""),
 		"the private key of --client-cert (env INTEND_CLIENT_KEY)")
+	// Shell completion: -e asks the server (completion.go), -o knows.
+	_ = cmd.RegisterFlagCompletionFunc("environment", s.completeFlag(listEnvironments))
+	_ = cmd.RegisterFlagCompletionFunc("output", outputCompletion)
+	if g.clients == nil {
+		g.clients = map[*cobra.Command]*clientSettings{}
+	}
+	g.clients[cmd] = s
 	return s
 }
 

@@ -46,6 +46,9 @@ func colorFlag(f *pflag.FlagSet, m *colorMode) {
 	f.Var(m, "color", "colour diffs: auto (when standard output is a terminal and NO_COLOR is not set), always or never")
 }
 
+// colorCompletion completes --color.
+var colorCompletion = fixedCompletion("auto", "always", "never")
+
 // colorOn decides whether to colour: always and never say so; auto
 // colours a terminal, unless NO_COLOR is set (https://no-color.org: a
 // flag given on the command line still wins).
@@ -72,7 +75,10 @@ func newPalette(mode colorMode, getenv func(string) string, w io.Writer) palette
 }
 
 // colorFlag adds --color to cmd, a command that prints changes.
-func (s *clientSettings) colorFlag(cmd *cobra.Command) { colorFlag(cmd.Flags(), &s.color) }
+func (s *clientSettings) colorFlag(cmd *cobra.Command) {
+	colorFlag(cmd.Flags(), &s.color)
+	_ = cmd.RegisterFlagCompletionFunc("color", colorCompletion)
+}
 
 // palette is the palette of the command's standard output.
 func (s *clientSettings) palette() palette { return newPalette(s.color, s.getenv, s.stdout) }

@@ -74,6 +74,7 @@ Examples:
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change instead of deploying")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the deploy after this long")
 	colorFlag(cmd.Flags(), &color)
+	_ = cmd.RegisterFlagCompletionFunc("color", colorCompletion)
 	return cmd
 }
 

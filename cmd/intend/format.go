@@ -91,6 +91,10 @@ func outputFlags(f *pflag.FlagSet, o *outputFormat) {
 	f.Lookup("json").NoOptDefVal = "true"
 }
 
+// outputCompletion completes -o.
+var outputCompletion = fixedCompletion("table\ta table (the default)", "wide\tthe table with more columns",
+	"json\tthe server's JSON", "yaml\tthe server's data as YAML")
+
 // structured reports whether -o asks for the server's data (json or
 // yaml) rather than a table.
 func (s *clientSettings) structured() bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,23 @@ services: vm: #VM
 	// (A time is two fields.)
 	if row := rowOf(t, out, id); len(row) != 10 || row[6] != "1" || row[9] != "no" {
 		t.Errorf("list -o wide row %v\n%s", row, out)
+	}
+	// Shell completion: entities, then the entity's instances by id and
+	// by identity.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"lsm", "show", ""}, []string{"vm"}},
+		{[]string{"lsm", "show", "vm", ""}, []string{id, "web"}},
+		{[]string{"lsm", "diagnose", "vm", "w"}, []string{"web"}},
+		{[]string{"lsm", "log", "vm", id[:4]}, []string{id}},
+		{[]string{"lsm", "list", "v"}, []string{"vm"}},
+		{[]string{"lsm", "show", "vm", "web", ""}, nil},
+	} {
+		if got := complete(t, vars, tc.args...); !slices.Equal(got.values, tc.want) || got.directive != directiveNoFileComp {
+			t.Errorf("intend __complete %q offered %q %s, want %q", tc.args, got.values, got.directive, tc.want)
+		}
 	}
 	out = ok(t, vars, "lsm", "show", "vm", "web")
 	if field(t, out, "state") != "start" || !strings.Contains(field(t, out, "candidate"), `"memory":4`) {
