@@ -48,7 +48,8 @@ not reported for 30 seconds): GET /api/v1/environments/{env}/agents.
 
 Examples:
   intend agent list -e prod
-  intend agent list --json | jq -r '.[] | select(.paused) | .name'`,
+  intend agent list --json | jq -r '.[] | select(.paused) | .name'
+  intend agent list -o wide         # with the executors' hosts, versions and last report`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, env, err := s.envClient(nil)

@@ -195,7 +195,8 @@ done, failed or preempted; its counters are live while it runs.
 
 Examples:
   intend runs list -e prod
-  intend runs list --limit 5 --json`,
+  intend runs list --limit 5 --json
+  intend runs list -o wide          # with the start, end and workflow id`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 || limit > 1000 {

@@ -154,7 +154,8 @@ name): GET /api/v1/environments?project=P.
 
 Examples:
   intend env list
-  intend env list --project web --json`,
+  intend env list --project web --json
+  intend env list -o wide           # with the ids, creation time and auto_deploy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := s.client()

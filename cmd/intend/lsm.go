@@ -31,6 +31,7 @@ entity's lifecycle.
   intend lsm catalog                 the service entities
   intend lsm catalog vm              one entity: attributes, lifecycle, counts
   intend lsm list vm --state up      its instances
+  intend lsm list vm -o wide         with their entity versions and creation times
   intend lsm show vm web             one instance (by id or identity)
   intend lsm log vm web              its versions, newest first
   intend lsm diagnose vm web         why it was rejected or failed
@@ -44,7 +45,7 @@ entity's lifecycle.
   intend lsm callback add https://hooks.example.com/intend --entity vm
   intend lsm order sites.json --wait  several creates, updates, deletes at once
   intend lsm order show ID           one order and its items' outcomes
-  intend lsm orders                  the environment's orders
+  intend lsm orders                  the environment's orders (-o wide: who asked, failures)
   intend lsm watch vm web            its transfers as they happen
   intend lsm config vm --auto-transfers=false
   intend lsm expert vm web --state up --reason "repaired by hand"

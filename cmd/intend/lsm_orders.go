@@ -41,7 +41,8 @@ Examples:
   intend lsm order sites.json --wait
   intend lsm order sites.json --idempotency-key sites-2026-11-24
   intend lsm order show 01937e0c-...      one order and its items
-  intend lsm orders --status running      the environment's orders`,
+  intend lsm orders --status running      the environment's orders
+  intend lsm orders -o wide               with the failed items, who asked and when it started`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var body []byte

@@ -51,7 +51,8 @@ by id: GET /api/v1/environments/{env}/resources?agent=&type=&result=&compliance=
 Examples:
   intend resource list -e prod
   intend resource list --result failed
-  intend resource list --compliance non_compliant --json | jq -r '.[].id'`,
+  intend resource list --compliance non_compliant --json | jq -r '.[].id'
+  intend resource list -o wide      # with the type, last success and hashes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, env, err := s.envClient(nil)

@@ -178,7 +178,8 @@ not stored.
 
 Examples:
   intend token list
-  intend token list --revoked --json`,
+  intend token list --revoked --json
+  intend token list -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := s.client()

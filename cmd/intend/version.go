@@ -107,7 +107,8 @@ GET /api/v1/environments/{env}/versions (the newest 1000).
 
 Examples:
   intend versions list -e prod
-  intend versions list --json | jq '.[0].version'`,
+  intend versions list --json | jq '.[0].version'
+  intend versions list -o wide      # with who exported and released each`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, env, err := s.envClient(nil)
