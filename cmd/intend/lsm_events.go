@@ -76,7 +76,7 @@ func watchInstance(ctx context.Context, s *clientSettings, c *apiclient.Client, 
 				if _, err := io.WriteString(s.stdout, "---\n"); err != nil {
 					return err
 				}
-				return s.write(ev.Data)
+				return s.write(json.RawMessage(ev.Data))
 			}
 			if s.structured() {
 				var b bytes.Buffer
