@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -47,7 +48,8 @@ not reported for 30 seconds): GET /api/v1/environments/{env}/agents.
 
 Examples:
   intend agent list -e prod
-  intend agent list --json | jq -r '.[] | select(.paused) | .name'`,
+  intend agent list --json | jq -r '.[] | select(.paused) | .name'
+  intend agent list -o wide         # with the executors' hosts, versions and last report`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, env, err := s.envClient(nil)
@@ -58,23 +60,34 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			as, err := decodeItems[agentView](items)
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "AGENT", "PAUSED", "EXECUTORS", "FIRST SEEN")
+			t := s.table([]string{"AGENT", "PAUSED", "EXECUTORS", "FIRST SEEN"}, "HOSTS", "EXECUTOR VERSIONS", "LAST SEEN")
 			for _, a := range as {
 				names := make([]string, len(a.Executors))
+				hosts := make([]string, len(a.Executors))
+				versions := make([]string, len(a.Executors))
+				var lastSeen time.Time
 				for i, e := range a.Executors {
 					names[i] = e.Name
 					if !e.Live {
 						names[i] += "*"
 					}
+					hosts[i], versions[i] = e.Hostname, e.Version
+					if e.Embedded {
+						hosts[i] += "(embedded)"
+					}
+					if e.LastSeen.After(lastSeen) {
+						lastSeen = e.LastSeen
+					}
 				}
-				t.row(a.Name, yesNo(a.Paused), strings.Join(names, ","), shortTime(a.FirstSeen))
+				t.row(a.Name, yesNo(a.Paused), strings.Join(names, ","), shortTime(a.FirstSeen),
+					strings.Join(hosts, ","), strings.Join(versions, ","), shortTime(lastSeen))
 			}
 			return t.flush()
 		},
@@ -115,8 +128,8 @@ The server answers 204 without a body; --json prints
 			if err := c.Do(cmd.Context(), http.MethodPost, apiclient.EnvPath(env, "agents", args[0], verb), nil, nil); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, map[string]any{"environment": env, "agent": args[0], "paused": pause})
+			if s.structured() {
+				return s.write(map[string]any{"environment": env, "agent": args[0], "paused": pause})
 			}
 			fmt.Fprintf(s.stdout, "agent %s of %s %s\n", args[0], env, done)
 			return nil

@@ -31,6 +31,7 @@ Examples:
   intend audit -e prod
   intend audit -e prod --actor token:ci --action version.
   intend audit --all --since 2026-11-24T00:00:00Z --json
+  intend audit -e prod -o wide      # with the actor's kind and the detail
 
 ` + clientSettingsHelp,
 		Args: cobra.NoArgs,
@@ -61,17 +62,21 @@ Examples:
 		if err != nil {
 			return err
 		}
-		if s.json {
-			return writeJSONArray(s.stdout, items)
+		if s.structured() {
+			return s.writeArray(items)
 		}
 		es, err := decodeItems[store.AuditEntry](items)
 		if err != nil {
 			return err
 		}
-		t := newTable(s.stdout, "ID", "AT", "ENVIRONMENT", "ACTOR", "FROM", "ACTION", "STATUS", "PATH")
+		t := s.table([]string{"ID", "AT", "ENVIRONMENT", "ACTOR", "FROM", "ACTION", "STATUS", "PATH"}, "ACTOR KIND", "DETAIL")
 		for _, e := range es {
+			detail := ""
+			if len(e.Detail) > 0 && string(e.Detail) != "null" {
+				detail = compactJSON(e.Detail)
+			}
 			t.row(strconv.FormatInt(e.ID, 10), shortTime(e.At), e.Environment, e.Actor, e.RemoteAddr, e.Action,
-				strconv.Itoa(e.Status), e.Method+" "+e.Path)
+				strconv.Itoa(e.Status), e.Method+" "+e.Path, e.ActorKind, detail)
 		}
 		return t.flush()
 	}

@@ -42,7 +42,7 @@ and environment), and for the server the default ` + defaultServer + `.`
 
 // clientSettings are the settings of the commands that talk to a server's
 // REST API: where the server is, the token to send, the environment to
-// act on, and whether to print JSON. Each of server, token and
+// act on, and how to print (-o). Each of server, token and
 // environment is resolved on its own: flag > INTEND_* variable > .intend
 // > intend.yaml (server and environment) > default.
 type clientSettings struct {
@@ -52,7 +52,8 @@ type clientSettings struct {
 	// The flags; "" when not given.
 	server, token, env string
 	projectDir         string
-	json               bool
+	output             outputFormat // -o; --json sets it too
+	color              colorMode    // --color, on the commands that print changes
 	// TLS: the CA to trust instead of the system's, and a client
 	// certificate for a server that asks for one.
 	caCert, clientCert, clientKey string
@@ -81,14 +82,20 @@ func (g *globals) clientFlags(cmd *cobra.Command) *clientSettings {
 		"environment (id or name) to act on (env INTEND_ENVIRONMENT; else .intend, then intend.yaml)")
 	f.StringVar(&s.projectDir, "project-dir", ".",
 		"project directory whose .intend and intend.yaml supply settings not given otherwise")
-	f.BoolVar(&s.json, "json", false,
-		"print the server's JSON (a list as one JSON array) instead of a table")
+	outputFlags(f, &s.output)
 	f.StringVar(&s.caCert, "ca-cert", g.env("INTEND_CA_CERT", ""),
 		"trust the server's certificate when this CA (PEM) signed it, instead of the system's CAs (env INTEND_CA_CERT)")
 	f.StringVar(&s.clientCert, "client-cert", g.env("INTEND_CLIENT_CERT", ""),
 		"present this client certificate (PEM) to a server that asks for one (env INTEND_CLIENT_CERT)")
 	f.StringVar(&s.clientKey, "client-key", g.env("INTEND_CLIENT_KEY", ""),
 		"the private key of --client-cert (env INTEND_CLIENT_KEY)")
+	// Shell completion: -e asks the server (completion.go), -o knows.
+	_ = cmd.RegisterFlagCompletionFunc("environment", s.completeFlag(listEnvironments))
+	_ = cmd.RegisterFlagCompletionFunc("output", outputCompletion)
+	if g.clients == nil {
+		g.clients = map[*cobra.Command]*clientSettings{}
+	}
+	g.clients[cmd] = s
 	return s
 }
 

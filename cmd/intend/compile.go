@@ -50,7 +50,11 @@ Examples:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := compileDir(cmd.Context(), dirArg(args), nil)
 			if err != nil {
-				return compileFailed(g.stdout, asJSON, err)
+				format := outputTable
+				if asJSON {
+					format = outputJSON
+				}
+				return compileFailed(g.stdout, format, err)
 			}
 			if asJSON {
 				return writeJSON(g.stdout, json.RawMessage(res.Export()))
@@ -81,17 +85,17 @@ func compileDir(ctx context.Context, dir string, facts map[string]map[string]jso
 	return compiler.Compile(ctx, compiler.Options{Dir: dir, Facts: facts})
 }
 
-// compileFailed prints a failed compile's errors as JSON when asked (the
+// compileFailed prints a failed compile's errors as JSON or YAML when asked (the
 // error itself then carries only the count) and makes it exit 1.
-func compileFailed(w io.Writer, asJSON bool, err error) error {
+func compileFailed(w io.Writer, format outputFormat, err error) error {
 	var errs compiler.Errors
 	if !errors.As(err, &errs) {
 		return err
 	}
-	if !asJSON {
+	if format != outputJSON && format != outputYAML {
 		return fmt.Errorf("the model does not compile: %w", err)
 	}
-	if werr := writeJSON(w, map[string]any{"errors": errs}); werr != nil {
+	if werr := writeData(w, format, map[string]any{"errors": errs}); werr != nil {
 		return werr
 	}
 	if len(errs) == 1 {
@@ -198,7 +202,7 @@ Examples:
 				}
 				res, err := compileDir(ctx, dir, nil)
 				if err != nil {
-					return compileFailed(g.stdout, s.json, err)
+					return compileFailed(g.stdout, s.output, err)
 				}
 				body := res.Export()
 				if partial {
@@ -227,8 +231,8 @@ Examples:
 				}
 				rel = &r
 			}
-			if s.json {
-				return writeJSON(g.stdout, map[string]any{"version": v, "release": rel})
+			if s.structured() {
+				return s.write(map[string]any{"version": v, "release": rel})
 			}
 			fmt.Fprintf(g.stdout, "%s\nexported version %d of %s: %d resources, %d changed\n",
 				compileSummary(res), v.Version, env, v.ResourceCount, v.ChangedCount)
@@ -264,7 +268,7 @@ func (s *clientSettings) projectArg(args []string) string {
 
 // push compiles the project in dir with the environment's facts and
 // uploads the result as a new version (of the named sets, if partial).
-// Compile errors are printed to w as JSON when --json is given.
+// Compile errors are printed to w as JSON or YAML when -o asks.
 func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, partial bool, sets []string) (
 	c *apiclient.Client, env string, res *compiler.Result, v store.VersionInfo, err error) {
 	if c, env, err = s.envClient(nil); err != nil {
@@ -275,7 +279,7 @@ func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, part
 		return
 	}
 	if res, err = compileDir(ctx, dir, facts); err != nil {
-		err = compileFailed(w, s.json, err)
+		err = compileFailed(w, s.output, err)
 		return
 	}
 	if err = uploadSource(ctx, c, env, dir); err != nil {

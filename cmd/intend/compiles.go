@@ -69,8 +69,8 @@ Examples:
 				return err
 			}
 			if !wait {
-				if s.json {
-					return writeJSON(s.stdout, comp)
+				if s.structured() {
+					return s.write(comp)
 				}
 				fmt.Fprintf(s.stdout, "compile %d %s (%s, merged %d); 'intend compiles show %d -e %s' follows it\n",
 					comp.ID, comp.Status, comp.WorkflowID, comp.Merged, comp.ID, env)
@@ -123,17 +123,19 @@ func compilesListCommand(s *clientSettings) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			comps, err := decodeItems[store.Compile](items)
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "ID", "STATUS", "REASON", "REQUESTED", "TOOK", "COMMIT", "VERSION", "ERRORS")
+			t := s.table([]string{"ID", "STATUS", "REASON", "REQUESTED", "TOOK", "COMMIT", "VERSION", "ERRORS"},
+				"MERGED", "STARTED", "FINISHED", "REPOSITORY", "BRANCH", "WORKFLOW ID")
 			for _, comp := range comps {
 				t.row(strconv.FormatInt(comp.ID, 10), comp.Status, comp.Reason, shortTime(comp.RequestedAt),
-					duration(comp.StartedAt, comp.FinishedAt), shortCommit(comp.Commit), versionCell(comp), strconv.Itoa(len(compileErrors(comp))))
+					duration(comp.StartedAt, comp.FinishedAt), shortCommit(comp.Commit), versionCell(comp), strconv.Itoa(len(compileErrors(comp))),
+					strconv.Itoa(comp.Merged), shortTimePtr(comp.StartedAt), shortTimePtr(comp.FinishedAt), comp.RepoURL, comp.Branch, comp.WorkflowID)
 			}
 			return t.flush()
 		},
@@ -165,8 +167,8 @@ func compilesShowCommand(s *clientSettings) *cobra.Command {
 
 // printCompile prints a compile's report; a failed compile exits 1.
 func printCompile(s *clientSettings, comp store.Compile) error {
-	if s.json {
-		if err := writeJSON(s.stdout, comp); err != nil {
+	if s.structured() {
+		if err := s.write(comp); err != nil {
 			return err
 		}
 	} else {

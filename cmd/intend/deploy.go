@@ -25,6 +25,7 @@ func deployCommand(g *globals) *cobra.Command {
 	var dataDir, envName string
 	var keep, dryRun bool
 	var timeout time.Duration
+	var color colorMode
 	cmd := &cobra.Command{
 		Use:   "deploy [DIR]",
 		Short: "Embedded all-in-one deploy of a project: start PostgreSQL, Temporal and the server, compile, deploy, stop",
@@ -39,7 +40,10 @@ compiles and stop again), exports the result as a new version of the project's e
 it, and shows live progress (resources done / total, each failure as it
 happens) and a summary table; it prints the Temporal UI address and stops
 everything, unless --keep-running is given. With --dry-run it shows what
-would change, resource by resource, instead of deploying.
+would change, resource by resource, instead of deploying: as intend
+dryrun, text of several lines as a unified diff, coloured on a terminal
+(--color always or never overrides, NO_COLOR turns the automatic colour
+off).
 
 State survives in <data-dir> (default DIR/data/deploy): a second run only
 deploys what changed. Resources that wait for a fact (undefined) are
@@ -55,7 +59,12 @@ Examples:
   intend deploy . --keep-running    # then browse the Temporal UI`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return embeddedDeploy(cmd.Context(), g, dirArg(args), dataDir, envName, keep, dryRun, timeout)
+			var dry *palette // not a dry run
+			if dryRun {
+				p := newPalette(color, g.getenv, g.stdout)
+				dry = &p
+			}
+			return embeddedDeploy(cmd.Context(), g, dirArg(args), dataDir, envName, keep, dry, timeout)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", ""),
@@ -64,6 +73,8 @@ Examples:
 	cmd.Flags().BoolVar(&keep, "keep-running", false, "keep everything running after the deploy, until interrupted")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change instead of deploying")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the deploy after this long")
+	colorFlag(cmd.Flags(), &color)
+	_ = cmd.RegisterFlagCompletionFunc("color", colorCompletion)
 	return cmd
 }
 
@@ -71,7 +82,8 @@ Examples:
 // scheduler's last steps before it stops (milliseconds when all is well).
 const quiesceWait = 3 * time.Second
 
-func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName string, keep, dryRun bool, timeout time.Duration) error {
+// dryRun, when not nil, asks for a dry run printed with its palette.
+func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName string, keep bool, dryRun *palette, timeout time.Duration) error {
 	out := g.stdout
 	proj, err := project.Load(dir)
 	if err != nil {
@@ -117,7 +129,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	res, err := compileDir(ctx, dir, nil)
 	if err != nil {
 		pre.cancel(ctx)
-		return compileFailed(out, false, err)
+		return compileFailed(out, outputTable, err)
 	}
 	fmt.Fprintf(out, "→ compiled %s: %s\n", proj.Name, compileSummary(res))
 	st, err := pre.stack(ctx, out, so)
@@ -151,7 +163,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 			return err
 		}
 	}
-	if dryRun {
+	if dryRun != nil {
 		v, err := d.export(res)
 		if err != nil {
 			return err
@@ -160,7 +172,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 		if err != nil {
 			return err
 		}
-		if err := printDryrun(out, run, results, false); err != nil {
+		if err := printDryrun(out, *dryRun, run, results, false); err != nil {
 			return err
 		}
 	} else {
@@ -237,7 +249,7 @@ func (d *deployer) recompile() (*compiler.Result, error) {
 	}
 	res, err := compileDir(d.ctx, d.dir, facts)
 	if err != nil {
-		return nil, compileFailed(d.out, false, err)
+		return nil, compileFailed(d.out, outputTable, err)
 	}
 	return res, nil
 }

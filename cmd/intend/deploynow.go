@@ -73,8 +73,8 @@ Examples:
 			return err
 		}
 		if !wait {
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			fmt.Fprintf(s.stdout, "%s request %d queued (%s); 'intend runs list -e %s' follows it\n", what, req.ID, req.Reason, env)
 			return nil
@@ -95,13 +95,13 @@ Examples:
 		if run.Run == 0 {
 			return fmt.Errorf("%s request %d ended without a run", what, req.ID)
 		}
-		if s.json {
+		if s.structured() {
 			// The run as the server has it now, not as decoded.
 			var runRaw json.RawMessage
 			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "runs", strconv.FormatInt(run.Run, 10)), nil, &runRaw); err != nil {
 				return err
 			}
-			if err := writeJSON(s.stdout, runRaw); err != nil {
+			if err := s.write(runRaw); err != nil {
 				return err
 			}
 		} else {
@@ -162,8 +162,8 @@ Example:
 		if err := c.Do(cmd.Context(), http.MethodPost, apiclient.EnvPath(env, verb), nil, &raw); err != nil {
 			return err
 		}
-		if s.json {
-			return writeJSON(s.stdout, raw)
+		if s.structured() {
+			return s.write(raw)
 		}
 		fmt.Fprintf(s.stdout, "environment %s %s\n", env, done)
 		return nil
@@ -195,7 +195,8 @@ done, failed or preempted; its counters are live while it runs.
 
 Examples:
   intend runs list -e prod
-  intend runs list --limit 5 --json`,
+  intend runs list --limit 5 --json
+  intend runs list -o wide          # with the start, end and workflow id`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 || limit > 1000 {
@@ -210,20 +211,22 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			runs, err := decodeItems[store.DeployRun](items)
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "RUN", "ACTION", "STATUS", "VERSION", "REQUESTED", "TOOK",
-				"TOTAL", "DEPLOYED", "FAILED", "SKIPPED", "UNAVAILABLE", "REASON")
+			t := s.table([]string{"RUN", "ACTION", "STATUS", "VERSION", "REQUESTED", "TOOK",
+				"TOTAL", "DEPLOYED", "FAILED", "SKIPPED", "UNAVAILABLE", "REASON"},
+				"STARTED", "FINISHED", "WORKFLOW ID")
 			for _, r := range runs {
 				t.row(strconv.FormatInt(r.Run, 10), r.Action, r.Status, strconv.FormatInt(r.Version, 10),
 					shortTime(r.RequestedAt), duration(r.StartedAt, r.FinishedAt), strconv.Itoa(r.Total),
 					strconv.Itoa(r.Deployed), strconv.Itoa(r.Failed), strconv.Itoa(r.Skipped),
-					strconv.Itoa(r.Unavailable), r.Reason)
+					strconv.Itoa(r.Unavailable), r.Reason,
+					shortTimePtr(r.StartedAt), shortTimePtr(r.FinishedAt), r.WorkflowID)
 			}
 			return t.flush()
 		},
@@ -252,8 +255,8 @@ Example:
 			if err := c.Do(cmd.Context(), http.MethodGet, apiclient.EnvPath(env, "runs", args[0]), nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var r store.DeployRun
 			if err := decode(raw, &r); err != nil {

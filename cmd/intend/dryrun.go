@@ -29,8 +29,10 @@ upload it as a new version without releasing it, and dry-run that version
 (POST /api/v1/environments/{env}/dryrun): the executors observe every
 resource and compute the difference, changing nothing. Prints each resource
 that would change with its attribute changes (from → to; text of several
-lines, such as a file's content, as a unified diff, cut after 200 lines;
-a value too large or sensitive by its sizes and hashes), then a count per
+lines, such as a file's content, as a unified diff, cut after 200 lines,
+coloured on a terminal: red removed, green added, cyan hunk headers;
+--color always or never overrides, NO_COLOR turns the automatic colour
+off; a value too large or sensitive by its sizes and hashes), then a count per
 status. --all also lists the unmodified ones.
 
 ` + clientSettingsHelp + `
@@ -53,17 +55,17 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if !s.json {
+			if !s.structured() {
 				fmt.Fprintf(g.stdout, "%s\nuploaded as version %d (not released); dry-running it…\n", compileSummary(res), v.Version)
 			}
 			run, results, err := runDryrun(ctx, c, env, v.Version, timeout)
 			if err != nil {
 				return err
 			}
-			if s.json {
-				err = writeJSON(g.stdout, map[string]any{"version": v.Version, "run": run, "results": results})
+			if s.structured() {
+				err = s.write(map[string]any{"version": v.Version, "run": run, "results": results})
 			} else {
-				err = printDryrun(g.stdout, run, results, all)
+				err = printDryrun(g.stdout, s.palette(), run, results, all)
 			}
 			if err == nil && detailed && wouldChange(results) {
 				return &exitError{code: exitChanges, quiet: true, err: fmt.Errorf("dry-run %d: changes pending", run.Run)}
@@ -72,6 +74,7 @@ Examples:
 		},
 	}
 	s = g.clientFlags(cmd)
+	s.colorFlag(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "also list the resources that would not change")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would change, 0 when nothing would, 1 on an error")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the dry-run after this long")
@@ -133,7 +136,8 @@ func runDryrun(ctx context.Context, c *apiclient.Client, env string, version int
 }
 
 // printDryrun lists what would change and counts the statuses.
-func printDryrun(w io.Writer, run store.DeployRun, results []store.DryrunResult, all bool) error {
+// Text of several lines changes as a unified diff, coloured by p.
+func printDryrun(w io.Writer, p palette, run store.DeployRun, results []store.DryrunResult, all bool) error {
 	counts := map[string]int{}
 	for _, r := range results {
 		counts[r.Status]++
@@ -148,8 +152,7 @@ func printDryrun(w io.Writer, run store.DeployRun, results []store.DryrunResult,
 		if len(r.Changes) > 0 && json.Unmarshal(r.Changes, &changes) == nil {
 			for _, name := range sortedKeys(changes) {
 				ch := changes[name]
-				if ch.Diff != "" {
-					writeTextDiff(w, "            "+name+":", "              ", ch)
+				if p.writeChangeDiff(w, "            "+name+":", "              ", ch) {
 					continue
 				}
 				fmt.Fprintf(w, "            %s: %s → %s\n", name, shorten(ch.From), shorten(ch.To))
@@ -176,19 +179,6 @@ type recordedChange struct {
 	Diff      string          `json:"diff"`
 	FromBytes *int            `json:"from_bytes"`
 	ToBytes   *int            `json:"to_bytes"`
-}
-
-// writeTextDiff prints a change that holds a diff: head, the sizes when
-// the values are summarised, then the diff, each line after indent.
-func writeTextDiff(w io.Writer, head, indent string, c recordedChange) {
-	fmt.Fprint(w, head)
-	if c.FromBytes != nil || c.ToBytes != nil {
-		fmt.Fprintf(w, " %s → %s", sizeOf(c.FromBytes), sizeOf(c.ToBytes))
-	}
-	fmt.Fprintln(w)
-	for _, line := range strings.Split(strings.TrimSuffix(c.Diff, "\n"), "\n") {
-		fmt.Fprintf(w, "%s%s\n", indent, printable(line))
-	}
 }
 
 // sizeOf is one side's size in a change; nil is an absent side.

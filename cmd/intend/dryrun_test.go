@@ -21,10 +21,28 @@ const changesWithDiffs = `{
 	"blob": {"from": null, "to": "(5242880 bytes, sha256:ffffffffffff…)", "to_bytes": 5242880, "to_sha256": "z"}
 }`
 
+// TestPrintDryrunColours: with colour, the server's diff is coloured by
+// line, after its control characters are escaped.
+func TestPrintDryrunColours(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	err := printDryrun(&b, palette{color: true}, store.DeployRun{Run: 3, Version: 2, WorkflowID: "env/e/dryrun/3"},
+		[]store.DryrunResult{{ResourceID: "fs::File[a,path=/x]", Status: "modified", Changes: json.RawMessage(changesWithDiffs)}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"              \x1b[1;36m@@ -7 +7 @@\x1b[0m\n", "              \x1b[31m-old\\r\x1b[0m\n",
+		"              \x1b[32m+new \\u001b[2J\\r\x1b[0m\n", "              … 3 more lines\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("coloured dry-run lacks %q:\n%q", want, b.String())
+		}
+	}
+}
+
 func TestPrintDryrunShowsDiffs(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	err := printDryrun(&b, store.DeployRun{Run: 3, Version: 2, WorkflowID: "env/e/dryrun/3"},
+	err := printDryrun(&b, palette{}, store.DeployRun{Run: 3, Version: 2, WorkflowID: "env/e/dryrun/3"},
 		[]store.DryrunResult{{ResourceID: "fs::File[a,path=/x]", Status: "modified", Changes: json.RawMessage(changesWithDiffs)}}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +71,7 @@ func TestWriteActionShowsDiffs(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
 	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	if err := writeAction(&b, store.Action{StartedAt: at, Action: "deploy", Result: "deployed", Version: 2,
+	if err := writeAction(&b, palette{}, store.Action{StartedAt: at, Action: "deploy", Result: "deployed", Version: 2,
 		Changes: json.RawMessage(changesWithDiffs)}); err != nil {
 		t.Fatal(err)
 	}

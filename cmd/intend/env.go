@@ -154,7 +154,8 @@ name): GET /api/v1/environments?project=P.
 
 Examples:
   intend env list
-  intend env list --project web --json`,
+  intend env list --project web --json
+  intend env list -o wide           # with the ids, creation time and auto_deploy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := s.client()
@@ -170,8 +171,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			envs, err := decodeItems[store.Environment](items)
 			if err != nil {
@@ -181,10 +182,12 @@ Examples:
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "NAME", "PROJECT", "RELEASED", "LATEST", "HALTED", "UPDATED", "DESCRIPTION")
+			t := s.table([]string{"NAME", "PROJECT", "RELEASED", "LATEST", "HALTED", "UPDATED", "DESCRIPTION"},
+				"ID", "PROJECT ID", "CREATED", "AUTO DEPLOY")
 			for _, e := range envs {
 				t.row(e.Name, names[e.ProjectID], versionNumber(e.ReleasedVersion), strconv.FormatInt(e.LastVersion, 10),
-					yesNo(e.Halted), shortTime(e.UpdatedAt), e.Description)
+					yesNo(e.Halted), shortTime(e.UpdatedAt), e.Description,
+					e.ID, e.ProjectID, shortTime(e.CreatedAt), yesNo(e.Settings.AutoDeploy))
 			}
 			return t.flush()
 		},
@@ -257,8 +260,8 @@ func getEnvironment(ctx context.Context, s *clientSettings, args []string) (*api
 
 // showEnvironment prints an environment as the server sent it.
 func showEnvironment(ctx context.Context, s *clientSettings, c *apiclient.Client, raw json.RawMessage) error {
-	if s.json {
-		return writeJSON(s.stdout, raw)
+	if s.structured() {
+		return s.write(raw)
 	}
 	var e store.Environment
 	if err := decode(raw, &e); err != nil {
@@ -334,8 +337,8 @@ Example:
 			if err := c.Do(cmd.Context(), http.MethodDelete, apiclient.EnvPath(args[0]), nil, nil); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, map[string]any{"deleted": args[0]})
+			if s.structured() {
+				return s.write(map[string]any{"deleted": args[0]})
 			}
 			fmt.Fprintf(s.stdout, "deleted environment %s\n", args[0])
 			return nil
@@ -404,14 +407,14 @@ Examples:
 // printSettings prints an environment's settings: with --json, the
 // settings object of the server's answer.
 func printSettings(s *clientSettings, envJSON json.RawMessage) error {
-	if s.json {
+	if s.structured() {
 		var e struct {
 			Settings json.RawMessage `json:"settings"`
 		}
 		if err := decode(envJSON, &e); err != nil {
 			return err
 		}
-		return writeJSON(s.stdout, e.Settings)
+		return s.write(e.Settings)
 	}
 	return writeSettings(s.stdout, envJSON)
 }

@@ -31,6 +31,7 @@ entity's lifecycle.
   intend lsm catalog                 the service entities
   intend lsm catalog vm              one entity: attributes, lifecycle, counts
   intend lsm list vm --state up      its instances
+  intend lsm list vm -o wide         with their entity versions and creation times
   intend lsm show vm web             one instance (by id or identity)
   intend lsm log vm web              its versions, newest first
   intend lsm diagnose vm web         why it was rejected or failed
@@ -44,7 +45,7 @@ entity's lifecycle.
   intend lsm callback add https://hooks.example.com/intend --entity vm
   intend lsm order sites.json --wait  several creates, updates, deletes at once
   intend lsm order show ID           one order and its items' outcomes
-  intend lsm orders                  the environment's orders
+  intend lsm orders                  the environment's orders (-o wide: who asked, failures)
   intend lsm watch vm web            its transfers as they happen
   intend lsm config vm --auto-transfers=false
   intend lsm expert vm web --state up --reason "repaired by hand"
@@ -104,16 +105,18 @@ func lsmCatalogCommand(s *clientSettings) *cobra.Command {
 				if err := decode(raw, &page); err != nil {
 					return err
 				}
-				if s.json {
-					return writeJSON(s.stdout, raw)
+				if s.structured() {
+					return s.write(raw)
 				}
-				t := newTable(s.stdout, "ENTITY", "LIFECYCLE", "ATTRIBUTES", "INSTANCES", "DESCRIPTION")
+				t := s.table([]string{"ENTITY", "LIFECYCLE", "ATTRIBUTES", "INSTANCES", "DESCRIPTION"},
+					"VERSION", "REGISTERED", "UPDATED", "MODEL HASH")
 				for _, e := range page.Items {
 					n := 0
 					for _, k := range e.Instances {
 						n += k
 					}
-					t.row(e.Name, e.Lifecycle.Name, strconv.Itoa(len(e.Attributes)), strconv.Itoa(n), e.Description)
+					t.row(e.Name, e.Lifecycle.Name, strconv.Itoa(len(e.Attributes)), strconv.Itoa(n), e.Description,
+						strconv.Itoa(e.Version), shortTime(e.RegisteredAt), shortTime(e.UpdatedAt), shortHash(e.ModelHash))
 				}
 				return t.flush()
 			}
@@ -121,8 +124,8 @@ func lsmCatalogCommand(s *clientSettings) *cobra.Command {
 			if err := c.Do(ctx, http.MethodGet, lsmPath("service_catalog", args[0]), nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var e store.ServiceEntity
 			if err := decode(raw, &e); err != nil {
@@ -186,16 +189,17 @@ func lsmListCommand(s *clientSettings) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			insts, err := decodeItems[store.ServiceInstance](items)
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "ID", "IDENTITY", "STATE", "VERSION", "UPDATED")
+			t := s.table([]string{"ID", "IDENTITY", "STATE", "VERSION", "UPDATED"}, "ENTITY VERSION", "CREATED", "DELETED")
 			for _, i := range insts {
-				t.row(i.ID, i.Identity, i.State, strconv.FormatInt(i.Version, 10), shortTime(i.UpdatedAt))
+				t.row(i.ID, i.Identity, i.State, strconv.FormatInt(i.Version, 10), shortTime(i.UpdatedAt),
+					strconv.Itoa(i.EntityVersion), shortTime(i.CreatedAt), yesNo(i.Deleted))
 			}
 			return t.flush()
 		},
@@ -220,8 +224,8 @@ func lsmInstanceGet(s *clientSettings, cmd *cobra.Command, args []string, tail s
 	if err := c.Do(cmd.Context(), http.MethodGet, lsmPath(segs...), nil, &raw); err != nil {
 		return err
 	}
-	if s.json {
-		return writeJSON(s.stdout, raw)
+	if s.structured() {
+		return s.write(raw)
 	}
 	return table(raw)
 }

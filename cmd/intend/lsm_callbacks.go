@@ -67,8 +67,8 @@ Examples:
 			if err := c.Do(cmd.Context(), http.MethodPost, lsmPath("callbacks"), body, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var cb api.CreatedCallback
 			if err := decode(raw, &cb); err != nil {
@@ -109,8 +109,8 @@ func lsmCallbackListCommand(s *clientSettings) *cobra.Command {
 			if err := c.Do(cmd.Context(), http.MethodGet, lsmPath("callbacks"), nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var page struct {
 				Items []store.Callback `json:"items"`
@@ -143,8 +143,8 @@ func lsmCallbackShowCommand(s *clientSettings) *cobra.Command {
 			if err := c.Do(cmd.Context(), http.MethodGet, lsmPath("callbacks", args[0]), nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var cb api.CallbackView
 			if err := decode(raw, &cb); err != nil {

@@ -39,7 +39,10 @@ func lsmDryrunCommand(s *clientSettings) *cobra.Command {
 		Long: `Validate the attributes given as an update would (the model with the
 inventory), render the instance's resources from them, and show how each
 resource would change in the desired state and, dry-run by the executors,
-on the targets. Without --attr, the current set: what drifted.
+on the targets. Without --attr, the current set: what drifted. A text
+attribute of several lines changes as a unified diff, coloured on a
+terminal (red removed, green added, cyan hunk headers; --color always or
+never overrides, NO_COLOR turns the automatic colour off).
 Exit 1 when the validation fails.
 
 Examples:
@@ -64,12 +67,12 @@ Examples:
 			if err := c.Do(cmd.Context(), http.MethodPost, path, body, &d); err != nil {
 				return err
 			}
-			if s.json {
-				if err := writeJSON(s.stdout, d); err != nil {
+			if s.structured() {
+				if err := s.write(d); err != nil {
 					return err
 				}
 			} else {
-				printInstanceDryrun(s.stdout, d, all)
+				printInstanceDryrun(s.stdout, s.palette(), d, all)
 			}
 			if !d.Validation.OK || d.RenderErrors != nil {
 				return fmt.Errorf("the update would be rejected: %s", validationSummary(d))
@@ -83,6 +86,7 @@ Examples:
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "an attribute KEY=VALUE to change (repeatable)")
 	cmd.Flags().BoolVar(&all, "all", false, "also list the resources that would not change")
 	cmd.Flags().DurationVar(&wait, "timeout", time.Minute, "wait this long (at most 1m) for the dry-run on the targets")
+	s.colorFlag(cmd)
 	return cmd
 }
 
@@ -94,8 +98,9 @@ func validationSummary(d instanceDryrun) string {
 }
 
 // printInstanceDryrun prints the validation, the desired-state diff and
-// the targets' dry-run.
-func printInstanceDryrun(w io.Writer, d instanceDryrun, all bool) {
+// the targets' dry-run; text of several lines changes as a unified diff,
+// coloured by p.
+func printInstanceDryrun(w io.Writer, p palette, d instanceDryrun, all bool) {
 	fmt.Fprintf(w, "instance at version %d, state %s", d.Version, d.State)
 	if !d.UpdateAllowed {
 		fmt.Fprintf(w, " (takes no update now; it allows %v)", d.Allowed)
@@ -126,6 +131,9 @@ func printInstanceDryrun(w io.Writer, d instanceDryrun, all bool) {
 				ch := m.Changes[name]
 				from, _ := json.Marshal(ch.From)
 				to, _ := json.Marshal(ch.To)
+				if p.writeChangeDiff(w, "            "+name+":", "              ", recordedChange{From: from, To: to}) {
+					continue
+				}
 				fmt.Fprintf(w, "            %s: %s → %s\n", name, shorten(from), shorten(to))
 			}
 		}
@@ -136,6 +144,6 @@ func printInstanceDryrun(w io.Writer, d instanceDryrun, all bool) {
 			fmt.Fprintf(w, "dry-run %d still %s; GET its results later\n", d.Dryrun.Run, d.Dryrun.Status)
 			return
 		}
-		_ = printDryrun(w, *d.Dryrun, d.Targets, all)
+		_ = printDryrun(w, p, *d.Dryrun, d.Targets, all)
 	}
 }

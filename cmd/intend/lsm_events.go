@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,8 +28,9 @@ func lsmWatchCommand(s *clientSettings) *cobra.Command {
 		Use:   "watch ENTITY ID",
 		Short: "Print an instance's transfers as they happen (GET .../service_inventory/{entity}/{id}/events)",
 		Long: `Follow an instance: print its current version, then every transfer as the
-lifecycle engine writes it (one line each; --json: one JSON object per
-line, as the event stream's data), until the instance reaches a terminal
+lifecycle engine writes it (one line each; -o json or --json: one JSON
+object per line, as the event stream's data; -o yaml: one YAML document
+each), until the instance reaches a terminal
 state or Ctrl-C. --after N starts after version N instead (0: the whole
 log). A broken connection is resumed where it stopped.
 
@@ -69,7 +71,14 @@ func watchInstance(ctx context.Context, s *clientSettings, c *apiclient.Client, 
 				return fmt.Errorf("event %s: %w", ev.ID, err)
 			}
 			lastID, terminal = ev.ID, te.Terminal
-			if s.json {
+			if s.output == outputYAML {
+				// One YAML document per event.
+				if _, err := io.WriteString(s.stdout, "---\n"); err != nil {
+					return err
+				}
+				return s.write(json.RawMessage(ev.Data))
+			}
+			if s.structured() {
 				var b bytes.Buffer
 				if err := json.Compact(&b, ev.Data); err != nil {
 					return err
@@ -174,8 +183,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, map[string]any{"entity": ent.Name, "config": ent.Config})
+			if s.structured() {
+				return s.write(map[string]any{"entity": ent.Name, "config": ent.Config})
 			}
 			return writeFields(s.stdout, "entity", ent.Name, "auto_transfers", strconv.FormatBool(ent.Config.AutoTransfers))
 		},

@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/intendhq/intend/api"
 )
@@ -15,7 +20,7 @@ import (
 // transfers off and on; set-state takes the auto transfers by hand; intend
 // lsm expert forces a state and an active set; intend lsm watch, running
 // all along, prints every transfer in order and ends at terminated; watch
-// --json prints the whole log as JSON lines.
+// --json prints the whole log as JSON lines, -o yaml as YAML documents.
 func TestLSMWatchConfigExpert(t *testing.T) {
 	// Not parallel: see exectest.StartServer.
 	vars, _ := lsmServer(t, "lsmwatch")
@@ -121,6 +126,23 @@ services: vm: #VM
 	}
 	if len(versions) != len(lines) || versions[0] != 1 || versions[len(versions)-1] != int64(len(versions)) {
 		t.Errorf("watch --json versions %v; watch printed %d lines", versions, len(lines))
+	}
+	// -o yaml: one YAML document per event, the same events.
+	dec := yaml.NewDecoder(strings.NewReader(ok(t, vars, "lsm", "watch", "vm", id, "--after", "0", "-o", "yaml")))
+	var yamlVersions []int64
+	for {
+		var te struct {
+			Version int64 `yaml:"version"`
+		}
+		if err := dec.Decode(&te); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("watch -o yaml: %v", err)
+		}
+		yamlVersions = append(yamlVersions, te.Version)
+	}
+	if !slices.Equal(yamlVersions, versions) {
+		t.Errorf("watch -o yaml versions %v, --json's %v", yamlVersions, versions)
 	}
 	fails(t, vars, exitUsage, []string{"--after"}, "lsm", "watch", "vm", "web", "--after", "-5")
 }

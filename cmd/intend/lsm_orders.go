@@ -41,7 +41,8 @@ Examples:
   intend lsm order sites.json --wait
   intend lsm order sites.json --idempotency-key sites-2026-11-24
   intend lsm order show 01937e0c-...      one order and its items
-  intend lsm orders --status running      the environment's orders`,
+  intend lsm orders --status running      the environment's orders
+  intend lsm orders -o wide               with the failed items, who asked and when it started`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var body []byte
@@ -67,8 +68,8 @@ Examples:
 				return err
 			}
 			if !wait {
-				if s.json {
-					return writeJSON(s.stdout, o)
+				if s.structured() {
+					return s.write(o)
 				}
 				return writeFields(s.stdout, "order", o.ID, "status", o.Status, "policy", o.Policy,
 					"items", strconv.Itoa(o.ItemCount))
@@ -124,17 +125,19 @@ func lsmOrdersCommand(s *clientSettings) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			orders, err := decodeItems[store.Order](items)
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "ID", "POLICY", "STATUS", "ITEMS", "SUCCEEDED", "CREATED", "FINISHED")
+			t := s.table([]string{"ID", "POLICY", "STATUS", "ITEMS", "SUCCEEDED", "CREATED", "FINISHED"},
+				"FAILED", "REQUESTED BY", "STARTED")
 			for _, o := range orders {
 				t.row(o.ID, o.Policy, o.Status, strconv.Itoa(o.ItemCount), strconv.Itoa(o.Counts[lsm.ItemSucceeded]),
-					shortTime(o.CreatedAt), shortTimePtr(o.FinishedAt))
+					shortTime(o.CreatedAt), shortTimePtr(o.FinishedAt),
+					strconv.Itoa(o.Counts[lsm.ItemFailed]), o.RequestedBy, shortTimePtr(o.StartedAt))
 			}
 			return t.flush()
 		},
@@ -169,8 +172,8 @@ func waitOrder(ctx context.Context, c *apiclient.Client, id string, timeout time
 // printOrder prints an order and its items; strict makes an order that
 // did not succeed an error (exit 1), after it is printed.
 func printOrder(s *clientSettings, o store.Order, strict bool) error {
-	if s.json {
-		if err := writeJSON(s.stdout, o); err != nil {
+	if s.structured() {
+		if err := s.write(o); err != nil {
 			return err
 		}
 	} else {

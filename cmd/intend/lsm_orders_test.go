@@ -81,6 +81,12 @@ services: vm: #VM
 	if len(orders) != 2 || orders[1].ID != id || orders[0].Status != lsm.OrderPartiallyFailed {
 		t.Errorf("orders = %+v", orders)
 	}
+	// -o wide adds the failed items, who asked and when it started.
+	out = ok(t, vars, "lsm", "orders", "-o", "wide")
+	// (A time is two fields.)
+	if row := rowOf(t, out, orders[0].ID); len(row) != 13 || row[9] != "1" || row[10] != orText(orders[0].RequestedBy, "-") {
+		t.Errorf("orders -o wide row %v\n%s", row, out)
+	}
 	out = ok(t, vars, "lsm", "orders", "--status", "succeeded")
 	if !strings.Contains(out, id) || strings.Contains(out, orders[0].ID) {
 		t.Errorf("orders --status succeeded:\n%s", out)

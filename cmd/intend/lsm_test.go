@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,11 @@ services: vm: #VM
 	if row := rowOf(t, out, "vm"); row[1] != "simple" || row[2] != "2" {
 		t.Errorf("catalog row %v\n%s", row, out)
 	}
+	// -o wide adds the entity's version and times.
+	out = ok(t, vars, "lsm", "catalog", "-o", "wide")
+	if h := headerOf(out); h != "ENTITY LIFECYCLE ATTRIBUTES INSTANCES DESCRIPTION VERSION REGISTERED UPDATED MODEL HASH" {
+		t.Errorf("catalog -o wide header %q", h)
+	}
 	out = ok(t, vars, "lsm", "catalog", "vm")
 	if row := rowOf(t, out, "memory"); row[1] != "rw+" || row[2] != "no" || row[3] != "2" {
 		t.Errorf("memory row %v\n%s", row, out)
@@ -92,6 +98,29 @@ services: vm: #VM
 	out = ok(t, vars, "lsm", "list", "vm")
 	if row := rowOf(t, out, id); row[1] != "web" || row[2] != "start" || row[3] != "1" {
 		t.Errorf("list row %v\n%s", row, out)
+	}
+	// -o wide adds the entity version, the creation time and whether deleted.
+	out = ok(t, vars, "lsm", "list", "vm", "-o", "wide")
+	// (A time is two fields.)
+	if row := rowOf(t, out, id); len(row) != 10 || row[6] != "1" || row[9] != "no" {
+		t.Errorf("list -o wide row %v\n%s", row, out)
+	}
+	// Shell completion: entities, then the entity's instances by id and
+	// by identity.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"lsm", "show", ""}, []string{"vm"}},
+		{[]string{"lsm", "show", "vm", ""}, []string{id, "web"}},
+		{[]string{"lsm", "diagnose", "vm", "w"}, []string{"web"}},
+		{[]string{"lsm", "log", "vm", id[:4]}, []string{id}},
+		{[]string{"lsm", "list", "v"}, []string{"vm"}},
+		{[]string{"lsm", "show", "vm", "web", ""}, nil},
+	} {
+		if got := complete(t, vars, tc.args...); !slices.Equal(got.values, tc.want) || got.directive != directiveNoFileComp {
+			t.Errorf("intend __complete %q offered %q %s, want %q", tc.args, got.values, got.directive, tc.want)
+		}
 	}
 	out = ok(t, vars, "lsm", "show", "vm", "web")
 	if field(t, out, "state") != "start" || !strings.Contains(field(t, out, "candidate"), `"memory":4`) {

@@ -131,8 +131,8 @@ func migrateEntity(cmd *cobra.Command, s *clientSettings, w *lsmWrite, entity st
 		return err
 	}
 	if w.wait == "" {
-		if s.json {
-			return writeJSON(s.stdout, o)
+		if s.structured() {
+			return s.write(o)
 		}
 		return writeFields(s.stdout, "order", o.ID, "status", o.Status, "instances", strconv.Itoa(o.ItemCount))
 	}

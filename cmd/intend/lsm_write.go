@@ -88,8 +88,8 @@ func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *apiclient.Cli
 
 // print writes the instance as a write's answer.
 func (w *lsmWrite) print(s *clientSettings, inst store.ServiceInstance) error {
-	if s.json {
-		return writeJSON(s.stdout, inst)
+	if s.structured() {
+		return s.write(inst)
 	}
 	return writeFields(s.stdout, "id", inst.ID, "entity", fmt.Sprintf("%s (version %d)", inst.Entity, inst.EntityVersion),
 		"identity", inst.Identity, "state", inst.State,

@@ -141,8 +141,12 @@ Every flag can also be set with the environment variable named in its help.
 
 The REST client commands (env, versions, rollback, resource, agent, runs, deploy-now,
 repair-now, halt, resume) talk to a running server; they take --server,
---token, -e/--environment, --project-dir and --json, and print tables
-(--json: the server's JSON, a list as one array).
+--token, -e/--environment, --project-dir and -o/--output, and print tables.
+-o wide: the tables with more columns (ids, times, workflow ids…); -o json
+(or --json): the server's JSON, a list as one array; -o yaml: the same data
+as YAML. Shell completion (intend completion bash|zsh|fish) completes
+environments, versions, resources, agents, service entities and instances
+from the server, giving up after 2 seconds.
 
 ` + clientSettingsHelp + `
 
@@ -197,6 +201,7 @@ Exit codes:
 	// Cobra adds these when it executes; added now, markStarted sees them.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd(args...)
+	g.completeTree(root)
 	var started bool
 	markStarted(root, &started)
 	cmd, err := root.ExecuteContextC(ctx)
@@ -219,6 +224,9 @@ type globals struct {
 	// lateFlags are the flags whose variables are read when their
 	// command runs (see lateEnv).
 	lateFlags []lateEnvFlag
+	// clients are the client settings of the commands that have them
+	// (clientFlags), for shell completion (completeTree).
+	clients map[*cobra.Command]*clientSettings
 }
 
 func (g *globals) env(name, def string) string {

@@ -14,7 +14,7 @@ import (
 )
 
 // The output of the REST client commands: tables for people, the server's
-// JSON for scripts (--json), and errors as the user should read them.
+// JSON or YAML for scripts (-o, format.go), and errors as the user should read them.
 
 // writeJSON prints v as indented JSON: raw JSON (json.RawMessage) as the
 // server sent it, anything else marshalled.
@@ -66,6 +66,9 @@ func decode(raw json.RawMessage, v any) error {
 // table is aligned columns under a header row.
 type table struct {
 	tw *tabwriter.Writer
+	// columns, when not 0, is how many cells of a row are shown: the
+	// rest are the columns of -o wide (clientSettings.table).
+	columns int
 }
 
 // newTable starts a table with the given column headers.
@@ -78,6 +81,9 @@ func newTable(w io.Writer, headers ...string) *table {
 // row adds a row; an empty cell shows as "-", so that every column keeps
 // a value (and `awk` counts fields right).
 func (t *table) row(cells ...string) {
+	if t.columns > 0 && len(cells) > t.columns {
+		cells = cells[:t.columns]
+	}
 	for i, c := range cells {
 		if c == "" {
 			c = "-"
@@ -199,4 +205,12 @@ func describeProblem(p *api.Problem) string {
 		fmt.Fprintf(&b, "\n  %s: %s", field, fe.Detail)
 	}
 	return b.String()
+}
+
+// shortHash shows a hash by its first 12 characters, as git shows commits.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }

@@ -51,7 +51,8 @@ by id: GET /api/v1/environments/{env}/resources?agent=&type=&result=&compliance=
 Examples:
   intend resource list -e prod
   intend resource list --result failed
-  intend resource list --compliance non_compliant --json | jq -r '.[].id'`,
+  intend resource list --compliance non_compliant --json | jq -r '.[].id'
+  intend resource list -o wide      # with the type, last success and hashes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, env, err := s.envClient(nil)
@@ -71,17 +72,19 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			rs, err := decodeItems[store.ResourceState](items)
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "ID", "AGENT", "RESULT", "COMPLIANCE", "VERSION", "LAST ATTEMPT", "FLAGS")
+			t := s.table([]string{"ID", "AGENT", "RESULT", "COMPLIANCE", "VERSION", "LAST ATTEMPT", "FLAGS"},
+				"TYPE", "LAST SUCCESS", "CHANGED", "INTENT HASH", "DEPLOYED HASH")
 			for _, r := range rs {
 				t.row(r.ResourceID, r.Agent, r.LastResult, r.Compliance, versionNumber(r.IntentVersion),
-					shortTimePtr(r.LastAttempt), stateFlags(r))
+					shortTimePtr(r.LastAttempt), stateFlags(r),
+					r.Type, shortTimePtr(r.LastSuccess), yesNo(r.LastProducedChange), shortHash(r.IntentHash), shortHash(r.DeployedHash))
 			}
 			return t.flush()
 		},
@@ -133,8 +136,8 @@ Example:
 			if err := c.Do(cmd.Context(), http.MethodGet, apiclient.EnvPath(env, "resources", args[0]), nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var r resourceDetail
 			if err := decode(raw, &r); err != nil {
@@ -187,7 +190,10 @@ func resourceLogsCommand(s *clientSettings) *cobra.Command {
 		Long: `Show the last --limit actions on resource RID (oldest of them first, as a
 log reads), each with what it changed, the log lines its adapter wrote and
 its error: GET /api/v1/environments/{env}/resources/{rid}/actions
-(following the pages). With --json, the actions as the server sent them,
+(following the pages). Text of several lines changes as a unified diff,
+coloured on a terminal (red removed, green added, cyan hunk headers;
+--color always or never overrides, NO_COLOR turns the automatic colour
+off). With --json, the actions as the server sent them,
 newest first.
 
 Examples:
@@ -213,16 +219,17 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			acts, err := decodeItems[store.Action](items)
 			if err != nil {
 				return err
 			}
 			slices.Reverse(acts)
+			p := s.palette()
 			for _, a := range acts {
-				if err := writeAction(s.stdout, a); err != nil {
+				if err := writeAction(s.stdout, p, a); err != nil {
 					return err
 				}
 			}
@@ -231,14 +238,16 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.IntVar(&limit, "limit", 20, "how many of the newest actions to show")
+	s.colorFlag(cmd)
 	f.StringVar(&action, "action", "", "only actions of this kind: deploy, repair or dryrun")
 	f.StringVar(&result, "result", "", "only actions with this result, such as deployed or failed")
 	return cmd
 }
 
 // writeAction prints one action record: a header line, then its changes,
-// log lines and error, indented.
-func writeAction(w io.Writer, a store.Action) error {
+// log lines and error, indented; text of several lines changes as a
+// unified diff, coloured by p.
+func writeAction(w io.Writer, p palette, a store.Action) error {
 	fmt.Fprintf(w, "%s  %s  %s  version %d", shortTime(a.StartedAt), a.Action, a.Result, a.Version)
 	if d := duration(&a.StartedAt, &a.FinishedAt); d != "" {
 		fmt.Fprintf(w, "  took %s", d)
@@ -262,8 +271,7 @@ func writeAction(w io.Writer, a store.Action) error {
 			}
 			slices.Sort(names)
 			for _, n := range names {
-				if changes[n].Diff != "" {
-					writeTextDiff(w, "    changed "+n+":", "      ", changes[n])
+				if p.writeChangeDiff(w, "    changed "+n+":", "      ", changes[n]) {
 					continue
 				}
 				fmt.Fprintf(w, "    changed %s: %s → %s\n", n, diffValue(changes[n].From), diffValue(changes[n].To))

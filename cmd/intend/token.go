@@ -114,8 +114,8 @@ Examples:
 			if err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", body, &out); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, out)
+			if s.structured() {
+				return s.write(out)
 			}
 			_, err = fmt.Fprintln(s.stdout, out.Secret)
 			return err
@@ -178,7 +178,8 @@ not stored.
 
 Examples:
   intend token list
-  intend token list --revoked --json`,
+  intend token list --revoked --json
+  intend token list -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := s.client()
@@ -193,21 +194,26 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			ts, err := decodeItems[store.Token](items)
 			if err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "ID", "NAME", "ROLE", "ENVIRONMENTS", "HINT", "CREATED", "EXPIRES", "LAST USED", "REVOKED")
+			t := s.table([]string{"ID", "NAME", "ROLE", "ENVIRONMENTS", "HINT", "CREATED", "EXPIRES", "LAST USED", "REVOKED"},
+				"CREATED BY", "AGENTS")
 			for _, tk := range ts {
 				envs := "*"
 				if tk.Environments != nil {
 					envs = strings.Join(tk.Environments, ",")
 				}
+				agents := "*"
+				if tk.Agents != nil {
+					agents = strings.Join(tk.Agents, ",")
+				}
 				t.row(tk.ID, tk.Name, tk.Role, envs, tk.Hint, shortTime(tk.CreatedAt), shortTimePtr(tk.ExpiresAt),
-					shortTimePtr(tk.LastUsedAt), shortTimePtr(tk.RevokedAt))
+					shortTimePtr(tk.LastUsedAt), shortTimePtr(tk.RevokedAt), tk.CreatedBy, agents)
 			}
 			return t.flush()
 		},
@@ -235,8 +241,8 @@ Example:
 			if err := c.Do(cmd.Context(), http.MethodDelete, "/api/v1/tokens/"+url.PathEscape(args[0]), nil, &out); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, out)
+			if s.structured() {
+				return s.write(out)
 			}
 			_, err = fmt.Fprintf(s.stdout, "revoked token %s (%s)\n", out.Name, out.ID)
 			return err
@@ -262,8 +268,8 @@ Example:
 			if err := c.Do(cmd.Context(), http.MethodGet, "/api/v1/whoami", nil, &out); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, out)
+			if s.structured() {
+				return s.write(out)
 			}
 			if err := writeFields(s.stdout, "actor", out.Actor, "role", out.Role); err != nil {
 				return err

@@ -67,6 +67,10 @@ func TestTokenCommands(t *testing.T) {
 			t.Errorf("the audit trail lacks alice's %s:\n%s", action, audit)
 		}
 	}
+	// -o wide adds the actor's kind (a token here).
+	if h := headerOf(ok(t, alice, "audit", "--all", "--actor", "token:alice", "-o", "wide")); h != "ID AT ENVIRONMENT ACTOR FROM ACTION STATUS PATH ACTOR KIND DETAIL" {
+		t.Errorf("audit -o wide header %q", h)
+	}
 	envAudit := ok(t, map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": first, "INTEND_ENVIRONMENT": envName}, "audit")
 	if !strings.Contains(envAudit, "token:grafana") || !strings.Contains(envAudit, "environment.halt") ||
 		!strings.Contains(envAudit, "403") {

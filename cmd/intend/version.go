@@ -107,7 +107,8 @@ GET /api/v1/environments/{env}/versions (the newest 1000).
 
 Examples:
   intend versions list -e prod
-  intend versions list --json | jq '.[0].version'`,
+  intend versions list --json | jq '.[0].version'
+  intend versions list -o wide      # with who exported and released each`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, env, err := s.envClient(nil)
@@ -119,8 +120,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSONArray(s.stdout, items)
+			if s.structured() {
+				return s.writeArray(items)
 			}
 			vs, err := decodeItems[store.VersionInfo](items)
 			if err != nil {
@@ -130,14 +131,16 @@ Examples:
 			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env), nil, &e); err != nil {
 				return err
 			}
-			t := newTable(s.stdout, "VERSION", "RESOURCES", "CHANGED", "CREATED", "RELEASED", "CURRENT")
+			t := s.table([]string{"VERSION", "RESOURCES", "CHANGED", "CREATED", "RELEASED", "CURRENT"},
+				"EXPORTED BY", "RELEASED BY", "KEPT")
 			for _, v := range vs {
 				current := ""
 				if e.ReleasedVersion != nil && *e.ReleasedVersion == v.Version {
 					current = "released"
 				}
 				t.row(strconv.FormatInt(v.Version, 10), strconv.Itoa(v.ResourceCount), strconv.Itoa(v.ChangedCount),
-					shortTime(v.CreatedAt), shortTimePtr(v.ReleasedAt), current)
+					shortTime(v.CreatedAt), shortTimePtr(v.ReleasedAt), current,
+					v.ExportedBy, v.ReleasedBy, strconv.Itoa(v.KeptInstanceResources))
 			}
 			return t.flush()
 		},
@@ -168,7 +171,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if s.json {
+			if s.structured() {
 				whole := page.Head
 				items := page.Items
 				if items == nil {
@@ -179,7 +182,7 @@ Examples:
 					return err
 				}
 				whole["resources"] = b
-				return writeJSON(s.stdout, whole)
+				return s.write(whole)
 			}
 			head, err := json.Marshal(page.Head)
 			if err != nil {
@@ -253,8 +256,8 @@ Examples:
 				nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var rel store.Release
 			if err := decode(raw, &rel); err != nil {
@@ -319,8 +322,8 @@ Examples:
 				nil, &raw); err != nil {
 				return err
 			}
-			if s.json {
-				return writeJSON(s.stdout, raw)
+			if s.structured() {
+				return s.write(raw)
 			}
 			var rb store.Rollback
 			if err := decode(raw, &rb); err != nil {
@@ -362,19 +365,25 @@ type modifiedResource struct {
 }
 
 func versionDiffCommand(s *clientSettings) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "diff A B",
 		Short: "Show what changed from version A to version B",
 		Long: `Show what changed from version A to version B of the environment: the
 resources added (+), removed (-) and modified (~), with each changed
 attribute, requires and flag as "from → to" (null: absent on that side).
+A text attribute of several lines (on either side) shows as a unified
+diff instead: hunks "@@ -l,s +l,s @@", lines removed "-", added "+",
+unchanged " ", indented under the attribute's name. On a terminal the diff
+is coloured (red removed, green added, cyan hunk headers); --color always
+or never overrides, and NO_COLOR turns the automatic colour off.
 B may be older than A (a reverse diff). GET
 /api/v1/environments/{env}/versions/{a}/diff/{b}; 404 if either version
 does not exist (for example, pruned).
 
 Examples:
   intend versions diff 3 4 -e prod
-  intend versions diff released latest`,
+  intend versions diff released latest
+  intend versions diff 3 4 --color always | less -R`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -407,17 +416,17 @@ Examples:
 				}
 				after = page.Next
 			}
-			if s.json {
-				return writeJSON(s.stdout, d)
+			if s.structured() {
+				return s.write(d)
 			}
-			w := s.stdout
+			w, p := s.stdout, s.palette()
 			fmt.Fprintf(w, "version %d → %d: %d added, %d removed, %d modified\n",
 				d.From, d.To, len(d.Added), len(d.Removed), len(d.Modified))
 			for _, id := range d.Added {
-				fmt.Fprintf(w, "+ %s\n", id)
+				fmt.Fprintln(w, p.added("+ "+id))
 			}
 			for _, id := range d.Removed {
-				fmt.Fprintf(w, "- %s\n", id)
+				fmt.Fprintln(w, p.removed("- "+id))
 			}
 			for _, m := range d.Modified {
 				fmt.Fprintf(w, "~ %s\n", m.ID)
@@ -428,12 +437,17 @@ Examples:
 				slices.Sort(names)
 				for _, n := range names {
 					ch := m.Changes[n]
+					if p.writeChangeDiff(w, "    "+n+":", "      ", recordedChange{From: ch.From, To: ch.To}) {
+						continue
+					}
 					fmt.Fprintf(w, "    %s: %s → %s\n", n, diffValue(ch.From), diffValue(ch.To))
 				}
 			}
 			return nil
 		},
 	}
+	s.colorFlag(cmd)
+	return cmd
 }
 
 // diffValue shows one side of a change; an absent side is null.
