@@ -438,86 +438,81 @@ func (s *Store) ReleaseVersion(ctx context.Context, envID string, version int64)
 
 // releaseVersion is ReleaseVersion in tx.
 func releaseVersion(ctx context.Context, tx pgx.Tx, envID string, version int64) (Release, error) {
-	var out Release
-	err := func() error {
-		e, err := lockEnvironment(ctx, tx, envID)
+	e, err := lockEnvironment(ctx, tx, envID)
+	if err != nil {
+		return Release{}, err
+	}
+	v, err := scanVersion(tx.QueryRow(ctx, `select `+versionColumns+`
+		from versions where environment_id = $1::uuid and version = $2`, envID, version))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Release{}, NotFound("version %d", version)
+	}
+	if err != nil {
+		return Release{}, err
+	}
+	var prev int64
+	if e.ReleasedVersion != nil {
+		prev = *e.ReleasedVersion
+	}
+	if prev == version {
+		return Release{Version: v, AlreadyReleased: true}, nil
+	}
+	if version < prev {
+		return Release{}, Conflict("version %d is older than the released version %d", version, prev)
+	}
+	tag, err := tx.Exec(ctx, `
+		insert into resource_state (environment_id, resource_id, resource_type, agent, intent_hash, intent_version)
+		select vr.environment_id, vr.resource_id, vr.resource_type, vr.agent, vr.hash, $3
+		from version_resources vr
+		where vr.environment_id = $1::uuid and vr.first_version > $2 and vr.first_version <= $3
+		  and (vr.last_version is null or vr.last_version > $3)
+		on conflict (environment_id, resource_id) do update set
+		  intent_hash = excluded.intent_hash,
+		  intent_version = excluded.intent_version,
+		  compliance = case when resource_state.deployed_hash = excluded.intent_hash
+		                     and resource_state.last_result = 'deployed'
+		                    then 'compliant' else 'has_update' end`, envID, prev, version)
+	if err != nil {
+		return Release{}, fmt.Errorf("update deploy state: %w", err)
+	}
+	changed := int(tag.RowsAffected())
+	if _, err := tx.Exec(ctx, `
+		insert into agents (environment_id, name)
+		select distinct vr.environment_id, vr.agent from version_resources vr
+		where vr.environment_id = $1::uuid and vr.first_version > $2 and vr.first_version <= $3
+		on conflict do nothing`, envID, prev, version); err != nil {
+		return Release{}, fmt.Errorf("record agents: %w", err)
+	}
+	tag, err = tx.Exec(ctx, `
+		update resource_state rs set intent_hash = null, intent_version = $3
+		where rs.environment_id = $1::uuid and rs.intent_hash is not null
+		  and exists (select 1 from version_resources vr where vr.environment_id = rs.environment_id
+		      and vr.resource_id = rs.resource_id and vr.last_version > $2 and vr.last_version <= $3)
+		  and not exists (select 1 from version_resources vr where vr.environment_id = rs.environment_id
+		      and vr.resource_id = rs.resource_id and vr.first_version <= $3
+		      and (vr.last_version is null or vr.last_version > $3))`, envID, prev, version)
+	if err != nil {
+		return Release{}, fmt.Errorf("orphan removed resources: %w", err)
+	}
+	changed += int(tag.RowsAffected())
+	if err := tx.QueryRow(ctx, `update versions set released_at = now(), released_by = $3
+		where environment_id = $1::uuid and version = $2 returning released_at, coalesce(released_by, '')`, envID, version,
+		ActorOf(ctx)).Scan(&v.ReleasedAt, &v.ReleasedBy); err != nil {
+		return Release{}, err
+	}
+	if _, err := tx.Exec(ctx, `update environments set released_version = $2, updated_at = now() where id = $1::uuid`,
+		envID, version); err != nil {
+		return Release{}, err
+	}
+	out := Release{Version: v, Changed: changed}
+	if e.Settings.AutoDeploy {
+		req, err := insertRequest(ctx, tx, envID, Request{Kind: "deploy", Reason: fmt.Sprintf("new version %d", version)})
 		if err != nil {
-			return err
+			return Release{}, err
 		}
-		v, err := scanVersion(tx.QueryRow(ctx, `select `+versionColumns+`
-			from versions where environment_id = $1::uuid and version = $2`, envID, version))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return NotFound("version %d", version)
-		}
-		if err != nil {
-			return err
-		}
-		var prev int64
-		if e.ReleasedVersion != nil {
-			prev = *e.ReleasedVersion
-		}
-		if prev == version {
-			out = Release{Version: v, AlreadyReleased: true}
-			return nil
-		}
-		if version < prev {
-			return Conflict("version %d is older than the released version %d", version, prev)
-		}
-		tag, err := tx.Exec(ctx, `
-			insert into resource_state (environment_id, resource_id, resource_type, agent, intent_hash, intent_version)
-			select vr.environment_id, vr.resource_id, vr.resource_type, vr.agent, vr.hash, $3
-			from version_resources vr
-			where vr.environment_id = $1::uuid and vr.first_version > $2 and vr.first_version <= $3
-			  and (vr.last_version is null or vr.last_version > $3)
-			on conflict (environment_id, resource_id) do update set
-			  intent_hash = excluded.intent_hash,
-			  intent_version = excluded.intent_version,
-			  compliance = case when resource_state.deployed_hash = excluded.intent_hash
-			                     and resource_state.last_result = 'deployed'
-			                    then 'compliant' else 'has_update' end`, envID, prev, version)
-		if err != nil {
-			return fmt.Errorf("update deploy state: %w", err)
-		}
-		changed := int(tag.RowsAffected())
-		if _, err := tx.Exec(ctx, `
-			insert into agents (environment_id, name)
-			select distinct vr.environment_id, vr.agent from version_resources vr
-			where vr.environment_id = $1::uuid and vr.first_version > $2 and vr.first_version <= $3
-			on conflict do nothing`, envID, prev, version); err != nil {
-			return fmt.Errorf("record agents: %w", err)
-		}
-		tag, err = tx.Exec(ctx, `
-			update resource_state rs set intent_hash = null, intent_version = $3
-			where rs.environment_id = $1::uuid and rs.intent_hash is not null
-			  and exists (select 1 from version_resources vr where vr.environment_id = rs.environment_id
-			      and vr.resource_id = rs.resource_id and vr.last_version > $2 and vr.last_version <= $3)
-			  and not exists (select 1 from version_resources vr where vr.environment_id = rs.environment_id
-			      and vr.resource_id = rs.resource_id and vr.first_version <= $3
-			      and (vr.last_version is null or vr.last_version > $3))`, envID, prev, version)
-		if err != nil {
-			return fmt.Errorf("orphan removed resources: %w", err)
-		}
-		changed += int(tag.RowsAffected())
-		if err := tx.QueryRow(ctx, `update versions set released_at = now(), released_by = $3
-			where environment_id = $1::uuid and version = $2 returning released_at, coalesce(released_by, '')`, envID, version,
-			ActorOf(ctx)).Scan(&v.ReleasedAt, &v.ReleasedBy); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `update environments set released_version = $2, updated_at = now() where id = $1::uuid`,
-			envID, version); err != nil {
-			return err
-		}
-		out = Release{Version: v, Changed: changed}
-		if e.Settings.AutoDeploy {
-			req, err := insertRequest(ctx, tx, envID, Request{Kind: "deploy", Reason: fmt.Sprintf("new version %d", version)})
-			if err != nil {
-				return err
-			}
-			out.Request = &req
-		}
-		return nil
-	}()
-	return out, err
+		out.Request = &req
+	}
+	return out, nil
 }
 
 func scanVersion(row pgx.Row) (VersionInfo, error) {
