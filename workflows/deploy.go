@@ -64,27 +64,25 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 		d.show(ctx, "preempted: the environment is halted")
 		return res, finish(local, ctx, in, "preempted", res)
 	}
-	preempt := workflow.GetSignalChannel(ctx, PreemptSignal)
-	preempted := false
-
-	maxInFlight := in.MaxInFlight
-	if maxInFlight <= 0 {
-		maxInFlight = defaultMaxInFlight
+	r := &deployRun{ctx: ctx, local: local, in: in, d: d, res: &res,
+		preempt:     workflow.GetSignalChannel(ctx, PreemptSignal),
+		maxInFlight: in.MaxInFlight, agentWait: time.Duration(in.AgentWaitSeconds) * time.Second}
+	if r.maxInFlight <= 0 {
+		r.maxInFlight = defaultMaxInFlight
 	}
-	agentWait := time.Duration(in.AgentWaitSeconds) * time.Second
-	if agentWait <= 0 {
-		agentWait = defaultAgentWait
+	if r.agentWait <= 0 {
+		r.agentWait = defaultAgentWait
 	}
 
 	maxHistory := in.MaxHistory
 	if maxHistory <= 0 {
 		maxHistory = defaultMaxHistory
 	}
-	nextSeq := plan.NextSeq
+	r.nextSeq = plan.NextSeq
 	for _, b := range plan.Batches {
-		nextSeq = max(nextSeq, b.Seq+1)
+		r.nextSeq = max(r.nextSeq, b.Seq+1)
 	}
-	for start := 0; start < len(plan.Batches) && !preempted; {
+	for start := 0; start < len(plan.Batches) && !r.preempted; {
 		end := start
 		for end < len(plan.Batches) && plan.Batches[end].Level == plan.Batches[start].Level {
 			end++
@@ -100,8 +98,8 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 			// continue as new between levels; the plan stays in
 			// PostgreSQL, so the next run fetches it again.
 			var reason string
-			if preempt.ReceiveAsync(&reason) {
-				preempted = true
+			if r.preempt.ReceiveAsync(&reason) {
+				r.preempted = true
 				break
 			}
 			next := in
@@ -110,17 +108,17 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 		}
 		var st levelStats
 		d.show(ctx, fmt.Sprintf("running requires level %d", level))
-		if err := runLevel(ctx, local, in, plan.Batches[start:end], maxInFlight, agentWait, d, &st, preempt, &preempted); err != nil {
+		if err := r.runLevel(plan.Batches[start:end], &st); err != nil {
 			return res, err
 		}
-		if err := retryLevel(ctx, local, in, plan.Batches[start:end], &nextSeq, maxInFlight, agentWait, d, st, preempt, &preempted); err != nil {
+		if err := r.retryLevel(plan.Batches[start:end], st); err != nil {
 			return res, err
 		}
 		start = end
 	}
 
 	status := "done"
-	if preempted {
+	if r.preempted {
 		status = "preempted"
 		res.Preempted = true
 	}
@@ -143,6 +141,21 @@ func finish(local, ctx workflow.Context, in DeployInput, status string, res Depl
 	return nil
 }
 
+// deployRun is the state of one Deploy run that its levels share: where
+// its activities go, its input, totals and details, its limits, the
+// preempt signal and whether it came, and the next batch sequence number.
+type deployRun struct {
+	ctx, local  workflow.Context
+	in          DeployInput
+	d           *runDetails
+	res         *DeployResult
+	maxInFlight int
+	agentWait   time.Duration
+	preempt     workflow.ReceiveChannel
+	preempted   bool
+	nextSeq     int
+}
+
 // levelStats is what the batches of a level report about retrying.
 type levelStats struct {
 	retry      int // resources that failed with a transient or throttled error
@@ -158,11 +171,10 @@ const maxRetryDelay = 15 * time.Minute
 // asked for when longer), before the run moves on to the next level, so
 // that their dependents get their chance in this run. Resources skipped
 // for a dependency are retried with them. A preempt signal ends the wait.
-func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, nextSeq *int, maxInFlight int,
-	agentWait time.Duration, d *runDetails, st levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
-	res := d.res
+func (r *deployRun) retryLevel(batches []BatchRef, st levelStats) error {
+	ctx, in, d, res := r.ctx, r.in, r.d, r.res
 	backoff := time.Duration(max(in.RetryBackoffSeconds, 1)) * time.Second
-	for attempt := 1; attempt <= in.RetryAttempts && st.retry > 0 && !*preempted; attempt++ {
+	for attempt := 1; attempt <= in.RetryAttempts && st.retry > 0 && !r.preempted; attempt++ {
 		delay := min(backoff<<(attempt-1), maxRetryDelay)
 		if ra := time.Duration(st.retryAfter) * time.Second; ra > delay {
 			delay = min(ra, maxRetryDelay)
@@ -174,10 +186,10 @@ func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef,
 		tctx, cancel := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(workflow.NewTimer(tctx, delay), func(workflow.Future) {})
-		sel.AddReceive(preempt, onPreempt(ctx, in, preempted))
+		sel.AddReceive(r.preempt, r.onPreempt)
 		sel.Select(ctx)
 		cancel()
-		if *preempted {
+		if r.preempted {
 			return nil
 		}
 		seqs := make([]int, len(batches))
@@ -185,8 +197,8 @@ func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef,
 			seqs[i] = b.Seq
 		}
 		var rp PlanRetryResult
-		if err := workflow.ExecuteActivity(local, PlanRetryActivity, PlanRetryInput{
-			EnvironmentID: in.EnvironmentID, Run: in.Run, Seqs: seqs, NextSeq: *nextSeq,
+		if err := workflow.ExecuteActivity(r.local, PlanRetryActivity, PlanRetryInput{
+			EnvironmentID: in.EnvironmentID, Run: in.Run, Seqs: seqs, NextSeq: r.nextSeq,
 		}).Get(ctx, &rp); err != nil {
 			return fmt.Errorf("plan retry: %w", err)
 		}
@@ -194,14 +206,14 @@ func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef,
 			return nil
 		}
 		for _, b := range rp.Batches {
-			*nextSeq = max(*nextSeq, b.Seq+1)
+			r.nextSeq = max(r.nextSeq, b.Seq+1)
 		}
 		res.Failed -= rp.Failed
 		res.Skipped -= rp.Skipped
 		res.Batches += len(rp.Batches)
 		batches, st = rp.Batches, levelStats{}
 		d.show(ctx, fmt.Sprintf("requires level %d: retry %d of %d", batches[0].Level, attempt, in.RetryAttempts))
-		if err := runLevel(ctx, local, in, batches, maxInFlight, agentWait, d, &st, preempt, preempted); err != nil {
+		if err := r.runLevel(batches, &st); err != nil {
 			return err
 		}
 	}
@@ -210,27 +222,24 @@ func retryLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef,
 
 // onPreempt is the selector callback of the preempt signal: it takes the
 // signal and marks the run preempted.
-func onPreempt(ctx workflow.Context, in DeployInput, preempted *bool) func(workflow.ReceiveChannel, bool) {
-	return func(c workflow.ReceiveChannel, _ bool) {
-		var reason string
-		c.Receive(ctx, &reason)
-		*preempted = true
-		workflow.GetLogger(ctx).Info("deploy run preempted", "run", in.Run, "reason", reason)
-	}
+func (r *deployRun) onPreempt(c workflow.ReceiveChannel, _ bool) {
+	var reason string
+	c.Receive(r.ctx, &reason)
+	r.preempted = true
+	workflow.GetLogger(r.ctx).Info("deploy run preempted", "run", r.in.Run, "reason", reason)
 }
 
 // runLevel dispatches the batches of one requires level, at most maxInFlight
 // at a time, and waits for those dispatched. A preempt signal stops the
 // dispatching; the batches in flight finish.
-func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, maxInFlight int,
-	agentWait time.Duration, d *runDetails, st *levelStats, preempt workflow.ReceiveChannel, preempted *bool) error {
-	res := d.res
+func (r *deployRun) runLevel(batches []BatchRef, st *levelStats) error {
+	ctx, in, d, res, agentWait := r.ctx, r.in, r.d, r.res, r.agentWait
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(preempt, onPreempt(ctx, in, preempted))
+	sel.AddReceive(r.preempt, r.onPreempt)
 	inFlight := 0
 	var fatal error
-	for i := 0; (i < len(batches) && !*preempted) || inFlight > 0; {
-		if i < len(batches) && !*preempted && inFlight < maxInFlight {
+	for i := 0; (i < len(batches) && !r.preempted) || inFlight > 0; {
+		if i < len(batches) && !r.preempted && inFlight < r.maxInFlight {
 			b := batches[i]
 			i++
 			inFlight++
@@ -270,7 +279,7 @@ func runLevel(ctx, local workflow.Context, in DeployInput, batches []BatchRef, m
 						AgentTaskQueue(in.EnvironmentName, b.Agent), agentWait)
 				}
 				var mr MarkBatchResult
-				if merr := workflow.ExecuteActivity(local, MarkBatchActivity, MarkBatchInput{
+				if merr := workflow.ExecuteActivity(r.local, MarkBatchActivity, MarkBatchInput{
 					EnvironmentID: in.EnvironmentID, Run: in.Run, Seq: b.Seq, Result: result, Reason: reason,
 				}).Get(ctx, &mr); merr != nil {
 					fatal = fmt.Errorf("mark batch %d %s: %w", b.Seq, result, merr)
