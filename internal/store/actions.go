@@ -1,0 +1,272 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/plan"
+)
+
+// RecordActions appends attempts to the action log and, for deploys and
+// repairs, moves each resource's deploy state in the same transaction:
+// compliant when deployed, undefined when undefined, else non_compliant. A
+// resource whose intent changed meanwhile keeps compliance has_update.
+// Facts are upserted for every action kind, dry-runs included: they are
+// observations of the target, not changes to it.
+func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error { return recordActions(ctx, tx, envID, recs) })
+}
+
+// recordActions is RecordActions in the caller's transaction.
+func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(recs))
+	ids := make([]string, 0, len(recs))
+	hashes := make([][]byte, 0, len(recs))
+	results := make([]string, 0, len(recs))
+	changed := make([]bool, 0, len(recs))
+	finished := make([]time.Time, 0, len(recs))
+	for i, r := range recs {
+		var errText any
+		if r.Error != "" {
+			errText = r.Error
+		}
+		var op, class any
+		if r.Operation != "" {
+			op = r.Operation
+		}
+		if r.ErrorClass != "" && r.Result == "failed" {
+			class = r.ErrorClass
+		}
+		rows[i] = []any{envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
+			op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, class, r.WorkflowID, r.RunID, r.Attempt,
+			executorOrNil(r.Executor), batchOrNil(r.Batch)}
+		if r.Action == "dryrun" {
+			continue
+		}
+		ids = append(ids, r.ResourceID)
+		hashes = append(hashes, r.Hash)
+		results = append(results, r.Result)
+		changed = append(changed, r.Changed)
+		finished = append(finished, r.FinishedAt)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
+		[]string{"environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
+			"result", "operation", "changes", "logs", "error", "error_class", "workflow_id", "run_id", "attempt",
+			"executor", "batch"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("append action log: %w", err)
+	}
+	if err := countProgress(ctx, tx, envID, recs); err != nil {
+		return err
+	}
+	if err := upsertFacts(ctx, tx, envID, recs); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+		update resource_state rs set
+		  last_result = u.result,
+		  last_attempt = u.finished,
+		  last_produced_change = u.changed,
+		  deployed_hash = case when u.result = 'deployed' then u.hash else rs.deployed_hash end,
+		  last_success = case when u.result = 'deployed' then u.finished else rs.last_success end,
+		  compliance = case when rs.intent_hash is distinct from u.hash then 'has_update'
+		                    when u.result = 'deployed' then 'compliant'
+		                    when u.result = 'undefined' then 'undefined'
+		                    else 'non_compliant' end
+		from unnest($2::text[], $3::bytea[], $4::text[], $5::bool[], $6::timestamptz[])
+		  as u(rid, hash, result, changed, finished)
+		where rs.environment_id = $1::uuid and rs.resource_id = u.rid`,
+		envID, ids, hashes, results, changed, finished)
+	if err != nil {
+		return fmt.Errorf("update deploy state: %w", err)
+	}
+	return queueFollowUps(ctx, tx, envID, recs)
+}
+
+// upsertFacts stores the facts of recs, keeping the last value per
+// resource and name (a later record of the same resource wins).
+func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	type key struct{ rid, name string }
+	last := map[key]json.RawMessage{}
+	for _, r := range recs {
+		for name, v := range r.Facts {
+			last[key{r.ResourceID, name}] = v
+		}
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	keys := make([]key, 0, len(last))
+	for k := range last {
+		keys = append(keys, k)
+	}
+	// A fixed order keeps concurrent upserts from deadlocking.
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].rid != keys[j].rid {
+			return keys[i].rid < keys[j].rid
+		}
+		return keys[i].name < keys[j].name
+	})
+	rids := make([]string, len(keys))
+	names := make([]string, len(keys))
+	values := make([]string, len(keys))
+	for i, k := range keys {
+		rids[i], names[i], values[i] = k.rid, k.name, string(last[k])
+	}
+	if _, err := tx.Exec(ctx, `insert into facts (environment_id, resource_id, name, value)
+		select $1::uuid, u.rid, u.name, u.value::jsonb
+		from unnest($2::text[], $3::text[], $4::text[]) as u(rid, name, value)
+		on conflict (environment_id, resource_id, name)
+		do update set value = excluded.value, updated_at = now()
+		-- An unchanged fact (the common case in a repair) rewrites no row.
+		where facts.value is distinct from excluded.value`,
+		envID, rids, names, values); err != nil {
+		return fmt.Errorf("record facts: %w", err)
+	}
+	return nil
+}
+
+// queueFollowUps queues the automatic requests a chunk of outcomes calls
+// for (the rules are plan's: plan.Recovery, plan.Events): a deploy of the
+// resources skipped because of a dependency that is now deployed, failed
+// or undefined before ("dependency X recovered"), and a repair of the
+// resources with receive_events that require a resource with send_event
+// that just changed ("event from X"). Automatic requests are dropped at
+// take time when the run at hand already did the work.
+func queueFollowUps(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	outs := make([]plan.Outcome, len(recs))
+	for i, r := range recs {
+		outs[i] = plan.Outcome{ResourceID: r.ResourceID, Action: r.Action, Result: r.Result, Changed: r.Changed,
+			FinishedAt: r.FinishedAt}
+	}
+	t := plan.FollowUpTriggers(outs)
+	if len(t.Deployed) == 0 {
+		return nil
+	}
+	deployed := make([]string, len(t.Deployed))
+	for k, i := range t.Deployed {
+		deployed[k] = recs[i].ResourceID
+	}
+	const dependents = `select distinct rs.resource_id, req.id
+		from resource_state rs
+		join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
+		cross join lateral unnest(c.requires) as req(id)
+		where rs.environment_id = $1::uuid and req.id = any($2) and `
+	skipped, err := dependentsOf(ctx, tx, dependents+`rs.last_result in ('skipped_for_dependency', 'skipped_for_undefined')
+		order by 1, 2`, envID, deployed)
+	if err != nil {
+		return fmt.Errorf("find recovered dependents: %w", err)
+	}
+	if f, ok := plan.Recovery(skipped); ok {
+		if err := queueFollowUp(ctx, tx, envID, f); err != nil {
+			return err
+		}
+	}
+	if len(t.Changed) == 0 {
+		return nil
+	}
+	changed := make([]string, len(t.Changed))
+	changedHashes := make([][]byte, len(t.Changed))
+	for k, i := range t.Changed {
+		changed[k], changedHashes[k] = recs[i].ResourceID, recs[i].Hash
+	}
+	rows, err := tx.Query(ctx, `select u.rid from unnest($2::text[], $3::bytea[]) as u(rid, hash)
+		join resource_contents c on c.environment_id = $1::uuid and c.hash = u.hash
+		where c.send_event order by 1`, envID, changed, changedHashes)
+	if err != nil {
+		return err
+	}
+	senders, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(senders) == 0 {
+		return err
+	}
+	receivers, err := dependentsOf(ctx, tx, dependents+`rs.intent_hash is not null and c.receive_events order by 1, 2`, envID, senders)
+	if err != nil {
+		return fmt.Errorf("find event receivers: %w", err)
+	}
+	if f, ok := plan.Events(receivers, t.At); ok {
+		return queueFollowUp(ctx, tx, envID, f)
+	}
+	return nil
+}
+
+// queueFollowUp queues an automatic request.
+func queueFollowUp(ctx context.Context, tx pgx.Tx, envID string, f plan.FollowUp) error {
+	_, err := insertRequest(ctx, tx, envID, Request{Kind: f.Kind, Auto: true, ResourceIDs: f.ResourceIDs,
+		StaleBefore: f.StaleBefore, Reason: f.Reason})
+	return err
+}
+
+// dependentsOf runs a query of (resource, cause) rows.
+func dependentsOf(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]plan.Dependent, error) {
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (plan.Dependent, error) {
+		var d plan.Dependent
+		return d, r.Scan(&d.ID, &d.Cause)
+	})
+}
+
+// countProgress moves the live counters of the runs the records belong to.
+// They show progress while a run works; FinishRun sets the exact totals.
+func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	type counts struct{ deployed, failed, skipped, unavailable int }
+	byWorkflow := map[string]*counts{}
+	for _, r := range recs {
+		c := byWorkflow[r.WorkflowID]
+		if c == nil {
+			c = &counts{}
+			byWorkflow[r.WorkflowID] = c
+		}
+		switch r.Result {
+		case "deployed":
+			c.deployed++
+		case "unavailable":
+			c.unavailable++
+		case "skipped_for_dependency", "skipped", "undefined", "skipped_for_undefined":
+			c.skipped++
+		default:
+			c.failed++
+		}
+	}
+	for wf, c := range byWorkflow {
+		if _, err := tx.Exec(ctx, `update deploy_runs set deployed = deployed + $3, failed = failed + $4,
+			skipped = skipped + $5, unavailable = unavailable + $6
+			where environment_id = $1::uuid and workflow_id = $2 and status = 'running'`,
+			envID, wf, c.deployed, c.failed, c.skipped, c.unavailable); err != nil {
+			return fmt.Errorf("count progress: %w", err)
+		}
+	}
+	return nil
+}
+
+func jsonOrNil(b json.RawMessage) any {
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	return string(b)
+}
+
+// RunCounts are a finished run's totals.
+type RunCounts struct {
+	Deployed    int `json:"deployed"`
+	Failed      int `json:"failed"`
+	Skipped     int `json:"skipped"`
+	Unavailable int `json:"unavailable"`
+}
