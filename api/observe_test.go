@@ -141,6 +141,37 @@ func TestTracedRequest(t *testing.T) {
 	}
 }
 
+// TestMalformedTraceparent: a traceparent that does not parse (garbage,
+// a wrong version, an all-zero trace id, an oversized value) is ignored:
+// the request is served, in a new trace with no parent and no link.
+func TestMalformedTraceparent(t *testing.T) {
+	t.Parallel()
+	for _, tp := range []string{
+		"garbage",
+		"ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		"00-00000000000000000000000000000000-b7ad6b7169203331-01",
+		"00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+		"00-" + strings.Repeat("a", 4096) + "-b7ad6b7169203331-01",
+	} {
+		o := newObserved(t, api.Options{})
+		w := o.do(http.MethodGet, "/healthz", map[string]string{"Traceparent": tp})
+		if w.Code != http.StatusOK {
+			t.Errorf("traceparent %.40q: answer %d %s", tp, w.Code, w.Body)
+			continue
+		}
+		spans := o.rec.Ended()
+		if len(spans) != 1 {
+			t.Errorf("traceparent %.40q: %d spans, want the request's", tp, len(spans))
+			continue
+		}
+		if s := spans[0]; s.Parent().IsValid() || len(s.Links()) != 0 || !s.SpanContext().TraceID().IsValid() {
+			t.Errorf("traceparent %.40q: parent %v, links %v, trace %v; want a new trace of its own", tp,
+				s.Parent(), s.Links(), s.SpanContext().TraceID())
+		}
+	}
+}
+
 // TestTracedUnmatched: a request no route matches gets a span named by
 // its method only, and a problem with its trace id.
 func TestTracedUnmatched(t *testing.T) {
