@@ -312,6 +312,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{"a version is a number", []string{"versions", "show", "three"}, `version "three"`},
 		{"a run is a number", []string{"runs", "show", "x"}, `run "x"`},
 		{"a bad --limit", []string{"resource", "logs", "fs::File[a,path=/x]", "--limit", "0"}, "--limit 0"},
+		{"a negative dev-cluster port", []string{"dev-cluster", "--dir", "/nonexistent/x", "--port", "-1"}, "--port -1: want a port from 1 to 65535"},
+		{"a dev-cluster port too high", []string{"dev-cluster", "--dir", "/nonexistent/x", "--ui-port", "70000"}, "--ui-port 70000"},
 		{"a bad -o", []string{"env", "list", "-o", "xml"}, `invalid argument "xml" for "-o, --output" flag: want table, wide, json or yaml`},
 		{"a bad --output on a subcommand", []string{"versions", "list", "--output=JSON"}, "want table, wide, json or yaml"},
 	}

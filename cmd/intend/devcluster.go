@@ -45,6 +45,14 @@ Needs the Temporal server, its SQL tool and UI, PostgreSQL and Prometheus:
 "make tools" installs them. docs/production.md describes the topology.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, p := range []struct {
+				flag string
+				port int
+			}{{"--port", ports.API}, {"--ui-port", ports.UI}, {"--prometheus-port", ports.Prometheus}} {
+				if p.port < 1 || p.port > 65535 {
+					return usageErrorf("%s %d: want a port from 1 to 65535", p.flag, p.port)
+				}
+			}
 			log, err := g.logger()
 			if err != nil {
 				return err
