@@ -158,7 +158,9 @@ func TestValidatorCatchesDrift(t *testing.T) {
 		{"a query parameter the document refuses, accepted", "GET", "/api/v1/projects?limit=0", "",
 			200, "application/json", `{"items":[]}`, "accepted a request"},
 		{"a route the document lacks", "GET", "/api/v1/nowhere", "",
-			200, "application/json", `{}`, "no path"},
+			200, "application/json", `{}`, "the document has no GET"},
+		{"an error of a route the document lacks", "GET", "/api/v1/nowhere", "",
+			409, "application/problem+json", `{"type":"urn:intend:problem:conflict","title":"Conflict","status":409}`, "the document has no GET"},
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {
