@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/apitest"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
@@ -35,6 +36,8 @@ func startServerDB(t *testing.T) (*apiclient.Client, *server.Server, string) {
 	t.Helper()
 	return exectest.StartServer(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
+		// Every request and answer is checked against the OpenAPI document.
+		WrapHandler: func(h http.Handler) http.Handler { return apitest.Validating(t, h) },
 	})
 }
 
