@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/apitest"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -88,7 +89,9 @@ func newFixture(t testing.TB, opts api.Options) *fixture {
 		opts.Auth = &auth.Authenticator{Tokens: st}
 	}
 	h := api.New(opts).Handler()
-	srv := httptest.NewServer(h)
+	// Every request the tests send, and every answer, is checked against
+	// the OpenAPI document (openapi_test.go proves the check fails).
+	srv := httptest.NewServer(apitest.Validating(t, h))
 	t.Cleanup(srv.Close)
 	f := &fixture{t: t, srv: srv, sched: d, st: st, handler: h}
 	f.token = f.newToken("admin", "admin", nil)

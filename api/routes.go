@@ -40,7 +40,12 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodGet, "/metrics", s.global("metrics.read", read, wrap(s.opts.Telemetry.Handler())).quietly())
 	}
 
+	// The API's contract (openapi.go) and a page that renders it: open,
+	// as they describe the routes and hold no data of anyone's.
+	r.Method(http.MethodGet, "/api/docs", s.open("docs.read", s.serveDocs))
+
 	r.Route("/api/v1", func(r chi.Router) {
+		r.Method(http.MethodGet, "/openapi.json", s.open("openapi.read", s.serveOpenAPI))
 		r.Method(http.MethodGet, "/whoami", s.anyEnv("whoami", read, s.whoami))
 		r.Method(http.MethodPost, "/tokens", s.global("token.create", admin, s.createToken))
 		r.Method(http.MethodGet, "/tokens", s.global("token.list", admin, s.listTokens))
@@ -104,6 +109,9 @@ func (s *Server) Handler() http.Handler {
 		})
 	})
 	r.Route("/lsm/v1", func(r chi.Router) {
+		// The /lsm routes with the environment's catalog: each entity's
+		// create and update with its attributes' JSON Schemas.
+		r.Method(http.MethodGet, "/openapi.json", s.inLSMEnv("lsm.openapi.read", read, s.serveLSMOpenAPI))
 		r.Method(http.MethodGet, "/service_catalog", s.inLSMEnv("lsm.catalog.list", read, s.listCatalog))
 		r.Method(http.MethodGet, "/service_catalog/{entity}", s.inLSMEnv("lsm.catalog.read", read, s.getCatalogEntity))
 		r.Method(http.MethodPatch, "/service_catalog/{entity}/config", s.inLSMEnv("lsm.catalog.configure", operator, s.patchEntityConfig))

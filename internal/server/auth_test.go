@@ -14,7 +14,6 @@ import (
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/auth"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/oidc/oidctest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
@@ -230,7 +229,7 @@ func TestTokenLifecycle(t *testing.T) {
 
 	// A second server on the same database: revocation on one holds on
 	// the other from the next request on.
-	admin2, _, _ := exectest.StartServer(t, server.Config{DatabaseURL: db})
+	admin2, _, _ := startValidated(t, server.Config{DatabaseURL: db})
 	if _, err := versions(ctx, as(admin2, secret), env); err != nil {
 		t.Fatalf("the token on the second server: %v", err)
 	}
@@ -314,7 +313,7 @@ func TestAutonomousEnvironmentRefusesPush(t *testing.T) {
 // token, one that grants nothing and another issuer's are refused.
 func TestOIDC(t *testing.T) {
 	iss := oidctest.NewIssuer(t)
-	admin, _, _ := exectest.StartServer(t, server.Config{OIDC: &server.OIDCConfig{Issuer: iss.URL(), Audience: "intend"}})
+	admin, _, _ := startValidated(t, server.Config{OIDC: &server.OIDCConfig{Issuer: iss.URL(), Audience: "intend"}})
 	ctx := context.Background()
 	env := newEnv(t, admin, "oidc", nil)
 	other := newEnv(t, admin, "oidc-other", nil)
@@ -376,7 +375,7 @@ func TestOIDC(t *testing.T) {
 // stops the server with a clear error.
 func TestBootstrapToken(t *testing.T) {
 	secret := "bootstrap-" + strings.Repeat("s", 40)
-	admin, _, db := exectest.StartServer(t, server.Config{BootstrapToken: secret})
+	admin, _, db := startValidated(t, server.Config{BootstrapToken: secret})
 	ctx := context.Background()
 	var who api.Whoami
 	if err := admin.Do(ctx, http.MethodGet, "/api/v1/whoami", nil, &who); err != nil || who.Role != "admin" ||
@@ -387,7 +386,7 @@ func TestBootstrapToken(t *testing.T) {
 	if err := as(admin, second).Do(ctx, http.MethodDelete, "/api/v1/tokens/bootstrap", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	again, _, _ := exectest.StartServer(t, server.Config{DatabaseURL: db, BootstrapToken: secret})
+	again, _, _ := startValidated(t, server.Config{DatabaseURL: db, BootstrapToken: secret})
 	if err := again.Do(ctx, http.MethodGet, "/api/v1/whoami", nil, nil); status(err) != 401 {
 		t.Errorf("a revoked bootstrap token after a restart: %v, want 401", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/callbacks"
 	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -186,7 +185,7 @@ func listCallbacks(t *testing.T, c *apiclient.Client, env string) []store.Callba
 // deleted one gets nothing more; a healthy receiver hears of a transfer
 // within about a second.
 func TestCallbacks(t *testing.T) {
-	c, _, _ := exectest.StartServer(t, server.Config{
+	c, _, _ := startValidated(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 		Callbacks: server.CallbackOptions{Timeout: time.Second, MinBackoff: 100 * time.Millisecond,
 			MaxBackoff: time.Second, Poll: time.Second},
@@ -532,7 +531,7 @@ func TestCallbackRegistration(t *testing.T) {
 // with their last error, and the instance's next events go on (in
 // order). The server sends callbacks to --lsm-callback-hosts only.
 func TestCallbackGivesUp(t *testing.T) {
-	c, _, _ := exectest.StartServer(t, server.Config{
+	c, _, _ := startValidated(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 		Callbacks: server.CallbackOptions{Timeout: time.Second, MinBackoff: 50 * time.Millisecond,
 			MaxBackoff: 100 * time.Millisecond, MaxAttempts: 2, AllowedHosts: []string{"127.0.0.1"}},

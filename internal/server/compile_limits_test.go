@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
@@ -25,7 +24,7 @@ import (
 // autonomous compile, and a service instance whose own evaluation explodes
 // is rejected, each naming the limit.
 func TestModelsThatExplode(t *testing.T) {
-	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, CompileMemory: 256 << 20,
+	c, _, _ := startValidated(t, server.Config{EmbeddedExecutor: true, CompileMemory: 256 << 20,
 		CompileTimeout: 3 * time.Second, ReconcileEvery: time.Second, SchedulerPoll: time.Second, DataDir: t.TempDir(),
 		AllowLocalRepos: true})
 	ctx := context.Background()

@@ -21,7 +21,6 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
@@ -59,7 +58,7 @@ func siteResources(dir, content string) string {
 
 func startCompileServer(t *testing.T) (*apiclient.Client, *server.Server) {
 	t.Helper()
-	c, s, _ := exectest.StartServer(t, server.Config{
+	c, s, _ := startValidated(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, DataDir: t.TempDir(),
 		AllowLocalRepos: true, // the model repositories are bare ones on local disk
 	})

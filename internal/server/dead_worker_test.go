@@ -70,7 +70,7 @@ func releaseAfterDeath(t *testing.T, hold func(*testing.T, client.Client, string
 
 	hold(t, tc, namespace, workflows.SchedulerWorkflowID(env))
 
-	c, _, _ = exectest.StartServer(t, server.Config{DatabaseURL: db, EmbeddedExecutor: true})
+	c, _, _ = startValidated(t, server.Config{DatabaseURL: db, EmbeddedExecutor: true})
 	began := time.Now()
 	run := deploy(t, c, env, body(t, file(path, "2\n", "0644")))
 	took := time.Since(began)
@@ -178,7 +178,7 @@ func TestOldSchedulerRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	exectest.StartServer(t, server.Config{DatabaseURL: db, EmbeddedExecutor: true, ReconcileEvery: time.Second})
+	startValidated(t, server.Config{DatabaseURL: db, EmbeddedExecutor: true, ReconcileEvery: time.Second})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		d, err := tc.DescribeWorkflowExecution(ctx, id, "")

@@ -13,7 +13,6 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 )
 
@@ -148,7 +147,7 @@ func (s *sseStream) ended(t *testing.T) {
 // token may not; bad starts are 422.
 func TestInstanceEventStream(t *testing.T) {
 	const writeTimeout = 2 * time.Second
-	c, _, _ := exectest.StartServer(t, server.Config{
+	c, _, _ := startValidated(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, WriteTimeout: writeTimeout,
 	})
 	env := newEnv(t, c, "lsmevents", nil)

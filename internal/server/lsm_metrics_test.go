@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 )
 
@@ -36,7 +35,7 @@ func metricValue(t *testing.T, text, series string) float64 {
 // wrote them, and the time they spent in each state they left is in
 // intend_lsm_state_duration_seconds.
 func TestLSMTransferMetrics(t *testing.T) {
-	c, srv, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, MetricsListen: "127.0.0.1:0",
+	c, srv, _ := startValidated(t, server.Config{EmbeddedExecutor: true, MetricsListen: "127.0.0.1:0",
 		ReconcileEvery: time.Second, SchedulerPoll: time.Second})
 	env := newEnv(t, c, "lsmmetrics", nil)
 	if err := uploadModel(t, c, env, lsmFileModel(t.TempDir())); err != nil {

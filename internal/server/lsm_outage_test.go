@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/devtemporal"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
@@ -180,7 +179,7 @@ func instanceCreatesThrough(t *testing.T, o outage) {
 // A.4). Before, the instance answered 503 for ever.
 func TestInstancesRestartedAfterTemporalLosesItsStore(t *testing.T) {
 	addr, namespace, file, stop, start := ownTemporal(t)
-	c, _, _ := exectest.StartServer(t, server.Config{TemporalAddress: addr, TemporalNamespace: namespace,
+	c, _, _ := startValidated(t, server.Config{TemporalAddress: addr, TemporalNamespace: namespace,
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, InstanceReconcileEvery: time.Second})
 	env := newEnv(t, c, "lsmlost", nil)
 	root := t.TempDir()

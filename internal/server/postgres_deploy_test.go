@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
@@ -132,7 +131,7 @@ func TestPostgresDeploy(t *testing.T) {
 	t.Setenv(secretEnv, secret)
 	t.Setenv(adminEnv, pg.password)
 
-	c, _, intendDB := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+	c, _, intendDB := startValidated(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second, SecretEnvPrefix: "INTEND_E2E_"})
 	ctx := context.Background()
 	env := newEnv(t, c, "pg", map[string]any{"deploy_interval": 0, "repair_interval": 0})

@@ -122,6 +122,10 @@ type Config struct {
 	// /healthz and /metrics, log at debug); AccessLogOff turns it off.
 	AccessLog    slog.Level
 	AccessLogOff bool
+	// WrapHandler, when set, wraps the API's handler: the tests check
+	// every request and response against the OpenAPI document with it
+	// (apitest.Validating).
+	WrapHandler func(http.Handler) http.Handler
 	// Callbacks tunes the delivery of LSM callbacks (callbacks.go).
 	Callbacks CallbackOptions
 	// MetricsLockEvery is how often a replica that does not export the
@@ -348,7 +352,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			},
 		},
 	})
-	s.http = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	handler := srv.Handler()
+	if cfg.WrapHandler != nil {
+		handler = cfg.WrapHandler(handler)
+	}
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		WriteTimeout: cfg.WriteTimeout}
 	s.http.RegisterOnShutdown(s.events.Close)
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {

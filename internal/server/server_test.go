@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/apitest"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
@@ -33,9 +34,18 @@ func startServer(t *testing.T) (*apiclient.Client, *server.Server) {
 // startServerDB is startServer that also returns the database URL.
 func startServerDB(t *testing.T) (*apiclient.Client, *server.Server, string) {
 	t.Helper()
-	return exectest.StartServer(t, server.Config{
+	return startValidated(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 	})
+}
+
+// startValidated is exectest.StartServer with every request the test
+// sends to the API, and every answer, checked against the OpenAPI
+// document (apitest.Validating).
+func startValidated(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Server, string) {
+	t.Helper()
+	cfg.WrapHandler = func(h http.Handler) http.Handler { return apitest.Validating(t, h) }
+	return exectest.StartServer(t, cfg)
 }
 
 type res struct {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/sshtest"
 	"github.com/intendhq/intend/internal/store"
@@ -25,7 +24,7 @@ import (
 func TestSSHDeploy(t *testing.T) {
 	srv := sshtest.Start(t)
 	// The key is read from the embedded executor's secrets directory.
-	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+	c, _, _ := startValidated(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second, SecretsDir: srv.Dir})
 	ctx := context.Background()
 	env := newEnv(t, c, "ssh", map[string]any{"deploy_interval": 0, "repair_interval": 0})

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/tlsfiles"
 	"github.com/intendhq/intend/internal/tlsfiles/certtest"
@@ -25,7 +24,7 @@ func TestServerTLS(t *testing.T) {
 	ca := certtest.NewCA(t)
 	caFile := ca.WriteCA(t, dir, "ca.pem")
 	certFile, keyFile := ca.WritePair(t, dir, "server", "intend-one", "127.0.0.1", "localhost")
-	c, s, _ := exectest.StartServer(t, server.Config{TLSCert: certFile, TLSKey: keyFile})
+	c, s, _ := startValidated(t, server.Config{TLSCert: certFile, TLSKey: keyFile})
 	if !strings.HasPrefix(c.Base, "https://") {
 		t.Fatalf("base URL %s, want https", c.Base)
 	}
@@ -94,7 +93,7 @@ func TestServerTLS(t *testing.T) {
 // host; --metrics-listen serves /metrics without a token while the API's
 // /metrics needs one.
 func TestAllowedHostsAndMetricsListen(t *testing.T) {
-	c, s, _ := exectest.StartServer(t, server.Config{MetricsListen: "127.0.0.1:0"})
+	c, s, _ := startValidated(t, server.Config{MetricsListen: "127.0.0.1:0"})
 	do := func(host, path string, token bool) int {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, c.Base+path, nil)
