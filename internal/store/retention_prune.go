@@ -131,10 +131,14 @@ const (
 		select id, resource_id, workflow_id, finished_at from resource_actions
 		where environment_id = $1::uuid and id > $2 order by id limit $3
 	), gone as (
-		delete from resource_actions a using scan s
-		where a.id = s.id and s.finished_at < $4 and not (s.workflow_id = any($5))
-		  and exists (select 1 from resource_actions n
-		              where n.environment_id = $1::uuid and n.resource_id = s.resource_id and n.id > s.id)
+		delete from resource_actions where id = any(array(
+			select s.id from scan s
+			where s.finished_at < $4 and not (s.workflow_id = any($5))
+			  -- a scalar subquery, not exists: PostgreSQL would make that
+			  -- a hash join reading the environment's whole log per chunk
+			  and (select n.id from resource_actions n
+			       where n.environment_id = $1::uuid and n.resource_id = s.resource_id and n.id > s.id
+			       limit 1) is not null))
 		returning 1
 	)
 	select count(*), count(*) filter (where finished_at < $4 or finished_at > $6), max(id), (select count(*) from gone)
@@ -144,9 +148,9 @@ const (
 		select run, status, requested_at, coalesce(finished_at, requested_at) as ended from deploy_runs
 		where environment_id = $1::uuid and run > $2 order by run limit $3
 	), gone as (
-		delete from deploy_runs r using scan s
-		where r.environment_id = $1::uuid and r.run = s.run
-		  and s.status in ('done', 'failed', 'preempted') and s.ended < $4 and not (s.run = any($5))
+		delete from deploy_runs where environment_id = $1::uuid and run = any(array(
+			select s.run from scan s
+			where s.status in ('done', 'failed', 'preempted') and s.ended < $4 and not (s.run = any($5))))
 		returning 1
 	)
 	select count(*), count(*) filter (where requested_at < $4), max(run), (select count(*) from gone) from scan`
@@ -155,9 +159,8 @@ const (
 		select id, run, requested_at from deploy_requests
 		where environment_id = $1::uuid and id > $2 order by id limit $3
 	), gone as (
-		delete from deploy_requests q using scan s
-		where q.environment_id = $1::uuid and q.id = s.id
-		  and s.run is not null and s.requested_at < $4 and not (s.run = any($5))
+		delete from deploy_requests where environment_id = $1::uuid and id = any(array(
+			select s.id from scan s where s.run is not null and s.requested_at < $4 and not (s.run = any($5))))
 		returning 1
 	)
 	select count(*), count(*) filter (where requested_at < $4), max(id), (select count(*) from gone) from scan`
@@ -166,9 +169,10 @@ const (
 		select id, status, requested_at, coalesce(finished_at, requested_at) as ended from compiles
 		where environment_id = $1::uuid and id > $2 order by id limit $3
 	), gone as (
-		delete from compiles c using scan s
-		where c.id = s.id and s.status in ('succeeded', 'failed') and s.ended < $4
-		  and s.id <> (select max(id) from compiles where environment_id = $1::uuid)
+		delete from compiles where id = any(array(
+			select s.id from scan s
+			where s.status in ('succeeded', 'failed') and s.ended < $4
+			  and s.id <> (select max(id) from compiles where environment_id = $1::uuid)))
 		returning 1
 	)
 	select count(*), count(*) filter (where requested_at < $4), max(id), (select count(*) from gone) from scan`
@@ -180,9 +184,9 @@ const (
 		select * from (select *, sum(item_count) over (order by id) as upto from head) h
 		where upto - item_count < $3
 	), gone as (
-		delete from lsm_orders o using scan s
-		where o.environment_id = $1::uuid and o.id = s.id and s.finished_at < $4
-		returning s.item_count
+		delete from lsm_orders where environment_id = $1::uuid and id = any(array(
+			select s.id from scan s where s.finished_at < $4))
+		returning item_count
 	)
 	select (select count(*) from head), count(*), count(*) filter (where created_at < $4), max(id::text),
 	       (select count(*) from gone), (select coalesce(sum(item_count), 0) from gone) from scan`
@@ -191,17 +195,20 @@ const (
 		select id, state, deleted and updated_at < $4 as gone from service_instances
 		where environment_id = $1::uuid and id > $2::uuid order by id limit $3
 	), doomed as (
-		select l.instance_id, l.version
+		select l.ctid
 		from inst
 		left join lateral (select max(m.version) as k from service_instance_log m
 		                   where m.environment_id = $1::uuid and m.instance_id = inst.id
 		                     and m.state <> inst.state) k on not inst.gone
-		join service_instance_log l on l.environment_id = $1::uuid and l.instance_id = inst.id
-		     and (inst.gone or l.created_at < $4 and l.version < k.k)
+		-- the limit keeps the lateral a loop over the instances (a probe
+		-- of the primary key each), not a join reading the whole log
+		cross join lateral (select l.ctid from service_instance_log l
+		                    where l.environment_id = $1::uuid and l.instance_id = inst.id
+		                      and (inst.gone or l.created_at < $4 and l.version < k.k)
+		                    limit $5) l
 		limit $5
 	), del as (
-		delete from service_instance_log l using doomed d
-		where l.environment_id = $1::uuid and l.instance_id = d.instance_id and l.version = d.version
+		delete from service_instance_log where ctid = any(array(select ctid from doomed))
 		returning 1
 	)
 	select (select count(*) from inst), (select max(id::text) from inst), (select count(*) from del)`
