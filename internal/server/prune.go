@@ -15,8 +15,9 @@ const defaultPruneEvery = time.Hour
 // prune starts a prune pass in the background at most once per
 // Config.PruneEvery, never while one runs (a backlog can take longer than
 // the period). The pass deletes what every environment's retention
-// settings let go (store.PruneEnvironment) and the expired responses to
-// idempotent requests. It runs on every replica's reconciler, but only
+// settings let go (store.PruneEnvironment), the expired responses to
+// idempotent requests and, with Config.AuditRetention, the audit rows
+// past it. It runs on every replica's reconciler, but only
 // the replica that holds the prune lock prunes; a pass that finds it
 // taken does nothing.
 func (s *Server) prune(ctx context.Context, envs []store.Environment) {
@@ -72,6 +73,16 @@ func (s *Server) prunePass(ctx context.Context, envs []store.Environment) {
 	}
 	if n > 0 {
 		s.log.Info("pruned expired idempotent responses", "deleted", n)
+	}
+	if keep := s.cfg.AuditRetention; keep > 0 {
+		n, err := s.store.PruneAudit(ctx, time.Now().Add(-keep), 0)
+		s.countPruned(store.Pruned{store.TableAudit: n}, total)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("prune: the audit trail", "error", err)
+		}
+		if n > 0 {
+			s.log.Info("pruned the audit trail past its retention", "deleted", n, "audit_retention", keep)
+		}
 	}
 	s.log.Debug("prune pass done", "environments", len(envs), "deleted", total.Total(),
 		"duration", time.Since(start).Round(time.Millisecond))

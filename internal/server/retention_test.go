@@ -15,13 +15,14 @@ import (
 
 // TestPeriodicPrune: the reconciler's prune pass deletes the action log
 // rows past the environment's action_log_retention (each resource's
-// newest stays), the expired responses to idempotent requests, and
-// counts them in intend_pruned_rows_total{table}.
+// newest stays), the expired responses to idempotent requests and the
+// audit rows past --audit-retention (the recent ones stay), and counts
+// them in intend_pruned_rows_total{table}.
 func TestPeriodicPrune(t *testing.T) {
 	t.Parallel()
 	db := testenv.Database(t)
 	c, s, _ := exectest.StartServer(t, server.Config{DatabaseURL: db, MetricsListen: "127.0.0.1:0",
-		ReconcileEvery: 100 * time.Millisecond, PruneEvery: 200 * time.Millisecond})
+		ReconcileEvery: 100 * time.Millisecond, PruneEvery: 200 * time.Millisecond, AuditRetention: time.Hour})
 	env := exectest.NewEnvironment(t, c, "prune", map[string]any{"autostart_agents": []string{},
 		"action_log_retention": 3600})
 	ctx := context.Background()
@@ -45,6 +46,10 @@ func TestPeriodicPrune(t *testing.T) {
 		where name = $1`, env); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := conn.Exec(ctx, `insert into audit_log (at, actor_kind, actor, action, status)
+		values (now() - interval '2 hours', 'token', 'admin', 'old.action', 200)`); err != nil {
+		t.Fatal(err)
+	}
 	// a's newest (ids are the write order) and b's, before the prune.
 	var wantA, wantB int64
 	if err := conn.QueryRow(ctx, `select max(id) filter (where resource_id = 'a'), max(id) filter (where resource_id = 'b')
@@ -53,20 +58,23 @@ func TestPeriodicPrune(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var actions, requests int
-		if err := conn.QueryRow(ctx, `select (select count(*) from resource_actions), (select count(*) from lsm_requests)`).
-			Scan(&actions, &requests); err != nil {
+		var actions, requests, audit, newAudit int
+		if err := conn.QueryRow(ctx, `select (select count(*) from resource_actions), (select count(*) from lsm_requests),
+			(select count(*) from audit_log where action = 'old.action'), (select count(*) from audit_log)`).
+			Scan(&actions, &requests, &audit, &newAudit); err != nil {
 			t.Fatal(err)
 		}
 		text := scrape(t, s)
-		if actions == 2 && requests == 0 &&
+		if actions == 2 && requests == 0 && audit == 0 && newAudit > 0 &&
 			strings.Contains(text, "\nintend_pruned_rows_total{table=\"resource_actions\"} 2\n") &&
-			strings.Contains(text, "\nintend_pruned_rows_total{table=\"lsm_requests\"} 1\n") {
+			strings.Contains(text, "\nintend_pruned_rows_total{table=\"lsm_requests\"} 1\n") &&
+			strings.Contains(text, "\nintend_pruned_rows_total{table=\"audit_log\"} 1\n") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: %d action rows (want 2), %d idempotent responses (want 0); metrics:\n%s",
-				actions, requests, grepLines(text, "intend_pruned_rows_total"))
+			t.Fatalf("after 30 s: %d action rows (want 2), %d idempotent responses (want 0), %d old audit rows (want 0) "+
+				"and %d in all (want the test's own); metrics:\n%s",
+				actions, requests, audit, newAudit, grepLines(text, "intend_pruned_rows_total"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

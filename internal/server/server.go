@@ -76,6 +76,9 @@ type Config struct {
 	// environments' retention settings let go (default an hour; see
 	// prune.go).
 	PruneEvery time.Duration
+	// AuditRetention is how long the audit trail is kept; older rows go
+	// with each prune pass (0: kept for ever).
+	AuditRetention time.Duration
 	// SchedulerPoll is how often an idle scheduler looks at its queue
 	// without being woken (default 60 s).
 	SchedulerPoll time.Duration

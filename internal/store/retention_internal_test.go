@@ -65,6 +65,10 @@ func fillHistory(tb testing.TB, conn *pgx.Conn, envID string, h history) {
 		select @env::uuid, ('00000000-0000-7000-8000-' || lpad(n::text, 12, '0'))::uuid, p, p::text, 'create', 'vm',
 		       gen_random_uuid(), '{}', 'succeeded'
 		from generate_series(1, @orders) n, generate_series(0, 1) p`,
+		`insert into audit_log (at, environment_id, environment, actor_kind, actor, action, method, path, status)
+		select now() - make_interval(hours => @runs - n), @env::uuid, 'e', 'token', 'admin', 'deploy.request', 'POST',
+		       '/api/v1/environments/e/deploy', 202
+		from generate_series(1, @runs) n`,
 		`insert into service_entities (environment_id, name, attributes, lifecycle, model_hash)
 		select @env::uuid, 'vm', '[]', '{}', 'h' where @instances > 0`,
 		// Instance i is up; its log went start, creating, up, then
@@ -143,6 +147,7 @@ func TestPruneStatementsUseIndexes(t *testing.T) {
 		{"compiles", pruneCompilesSQL, []any{envs[0].ID, 0, DefaultPruneChunk, before}},
 		{"orders", pruneOrdersSQL, []any{envs[0].ID, zero, DefaultPruneChunk, before}},
 		{"instance logs", pruneInstanceLogSQL, []any{envs[0].ID, zero, DefaultPruneChunk / 10, before, DefaultPruneChunk}},
+		{"audit", pruneAuditSQL, []any{0, DefaultPruneChunk, before}},
 		{"instances", pruneInstancesSQL, []any{envs[0].ID, zero, "00000000-0000-4000-8000-000000001000", before}},
 	} {
 		rows, err := conn.Query(ctx, "explain "+c.sql, c.args...)

@@ -434,3 +434,42 @@ func nonNil[T any](s []T) []T {
 	}
 	return s
 }
+
+// pruneAuditSQL is one chunk of PruneAudit.
+const pruneAuditSQL = `
+	with scan as (
+		select id, at from audit_log where id > $1 order by id limit $2
+	), gone as (
+		delete from audit_log where id = any(array(select id from scan where at < $3))
+		returning 1
+	)
+	select count(*), count(*) filter (where at < $3), max(id), (select count(*) from gone) from scan`
+
+// TableAudit is the audit trail's table, as PruneAudit names its rows.
+const TableAudit = "audit_log"
+
+// PruneAudit deletes the audit rows written before before, of every
+// environment (and of none, and of deleted ones), chunk rows at a time
+// (0: DefaultPruneChunk). Unlike the rest of the history it is the
+// server's to keep, not an environment's: its retention is a server flag
+// (intend server --audit-retention). The walk follows the primary key:
+// ids grow with the rows' time, the database's clock.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, chunk int) (int64, error) {
+	if chunk <= 0 {
+		chunk = DefaultPruneChunk
+	}
+	var after, n int64
+	for {
+		var w walked
+		var last *int64
+		if err := s.pool.QueryRow(ctx, pruneAuditSQL, after, chunk, before).
+			Scan(&w.scanned, &w.old, &last, &w.deleted); err != nil {
+			return n, err
+		}
+		n += w.deleted
+		if !w.more(chunk) {
+			return n, nil
+		}
+		after = *last
+	}
+}

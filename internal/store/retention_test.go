@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -552,4 +553,31 @@ func TestRetentionSettings(t *testing.T) {
 func newStoreEnv(t *testing.T) (*store.Store, store.Environment) {
 	st, _, _ := open(t)
 	return st, newEnv(t, st)
+}
+
+// TestPruneAudit: audit rows older than the cutoff go, of every
+// environment, a chunk at a time; newer ones stay.
+func TestPruneAudit(t *testing.T) {
+	t.Parallel()
+	for _, chunk := range chunks {
+		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
+			t.Parallel()
+			st, conn, e, _ := retentionEnv(t)
+			for i, at := range []string{old, old, old, recent, recent} {
+				env := any(e.ID)
+				if i == 1 {
+					env = nil // a global action
+				}
+				exec(t, conn, `insert into audit_log (at, environment_id, actor_kind, actor, action, status)
+					values (`+at+`, $1::uuid, 'token', 'admin', $2, 200)`, env, fmt.Sprint("a", i))
+			}
+			n, err := st.PruneAudit(context.Background(), time.Now().Add(-time.Hour), chunk)
+			if err != nil || n != 3 {
+				t.Errorf("PruneAudit = %d, %v; want 3", n, err)
+			}
+			if got := strs(t, conn, `select action from audit_log`); !slices.Equal(got, []string{"a3", "a4"}) {
+				t.Errorf("left %v, want the two recent rows", got)
+			}
+		})
+	}
 }
