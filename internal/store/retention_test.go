@@ -581,3 +581,38 @@ func TestPruneAudit(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneCallbackEventsInChunks: delivered events past their retention
+// and dead ones past theirs go, a chunk at a time until none is left;
+// pending ones, and those within their retention, stay.
+func TestPruneCallbackEventsInChunks(t *testing.T) {
+	t.Parallel()
+	st, conn, e, _ := retentionEnv(t)
+	var cb string
+	if err := conn.QueryRow(context.Background(), `insert into lsm_callbacks (environment_id, url, secret, created_by)
+		values ($1::uuid, 'https://example.com/hook', 's', 'test') returning id::text`, e.ID).Scan(&cb); err != nil {
+		t.Fatal(err)
+	}
+	n := store.DefaultPruneChunk + 5
+	// Versions 1..n: delivered 2 hours ago. Then, by version: delivered a
+	// minute ago, dead 2 hours ago (within a dead event's 4 hours), dead
+	// 5 hours ago, and pending since 5 hours ago.
+	exec(t, conn, `insert into lsm_callback_events (callback_id, instance_id, version, event_id, payload, status, done_at)
+		select $1::uuid, '00000000-0000-4000-8000-000000000001', g, gen_random_uuid(), '{}', 'delivered',
+		       now() - interval '2 hours' from generate_series(1, $2) g`, cb, n)
+	for i, ev := range []struct{ status, done string }{
+		{"delivered", recent}, {"dead", old}, {"dead", `now() - interval '5 hours'`}, {"pending", "null"},
+	} {
+		exec(t, conn, `insert into lsm_callback_events (callback_id, instance_id, version, event_id, payload, status,
+			done_at, created_at) values ($1::uuid, '00000000-0000-4000-8000-000000000001', $2, gen_random_uuid(), '{}',
+			$3, `+ev.done+`, now() - interval '5 hours')`, cb, n+1+i, ev.status)
+	}
+	got, err := st.PruneCallbackEvents(context.Background(), time.Hour, 4*time.Hour)
+	if err != nil || got != int64(n+1) {
+		t.Errorf("PruneCallbackEvents = %d, %v; want %d", got, err, n+1)
+	}
+	left := strs(t, conn, `select status || ' ' || (version - $1) from lsm_callback_events`, n)
+	if want := []string{"dead 2", "delivered 1", "pending 4"}; !slices.Equal(left, want) {
+		t.Errorf("left %v, want %v", left, want)
+	}
+}
