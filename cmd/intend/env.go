@@ -356,7 +356,8 @@ func envSettingsCommand(s *clientSettings) *cobra.Command {
 GET /api/v1/environments/{env}. The settings are listed in docs/api.md
 (Settings): auto_deploy, deploy_interval, repair_interval,
 autostart_agents, keep_versions, agent_timeout, retry_attempts,
-retry_backoff.
+retry_backoff, and the retentions action_log_retention, run_retention,
+compile_retention, order_retention and instance_log_retention.
 
 Examples:
   intend env settings prod

@@ -46,6 +46,8 @@ func TestFlagErrorsAreClear(t *testing.T) {
 		{[]string{"server", "--compile-memory", "99999999999GiB"}, "want a size", "a size that overflows is refused"},
 		{[]string{"server", "--compile-workers", "0"}, "--compile-workers at least 1", "a compile needs a worker"},
 		{[]string{"server", "--compile-timeout", "0s"}, "--compile-timeout must be positive", "a compile needs time"},
+		{[]string{"server", "--audit-retention", "10m"}, "--audit-retention must be 0", "an audit trail of minutes is a mistake"},
+		{[]string{"server", "--audit-retention", "-1h"}, "--audit-retention must be 0", "a negative retention is refused"},
 		{[]string{"server", "--access-log", "loud"}, `--access-log "loud": want debug, info, warn or off`, "a bad access log level is named"},
 		{[]string{"deploy", "/does/not/exist"}, "/does/not/exist", "a missing path is named"},
 		{[]string{"nonsense"}, `unknown command "nonsense"`, "unknown commands are refused"},

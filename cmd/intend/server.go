@@ -23,6 +23,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var compileTimeout time.Duration
 	var compileMemory string
 	var compileWorkers int
+	var auditRetention time.Duration
 	var sec serverSecurity
 	var cbf callbackFlags
 	var accessLog string
@@ -62,12 +63,16 @@ it does not show in ps. See docs/security.md.`,
 				ExecutorName: executorName, SecretsDir: secretsDir, SecretEnvPrefix: secretEnvPrefix,
 				Version: version, DataDir: dataDir, AllowLocalRepos: allowLocalRepos,
 				CompileTimeout: compileTimeout, CompileWorkers: compileWorkers,
+				AuditRetention: auditRetention,
 			}
 			if scfg.CompileMemory, err = parseBytes(compileMemory); err != nil {
 				return usageErrorf("--compile-memory: %v", err)
 			}
 			if compileTimeout <= 0 || compileWorkers < 1 {
 				return usageErrorf("--compile-timeout must be positive and --compile-workers at least 1")
+			}
+			if auditRetention < 0 || auditRetention > 0 && auditRetention < time.Hour {
+				return usageErrorf("--audit-retention must be 0 (keep the audit trail) or at least 1h")
 			}
 			if err := sec.apply(&scfg, g.getenv); err != nil {
 				return usageErrorf("%v", err)
@@ -120,6 +125,12 @@ it does not show in ps. See docs/security.md.`,
 	cw, _ := strconv.Atoi(g.env("INTEND_COMPILE_WORKERS", "2"))
 	cmd.Flags().IntVar(&compileWorkers, "compile-workers", cw,
 		"model compiles run at once, each in a child process of its own (env INTEND_COMPILE_WORKERS)")
+	ar, err := time.ParseDuration(g.env("INTEND_AUDIT_RETENTION", "0s"))
+	if err != nil {
+		ar = -1 // refused with the usage error, naming the flag
+	}
+	cmd.Flags().DurationVar(&auditRetention, "audit-retention", ar,
+		"how long the audit trail is kept, e.g. 8760h; older rows are deleted hourly; 0 keeps it all (env INTEND_AUDIT_RETENTION)")
 	cmd.Flags().StringVar(&accessLog, "access-log", g.env("INTEND_ACCESS_LOG", "info"),
 		"level of the API's access log, one line per request: debug, info, warn or off; "+
 			"/healthz, /metrics and executors' routine calls log at debug unless they fail (env INTEND_ACCESS_LOG)")

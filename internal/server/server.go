@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -71,6 +72,13 @@ type Config struct {
 	// PostgreSQL, the workflows of live service instances that have none
 	// running (default 2 minutes; see reconcileInstances).
 	InstanceReconcileEvery time.Duration
+	// PruneEvery is how often the reconciler prunes what the
+	// environments' retention settings let go (default an hour; see
+	// prune.go).
+	PruneEvery time.Duration
+	// AuditRetention is how long the audit trail is kept; older rows go
+	// with each prune pass (0: kept for ever).
+	AuditRetention time.Duration
 	// SchedulerPoll is how often an idle scheduler looks at its queue
 	// without being woken (default 60 s).
 	SchedulerPoll time.Duration
@@ -169,9 +177,12 @@ type Server struct {
 	metrics  *http.Server
 	// scheme is http or https; metricsAddr the metrics listener's address.
 	scheme, metricsAddr string
-	// lastPrune is when the reconciler last pruned expired idempotent
-	// responses (unix nanoseconds).
+	// lastPrune is when the reconciler last started a prune pass (unix
+	// nanoseconds); pruning is set while one runs; pruned counts the
+	// rows passes deleted (prune.go).
 	lastPrune atomic.Int64
+	pruning   atomic.Bool
+	pruned    *prometheus.CounterVec
 	// lastInstances is when the reconciler last looked for instance
 	// workflows to restart (unix nanoseconds).
 	lastInstances atomic.Int64
@@ -239,6 +250,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ReconcileEvery <= 0 {
 		cfg.ReconcileEvery = 15 * time.Second
 	}
+	if cfg.PruneEvery <= 0 {
+		cfg.PruneEvery = defaultPruneEvery
+	}
 	if cfg.ExecutorConcurrency <= 0 {
 		cfg.ExecutorConcurrency = 16
 	}
@@ -281,7 +295,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &lsmEngine{temporal: tc, store: st}, scheme: "http"}
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &lsmEngine{temporal: tc, store: st}, scheme: "http",
+		pruned: tel.PrunedRows}
 	s.orders = &orderEngine{temporal: tc, lsm: s.lsm}
 	fail := func(err error) (*Server, error) {
 		s.Shutdown(context.Background())
@@ -665,7 +680,7 @@ func (s *Server) reconcile(ctx context.Context) {
 	s.reconcileOrders(ctx)
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
-	s.pruneRequests(ctx)
+	s.prune(ctx, envs)
 }
 
 // reconcileModels announces the newest model sources that were not

@@ -379,13 +379,23 @@ func (s *Store) CallbackFailed(ctx context.Context, d CallbackDelivery, status i
 }
 
 // PruneCallbackEvents deletes delivered events older than delivered and
-// dead ones older than dead.
+// dead ones older than dead, DefaultPruneChunk at a time (found through
+// lsm_callback_events_done).
 func (s *Store) PruneCallbackEvents(ctx context.Context, delivered, dead time.Duration) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `delete from lsm_callback_events
-		where (status = 'delivered' and done_at < now() - $1::interval)
-		   or (status = 'dead' and done_at < now() - $2::interval)`,
-		delivered, dead)
-	return tag.RowsAffected(), err
+	var n int64
+	for {
+		tag, err := s.pool.Exec(ctx, `delete from lsm_callback_events where ctid = any(array(
+			select ctid from lsm_callback_events
+			where status <> 'pending' and done_at < now() - least($1::interval, $2::interval)
+			  and ((status = 'delivered' and done_at < now() - $1::interval)
+			       or (status = 'dead' and done_at < now() - $2::interval))
+			limit $3))`,
+			delivered, dead, DefaultPruneChunk)
+		n += tag.RowsAffected()
+		if err != nil || tag.RowsAffected() < DefaultPruneChunk {
+			return n, err
+		}
+	}
 }
 
 // ListenCallbacks listens on CallbackChannel on a connection of its own

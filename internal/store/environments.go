@@ -76,12 +76,16 @@ type Settings struct {
 	// it, such an environment takes only what the server compiles from
 	// git, as seed 002's autonomous mode has it.
 	AllowPush bool `json:"allow_push"`
+	// Retention says how long the environment keeps its history
+	// (retention.go); its keys are settings of their own.
+	Retention
 }
 
 // DefaultSettings are the settings of a new environment.
 func DefaultSettings() Settings {
 	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
-		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main"}
+		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main",
+		Retention: DefaultRetention()}
 }
 
 // The largest values of the settings that are durations or counts: a
@@ -200,8 +204,15 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			}
 			s.AutostartAgents = a
 		default:
-			bad("unknown setting (known: agent_timeout, allow_push, auto_deploy, autostart_agents, deploy_interval, keep_versions, " +
-				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff)")
+			if known, reason := s.Retention.apply(k, raw); known {
+				if reason != "" {
+					bad(reason)
+				}
+				continue
+			}
+			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, auto_deploy, autostart_agents, " +
+				"compile_retention, deploy_interval, instance_log_retention, keep_versions, order_retention, " +
+				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff, run_retention)")
 		}
 	}
 	return s, errs

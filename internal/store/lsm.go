@@ -640,10 +640,19 @@ func (s *Store) LookupRequest(ctx context.Context, envID, scope, key string) (St
 // request is kept (SQL).
 const requestRetention = `interval '1 day'`
 
-// PruneRequests deletes the stored responses older than their retention.
+// PruneRequests deletes the stored responses older than their retention,
+// DefaultPruneChunk at a time (lsm_requests_created finds them).
 func (s *Store) PruneRequests(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `delete from lsm_requests where created_at <= now() - `+requestRetention)
-	return tag.RowsAffected(), err
+	var n int64
+	for {
+		tag, err := s.pool.Exec(ctx, `delete from lsm_requests where (environment_id, scope, key) in (
+			select environment_id, scope, key from lsm_requests where created_at <= now() - `+requestRetention+`
+			limit $1)`, DefaultPruneChunk)
+		n += tag.RowsAffected()
+		if err != nil || tag.RowsAffected() < DefaultPruneChunk {
+			return n, err
+		}
+	}
 }
 
 // IsUUID reports whether s is a UUID in its canonical text form.

@@ -18,6 +18,8 @@ func FuzzApplySettings(f *testing.F) {
 		{"repo_url", `"ext::sh -c id"`}, {"repo_url", `"https://u:p@h/r"`}, {"repo_branch", `"-x"`},
 		{"autostart_agents", `["*"]`}, {"auto_deploy", "1"}, {"allow_push", "null"}, {"nope", "1"},
 		{"recompile_interval", "3.5"}, {"repo_branch", `"a/../b"`},
+		{"action_log_retention", "3599"}, {"run_retention", "316224001"}, {"order_retention", "-1"},
+		{"compile_retention", "0"}, {"instance_log_retention", `"90d"`},
 	} {
 		f.Add(seed.key, seed.value)
 	}
@@ -41,6 +43,11 @@ func FuzzApplySettings(f *testing.F) {
 		in(got.RetryBackoff, 1, 3600, "retry_backoff")
 		in(got.KeepVersions, 0, MaxKeepVersions, "keep_versions")
 		in(got.AgentTimeout, 1, MaxAgentTimeout, "agent_timeout")
+		for _, k := range retentionKeys {
+			if n := *got.Retention.field(k); n != 0 {
+				in(n, MinRetention, MaxRetention, k)
+			}
+		}
 		if got.RepoURL != "" && (CheckRepoURL(got.RepoURL, true) != nil || strings.HasPrefix(got.RepoURL, "-")) {
 			t.Fatalf("repo_url %q accepted", got.RepoURL)
 		}

@@ -84,6 +84,11 @@ type Telemetry struct {
 	LSMTransfers     *prometheus.CounterVec
 	LSMStateDuration *prometheus.HistogramVec
 
+	// PrunedRows counts the rows the server's periodic prune deleted
+	// (retention settings, store.PruneEnvironment), as
+	// intend_pruned_rows_total{table}.
+	PrunedRows *prometheus.CounterVec
+
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 	buildInfo    *prometheus.GaugeVec
@@ -138,6 +143,10 @@ func New() (*Telemetry, error) {
 			// deploy (minutes) to a state people leave by hand (hours).
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400},
 		}, []string{"environment", "entity", "state"}),
+		PrunedRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "intend_pruned_rows_total",
+			Help: "Rows the periodic prune deleted as the environments' retention settings allow, by table.",
+		}, []string{"table"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "intend_http_requests_total",
 			Help: "HTTP requests served, by method, route pattern and status code.",
@@ -157,7 +166,7 @@ func New() (*Telemetry, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		t.DeployedResources, t.BatchDuration, t.BatchSize,
 		t.DeployRunDuration, t.AdapterCallDuration, t.LSMTransfers, t.LSMStateDuration,
-		t.httpRequests, t.httpDuration, t.buildInfo,
+		t.PrunedRows, t.httpRequests, t.httpDuration, t.buildInfo,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register collector: %w", err)
