@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -78,7 +79,15 @@ func StartServer(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Se
 		cfg.TemporalNamespace = namespace
 	}
 	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		// Warnings and errors are kept, and shown if the test fails: a
+		// 500 says no more than "see its log".
+		logs := &Output{}
+		cfg.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("the server's warnings and errors:\n%s", tail(logs.String(), 64<<10))
+			}
+		})
 	}
 	if cfg.BootstrapToken == "" {
 		cfg.BootstrapToken = AdminToken
@@ -102,6 +111,18 @@ func StartServer(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Se
 	c := apiclient.New(s.URL())
 	c.Token = cfg.BootstrapToken
 	return c, s, cfg.DatabaseURL
+}
+
+// tail is the end of s, at most n bytes, from a line start.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return "…\n" + s
 }
 
 // AdminToken is the global admin token StartServer seeds (as the
