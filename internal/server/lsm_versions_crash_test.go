@@ -1,17 +1,22 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/workflows"
 )
 
 // TestServerKilledDuringABulkMigration: kill -9 the server while a bulk
@@ -68,7 +73,7 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 	srv1.Kill()
 	srv2 := startProc(t, args...)
 	waitHealthy(t, c, srv2)
-	o = waitOrder(t, c, env, o.ID)
+	o = waitOrderOrDump(t, c, env, o.ID, 3*time.Minute, hostPort, namespace)
 	if o.Status != lsm.OrderSucceeded || o.Counts[lsm.ItemSucceeded] != n {
 		t.Fatalf("migration after the restart: %s %v\n%s", o.Status, o.Counts, srv2.Out.String())
 	}
@@ -103,5 +108,50 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 		if got, _ := readFile(t, filepath.Join(root, name+".conf")); got != "ram="+strconv.Itoa(1+i%9)+"\nversion=2\n" {
 			t.Errorf("%s.conf = %q", name, got)
 		}
+	}
+}
+
+// waitOrderOrDump is waitOrder that, when the order is not done in time,
+// logs each unfinished item: its instance, the instance's log and its
+// workflow's history (from the Temporal CLI), then fails.
+func waitOrderOrDump(t *testing.T, c *apiclient.Client, env, id string, wait time.Duration, hostPort, namespace string) store.Order {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		var o store.Order
+		err := lsmGet(t, c, env, ordersPath+"/"+id, &o)
+		if err == nil && lsm.OrderFinal(o.Status) {
+			return o
+		}
+		if time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		cli, cliErr := devtemporal.FindCLI()
+		for _, it := range o.Items {
+			if it.Status != lsm.ItemPending && it.Status != lsm.ItemRunning {
+				continue
+			}
+			t.Logf("item %s (%s %s): %+v", it.ID, it.Operation, it.InstanceID, it)
+			r := lsmDo(t, c, env, http.MethodGet, "/lsm/v1/service_inventory/"+it.Entity+"/"+it.InstanceID, "", nil)
+			t.Logf("instance: %d %s", r.status, r.body)
+			r = lsmDo(t, c, env, http.MethodGet, "/lsm/v1/service_inventory/"+it.Entity+"/"+it.InstanceID+"/log", "", nil)
+			t.Logf("log: %d %s", r.status, r.body)
+			var e store.Environment
+			if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env, nil, &e); err != nil {
+				t.Logf("environment: %v", err)
+			}
+			for _, wid := range []string{workflows.ServiceInstanceWorkflowID(e.ID, it.Entity, it.InstanceID),
+				workflows.ServiceInstanceWorkflowID(e.Name, it.Entity, it.InstanceID)} {
+				if cliErr != nil {
+					t.Logf("no workflow history: %v", cliErr)
+					break
+				}
+				out, err := exec.Command(cli, "workflow", "show",
+					"--address", hostPort, "--namespace", namespace, "-w", wid).CombinedOutput()
+				t.Logf("workflow %s (%v):\n%s", wid, err, out)
+			}
+		}
+		t.Fatalf("order %s not done after %s: %s %v, %v", id, wait, o.Status, o.Counts, err)
 	}
 }
