@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -85,12 +86,12 @@ type instanceDryrunResponse struct {
 	RenderErrors json.RawMessage `json:"render_errors,omitempty"`
 	// DesiredState is the per-resource, per-attribute diff against the
 	// set in the released version (validation passed only).
-	DesiredState *store.InstanceDryrun `json:"desired_state,omitempty"`
+	DesiredState *client.InstanceDryrun `json:"desired_state,omitempty"`
 	// Dryrun is the dry-run on the targets; DryrunURL where its results
 	// are read; Targets its results when ?wait= saw it finish.
-	Dryrun    *store.DeployRun     `json:"dryrun,omitempty"`
-	DryrunURL string               `json:"dryrun_url,omitempty"`
-	Targets   []store.DryrunResult `json:"targets,omitempty"`
+	Dryrun    *client.DeployRun     `json:"dryrun,omitempty"`
+	DryrunURL string                `json:"dryrun_url,omitempty"`
+	Targets   []client.DryrunResult `json:"targets,omitempty"`
 }
 
 // dryrunInstance answers POST /lsm/v1/service_inventory/{entity}/{id}/dryrun.
@@ -192,9 +193,10 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out.DesiredState = &d
+	desired := wireInstanceDryrun(d)
+	out.DesiredState = &desired
 	if d.Run != nil {
-		out.Dryrun = d.Run
+		out.Dryrun = desired.Run
 		out.DryrunURL = "/api/v1/environments/" + url.PathEscape(e.Name) + "/dryrun/" + strconv.FormatInt(d.Run.Run, 10)
 		if s.opts.Dryruns != nil {
 			if err := s.opts.Dryruns.StartDryrun(r.Context(), e, *d.Run); err != nil {
@@ -210,8 +212,9 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return err
 			}
-			out.Dryrun = &run
-			out.Targets = res
+			wrun := wireDeployRun(run)
+			out.Dryrun = &wrun
+			out.Targets = wireSlice(res, wireDryrunResult)
 		}
 	}
 	WriteJSON(w, http.StatusOK, out)

@@ -600,3 +600,28 @@ type CallbackView struct {
 	Callback
 	DeadEvents []CallbackEvent `json:"dead_events"`
 }
+
+// ModelSource is an environment's model source: a project archive uploaded
+// with PUT .../model (docs/lsm.md).
+type ModelSource struct {
+	Hash       string    `json:"hash"`
+	Files      int       `json:"files"`
+	Size       int       `json:"size"`
+	Origin     string    `json:"origin"`
+	UploadedAt time.Time `json:"uploaded_at"`
+	// AnnouncedAt is when the live service instances were told of it (nil
+	// until they were).
+	AnnouncedAt *time.Time `json:"announced_at"`
+}
+
+// VersionDiff is GET .../versions/{a}/diff/{b}: the resources added,
+// removed and modified between two versions (Next is the cursor of the
+// next page, ?after=).
+type VersionDiff struct {
+	From     int64              `json:"from"`
+	To       int64              `json:"to"`
+	Added    []string           `json:"added"`
+	Removed  []string           `json:"removed"`
+	Modified []ModifiedResource `json:"modified"`
+	Next     string             `json:"next,omitempty"`
+}

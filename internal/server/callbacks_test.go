@@ -14,6 +14,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/callbacks"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
@@ -165,10 +166,10 @@ services: db: #DB
 `
 }
 
-func listCallbacks(t *testing.T, c *apiclient.Client, env string) []store.Callback {
+func listCallbacks(t *testing.T, c *apiclient.Client, env string) []client.Callback {
 	t.Helper()
 	var page struct {
-		Items []store.Callback `json:"items"`
+		Items []client.Callback `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/callbacks", &page); err != nil {
 		t.Fatal(err)
@@ -197,7 +198,7 @@ func TestCallbacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rcv := newReceiver(t)
-	register := func(path string, body map[string]any) store.Callback {
+	register := func(path string, body map[string]any) client.Callback {
 		t.Helper()
 		body["url"] = rcv.url(path)
 		r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/callbacks", "", body)
