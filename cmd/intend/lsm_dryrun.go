@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // instanceDryrun is the answer of POST .../{id}/dryrun (docs/api.md).
@@ -23,10 +23,10 @@ type instanceDryrun struct {
 		OK     bool            `json:"ok"`
 		Errors json.RawMessage `json:"errors"`
 	} `json:"validation"`
-	RenderErrors json.RawMessage       `json:"render_errors"`
-	DesiredState *store.InstanceDryrun `json:"desired_state"`
-	Dryrun       *store.DeployRun      `json:"dryrun"`
-	Targets      []store.DryrunResult  `json:"targets"`
+	RenderErrors json.RawMessage        `json:"render_errors"`
+	DesiredState *client.InstanceDryrun `json:"desired_state"`
+	Dryrun       *client.DeployRun      `json:"dryrun"`
+	Targets      []client.DryrunResult  `json:"targets"`
 }
 
 func lsmDryrunCommand(s *clientSettings) *cobra.Command {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -47,7 +47,7 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("bulk migration: %d %s", r.status, r.body)
 	}
-	var o store.Order
+	var o client.Order
 	if err := json.Unmarshal(r.body, &o); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 	}
 	for i := range n {
 		name := letters(i)
-		var inst store.ServiceInstance
+		var inst client.ServiceInstance
 		if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+name, &inst); err != nil {
 			t.Fatal(err)
 		}
