@@ -373,16 +373,6 @@ type Raw struct {
 	Body        []byte
 }
 
-// DeployRequest is the body of POST .../deploy.
-type DeployRequest struct {
-	// Mode is "incremental" (deploy what is not compliant) or "full"
-	// (repair: re-verify everything in scope).
-	Mode string `json:"mode"`
-	// Agents and ResourceIDs narrow the scope; empty is everything.
-	Agents      []string `json:"agents,omitempty"`
-	ResourceIDs []string `json:"resource_ids,omitempty"`
-}
-
 // RequestDeploy queues a user deploy or repair of a scope.
 func (c *Client) RequestDeploy(ctx context.Context, env string, body DeployRequest) (Request, error) {
 	var r Request
