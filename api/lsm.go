@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
@@ -196,28 +195,11 @@ func (s *Server) getInstanceResources(w http.ResponseWriter, r *http.Request) er
 }
 
 // diagnosis says why an instance was rejected or failed.
-type diagnosis struct {
-	ID      string `json:"id"`
-	State   string `json:"state"`
-	Version int64  `json:"version"`
-	// Validation is the newest failed validation: the version it made
-	// and the compile errors.
-	Validation *failedValidation `json:"validation,omitempty"`
-	// Resources are the instance's resources that are not deployed as
-	// intended, each with its last failed attempt's error and log lines.
-	Resources []resourceDiagnosis `json:"resources"`
-}
+type diagnosis = client.Diagnosis
 
-type failedValidation struct {
-	Version int64           `json:"version"`
-	Errors  json.RawMessage `json:"errors"`
-}
+type failedValidation = client.FailedValidation
 
-type resourceDiagnosis struct {
-	client.ResourceState
-	Error *string         `json:"error,omitempty"`
-	Logs  json.RawMessage `json:"logs,omitempty"`
-}
+type resourceDiagnosis = client.ResourceDiagnosis
 
 // diagnoseInstance collects why an instance is where it is: the compile
 // errors of its newest failed validation and its resources that failed,

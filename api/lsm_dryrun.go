@@ -62,37 +62,11 @@ type instanceDryrunRequest struct {
 }
 
 // instanceDryrunValidation is the validation's verdict.
-type instanceDryrunValidation struct {
-	OK     bool            `json:"ok"`
-	Errors json.RawMessage `json:"errors,omitempty"`
-}
+type instanceDryrunValidation = client.DryrunValidation
 
 // instanceDryrunResponse is the answer: the update as it would be taken,
 // its validation, the desired-state diff and the dry-run on the targets.
-type instanceDryrunResponse struct {
-	ServiceEntity string `json:"service_entity"`
-	ID            string `json:"id"`
-	Version       int64  `json:"version"`
-	State         string `json:"state"`
-	// UpdateAllowed says whether the instance's state takes an update
-	// now; Allowed lists what it takes when it does not.
-	UpdateAllowed bool     `json:"update_allowed"`
-	Allowed       []string `json:"allowed,omitempty"`
-	// CandidateAttributes is the candidate set the update would write,
-	// with the r attributes the validation computed.
-	CandidateAttributes map[string]any           `json:"candidate_attributes"`
-	Validation          instanceDryrunValidation `json:"validation"`
-	// RenderErrors: the validation passed but the export would fail.
-	RenderErrors json.RawMessage `json:"render_errors,omitempty"`
-	// DesiredState is the per-resource, per-attribute diff against the
-	// set in the released version (validation passed only).
-	DesiredState *client.InstanceDryrun `json:"desired_state,omitempty"`
-	// Dryrun is the dry-run on the targets; DryrunURL where its results
-	// are read; Targets its results when ?wait= saw it finish.
-	Dryrun    *client.DeployRun     `json:"dryrun,omitempty"`
-	DryrunURL string                `json:"dryrun_url,omitempty"`
-	Targets   []client.DryrunResult `json:"targets,omitempty"`
-}
+type instanceDryrunResponse = client.InstanceDryrunReport
 
 // dryrunInstance answers POST /lsm/v1/service_inventory/{entity}/{id}/dryrun.
 // ?wait=30s waits (at most MaxDryrunWait) for the dry-run on the targets

@@ -232,6 +232,70 @@ func TestWireMatchesViews(t *testing.T) {
 			return client.CallbackView{Callback: wireCallback(v.Callback), DeadEvents: wireAll(v.DeadEvents, wireCallbackEvent)}
 		})
 
+	type oldResourceDiagnosis struct {
+		store.ResourceState
+		Error *string         `json:"error,omitempty"`
+		Logs  json.RawMessage `json:"logs,omitempty"`
+	}
+	type oldDiagnosis struct {
+		ID         string `json:"id"`
+		State      string `json:"state"`
+		Version    int64  `json:"version"`
+		Validation *struct {
+			Version int64           `json:"version"`
+			Errors  json.RawMessage `json:"errors"`
+		} `json:"validation,omitempty"`
+		Resources []oldResourceDiagnosis `json:"resources"`
+	}
+	checkWire(t, func(v oldDiagnosis) client.Diagnosis {
+		out := client.Diagnosis{ID: v.ID, State: v.State, Version: v.Version}
+		if v.Validation != nil {
+			out.Validation = &client.FailedValidation{Version: v.Validation.Version, Errors: v.Validation.Errors}
+		}
+		if v.Resources != nil {
+			out.Resources = []client.ResourceDiagnosis{}
+		}
+		for _, r := range v.Resources {
+			out.Resources = append(out.Resources, client.ResourceDiagnosis{ResourceState: wireResourceState(r.ResourceState),
+				Error: r.Error, Logs: r.Logs})
+		}
+		return out
+	})
+
+	type oldInstanceDryrun struct {
+		ServiceEntity       string         `json:"service_entity"`
+		ID                  string         `json:"id"`
+		Version             int64          `json:"version"`
+		State               string         `json:"state"`
+		UpdateAllowed       bool           `json:"update_allowed"`
+		Allowed             []string       `json:"allowed,omitempty"`
+		CandidateAttributes map[string]any `json:"candidate_attributes"`
+		Validation          struct {
+			OK     bool            `json:"ok"`
+			Errors json.RawMessage `json:"errors,omitempty"`
+		} `json:"validation"`
+		RenderErrors json.RawMessage       `json:"render_errors,omitempty"`
+		DesiredState *store.InstanceDryrun `json:"desired_state,omitempty"`
+		Dryrun       *store.DeployRun      `json:"dryrun,omitempty"`
+		DryrunURL    string                `json:"dryrun_url,omitempty"`
+		Targets      []store.DryrunResult  `json:"targets,omitempty"`
+	}
+	checkWire(t, func(v oldInstanceDryrun) client.InstanceDryrunReport {
+		out := client.InstanceDryrunReport{ServiceEntity: v.ServiceEntity, ID: v.ID, Version: v.Version, State: v.State,
+			UpdateAllowed: v.UpdateAllowed, Allowed: v.Allowed, CandidateAttributes: v.CandidateAttributes,
+			Validation:   client.DryrunValidation{OK: v.Validation.OK, Errors: v.Validation.Errors},
+			RenderErrors: v.RenderErrors, DryrunURL: v.DryrunURL, Targets: wireSlice(v.Targets, wireDryrunResult)}
+		if v.DesiredState != nil {
+			d := wireInstanceDryrun(*v.DesiredState)
+			out.DesiredState = &d
+		}
+		if v.Dryrun != nil {
+			r := wireDeployRun(*v.Dryrun)
+			out.Dryrun = &r
+		}
+		return out
+	})
+
 	// The transfer event embedded lsm.Sets.
 	type transferEvent struct {
 		InstanceID string          `json:"id"`

@@ -625,3 +625,67 @@ type VersionDiff struct {
 	Modified []ModifiedResource `json:"modified"`
 	Next     string             `json:"next,omitempty"`
 }
+
+// InstanceDryrunReport is the answer of POST
+// /lsm/v1/service_inventory/{entity}/{id}/dryrun: the update as it would
+// be taken, its validation, the desired-state diff and the dry-run on the
+// targets.
+type InstanceDryrunReport struct {
+	ServiceEntity string `json:"service_entity"`
+	ID            string `json:"id"`
+	Version       int64  `json:"version"`
+	State         string `json:"state"`
+	// UpdateAllowed says whether the instance's state takes an update
+	// now; Allowed lists what it takes when it does not.
+	UpdateAllowed bool     `json:"update_allowed"`
+	Allowed       []string `json:"allowed,omitempty"`
+	// CandidateAttributes is the candidate set the update would write,
+	// with the r attributes the validation computed.
+	CandidateAttributes map[string]any   `json:"candidate_attributes"`
+	Validation          DryrunValidation `json:"validation"`
+	// RenderErrors: the validation passed but the export would fail.
+	RenderErrors json.RawMessage `json:"render_errors,omitempty"`
+	// DesiredState is the per-resource, per-attribute diff against the
+	// set in the released version (validation passed only).
+	DesiredState *InstanceDryrun `json:"desired_state,omitempty"`
+	// Dryrun is the dry-run on the targets; DryrunURL where its results
+	// are read; Targets its results when ?wait= saw it finish.
+	Dryrun    *DeployRun     `json:"dryrun,omitempty"`
+	DryrunURL string         `json:"dryrun_url,omitempty"`
+	Targets   []DryrunResult `json:"targets,omitempty"`
+}
+
+// DryrunValidation is the verdict of an instance dry-run's validation:
+// OK, or the compile's errors.
+type DryrunValidation struct {
+	OK     bool            `json:"ok"`
+	Errors json.RawMessage `json:"errors,omitempty"`
+}
+
+// Diagnosis is GET .../service_inventory/{entity}/{id}/diagnose: why an
+// instance was rejected or failed.
+type Diagnosis struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Version int64  `json:"version"`
+	// Validation is the newest failed validation: the version it made
+	// and the compile errors.
+	Validation *FailedValidation `json:"validation,omitempty"`
+	// Resources are the instance's resources that are not deployed as
+	// intended, each with its last failed attempt's error and log lines.
+	Resources []ResourceDiagnosis `json:"resources"`
+}
+
+// FailedValidation is a version of an instance whose validation failed.
+type FailedValidation struct {
+	Version int64           `json:"version"`
+	Errors  json.RawMessage `json:"errors"`
+}
+
+// ResourceDiagnosis is a resource of an instance that is not deployed as
+// intended, with its last failed attempt.
+type ResourceDiagnosis struct {
+	ResourceState
+	Error *string         `json:"error,omitempty"`
+	Logs  json.RawMessage `json:"logs,omitempty"`
+}
