@@ -31,12 +31,6 @@ run until it is unpaused.
 	return cmd
 }
 
-// agentView is an agent as GET .../agents lists it.
-type agentView struct {
-	client.Agent
-	Executors []client.AgentExecutor `json:"executors"`
-}
-
 func agentListCommand(s *clientSettings) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
@@ -62,7 +56,7 @@ Examples:
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			as, err := decodeItems[agentView](items)
+			as, err := decodeItems[client.Agent](items)
 			if err != nil {
 				return err
 			}

@@ -119,10 +119,7 @@ func runDryrun(ctx context.Context, c *client.Client, env string, version int64,
 	var results []client.DryrunResult
 	after := ""
 	for {
-		var page struct {
-			Results []client.DryrunResult `json:"results"`
-			Next    string                `json:"next"`
-		}
+		var page client.Dryrun
 		if err := c.Do(ctx, "GET", fmt.Sprintf("%s/%d?limit=1000&after=%s", base, run.Run, url.QueryEscape(after)), nil, &page); err != nil {
 			return run, nil, err
 		}

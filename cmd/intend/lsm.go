@@ -236,10 +236,7 @@ func lsmShowCommand(s *clientSettings) *cobra.Command {
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return lsmInstanceGet(s, cmd, args, "", func(raw json.RawMessage) error {
-				var i struct {
-					client.ServiceInstance
-					ReferencedBy []client.InstanceReferrer `json:"referenced_by"`
-				}
+				var i client.InstanceView
 				if err := decode(raw, &i); err != nil {
 					return err
 				}
@@ -287,17 +284,7 @@ func lsmDiagnoseCommand(s *clientSettings) *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return lsmInstanceGet(s, cmd, args, "diagnose", func(raw json.RawMessage) error {
-				var d struct {
-					State      string `json:"state"`
-					Validation *struct {
-						Version int64           `json:"version"`
-						Errors  json.RawMessage `json:"errors"`
-					} `json:"validation"`
-					Resources []struct {
-						ID    string  `json:"id"`
-						Error *string `json:"error"`
-					} `json:"resources"`
-				}
+				var d client.Diagnosis
 				if err := decode(raw, &d); err != nil {
 					return err
 				}
@@ -316,7 +303,7 @@ func lsmDiagnoseCommand(s *clientSettings) *cobra.Command {
 					if r.Error != nil {
 						msg = firstLine(*r.Error)
 					}
-					fmt.Fprintf(s.stdout, "resource %s: %s\n", r.ID, msg)
+					fmt.Fprintf(s.stdout, "resource %s: %s\n", r.ResourceID, msg)
 				}
 				if d.Validation == nil && len(d.Resources) == 0 {
 					fmt.Fprintln(s.stdout, "nothing failed")

@@ -111,9 +111,7 @@ func lsmCallbackListCommand(s *clientSettings) *cobra.Command {
 			if s.structured() {
 				return s.write(raw)
 			}
-			var page struct {
-				Items []client.Callback `json:"items"`
-			}
+			var page client.List[client.Callback]
 			if err := decode(raw, &page); err != nil {
 				return err
 			}

@@ -20,9 +20,7 @@ import (
 // writeEntityVersions prints the versions of a catalog entity (raw is
 // GET /lsm/v1/service_catalog/{entity}), when it has more than one.
 func writeEntityVersions(s *clientSettings, raw json.RawMessage) error {
-	var e struct {
-		Versions []client.EntityVersionInfo `json:"versions"`
-	}
+	var e client.CatalogEntity
 	if err := decode(raw, &e); err != nil || len(e.Versions) < 2 {
 		return err
 	}
