@@ -39,10 +39,12 @@ type UnreachableError struct {
 	Err  error  // what the network said
 }
 
+// Error says which server could not be reached, and why.
 func (e *UnreachableError) Error() string {
 	return "cannot reach the intend server at " + e.Base + ": " + e.Err.Error()
 }
 
+// Unwrap returns the network's error.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // unreachable wraps a transport error as *UnreachableError when it is a
