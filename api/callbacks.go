@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -38,17 +39,12 @@ type callbackRequest struct {
 }
 
 // CreatedCallback is the answer to a registration: the only time the
-// secret is shown.
-type CreatedCallback struct {
-	store.Callback
-	Secret string `json:"secret"`
-}
+// secret is shown (client.CreatedCallback).
+type CreatedCallback = client.CreatedCallback
 
-// CallbackView is one callback with its newest dead events.
-type CallbackView struct {
-	store.Callback
-	DeadEvents []store.CallbackEvent `json:"dead_events"`
-}
+// CallbackView is one callback with its newest dead events
+// (client.CallbackView).
+type CallbackView = client.CallbackView
 
 // newCallbackSecret is 32 random bytes in hex: the HMAC key is this text.
 func newCallbackSecret() string {
@@ -156,7 +152,7 @@ func (s *Server) createCallback(w http.ResponseWriter, r *http.Request) error {
 	noteAudit(r, map[string]any{"callback_id": cb.ID, "url": cb.URL, "service_entity": cb.ServiceEntity})
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Location", "/lsm/v1/callbacks/"+cb.ID)
-	WriteJSON(w, http.StatusCreated, CreatedCallback{Callback: cb, Secret: secret})
+	WriteJSON(w, http.StatusCreated, CreatedCallback{Callback: wireCallback(cb), Secret: secret})
 	return nil
 }
 
@@ -171,7 +167,7 @@ func (s *Server) listCallbacks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.Callback]{Items: nonNil(cbs)})
+	writeList(w, cbs, wireCallback)
 	return nil
 }
 
@@ -206,7 +202,7 @@ func (s *Server) getCallback(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, CallbackView{Callback: cb, DeadEvents: nonNil(dead)})
+	WriteJSON(w, http.StatusOK, CallbackView{Callback: wireCallback(cb), DeadEvents: wireAll(dead, wireCallbackEvent)})
 	return nil
 }
 
@@ -225,6 +221,6 @@ func (s *Server) deleteCallback(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	noteAudit(r, map[string]any{"callback_id": cb.ID, "url": cb.URL})
-	WriteJSON(w, http.StatusOK, cb)
+	WriteJSON(w, http.StatusOK, wireCallback(cb))
 	return nil
 }

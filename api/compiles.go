@@ -46,7 +46,7 @@ func (s *Server) requestCompile(w http.ResponseWriter, r *http.Request) error {
 	}
 	noteAudit(r, map[string]any{"compile": c.ID, "merged": merged})
 	w.Header().Set("Location", "/api/v1/environments/"+e.Name+"/compiles/"+strconv.FormatInt(c.ID, 10))
-	WriteJSON(w, http.StatusAccepted, redactCompile(c))
+	WriteJSON(w, http.StatusAccepted, wireCompile(c))
 	return nil
 }
 
@@ -72,10 +72,7 @@ func (s *Server) listCompiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	for i := range cs {
-		cs[i] = redactCompile(cs[i])
-	}
-	writePage(w, cs, limit, func(c store.Compile) string { return strconv.FormatInt(c.ID, 10) })
+	writePage(w, cs, limit, func(c store.Compile) string { return strconv.FormatInt(c.ID, 10) }, wireCompile)
 	return nil
 }
 
@@ -94,6 +91,6 @@ func (s *Server) getCompile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, redactCompile(c))
+	WriteJSON(w, http.StatusOK, wireCompile(c))
 	return nil
 }

@@ -9,18 +9,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 )
-
-// agentView is an agent with the executors serving it.
-type agentView struct {
-	store.Agent
-	// Executors serve the agent and have not stopped; a killed one stays
-	// (live false) until it is forgotten.
-	Executors []store.AgentExecutor `json:"executors"`
-}
 
 // writeAgents answers GET .../agents: each agent with its executors.
 func (s *Server) writeAgents(w http.ResponseWriter, r *http.Request, e store.Environment, as []store.Agent) error {
@@ -29,11 +22,7 @@ func (s *Server) writeAgents(w http.ResponseWriter, r *http.Request, e store.Env
 		return err
 	}
 	by := store.AgentExecutors(execs)
-	out := make([]agentView, len(as))
-	for i, a := range as {
-		out[i] = agentView{Agent: a, Executors: nonNil(by[a.Name])}
-	}
-	WriteJSON(w, http.StatusOK, list[agentView]{Items: out})
+	writeList(w, as, func(a store.Agent) client.Agent { return wireAgent(a, by[a.Name]) })
 	return nil
 }
 
@@ -48,7 +37,7 @@ func (s *Server) listExecutors(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.Executor]{Items: nonNil(execs)})
+	writeList(w, execs, wireExecutor)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/store"
@@ -32,7 +33,7 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusCreated, p)
+	WriteJSON(w, http.StatusCreated, wireProject(p))
 	return nil
 }
 
@@ -59,7 +60,7 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) error {
 			return !slices.ContainsFunc(es, func(e store.Environment) bool { return e.ProjectID == p.ID })
 		})
 	}
-	WriteJSON(w, http.StatusOK, list[store.Project]{Items: nonNil(ps), Next: next})
+	WriteJSON(w, http.StatusOK, client.List[client.Project]{Items: wireAll(ps, wireProject), Next: next})
 	return nil
 }
 
@@ -100,7 +101,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error
 			s.log.WarnContext(r.Context(), "scheduler not started yet; the reconciler will start it", "environment", e.Name, "error", err)
 		}
 	}
-	WriteJSON(w, http.StatusCreated, redactEnv(e))
+	WriteJSON(w, http.StatusCreated, wireEnvironment(e))
 	return nil
 }
 
@@ -121,10 +122,7 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error 
 	}
 	p := principal(r)
 	es = slices.DeleteFunc(es, func(e store.Environment) bool { return p.In(e.ID, e.Name) == auth.RoleNone })
-	for i := range es {
-		es[i] = redactEnv(es[i])
-	}
-	WriteJSON(w, http.StatusOK, list[store.Environment]{Items: nonNil(es), Next: next})
+	WriteJSON(w, http.StatusOK, client.List[client.Environment]{Items: wireAll(es, wireEnvironment), Next: next})
 	return nil
 }
 
@@ -146,7 +144,7 @@ func (s *Server) getEnvironment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, redactEnv(e))
+	WriteJSON(w, http.StatusOK, wireEnvironment(e))
 	return nil
 }
 
@@ -182,7 +180,7 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 	if out.Halted != e.Halted || len(req.Settings) > 0 {
 		s.wake(r, out, "environment settings changed", false, out.Halted && !e.Halted)
 	}
-	WriteJSON(w, http.StatusOK, redactEnv(out))
+	WriteJSON(w, http.StatusOK, wireEnvironment(out))
 	return nil
 }
 
@@ -225,7 +223,7 @@ func (s *Server) exportVersion(w http.ResponseWriter, r *http.Request) error {
 	}
 	noteAudit(r, map[string]any{"version": info.Version, "resources": info.ResourceCount})
 	s.prune(r, e)
-	WriteJSON(w, http.StatusCreated, info)
+	WriteJSON(w, http.StatusCreated, wireVersionInfo(info))
 	return nil
 }
 
@@ -283,7 +281,7 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.VersionInfo]{Items: nonNil(vs)})
+	writeList(w, vs, wireVersionInfo)
 	return nil
 }
 
@@ -293,12 +291,6 @@ func versionParam(r *http.Request) (int64, error) {
 		return 0, BadRequest("version %q is not a positive whole number", chi.URLParam(r, "version"))
 	}
 	return v, nil
-}
-
-type versionResponse struct {
-	store.VersionInfo
-	Resources []store.VersionResource `json:"resources"`
-	Next      string                  `json:"next,omitempty"`
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
@@ -322,7 +314,7 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := versionResponse{VersionInfo: info, Resources: nonNil(rs)}
+	out := client.Version{VersionInfo: wireVersionInfo(info), Resources: wireAll(rs, wireVersionResource)}
 	if len(rs) == limit {
 		out.Next = rs[len(rs)-1].ID
 	}
@@ -347,7 +339,7 @@ func (s *Server) releaseVersion(w http.ResponseWriter, r *http.Request) error {
 	if rel.Request != nil {
 		s.wake(r, e, rel.Request.Reason, true, false)
 	}
-	WriteJSON(w, http.StatusOK, rel)
+	WriteJSON(w, http.StatusOK, wireRelease(rel))
 	return nil
 }
 
@@ -372,7 +364,7 @@ func (s *Server) rollbackVersion(w http.ResponseWriter, r *http.Request) error {
 		s.wake(r, e, rb.Request.Reason, true, false)
 	}
 	s.prune(r, e)
-	WriteJSON(w, http.StatusCreated, rb)
+	WriteJSON(w, http.StatusCreated, wireRollback(rb))
 	return nil
 }
 
@@ -392,13 +384,8 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writePage(w, rs, limit, func(r store.ResourceState) string { return r.ResourceID })
+	writePage(w, rs, limit, func(r store.ResourceState) string { return r.ResourceID }, wireResourceState)
 	return nil
-}
-
-type resourceResponse struct {
-	store.ResourceState
-	Actions []store.Action `json:"actions"`
 }
 
 func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
@@ -436,7 +423,7 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, resourceResponse{ResourceState: st, Actions: nonNil(acts)})
+	WriteJSON(w, http.StatusOK, client.Resource{ResourceState: wireResourceState(st), Actions: wireAll(acts, wireAction)})
 	return nil
 }
 
@@ -485,7 +472,7 @@ func (s *Server) writeActions(w http.ResponseWriter, r *http.Request, e store.En
 	if err != nil {
 		return err
 	}
-	writePage(w, acts, limit, func(a store.Action) string { return strconv.FormatInt(a.ID, 10) })
+	writePage(w, acts, limit, func(a store.Action) string { return strconv.FormatInt(a.ID, 10) }, wireAction)
 	return nil
 }
 
@@ -519,7 +506,7 @@ func (s *Server) writeFacts(w http.ResponseWriter, r *http.Request, e store.Envi
 	writePage(w, facts, limit, func(f store.Fact) string {
 		b, _ := json.Marshal(store.FactKey{ResourceID: f.ResourceID, Name: f.Name})
 		return base64.RawURLEncoding.EncodeToString(b)
-	})
+	}, wireFact)
 	return nil
 }
 
@@ -543,7 +530,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.DeployRun]{Items: nonNil(runs)})
+	writeList(w, runs, wireDeployRun)
 	return nil
 }
 
@@ -560,7 +547,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, wireDeployRun(out))
 	return nil
 }
 

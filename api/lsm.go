@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -16,7 +16,7 @@ import (
 // is chosen by the header X-Intend-Environment (an id or a name).
 
 // EnvironmentHeader names the environment of an /lsm request.
-const EnvironmentHeader = "X-Intend-Environment"
+const EnvironmentHeader = client.EnvironmentHeader
 
 // lsmEnv resolves the X-Intend-Environment header.
 func (s *Server) lsmEnv(r *http.Request) (store.Environment, error) {
@@ -40,7 +40,7 @@ func (s *Server) listCatalog(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.ServiceEntity]{Items: nonNil(es)})
+	writeList(w, es, wireServiceEntity)
 	return nil
 }
 
@@ -124,28 +124,13 @@ func (s *Server) listInventory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writePage(w, items, limit, func(i store.ServiceInstance) string { return i.ID })
+	writePage(w, items, limit, func(i store.ServiceInstance) string { return i.ID }, wireInstance)
 	return nil
 }
 
-// instanceView is one instance with the progress of its resources'
-// deploy.
-type instanceView struct {
-	store.ServiceInstance
-	Deployment Deployment `json:"deployment"`
-	// ReferencedBy are the live instances that reference it
-	// (lsm_relations.go).
-	ReferencedBy []InstanceReferrer `json:"referenced_by"`
-}
-
-// Deployment counts an instance's resources in the newest version: how
-// many there are, how many are deployed as intended, and how many failed
-// (their deploy run over).
-type Deployment struct {
-	Total    int `json:"total"`
-	Deployed int `json:"deployed"`
-	Failed   int `json:"failed"`
-}
+// Deployment counts an instance's resources in the newest version
+// (client.Deployment).
+type Deployment = client.Deployment
 
 // getInstance returns one instance: its state, version, attribute sets
 // and deployment progress.
@@ -162,7 +147,7 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, instanceView{ServiceInstance: inst,
+	WriteJSON(w, http.StatusOK, client.InstanceView{ServiceInstance: wireInstance(inst),
 		Deployment: Deployment{Total: sd.Total, Deployed: sd.Deployed, Failed: sd.Failed}, ReferencedBy: referrerViews(rs)})
 	return nil
 }
@@ -186,7 +171,8 @@ func (s *Server) getInstanceLog(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writePage(w, log, limit, func(l store.InstanceLogEntry) string { return strconv.FormatInt(l.Version, 10) })
+	writePage(w, log, limit, func(l store.InstanceLogEntry) string { return strconv.FormatInt(l.Version, 10) },
+		wireInstanceLogEntry)
 	return nil
 }
 
@@ -204,33 +190,16 @@ func (s *Server) getInstanceResources(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.ResourceState]{Items: nonNil(rs)})
+	writeList(w, rs, wireResourceState)
 	return nil
 }
 
 // diagnosis says why an instance was rejected or failed.
-type diagnosis struct {
-	ID      string `json:"id"`
-	State   string `json:"state"`
-	Version int64  `json:"version"`
-	// Validation is the newest failed validation: the version it made
-	// and the compile errors.
-	Validation *failedValidation `json:"validation,omitempty"`
-	// Resources are the instance's resources that are not deployed as
-	// intended, each with its last failed attempt's error and log lines.
-	Resources []resourceDiagnosis `json:"resources"`
-}
+type diagnosis = client.Diagnosis
 
-type failedValidation struct {
-	Version int64           `json:"version"`
-	Errors  json.RawMessage `json:"errors"`
-}
+type failedValidation = client.FailedValidation
 
-type resourceDiagnosis struct {
-	store.ResourceState
-	Error *string         `json:"error,omitempty"`
-	Logs  json.RawMessage `json:"logs,omitempty"`
-}
+type resourceDiagnosis = client.ResourceDiagnosis
 
 // diagnoseInstance collects why an instance is where it is: the compile
 // errors of its newest failed validation and its resources that failed,
@@ -260,7 +229,7 @@ func (s *Server) diagnoseInstance(w http.ResponseWriter, r *http.Request) error 
 		if res.Compliance == "compliant" || res.LastResult == "new" {
 			continue
 		}
-		d := resourceDiagnosis{ResourceState: res}
+		d := resourceDiagnosis{ResourceState: wireResourceState(res)}
 		acts, err := s.opts.Store.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: res.ResourceID, Result: "failed", Limit: 1})
 		if err != nil {
 			return err

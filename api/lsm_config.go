@@ -71,6 +71,6 @@ func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error
 		return Unavailable("the config is stored, but not every live instance could be told (the lifecycle engine, " +
 			"Temporal, is unavailable); repeat the request")
 	}
-	WriteJSON(w, http.StatusOK, ent)
+	WriteJSON(w, http.StatusOK, wireServiceEntity(ent))
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -61,37 +62,11 @@ type instanceDryrunRequest struct {
 }
 
 // instanceDryrunValidation is the validation's verdict.
-type instanceDryrunValidation struct {
-	OK     bool            `json:"ok"`
-	Errors json.RawMessage `json:"errors,omitempty"`
-}
+type instanceDryrunValidation = client.DryrunValidation
 
 // instanceDryrunResponse is the answer: the update as it would be taken,
 // its validation, the desired-state diff and the dry-run on the targets.
-type instanceDryrunResponse struct {
-	ServiceEntity string `json:"service_entity"`
-	ID            string `json:"id"`
-	Version       int64  `json:"version"`
-	State         string `json:"state"`
-	// UpdateAllowed says whether the instance's state takes an update
-	// now; Allowed lists what it takes when it does not.
-	UpdateAllowed bool     `json:"update_allowed"`
-	Allowed       []string `json:"allowed,omitempty"`
-	// CandidateAttributes is the candidate set the update would write,
-	// with the r attributes the validation computed.
-	CandidateAttributes map[string]any           `json:"candidate_attributes"`
-	Validation          instanceDryrunValidation `json:"validation"`
-	// RenderErrors: the validation passed but the export would fail.
-	RenderErrors json.RawMessage `json:"render_errors,omitempty"`
-	// DesiredState is the per-resource, per-attribute diff against the
-	// set in the released version (validation passed only).
-	DesiredState *store.InstanceDryrun `json:"desired_state,omitempty"`
-	// Dryrun is the dry-run on the targets; DryrunURL where its results
-	// are read; Targets its results when ?wait= saw it finish.
-	Dryrun    *store.DeployRun     `json:"dryrun,omitempty"`
-	DryrunURL string               `json:"dryrun_url,omitempty"`
-	Targets   []store.DryrunResult `json:"targets,omitempty"`
-}
+type instanceDryrunResponse = client.InstanceDryrunReport
 
 // dryrunInstance answers POST /lsm/v1/service_inventory/{entity}/{id}/dryrun.
 // ?wait=30s waits (at most MaxDryrunWait) for the dry-run on the targets
@@ -192,9 +167,10 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out.DesiredState = &d
+	desired := wireInstanceDryrun(d)
+	out.DesiredState = &desired
 	if d.Run != nil {
-		out.Dryrun = d.Run
+		out.Dryrun = desired.Run
 		out.DryrunURL = "/api/v1/environments/" + url.PathEscape(e.Name) + "/dryrun/" + strconv.FormatInt(d.Run.Run, 10)
 		if s.opts.Dryruns != nil {
 			if err := s.opts.Dryruns.StartDryrun(r.Context(), e, *d.Run); err != nil {
@@ -210,8 +186,9 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				return err
 			}
-			out.Dryrun = &run
-			out.Targets = res
+			wrun := wireDeployRun(run)
+			out.Dryrun = &wrun
+			out.Targets = wireSlice(res, wireDryrunResult)
 		}
 	}
 	WriteJSON(w, http.StatusOK, out)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -37,36 +38,12 @@ const (
 )
 
 // TransferEventName is the SSE event name of a transfer.
-const TransferEventName = "transfer"
+const TransferEventName = client.TransferEventName
 
 // TransferEvent is the data of one transfer event: a version of the
-// instance's log, as GET .../log shows it, flattened with what caused it.
-type TransferEvent struct {
-	InstanceID string `json:"id"`
-	Version    int64  `json:"version"`
-	// Source is the state the transfer left ("" for the create); Target
-	// the state it went to (the instance's state at this version).
-	Source     string          `json:"source,omitempty"`
-	Target     string          `json:"target"`
-	Trigger    string          `json:"trigger"`
-	Error      bool            `json:"error"`
-	Operations json.RawMessage `json:"operations"`
-	// Actor is who asked for it (absent for the engine's own transfers);
-	// Request its Idempotency-Key; Reason an expert transfer's reason.
-	Actor   string `json:"actor,omitempty"`
-	Request string `json:"request,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	lsm.Sets
-	// Errors are a failed validation's compile errors.
-	Errors json.RawMessage `json:"errors,omitempty"`
-	// Terminal: the instance is gone; the stream ends after this event.
-	Terminal  bool      `json:"terminal"`
-	Timestamp time.Time `json:"timestamp"`
-	// Deployment is the deploy progress of the instance's resources, on
-	// the newest event a stream sends at a time (not on the ones it
-	// catches up with).
-	Deployment *Deployment `json:"deployment,omitempty"`
-}
+// instance's log, as GET .../log shows it, flattened with what caused it
+// (client.TransferEvent).
+type TransferEvent = client.TransferEvent
 
 // loggedEvent is the event column of the instance's log.
 type loggedEvent struct {
@@ -91,7 +68,7 @@ func transferEvent(instanceID string, e store.InstanceLogEntry, lc *lsm.Lifecycl
 	return TransferEvent{
 		InstanceID: instanceID, Version: e.Version, Source: le.Source, Target: e.State, Trigger: le.Trigger,
 		Error: le.Error, Operations: ops, Actor: le.Actor, Request: le.Request, Reason: le.Reason,
-		Sets: e.Sets, Errors: e.Errors, Terminal: lc.States[e.State].Terminal, Timestamp: e.CreatedAt,
+		AttributeSets: wireSets(e.Sets), Errors: e.Errors, Terminal: lc.States[e.State].Terminal, Timestamp: e.CreatedAt,
 	}
 }
 

@@ -122,7 +122,7 @@ func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, lw *lsmWrite
 			"order", order.ID, "error", err)
 	}
 	w.Header().Set("Location", "/lsm/v1/orders/"+order.ID)
-	WriteJSON(w, http.StatusCreated, order)
+	WriteJSON(w, http.StatusCreated, wireOrder(order))
 	return nil
 }
 
@@ -363,7 +363,7 @@ func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, o)
+	WriteJSON(w, http.StatusOK, wireOrder(o))
 	return nil
 }
 
@@ -395,7 +395,7 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writePage(w, items, limit, func(o store.Order) string { return o.ID })
+	writePage(w, items, limit, func(o store.Order) string { return o.ID }, wireOrder)
 	return nil
 }
 

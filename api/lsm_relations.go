@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -16,15 +17,8 @@ import (
 // the transfer's transaction; the checks here only answer sooner.
 
 // InstanceReferrer is a live instance whose attribute references another
-// one.
-type InstanceReferrer struct {
-	ServiceEntity string `json:"service_entity"`
-	ID            string `json:"id"`
-	Identity      string `json:"identity,omitempty"`
-	// Attribute is the referrer's attribute that names the instance.
-	Attribute string `json:"attribute"`
-	State     string `json:"state"`
-}
+// one (client.InstanceReferrer).
+type InstanceReferrer = client.InstanceReferrer
 
 func referrerViews(rs []store.Referrer) []InstanceReferrer {
 	out := make([]InstanceReferrer, len(rs))
@@ -45,7 +39,7 @@ func (s *Server) getReferencedBy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[InstanceReferrer]{Items: referrerViews(rs)})
+	WriteJSON(w, http.StatusOK, client.List[InstanceReferrer]{Items: referrerViews(rs)})
 	return nil
 }
 

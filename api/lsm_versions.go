@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -31,18 +32,13 @@ type LSMMigrator interface {
 // catalogEntity is GET /lsm/v1/service_catalog/{entity}: the latest
 // version's definition at the top level, as before versions, and every
 // version the catalog keeps.
-type catalogEntity struct {
-	store.ServiceEntity
-	LatestVersion int                       `json:"latest_version"`
-	Versions      []store.EntityVersionInfo `json:"versions"`
-}
-
-func (s *Server) catalogEntity(ctx context.Context, envID string, ent store.ServiceEntity) (catalogEntity, error) {
+func (s *Server) catalogEntity(ctx context.Context, envID string, ent store.ServiceEntity) (client.CatalogEntity, error) {
 	vs, err := s.opts.Store.EntityVersions(ctx, envID, ent.Name)
 	if err != nil {
-		return catalogEntity{}, err
+		return client.CatalogEntity{}, err
 	}
-	return catalogEntity{ServiceEntity: ent, LatestVersion: lsm.EntityVersion(ent.Version), Versions: vs}, nil
+	return client.CatalogEntity{ServiceEntity: wireServiceEntity(ent), LatestVersion: lsm.EntityVersion(ent.Version),
+		Versions: wireSlice(vs, wireEntityVersionInfo)}, nil
 }
 
 // getEntityVersion is GET /lsm/v1/service_catalog/{entity}/versions/{version}.
@@ -66,7 +62,7 @@ func (s *Server) getEntityVersion(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, v)
+	WriteJSON(w, http.StatusOK, wireEntityVersionInfo(v))
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -25,7 +26,7 @@ import (
 
 // IdempotencyKeyHeader names the optional key that makes a write safe to
 // repeat: the first response is stored for a day and returned again.
-const IdempotencyKeyHeader = "Idempotency-Key"
+const IdempotencyKeyHeader = client.IdempotencyKeyHeader
 
 // The requests an instance's workflow takes (LSMRequest.Op).
 const (
@@ -242,7 +243,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 			return keyReused(lw.key)
 		}
 	}
-	WriteJSON(w, status, inst)
+	WriteJSON(w, status, wireInstance(inst))
 	return nil
 }
 

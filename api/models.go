@@ -91,7 +91,7 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 			m.AnnouncedAt = &now
 		}
 	}
-	WriteJSON(w, http.StatusCreated, m)
+	WriteJSON(w, http.StatusCreated, wireModelSource(m))
 	return nil
 }
 
@@ -155,7 +155,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, m)
+	WriteJSON(w, http.StatusOK, wireModelSource(m))
 	return nil
 }
 

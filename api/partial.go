@@ -32,6 +32,6 @@ func (s *Server) exportPartial(w http.ResponseWriter, r *http.Request) error {
 		return err // a merge refusal renders like a decoding one (storeProblem)
 	}
 	s.prune(r, e)
-	WriteJSON(w, http.StatusCreated, info)
+	WriteJSON(w, http.StatusCreated, wireVersionInfo(info))
 	return nil
 }

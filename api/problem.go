@@ -10,54 +10,56 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/intendhq/intend/client"
 )
 
-// Problem types. Each is a stable URI that clients may match on; the title,
+// Problem types. Each is a stable URI that clients may match on (package
+// client defines them, for Go clients to match on too); the title,
 // status and description of each live in problemTypes and are listed by
 // ProblemTypes. A type, once published, keeps its meaning.
 const (
 	// TypeBadRequest: the request could not be read or is malformed in a
 	// way no more specific type covers (400).
-	TypeBadRequest = problemTypePrefix + "bad-request"
+	TypeBadRequest = client.TypeBadRequest
 	// TypeMalformedJSON: the body is not one valid JSON value (400).
-	TypeMalformedJSON = problemTypePrefix + "malformed-json"
+	TypeMalformedJSON = client.TypeMalformedJSON
 	// TypeUnknownField: the body has a member the endpoint does not accept (422).
-	TypeUnknownField = problemTypePrefix + "unknown-field"
+	TypeUnknownField = client.TypeUnknownField
 	// TypeInvalidField: a field has the wrong JSON type or an invalid value (422).
-	TypeInvalidField = problemTypePrefix + "invalid-field"
+	TypeInvalidField = client.TypeInvalidField
 	// TypeValidation: the request is well-formed but invalid as a whole (422).
-	TypeValidation = problemTypePrefix + "validation"
+	TypeValidation = client.TypeValidation
 	// TypeBodyTooLarge: the body exceeds the endpoint's limit (413).
-	TypeBodyTooLarge = problemTypePrefix + "body-too-large"
+	TypeBodyTooLarge = client.TypeBodyTooLarge
 	// TypeUnsupportedMediaType: the body is not JSON in UTF-8 (415).
-	TypeUnsupportedMediaType = problemTypePrefix + "unsupported-media-type"
+	TypeUnsupportedMediaType = client.TypeUnsupportedMediaType
 	// TypeNotFound: the addressed resource does not exist (404).
-	TypeNotFound = problemTypePrefix + "not-found"
+	TypeNotFound = client.TypeNotFound
 	// TypeConflict: the request conflicts with the current state (409).
-	TypeConflict = problemTypePrefix + "conflict"
+	TypeConflict = client.TypeConflict
 	// TypeMethodNotAllowed: the route exists but not for this method (405).
-	TypeMethodNotAllowed = problemTypePrefix + "method-not-allowed"
+	TypeMethodNotAllowed = client.TypeMethodNotAllowed
 	// TypeUnavailable: the server or a dependency is temporarily down (503).
-	TypeUnavailable = problemTypePrefix + "unavailable"
+	TypeUnavailable = client.TypeUnavailable
 	// TypeInternal: the server failed; details are only in its log (500).
-	TypeInternal = problemTypePrefix + "internal"
+	TypeInternal = client.TypeInternal
 	// TypeUnauthenticated: no credentials, or credentials that name no
 	// one: a missing, unknown, expired or revoked token, or an invalid
 	// JWT (401).
-	TypeUnauthenticated = problemTypePrefix + "unauthenticated"
+	TypeUnauthenticated = client.TypeUnauthenticated
 	// TypeForbidden: the credentials are good but their role does not
 	// allow the request (403).
-	TypeForbidden = problemTypePrefix + "forbidden"
+	TypeForbidden = client.TypeForbidden
 	// TypeMisdirected: the request's Host is not one the server serves
 	// (421): a DNS-rebinding attempt, or a missing --allowed-hosts entry.
-	TypeMisdirected = problemTypePrefix + "misdirected"
+	TypeMisdirected = client.TypeMisdirected
 	// TypeTooManyRequests: as much of this work runs already as the
 	// server allows (429); Retry-After says when to try again.
-	TypeTooManyRequests = problemTypePrefix + "too-many-requests"
+	TypeTooManyRequests = client.TypeTooManyRequests
 )
 
 const (
-	problemTypePrefix  = "urn:intend:problem:"
 	mediaTypeProblem   = "application/problem+json"
 	mediaTypeJSON      = "application/json"
 	internalDetail     = "the server failed to handle the request; see its log"
@@ -170,56 +172,13 @@ func ProblemTypes() []ProblemType {
 
 // Problem is an RFC 9457 problem detail, rendered as application/problem+json.
 // It implements error, so handlers and the layers below them can return one
-// and WriteError renders it unchanged.
-type Problem struct {
-	// Type is one of the Type* constants.
-	Type string `json:"type"`
-	// Title is the fixed summary of Type.
-	Title string `json:"title"`
-	// Status is the HTTP status code.
-	Status int `json:"status"`
-	// Detail explains this occurrence. For 5xx problems it never holds
-	// internal error text.
-	Detail string `json:"detail,omitempty"`
-	// Instance is the request path; WriteProblem fills it in when empty.
-	Instance string `json:"instance,omitempty"`
-	// Errors names the offending fields, if any.
-	Errors []FieldError `json:"errors,omitempty"`
-	// Referrers are the instances that reference a service instance
-	// whose delete was refused (409), if any.
-	Referrers []InstanceReferrer `json:"referrers,omitempty"`
-	// TraceID is the trace of the request (32 hex digits), when the
-	// server traces; WriteProblem fills it in. The server's log lines of
-	// the request carry it as trace_id.
-	TraceID string `json:"trace_id,omitempty"`
-}
+// and WriteError renders it unchanged. It is the public client's type, so
+// what the server renders is what a Go client decodes: one definition of
+// the wire shape (package client documents its fields).
+type Problem = client.Problem
 
-// FieldError is one offending input of a request.
-type FieldError struct {
-	// Field is a JSON pointer (RFC 6901) into the request body, such as
-	// "/resources/3/id" ("" is the whole body), or a query parameter name
-	// prefixed with "?", such as "?limit".
-	Field string `json:"field"`
-	// Detail says what is wrong with the field.
-	Detail string `json:"detail"`
-}
-
-// Error describes the problem in one line, for logs and tests.
-func (p *Problem) Error() string {
-	if p == nil {
-		return "<nil problem>"
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%d)", strings.TrimPrefix(p.Type, problemTypePrefix), p.Status)
-	if p.Detail != "" {
-		b.WriteString(": ")
-		b.WriteString(p.Detail)
-	}
-	for _, fe := range p.Errors {
-		fmt.Fprintf(&b, "; %q: %s", fe.Field, fe.Detail)
-	}
-	return b.String()
-}
+// FieldError is one offending input of a request (client.FieldError).
+type FieldError = client.FieldError
 
 // newProblem builds a problem of a type from the table.
 func newProblem(typ, detail string, errs ...FieldError) *Problem {

@@ -82,30 +82,30 @@ func TestConstructors(t *testing.T) {
 		},
 		{
 			name: "validation with fields", reason: "field entries are kept in order",
-			p:        Validation("two fields are wrong", FieldError{"/a", "x"}, FieldError{"/b", "y"}),
+			p:        Validation("two fields are wrong", FieldError{Field: "/a", Detail: "x"}, FieldError{Field: "/b", Detail: "y"}),
 			wantType: TypeValidation, wantStatus: 422, wantDetail: "two fields are wrong",
-			wantErrors: []FieldError{{"/a", "x"}, {"/b", "y"}},
+			wantErrors: []FieldError{{Field: "/a", Detail: "x"}, {Field: "/b", Detail: "y"}},
 		},
 		{
 			name: "validation without detail", reason: "an empty detail is replaced by one pointing at errors",
-			p: Validation("", FieldError{"/a", "x"}), wantType: TypeValidation, wantStatus: 422,
-			wantDetail: validationDetail, wantErrors: []FieldError{{"/a", "x"}},
+			p: Validation("", FieldError{Field: "/a", Detail: "x"}), wantType: TypeValidation, wantStatus: 422,
+			wantDetail: validationDetail, wantErrors: []FieldError{{Field: "/a", Detail: "x"}},
 		},
 		{
 			name: "invalid body field", reason: "the detail names the field so it reads alone",
 			p: InvalidField("/resources/3/id", "must not be empty"), wantType: TypeInvalidField, wantStatus: 422,
 			wantDetail: `field "/resources/3/id": must not be empty`,
-			wantErrors: []FieldError{{"/resources/3/id", "must not be empty"}},
+			wantErrors: []FieldError{{Field: "/resources/3/id", Detail: "must not be empty"}},
 		},
 		{
 			name: "invalid query parameter", reason: "query parameters are named as such, not as pointers",
 			p: InvalidField("?limit", "must be positive"), wantType: TypeInvalidField, wantStatus: 422,
-			wantDetail: `query parameter "limit": must be positive`, wantErrors: []FieldError{{"?limit", "must be positive"}},
+			wantDetail: `query parameter "limit": must be positive`, wantErrors: []FieldError{{Field: "?limit", Detail: "must be positive"}},
 		},
 		{
 			name: "unknown field", reason: "the detail names the member, the entry locates it",
 			p: UnknownField("/a/0/x", "x"), wantType: TypeUnknownField, wantStatus: 422,
-			wantDetail: `unknown field "x"`, wantErrors: []FieldError{{"/a/0/x", `unknown field "x"`}},
+			wantDetail: `unknown field "x"`, wantErrors: []FieldError{{Field: "/a/0/x", Detail: `unknown field "x"`}},
 		},
 		{
 			name: "body too large", reason: "the limit is stated in bytes",
@@ -170,7 +170,7 @@ func TestProblemError(t *testing.T) {
 		{"detail", "slug, status and detail identify the problem in a log line",
 			NotFound("no such environment"), "not-found (404): no such environment"},
 		{"fields", "field entries are listed after the detail",
-			Validation("bad", FieldError{"/a", "x"}), `validation (422): bad; "/a": x`},
+			Validation("bad", FieldError{Field: "/a", Detail: "x"}), `validation (422): bad; "/a": x`},
 		{"nil", "a nil *Problem inside an error must not panic when printed",
 			nil, "<nil problem>"},
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) deploy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.wake(r, e, out.Reason, false, false)
-	WriteJSON(w, http.StatusAccepted, out)
+	WriteJSON(w, http.StatusAccepted, wireRequest(out))
 	return nil
 }
 
@@ -62,7 +63,7 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, wireRequest(out))
 	return nil
 }
 
@@ -82,7 +83,7 @@ func (s *Server) setHalted(halted bool) handlerFunc {
 			reason = "environment halted"
 		}
 		s.wake(r, out, reason, false, halted)
-		WriteJSON(w, http.StatusOK, out)
+		WriteJSON(w, http.StatusOK, wireEnvironment(out))
 		return nil
 	}
 }
@@ -160,14 +161,8 @@ func (s *Server) createDryrun(w http.ResponseWriter, r *http.Request) error {
 			return Unavailable("the dry-run could not be started (is Temporal up?); try again")
 		}
 	}
-	WriteJSON(w, http.StatusAccepted, run)
+	WriteJSON(w, http.StatusAccepted, wireDeployRun(run))
 	return nil
-}
-
-type dryrunResponse struct {
-	store.DeployRun
-	Results []store.DryrunResult `json:"results"`
-	Next    string               `json:"next,omitempty"`
 }
 
 // getDryrun returns a dry-run's progress and a page of its results.
@@ -195,7 +190,7 @@ func (s *Server) getDryrun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := dryrunResponse{DeployRun: run, Results: nonNil(res)}
+	out := client.Dryrun{DeployRun: wireDeployRun(run), Results: wireAll(res, wireDryrunResult)}
 	if len(res) == limit {
 		out.Next = res[len(res)-1].ResourceID
 	}

@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsmevents"
@@ -236,19 +237,18 @@ func storeProblem(err error) error {
 	return err
 }
 
-// list is the envelope of every list response.
-type list[T any] struct {
-	Items []T `json:"items"`
-	// Next is the cursor of the next page, absent on the last page.
-	Next string `json:"next,omitempty"`
+// writeList writes a whole list (client.List, the envelope of every list
+// response), each row converted to its wire type.
+func writeList[R, W any](w http.ResponseWriter, rows []R, conv func(R) W) {
+	WriteJSON(w, http.StatusOK, client.List[W]{Items: wireAll(rows, conv)})
 }
 
-// writePage writes one page of a list: a full page (limit items) names
-// the cursor of the next, the last item's.
-func writePage[T any](w http.ResponseWriter, items []T, limit int, cursor func(T) string) {
-	out := list[T]{Items: nonNil(items)}
-	if limit > 0 && len(items) == limit {
-		out.Next = cursor(items[len(items)-1])
+// writePage writes one page of a list, each row converted to its wire type:
+// a full page (limit rows) names the cursor of the next, the last row's.
+func writePage[R, W any](w http.ResponseWriter, rows []R, limit int, cursor func(R) string, conv func(R) W) {
+	out := client.List[W]{Items: wireAll(rows, conv)}
+	if limit > 0 && len(rows) == limit {
+		out.Next = cursor(rows[len(rows)-1])
 	}
 	WriteJSON(w, http.StatusOK, out)
 }

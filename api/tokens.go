@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -33,11 +34,8 @@ type tokenRequest struct {
 }
 
 // CreatedToken is the answer to a token's creation: the only time its
-// secret is shown.
-type CreatedToken struct {
-	store.Token
-	Secret string `json:"token"`
-}
+// secret is shown (client.CreatedToken).
+type CreatedToken = client.CreatedToken
 
 // parseDuration reads expires_in: "90m", "720h" or a whole number of
 // seconds.
@@ -127,7 +125,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	noteAudit(r, map[string]any{"token_id": t.ID, "name": t.Name, "role": t.Role, "environments": t.Environments})
 	w.Header().Set("Cache-Control", "no-store")
-	WriteJSON(w, http.StatusCreated, CreatedToken{Token: t, Secret: secret})
+	WriteJSON(w, http.StatusCreated, CreatedToken{Token: wireToken(t), Secret: secret})
 	return nil
 }
 
@@ -137,7 +135,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, list[store.Token]{Items: nonNil(ts)})
+	writeList(w, ts, wireToken)
 	return nil
 }
 
@@ -151,21 +149,13 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	noteAudit(r, map[string]any{"token_id": t.ID, "name": t.Name})
-	WriteJSON(w, http.StatusOK, t)
+	WriteJSON(w, http.StatusOK, wireToken(t))
 	return nil
 }
 
-// Whoami is who the caller is, as GET /api/v1/whoami tells it.
-type Whoami struct {
-	Kind  string `json:"kind"`
-	Name  string `json:"name"`
-	Actor string `json:"actor"`
-	// Role is the role in every environment ("none" when only some).
-	Role string `json:"role"`
-	// Environments are the names of the environments the caller sees,
-	// with its role in each.
-	Environments map[string]string `json:"environments"`
-}
+// Whoami is who the caller is, as GET /api/v1/whoami tells it
+// (client.Whoami).
+type Whoami = client.Whoami
 
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
@@ -238,7 +228,7 @@ func (s *Server) writeAudit(ctx context.Context, w http.ResponseWriter, f store.
 	if err != nil {
 		return err
 	}
-	writePage(w, es, f.Limit, func(e store.AuditEntry) string { return strconv.FormatInt(e.ID, 10) })
+	writePage(w, es, f.Limit, func(e store.AuditEntry) string { return strconv.FormatInt(e.ID, 10) }, wireAuditEntry)
 	return nil
 }
 

@@ -35,7 +35,7 @@ func (s *Server) diffVersions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, d)
+	WriteJSON(w, http.StatusOK, wireVersionDiff(d))
 	return nil
 }
 

@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/executor"
-	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -30,7 +29,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // startServer runs an intend server on a fresh database against Temporal
 // at address (the shared dev server, or a proxy in front of it).
 // It returns a client and the server's URL.
-func startServer(t *testing.T, address string, sec temporalconn.Security) (*apiclient.Client, string) {
+func startServer(t *testing.T, address string, sec temporalconn.Security) (*client.Client, string) {
 	t.Helper()
 	c, srv, _ := exectest.StartServer(t, server.Config{
 		TemporalAddress: address, TemporalSecurity: sec, EmbeddedExecutor: true, ExecutorName: "server-1",
@@ -39,14 +38,14 @@ func startServer(t *testing.T, address string, sec temporalconn.Security) (*apic
 	return c, srv.URL()
 }
 
-func newEnv(t *testing.T, c *apiclient.Client, settings map[string]any) string {
+func newEnv(t *testing.T, c *client.Client, settings map[string]any) string {
 	t.Helper()
 	return exectest.NewEnvironment(t, c, "ex", settings)
 }
 
 // deployFile exports and releases one fs::File of agent and waits for its
 // run to deploy it. content is the attribute, want what the file must hold.
-func deployFile(t *testing.T, c *apiclient.Client, env, agent string, content any, want string) string {
+func deployFile(t *testing.T, c *client.Client, env, agent string, content any, want string) string {
 	t.Helper()
 	ctx := context.Background()
 	target := filepath.Join(t.TempDir(), agent+".txt")
@@ -99,9 +98,9 @@ func runExecutor(t *testing.T, env map[string]string, args ...string) (string, e
 
 // agents returns the executors of each agent of env; the API lists none as
 // an empty list, never null.
-func agents(t *testing.T, c *apiclient.Client, env string) map[string][]store.AgentExecutor {
+func agents(t *testing.T, c *client.Client, env string) map[string][]client.AgentExecutor {
 	t.Helper()
-	out := map[string][]store.AgentExecutor{}
+	out := map[string][]client.AgentExecutor{}
 	for _, a := range exectest.Agents(t, c, env) {
 		if a.Executors == nil {
 			t.Errorf("agent %s: executors is null, want a list", a.Name)
@@ -111,9 +110,9 @@ func agents(t *testing.T, c *apiclient.Client, env string) map[string][]store.Ag
 	return out
 }
 
-func executors(t *testing.T, c *apiclient.Client, env string) map[string]store.Executor {
+func executors(t *testing.T, c *client.Client, env string) map[string]client.Executor {
 	t.Helper()
-	out := map[string]store.Executor{}
+	out := map[string]client.Executor{}
 	for _, e := range exectest.Executors(t, c, env) {
 		out[e.Name] = e
 	}
@@ -121,7 +120,7 @@ func executors(t *testing.T, c *apiclient.Client, env string) map[string]store.E
 }
 
 // waitExecutor waits until the environment lists the named executor.
-func waitExecutor(t *testing.T, c *apiclient.Client, env, name string, out fmt.Stringer) store.Executor {
+func waitExecutor(t *testing.T, c *client.Client, env, name string, out fmt.Stringer) client.Executor {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -131,7 +130,7 @@ func waitExecutor(t *testing.T, c *apiclient.Client, env, name string, out fmt.S
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("executor %s never registered in %s\n%s", name, env, out)
-	return store.Executor{}
+	return client.Executor{}
 }
 
 // TestRegistration: an executor shows in GET .../executors and, for the
@@ -167,7 +166,7 @@ func TestRegistration(t *testing.T) {
 		as["remote"][0].Version != "exec-test" || as["remote"][0].Hostname != host {
 		t.Errorf("executors of agent remote = %+v, want exec-a, live", as["remote"])
 	}
-	var acts struct{ Items []store.Action }
+	var acts struct{ Items []client.Action }
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/actions", nil, &acts); err != nil {
 		t.Fatal(err)
 	}

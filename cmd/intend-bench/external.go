@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/executor"
-	"github.com/intendhq/intend/internal/apiclient"
 )
 
 // externals runs k executors per agent of the benchmark (benchAgents) as
@@ -18,7 +18,7 @@ import (
 // credentials), after keeping every agent out of the server's embedded
 // executor. It returns once they have registered; they stop when ctx is
 // done.
-func externals(ctx context.Context, c *apiclient.Client, serverURL, temporalAddr, namespace, env string, k int) error {
+func externals(ctx context.Context, c *client.Client, serverURL, temporalAddr, namespace, env string, k int) error {
 	if err := c.Do(ctx, http.MethodPatch, "/api/v1/environments/"+env,
 		map[string]any{"settings": map[string]any{"autostart_agents": []string{}}}, nil); err != nil {
 		return err

@@ -21,10 +21,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	apiclient "github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/project"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -138,7 +136,7 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmPara
 			return nil, err
 		}
 		for {
-			var got store.ServiceInstance
+			var got apiclient.ServiceInstance
 			if err := lsmCall(ctx, c, http.MethodGet, lsmInventory+"/"+inst.ID, nil, &got); err != nil {
 				return nil, err
 			}
@@ -164,19 +162,19 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmPara
 	// Updates among the n live instances, one at a time: PATCH → up.
 	ulat := make([]time.Duration, min(lsmUpdates, n))
 	for i := range ulat {
-		var inst store.ServiceInstance
+		var inst apiclient.ServiceInstance
 		name := fmt.Sprintf("i%05d", i)
 		if err := lsmCall(ctx, c, http.MethodGet, lsmInventory+"/"+name, nil, &inst); err != nil {
 			return nil, err
 		}
 		t := time.Now()
-		var upd store.ServiceInstance
+		var upd apiclient.ServiceInstance
 		if err := lsmCall(ctx, c, http.MethodPatch, lsmInventory+"/"+inst.ID,
 			map[string]any{"current_version": inst.Version, "attributes": map[string]any{"size": 2}}, &upd); err != nil {
 			return nil, err
 		}
 		for {
-			var got store.ServiceInstance
+			var got apiclient.ServiceInstance
 			if err := lsmCall(ctx, c, http.MethodGet, lsmInventory+"/"+inst.ID, nil, &got); err != nil {
 				return nil, err
 			}
@@ -214,8 +212,8 @@ func fmtInt(n int) string {
 }
 
 // lsmCreate creates an instance named name.
-func lsmCreate(ctx context.Context, c *apiclient.Client, name string) (store.ServiceInstance, error) {
-	var inst store.ServiceInstance
+func lsmCreate(ctx context.Context, c *apiclient.Client, name string) (apiclient.ServiceInstance, error) {
+	var inst apiclient.ServiceInstance
 	err := lsmCall(ctx, c, http.MethodPost, lsmInventory,
 		map[string]any{"attributes": map[string]any{"name": name}}, &inst)
 	if err != nil {
@@ -230,8 +228,8 @@ func lsmCount(ctx context.Context, c *apiclient.Client) (up, bad int, err error)
 		after := ""
 		for {
 			var page struct {
-				Items []store.ServiceInstance `json:"items"`
-				Next  string                  `json:"next"`
+				Items []apiclient.ServiceInstance `json:"items"`
+				Next  string                      `json:"next"`
 			}
 			q := url.Values{"state": {s}, "limit": {"1000"}}
 			if after != "" {
@@ -269,7 +267,7 @@ func lsmCall(ctx context.Context, c *apiclient.Client, method, path string, body
 	if err != nil {
 		return err
 	}
-	req.Header.Set(api.EnvironmentHeader, lsmEnv)
+	req.Header.Set(apiclient.EnvironmentHeader, lsmEnv)
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

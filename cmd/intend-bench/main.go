@@ -21,12 +21,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/temporalserver"
 )
 
@@ -163,7 +162,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		return err
 	}
 	defer srv.Shutdown(context.WithoutCancel(ctx))
-	c := apiclient.New("http://" + srv.Addr())
+	c := client.New("http://" + srv.Addr())
 	c.Token = token
 	c.MaxPoll = 20 * time.Millisecond // the poll must not add to the times measured
 	if _, err := c.EnsureProject(ctx, "bench"); err != nil {
@@ -286,7 +285,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		}
 	}
 	t5 := time.Now()
-	var dr store.DeployRun
+	var dr client.DeployRun
 	if err := c.Do(ctx, "POST", "/api/v1/environments/bench/dryrun", map[string]any{}, &dr); err != nil {
 		return err
 	}
@@ -449,17 +448,17 @@ func chain(dir string, n int) []byte {
 	return b
 }
 
-func releaseAndWait(ctx context.Context, c *apiclient.Client, v int64) (store.DeployRun, error) {
+func releaseAndWait(ctx context.Context, c *client.Client, v int64) (client.DeployRun, error) {
 	return releaseAndWaitIn(ctx, c, "bench", v)
 }
 
-func releaseAndWaitIn(ctx context.Context, c *apiclient.Client, env string, v int64) (store.DeployRun, error) {
+func releaseAndWaitIn(ctx context.Context, c *client.Client, env string, v int64) (client.DeployRun, error) {
 	rel, err := c.Release(ctx, env, v)
 	if err != nil {
-		return store.DeployRun{}, err
+		return client.DeployRun{}, err
 	}
 	if rel.Request == nil {
-		return store.DeployRun{}, fmt.Errorf("release of %d queued no deploy", v)
+		return client.DeployRun{}, fmt.Errorf("release of %d queued no deploy", v)
 	}
 	return c.WaitRequest(ctx, env, rel.Request.ID, 10*time.Minute, nil)
 }

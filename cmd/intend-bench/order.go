@@ -8,10 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -22,7 +21,7 @@ var orderN, orderChain int
 // benchOrder is P7o (P7 as one order): one order (best_effort) creating n service
 // instances, in chains of chain items (each depending on the one before
 // it), from POST to the order's end with every item up.
-func benchOrder(ctx context.Context, c *apiclient.Client, srv *server.Server, files string, n, chain int) ([]row, error) {
+func benchOrder(ctx context.Context, c *client.Client, srv *server.Server, files string, n, chain int) ([]row, error) {
 	if chain < 1 {
 		chain = 1
 	}
@@ -46,7 +45,7 @@ func benchOrder(ctx context.Context, c *apiclient.Client, srv *server.Server, fi
 		items[i] = it
 	}
 	t0 := time.Now()
-	var o store.Order
+	var o client.Order
 	if err := lsmCall(ctx, c, http.MethodPost, "/lsm/v1/orders", map[string]any{"policy": "best_effort", "items": items}, &o); err != nil {
 		return nil, err
 	}

@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // agentCommand is `intend agent`: the agents of an environment.
@@ -32,12 +31,6 @@ run until it is unpaused.
 	return cmd
 }
 
-// agentView is an agent as GET .../agents lists it.
-type agentView struct {
-	store.Agent
-	Executors []store.AgentExecutor `json:"executors"`
-}
-
 func agentListCommand(s *clientSettings) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
@@ -56,14 +49,14 @@ Examples:
 			if err != nil {
 				return err
 			}
-			items, err := c.List(cmd.Context(), apiclient.EnvPath(env, "agents"), nil, "after", 0)
+			items, err := c.List(cmd.Context(), client.EnvPath(env, "agents"), nil, "after", 0)
 			if err != nil {
 				return err
 			}
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			as, err := decodeItems[agentView](items)
+			as, err := decodeItems[client.Agent](items)
 			if err != nil {
 				return err
 			}
@@ -125,7 +118,7 @@ The server answers 204 without a body; --json prints
 			if err != nil {
 				return err
 			}
-			if err := c.Do(cmd.Context(), http.MethodPost, apiclient.EnvPath(env, "agents", args[0], verb), nil, nil); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodPost, client.EnvPath(env, "agents", args[0], verb), nil, nil); err != nil {
 				return err
 			}
 			if s.structured() {

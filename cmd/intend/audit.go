@@ -6,8 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // auditCommand is `intend audit`: the audit trail.
@@ -44,7 +43,7 @@ Examples:
 				q.Set(k, v)
 			}
 		}
-		var c *apiclient.Client
+		var c *client.Client
 		var path string
 		var err error
 		if all {
@@ -53,7 +52,7 @@ Examples:
 		} else {
 			var env string
 			c, env, err = s.envClient(nil)
-			path = apiclient.EnvPath(env, "audit")
+			path = client.EnvPath(env, "audit")
 		}
 		if err != nil {
 			return err
@@ -65,7 +64,7 @@ Examples:
 		if s.structured() {
 			return s.writeArray(items)
 		}
-		es, err := decodeItems[store.AuditEntry](items)
+		es, err := decodeItems[client.AuditEntry](items)
 		if err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
@@ -463,7 +463,7 @@ func TestCLIAgainstServer(t *testing.T) {
 		t.Errorf("version show --json = %+v", v2)
 	}
 	// What version show pages through, a page of one resource at a time.
-	page, err := c.All(ctx, apiclient.EnvPath(envName, "versions", "2"), url.Values{"limit": {"1"}}, "resources", "after", 0)
+	page, err := c.All(ctx, client.EnvPath(envName, "versions", "2"), url.Values{"limit": {"1"}}, "resources", "after", 0)
 	if err != nil || len(page.Items) != 3 {
 		t.Errorf("paging a version one resource at a time: %d items, %v", len(page.Items), err)
 	}

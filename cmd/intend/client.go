@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/tlsfiles"
 )
@@ -265,7 +265,7 @@ func (s *clientSettings) envArg(args []string) (string, error) {
 
 // client returns a client of the resolved server, sending the resolved
 // token.
-func (s *clientSettings) client() (*apiclient.Client, error) {
+func (s *clientSettings) client() (*client.Client, error) {
 	base, err := s.serverURL()
 	if err != nil {
 		return nil, err
@@ -274,7 +274,7 @@ func (s *clientSettings) client() (*apiclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := apiclient.New(base)
+	c := client.New(base)
 	c.Token = token
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
@@ -294,7 +294,7 @@ func (s *clientSettings) client() (*apiclient.Client, error) {
 
 // envClient is client and environment together, as most commands need
 // both.
-func (s *clientSettings) envClient(args []string) (*apiclient.Client, string, error) {
+func (s *clientSettings) envClient(args []string) (*client.Client, string, error) {
 	env, err := s.envArg(args)
 	if err != nil {
 		return nil, "", err
@@ -304,7 +304,7 @@ func (s *clientSettings) envClient(args []string) (*apiclient.Client, string, er
 }
 
 // describeUnreachable is the message of exit code 3.
-func describeUnreachable(ue *apiclient.UnreachableError) string {
+func describeUnreachable(ue *client.UnreachableError) string {
 	return fmt.Sprintf("%s\n(is it running? start one with `intend server`, or point --server or INTEND_SERVER at one)", ue.Error())
 }
 

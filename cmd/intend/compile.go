@@ -15,10 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/project"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // The commands that compile a project: compile (local only), export and
@@ -139,7 +138,7 @@ func compileSummary(res *compiler.Result) string {
 }
 
 // serverFacts fetches the facts the environment knows, for a compile.
-func serverFacts(ctx context.Context, c *apiclient.Client, env string) (map[string]map[string]json.RawMessage, error) {
+func serverFacts(ctx context.Context, c *client.Client, env string) (map[string]map[string]json.RawMessage, error) {
 	var page struct {
 		Items []struct {
 			ResourceID string          `json:"resource_id"`
@@ -223,7 +222,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			var rel *store.Release
+			var rel *client.Release
 			if release {
 				r, err := c.Release(ctx, env, v.Version)
 				if err != nil {
@@ -270,7 +269,7 @@ func (s *clientSettings) projectArg(args []string) string {
 // uploads the result as a new version (of the named sets, if partial).
 // Compile errors are printed to w as JSON or YAML when -o asks.
 func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, partial bool, sets []string) (
-	c *apiclient.Client, env string, res *compiler.Result, v store.VersionInfo, err error) {
+	c *client.Client, env string, res *compiler.Result, v client.VersionInfo, err error) {
 	if c, env, err = s.envClient(nil); err != nil {
 		return
 	}
@@ -291,7 +290,7 @@ func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, part
 
 // uploadSource sends the project as the environment's model source, which
 // the server compiles service instances from.
-func uploadSource(ctx context.Context, c *apiclient.Client, env, dir string) error {
+func uploadSource(ctx context.Context, c *client.Client, env, dir string) error {
 	packed, err := project.Archive(dir)
 	if err != nil {
 		return err
@@ -300,15 +299,15 @@ func uploadSource(ctx context.Context, c *apiclient.Client, env, dir string) err
 }
 
 // putSource uploads a packed project as env's model source.
-func putSource(ctx context.Context, c *apiclient.Client, env string, packed project.Packed) error {
-	if err := c.Do(ctx, "PUT", apiclient.EnvPath(env, "model"), apiclient.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
+func putSource(ctx context.Context, c *client.Client, env string, packed project.Packed) error {
+	if err := c.Do(ctx, "PUT", client.EnvPath(env, "model"), client.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
 		return fmt.Errorf("upload the model source to %s: %w", env, err)
 	}
 	return nil
 }
 
 // upload exports a compile result as a full or partial version.
-func upload(ctx context.Context, c *apiclient.Client, env string, res *compiler.Result, partial bool, sets []string) (store.VersionInfo, error) {
+func upload(ctx context.Context, c *client.Client, env string, res *compiler.Result, partial bool, sets []string) (client.VersionInfo, error) {
 	if !partial {
 		v, err := c.ExportVersion(ctx, env, res.Export())
 		if err != nil {
@@ -318,9 +317,9 @@ func upload(ctx context.Context, c *apiclient.Client, env string, res *compiler.
 	}
 	body, err := partialBody(res, sets)
 	if err != nil {
-		return store.VersionInfo{}, err
+		return client.VersionInfo{}, err
 	}
-	var v store.VersionInfo
+	var v client.VersionInfo
 	if err := c.Do(ctx, "PUT", "/api/v1/environments/"+url.PathEscape(env)+"/versions/partial", body, &v); err != nil {
 		return v, fmt.Errorf("partial export to %s: %w", env, err)
 	}

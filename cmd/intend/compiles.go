@@ -10,9 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/compiler"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // compilesCommand is `intend compiles`: the autonomous server's compiles
@@ -64,8 +63,8 @@ Examples:
 				return err
 			}
 			ctx := cmd.Context()
-			var comp store.Compile
-			if err := c.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "compile"), nil, &comp); err != nil {
+			var comp client.Compile
+			if err := c.Do(ctx, http.MethodPost, client.EnvPath(env, "compile"), nil, &comp); err != nil {
 				return err
 			}
 			if !wait {
@@ -89,12 +88,12 @@ Examples:
 }
 
 // waitCompile polls a compile until it has finished.
-func waitCompile(ctx context.Context, c *apiclient.Client, env string, id int64, timeout time.Duration) (store.Compile, error) {
+func waitCompile(ctx context.Context, c *client.Client, env string, id int64, timeout time.Duration) (client.Compile, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		var comp store.Compile
-		if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "compiles", strconv.FormatInt(id, 10)), nil, &comp); err != nil {
+		var comp client.Compile
+		if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "compiles", strconv.FormatInt(id, 10)), nil, &comp); err != nil {
 			return comp, err
 		}
 		if comp.Status != "queued" && comp.Status != "running" {
@@ -119,14 +118,14 @@ func compilesListCommand(s *clientSettings) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items, err := c.List(cmd.Context(), apiclient.EnvPath(env, "compiles"), nil, "before", limit)
+			items, err := c.List(cmd.Context(), client.EnvPath(env, "compiles"), nil, "before", limit)
 			if err != nil {
 				return err
 			}
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			comps, err := decodeItems[store.Compile](items)
+			comps, err := decodeItems[client.Compile](items)
 			if err != nil {
 				return err
 			}
@@ -156,8 +155,8 @@ func compilesShowCommand(s *clientSettings) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var comp store.Compile
-			if err := c.Do(cmd.Context(), http.MethodGet, apiclient.EnvPath(env, "compiles", args[0]), nil, &comp); err != nil {
+			var comp client.Compile
+			if err := c.Do(cmd.Context(), http.MethodGet, client.EnvPath(env, "compiles", args[0]), nil, &comp); err != nil {
 				return err
 			}
 			return printCompile(s, comp)
@@ -166,7 +165,7 @@ func compilesShowCommand(s *clientSettings) *cobra.Command {
 }
 
 // printCompile prints a compile's report; a failed compile exits 1.
-func printCompile(s *clientSettings, comp store.Compile) error {
+func printCompile(s *clientSettings, comp client.Compile) error {
 	if s.structured() {
 		if err := s.write(comp); err != nil {
 			return err
@@ -195,7 +194,7 @@ func printCompile(s *clientSettings, comp store.Compile) error {
 	return nil
 }
 
-func compileErrors(comp store.Compile) compiler.Errors {
+func compileErrors(comp client.Compile) compiler.Errors {
 	var errs compiler.Errors
 	if len(comp.Errors) > 0 {
 		_ = json.Unmarshal(comp.Errors, &errs)
@@ -210,7 +209,7 @@ func shortCommit(sha string) string {
 	return sha
 }
 
-func versionCell(comp store.Compile) string {
+func versionCell(comp client.Compile) string {
 	if comp.Version == nil {
 		return ""
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
@@ -59,7 +59,7 @@ func TestCompilesCommands(t *testing.T) {
 	var src struct {
 		Origin string `json:"origin"`
 	}
-	if err := c.Do(context.Background(), "GET", apiclient.EnvPath(envName, "model"), nil, &src); err != nil || src.Origin != "compile" {
+	if err := c.Do(context.Background(), "GET", client.EnvPath(envName, "model"), nil, &src); err != nil || src.Origin != "compile" {
 		t.Errorf("model source after the compile: %+v, %v", src, err)
 	}
 	out = ok(t, vars, "deploy-now", "--wait")

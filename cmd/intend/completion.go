@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 )
 
 // Dynamic shell completion (intend completion bash|zsh|fish): the REST
@@ -163,7 +163,7 @@ func (s *clientSettings) completeFlag(list lister) cobra.CompletionFunc {
 }
 
 // firstPage is the items of the first page of a list endpoint.
-func firstPage[T any](ctx context.Context, c *apiclient.Client, path string, q url.Values) ([]T, error) {
+func firstPage[T any](ctx context.Context, c *client.Client, path string, q url.Values) ([]T, error) {
 	if q == nil {
 		q = url.Values{}
 	}
@@ -216,7 +216,7 @@ func listVersions(ctx context.Context, s *clientSettings, _ []string, _ string) 
 		Version    int64      `json:"version"`
 		CreatedAt  time.Time  `json:"created_at"`
 		ReleasedAt *time.Time `json:"released_at"`
-	}](ctx, c, apiclient.EnvPath(env, "versions"), nil)
+	}](ctx, c, client.EnvPath(env, "versions"), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func listResources(ctx context.Context, s *clientSettings, _ []string, toComplet
 	rs, err := firstPage[struct {
 		ID         string `json:"id"`
 		Compliance string `json:"compliance"`
-	}](ctx, c, apiclient.EnvPath(env, "resources"), q)
+	}](ctx, c, client.EnvPath(env, "resources"), q)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func listAgents(ctx context.Context, s *clientSettings, _ []string, _ string) ([
 	as, err := firstPage[struct {
 		Name   string `json:"name"`
 		Paused bool   `json:"paused"`
-	}](ctx, c, apiclient.EnvPath(env, "agents"), nil)
+	}](ctx, c, client.EnvPath(env, "agents"), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -14,11 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/project"
-	"github.com/intendhq/intend/internal/store"
 )
 
 func deployCommand(g *globals) *cobra.Command {
@@ -139,7 +138,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	defer st.stop(ctx)
 	srv, ts, token, tokenFile, base := st.srv, st.ts, st.token, st.tokenFile, st.base()
 
-	c := apiclient.New(base)
+	c := client.New(base)
 	c.Token = token
 	if _, err := c.EnsureProject(ctx, proj.Name); err != nil {
 		return fmt.Errorf("project %s: %w", proj.Name, err)
@@ -224,7 +223,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 // deployer exports, releases and follows versions of one environment.
 type deployer struct {
 	ctx     context.Context
-	c       *apiclient.Client
+	c       *client.Client
 	env     string
 	dir     string
 	out     io.Writer
@@ -254,10 +253,10 @@ func (d *deployer) recompile() (*compiler.Result, error) {
 	return res, nil
 }
 
-func (d *deployer) export(res *compiler.Result) (store.VersionInfo, error) {
+func (d *deployer) export(res *compiler.Result) (client.VersionInfo, error) {
 	packed, err := project.Archive(d.dir)
 	if err != nil {
-		return store.VersionInfo{}, err
+		return client.VersionInfo{}, err
 	}
 	if packed.Hash == d.compiled.hash {
 		// Unchanged since the compile: the server's upload need not
@@ -265,7 +264,7 @@ func (d *deployer) export(res *compiler.Result) (store.VersionInfo, error) {
 		d.compiled.remember(packed.Hash, d.compiled.res)
 	}
 	if err := putSource(d.ctx, d.c, d.env, packed); err != nil {
-		return store.VersionInfo{}, err
+		return client.VersionInfo{}, err
 	}
 	v, err := upload(d.ctx, d.c, d.env, res, false, nil)
 	if err != nil {
@@ -295,7 +294,7 @@ func (d *deployer) deploy(res *compiler.Result) error {
 		"env/"+d.env+"/scheduler")
 	last := ""
 	seen := map[int64]bool{}
-	run, err := d.c.WaitRequest(d.ctx, d.env, rel.Request.ID, d.timeout, func(r store.DeployRun) {
+	run, err := d.c.WaitRequest(d.ctx, d.env, rel.Request.ID, d.timeout, func(r client.DeployRun) {
 		line := fmt.Sprintf("  run %d (%s): %s, %d/%d done (%d deployed, %d failed, %d skipped, %d unavailable)",
 			r.Run, r.WorkflowID, r.Status, r.Deployed+r.Failed+r.Skipped+r.Unavailable, r.Total,
 			r.Deployed, r.Failed, r.Skipped, r.Unavailable)
@@ -322,9 +321,9 @@ func (d *deployer) deploy(res *compiler.Result) error {
 
 // printFailures prints the run's failed attempts not printed yet, oldest
 // first.
-func (d *deployer) printFailures(run store.DeployRun, seen map[int64]bool) {
+func (d *deployer) printFailures(run client.DeployRun, seen map[int64]bool) {
 	var page struct {
-		Items []store.Action `json:"items"`
+		Items []client.Action `json:"items"`
 	}
 	q := url.Values{"result": {"failed"}, "limit": {"50"}}
 	if err := d.c.Do(d.ctx, "GET", "/api/v1/environments/"+url.PathEscape(d.env)+"/actions?"+q.Encode(), nil, &page); err != nil {
@@ -352,7 +351,7 @@ func firstLine(s string) string {
 }
 
 // printSummary prints the run's totals and the environment's resources.
-func printSummary(ctx context.Context, c *apiclient.Client, env string, run store.DeployRun, out io.Writer) {
+func printSummary(ctx context.Context, c *client.Client, env string, run client.DeployRun, out io.Writer) {
 	took := ""
 	if run.StartedAt != nil && run.FinishedAt != nil {
 		took = " in " + run.FinishedAt.Sub(run.RequestedAt).Round(time.Millisecond).String()

@@ -10,8 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // deployNowCommand is `intend deploy-now` (name "deploy-now": a user
@@ -64,11 +63,11 @@ Examples:
 		}
 		ctx := cmd.Context()
 		var raw json.RawMessage
-		if err := c.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "deploy"),
-			apiclient.DeployRequest{Mode: mode, Agents: agents, ResourceIDs: resources}, &raw); err != nil {
+		if err := c.Do(ctx, http.MethodPost, client.EnvPath(env, "deploy"),
+			client.DeployRequest{Mode: mode, Agents: agents, ResourceIDs: resources}, &raw); err != nil {
 			return err
 		}
-		var req store.Request
+		var req client.Request
 		if err := decode(raw, &req); err != nil {
 			return err
 		}
@@ -81,7 +80,7 @@ Examples:
 		}
 		fmt.Fprintf(s.stderr, "%s request %d queued (%s)\n", what, req.ID, req.Reason)
 		last := ""
-		run, err := c.WaitRequest(ctx, env, req.ID, timeout, func(r store.DeployRun) {
+		run, err := c.WaitRequest(ctx, env, req.ID, timeout, func(r client.DeployRun) {
 			line := fmt.Sprintf("run %d (%s): %s, %d/%d done", r.Run, r.WorkflowID, r.Status,
 				r.Deployed+r.Failed+r.Skipped+r.Unavailable, r.Total)
 			if line != last {
@@ -98,7 +97,7 @@ Examples:
 		if s.structured() {
 			// The run as the server has it now, not as decoded.
 			var runRaw json.RawMessage
-			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "runs", strconv.FormatInt(run.Run, 10)), nil, &runRaw); err != nil {
+			if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "runs", strconv.FormatInt(run.Run, 10)), nil, &runRaw); err != nil {
 				return err
 			}
 			if err := s.write(runRaw); err != nil {
@@ -159,7 +158,7 @@ Example:
 			return err
 		}
 		var raw json.RawMessage
-		if err := c.Do(cmd.Context(), http.MethodPost, apiclient.EnvPath(env, verb), nil, &raw); err != nil {
+		if err := c.Do(cmd.Context(), http.MethodPost, client.EnvPath(env, verb), nil, &raw); err != nil {
 			return err
 		}
 		if s.structured() {
@@ -206,7 +205,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			items, err := c.List(cmd.Context(), apiclient.EnvPath(env, "runs"),
+			items, err := c.List(cmd.Context(), client.EnvPath(env, "runs"),
 				url.Values{"limit": {strconv.Itoa(limit)}}, "before", limit)
 			if err != nil {
 				return err
@@ -214,7 +213,7 @@ Examples:
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			runs, err := decodeItems[store.DeployRun](items)
+			runs, err := decodeItems[client.DeployRun](items)
 			if err != nil {
 				return err
 			}
@@ -252,13 +251,13 @@ Example:
 				return err
 			}
 			var raw json.RawMessage
-			if err := c.Do(cmd.Context(), http.MethodGet, apiclient.EnvPath(env, "runs", args[0]), nil, &raw); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodGet, client.EnvPath(env, "runs", args[0]), nil, &raw); err != nil {
 				return err
 			}
 			if s.structured() {
 				return s.write(raw)
 			}
-			var r store.DeployRun
+			var r client.DeployRun
 			if err := decode(raw, &r); err != nil {
 				return err
 			}

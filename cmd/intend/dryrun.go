@@ -13,8 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 func dryrunCommand(g *globals) *cobra.Command {
@@ -83,7 +82,7 @@ Examples:
 
 // wouldChange reports whether a dry-run found anything that a deploy would
 // change: any result but unmodified.
-func wouldChange(results []store.DryrunResult) bool {
+func wouldChange(results []client.DryrunResult) bool {
 	for _, r := range results {
 		if r.Status != "unmodified" {
 			return true
@@ -93,9 +92,9 @@ func wouldChange(results []store.DryrunResult) bool {
 }
 
 // runDryrun dry-runs a version and waits for all its results.
-func runDryrun(ctx context.Context, c *apiclient.Client, env string, version int64, timeout time.Duration) (store.DeployRun, []store.DryrunResult, error) {
+func runDryrun(ctx context.Context, c *client.Client, env string, version int64, timeout time.Duration) (client.DeployRun, []client.DryrunResult, error) {
 	base := "/api/v1/environments/" + url.PathEscape(env) + "/dryrun"
-	var run store.DeployRun
+	var run client.DeployRun
 	if err := c.Do(ctx, "POST", base, map[string]any{"version": version}, &run); err != nil {
 		return run, nil, fmt.Errorf("dry-run of version %d: %w", version, err)
 	}
@@ -117,13 +116,10 @@ func runDryrun(ctx context.Context, c *apiclient.Client, env string, version int
 	if run.Status != "done" {
 		return run, nil, fmt.Errorf("dry-run %d (%s) ended %s", run.Run, run.WorkflowID, run.Status)
 	}
-	var results []store.DryrunResult
+	var results []client.DryrunResult
 	after := ""
 	for {
-		var page struct {
-			Results []store.DryrunResult `json:"results"`
-			Next    string               `json:"next"`
-		}
+		var page client.Dryrun
 		if err := c.Do(ctx, "GET", fmt.Sprintf("%s/%d?limit=1000&after=%s", base, run.Run, url.QueryEscape(after)), nil, &page); err != nil {
 			return run, nil, err
 		}
@@ -137,7 +133,7 @@ func runDryrun(ctx context.Context, c *apiclient.Client, env string, version int
 
 // printDryrun lists what would change and counts the statuses.
 // Text of several lines changes as a unified diff, coloured by p.
-func printDryrun(w io.Writer, p palette, run store.DeployRun, results []store.DryrunResult, all bool) error {
+func printDryrun(w io.Writer, p palette, run client.DeployRun, results []client.DryrunResult, all bool) error {
 	counts := map[string]int{}
 	for _, r := range results {
 		counts[r.Status]++

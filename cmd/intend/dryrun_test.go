@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // changesWithDiffs are recorded changes: a small value, text with a
@@ -26,8 +26,8 @@ const changesWithDiffs = `{
 func TestPrintDryrunColours(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	err := printDryrun(&b, palette{color: true}, store.DeployRun{Run: 3, Version: 2, WorkflowID: "env/e/dryrun/3"},
-		[]store.DryrunResult{{ResourceID: "fs::File[a,path=/x]", Status: "modified", Changes: json.RawMessage(changesWithDiffs)}}, false)
+	err := printDryrun(&b, palette{color: true}, client.DeployRun{Run: 3, Version: 2, WorkflowID: "env/e/dryrun/3"},
+		[]client.DryrunResult{{ResourceID: "fs::File[a,path=/x]", Status: "modified", Changes: json.RawMessage(changesWithDiffs)}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,8 @@ func TestPrintDryrunColours(t *testing.T) {
 func TestPrintDryrunShowsDiffs(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	err := printDryrun(&b, palette{}, store.DeployRun{Run: 3, Version: 2, WorkflowID: "env/e/dryrun/3"},
-		[]store.DryrunResult{{ResourceID: "fs::File[a,path=/x]", Status: "modified", Changes: json.RawMessage(changesWithDiffs)}}, false)
+	err := printDryrun(&b, palette{}, client.DeployRun{Run: 3, Version: 2, WorkflowID: "env/e/dryrun/3"},
+		[]client.DryrunResult{{ResourceID: "fs::File[a,path=/x]", Status: "modified", Changes: json.RawMessage(changesWithDiffs)}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestWriteActionShowsDiffs(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
 	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	if err := writeAction(&b, palette{}, store.Action{StartedAt: at, Action: "deploy", Result: "deployed", Version: 2,
+	if err := writeAction(&b, palette{}, client.Action{StartedAt: at, Action: "deploy", Result: "deployed", Version: 2,
 		Changes: json.RawMessage(changesWithDiffs)}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +101,9 @@ func TestWouldChange(t *testing.T) {
 		{[]string{"deleted", "unmodified"}, true},
 		{[]string{"undefined"}, true},
 	} {
-		var rs []store.DryrunResult
+		var rs []client.DryrunResult
 		for _, s := range tc.statuses {
-			rs = append(rs, store.DryrunResult{Status: s})
+			rs = append(rs, client.DryrunResult{Status: s})
 		}
 		if got := wouldChange(rs); got != tc.want {
 			t.Errorf("wouldChange(%v) = %v, want %v", tc.statuses, got, tc.want)

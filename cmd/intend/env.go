@@ -15,9 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // envCommand is `intend env`: environments and their settings.
@@ -114,11 +112,11 @@ var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 // projectMissing tells whether POST /environments refused the project as
 // unknown.
 func projectMissing(err error) bool {
-	var p *api.Problem
-	if !errors.As(err, &p) || p.Type != api.TypeInvalidField {
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Type != client.TypeInvalidField {
 		return false
 	}
-	return slices.ContainsFunc(p.Errors, func(fe api.FieldError) bool { return fe.Field == "/project" })
+	return slices.ContainsFunc(p.Errors, func(fe client.FieldError) bool { return fe.Field == "/project" })
 }
 
 // parseAssignments parses KEY=VALUE arguments into JSON values: VALUE as
@@ -174,7 +172,7 @@ Examples:
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			envs, err := decodeItems[store.Environment](items)
+			envs, err := decodeItems[client.Environment](items)
 			if err != nil {
 				return err
 			}
@@ -197,12 +195,12 @@ Examples:
 }
 
 // projectNames maps project ids to names, for tables.
-func projectNames(ctx context.Context, c *apiclient.Client) (map[string]string, error) {
+func projectNames(ctx context.Context, c *client.Client) (map[string]string, error) {
 	items, err := c.List(ctx, "/api/v1/projects", nil, "after", 0)
 	if err != nil {
 		return nil, err
 	}
-	ps, err := decodeItems[store.Project](items)
+	ps, err := decodeItems[client.Project](items)
 	if err != nil {
 		return nil, err
 	}
@@ -246,24 +244,24 @@ Examples:
 
 // getEnvironment returns the client and environment ENV of args (default
 // the resolved one) as the server sent it: GET /api/v1/environments/{env}.
-func getEnvironment(ctx context.Context, s *clientSettings, args []string) (*apiclient.Client, json.RawMessage, error) {
+func getEnvironment(ctx context.Context, s *clientSettings, args []string) (*client.Client, json.RawMessage, error) {
 	c, env, err := s.envClient(args)
 	if err != nil {
 		return nil, nil, err
 	}
 	var raw json.RawMessage
-	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env), nil, &raw); err != nil {
+	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env), nil, &raw); err != nil {
 		return nil, nil, err
 	}
 	return c, raw, nil
 }
 
 // showEnvironment prints an environment as the server sent it.
-func showEnvironment(ctx context.Context, s *clientSettings, c *apiclient.Client, raw json.RawMessage) error {
+func showEnvironment(ctx context.Context, s *clientSettings, c *client.Client, raw json.RawMessage) error {
 	if s.structured() {
 		return s.write(raw)
 	}
-	var e store.Environment
+	var e client.Environment
 	if err := decode(raw, &e); err != nil {
 		return err
 	}
@@ -334,7 +332,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			if err := c.Do(cmd.Context(), http.MethodDelete, apiclient.EnvPath(args[0]), nil, nil); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodDelete, client.EnvPath(args[0]), nil, nil); err != nil {
 				return err
 			}
 			if s.structured() {
@@ -394,7 +392,7 @@ Examples:
 				return err
 			}
 			var raw json.RawMessage
-			if err := c.Do(cmd.Context(), http.MethodPatch, apiclient.EnvPath(env),
+			if err := c.Do(cmd.Context(), http.MethodPatch, client.EnvPath(env),
 				map[string]any{"settings": settings}, &raw); err != nil {
 				return err
 			}

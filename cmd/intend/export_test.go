@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/server"
@@ -57,7 +57,7 @@ func TestExportAndDryrun(t *testing.T) {
 		Files  int    `json:"files"`
 		Origin string `json:"origin"`
 	}
-	if err := c.Do(context.Background(), "GET", apiclient.EnvPath(envName, "model"), nil, &source); err != nil ||
+	if err := c.Do(context.Background(), "GET", client.EnvPath(envName, "model"), nil, &source); err != nil ||
 		source.Files != 3 || source.Origin != "cli" {
 		t.Errorf("model source after export: %+v, %v (want 3 files from the cli)", source, err)
 	}

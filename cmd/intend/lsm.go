@@ -11,10 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/compiler"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // lsmCommand is `intend lsm`: the lifecycle service manager's catalog and
@@ -65,12 +63,12 @@ entity's lifecycle.
 
 // lsmClient is a client of the server that names the environment in the
 // /lsm API's header.
-func (s *clientSettings) lsmClient() (*apiclient.Client, error) {
+func (s *clientSettings) lsmClient() (*client.Client, error) {
 	c, env, err := s.envClient(nil)
 	if err != nil {
 		return nil, err
 	}
-	return c.WithHeader(api.EnvironmentHeader, env), nil
+	return c.WithHeader(client.EnvironmentHeader, env), nil
 }
 
 func lsmPath(segments ...string) string {
@@ -100,7 +98,7 @@ func lsmCatalogCommand(s *clientSettings) *cobra.Command {
 					return err
 				}
 				var page struct {
-					Items []store.ServiceEntity `json:"items"`
+					Items []client.ServiceEntity `json:"items"`
 				}
 				if err := decode(raw, &page); err != nil {
 					return err
@@ -127,7 +125,7 @@ func lsmCatalogCommand(s *clientSettings) *cobra.Command {
 			if s.structured() {
 				return s.write(raw)
 			}
-			var e store.ServiceEntity
+			var e client.ServiceEntity
 			if err := decode(raw, &e); err != nil {
 				return err
 			}
@@ -192,7 +190,7 @@ func lsmListCommand(s *clientSettings) *cobra.Command {
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			insts, err := decodeItems[store.ServiceInstance](items)
+			insts, err := decodeItems[client.ServiceInstance](items)
 			if err != nil {
 				return err
 			}
@@ -238,10 +236,7 @@ func lsmShowCommand(s *clientSettings) *cobra.Command {
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return lsmInstanceGet(s, cmd, args, "", func(raw json.RawMessage) error {
-				var i struct {
-					store.ServiceInstance
-					ReferencedBy []api.InstanceReferrer `json:"referenced_by"`
-				}
+				var i client.InstanceView
 				if err := decode(raw, &i); err != nil {
 					return err
 				}
@@ -263,7 +258,7 @@ func lsmLogCommand(s *clientSettings) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return lsmInstanceGet(s, cmd, args, "log", func(raw json.RawMessage) error {
 				var page struct {
-					Items []store.InstanceLogEntry `json:"items"`
+					Items []client.InstanceLogEntry `json:"items"`
 				}
 				if err := decode(raw, &page); err != nil {
 					return err
@@ -289,17 +284,7 @@ func lsmDiagnoseCommand(s *clientSettings) *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return lsmInstanceGet(s, cmd, args, "diagnose", func(raw json.RawMessage) error {
-				var d struct {
-					State      string `json:"state"`
-					Validation *struct {
-						Version int64           `json:"version"`
-						Errors  json.RawMessage `json:"errors"`
-					} `json:"validation"`
-					Resources []struct {
-						ID    string  `json:"id"`
-						Error *string `json:"error"`
-					} `json:"resources"`
-				}
+				var d client.Diagnosis
 				if err := decode(raw, &d); err != nil {
 					return err
 				}
@@ -318,7 +303,7 @@ func lsmDiagnoseCommand(s *clientSettings) *cobra.Command {
 					if r.Error != nil {
 						msg = firstLine(*r.Error)
 					}
-					fmt.Fprintf(s.stdout, "resource %s: %s\n", r.ID, msg)
+					fmt.Fprintf(s.stdout, "resource %s: %s\n", r.ResourceID, msg)
 				}
 				if d.Validation == nil && len(d.Resources) == 0 {
 					fmt.Fprintln(s.stdout, "nothing failed")
@@ -337,7 +322,7 @@ func lsmResourcesCommand(s *clientSettings) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return lsmInstanceGet(s, cmd, args, "resources", func(raw json.RawMessage) error {
 				var page struct {
-					Items []store.ResourceState `json:"items"`
+					Items []client.ResourceState `json:"items"`
 				}
 				if err := decode(raw, &page); err != nil {
 					return err

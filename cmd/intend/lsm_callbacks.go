@@ -8,8 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // lsmCallbackCommand is `intend lsm callback`: the URLs the server
@@ -70,7 +69,7 @@ Examples:
 			if s.structured() {
 				return s.write(raw)
 			}
-			var cb api.CreatedCallback
+			var cb client.CreatedCallback
 			if err := decode(raw, &cb); err != nil {
 				return err
 			}
@@ -112,9 +111,7 @@ func lsmCallbackListCommand(s *clientSettings) *cobra.Command {
 			if s.structured() {
 				return s.write(raw)
 			}
-			var page struct {
-				Items []store.Callback `json:"items"`
-			}
+			var page client.List[client.Callback]
 			if err := decode(raw, &page); err != nil {
 				return err
 			}
@@ -146,7 +143,7 @@ func lsmCallbackShowCommand(s *clientSettings) *cobra.Command {
 			if s.structured() {
 				return s.write(raw)
 			}
-			var cb api.CallbackView
+			var cb client.CallbackView
 			if err := decode(raw, &cb); err != nil {
 				return err
 			}
@@ -181,7 +178,7 @@ func lsmCallbackDeleteCommand(s *clientSettings) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var cb store.Callback
+			var cb client.Callback
 			if err := c.Do(cmd.Context(), http.MethodDelete, lsmPath("callbacks", args[0]), nil, &cb); err != nil {
 				return err
 			}

@@ -9,25 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
-
-// instanceDryrun is the answer of POST .../{id}/dryrun (docs/api.md).
-type instanceDryrun struct {
-	Version             int64          `json:"version"`
-	State               string         `json:"state"`
-	UpdateAllowed       bool           `json:"update_allowed"`
-	Allowed             []string       `json:"allowed"`
-	CandidateAttributes map[string]any `json:"candidate_attributes"`
-	Validation          struct {
-		OK     bool            `json:"ok"`
-		Errors json.RawMessage `json:"errors"`
-	} `json:"validation"`
-	RenderErrors json.RawMessage       `json:"render_errors"`
-	DesiredState *store.InstanceDryrun `json:"desired_state"`
-	Dryrun       *store.DeployRun      `json:"dryrun"`
-	Targets      []store.DryrunResult  `json:"targets"`
-}
 
 func lsmDryrunCommand(s *clientSettings) *cobra.Command {
 	var attrs []string
@@ -62,7 +45,7 @@ Examples:
 			if len(values) > 0 {
 				body["attributes"] = values
 			}
-			var d instanceDryrun
+			var d client.InstanceDryrunReport
 			path := lsmPath("service_inventory", args[0], args[1], "dryrun") + "?wait=" + wait.String()
 			if err := c.Do(cmd.Context(), http.MethodPost, path, body, &d); err != nil {
 				return err
@@ -90,7 +73,7 @@ Examples:
 	return cmd
 }
 
-func validationSummary(d instanceDryrun) string {
+func validationSummary(d client.InstanceDryrunReport) string {
 	if d.RenderErrors != nil {
 		return string(d.RenderErrors)
 	}
@@ -100,7 +83,7 @@ func validationSummary(d instanceDryrun) string {
 // printInstanceDryrun prints the validation, the desired-state diff and
 // the targets' dry-run; text of several lines changes as a unified diff,
 // coloured by p.
-func printInstanceDryrun(w io.Writer, p palette, d instanceDryrun, all bool) {
+func printInstanceDryrun(w io.Writer, p palette, d client.InstanceDryrunReport, all bool) {
 	fmt.Fprintf(w, "instance at version %d, state %s", d.Version, d.State)
 	if !d.UpdateAllowed {
 		fmt.Fprintf(w, " (takes no update now; it allows %v)", d.Allowed)

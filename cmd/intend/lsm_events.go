@@ -14,10 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // intend lsm watch (issue 14, B.9), config and expert (B.7).
@@ -59,14 +57,14 @@ Examples:
 
 // watchInstance prints the stream at path until a terminal event,
 // reconnecting (after the last event seen) when the connection breaks.
-func watchInstance(ctx context.Context, s *clientSettings, c *apiclient.Client, path string) error {
+func watchInstance(ctx context.Context, s *clientSettings, c *client.Client, path string) error {
 	lastID, terminal := "", false
 	for {
-		err := c.Events(ctx, path, lastID, func(ev apiclient.SSEEvent) error {
-			if ev.Name != api.TransferEventName {
+		err := c.Events(ctx, path, lastID, func(ev client.SSEEvent) error {
+			if ev.Name != client.TransferEventName {
 				return nil
 			}
-			var te api.TransferEvent
+			var te client.TransferEvent
 			if err := json.Unmarshal(ev.Data, &te); err != nil {
 				return fmt.Errorf("event %s: %w", ev.ID, err)
 			}
@@ -93,7 +91,7 @@ func watchInstance(ctx context.Context, s *clientSettings, c *apiclient.Client, 
 		if ctx.Err() != nil {
 			return nil // Ctrl-C
 		}
-		var p *api.Problem
+		var p *client.Problem
 		if errors.As(err, &p) {
 			return err
 		}
@@ -119,7 +117,7 @@ func orText(s, def string) string {
 }
 
 // transferLine is a transfer event as watch prints it.
-func transferLine(te api.TransferEvent) string {
+func transferLine(te client.TransferEvent) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  version %d  ", te.Timestamp.Local().Format("15:04:05"), te.Version)
 	if te.Source != "" {
@@ -173,7 +171,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			var ent store.ServiceEntity
+			var ent client.ServiceEntity
 			if cmd.Flags().Changed("auto-transfers") {
 				err = c.Do(cmd.Context(), http.MethodPatch, lsmPath("service_catalog", args[0], "config"),
 					map[string]any{"auto_transfers": auto}, &ent)

@@ -13,7 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/client"
 )
 
 // TestLSMWatchConfigExpert: intend lsm config turns the entity's auto
@@ -118,7 +118,7 @@ services: vm: #VM
 	out = ok(t, vars, "lsm", "watch", "vm", id, "--after", "0", "--json")
 	var versions []int64
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var te api.TransferEvent
+		var te client.TransferEvent
 		if err := json.Unmarshal([]byte(line), &te); err != nil {
 			t.Fatalf("watch --json line %q: %v", line, err)
 		}

@@ -12,9 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // Orders: several creates, updates and deletes sent as one request
@@ -62,9 +61,9 @@ Examples:
 			if key != "" {
 				c = c.WithHeader("Idempotency-Key", key)
 			}
-			var o store.Order
+			var o client.Order
 			if err := c.Do(cmd.Context(), http.MethodPost, lsmPath("orders"),
-				apiclient.Raw{ContentType: "application/json", Body: body}, &o); err != nil {
+				client.Raw{ContentType: "application/json", Body: body}, &o); err != nil {
 				return err
 			}
 			if !wait {
@@ -97,7 +96,7 @@ func lsmOrderShowCommand(s *clientSettings) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var o store.Order
+			var o client.Order
 			if err := c.Do(cmd.Context(), http.MethodGet, lsmPath("orders", args[0]), nil, &o); err != nil {
 				return err
 			}
@@ -128,7 +127,7 @@ func lsmOrdersCommand(s *clientSettings) *cobra.Command {
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			orders, err := decodeItems[store.Order](items)
+			orders, err := decodeItems[client.Order](items)
 			if err != nil {
 				return err
 			}
@@ -147,12 +146,12 @@ func lsmOrdersCommand(s *clientSettings) *cobra.Command {
 }
 
 // waitOrder polls an order until its status is final.
-func waitOrder(ctx context.Context, c *apiclient.Client, id string, timeout time.Duration) (store.Order, error) {
+func waitOrder(ctx context.Context, c *client.Client, id string, timeout time.Duration) (client.Order, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	poll := 200 * time.Millisecond
 	for {
-		var o store.Order
+		var o client.Order
 		if err := c.Do(ctx, http.MethodGet, lsmPath("orders", id), nil, &o); err != nil {
 			return o, err
 		}
@@ -171,7 +170,7 @@ func waitOrder(ctx context.Context, c *apiclient.Client, id string, timeout time
 
 // printOrder prints an order and its items; strict makes an order that
 // did not succeed an error (exit 1), after it is printed.
-func printOrder(s *clientSettings, o store.Order, strict bool) error {
+func printOrder(s *clientSettings, o client.Order, strict bool) error {
 	if s.structured() {
 		if err := s.write(o); err != nil {
 			return err

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // TestLSMOrderCommands: intend lsm order sends an order and, with
@@ -76,7 +76,7 @@ services: vm: #VM
 	}
 
 	// Read back: the list, newest first, and one order.
-	var orders []store.Order
+	var orders []client.Order
 	jsonOf(t, ok(t, vars, "lsm", "orders", "--json"), &orders)
 	if len(orders) != 2 || orders[1].ID != id || orders[0].Status != lsm.OrderPartiallyFailed {
 		t.Errorf("orders = %+v", orders)

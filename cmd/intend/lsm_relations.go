@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/client"
 )
 
 // lsmReferencedByCommand is `intend lsm referenced-by ENTITY ID`: the
@@ -28,7 +28,7 @@ their references (docs/lsm.md, "Relations between instances").
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return lsmInstanceGet(s, cmd, args, "referenced_by", func(raw json.RawMessage) error {
 				var page struct {
-					Items []api.InstanceReferrer `json:"items"`
+					Items []client.InstanceReferrer `json:"items"`
 				}
 				if err := decode(raw, &page); err != nil {
 					return err
@@ -45,7 +45,7 @@ their references (docs/lsm.md, "Relations between instances").
 
 // referrersLine is `intend lsm show`'s referenced_by: "entity
 // identity-or-id (attribute)", comma-separated, or "-".
-func referrersLine(rs []api.InstanceReferrer) string {
+func referrersLine(rs []client.InstanceReferrer) string {
 	if len(rs) == 0 {
 		return "-"
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/server"
@@ -134,7 +135,7 @@ services: vm: #VM
 		t.Errorf("diagnose:\n%s", out)
 	}
 	fails(t, vars, exitFailed, []string{"Not found (404)"}, "lsm", "show", "vm", "nobody")
-	var insts []store.ServiceInstance
+	var insts []client.ServiceInstance
 	jsonOf(t, ok(t, vars, "lsm", "list", "vm", "--json"), &insts)
 	if len(insts) != 1 || insts[0].ID != id {
 		t.Errorf("list --json: %+v", insts)
@@ -185,7 +186,7 @@ services: vm: #VM
 	}
 	// The same request again: the first answer, no second instance.
 	ok(t, vars, "lsm", "create", "vm", "--attr", "name=web", "--idempotency-key", "create-web")
-	var insts []store.ServiceInstance
+	var insts []client.ServiceInstance
 	jsonOf(t, ok(t, vars, "lsm", "list", "vm", "--json"), &insts)
 	if len(insts) != 1 {
 		t.Errorf("%d instances after a repeated create", len(insts))

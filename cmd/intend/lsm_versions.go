@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // Entity versions (docs/lsm.md, "Entity versions"): the catalog's
@@ -20,9 +20,7 @@ import (
 // writeEntityVersions prints the versions of a catalog entity (raw is
 // GET /lsm/v1/service_catalog/{entity}), when it has more than one.
 func writeEntityVersions(s *clientSettings, raw json.RawMessage) error {
-	var e struct {
-		Versions []store.EntityVersionInfo `json:"versions"`
-	}
+	var e client.CatalogEntity
 	if err := decode(raw, &e); err != nil || len(e.Versions) < 2 {
 		return err
 	}
@@ -126,7 +124,7 @@ func migrateEntity(cmd *cobra.Command, s *clientSettings, w *lsmWrite, entity st
 	if to != 0 {
 		body["to_version"] = to
 	}
-	var o store.Order
+	var o client.Order
 	if err := c.Do(cmd.Context(), http.MethodPost, lsmPath("service_catalog", entity, "migrate"), body, &o); err != nil {
 		return err
 	}

@@ -12,9 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // The inventory's writes: each request names the instance's version the
@@ -40,7 +39,7 @@ func (w *lsmWrite) flags(cmd *cobra.Command, versioned bool) {
 }
 
 // send makes the request and, with --wait, follows the instance.
-func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *apiclient.Client, method, path, entity string, body any) error {
+func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *client.Client, method, path, entity string, body any) error {
 	if w.key != "" {
 		c = c.WithHeader("Idempotency-Key", w.key)
 	}
@@ -65,7 +64,7 @@ func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *apiclient.Cli
 				strings.Join(slices.Sorted(maps.Keys(lc.States)), ", "))
 		}
 	}
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	if err := c.Do(ctx, method, path, body, &inst); err != nil {
 		return err
 	}
@@ -87,7 +86,7 @@ func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *apiclient.Cli
 }
 
 // print writes the instance as a write's answer.
-func (w *lsmWrite) print(s *clientSettings, inst store.ServiceInstance) error {
+func (w *lsmWrite) print(s *clientSettings, inst client.ServiceInstance) error {
 	if s.structured() {
 		return s.write(inst)
 	}
@@ -99,12 +98,12 @@ func (w *lsmWrite) print(s *clientSettings, inst store.ServiceInstance) error {
 
 // current returns the /lsm client and the version a write names: --version,
 // or the instance's version read now.
-func (w *lsmWrite) current(ctx context.Context, s *clientSettings, entity, id string) (*apiclient.Client, int64, error) {
+func (w *lsmWrite) current(ctx context.Context, s *clientSettings, entity, id string) (*client.Client, int64, error) {
 	c, err := s.lsmClient()
 	if err != nil || w.version > 0 {
 		return c, w.version, err
 	}
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	if err := c.Do(ctx, http.MethodGet, lsmPath("service_inventory", entity, id), nil, &inst); err != nil {
 		return nil, 0, err
 	}
@@ -118,12 +117,12 @@ func (w *lsmWrite) current(ctx context.Context, s *clientSettings, entity, id st
 // after version since (a rejected update back to up, a failed deploy
 // rolled back) is an error too, returned with the instance: the request
 // did not take effect.
-func waitInstance(ctx context.Context, c *apiclient.Client, lc *lsm.Lifecycle, entity, id, state string, since int64, timeout time.Duration) (store.ServiceInstance, error) {
+func waitInstance(ctx context.Context, c *client.Client, lc *lsm.Lifecycle, entity, id, state string, since int64, timeout time.Duration) (client.ServiceInstance, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	poll := 100 * time.Millisecond
 	for {
-		var inst store.ServiceInstance
+		var inst client.ServiceInstance
 		if err := c.Do(ctx, http.MethodGet, lsmPath("service_inventory", entity, id), nil, &inst); err != nil {
 			return inst, err
 		}
@@ -157,7 +156,7 @@ func waitInstance(ctx context.Context, c *apiclient.Client, lc *lsm.Lifecycle, e
 
 // failedSince returns an error naming the first failed transfer of the
 // instance after version since, if there is one.
-func failedSince(ctx context.Context, c *apiclient.Client, entity, id, ref string, since int64, diagnose string) error {
+func failedSince(ctx context.Context, c *client.Client, entity, id, ref string, since int64, diagnose string) error {
 	var log struct {
 		Items []struct {
 			Version int64  `json:"version"`

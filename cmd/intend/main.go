@@ -18,8 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/tracing"
 )
@@ -72,7 +71,7 @@ func exitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	var ue *apiclient.UnreachableError
+	var ue *client.UnreachableError
 	if errors.As(err, &ue) {
 		return exitUnreachable
 	}
@@ -91,11 +90,11 @@ func explain(cmd *cobra.Command, err error, started bool) error {
 		}
 		return &exitError{code: exitUsage, err: fmt.Errorf("%w\n(see '%s --help')", err, path)}
 	}
-	var ue *apiclient.UnreachableError
+	var ue *client.UnreachableError
 	if errors.As(err, &ue) {
 		return &exitError{code: exitUnreachable, err: errors.New(describeUnreachable(ue))}
 	}
-	var p *api.Problem
+	var p *client.Problem
 	if errors.As(err, &p) {
 		// Keep the context that callers added in front of the problem.
 		prefix, _ := strings.CutSuffix(err.Error(), p.Error())

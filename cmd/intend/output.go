@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/client"
 )
 
 // The output of the REST client commands: tables for people, the server's
@@ -186,7 +186,7 @@ func compactJSON(v any) string {
 
 // describeProblem renders a problem the server answered for people: its
 // title, status and detail, then each field error on its own line.
-func describeProblem(p *api.Problem) string {
+func describeProblem(p *client.Problem) string {
 	var b strings.Builder
 	title := p.Title
 	if title == "" {

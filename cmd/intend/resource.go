@@ -13,8 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/intendhq/intend/adapters"
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // resourceCommand is `intend resource`: the deploy state of the released
@@ -68,14 +67,14 @@ Examples:
 			if orphans {
 				q.Set("orphans", "true")
 			}
-			items, err := c.List(cmd.Context(), apiclient.EnvPath(env, "resources"), q, "after", 0)
+			items, err := c.List(cmd.Context(), client.EnvPath(env, "resources"), q, "after", 0)
 			if err != nil {
 				return err
 			}
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			rs, err := decodeItems[store.ResourceState](items)
+			rs, err := decodeItems[client.ResourceState](items)
 			if err != nil {
 				return err
 			}
@@ -99,7 +98,7 @@ Examples:
 }
 
 // stateFlags lists the flags of a resource's state that are set.
-func stateFlags(r store.ResourceState) string {
+func stateFlags(r client.ResourceState) string {
 	var fs []string
 	if r.Blocked {
 		fs = append(fs, "blocked")
@@ -112,8 +111,8 @@ func stateFlags(r store.ResourceState) string {
 
 // resourceDetail is GET .../resources/{rid}: the state and the last actions.
 type resourceDetail struct {
-	store.ResourceState
-	Actions []store.Action `json:"actions"`
+	client.ResourceState
+	Actions []client.Action `json:"actions"`
 }
 
 func resourceShowCommand(s *clientSettings) *cobra.Command {
@@ -133,7 +132,7 @@ Example:
 				return err
 			}
 			var raw json.RawMessage
-			if err := c.Do(cmd.Context(), http.MethodGet, apiclient.EnvPath(env, "resources", args[0]), nil, &raw); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodGet, client.EnvPath(env, "resources", args[0]), nil, &raw); err != nil {
 				return err
 			}
 			if s.structured() {
@@ -171,7 +170,7 @@ Example:
 }
 
 // actionError is a failed action's error with its class.
-func actionError(a store.Action) string {
+func actionError(a client.Action) string {
 	if a.Error == nil {
 		return ""
 	}
@@ -215,14 +214,14 @@ Examples:
 			if result != "" {
 				q.Set("result", result)
 			}
-			items, err := c.List(cmd.Context(), apiclient.EnvPath(env, "resources", args[0], "actions"), q, "before", limit)
+			items, err := c.List(cmd.Context(), client.EnvPath(env, "resources", args[0], "actions"), q, "before", limit)
 			if err != nil {
 				return err
 			}
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			acts, err := decodeItems[store.Action](items)
+			acts, err := decodeItems[client.Action](items)
 			if err != nil {
 				return err
 			}
@@ -247,7 +246,7 @@ Examples:
 // writeAction prints one action record: a header line, then its changes,
 // log lines and error, indented; text of several lines changes as a
 // unified diff, coloured by p.
-func writeAction(w io.Writer, p palette, a store.Action) error {
+func writeAction(w io.Writer, p palette, a client.Action) error {
 	fmt.Fprintf(w, "%s  %s  %s  version %d", shortTime(a.StartedAt), a.Action, a.Result, a.Version)
 	if d := duration(&a.StartedAt, &a.FinishedAt); d != "" {
 		fmt.Fprintf(w, "  took %s", d)

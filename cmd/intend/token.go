@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/migrations"
@@ -110,7 +111,7 @@ Examples:
 			if ttl > 0 {
 				body["expires_in"] = ttl.String()
 			}
-			var out api.CreatedToken
+			var out client.CreatedToken
 			if err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", body, &out); err != nil {
 				return err
 			}
@@ -197,7 +198,7 @@ Examples:
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			ts, err := decodeItems[store.Token](items)
+			ts, err := decodeItems[client.Token](items)
 			if err != nil {
 				return err
 			}
@@ -237,7 +238,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			var out store.Token
+			var out client.Token
 			if err := c.Do(cmd.Context(), http.MethodDelete, "/api/v1/tokens/"+url.PathEscape(args[0]), nil, &out); err != nil {
 				return err
 			}
@@ -264,7 +265,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			var out api.Whoami
+			var out client.Whoami
 			if err := c.Do(cmd.Context(), http.MethodGet, "/api/v1/whoami", nil, &out); err != nil {
 				return err
 			}

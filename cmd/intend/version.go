@@ -12,8 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // versionsCommand is `intend versions`: an environment's desired-state
@@ -59,15 +58,15 @@ A version V is a number, or "latest" (the newest version) or "released"
 
 // resolveVersion turns a version argument into a number: a number as it
 // is, "latest" and "released" as the environment says.
-func resolveVersion(ctx context.Context, c *apiclient.Client, env, arg string) (int64, error) {
+func resolveVersion(ctx context.Context, c *client.Client, env, arg string) (int64, error) {
 	if n, err := strconv.ParseInt(arg, 10, 64); err == nil && n > 0 {
 		return n, nil
 	}
 	if arg != "latest" && arg != "released" {
 		return 0, usageErrorf("version %q: want a version number, latest or released", arg)
 	}
-	var e store.Environment
-	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env), nil, &e); err != nil {
+	var e client.Environment
+	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env), nil, &e); err != nil {
 		return 0, err
 	}
 	switch {
@@ -83,7 +82,7 @@ func resolveVersion(ctx context.Context, c *apiclient.Client, env, arg string) (
 
 // versionClient returns the client and the resolved environment, with
 // each version argument resolved to its number, in order.
-func versionClient(ctx context.Context, s *clientSettings, args []string) (*apiclient.Client, string, []int64, error) {
+func versionClient(ctx context.Context, s *clientSettings, args []string) (*client.Client, string, []int64, error) {
 	c, env, err := s.envClient(nil)
 	if err != nil {
 		return nil, "", nil, err
@@ -116,19 +115,19 @@ Examples:
 				return err
 			}
 			ctx := cmd.Context()
-			items, err := c.List(ctx, apiclient.EnvPath(env, "versions"), url.Values{"limit": {"1000"}}, "after", 0)
+			items, err := c.List(ctx, client.EnvPath(env, "versions"), url.Values{"limit": {"1000"}}, "after", 0)
 			if err != nil {
 				return err
 			}
 			if s.structured() {
 				return s.writeArray(items)
 			}
-			vs, err := decodeItems[store.VersionInfo](items)
+			vs, err := decodeItems[client.VersionInfo](items)
 			if err != nil {
 				return err
 			}
-			var e store.Environment
-			if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env), nil, &e); err != nil {
+			var e client.Environment
+			if err := c.Do(ctx, http.MethodGet, client.EnvPath(env), nil, &e); err != nil {
 				return err
 			}
 			t := s.table([]string{"VERSION", "RESOURCES", "CHANGED", "CREATED", "RELEASED", "CURRENT"},
@@ -166,7 +165,7 @@ Examples:
 				return err
 			}
 			v := vs[0]
-			page, err := c.All(ctx, apiclient.EnvPath(env, "versions", strconv.FormatInt(v, 10)),
+			page, err := c.All(ctx, client.EnvPath(env, "versions", strconv.FormatInt(v, 10)),
 				url.Values{"limit": {"1000"}}, "resources", "after", 0)
 			if err != nil {
 				return err
@@ -188,11 +187,11 @@ Examples:
 			if err != nil {
 				return err
 			}
-			var info store.VersionInfo
+			var info client.VersionInfo
 			if err := decode(head, &info); err != nil {
 				return err
 			}
-			rs, err := decodeItems[store.VersionResource](page.Items)
+			rs, err := decodeItems[client.VersionResource](page.Items)
 			if err != nil {
 				return err
 			}
@@ -216,7 +215,7 @@ Examples:
 }
 
 // resourceFlags lists the flags a version resource has set.
-func resourceFlags(r store.VersionResource) string {
+func resourceFlags(r client.VersionResource) string {
 	var fs []string
 	for _, f := range []struct {
 		on   bool
@@ -252,14 +251,14 @@ Examples:
 			}
 			v := vs[0]
 			var raw json.RawMessage
-			if err := c.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "versions", strconv.FormatInt(v, 10), "release"),
+			if err := c.Do(ctx, http.MethodPost, client.EnvPath(env, "versions", strconv.FormatInt(v, 10), "release"),
 				nil, &raw); err != nil {
 				return err
 			}
 			if s.structured() {
 				return s.write(raw)
 			}
-			var rel store.Release
+			var rel client.Release
 			if err := decode(raw, &rel); err != nil {
 				return err
 			}
@@ -318,14 +317,14 @@ Examples:
 			}
 			v := vs[0]
 			var raw json.RawMessage
-			if err := c.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "versions", strconv.FormatInt(v, 10), "rollback"),
+			if err := c.Do(ctx, http.MethodPost, client.EnvPath(env, "versions", strconv.FormatInt(v, 10), "rollback"),
 				nil, &raw); err != nil {
 				return err
 			}
 			if s.structured() {
 				return s.write(raw)
 			}
-			var rb store.Rollback
+			var rb client.Rollback
 			if err := decode(raw, &rb); err != nil {
 				return err
 			}
@@ -393,7 +392,7 @@ Examples:
 			}
 			a, b := vs[0], vs[1]
 			// A large diff comes in pages: follow them and show it whole.
-			path := apiclient.EnvPath(env, "versions", strconv.FormatInt(a, 10), "diff", strconv.FormatInt(b, 10))
+			path := client.EnvPath(env, "versions", strconv.FormatInt(a, 10), "diff", strconv.FormatInt(b, 10))
 			d := versionDiff{Added: []string{}, Removed: []string{}, Modified: []modifiedResource{}}
 			for after := ""; ; {
 				var page struct {

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/executor"
-	"github.com/intendhq/intend/internal/apiclient"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/server"
@@ -519,8 +519,8 @@ func TestDashboardMetricsExported(t *testing.T) {
 
 	// A service entity, so that the LSM gauges have series: they have one
 	// per state (transient state) of every registered entity.
-	if err := c.Do(context.Background(), http.MethodPut, apiclient.EnvPath(env, "model"),
-		apiclient.Raw{ContentType: "application/gzip", Body: modelArchive(t, entityModel).Archive}, nil); err != nil {
+	if err := c.Do(context.Background(), http.MethodPut, client.EnvPath(env, "model"),
+		client.Raw{ContentType: "application/gzip", Body: modelArchive(t, entityModel).Archive}, nil); err != nil {
 		t.Fatalf("upload a model with a service entity: %v", err)
 	}
 	// An instance of it taken to up, so that the transfer counter and the

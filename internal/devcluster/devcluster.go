@@ -31,7 +31,7 @@ import (
 	"time"
 
 	intend "github.com/intendhq/intend"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/temporalserver"
@@ -269,8 +269,8 @@ func (c *Cluster) KillTemporal() {
 
 // Client returns a client of the API through the load balancer, as the
 // admin.
-func (c *Cluster) Client() *apiclient.Client {
-	cl := apiclient.New(c.URL)
+func (c *Cluster) Client() *client.Client {
+	cl := client.New(c.URL)
 	cl.Token = c.Token
 	return cl
 }

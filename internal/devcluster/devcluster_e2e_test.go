@@ -17,11 +17,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/devcluster"
 	"github.com/intendhq/intend/internal/project"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // buildIntend builds cmd/intend into dir.
@@ -84,8 +82,8 @@ func startCluster(t *testing.T, opts devcluster.Options) *devcluster.Cluster {
 	return c
 }
 
-func replicaClient(c *devcluster.Cluster, i int) *apiclient.Client {
-	cl := apiclient.New(c.Servers[i].URL)
+func replicaClient(c *devcluster.Cluster, i int) *client.Client {
+	cl := client.New(c.Servers[i].URL)
 	cl.Token = c.Token
 	return cl
 }
@@ -187,7 +185,7 @@ func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisec
 
 // waitProgress waits until the run of request id has deployed at least
 // want resources, and fails when it ends first.
-func waitProgress(t *testing.T, cl *apiclient.Client, id int64, want int) int {
+func waitProgress(t *testing.T, cl *client.Client, id int64, want int) int {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(3 * time.Minute)
@@ -195,7 +193,7 @@ func waitProgress(t *testing.T, cl *apiclient.Client, id int64, want int) int {
 	for time.Now().Before(deadline) {
 		req, err := cl.Request(ctx, devcluster.Environment, id)
 		if err == nil && req.Run != nil && *req.Run > 0 {
-			var r store.DeployRun
+			var r client.DeployRun
 			if r, err = cl.Run(ctx, devcluster.Environment, *req.Run); err == nil {
 				if r.Status == "done" || r.Status == "failed" {
 					t.Fatalf("the run ended before the next kill: %+v", r)
@@ -312,7 +310,7 @@ func instancesAcrossReplicas(t *testing.T, c *devcluster.Cluster, dir string) {
 	for {
 		states := map[string]int{}
 		var page struct {
-			Items []store.ServiceInstance `json:"items"`
+			Items []client.ServiceInstance `json:"items"`
 		}
 		if err := lsm(admin).Do(ctx, http.MethodGet, lsmInventory+"?limit=1000", nil, &page); err != nil {
 			t.Fatal(err)
@@ -349,7 +347,7 @@ func instancesAcrossReplicas(t *testing.T, c *devcluster.Cluster, dir string) {
 }
 
 // uploadModel uploads a project of one main.cue as env's model.
-func uploadModel(t *testing.T, c *apiclient.Client, env, mainCUE string) {
+func uploadModel(t *testing.T, c *client.Client, env, mainCUE string) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, text := range map[string]string{"intend.yaml": "name: e2e\n", "main.cue": mainCUE} {
@@ -361,14 +359,14 @@ func uploadModel(t *testing.T, c *apiclient.Client, env, mainCUE string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Do(context.Background(), http.MethodPut, apiclient.EnvPath(env, "model"),
-		apiclient.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
+	if err := c.Do(context.Background(), http.MethodPut, client.EnvPath(env, "model"),
+		client.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // lsm returns cl for the /lsm API of lsmEnv.
-func lsm(cl *apiclient.Client) *apiclient.Client { return cl.WithHeader(api.EnvironmentHeader, lsmEnv) }
+func lsm(cl *client.Client) *client.Client { return cl.WithHeader(client.EnvironmentHeader, lsmEnv) }
 
 // checkUI asks the Temporal UI server for the namespace's workflows, which
 // it reads from the Temporal server.

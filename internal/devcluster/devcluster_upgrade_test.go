@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/devcluster"
 	"github.com/intendhq/intend/migrations"
 )
@@ -122,7 +122,7 @@ func TestRollingUpgrade(t *testing.T) {
 
 // deployFiles exports and releases generation gen of 200 files under dir
 // through cl, waits for the run to end done, and checks the files.
-func deployFiles(t *testing.T, cl *apiclient.Client, dir string, gen int, what string) {
+func deployFiles(t *testing.T, cl *client.Client, dir string, gen int, what string) {
 	t.Helper()
 	ctx := context.Background()
 	var rs []map[string]any

@@ -22,9 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -63,7 +62,7 @@ func (o *Output) String() string {
 // a test that starts one must not run in parallel with another that does,
 // or either's worker may take the other's workflows, which then fail on a
 // database that has never heard of them.
-func StartServer(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Server, string) {
+func StartServer(t testing.TB, cfg server.Config) (*client.Client, *server.Server, string) {
 	t.Helper()
 	_, hostPort, namespace := testenv.Temporal(t)
 	if cfg.Listen == "" {
@@ -108,7 +107,7 @@ func StartServer(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Se
 		}
 		s.Shutdown(ctx)
 	})
-	c := apiclient.New(s.URL())
+	c := client.New(s.URL())
 	c.Token = cfg.BootstrapToken
 	return c, s, cfg.DatabaseURL
 }
@@ -139,7 +138,7 @@ func Authorize(r *http.Request) *http.Request {
 // NewEnvironment creates an environment named by testenv.UniqueName(t,
 // prefix), with settings, in a project of its own ("p-" and its name),
 // and returns its name.
-func NewEnvironment(t testing.TB, c *apiclient.Client, prefix string, settings map[string]any) string {
+func NewEnvironment(t testing.TB, c *client.Client, prefix string, settings map[string]any) string {
 	t.Helper()
 	ctx := context.Background()
 	env := testenv.UniqueName(t, prefix)
@@ -156,7 +155,7 @@ func NewEnvironment(t testing.TB, c *apiclient.Client, prefix string, settings m
 // ExecutorToken creates an executor token limited to environment env and
 // to agents, and returns its secret: what an executor on another host
 // holds instead of database credentials.
-func ExecutorToken(t testing.TB, c *apiclient.Client, env string, agents ...string) string {
+func ExecutorToken(t testing.TB, c *client.Client, env string, agents ...string) string {
 	t.Helper()
 	var out struct {
 		Secret string `json:"token"`
@@ -174,7 +173,7 @@ func ExecutorToken(t testing.TB, c *apiclient.Client, env string, agents ...stri
 
 // Release exports body (a version's JSON) to environment env, releases the
 // version and returns the id of the deploy request the release queued.
-func Release(t testing.TB, c *apiclient.Client, env string, body []byte) int64 {
+func Release(t testing.TB, c *client.Client, env string, body []byte) int64 {
 	t.Helper()
 	ctx := context.Background()
 	v, err := c.ExportVersion(ctx, env, body)
@@ -193,12 +192,12 @@ func Release(t testing.TB, c *apiclient.Client, env string, body []byte) int64 {
 
 // Agent is an agent as GET /api/v1/environments/{env}/agents lists it.
 type Agent struct {
-	Name      string                `json:"name"`
-	Executors []store.AgentExecutor `json:"executors"`
+	Name      string                 `json:"name"`
+	Executors []client.AgentExecutor `json:"executors"`
 }
 
 // Agents returns the agents of environment env, in the API's order.
-func Agents(t testing.TB, c *apiclient.Client, env string) []Agent {
+func Agents(t testing.TB, c *client.Client, env string) []Agent {
 	t.Helper()
 	var l struct{ Items []Agent }
 	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/agents", nil, &l); err != nil {
@@ -208,9 +207,9 @@ func Agents(t testing.TB, c *apiclient.Client, env string) []Agent {
 }
 
 // Executors returns the executors of environment env, in the API's order.
-func Executors(t testing.TB, c *apiclient.Client, env string) []store.Executor {
+func Executors(t testing.TB, c *client.Client, env string) []client.Executor {
 	t.Helper()
-	var l struct{ Items []store.Executor }
+	var l struct{ Items []client.Executor }
 	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &l); err != nil {
 		t.Fatal(err)
 	}

@@ -11,17 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/oidc/oidctest"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // as is c with another token.
-func as(c *apiclient.Client, token string) *apiclient.Client {
-	o := apiclient.New(c.Base)
+func as(c *client.Client, token string) *client.Client {
+	o := client.New(c.Base)
 	o.HTTP = c.HTTP
 	o.Token = token
 	return o
@@ -29,13 +27,13 @@ func as(c *apiclient.Client, token string) *apiclient.Client {
 
 // mint makes a token through the API as c (a global admin) and returns
 // its secret.
-func mint(t *testing.T, c *apiclient.Client, name, role string, envs ...string) string {
+func mint(t *testing.T, c *client.Client, name, role string, envs ...string) string {
 	t.Helper()
 	body := map[string]any{"name": name, "role": role}
 	if envs != nil {
 		body["environments"] = envs
 	}
-	var out api.CreatedToken
+	var out client.CreatedToken
 	if err := c.Do(context.Background(), http.MethodPost, "/api/v1/tokens", body, &out); err != nil {
 		t.Fatalf("create token %s: %v", name, err)
 	}
@@ -46,7 +44,7 @@ func mint(t *testing.T, c *apiclient.Client, name, role string, envs ...string) 
 }
 
 // authGet GETs url with c's token.
-func authGet(c *apiclient.Client, url string) (*http.Response, error) {
+func authGet(c *client.Client, url string) (*http.Response, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -56,22 +54,22 @@ func authGet(c *apiclient.Client, url string) (*http.Response, error) {
 }
 
 // versions lists an environment's versions as c.
-func versions(ctx context.Context, c *apiclient.Client, env string) ([]store.VersionInfo, error) {
-	var l struct{ Items []store.VersionInfo }
-	err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "versions"), nil, &l)
+func versions(ctx context.Context, c *client.Client, env string) ([]client.VersionInfo, error) {
+	var l struct{ Items []client.VersionInfo }
+	err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "versions"), nil, &l)
 	return l.Items, err
 }
 
 // version reads one version as c.
-func version(ctx context.Context, c *apiclient.Client, env string, n int64) (store.VersionInfo, error) {
-	var v store.VersionInfo
-	err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "versions", fmt.Sprint(n)), nil, &v)
+func version(ctx context.Context, c *client.Client, env string, n int64) (client.VersionInfo, error) {
+	var v client.VersionInfo
+	err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "versions", fmt.Sprint(n)), nil, &v)
 	return v, err
 }
 
 // status is the HTTP status of err (0 when it is no problem).
 func status(err error) int {
-	var p *api.Problem
+	var p *client.Problem
 	if errors.As(err, &p) {
 		return p.Status
 	}
@@ -93,7 +91,7 @@ func TestRCEPathNeedsAuthor(t *testing.T) {
 		"name": "id", "command": "id > " + marker, "creates": marker,
 	}})
 
-	tryAll := func(who string, c *apiclient.Client, want int) {
+	tryAll := func(who string, c *client.Client, want int) {
 		t.Helper()
 		err := c.Do(ctx, http.MethodPost, "/api/v1/projects", map[string]any{"name": "p-" + who}, nil)
 		if status(err) == 0 || status(err) == 201 {
@@ -109,7 +107,7 @@ func TestRCEPathNeedsAuthor(t *testing.T) {
 		if _, err := c.Release(ctx, env, 1); status(err) != want {
 			t.Errorf("%s released: %v, want %d", who, err, want)
 		}
-		if err := c.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "dryrun"), map[string]any{}, nil); status(err) != want {
+		if err := c.Do(ctx, http.MethodPost, client.EnvPath(env, "dryrun"), map[string]any{}, nil); status(err) != want {
 			t.Errorf("%s dry-ran: %v, want %d", who, err, want)
 		}
 	}
@@ -157,8 +155,8 @@ func TestRCEPathNeedsAuthor(t *testing.T) {
 	}
 
 	// The audit trail has the refusals and the writes, by whom.
-	var trail struct{ Items []store.AuditEntry }
-	if err := admin.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "audit"), nil, &trail); err != nil {
+	var trail struct{ Items []client.AuditEntry }
+	if err := admin.Do(ctx, http.MethodGet, client.EnvPath(env, "audit"), nil, &trail); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
@@ -174,8 +172,8 @@ func TestRCEPathNeedsAuthor(t *testing.T) {
 			t.Errorf("the audit trail lacks %q: %v", want, seen)
 		}
 	}
-	var filtered struct{ Items []store.AuditEntry }
-	if err := admin.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "audit")+"?actor=token:ci&action=version.", nil,
+	var filtered struct{ Items []client.AuditEntry }
+	if err := admin.Do(ctx, http.MethodGet, client.EnvPath(env, "audit")+"?actor=token:ci&action=version.", nil,
 		&filtered); err != nil {
 		t.Fatal(err)
 	}
@@ -198,14 +196,14 @@ func TestTokenLifecycle(t *testing.T) {
 	if _, err := versions(ctx, reader, env); err != nil {
 		t.Fatalf("a fresh read token: %v", err)
 	}
-	var who api.Whoami
+	var who client.Whoami
 	if err := reader.Do(ctx, http.MethodGet, "/api/v1/whoami", nil, &who); err != nil {
 		t.Fatal(err)
 	}
 	if who.Actor != "token:dashboard" || who.Role != "none" || len(who.Environments) != 1 || who.Environments[env] != "read" {
 		t.Errorf("whoami = %+v, want token:dashboard reading %s alone", who, env)
 	}
-	var envs struct{ Items []store.Environment }
+	var envs struct{ Items []client.Environment }
 	if err := reader.Do(ctx, http.MethodGet, "/api/v1/environments", nil, &envs); err != nil {
 		t.Fatal(err)
 	}
@@ -236,13 +234,13 @@ func TestTokenLifecycle(t *testing.T) {
 	if err := admin.Do(ctx, http.MethodDelete, "/api/v1/tokens/dashboard", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*apiclient.Client{reader, as(admin2, secret)} {
+	for _, c := range []*client.Client{reader, as(admin2, secret)} {
 		if _, err := versions(ctx, c, env); status(err) != 401 {
 			t.Errorf("a revoked token on %s: %v, want 401", c.Base, err)
 		}
 	}
 
-	var tk api.CreatedToken
+	var tk client.CreatedToken
 	if err := admin.Do(ctx, http.MethodPost, "/api/v1/tokens",
 		map[string]any{"name": "short", "role": "read", "expires_in": 1}, &tk); err != nil {
 		t.Fatal(err)
@@ -272,7 +270,7 @@ func TestTokenLifecycle(t *testing.T) {
 		{"a negative expiry", map[string]any{"name": "x", "role": "read", "expires_in": "-1h"}, "/expires_in"},
 	} {
 		err := admin.Do(ctx, http.MethodPost, "/api/v1/tokens", tc.body, nil)
-		var p *api.Problem
+		var p *client.Problem
 		if !errors.As(err, &p) || p.Status != 422 || len(p.Errors) == 0 || p.Errors[0].Field != tc.field {
 			t.Errorf("%s: %v, want 422 naming %s", tc.why, err, tc.field)
 		}
@@ -290,16 +288,16 @@ func TestAutonomousEnvironmentRefusesPush(t *testing.T) {
 	env := newEnv(t, admin, "auto", map[string]any{"repo_url": "https://git.example.com/model.git"})
 	v := body(t, file("/tmp/intend-never", "x", "0644"))
 	_, err := admin.ExportVersion(ctx, env, v)
-	var p *api.Problem
+	var p *client.Problem
 	if !errors.As(err, &p) || p.Status != 409 || !strings.Contains(p.Detail, "allow_push") ||
 		!strings.Contains(p.Detail, "repo_url") {
 		t.Fatalf("push to an autonomous environment: %v, want 409 naming repo_url and allow_push", err)
 	}
-	if err := admin.Do(ctx, http.MethodPut, apiclient.EnvPath(env, "model"),
-		apiclient.Raw{ContentType: "application/gzip", Body: []byte{0x1f, 0x8b}}, nil); status(err) != 409 {
+	if err := admin.Do(ctx, http.MethodPut, client.EnvPath(env, "model"),
+		client.Raw{ContentType: "application/gzip", Body: []byte{0x1f, 0x8b}}, nil); status(err) != 409 {
 		t.Errorf("model push: %v, want 409", err)
 	}
-	if err := admin.Do(ctx, http.MethodPatch, apiclient.EnvPath(env),
+	if err := admin.Do(ctx, http.MethodPatch, client.EnvPath(env),
 		map[string]any{"settings": map[string]any{"allow_push": true}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -319,14 +317,14 @@ func TestOIDC(t *testing.T) {
 	other := newEnv(t, admin, "oidc-other", nil)
 	alice := as(admin, iss.Token(t, map[string]any{"sub": "alice", "aud": "intend", "intend_roles": []string{"operator@" + env}}))
 
-	var who api.Whoami
+	var who client.Whoami
 	if err := alice.Do(ctx, http.MethodGet, "/api/v1/whoami", nil, &who); err != nil {
 		t.Fatal(err)
 	}
 	if who.Actor != "oidc:alice" || who.Environments[env] != "operator" || len(who.Environments) != 1 {
 		t.Errorf("whoami = %+v, want oidc:alice, operator in %s alone", who, env)
 	}
-	if err := alice.Do(ctx, http.MethodPost, apiclient.EnvPath(env, "deploy"), map[string]any{"mode": "incremental"}, nil); err != nil {
+	if err := alice.Do(ctx, http.MethodPost, client.EnvPath(env, "deploy"), map[string]any{"mode": "incremental"}, nil); err != nil {
 		t.Errorf("an operator's deploy: %v", err)
 	}
 	if _, err := alice.ExportVersion(ctx, env, body(t)); status(err) != 403 {
@@ -361,8 +359,8 @@ func TestOIDC(t *testing.T) {
 		}
 	}
 
-	var trail struct{ Items []store.AuditEntry }
-	if err := admin.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "audit")+"?actor=oidc:alice", nil, &trail); err != nil {
+	var trail struct{ Items []client.AuditEntry }
+	if err := admin.Do(ctx, http.MethodGet, client.EnvPath(env, "audit")+"?actor=oidc:alice", nil, &trail); err != nil {
 		t.Fatal(err)
 	}
 	if len(trail.Items) != 2 || trail.Items[0].ActorKind != "oidc" {
@@ -377,7 +375,7 @@ func TestBootstrapToken(t *testing.T) {
 	secret := "bootstrap-" + strings.Repeat("s", 40)
 	admin, _, db := startValidated(t, server.Config{BootstrapToken: secret})
 	ctx := context.Background()
-	var who api.Whoami
+	var who client.Whoami
 	if err := admin.Do(ctx, http.MethodGet, "/api/v1/whoami", nil, &who); err != nil || who.Role != "admin" ||
 		who.Actor != "token:bootstrap" {
 		t.Fatalf("the bootstrap token: %+v %v, want token:bootstrap, a global admin", who, err)

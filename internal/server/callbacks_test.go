@@ -14,7 +14,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/callbacks"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -125,7 +125,7 @@ func (r *receiver) deliveries() []delivery {
 }
 
 // raw sends body as is to the /lsm API with token.
-func lsmRaw(t *testing.T, c *apiclient.Client, token, env, method, path, body string) lsmReply {
+func lsmRaw(t *testing.T, c *client.Client, token, env, method, path, body string) lsmReply {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -164,10 +164,10 @@ services: db: #DB
 `
 }
 
-func listCallbacks(t *testing.T, c *apiclient.Client, env string) []store.Callback {
+func listCallbacks(t *testing.T, c *client.Client, env string) []client.Callback {
 	t.Helper()
 	var page struct {
-		Items []store.Callback `json:"items"`
+		Items []client.Callback `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/callbacks", &page); err != nil {
 		t.Fatal(err)
@@ -196,11 +196,11 @@ func TestCallbacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rcv := newReceiver(t)
-	register := func(path string, body map[string]any) store.Callback {
+	register := func(path string, body map[string]any) client.Callback {
 		t.Helper()
 		body["url"] = rcv.url(path)
 		r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/callbacks", "", body)
-		var cb api.CreatedCallback
+		var cb client.CreatedCallback
 		if r.status != http.StatusCreated || json.Unmarshal(r.body, &cb) != nil || len(cb.Secret) != 64 ||
 			r.header.Get("Cache-Control") != "no-store" {
 			t.Fatalf("register %s: %d %s", path, r.status, r.body)
@@ -250,7 +250,7 @@ func TestCallbacks(t *testing.T) {
 		}
 	}
 	// The receiver goes away while the instances are deleted.
-	var ups []store.ServiceInstance
+	var ups []client.ServiceInstance
 	for _, n := range names {
 		ups = append(ups, waitState(t, c, env, n, "up", "update_rejected", "update_failed"))
 	}
@@ -262,7 +262,7 @@ func TestCallbacks(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		var inst store.ServiceInstance
+		var inst client.ServiceInstance
 		deadline := time.Now().Add(90 * time.Second)
 		for lsmGet(t, c, env, inventory+"vm/"+ids[n], &inst); inst.State != "terminated"; lsmGet(t, c, env, inventory+"vm/"+ids[n], &inst) {
 			if time.Now().After(deadline) {
@@ -280,7 +280,7 @@ func TestCallbacks(t *testing.T) {
 	rcv.start()
 
 	// Every transfer arrives.
-	logs := map[string][]store.InstanceLogEntry{}
+	logs := map[string][]client.InstanceLogEntry{}
 	for _, id := range append([]string{dbID}, ids["web"], ids["api"], ids["db"]) {
 		logs[id] = instanceLog(t, c, env, id)
 	}
@@ -408,17 +408,17 @@ func TestCallbacks(t *testing.T) {
 }
 
 // instanceLog is an instance's log.
-func instanceLog(t *testing.T, c *apiclient.Client, env, id string) []store.InstanceLogEntry {
+func instanceLog(t *testing.T, c *client.Client, env, id string) []client.InstanceLogEntry {
 	t.Helper()
 	var entity string
 	for _, e := range []string{"vm", "db"} {
-		var inst store.ServiceInstance
+		var inst client.ServiceInstance
 		if lsmGet(t, c, env, "/lsm/v1/service_inventory/"+e+"/"+id, &inst) == nil {
 			entity = e
 		}
 	}
 	var page struct {
-		Items []store.InstanceLogEntry `json:"items"`
+		Items []client.InstanceLogEntry `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/"+entity+"/"+id+"/log", &page); err != nil {
 		t.Fatal(err)
@@ -492,7 +492,7 @@ func TestCallbackRegistration(t *testing.T) {
 		t.Fatalf("a reader registered %+v", cbs)
 	}
 	r := lsmRaw(t, c, c.Token, env, http.MethodPost, path, `{"url": "https://example.com/hook?x=1", "service_entity": "vm"}`)
-	var cb api.CreatedCallback
+	var cb client.CreatedCallback
 	if r.status != http.StatusCreated || json.Unmarshal(r.body, &cb) != nil || r.header.Get("Location") != path+"/"+cb.ID {
 		t.Fatalf("register: %d %s", r.status, r.body)
 	}
@@ -550,7 +550,7 @@ func TestCallbackGivesUp(t *testing.T) {
 	rcv.fail = 1 << 30
 	rcv.mu.Unlock()
 	r = lsmDo(t, c, env, http.MethodPost, "/lsm/v1/callbacks", "", map[string]any{"url": rcv.url("/down")})
-	var cb api.CreatedCallback
+	var cb client.CreatedCallback
 	if r.status != http.StatusCreated || json.Unmarshal(r.body, &cb) != nil {
 		t.Fatalf("register: %d %s", r.status, r.body)
 	}
@@ -562,9 +562,9 @@ func TestCallbackGivesUp(t *testing.T) {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
 	id := r.instance(t).ID
-	var view api.CallbackView
+	var view client.CallbackView
 	waitFor(t, 60*time.Second, func() (bool, string) {
-		view = api.CallbackView{}
+		view = client.CallbackView{}
 		err := lsmGet(t, c, env, "/lsm/v1/callbacks/"+cb.ID, &view)
 		return err == nil && view.Stats.Dead == 4 && view.Stats.Pending == 0, fmt.Sprintf("%+v, %v", view, err)
 	})

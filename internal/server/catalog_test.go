@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
@@ -38,10 +38,10 @@ services: vm: #VM
 
 // uploadModel archives a project with main.cue and PUTs it as the model
 // source.
-func uploadModel(t *testing.T, c *apiclient.Client, env, mainCUE string) error {
+func uploadModel(t *testing.T, c *client.Client, env, mainCUE string) error {
 	t.Helper()
-	return c.Do(context.Background(), http.MethodPut, apiclient.EnvPath(env, "model"),
-		apiclient.Raw{ContentType: "application/gzip", Body: modelArchive(t, mainCUE).Archive}, nil)
+	return c.Do(context.Background(), http.MethodPut, client.EnvPath(env, "model"),
+		client.Raw{ContentType: "application/gzip", Body: modelArchive(t, mainCUE).Archive}, nil)
 }
 
 // modelArchive archives a project with main.cue.
@@ -78,7 +78,7 @@ func envStore(t *testing.T, dbURL, env string) (*store.Store, store.Environment)
 }
 
 // lsmGet is a GET of the /lsm API in env.
-func lsmGet(t *testing.T, c *apiclient.Client, env, path string, out any) error {
+func lsmGet(t *testing.T, c *client.Client, env, path string, out any) error {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, c.Base+path, nil)
 	if err != nil {
@@ -94,7 +94,7 @@ func lsmGet(t *testing.T, c *apiclient.Client, env, path string, out any) error 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var p api.Problem
+		var p client.Problem
 		json.NewDecoder(resp.Body).Decode(&p)
 		return &p
 	}
@@ -112,21 +112,21 @@ func TestServiceCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cat struct {
-		Items []store.ServiceEntity `json:"items"`
+		Items []client.ServiceEntity `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog", &cat); err != nil || len(cat.Items) != 1 || cat.Items[0].Name != "vm" {
 		t.Fatalf("catalog: %+v, %v", cat, err)
 	}
-	var vm store.ServiceEntity
+	var vm client.ServiceEntity
 	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/vm", &vm); err != nil {
 		t.Fatal(err)
 	}
 	if vm.Identity != "name" || vm.Lifecycle.Start != lsm.Simple().Start || len(vm.Attributes) != 2 ||
-		vm.Attributes[1].Modifier != lsm.ReadWriteAlways || vm.Attributes[0].Description != "The VM's name." ||
+		vm.Attributes[1].Modifier != string(lsm.ReadWriteAlways) || vm.Attributes[0].Description != "The VM's name." ||
 		!strings.Contains(string(vm.Attributes[1].Schema), `"integer"`) {
 		t.Errorf("vm = %+v", vm)
 	}
-	var p *api.Problem
+	var p *client.Problem
 	if err := lsmGet(t, c, "", "/lsm/v1/service_catalog", nil); !errors.As(err, &p) || p.Status != 400 ||
 		!strings.Contains(p.Detail, api.EnvironmentHeader) {
 		t.Errorf("without the header: %v", err)
@@ -142,16 +142,16 @@ func TestServiceCatalog(t *testing.T) {
 		Identity: "web", Sets: lsm.Sets{Active: map[string]any{"name": "web", "memory": 2.0}}}); err != nil {
 		t.Fatal(err)
 	}
-	var before store.ModelSource
-	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &before); err != nil {
+	var before client.ModelSource
+	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "model"), nil, &before); err != nil {
 		t.Fatal(err)
 	}
 	err := uploadModel(t, c, env, "package main\n")
 	if !errors.As(err, &p) || p.Status != 409 || !strings.Contains(p.Detail, id) || !strings.Contains(p.Detail, "vm") {
 		t.Fatalf("a model dropping a live entity: %v", err)
 	}
-	var after store.ModelSource
-	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &after); err != nil || after.Hash != before.Hash {
+	var after client.ModelSource
+	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "model"), nil, &after); err != nil || after.Hash != before.Hash {
 		t.Errorf("the refused model was stored: %s → %s, %v", before.Hash, after.Hash, err)
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/vm", &vm); err != nil || vm.Instances["up"] != 1 {
@@ -192,8 +192,8 @@ func TestServiceInventoryReads(t *testing.T) {
 	}
 
 	var page struct {
-		Items []store.ServiceInstance `json:"items"`
-		Next  string                  `json:"next"`
+		Items []client.ServiceInstance `json:"items"`
+		Next  string                   `json:"next"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm?limit=2", &page); err != nil || len(page.Items) != 2 || page.Next != ids[1] {
 		t.Fatalf("first page: %+v, %v", page, err)
@@ -204,11 +204,11 @@ func TestServiceInventoryReads(t *testing.T) {
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm?state=rejected", &page); err != nil || len(page.Items) != 1 {
 		t.Errorf("by state: %+v, %v", page, err)
 	}
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/beta", &inst); err != nil || inst.ID != ids[1] || inst.Candidate["name"] != "beta" {
 		t.Errorf("by identity: %+v, %v", inst, err)
 	}
-	var p *api.Problem
+	var p *client.Problem
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/nobody", nil); !errors.As(err, &p) || p.Status != 404 {
 		t.Errorf("unknown instance: %v", err)
 	}
@@ -216,7 +216,7 @@ func TestServiceInventoryReads(t *testing.T) {
 		t.Errorf("unknown entity: %v", err)
 	}
 	var log struct {
-		Items []store.InstanceLogEntry `json:"items"`
+		Items []client.InstanceLogEntry `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+ids[2]+"/log", &log); err != nil || len(log.Items) != 2 ||
 		log.Items[0].State != "rejected" || log.Items[1].Version != 1 {
@@ -235,7 +235,7 @@ func TestServiceInventoryReads(t *testing.T) {
 		t.Errorf("diagnose: %+v, %v", diag, err)
 	}
 	var res struct {
-		Items []store.ResourceState `json:"items"`
+		Items []client.ResourceState `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/alpha/resources", &res); err != nil || res.Items == nil || len(res.Items) != 0 {
 		t.Errorf("resources of an instance not exported yet: %+v, %v", res, err)
@@ -244,8 +244,8 @@ func TestServiceInventoryReads(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "alpha.conf")
 	partial := `{"resources": [{"id": "fs::File[localhost,path=` + path + `]", "resource_set": "vm/` + ids[0] + `",
 		"attributes": {"path": "` + path + `", "content": "alpha\n"}}]}`
-	var v store.VersionInfo
-	if err := c.Do(ctx, http.MethodPut, apiclient.EnvPath(env, "versions", "partial"), []byte(partial), &v); err != nil {
+	var v client.VersionInfo
+	if err := c.Do(ctx, http.MethodPut, client.EnvPath(env, "versions", "partial"), []byte(partial), &v); err != nil {
 		t.Fatal(err)
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/alpha/resources", &res); err != nil || len(res.Items) != 1 ||

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // TestModelsThatExplode: the model (each line doubles a string;
@@ -46,8 +45,8 @@ func TestModelsThatExplode(t *testing.T) {
 	} {
 		start := time.Now()
 		err := uploadModel(t, c, env, tc.model)
-		var p *api.Problem
-		if !errors.As(err, &p) || p.Status != 422 || p.Type != api.TypeValidation || !strings.Contains(p.Detail, tc.want) {
+		var p *client.Problem
+		if !errors.As(err, &p) || p.Status != 422 || p.Type != client.TypeValidation || !strings.Contains(p.Detail, tc.want) {
 			t.Errorf("%s: %v, want a 422 naming the %s", tc.why, err, tc.want)
 		}
 		t.Logf("%s: %v after %v", tc.why, err, time.Since(start).Round(time.Millisecond))
@@ -107,7 +106,7 @@ import (
 		t.Fatal(err)
 	}
 	t.Logf("create of an exploding instance: %d %s", r.status, r.body)
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if err := lsmGet(t, c, lsmEnv, "/lsm/v1/service_inventory/boom/big", &inst); err == nil && inst.State != "start" {
 			break

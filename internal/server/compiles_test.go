@@ -19,11 +19,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
 )
@@ -56,7 +54,7 @@ func siteResources(dir, content string) string {
 `, dir, filepath.Join(dir, "motd"), content)
 }
 
-func startCompileServer(t *testing.T) (*apiclient.Client, *server.Server) {
+func startCompileServer(t *testing.T) (*client.Client, *server.Server) {
 	t.Helper()
 	c, s, _ := startValidated(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, DataDir: t.TempDir(),
@@ -66,7 +64,7 @@ func startCompileServer(t *testing.T) (*apiclient.Client, *server.Server) {
 }
 
 // requestCompile POSTs .../compile and checks the 202 and its Location.
-func requestCompile(t *testing.T, c *apiclient.Client, env string) store.Compile {
+func requestCompile(t *testing.T, c *client.Client, env string) client.Compile {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, c.Base+"/api/v1/environments/"+env+"/compile", nil)
 	if err != nil {
@@ -82,7 +80,7 @@ func requestCompile(t *testing.T, c *apiclient.Client, env string) store.Compile
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST compile: %s %s", resp.Status, b)
 	}
-	var out store.Compile
+	var out client.Compile
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +90,9 @@ func requestCompile(t *testing.T, c *apiclient.Client, env string) store.Compile
 	return out
 }
 
-func getCompile(t *testing.T, c *apiclient.Client, env string, id int64) store.Compile {
+func getCompile(t *testing.T, c *client.Client, env string, id int64) client.Compile {
 	t.Helper()
-	var out store.Compile
+	var out client.Compile
 	if err := c.Do(context.Background(), http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/compiles/%d", env, id),
 		nil, &out); err != nil {
 		t.Fatal(err)
@@ -103,9 +101,9 @@ func getCompile(t *testing.T, c *apiclient.Client, env string, id int64) store.C
 }
 
 // waitCompile waits until a compile finished.
-func waitCompile(t *testing.T, c *apiclient.Client, env string, id int64, within time.Duration) store.Compile {
+func waitCompile(t *testing.T, c *client.Client, env string, id int64, within time.Duration) client.Compile {
 	t.Helper()
-	var last store.Compile
+	var last client.Compile
 	waitFor(t, within, func() (bool, string) {
 		last = getCompile(t, c, env, id)
 		return last.FinishedAt != nil, fmt.Sprintf("compile %d: %+v", id, last)
@@ -137,11 +135,11 @@ func waitContent(t *testing.T, path, want string) {
 	})
 }
 
-func listCompiles(t *testing.T, c *apiclient.Client, env, query string) ([]store.Compile, string) {
+func listCompiles(t *testing.T, c *client.Client, env, query string) ([]client.Compile, string) {
 	t.Helper()
 	var out struct {
-		Items []store.Compile `json:"items"`
-		Next  string          `json:"next"`
+		Items []client.Compile `json:"items"`
+		Next  string           `json:"next"`
 	}
 	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/compiles"+query, nil, &out); err != nil {
 		t.Fatal(err)
@@ -233,7 +231,7 @@ func TestAutonomousCompile(t *testing.T) {
 	if same.Status != "succeeded" || *same.Version != 2 || *same.Exported {
 		t.Fatalf("compile of an unchanged branch = %+v, want version 2, not exported", same)
 	}
-	var versions struct{ Items []store.VersionInfo }
+	var versions struct{ Items []client.VersionInfo }
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/versions", nil, &versions); err != nil ||
 		len(versions.Items) != 2 {
 		t.Errorf("versions = %+v %v, want 2", versions.Items, err)
@@ -260,19 +258,19 @@ func TestCompileProblems(t *testing.T) {
 		status             int
 		typ                string
 	}{
-		{http.MethodPost, "/compile", "", 422, api.TypeValidation},
-		{http.MethodPost, "/compile", `{"branch":"x"}`, 422, api.TypeUnknownField},
-		{http.MethodGet, "/compile", "", 405, api.TypeMethodNotAllowed},
-		{http.MethodGet, "/compiles/7", "", 404, api.TypeNotFound},
-		{http.MethodGet, "/compiles/x", "", 400, api.TypeBadRequest},
-		{http.MethodGet, "/compiles?limit=0", "", 422, api.TypeInvalidField},
+		{http.MethodPost, "/compile", "", 422, client.TypeValidation},
+		{http.MethodPost, "/compile", `{"branch":"x"}`, 422, client.TypeUnknownField},
+		{http.MethodGet, "/compile", "", 405, client.TypeMethodNotAllowed},
+		{http.MethodGet, "/compiles/7", "", 404, client.TypeNotFound},
+		{http.MethodGet, "/compiles/x", "", 400, client.TypeBadRequest},
+		{http.MethodGet, "/compiles?limit=0", "", 422, client.TypeInvalidField},
 	} {
 		var body any
 		if tc.body != "" {
 			body = []byte(tc.body)
 		}
 		err := c.Do(ctx, tc.method, "/api/v1/environments/"+env+tc.path, body, nil)
-		var p *api.Problem
+		var p *client.Problem
 		if !errors.As(err, &p) || p.Status != tc.status || p.Type != tc.typ {
 			t.Errorf("%s %s: %v, want %d %s", tc.method, tc.path, err, tc.status, tc.typ)
 		}
@@ -469,7 +467,7 @@ func TestRecompileInterval(t *testing.T) {
 	repo.push(siteResources(site, "scheduled\n"))
 	env := newEnv(t, c, "sched", map[string]any{"repo_url": repo.Bare, "recompile_interval": 1})
 
-	var got []store.Compile
+	var got []client.Compile
 	waitFor(t, 60*time.Second, func() (bool, string) {
 		got, _ = listCompiles(t, c, env, "")
 		n := 0
@@ -485,7 +483,7 @@ func TestRecompileInterval(t *testing.T) {
 		map[string]any{"settings": map[string]any{"recompile_interval": 0}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var versions struct{ Items []store.VersionInfo }
+	var versions struct{ Items []client.VersionInfo }
 	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/versions", nil, &versions); err != nil ||
 		len(versions.Items) != 1 {
 		t.Errorf("versions = %+v %v, want 1 however many compiles ran", versions.Items, err)
@@ -526,7 +524,7 @@ func TestServerKilledMidCompile(t *testing.T) {
 		t.Fatalf("compile after the restart = %+v\nserver output:\n%s", done, srv2.Out.String())
 	}
 	waitContent(t, filepath.Join(site, "motd"), "survived\n")
-	var versions struct{ Items []store.VersionInfo }
+	var versions struct{ Items []client.VersionInfo }
 	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/versions", nil, &versions); err != nil ||
 		len(versions.Items) != 1 {
 		t.Errorf("versions = %+v %v, want exactly 1", versions.Items, err)

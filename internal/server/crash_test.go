@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -59,7 +58,7 @@ func startProc(t *testing.T, args ...string) *exectest.Process {
 // startExecutor runs `intend executor` for agents of env as an executor
 // on another host runs: with the server's URL and an executor token of
 // those agents, and no database credentials (no URL, no PG* variable).
-func startExecutor(t *testing.T, c *apiclient.Client, serverURL, env string, agents []string, args ...string) *exectest.Process {
+func startExecutor(t *testing.T, c *client.Client, serverURL, env string, agents []string, args ...string) *exectest.Process {
 	t.Helper()
 	argv := []string{"executor", "--environment", env, "--server", serverURL}
 	for _, a := range agents {
@@ -77,8 +76,8 @@ func startExecutor(t *testing.T, c *apiclient.Client, serverURL, env string, age
 }
 
 // procClient is a client of a server startProc started on addr.
-func procClient(addr string) *apiclient.Client {
-	c := apiclient.New("http://" + addr)
+func procClient(addr string) *client.Client {
+	c := client.New("http://" + addr)
 	c.Token = exectest.AdminToken
 	return c
 }
@@ -106,7 +105,7 @@ func manyFiles(t *testing.T, dir, agent string, n int) []byte {
 
 // waitMidRun waits until the run of a request has recorded some but not
 // all of its resources.
-func waitMidRun(t *testing.T, c *apiclient.Client, env string, reqID int64) store.DeployRun {
+func waitMidRun(t *testing.T, c *client.Client, env string, reqID int64) client.DeployRun {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
@@ -124,7 +123,7 @@ func waitMidRun(t *testing.T, c *apiclient.Client, env string, reqID int64) stor
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("the run never got going")
-	return store.DeployRun{}
+	return client.DeployRun{}
 }
 
 func checkFiles(t *testing.T, dir string, n int) {
@@ -204,7 +203,7 @@ func TestServerKilledMidRun(t *testing.T) {
 	checkFiles(t, dir, n)
 }
 
-func waitHealthy(t *testing.T, c *apiclient.Client, p *exectest.Process) {
+func waitHealthy(t *testing.T, c *client.Client, p *exectest.Process) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {

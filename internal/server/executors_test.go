@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -204,7 +204,7 @@ func TestExternalExecutorsWithoutDatabase(t *testing.T) {
 			}
 		}
 	}
-	var acts struct{ Items []store.Action }
+	var acts struct{ Items []client.Action }
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/actions?limit=1", nil, &acts); err != nil {
 		t.Fatal(err)
 	}

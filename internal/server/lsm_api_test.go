@@ -15,10 +15,9 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/names"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // lsmFileModel is catalogModel whose vm refines into one file under root,
@@ -62,9 +61,9 @@ type lsmReply struct {
 }
 
 // instance decodes the reply as an instance.
-func (r lsmReply) instance(t *testing.T) store.ServiceInstance {
+func (r lsmReply) instance(t *testing.T) client.ServiceInstance {
 	t.Helper()
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	if err := json.Unmarshal(r.body, &inst); err != nil {
 		t.Fatalf("%d %s: %v", r.status, r.body, err)
 	}
@@ -72,9 +71,9 @@ func (r lsmReply) instance(t *testing.T) store.ServiceInstance {
 }
 
 // problem decodes the reply as a problem.
-func (r lsmReply) problem(t *testing.T) api.Problem {
+func (r lsmReply) problem(t *testing.T) client.Problem {
 	t.Helper()
-	var p api.Problem
+	var p client.Problem
 	if err := json.Unmarshal(r.body, &p); err != nil || p.Type == "" {
 		t.Fatalf("not a problem: %d %s", r.status, r.body)
 	}
@@ -83,7 +82,7 @@ func (r lsmReply) problem(t *testing.T) api.Problem {
 
 // lsmDo sends a write of the /lsm API in env, with an Idempotency-Key
 // when key is not "".
-func lsmDo(t *testing.T, c *apiclient.Client, env, method, path, key string, body any) lsmReply {
+func lsmDo(t *testing.T, c *client.Client, env, method, path, key string, body any) lsmReply {
 	t.Helper()
 	r, err := lsmTry(c, env, method, path, key, body)
 	if err != nil {
@@ -94,7 +93,7 @@ func lsmDo(t *testing.T, c *apiclient.Client, env, method, path, key string, bod
 
 // lsmTry is lsmDo returning the transport's error (a server killed
 // under the request) instead of failing the test.
-func lsmTry(c *apiclient.Client, env, method, path, key string, body any) (lsmReply, error) {
+func lsmTry(c *client.Client, env, method, path, key string, body any) (lsmReply, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -129,10 +128,10 @@ func lsmTry(c *apiclient.Client, env, method, path, key string, body any) (lsmRe
 
 // waitState polls the instance until it is in state, failing at once in
 // a state of fail or after the deadline.
-func waitState(t *testing.T, c *apiclient.Client, env, ref, state string, fail ...string) store.ServiceInstance {
+func waitState(t *testing.T, c *client.Client, env, ref, state string, fail ...string) client.ServiceInstance {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	for {
 		err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+ref, &inst)
 		if err == nil && inst.State == state {
@@ -150,7 +149,7 @@ func waitState(t *testing.T, c *apiclient.Client, env, ref, state string, fail .
 	}
 }
 
-func hasFieldError(p api.Problem, field, detail string) bool {
+func hasFieldError(p client.Problem, field, detail string) bool {
 	for _, e := range p.Errors {
 		if e.Field == field && strings.Contains(e.Detail, detail) {
 			return true
@@ -203,7 +202,7 @@ func TestServiceInventoryWrites(t *testing.T) {
 		t.Errorf("repeated create = %+v, want the first response", again)
 	}
 	var page struct {
-		Items []store.ServiceInstance `json:"items"`
+		Items []client.ServiceInstance `json:"items"`
 	}
 	if err := lsmGet(t, c, env, inventory, &page); err != nil || len(page.Items) != 1 {
 		t.Fatalf("instances after the repeat: %+v, %v", page.Items, err)
@@ -291,7 +290,7 @@ func TestServiceInventoryWrites(t *testing.T) {
 	}
 	waitState(t, c, env, "big", "rejected", "acknowledged", "creating", "up")
 	var log struct {
-		Items []store.InstanceLogEntry `json:"items"`
+		Items []client.InstanceLogEntry `json:"items"`
 	}
 	if err := lsmGet(t, c, env, inventory+"/big/log", &log); err != nil || len(log.Items) != 2 ||
 		!strings.Contains(string(log.Items[0].Errors), "memory") {
@@ -370,7 +369,7 @@ func TestServiceInventoryFailedDeploy(t *testing.T) {
 			inst.Active, inst.Candidate, inst.Rollback)
 	}
 	var log struct {
-		Items []store.InstanceLogEntry `json:"items"`
+		Items []client.InstanceLogEntry `json:"items"`
 	}
 	if err := lsmGet(t, c, env, inventory+"/web/log", &log); err != nil {
 		t.Fatal(err)
@@ -468,7 +467,7 @@ func TestServiceInventoryModelChange(t *testing.T) {
 		}
 	}
 	waitContent("mem=3\n")
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	if err := lsmGet(t, c, env, inventory+"/web", &inst); err != nil || inst.State != "up" || inst.Version != up.Version {
 		t.Errorf("after the new model: %+v, %v; want up at version %d", inst, err, up.Version)
 	}
@@ -503,10 +502,10 @@ func TestFullExportKeepsInstances(t *testing.T) {
 	up := waitState(t, c, env, "web", "up", "rejected", "failed")
 	// The instance body carries its deployment's progress.
 	var view struct {
-		Deployment api.Deployment `json:"deployment"`
+		Deployment client.Deployment `json:"deployment"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/web", &view); err != nil ||
-		view.Deployment != (api.Deployment{Total: 1, Deployed: 1}) {
+		view.Deployment != (client.Deployment{Total: 1, Deployed: 1}) {
 		t.Errorf("deployment of the instance up = %+v, %v; want 1 of 1 deployed", view.Deployment, err)
 	}
 
@@ -531,7 +530,7 @@ func TestFullExportKeepsInstances(t *testing.T) {
 	if err != nil || len(items) != 1 {
 		t.Errorf("compliant resources after the full export: %d (%v), want the instance's", len(items), err)
 	}
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/web", &inst); err != nil || inst.State != "up" ||
 		inst.Version != up.Version {
 		t.Errorf("the instance after the full export: %+v, %v", inst, err)
@@ -598,7 +597,7 @@ func TestRollbackToAVersion(t *testing.T) {
 		t.Errorf("a rollback of malformed JSON: %d %s, want a 400 problem", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	// The refusals wrote nothing.
-	var still store.ServiceInstance
+	var still client.ServiceInstance
 	if err := lsmGet(t, c, env, item, &still); err != nil || still.Version != second.Version {
 		t.Errorf("after the refused rollbacks: %+v, %v; want version %d", still, err, second.Version)
 	}

@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -77,7 +76,7 @@ func TestServerKilledDuringTransfers(t *testing.T) {
 	wg.Wait()
 	var states []string
 	var page struct {
-		Items []store.ServiceInstance `json:"items"`
+		Items []client.ServiceInstance `json:"items"`
 	}
 	srv2 := startProc(t, args...)
 	waitHealthy(t, c, srv2)
@@ -109,7 +108,7 @@ func TestServerKilledDuringTransfers(t *testing.T) {
 // answered 201 and returns the instance; a 503 (accepted and still being
 // applied, or a dependency coming back) means "not yet", anything else,
 // or no answer within, fails the test (with out, the server's output).
-func repeatCreate(t *testing.T, create func() (lsmReply, error), within time.Duration, out fmt.Stringer) store.ServiceInstance {
+func repeatCreate(t *testing.T, create func() (lsmReply, error), within time.Duration, out fmt.Stringer) client.ServiceInstance {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -131,7 +130,7 @@ func repeatCreate(t *testing.T, create func() (lsmReply, error), within time.Dur
 // (ids by name, as their creates answered) is up at version 4, its log
 // start → acknowledged → creating → up, its file (lsmFileModel under
 // root) deployed with memory 1+i%9: every create took effect exactly once.
-func checkCreatedOnce(t *testing.T, c *apiclient.Client, env, root string, n int, ids map[string]string) {
+func checkCreatedOnce(t *testing.T, c *client.Client, env, root string, n int, ids map[string]string) {
 	t.Helper()
 	const inventory = "/lsm/v1/service_inventory/vm"
 	for i := range n {
@@ -141,7 +140,7 @@ func checkCreatedOnce(t *testing.T, c *apiclient.Client, env, root string, n int
 			t.Errorf("%s: %+v, want the id the create answered (%s) at version 4", name, inst, ids[name])
 		}
 		var log struct {
-			Items []store.InstanceLogEntry `json:"items"`
+			Items []client.InstanceLogEntry `json:"items"`
 		}
 		if err := lsmGet(t, c, env, inventory+"/"+name+"/log", &log); err != nil {
 			t.Fatal(err)

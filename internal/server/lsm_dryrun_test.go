@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // instanceDryrun is the answer of POST .../{id}/dryrun, as a client reads it.
@@ -22,10 +22,10 @@ type instanceDryrun struct {
 		OK     bool            `json:"ok"`
 		Errors json.RawMessage `json:"errors"`
 	} `json:"validation"`
-	DesiredState *store.InstanceDryrun `json:"desired_state"`
-	Dryrun       *store.DeployRun      `json:"dryrun"`
-	DryrunURL    string                `json:"dryrun_url"`
-	Targets      []store.DryrunResult  `json:"targets"`
+	DesiredState *client.InstanceDryrun `json:"desired_state"`
+	Dryrun       *client.DeployRun      `json:"dryrun"`
+	DryrunURL    string                 `json:"dryrun_url"`
+	Targets      []client.DryrunResult  `json:"targets"`
 }
 
 // TestInstanceDryrun: a service instance's dry-run shows what an update
@@ -55,7 +55,7 @@ func TestInstanceDryrun(t *testing.T) {
 	}
 	unchanged := func(when string) {
 		t.Helper()
-		var inst store.ServiceInstance
+		var inst client.ServiceInstance
 		if err := lsmGet(t, c, env, item, &inst); err != nil || inst.Version != up.Version || inst.State != "up" {
 			t.Errorf("%s: instance %+v (%v), want it up at version %d", when, inst, err, up.Version)
 		}
@@ -106,7 +106,7 @@ func TestInstanceDryrun(t *testing.T) {
 
 	// Its results are also where dryrun_url says.
 	var page struct {
-		Results []store.DryrunResult `json:"results"`
+		Results []client.DryrunResult `json:"results"`
 	}
 	if err := lsmGet(t, c, env, d.DryrunURL, &page); err != nil || len(page.Results) != 1 || page.Results[0].Status != "modified" {
 		t.Errorf("GET %s: %+v, %v", d.DryrunURL, page, err)

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/server"
 )
 
 // sseEvent is one server-sent event as a test reads it.
 type sseEvent struct {
 	id, name string
-	data     api.TransferEvent
+	data     client.TransferEvent
 }
 
 // sseStream is an open event stream: events arrive on events, which is
@@ -33,7 +33,7 @@ type sseStream struct {
 // openEvents opens an instance's event stream with token (""): none),
 // query and extra headers; a status other than 200 is returned with the
 // body read.
-func openEvents(t *testing.T, c *apiclient.Client, env, token, ref, query string, header http.Header) (*sseStream, int, []byte) {
+func openEvents(t *testing.T, c *client.Client, env, token, ref, query string, header http.Header) (*sseStream, int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, c.Base+"/lsm/v1/service_inventory/vm/"+ref+"/events"+query, nil)
 	if err != nil {
@@ -173,7 +173,7 @@ func TestInstanceEventStream(t *testing.T) {
 			h.Set("Last-Event-ID", bad.lastID)
 		}
 		_, status, body := openEvents(t, c, env, c.Token, id, bad.query, h)
-		var p api.Problem
+		var p client.Problem
 		if json.Unmarshal(body, &p) != nil || status != 422 || !hasFieldError(p, bad.field, "") {
 			t.Errorf("%s: %d %s", bad.why, status, body)
 		}

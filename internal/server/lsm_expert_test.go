@@ -8,14 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // catalogConfig reads the entity vm's config.
-func catalogConfig(t *testing.T, c *apiclient.Client, env string) store.EntityConfig {
+func catalogConfig(t *testing.T, c *client.Client, env string) client.EntityConfig {
 	t.Helper()
-	var e store.ServiceEntity
+	var e client.ServiceEntity
 	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/vm", &e); err != nil {
 		t.Fatal(err)
 	}
@@ -23,10 +22,10 @@ func catalogConfig(t *testing.T, c *apiclient.Client, env string) store.EntityCo
 }
 
 // lastLog is the newest entry of the instance's log.
-func lastLog(t *testing.T, c *apiclient.Client, env, ref string) (store.InstanceLogEntry, map[string]any) {
+func lastLog(t *testing.T, c *client.Client, env, ref string) (client.InstanceLogEntry, map[string]any) {
 	t.Helper()
 	var log struct {
-		Items []store.InstanceLogEntry `json:"items"`
+		Items []client.InstanceLogEntry `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+ref+"/log?limit=1", &log); err != nil || len(log.Items) != 1 {
 		t.Fatalf("log of %s: %+v, %v", ref, log, err)
@@ -100,7 +99,7 @@ func TestAutoTransfersOff(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	state := func(version int64, target string) store.ServiceInstance {
+	state := func(version int64, target string) client.ServiceInstance {
 		t.Helper()
 		r := lsmDo(t, op, env, http.MethodPost, "/lsm/v1/services/vm/web/state", "",
 			map[string]any{"current_version": version, "target_state": target})

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
@@ -38,13 +38,13 @@ func createVM(id, name string, memory int, deps ...string) map[string]any {
 }
 
 // postOrder posts an order and returns its id, failing unless 201.
-func postOrder(t *testing.T, c *apiclient.Client, env, policy string, items ...map[string]any) string {
+func postOrder(t *testing.T, c *client.Client, env, policy string, items ...map[string]any) string {
 	t.Helper()
 	r := lsmDo(t, c, env, http.MethodPost, ordersPath, "", map[string]any{"policy": policy, "items": items})
 	if r.status != http.StatusCreated {
 		t.Fatalf("post order: %d %s", r.status, r.body)
 	}
-	var o store.Order
+	var o client.Order
 	if err := json.Unmarshal(r.body, &o); err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +55,11 @@ func postOrder(t *testing.T, c *apiclient.Client, env, policy string, items ...m
 }
 
 // waitOrder polls an order until its status is final.
-func waitOrder(t *testing.T, c *apiclient.Client, env, id string) store.Order {
+func waitOrder(t *testing.T, c *client.Client, env, id string) client.Order {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		var o store.Order
+		var o client.Order
 		err := lsmGet(t, c, env, ordersPath+"/"+id, &o)
 		if err == nil && lsm.OrderFinal(o.Status) {
 			return o
@@ -72,8 +72,8 @@ func waitOrder(t *testing.T, c *apiclient.Client, env, id string) store.Order {
 }
 
 // items returns an order's items by id.
-func orderItems(o store.Order) map[string]store.OrderItem {
-	m := map[string]store.OrderItem{}
+func orderItems(o client.Order) map[string]client.OrderItem {
+	m := map[string]client.OrderItem{}
 	for _, it := range o.Items {
 		m[it.ID] = it
 	}
@@ -151,7 +151,7 @@ func TestOrders(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "alpha.conf")); !os.IsNotExist(err) {
 		t.Errorf("alpha.conf after the delete: %v", err)
 	}
-	var zulu store.ServiceInstance
+	var zulu client.ServiceInstance
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/zulu", &zulu); err == nil {
 		t.Errorf("the skipped item made an instance: %+v", zulu)
 	}
@@ -186,9 +186,9 @@ func TestOrders(t *testing.T) {
 	if it := its["up-x"]; it.VersionBefore == nil || *it.VersionBefore != xray.Version {
 		t.Errorf("up-x noted version_before %v, want %d", it.VersionBefore, xray.Version)
 	}
-	var hotel []store.ServiceInstance
+	var hotel []client.ServiceInstance
 	var page struct {
-		Items []store.ServiceInstance `json:"items"`
+		Items []client.ServiceInstance `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm?deleted=true", &page); err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestOrders(t *testing.T) {
 
 	// The list: newest first, without items; ?status filters.
 	var list struct {
-		Items []store.Order `json:"items"`
+		Items []client.Order `json:"items"`
 	}
 	if err := lsmGet(t, c, env, ordersPath, &list); err != nil {
 		t.Fatal(err)
@@ -351,7 +351,7 @@ func TestOrderRefusals(t *testing.T) {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
 		var list struct {
-			Items []store.Order `json:"items"`
+			Items []client.Order `json:"items"`
 		}
 		if err := lsmGet(t, reader, env, ordersPath, &list); err != nil {
 			t.Errorf("a read token cannot list orders: %v", err)
@@ -372,13 +372,13 @@ func TestOrderRefusals(t *testing.T) {
 
 	// Nothing was written by any refusal.
 	var list struct {
-		Items []store.Order `json:"items"`
+		Items []client.Order `json:"items"`
 	}
 	if err := lsmGet(t, c, env, ordersPath, &list); err != nil || len(list.Items) != 0 {
 		t.Fatalf("orders after refusals: %+v, %v", list.Items, err)
 	}
 	var insts struct {
-		Items []store.ServiceInstance `json:"items"`
+		Items []client.ServiceInstance `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm", &insts); err != nil || len(insts.Items) != 1 {
 		t.Fatalf("instances after refusals: %+v, %v", insts.Items, err)
@@ -388,7 +388,7 @@ func TestOrderRefusals(t *testing.T) {
 	body := order(createVM("k", "kilo", 2))
 	first := lsmDo(t, c, env, http.MethodPost, ordersPath, "order-k", body)
 	again := lsmDo(t, c, env, http.MethodPost, ordersPath, "order-k", body)
-	var o, o2 store.Order
+	var o, o2 client.Order
 	_ = json.Unmarshal(first.body, &o)
 	_ = json.Unmarshal(again.body, &o2)
 	if first.status != http.StatusCreated || again.status != http.StatusCreated ||
@@ -408,7 +408,7 @@ func TestOrderRefusals(t *testing.T) {
 }
 
 // rawPost posts body as it is, as JSON.
-func rawPost(t *testing.T, c *apiclient.Client, env, path, body string) lsmReply {
+func rawPost(t *testing.T, c *client.Client, env, path, body string) lsmReply {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, c.Base+path, strings.NewReader(body))
 	if err != nil {
@@ -538,7 +538,7 @@ func TestServerKilledDuringAnOrder(t *testing.T) {
 	id := postOrder(t, c, env, lsm.OrderAllOrNothing, items...)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var o store.Order
+		var o client.Order
 		if err := lsmGet(t, c, env, ordersPath+"/"+id, &o); err != nil {
 			t.Fatal(err)
 		}
@@ -564,7 +564,7 @@ func TestServerKilledDuringAnOrder(t *testing.T) {
 	}
 	checkCreatedOnce(t, c, env, root, n, ids)
 	var page struct {
-		Items []store.ServiceInstance `json:"items"`
+		Items []client.ServiceInstance `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm?limit=1000", &page); err != nil || len(page.Items) != n {
 		t.Errorf("%d instances in the inventory (%v), want %d", len(page.Items), err, n)

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // relationsModel has a site (a file holding its port), an alias whose
@@ -67,10 +65,10 @@ services: group: lsm.#Entity & {
 
 // waitEntityState polls an instance of entity until it is in state,
 // failing at once in a state of fail or after the deadline.
-func waitEntityState(t *testing.T, c *apiclient.Client, env, entity, ref, state string, fail ...string) store.ServiceInstance {
+func waitEntityState(t *testing.T, c *client.Client, env, entity, ref, state string, fail ...string) client.ServiceInstance {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
-	var inst store.ServiceInstance
+	var inst client.ServiceInstance
 	for {
 		err := lsmGet(t, c, env, "/lsm/v1/service_inventory/"+entity+"/"+ref, &inst)
 		if err == nil && inst.State == state {
@@ -150,15 +148,15 @@ func TestServiceInstanceRelations(t *testing.T) {
 
 	// referenced_by, in the instance and on its own.
 	var got struct {
-		ReferencedBy []api.InstanceReferrer `json:"referenced_by"`
+		ReferencedBy []client.InstanceReferrer `json:"referenced_by"`
 	}
 	if err := lsmGet(t, c, env, inv+"site/blog", &got); err != nil || len(got.ReferencedBy) != 2 ||
-		got.ReferencedBy[0] != (api.InstanceReferrer{ServiceEntity: "alias", ID: alias.ID, Identity: "www", Attribute: "site", State: "up"}) ||
+		got.ReferencedBy[0] != (client.InstanceReferrer{ServiceEntity: "alias", ID: alias.ID, Identity: "www", Attribute: "site", State: "up"}) ||
 		got.ReferencedBy[1].ID != group.ID || got.ReferencedBy[1].Attribute != "peers" {
 		t.Errorf("referenced_by of blog: %+v, %v", got.ReferencedBy, err)
 	}
 	var page struct {
-		Items []api.InstanceReferrer `json:"items"`
+		Items []client.InstanceReferrer `json:"items"`
 	}
 	if err := lsmGet(t, c, env, inv+"site/"+site.ID+"/referenced_by", &page); err != nil || len(page.Items) != 2 {
 		t.Errorf("GET referenced_by: %+v, %v", page, err)
@@ -213,7 +211,7 @@ func TestServiceInstanceRelations(t *testing.T) {
 	}
 	r = del("site", "blog", site.Version)
 	p := r.problem(t)
-	if r.status != 409 || p.Type != api.TypeConflict || len(p.Referrers) != 2 || p.Referrers[0].ID != alias.ID ||
+	if r.status != 409 || p.Type != client.TypeConflict || len(p.Referrers) != 2 || p.Referrers[0].ID != alias.ID ||
 		p.Referrers[0].Attribute != "site" || p.Referrers[1].ID != group.ID || !hasFieldError(p, "", "alias www") {
 		t.Fatalf("delete of a referenced site: %d %s", r.status, r.body)
 	}
@@ -290,7 +288,7 @@ func TestServiceInstanceRelationRace(t *testing.T) {
 	}
 	const inv = "/lsm/v1/service_inventory/"
 	const pairs = 10
-	sites := make([]store.ServiceInstance, pairs)
+	sites := make([]client.ServiceInstance, pairs)
 	for i := range pairs {
 		name := "s" + strings.Repeat("x", i)
 		r := lsmDo(t, c, env, http.MethodPost, inv+"site", "", map[string]any{"attributes": map[string]any{"name": name, "port": 2000 + i}})
@@ -331,7 +329,7 @@ func TestServiceInstanceRelationRace(t *testing.T) {
 		if created {
 			won++
 			a := waitEntityState(t, c, env, "alias", "a"+strings.Repeat("x", i), "up", "rejected", "failed")
-			var s store.ServiceInstance
+			var s client.ServiceInstance
 			if err := lsmGet(t, c, env, inv+"site/"+sites[i].ID, &s); err != nil || s.State != "up" {
 				t.Errorf("pair %d: alias %s up, site %+v, %v", i, a.ID, s, err)
 			}

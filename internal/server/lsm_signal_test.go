@@ -11,8 +11,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/names"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -99,7 +99,7 @@ func TestDeployedSignalReachesABurst(t *testing.T) {
 				t.Errorf("create %s: %v %d %s", burstName(i), err, r.status, r.body)
 				return
 			}
-			var inst store.ServiceInstance
+			var inst client.ServiceInstance
 			if err := json.Unmarshal(r.body, &inst); err != nil {
 				t.Error(err)
 				return

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
 )
@@ -52,7 +51,7 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("bulk migration: %d %s", r.status, r.body)
 	}
-	var o store.Order
+	var o client.Order
 	if err := json.Unmarshal(r.body, &o); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 	}
 	for i := range n {
 		name := letters(i)
-		var inst store.ServiceInstance
+		var inst client.ServiceInstance
 		if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+name, &inst); err != nil {
 			t.Fatal(err)
 		}
@@ -114,11 +113,11 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 // waitOrderOrDump is waitOrder that, when the order is not done in time,
 // logs each unfinished item: its instance, the instance's log and its
 // workflow's history (from the Temporal CLI), then fails.
-func waitOrderOrDump(t *testing.T, c *apiclient.Client, env, id string, wait time.Duration, hostPort, namespace string) store.Order {
+func waitOrderOrDump(t *testing.T, c *client.Client, env, id string, wait time.Duration, hostPort, namespace string) client.Order {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
-		var o store.Order
+		var o client.Order
 		err := lsmGet(t, c, env, ordersPath+"/"+id, &o)
 		if err == nil && lsm.OrderFinal(o.Status) {
 			return o
@@ -137,7 +136,7 @@ func waitOrderOrDump(t *testing.T, c *apiclient.Client, env, id string, wait tim
 			t.Logf("instance: %d %s", r.status, r.body)
 			r = lsmDo(t, c, env, http.MethodGet, "/lsm/v1/service_inventory/"+it.Entity+"/"+it.InstanceID+"/log", "", nil)
 			t.Logf("log: %d %s", r.status, r.body)
-			var e store.Environment
+			var e client.Environment
 			if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env, nil, &e); err != nil {
 				t.Logf("environment: %v", err)
 			}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // lsmVersionsModel is a model of the entity vm at version 2 (its memory
@@ -228,7 +228,7 @@ func TestEntityVersions(t *testing.T) {
 		t.Fatalf("migrate big: %d %s", r.status, r.body)
 	}
 	var log struct {
-		Items []store.InstanceLogEntry `json:"items"`
+		Items []client.InstanceLogEntry `json:"items"`
 	}
 	// big's versions: create (4), then update_start, update_rejected
 	// and up again.
@@ -322,7 +322,7 @@ func TestEntityVersionsBulkMigrate(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("bulk migration: %d %s", r.status, r.body)
 	}
-	var order store.Order
+	var order client.Order
 	if err := json.Unmarshal(r.body, &order); err != nil || order.ItemCount != 4 || order.Policy != "best_effort" {
 		t.Fatalf("bulk migration: %s, %v", r.body, err)
 	}
@@ -348,7 +348,7 @@ func TestEntityVersionsBulkMigrate(t *testing.T) {
 		t.Errorf("migration order: %+v", order)
 	}
 	for _, it := range order.Items {
-		var inst store.ServiceInstance
+		var inst client.ServiceInstance
 		if err := lsmGet(t, c, env, inventory+"/"+it.InstanceID, &inst); err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +376,7 @@ func TestEntityVersionsBulkMigrate(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("order of an update of dan: %d %s", r.status, r.body)
 	}
-	var upd store.Order
+	var upd client.Order
 	if err := json.Unmarshal(r.body, &upd); err != nil {
 		t.Fatal(err)
 	}

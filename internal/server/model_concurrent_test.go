@@ -8,8 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // TestConcurrentModelUploads: models uploaded at once, each with a service
@@ -34,8 +33,8 @@ func TestConcurrentModelUploads(t *testing.T) {
 	for i := range uploads {
 		wg.Go(func() {
 			<-start
-			errs[i] = c.Do(ctx, http.MethodPut, apiclient.EnvPath(env, "model"),
-				apiclient.Raw{ContentType: "application/gzip", Body: models[i]}, nil)
+			errs[i] = c.Do(ctx, http.MethodPut, client.EnvPath(env, "model"),
+				client.Raw{ContentType: "application/gzip", Body: models[i]}, nil)
 		})
 	}
 	close(start)
@@ -45,12 +44,12 @@ func TestConcurrentModelUploads(t *testing.T) {
 			t.Errorf("upload %d: %v", i, err)
 		}
 	}
-	var newest store.ModelSource
-	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &newest); err != nil {
+	var newest client.ModelSource
+	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "model"), nil, &newest); err != nil {
 		t.Fatal(err)
 	}
 	var cat struct {
-		Items []store.ServiceEntity `json:"items"`
+		Items []client.ServiceEntity `json:"items"`
 	}
 	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog", &cat); err != nil {
 		t.Fatal(err)

@@ -10,10 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/project"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // TestModelSource: PUT .../model stores a project archive as the
@@ -24,8 +22,8 @@ func TestModelSource(t *testing.T) {
 	env := newEnv(t, c, "model", nil)
 	ctx := context.Background()
 
-	var none *api.Problem
-	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, nil); !errors.As(err, &none) || none.Status != 404 {
+	var none *client.Problem
+	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "model"), nil, nil); !errors.As(err, &none) || none.Status != 404 {
 		t.Errorf("GET model before any upload: %v", err)
 	}
 
@@ -39,9 +37,9 @@ func TestModelSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put := func(body []byte, contentType string) (store.ModelSource, error) {
-		var m store.ModelSource
-		err := c.Do(ctx, http.MethodPut, apiclient.EnvPath(env, "model"), apiclient.Raw{ContentType: contentType, Body: body}, &m)
+	put := func(body []byte, contentType string) (client.ModelSource, error) {
+		var m client.ModelSource
+		err := c.Do(ctx, http.MethodPut, client.EnvPath(env, "model"), client.Raw{ContentType: contentType, Body: body}, &m)
 		return m, err
 	}
 	m, err := put(packed.Archive, "application/gzip")
@@ -51,11 +49,11 @@ func TestModelSource(t *testing.T) {
 	if m.Hash != packed.Hash || m.Files != 2 || m.Origin != "cli" || m.Size != len(packed.Archive) {
 		t.Errorf("stored %+v, want hash %s, 2 files (not .intend), origin cli", m, packed.Hash)
 	}
-	var got store.ModelSource
-	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &got); err != nil || got.Hash != packed.Hash {
+	var got client.ModelSource
+	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "model"), nil, &got); err != nil || got.Hash != packed.Hash {
 		t.Errorf("GET model = %+v, %v", got, err)
 	}
-	resp, err := authGet(c, c.Base+apiclient.EnvPath(env, "model", "archive"))
+	resp, err := authGet(c, c.Base+client.EnvPath(env, "model", "archive"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +79,13 @@ func TestModelSource(t *testing.T) {
 		}(), "application/gzip", 422},
 	} {
 		_, err := put(tc.body, tc.contentType)
-		var p *api.Problem
+		var p *client.Problem
 		if !errors.As(err, &p) || p.Status != tc.status {
 			t.Errorf("%s: %v, want status %d", tc.why, err, tc.status)
 		}
 	}
 	// The refused uploads left the stored one alone.
-	if err := c.Do(ctx, http.MethodGet, apiclient.EnvPath(env, "model"), nil, &got); err != nil || got.Hash != packed.Hash {
+	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "model"), nil, &got); err != nil || got.Hash != packed.Hash {
 		t.Errorf("after refused uploads: %+v, %v", got, err)
 	}
 }

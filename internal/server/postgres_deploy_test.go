@@ -21,10 +21,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/workflows"
 )
@@ -163,7 +162,7 @@ func TestPostgresDeploy(t *testing.T) {
 		}
 		t.Fatalf("run = %+v, want 3 of 3 deployed", run)
 	}
-	runs := []store.DeployRun{run}
+	runs := []client.DeployRun{run}
 
 	// The role logs in to its database with the secret, and only with it,
 	// and holds the granted privilege.
@@ -199,14 +198,14 @@ func TestPostgresDeploy(t *testing.T) {
 	if _, err := admin.Exec(ctx, "ALTER ROLE app PASSWORD 'drifted-password'"); err != nil {
 		t.Fatal(err)
 	}
-	var dry store.DeployRun
+	var dry client.DeployRun
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/dryrun", map[string]any{}, &dry); err != nil {
 		t.Fatal(err)
 	}
 	dryPath := fmt.Sprintf("/api/v1/environments/%s/dryrun/%d", env, dry.Run)
 	var dryOut struct {
-		store.DeployRun
-		Results []store.DryrunResult
+		client.DeployRun
+		Results []client.DryrunResult
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for dryOut.Status != "done" {
@@ -299,7 +298,7 @@ func apiPaths(env string, ids []string, dryrun int64) []string {
 }
 
 // getRaw returns the body of a successful GET.
-func getRaw(t *testing.T, c *apiclient.Client, path string) []byte {
+func getRaw(t *testing.T, c *client.Client, path string) []byte {
 	t.Helper()
 	resp, err := authGet(c, c.Base+path)
 	if err != nil {
@@ -340,7 +339,7 @@ func dumpDatabase(t *testing.T, dbURL string) []byte {
 // scheduler and its runs, each run of a workflow that continued as new
 // included), serialized: payloads are in there as the bytes that were
 // sent. It waits until the runs given are visible.
-func histories(t *testing.T, env string, runs []store.DeployRun) []byte {
+func histories(t *testing.T, env string, runs []client.DeployRun) []byte {
 	t.Helper()
 	tc, _, _ := testenv.Temporal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

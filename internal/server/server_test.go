@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/apitest"
 	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/server"
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -25,14 +24,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // startServer runs a whole `intend server` against a fresh database and
 // the shared Temporal dev server.
-func startServer(t *testing.T) (*apiclient.Client, *server.Server) {
+func startServer(t *testing.T) (*client.Client, *server.Server) {
 	t.Helper()
 	c, s, _ := startServerDB(t)
 	return c, s
 }
 
 // startServerDB is startServer that also returns the database URL.
-func startServerDB(t *testing.T) (*apiclient.Client, *server.Server, string) {
+func startServerDB(t *testing.T) (*client.Client, *server.Server, string) {
 	t.Helper()
 	return startValidated(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
@@ -42,7 +41,7 @@ func startServerDB(t *testing.T) (*apiclient.Client, *server.Server, string) {
 // startValidated is exectest.StartServer with every request the test
 // sends to the API, and every answer, checked against the OpenAPI
 // document (apitest.Validating).
-func startValidated(t testing.TB, cfg server.Config) (*apiclient.Client, *server.Server, string) {
+func startValidated(t testing.TB, cfg server.Config) (*client.Client, *server.Server, string) {
 	t.Helper()
 	cfg.WrapHandler = func(h http.Handler) http.Handler { return apitest.Validating(t, h) }
 	return exectest.StartServer(t, cfg)
@@ -77,7 +76,7 @@ func body(t *testing.T, rs ...res) []byte {
 }
 
 // deploy exports and releases a version and waits for its run to finish.
-func deploy(t *testing.T, c *apiclient.Client, env string, b []byte) store.DeployRun {
+func deploy(t *testing.T, c *client.Client, env string, b []byte) client.DeployRun {
 	t.Helper()
 	reqID := exectest.Release(t, c, env, b)
 	run, err := c.WaitRequest(context.Background(), env, reqID, 60*time.Second, nil)
@@ -100,11 +99,11 @@ func readFile(t *testing.T, path string) (string, os.FileMode) {
 	return string(b), st.Mode().Perm()
 }
 
-func getResource(t *testing.T, c *apiclient.Client, env, rid string) (store.ResourceState, []store.Action) {
+func getResource(t *testing.T, c *client.Client, env, rid string) (client.ResourceState, []client.Action) {
 	t.Helper()
 	var out struct {
-		store.ResourceState
-		Actions []store.Action `json:"actions"`
+		client.ResourceState
+		Actions []client.Action `json:"actions"`
 	}
 	if err := c.Do(context.Background(), http.MethodGet,
 		"/api/v1/environments/"+env+"/resources/"+url.PathEscape(rid), nil, &out); err != nil {
@@ -114,7 +113,7 @@ func getResource(t *testing.T, c *apiclient.Client, env, rid string) (store.Reso
 }
 
 // hasFact reports whether facts hold name=value (value as JSON) for rid.
-func hasFact(facts []store.Fact, rid, name, value string) bool {
+func hasFact(facts []client.Fact, rid, name, value string) bool {
 	for _, f := range facts {
 		if f.ResourceID == rid && f.Name == name && string(f.Value) == value {
 			return true
@@ -161,7 +160,7 @@ func TestDeployThroughTemporal(t *testing.T) {
 	if got, mode := readFile(t, b); got != "beta\n" || mode != 0o600 {
 		t.Errorf("b.txt = %q %v", got, mode)
 	}
-	var facts struct{ Items []store.Fact }
+	var facts struct{ Items []client.Fact }
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/resources/"+url.PathEscape(aID)+"/facts",
 		nil, &facts); err != nil {
 		t.Fatalf("get facts of a: %v", err)
@@ -233,7 +232,7 @@ func TestDeployThroughTemporal(t *testing.T) {
 
 	// The action log filters by resource, action, result and time.
 	var page struct {
-		Items []store.Action
+		Items []client.Action
 	}
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/resources/"+url.PathEscape(aID)+"/actions", nil, &page); err != nil {
 		t.Fatal(err)
@@ -321,7 +320,7 @@ func TestSchedulerFindsUnannouncedRequests(t *testing.T) {
 	}
 }
 
-func newEnv(t *testing.T, c *apiclient.Client, prefix string, settings map[string]any) string {
+func newEnv(t *testing.T, c *client.Client, prefix string, settings map[string]any) string {
 	t.Helper()
 	return exectest.NewEnvironment(t, c, prefix, settings)
 }
@@ -462,7 +461,7 @@ func TestDependencyRecoveryAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Deploy only dep; user follows because its dependency recovered.
-	var req store.Request
+	var req client.Request
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/deploy",
 		map[string]any{"mode": "incremental", "resource_ids": []string{dep.ID}}, &req); err != nil {
 		t.Fatal(err)
@@ -487,7 +486,7 @@ func TestDependencyRecoveryAndEvents(t *testing.T) {
 
 // waitAction waits for a resource's newest action, newer than action id
 // after, to give reason (merged runs join the reasons of their requests).
-func waitAction(t *testing.T, c *apiclient.Client, env, rid, reason string, after int64) store.Action {
+func waitAction(t *testing.T, c *client.Client, env, rid, reason string, after int64) client.Action {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -541,7 +540,7 @@ func TestDryrun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var run store.DeployRun
+	var run client.DeployRun
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/dryrun", map[string]any{}, &run); err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +548,7 @@ func TestDryrun(t *testing.T) {
 		t.Fatalf("dry-run = %+v", run)
 	}
 	out := waitDryrun(t, c, env, run.Run)
-	got := map[string]store.DryrunResult{}
+	got := map[string]client.DryrunResult{}
 	for _, r := range out.Results {
 		got[r.ResourceID] = r
 	}
@@ -632,12 +631,12 @@ func TestRepairInterval(t *testing.T) {
 
 // dryrunReport is GET .../dryrun/{id}.
 type dryrunReport struct {
-	store.DeployRun
-	Results []store.DryrunResult
+	client.DeployRun
+	Results []client.DryrunResult
 }
 
 // waitDryrun polls a dry-run until it is done and returns its report.
-func waitDryrun(t *testing.T, c *apiclient.Client, env string, run int64) dryrunReport {
+func waitDryrun(t *testing.T, c *client.Client, env string, run int64) dryrunReport {
 	t.Helper()
 	var out dryrunReport
 	deadline := time.Now().Add(30 * time.Second)

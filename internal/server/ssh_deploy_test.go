@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/sshtest"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // TestSSHDeploy deploys an ssh::Directory and an ssh::File that requires
@@ -83,7 +83,7 @@ func TestSSHDeploy(t *testing.T) {
 	if _, acts := getResource(t, c, env, fileID); !strings.Contains(string(acts[0].Logs), "wrote file") {
 		t.Errorf("the file's action lacks its write: logs=%s", acts[0].Logs)
 	}
-	var facts struct{ Items []store.Fact }
+	var facts struct{ Items []client.Fact }
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/resources/"+url.PathEscape(fileID)+"/facts",
 		nil, &facts); err != nil {
 		t.Fatal(err)

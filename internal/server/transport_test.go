@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/apiclient"
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/tlsfiles"
 	"github.com/intendhq/intend/internal/tlsfiles/certtest"
@@ -36,7 +36,7 @@ func TestServerTLS(t *testing.T) {
 		t.Helper()
 		tr := &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}
 		defer tr.CloseIdleConnections()
-		cl := apiclient.New(c.Base)
+		cl := client.New(c.Base)
 		cl.Token = c.Token
 		cl.HTTP = &http.Client{Transport: tr, Timeout: 10 * time.Second}
 		var name string

@@ -12,8 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intendhq/intend/internal/apiclient"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/client"
 )
 
 // maybeUndefined is a resource of an export that may be undefined.
@@ -24,7 +23,7 @@ type maybeUndefined struct {
 
 // fsAdapterCalls sums the calls the server's executor made to the fs::File
 // adapter, every operation (validate, observe, create…) counted.
-func fsAdapterCalls(t *testing.T, c *apiclient.Client) float64 {
+func fsAdapterCalls(t *testing.T, c *client.Client) float64 {
 	t.Helper()
 	resp, err := authGet(c, c.Base+"/metrics")
 	if err != nil {
@@ -133,7 +132,7 @@ func TestUndefinedThroughTemporal(t *testing.T) {
 	}
 
 	// A dry-run of version 1 reports what a deploy of it would meet.
-	var dry store.DeployRun
+	var dry client.DeployRun
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/dryrun", map[string]any{"version": 1}, &dry); err != nil {
 		t.Fatal(err)
 	}

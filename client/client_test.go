@@ -1,4 +1,4 @@
-package apiclient
+package client
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
-
-	"github.com/intendhq/intend/api"
 )
 
 func TestClientSendsToken(t *testing.T) {
@@ -67,14 +65,21 @@ func TestClientUnreachable(t *testing.T) {
 func TestClientProblem(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		api.WriteProblem(w, r, api.Validation("the settings are invalid",
-			api.FieldError{Field: "/settings/nope", Detail: "unknown setting"}))
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		w.Write([]byte(`{"type":"urn:intend:problem:validation","title":"Validation failed","status":422,` +
+			`"detail":"the settings are invalid","errors":[{"field":"/settings/nope","detail":"unknown setting"}],` +
+			`"trace_id":"0af7651916cd43dd8448eb211c80319c"}`))
 	}))
 	defer srv.Close()
 	err := New(srv.URL).Do(context.Background(), http.MethodPatch, "/api/v1/environments/x", map[string]any{}, nil)
-	var p *api.Problem
-	if !errors.As(err, &p) || p.Status != 422 || len(p.Errors) != 1 || p.Errors[0].Field != "/settings/nope" {
-		t.Fatalf("got %v, want the 422 problem with its field error", err)
+	var p *Problem
+	if !errors.As(err, &p) || p.Status != 422 || p.Type != TypeValidation || len(p.Errors) != 1 ||
+		p.Errors[0].Field != "/settings/nope" || p.TraceID != "0af7651916cd43dd8448eb211c80319c" {
+		t.Fatalf("got %v, want the 422 problem with its field error and trace id", err)
+	}
+	if !IsValidation(err) || IsNotFound(err) {
+		t.Errorf("IsValidation %v, IsNotFound %v; want true, false", IsValidation(err), IsNotFound(err))
 	}
 }
 

@@ -1,4 +1,4 @@
-package apiclient
+package client
 
 import (
 	"bufio"
@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/intendhq/intend/api"
 )
 
 // SSEEvent is one server-sent event.
@@ -50,7 +48,7 @@ func (c *Client) Events(ctx context.Context, path, lastID string, fn func(SSEEve
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var p api.Problem
+		var p Problem
 		if json.Unmarshal(data, &p) == nil && p.Type != "" {
 			return &p
 		}

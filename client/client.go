@@ -1,8 +1,4 @@
-// Package apiclient is a small client of intend's REST API, used by the CLI
-// and the embedded deploy. Error responses come back as *api.Problem; a
-// request that got no response because the server could not be reached
-// comes back as *UnreachableError.
-package apiclient
+package client
 
 import (
 	"bytes"
@@ -14,14 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/store"
 )
 
-// Client talks to one server.
+// Client talks to one server. Its fields may be set before first use; a
+// Client is then safe for concurrent use.
 type Client struct {
 	Base string // e.g. http://127.0.0.1:8888
 	HTTP *http.Client
@@ -44,10 +39,12 @@ type UnreachableError struct {
 	Err  error  // what the network said
 }
 
+// Error says which server could not be reached, and why.
 func (e *UnreachableError) Error() string {
 	return "cannot reach the intend server at " + e.Base + ": " + e.Err.Error()
 }
 
+// Unwrap returns the network's error.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // unreachable wraps a transport error as *UnreachableError when it is a
@@ -130,7 +127,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 		return err
 	}
 	if resp.StatusCode >= 400 {
-		var p api.Problem
+		var p Problem
 		if json.Unmarshal(data, &p) == nil && p.Type != "" {
 			return &p
 		}
@@ -145,11 +142,11 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 }
 
 // EnsureProject returns the named project, creating it when missing.
-func (c *Client) EnsureProject(ctx context.Context, name string) (store.Project, error) {
-	var p store.Project
+func (c *Client) EnsureProject(ctx context.Context, name string) (Project, error) {
+	var p Project
 	err := c.Do(ctx, http.MethodPost, "/api/v1/projects", map[string]string{"name": name}, &p)
-	if prob, ok := err.(*api.Problem); ok && prob.Status == http.StatusConflict {
-		var l struct{ Items []store.Project }
+	if IsConflict(err) {
+		var l struct{ Items []Project }
 		if err := c.Do(ctx, http.MethodGet, "/api/v1/projects", nil, &l); err != nil {
 			return p, err
 		}
@@ -164,10 +161,10 @@ func (c *Client) EnsureProject(ctx context.Context, name string) (store.Project,
 
 // EnsureEnvironment returns the named environment, creating it in project
 // when missing.
-func (c *Client) EnsureEnvironment(ctx context.Context, project, name string) (store.Environment, error) {
-	var e store.Environment
+func (c *Client) EnsureEnvironment(ctx context.Context, project, name string) (Environment, error) {
+	var e Environment
 	err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+url.PathEscape(name), nil, &e)
-	if prob, ok := err.(*api.Problem); ok && prob.Status == http.StatusNotFound {
+	if IsNotFound(err) {
 		err = c.Do(ctx, http.MethodPost, "/api/v1/environments",
 			map[string]string{"project": project, "name": name}, &e)
 	}
@@ -175,31 +172,52 @@ func (c *Client) EnsureEnvironment(ctx context.Context, project, name string) (s
 }
 
 // ExportVersion uploads a version body (JSON {"resources": [...]}).
-func (c *Client) ExportVersion(ctx context.Context, env string, body []byte) (store.VersionInfo, error) {
-	var v store.VersionInfo
+func (c *Client) ExportVersion(ctx context.Context, env string, body []byte) (VersionInfo, error) {
+	var v VersionInfo
 	err := c.Do(ctx, http.MethodPut, "/api/v1/environments/"+url.PathEscape(env)+"/versions", body, &v)
 	return v, err
 }
 
 // Release releases a version.
-func (c *Client) Release(ctx context.Context, env string, version int64) (store.Release, error) {
-	var r store.Release
+func (c *Client) Release(ctx context.Context, env string, version int64) (Release, error) {
+	var r Release
 	err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/api/v1/environments/%s/versions/%d/release",
 		url.PathEscape(env), version), nil, &r)
 	return r, err
 }
 
+// Environment returns an environment by name or id.
+func (c *Client) Environment(ctx context.Context, env string) (Environment, error) {
+	var e Environment
+	err := c.Do(ctx, http.MethodGet, EnvPath(env), nil, &e)
+	return e, err
+}
+
+// Rollback releases a new version that copies version (docs/api.md).
+func (c *Client) Rollback(ctx context.Context, env string, version int64) (Rollback, error) {
+	var r Rollback
+	err := c.Do(ctx, http.MethodPost, EnvPath(env, "versions", strconv.FormatInt(version, 10), "rollback"), nil, &r)
+	return r, err
+}
+
+// Whoami tells who the client's token is.
+func (c *Client) Whoami(ctx context.Context) (Whoami, error) {
+	var w Whoami
+	err := c.Do(ctx, http.MethodGet, "/api/v1/whoami", nil, &w)
+	return w, err
+}
+
 // Run returns a deploy run.
-func (c *Client) Run(ctx context.Context, env string, run int64) (store.DeployRun, error) {
-	var r store.DeployRun
+func (c *Client) Run(ctx context.Context, env string, run int64) (DeployRun, error) {
+	var r DeployRun
 	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/runs/%d", url.PathEscape(env), run), nil, &r)
 	return r, err
 }
 
 // Resources returns one page of resources.
-func (c *Client) Resources(ctx context.Context, env string, query url.Values) ([]store.ResourceState, string, error) {
+func (c *Client) Resources(ctx context.Context, env string, query url.Values) ([]ResourceState, string, error) {
 	var l struct {
-		Items []store.ResourceState
+		Items []ResourceState
 		Next  string
 	}
 	err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+url.PathEscape(env)+"/resources?"+query.Encode(), nil, &l)
@@ -207,14 +225,14 @@ func (c *Client) Resources(ctx context.Context, env string, query url.Values) ([
 }
 
 // Request returns a deploy request.
-func (c *Client) Request(ctx context.Context, env string, id int64) (store.Request, error) {
-	var r store.Request
+func (c *Client) Request(ctx context.Context, env string, id int64) (Request, error) {
+	var r Request
 	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/requests/%d", url.PathEscape(env), id), nil, &r)
 	return r, err
 }
 
 // Deploy queues a deploy ("incremental") or repair ("full").
-func (c *Client) Deploy(ctx context.Context, env, mode string) (store.Request, error) {
+func (c *Client) Deploy(ctx context.Context, env, mode string) (Request, error) {
 	return c.RequestDeploy(ctx, env, DeployRequest{Mode: mode})
 }
 
@@ -222,10 +240,10 @@ func (c *Client) Deploy(ctx context.Context, env, mode string) (store.Request, e
 // run ended, calling progress (when not nil) with every new state of the
 // run. It returns the run.
 func (c *Client) WaitRequest(ctx context.Context, env string, id int64, timeout time.Duration,
-	progress func(store.DeployRun)) (store.DeployRun, error) {
+	progress func(DeployRun)) (DeployRun, error) {
 	deadline := time.Now().Add(timeout)
 	poll := 20 * time.Millisecond
-	var last store.DeployRun
+	var last DeployRun
 	for {
 		req, err := c.Request(ctx, env, id)
 		if err != nil {
@@ -357,19 +375,9 @@ type Raw struct {
 	Body        []byte
 }
 
-// DeployRequest is the body of POST .../deploy.
-type DeployRequest struct {
-	// Mode is "incremental" (deploy what is not compliant) or "full"
-	// (repair: re-verify everything in scope).
-	Mode string `json:"mode"`
-	// Agents and ResourceIDs narrow the scope; empty is everything.
-	Agents      []string `json:"agents,omitempty"`
-	ResourceIDs []string `json:"resource_ids,omitempty"`
-}
-
 // RequestDeploy queues a user deploy or repair of a scope.
-func (c *Client) RequestDeploy(ctx context.Context, env string, body DeployRequest) (store.Request, error) {
-	var r store.Request
+func (c *Client) RequestDeploy(ctx context.Context, env string, body DeployRequest) (Request, error) {
+	var r Request
 	err := c.Do(ctx, http.MethodPost, EnvPath(env, "deploy"), body, &r)
 	return r, err
 }

@@ -1,0 +1,87 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// The bodies of the requests the typed helpers send. Do takes any other
+// body of docs/api.md as a value that encodes to it (a map will do).
+
+// DeployRequest is the body of POST .../deploy.
+type DeployRequest struct {
+	// Mode is "incremental" (deploy what is not compliant) or "full"
+	// (repair: re-verify everything in scope).
+	Mode string `json:"mode"`
+	// Agents and ResourceIDs narrow the scope; empty is everything.
+	Agents      []string `json:"agents,omitempty"`
+	ResourceIDs []string `json:"resource_ids,omitempty"`
+}
+
+// NewEnvironment is the body of POST /api/v1/environments.
+type NewEnvironment struct {
+	// Project is the project's name or id; it must exist (EnsureProject).
+	Project     string `json:"project"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Settings holds the settings that differ from the defaults, by
+	// their JSON names (Settings' tags), such as "auto_deploy": false.
+	Settings map[string]any `json:"settings,omitempty"`
+}
+
+// DryrunRequest is the body of POST .../dryrun.
+type DryrunRequest struct {
+	// Version to dry-run; 0: the released one.
+	Version int64 `json:"version,omitempty"`
+	// Agents and ResourceIDs narrow the scope; empty is everything.
+	Agents      []string `json:"agents,omitempty"`
+	ResourceIDs []string `json:"resource_ids,omitempty"`
+}
+
+// NewToken is the body of POST /api/v1/tokens.
+type NewToken struct {
+	Name string `json:"name"`
+	// Role is "read", "author", "operator", "admin" or "executor"
+	// (docs/security.md).
+	Role string `json:"role"`
+	// Environments limits the token to these environments (ids or
+	// names); empty: every environment.
+	Environments []string `json:"environments,omitempty"`
+	// Agents limits an executor token to these agents.
+	Agents []string `json:"agents,omitempty"`
+	// ExpiresIn is a Go duration ("720h") or a number of seconds; empty:
+	// the token does not expire.
+	ExpiresIn json.RawMessage `json:"expires_in,omitempty"`
+}
+
+// CreateEnvironment creates an environment.
+func (c *Client) CreateEnvironment(ctx context.Context, body NewEnvironment) (Environment, error) {
+	var e Environment
+	err := c.Do(ctx, http.MethodPost, "/api/v1/environments", body, &e)
+	return e, err
+}
+
+// RequestDryrun starts a dry-run; read its results with Dryrun.
+func (c *Client) RequestDryrun(ctx context.Context, env string, body DryrunRequest) (DeployRun, error) {
+	var r DeployRun
+	err := c.Do(ctx, http.MethodPost, EnvPath(env, "dryrun"), body, &r)
+	return r, err
+}
+
+// Dryrun returns a dry-run's progress and its first page of results (up
+// to 1000; follow Next with ?after= through Do for more).
+func (c *Client) Dryrun(ctx context.Context, env string, run int64) (Dryrun, error) {
+	var d Dryrun
+	err := c.Do(ctx, http.MethodGet, EnvPath(env, "dryrun", strconv.FormatInt(run, 10)), nil, &d)
+	return d, err
+}
+
+// CreateToken creates an API token; the answer holds its secret, shown
+// this once.
+func (c *Client) CreateToken(ctx context.Context, body NewToken) (CreatedToken, error) {
+	var t CreatedToken
+	err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", body, &t)
+	return t, err
+}
