@@ -157,20 +157,23 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: opts.Dir, opts: opts}
-	if err := c.loadState(); err != nil {
+	cl := &Cluster{Dir: opts.Dir, opts: opts}
+	if err := cl.loadState(); err != nil {
 		return nil, err
 	}
+	// cl, not c: a return of (nil, err) sets c before this runs.
 	defer func() {
 		if err != nil {
-			c.Stop()
-			c = nil
+			cl.Stop()
 		}
 	}()
-	if err := c.start(ctx); err != nil {
+	if err := cl.start(ctx); err != nil {
 		return nil, err
 	}
-	return c, c.saveState()
+	if err := cl.saveState(); err != nil {
+		return nil, err
+	}
+	return cl, nil
 }
 
 func (c *Cluster) start(ctx context.Context) error {

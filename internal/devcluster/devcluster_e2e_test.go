@@ -69,6 +69,7 @@ func startCluster(t *testing.T, opts devcluster.Options) *devcluster.Cluster {
 	t.Helper()
 	c, err := devcluster.Start(context.Background(), opts)
 	if err != nil {
+		dumpLogs(t, opts.Dir)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -76,7 +77,7 @@ func startCluster(t *testing.T, opts devcluster.Options) *devcluster.Cluster {
 			t.Errorf("stop: %v", err)
 		}
 		if t.Failed() {
-			dumpLogs(t, c)
+			dumpLogs(t, c.Dir)
 		}
 	})
 	return c
@@ -461,9 +462,9 @@ func getJSON(t *testing.T, u string, out any) {
 }
 
 // dumpLogs prints the tail of every part's log.
-func dumpLogs(t *testing.T, c *devcluster.Cluster) {
-	matches, _ := filepath.Glob(filepath.Join(c.Dir, "logs", "*.log"))
-	matches = append(matches, filepath.Join(c.Dir, "temporal", "temporal.log"))
+func dumpLogs(t *testing.T, dir string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	matches = append(matches, filepath.Join(dir, "temporal", "temporal.log"))
 	for _, m := range matches {
 		b, err := os.ReadFile(m)
 		if err != nil {
