@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/apitest"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -90,6 +91,12 @@ func StartServer(t testing.TB, cfg server.Config) (*client.Client, *server.Serve
 	}
 	if cfg.BootstrapToken == "" {
 		cfg.BootstrapToken = AdminToken
+	}
+	if cfg.WrapHandler == nil {
+		// Every request and answer is checked against the OpenAPI
+		// document: the suites that drive a server hold it to its
+		// contract.
+		cfg.WrapHandler = func(h http.Handler) http.Handler { return apitest.Validating(t, h) }
 	}
 	s, err := server.Start(context.Background(), cfg)
 	if err != nil {
