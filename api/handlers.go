@@ -293,12 +293,18 @@ func versionParam(r *http.Request) (int64, error) {
 	return v, nil
 }
 
-func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
+// envVersion is the request's environment and its {version}.
+func (s *Server) envVersion(r *http.Request) (store.Environment, int64, error) {
 	e, err := s.env(r)
 	if err != nil {
-		return err
+		return store.Environment{}, 0, err
 	}
 	v, err := versionParam(r)
+	return e, v, err
+}
+
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
+	e, v, err := s.envVersion(r)
 	if err != nil {
 		return err
 	}
@@ -323,11 +329,7 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) releaseVersion(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.env(r)
-	if err != nil {
-		return err
-	}
-	v, err := versionParam(r)
+	e, v, err := s.envVersion(r)
 	if err != nil {
 		return err
 	}
@@ -347,11 +349,7 @@ func (s *Server) releaseVersion(w http.ResponseWriter, r *http.Request) error {
 // instances' sets as they are now) and releases it: 201 with the release
 // and the version it rolled back to.
 func (s *Server) rollbackVersion(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.env(r)
-	if err != nil {
-		return err
-	}
-	v, err := versionParam(r)
+	e, v, err := s.envVersion(r)
 	if err != nil {
 		return err
 	}

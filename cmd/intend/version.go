@@ -244,22 +244,9 @@ Examples:
   intend versions release latest`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, env, vs, err := versionClient(ctx, s, args)
-			if err != nil {
-				return err
-			}
-			v := vs[0]
-			var raw json.RawMessage
-			if err := c.Do(ctx, http.MethodPost, client.EnvPath(env, "versions", strconv.FormatInt(v, 10), "release"),
-				nil, &raw); err != nil {
-				return err
-			}
-			if s.structured() {
-				return s.write(raw)
-			}
 			var rel client.Release
-			if err := decode(raw, &rel); err != nil {
+			env, v, done, err := postVersion(cmd, s, args[0], "release", &rel)
+			if done || err != nil {
 				return err
 			}
 			changed := plural(rel.Changed, "resource") + " changed"
@@ -276,6 +263,26 @@ Examples:
 			return nil
 		},
 	}
+}
+
+// postVersion posts to version arg's route action (release, rollback)
+// and decodes the answer into out, unless the output is structured: then
+// it prints the server's answer as it is, and done is true.
+func postVersion(cmd *cobra.Command, s *clientSettings, arg, action string, out any) (env string, v int64, done bool, err error) {
+	ctx := cmd.Context()
+	c, env, vs, err := versionClient(ctx, s, []string{arg})
+	if err != nil {
+		return "", 0, false, err
+	}
+	v = vs[0]
+	var raw json.RawMessage
+	if err := c.Do(ctx, http.MethodPost, client.EnvPath(env, "versions", strconv.FormatInt(v, 10), action), nil, &raw); err != nil {
+		return "", 0, false, err
+	}
+	if s.structured() {
+		return env, v, true, s.write(raw)
+	}
+	return env, v, false, decode(raw, out)
 }
 
 // rollbackCommand is `intend rollback V`, the short form of `intend
@@ -310,22 +317,9 @@ Examples:
   intend versions rollback 7 --json | jq .version.version`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, env, vs, err := versionClient(ctx, s, args)
-			if err != nil {
-				return err
-			}
-			v := vs[0]
-			var raw json.RawMessage
-			if err := c.Do(ctx, http.MethodPost, client.EnvPath(env, "versions", strconv.FormatInt(v, 10), "rollback"),
-				nil, &raw); err != nil {
-				return err
-			}
-			if s.structured() {
-				return s.write(raw)
-			}
 			var rb client.Rollback
-			if err := decode(raw, &rb); err != nil {
+			env, v, done, err := postVersion(cmd, s, args[0], "rollback", &rb)
+			if done || err != nil {
 				return err
 			}
 			fmt.Fprintf(s.stdout, "rolled %s back to version %d: version %d released (%s changed", env, v,
