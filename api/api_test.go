@@ -329,6 +329,12 @@ func TestExportReleaseAndResources(t *testing.T) {
 	if d := f.mustCall("GET", "/api/v1/environments/flow/versions/1/diff/4", "", 200); len(d["added"].([]any))+len(d["removed"].([]any))+len(d["modified"].([]any)) != 0 {
 		t.Errorf("diff 1 → 4 = %v, want none", d)
 	}
+	// A rollback refused (no such version, a bad number) stores nothing.
+	f.mustCall("POST", "/api/v1/environments/flow/versions/99/rollback", "", 404)
+	f.mustCall("POST", "/api/v1/environments/flow/versions/0/rollback", "", 400)
+	if env := f.mustCall("GET", "/api/v1/environments/flow", "", 200); env["last_version"] != float64(4) || env["released_version"] != float64(4) {
+		t.Errorf("after refused rollbacks: last %v, released %v; want 4 and 4", env["last_version"], env["released_version"])
+	}
 
 	l := f.mustCall("GET", "/api/v1/environments/flow/resources?limit=1", "", 200)
 	items := l["items"].([]any)
