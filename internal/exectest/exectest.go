@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/apitest"
+	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -81,11 +81,11 @@ func StartServer(t testing.TB, cfg server.Config) (*client.Client, *server.Serve
 	if cfg.Log == nil {
 		// Warnings and errors are kept, and shown if the test fails: a
 		// 500 says no more than "see its log".
-		logs := &Output{}
+		logs := &childproc.Tail{Max: 64 << 10}
 		cfg.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("the server's warnings and errors:\n%s", tail(logs.String(), 64<<10))
+				t.Logf("the server's warnings and errors (the last 64 KiB):\n%s", logs.String())
 			}
 		})
 	}
@@ -117,18 +117,6 @@ func StartServer(t testing.TB, cfg server.Config) (*client.Client, *server.Serve
 	c := client.New(s.URL())
 	c.Token = cfg.BootstrapToken
 	return c, s, cfg.DatabaseURL
-}
-
-// tail is the end of s, at most n bytes, from a line start.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return "…\n" + s
 }
 
 // AdminToken is the global admin token StartServer seeds (as the
