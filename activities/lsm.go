@@ -92,7 +92,9 @@ func instanceSet(entity, id string) string { return entity + "/" + id }
 // (store.ApplyInstanceChange). A retry finds the version written and
 // returns the instance as it is. A write the store refuses (another live
 // instance has the identity; the instance moved under another writer) is
-// a non-retryable ErrTypeConflict.
+// a non-retryable lsm.RejectConflict; a version another transfer wrote
+// (the workflow is behind PostgreSQL) a non-retryable lsm.RejectStale
+// with the instance's version as details.
 func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput) (workflows.ServiceInstanceRecord, error) {
 	event, err := json.Marshal(in.Event)
 	if err != nil {
@@ -109,6 +111,12 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 	applied, err := l.Store.ApplyInstanceChange(ctx, in.EnvironmentID, ch)
 	if rerr := referenceError(err); rerr != nil {
 		return workflows.ServiceInstanceRecord{}, rerr
+	}
+	if vt := (*store.VersionTakenError)(nil); errors.As(err, &vt) {
+		// The workflow is behind PostgreSQL: a stale rejection with the
+		// instance's version, which the workflow takes as its cue to
+		// sync (workflows.SyncSignal).
+		return workflows.ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(vt.Error(), lsm.RejectStale, err, vt.Current)
 	}
 	if ce := (*store.ConflictError)(nil); errors.As(err, &ce) {
 		// The message is the store's own: the rejection shows it as is.

@@ -33,6 +33,10 @@ type LSMOrders struct {
 	// (intend server's lifecycle engine): a *RequestRejected when the
 	// workflow refused it; any other error is retried.
 	Send func(ctx context.Context, req OrderRequest) (store.ServiceInstance, error)
+	// Sync asks an instance's workflow to compare itself with PostgreSQL
+	// (workflows.SyncSignal): a retried item whose request was applied
+	// may have lost the workflow task that applied it. nil: not asked.
+	Sync func(ctx context.Context, env store.Environment, entity, id string) error
 	// Poll is the interval between two reads of the instances a batch of
 	// items waits for (0: 250 ms; one query for the whole batch).
 	Poll time.Duration
@@ -448,6 +452,14 @@ func (o *LSMOrders) run(ctx context.Context, r itemRun) (workflows.RunOrderItemR
 			return o.finish(ctx, r, lsm.ItemFailed, nil, rejected)
 		}
 		sent = &inst
+	} else if o.Sync != nil {
+		// An earlier attempt's request was applied, but the attempt did
+		// not end: its worker may have died, and the workflow task that
+		// applied the request with it, leaving the instance where no
+		// workflow drives it.
+		if err := o.Sync(ctx, r.env, it.Entity, it.InstanceID); err != nil {
+			return workflows.RunOrderItemResult{}, classify(err)
+		}
 	}
 	inst, failure, err := o.settle(ctx, r, it.InstanceID, sent.Version)
 	if err != nil {

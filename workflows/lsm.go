@@ -58,6 +58,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 		}
 	})
 	w.listenConfig(ctx)
+	w.listenSync(ctx)
 	if w.st.Version == 0 {
 		wait := createWait
 		lostCreate := in.Generation >= 1
@@ -106,6 +107,9 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			return err
 		}
 		w.dirty, w.configChanged = false, false
+		if w.syncWanted {
+			w.catchUp(ctx)
+		}
 		if w.modelChanged {
 			// The last export was built by the old model: export again.
 			w.modelChanged = false
@@ -113,6 +117,9 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 		}
 		next, err := w.advance(ctx)
 		w.busy = false
+		if behind(err) {
+			continue // catch up with PostgreSQL (write asked for it)
+		}
 		if err != nil {
 			return err
 		}
@@ -121,15 +128,15 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 			return w.finish(ctx)
 		}
 		if next.wait {
-			if err := w.waitDeploy(ctx, next.transfer); err != nil {
+			if err := w.waitDeploy(ctx, next.transfer); err != nil && !behind(err) {
 				return err
 			}
 		} else if err := workflow.Await(ctx, func() bool {
-			return ((w.dirty || w.modelChanged || w.configChanged) && !w.busy) || w.shouldContinue(ctx)
+			return ((w.dirty || w.modelChanged || w.configChanged || w.syncWanted) && !w.busy) || w.shouldContinue(ctx)
 		}); err != nil {
 			return err
 		}
-		if !w.dirty && !w.modelChanged && !w.configChanged && w.shouldContinue(ctx) {
+		if !w.dirty && !w.modelChanged && !w.configChanged && !w.syncWanted && w.shouldContinue(ctx) {
 			return w.continueAsNew(ctx)
 		}
 	}
@@ -150,8 +157,11 @@ type instanceWorkflow struct {
 	// configChanged: ConfigChangedSignal arrived; the main loop looks at
 	// the state again (auto transfers turned back on take it on).
 	configChanged bool
-	createFailed  bool
-	transfers     int
+	// syncWanted: SyncSignal arrived; the main loop compares the instance
+	// with PostgreSQL (catchUp).
+	syncWanted   bool
+	createFailed bool
+	transfers    int
 	// lastError is what last went wrong, for the current details.
 	lastError string
 	done      bool
@@ -370,8 +380,8 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 		delay = deployPollFirstV0
 	}
 	for {
-		if w.dirty || w.modelChanged {
-			return nil // the main loop looks at the new state, or exports again
+		if w.dirty || w.modelChanged || w.syncWanted {
+			return nil // the main loop looks at the new state, exports again or syncs
 		}
 		w.signalled = false
 		if w.busy {
@@ -402,11 +412,11 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 			return nil
 		}
 		if _, err := w.awaitWithTimeout(ctx, delay, func() bool {
-			return w.signalled || ((w.dirty || w.modelChanged) && !w.busy) || w.shouldContinue(ctx)
+			return w.signalled || ((w.dirty || w.modelChanged || w.syncWanted) && !w.busy) || w.shouldContinue(ctx)
 		}); err != nil {
 			return err
 		}
-		if w.shouldContinue(ctx) && !w.dirty && !w.modelChanged {
+		if w.shouldContinue(ctx) && !w.dirty && !w.modelChanged && !w.syncWanted {
 			return nil
 		}
 		delay = min(2*delay, deployPollMax)

@@ -256,6 +256,9 @@ func (w *instanceWorkflow) write(ctx workflow.Context, in ApplyTransferInput) (S
 	in.EnvironmentID, in.Entity, in.InstanceID = w.in.EnvironmentID, w.in.Entity.Name, w.in.InstanceID
 	var rec ServiceInstanceRecord
 	if err := workflow.ExecuteLocalActivity(quickOptions(ctx), ApplyTransferActivity, in).Get(ctx, &rec); err != nil {
+		if behind(err) {
+			w.syncWanted = true
+		}
 		return rec, fmt.Errorf("apply transfer to %s (version %d): %w", in.State, in.Version, err)
 	}
 	w.st.State, w.st.Version, w.st.Identity, w.st.Sets = in.State, in.Version, in.Identity, in.Sets

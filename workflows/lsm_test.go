@@ -79,7 +79,12 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env.RegisterActivityWithOptions(func(_ context.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if want := int64(len(f.writes) + 1); in.Version != want {
+		if want := int64(len(f.writes) + 1); in.Version < want {
+			// Written before by another transfer (the store's
+			// *VersionTakenError).
+			return ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("version %d was written by another transfer", in.Version), lsm.RejectStale, nil, want-1)
+		} else if in.Version != want {
 			return ServiceInstanceRecord{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("version %d written, want %d", in.Version, want), lsm.RejectConflict, nil)
 		}
@@ -747,5 +752,82 @@ func TestServiceInstanceLeavesNoTimerBehind(t *testing.T) {
 		if len(fired) != 0 {
 			t.Errorf("generation %d: %d timers fired in an hour after the instance was up (ids %v), want none", gen, len(fired), fired)
 		}
+	}
+}
+
+// TestServiceInstanceCatchesUpWithPostgreSQL: the workflow task that took
+// an update and wrote update_start, update_acknowledged and updating was
+// lost with its worker, and the update with it: the workflow's history
+// has the instance up at version 4, PostgreSQL has it updating at 7. A
+// request with version 7 is refused as stale and names version 4 (the
+// engine then sends SyncSignal); on the signal the workflow reads the
+// instance, takes it up at updating, exports, waits for the deploy and
+// moves it up at version 8; a second signal finds nothing to take up.
+func TestServiceInstanceCatchesUpWithPostgreSQL(t *testing.T) {
+	t.Parallel()
+	f := (&lsmFake{}).seeded(4)
+	env := f.env(t)
+	updated := map[string]any{"name": "web", "memory": 4.0}
+	for i, st := range []string{"update_start", "update_acknowledged", "updating"} {
+		in := ApplyTransferInput{Version: int64(5 + i), State: st, Identity: "web",
+			Sets: lsm.Sets{Active: updated, Rollback: map[string]any{"name": "web", "memory": 2.0}}}
+		f.writes = append(f.writes, in)
+	}
+	stale := send(env, time.Minute, UpdateUpdate, "u1", UpdateRequest{CurrentVersion: 7,
+		Attributes: map[string]any{"name": "web", "memory": 8.0}})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SyncSignal, nil) }, 2*time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SyncSignal, nil) }, 3*time.Minute)
+	later := send(env, 4*time.Minute, UpdateUpdate, "u2", UpdateRequest{CurrentVersion: 8,
+		Attributes: map[string]any{"name": "web", "memory": 8.0}})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, upInput())
+	wantCanceled(t, env)
+	var ae *temporal.ApplicationError
+	var v int64
+	if !errors.As(stale.rejected, &ae) || ae.Type() != lsm.RejectStale || ae.Details(&v) != nil || v != 4 {
+		t.Fatalf("the request with version 7 before the sync: %v, want refused as stale naming version 4", stale.rejected)
+	}
+	later.mustComplete(t, "the update after the sync")
+	wantStates(t, f, "(before)", "(before)", "(before)", "(before)", "update_start", "update_acknowledged", "updating",
+		"up", "update_start", "update_acknowledged", "updating", "up")
+	if up := f.writes[7]; up.Sets.Active["memory"] != 4.0 || up.Event.Trigger != "resource" {
+		t.Errorf("the write after the sync = %+v, want the resource transfer up with memory 4", up)
+	}
+	if f.loads != 2 {
+		t.Errorf("%d reads of the instance, want one per signal", f.loads)
+	}
+	if len(f.exports) == 0 || f.exports[0].InstanceVersion != 7 || f.exports[0].Attributes["memory"] != 4.0 {
+		t.Errorf("exports = %+v, want the updating version's set exported first", f.exports)
+	}
+}
+
+// TestServiceInstanceCatchesUpWhenItsVersionIsTaken: as above, but the
+// next request comes from a client that read version 4 before the lost
+// task. The workflow takes it (it is at 4), and its write finds version 5
+// taken by the lost task's transfer: the request is refused as stale,
+// naming version 7, and the workflow catches up by itself, with no
+// signal, and moves the instance up.
+func TestServiceInstanceCatchesUpWhenItsVersionIsTaken(t *testing.T) {
+	t.Parallel()
+	f := (&lsmFake{}).seeded(4)
+	env := f.env(t)
+	updated := map[string]any{"name": "web", "memory": 4.0}
+	for i, st := range []string{"update_start", "update_acknowledged", "updating"} {
+		f.writes = append(f.writes, ApplyTransferInput{Version: int64(5 + i), State: st, Identity: "web",
+			Sets: lsm.Sets{Active: updated, Rollback: map[string]any{"name": "web", "memory": 2.0}}})
+	}
+	old := send(env, time.Minute, UpdateUpdate, "u1", UpdateRequest{CurrentVersion: 4,
+		Attributes: map[string]any{"name": "web", "memory": 8.0}})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, upInput())
+	wantCanceled(t, env)
+	var ae *temporal.ApplicationError
+	var v int64
+	if old.rejected != nil || !errors.As(old.err, &ae) || ae.Type() != lsm.RejectStale || ae.Details(&v) != nil || v != 7 {
+		t.Fatalf("the request at version 4: rejected %v, error %v; want it to fail as stale naming version 7", old.rejected, old.err)
+	}
+	wantStates(t, f, "(before)", "(before)", "(before)", "(before)", "update_start", "update_acknowledged", "updating", "up")
+	if f.loads != 1 {
+		t.Errorf("%d reads of the instance, want 1", f.loads)
 	}
 }

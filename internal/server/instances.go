@@ -8,6 +8,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
@@ -61,7 +62,11 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 	started := 0
 	for _, inst := range live {
 		wfID := workflows.ServiceInstanceWorkflowID(env.Name, inst.Entity, inst.ID)
-		if running[wfID] || started >= maxInstanceRestarts {
+		if state, ok := running[wfID]; ok {
+			s.syncBehind(ctx, env, inst, state)
+			continue
+		}
+		if started >= maxInstanceRestarts {
 			continue
 		}
 		if entities == nil {
@@ -107,11 +112,30 @@ func (s *Server) restartInstances(ctx context.Context, env store.Environment) (i
 	return started, nil
 }
 
-// runningInstances lists the ids of the running instance workflows of the
-// environment named env (visibility; a workflow started a moment ago may
-// be missing, and is then left as it is by the start).
-func (s *Server) runningInstances(ctx context.Context, env string) (map[string]bool, error) {
-	out := map[string]bool{}
+// syncBehind sends workflows.SyncSignal to the running workflow of inst
+// when the state its workflow last published (state, from visibility)
+// has differed from PostgreSQL's since before the last reconcile: the
+// workflow lost a task after its transfers were written, and nothing
+// else may ever tell it. A workflow that merely has not published yet
+// (a long validation) reads the instance once and goes on.
+func (s *Server) syncBehind(ctx context.Context, env store.Environment, inst store.ServiceInstance, state string) {
+	if state == "" || state == inst.State || time.Since(inst.UpdatedAt) < s.cfg.InstanceReconcileEvery {
+		return
+	}
+	s.log.Warn("reconcile: a service instance's workflow shows another state than PostgreSQL; it is asked to sync",
+		"environment", env.Name, "service_entity", inst.Entity, "instance", inst.ID,
+		"state", inst.State, "workflow_state", state)
+	if err := s.lsm.Sync(ctx, env, inst.Entity, inst.ID); err != nil && ctx.Err() == nil {
+		s.log.Warn("reconcile: sync a service instance's workflow", "instance", inst.ID, "error", err)
+	}
+}
+
+// runningInstances maps the ids of the running instance workflows of the
+// environment named env to the state each last published ("" when it has
+// none yet). It reads visibility: a workflow started a moment ago may be
+// missing, and is then left as it is by the start.
+func (s *Server) runningInstances(ctx context.Context, env string) (map[string]string, error) {
+	out := map[string]string{}
 	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND %s = '%s'",
 		workflows.ServiceInstanceWorkflowName, workflows.SearchAttrEnvironment, env)
 	var token []byte
@@ -122,7 +146,11 @@ func (s *Server) runningInstances(ctx context.Context, env string) (map[string]b
 			return nil, fmt.Errorf("list instance workflows: %w", err)
 		}
 		for _, ex := range resp.GetExecutions() {
-			out[ex.GetExecution().GetWorkflowId()] = true
+			var state string
+			if p := ex.GetSearchAttributes().GetIndexedFields()[workflows.SearchAttrInstanceState]; p != nil {
+				_ = converter.GetDefaultDataConverter().FromPayload(p, &state)
+			}
+			out[ex.GetExecution().GetWorkflowId()] = state
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			return out, nil

@@ -136,10 +136,25 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 		return inst, nil
 	}
 	backoff := 50 * time.Millisecond
+	synced := false
 	for {
 		inst, err := attempt()
 		var rej *api.LSMRejection
-		if !errors.As(err, &rej) || rej.Reason != lsm.RejectBusy {
+		retry := errors.As(err, &rej) && rej.Reason == lsm.RejectBusy
+		if errors.As(err, &rej) && rej.Reason == lsm.RejectStale && rej.Version < req.CurrentVersion {
+			// The client read a version the workflow does not have: the
+			// workflow lost a task after its transfers were written
+			// (workflows.SyncSignal). It takes the instance up from
+			// PostgreSQL, and the request is judged again against that.
+			if !synced {
+				if serr := e.Sync(ctx, env, entity, req.InstanceID); serr != nil {
+					return inst, err
+				}
+				synced = true
+			}
+			retry = true
+		}
+		if !retry {
 			if err == nil && req.Op == api.LSMCreate {
 				e.syncConfig(ctx, req)
 			}
@@ -152,6 +167,18 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// Sync sends workflows.SyncSignal to the workflow of an instance: it
+// compares itself with PostgreSQL and takes up what it lost. A workflow
+// that does not run has nothing to compare (the reconciler starts it
+// from PostgreSQL).
+func (e *lsmEngine) Sync(ctx context.Context, env store.Environment, entity, id string) error {
+	err := e.temporal.SignalWorkflow(ctx, workflows.ServiceInstanceWorkflowID(env.Name, entity, id), "", workflows.SyncSignal, nil)
+	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
+		return nil
+	}
+	return err
 }
 
 // rejection finds the instance workflow's rejection in err's chain (a

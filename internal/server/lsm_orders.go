@@ -66,7 +66,7 @@ func (e *orderEngine) send(ctx context.Context, req activities.OrderRequest) (st
 // registerOrders registers the order workflow and its activities.
 func (s *Server) registerOrders(w worker.Worker, orders *orderEngine, lsmActs *activities.LSM) {
 	workflows.RegisterOrders(w)
-	(&activities.LSMOrders{Store: s.store, Send: orders.send, Migrate: lsmActs.MigrateAttributes, Log: s.log}).Register(w)
+	(&activities.LSMOrders{Store: s.store, Send: orders.send, Sync: orders.lsm.Sync, Migrate: lsmActs.MigrateAttributes, Log: s.log}).Register(w)
 }
 
 // reconcileOrders starts the workflow of every order that has not ended

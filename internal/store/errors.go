@@ -40,3 +40,21 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 func Conflict(format string, args ...any) error {
 	return &ConflictError{What: fmt.Sprintf(format, args...)}
 }
+
+// VersionTakenError is an instance change whose version was written
+// before by another change: the writer is behind the instance as
+// PostgreSQL holds it (a lifecycle workflow that lost a workflow task
+// after its transfers were written). It is an ErrConflict.
+type VersionTakenError struct {
+	ID string
+	// Version is the version the change makes; Current the instance's.
+	Version, Current int64
+}
+
+func (e *VersionTakenError) Error() string {
+	return fmt.Sprintf("service instance %s is at version %d: version %d was written by another transfer: %v",
+		e.ID, e.Current, e.Version, ErrConflict)
+}
+
+// Unwrap makes a VersionTakenError an ErrConflict.
+func (e *VersionTakenError) Unwrap() error { return ErrConflict }

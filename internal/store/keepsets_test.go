@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -174,5 +175,42 @@ func TestConcurrentInstanceExportsKeepEverySet(t *testing.T) {
 	}
 	if got := versionIDs(t, st, e.ID, *env.ReleasedVersion); len(got) != n {
 		t.Fatalf("the released version %d holds %d resources, want all %d sets: %v", *env.ReleasedVersion, len(got), n, got)
+	}
+}
+
+// TestApplyInstanceChangeTellsARetryFromAWriterBehind: a change whose
+// version is written already is a retry when it writes the same state
+// and sets (it returns the instance as it is now, written nothing), and a
+// writer behind PostgreSQL when it writes something else (a
+// *VersionTakenError with the instance's version, an ErrConflict).
+func TestApplyInstanceChangeTellsARetryFromAWriterBehind(t *testing.T) {
+	t.Parallel()
+	st, e, _ := openVM(t)
+	ctx := context.Background()
+	const id = "8f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	change := func(v int64, state string, memory float64) store.InstanceChange {
+		return store.InstanceChange{Entity: "vm", ID: id, Version: v, Identity: "web", State: state,
+			Sets:  lsm.Sets{Active: map[string]any{"name": "web", "memory": memory}, ActiveVersion: 1},
+			Event: json.RawMessage(`{"trigger": "expert"}`)}
+	}
+	for v, c := range []store.InstanceChange{change(1, "start", 2), change(2, "up", 2), change(3, "update_start", 4)} {
+		if a, err := st.ApplyInstanceChange(ctx, e.ID, c); err != nil || !a.Written {
+			t.Fatalf("version %d: %+v %v", v+1, a, err)
+		}
+	}
+	again, err := st.ApplyInstanceChange(ctx, e.ID, change(2, "up", 2))
+	if err != nil || again.Written || again.Instance.Version != 3 {
+		t.Fatalf("a retry of version 2: %+v %v, want nothing written and the instance at 3", again, err)
+	}
+	for _, c := range []store.InstanceChange{change(2, "up", 8), change(3, "up", 4), change(2, "update_start", 2)} {
+		_, err := st.ApplyInstanceChange(ctx, e.ID, c)
+		var vt *store.VersionTakenError
+		if !errors.As(err, &vt) || vt.Current != 3 || vt.Version != c.Version || !errors.Is(err, store.ErrConflict) {
+			t.Errorf("another version %d (%s, memory %v): %v, want a *VersionTakenError at version 3",
+				c.Version, c.State, c.Sets.Active["memory"], err)
+		}
+	}
+	if inst, err := st.GetInstance(ctx, e.ID, "vm", id); err != nil || inst.Version != 3 || inst.State != "update_start" {
+		t.Errorf("instance after the refused writes: %+v %v", inst, err)
 	}
 }

@@ -417,14 +417,22 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		case err != nil:
 			return err
 		case current >= ch.Version:
-			var written bool
-			if err := tx.QueryRow(ctx, `select exists (select 1 from service_instance_log
-				where environment_id = $1::uuid and instance_id = $2::uuid and version = $3)`,
-				envID, ch.ID, ch.Version).Scan(&written); err != nil {
+			// A retry finds its version written with what it writes; a
+			// writer behind PostgreSQL finds another transfer there.
+			var same bool
+			err := tx.QueryRow(ctx, `select state = $4 and candidate_attributes is not distinct from $5
+					and active_attributes is not distinct from $6 and rollback_attributes is not distinct from $7
+				from service_instance_log
+				where environment_id = $1::uuid and instance_id = $2::uuid and version = $3`,
+				envID, ch.ID, ch.Version, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback).Scan(&same)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return Conflict("service instance %s is at version %d, not %d", ch.ID, current, ch.Version-1)
+			}
+			if err != nil {
 				return err
 			}
-			if !written {
-				return Conflict("service instance %s is at version %d, not %d", ch.ID, current, ch.Version-1)
+			if !same {
+				return &VersionTakenError{ID: ch.ID, Version: ch.Version, Current: current}
 			}
 			out.Instance, err = getInstance(ctx, tx, envID, "", ch.ID)
 			return err
