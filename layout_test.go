@@ -160,3 +160,51 @@ func parent(p string) string {
 	}
 	return p[:i]
 }
+
+// layer is a package's place in the module: 0 for the foundations
+// (internal/…, adapters/…, the public leaf packages, and deploy's
+// embedded rules and dashboards), 1 for the Temporal and HTTP sides (api,
+// workflows, activities), 2 for what assembles processes (server,
+// executor, cmd, examples).
+func layer(name string) int {
+	top := name
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		top = name[:i]
+	}
+	switch top {
+	case "api", "workflows", "activities":
+		return 1
+	case "server", "executor", "cmd", "examples":
+		return 2
+	}
+	return 0
+}
+
+// TestNoUpwardImports: dependencies point down (docs/architecture.md,
+// "Layout"): no package imports (outside its tests) one of a higher layer,
+// so nothing under internal/ reaches api, workflows, activities or the
+// server, and the Temporal and HTTP sides do not reach what assembles
+// them.
+func TestNoUpwardImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		name := rel(f[0])
+		n++
+		for _, imp := range f[1:] {
+			if imp != modulePath && !strings.HasPrefix(imp, modulePath+"/") {
+				continue
+			}
+			if to := rel(imp); layer(to) > layer(name) {
+				t.Errorf("%s (layer %d) imports %s (layer %d)", name, layer(name), to, layer(to))
+			}
+		}
+	}
+	if n < 50 {
+		t.Fatalf("go list listed %d packages", n)
+	}
+}

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apitest"
+	"github.com/intendhq/intend/api/apitest"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"

@@ -15,13 +15,13 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/auth"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/tracing"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // logLines are the JSON log lines in out.
-func logLines(t *testing.T, out *exectest.Output) []map[string]any {
+func logLines(t *testing.T, out *servertest.Output) []map[string]any {
 	t.Helper()
 	var lines []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
@@ -52,12 +52,12 @@ func (a fixedAuth) Authenticate(_ context.Context, cred string) (auth.Principal,
 type observed struct {
 	h    http.Handler
 	rec  *tracetest.SpanRecorder
-	logs *exectest.Output
+	logs *servertest.Output
 }
 
 func newObserved(t *testing.T, opts api.Options) *observed {
 	t.Helper()
-	o := &observed{rec: tracetest.NewSpanRecorder(), logs: &exectest.Output{}}
+	o := &observed{rec: tracetest.NewSpanRecorder(), logs: &servertest.Output{}}
 	tp := tracing.NewWithProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.rec)))
 	tel, err := telemetry.New()
 	if err != nil {
@@ -217,7 +217,7 @@ func TestAccessLogCaller(t *testing.T) {
 // line has one, but every response still carries a request id.
 func TestUntraced(t *testing.T) {
 	t.Parallel()
-	logs := &exectest.Output{}
+	logs := &servertest.Output{}
 	h := api.New(api.Options{Log: slog.New(tracing.NewHandler(slog.NewJSONHandler(logs, nil)))}).Handler()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/nowhere", nil))
@@ -232,7 +232,7 @@ func TestUntraced(t *testing.T) {
 // TestAccessLogOff: --access-log off writes no line.
 func TestAccessLogOff(t *testing.T) {
 	t.Parallel()
-	logs := &exectest.Output{}
+	logs := &servertest.Output{}
 	h := api.New(api.Options{AccessLogOff: true, Log: slog.New(slog.NewJSONHandler(logs, nil))}).Handler()
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/nowhere", nil))
 	if logs.String() != "" {

@@ -17,7 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/apitest"
+	"github.com/intendhq/intend/api/apitest"
 	"github.com/intendhq/intend/internal/lsm"
 )
 

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
 )
 
 // keyServer is a gRPC server over TLS standing in for Temporal: it answers

@@ -24,7 +24,7 @@ func TestNoDatabaseInTheExecutor(t *testing.T) {
 	}
 	forbidden := []string{
 		"github.com/intendhq/intend/internal/store",
-		"github.com/intendhq/intend/internal/server",
+		"github.com/intendhq/intend/server",
 		"github.com/intendhq/intend/api",
 		"github.com/intendhq/intend/activities", // the orchestration side's activities
 	}

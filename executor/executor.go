@@ -37,6 +37,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/intendhq/intend/adapters/builtin"
+
 	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/resource"
@@ -108,7 +110,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func (o *options) registry() (*adapters.Registry, error) {
 	r := adapters.NewRegistry()
 	if o.builtins {
-		r = iexec.Builtins()
+		r = builtin.Adapters()
 	}
 	for _, a := range o.adapters {
 		id, err := resource.Parse(a.typ + "[a,x=y]")
@@ -262,7 +264,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	acts := &agent.Executor{Ledger: remote, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
 		Metrics: tel, Tracer: tp.Tracer(), Cache: cache, Name: id.Name}
 	acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir, EnvPrefix: cfg.SecretEnvPrefix}
-	m := iexec.NewManager(tc, acts, log, cfg.Batches)
+	m := agent.NewManager(tc, acts, log, cfg.Batches)
 	defer m.Stop()
 	for _, a := range cfg.Agents {
 		if err := m.Serve(env.Name, a); err != nil {

@@ -16,10 +16,10 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/executor"
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -31,7 +31,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // It returns a client and the server's URL.
 func startServer(t *testing.T, address string, sec temporalconn.Security) (*client.Client, string) {
 	t.Helper()
-	c, srv, _ := exectest.StartServer(t, server.Config{
+	c, srv, _ := servertest.StartServer(t, server.Config{
 		TemporalAddress: address, TemporalSecurity: sec, EmbeddedExecutor: true, ExecutorName: "server-1",
 		Version: "server-test", ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 	})
@@ -40,7 +40,7 @@ func startServer(t *testing.T, address string, sec temporalconn.Security) (*clie
 
 func newEnv(t *testing.T, c *client.Client, settings map[string]any) string {
 	t.Helper()
-	return exectest.NewEnvironment(t, c, "ex", settings)
+	return servertest.NewEnvironment(t, c, "ex", settings)
 }
 
 // deployFile exports and releases one fs::File of agent and waits for its
@@ -53,7 +53,7 @@ func deployFile(t *testing.T, c *client.Client, env, agent string, content any, 
 		"id":         "fs::File[" + agent + ",path=" + target + "]",
 		"attributes": map[string]any{"path": target, "content": content},
 	}}})
-	reqID := exectest.Release(t, c, env, body)
+	reqID := servertest.Release(t, c, env, body)
 	run, err := c.WaitRequest(ctx, env, reqID, 60*time.Second, nil)
 	if err != nil || run.Deployed != 1 {
 		t.Fatalf("run = %+v, %v", run, err)
@@ -66,9 +66,9 @@ func deployFile(t *testing.T, c *client.Client, env, agent string, content any, 
 
 // startExecutor runs `executor` with args, in process, as intend's CLI and
 // custom binaries do.
-func startExecutor(t *testing.T, env map[string]string, args ...string) *exectest.Func {
+func startExecutor(t *testing.T, env map[string]string, args ...string) *servertest.Func {
 	t.Helper()
-	return exectest.StartFunc(t, func(ctx context.Context, out io.Writer) error {
+	return servertest.StartFunc(t, func(ctx context.Context, out io.Writer) error {
 		cmd := executor.Command(executor.WithBuiltins(), executor.WithVersion("exec-test"),
 			executor.WithGetenv(func(k string) string { return env[k] }))
 		cmd.SetArgs(args)
@@ -101,7 +101,7 @@ func runExecutor(t *testing.T, env map[string]string, args ...string) (string, e
 func agents(t *testing.T, c *client.Client, env string) map[string][]client.AgentExecutor {
 	t.Helper()
 	out := map[string][]client.AgentExecutor{}
-	for _, a := range exectest.Agents(t, c, env) {
+	for _, a := range servertest.Agents(t, c, env) {
 		if a.Executors == nil {
 			t.Errorf("agent %s: executors is null, want a list", a.Name)
 		}
@@ -113,7 +113,7 @@ func agents(t *testing.T, c *client.Client, env string) map[string][]client.Agen
 func executors(t *testing.T, c *client.Client, env string) map[string]client.Executor {
 	t.Helper()
 	out := map[string]client.Executor{}
-	for _, e := range exectest.Executors(t, c, env) {
+	for _, e := range servertest.Executors(t, c, env) {
 		out[e.Name] = e
 	}
 	return out
@@ -141,7 +141,7 @@ func TestRegistration(t *testing.T) {
 	c, url := startServer(t, hostPort, temporalconn.Security{})
 	ctx := context.Background()
 	env := newEnv(t, c, map[string]any{"autostart_agents": []string{}})
-	token := exectest.ExecutorToken(t, c, env, "remote", "spare")
+	token := servertest.ExecutorToken(t, c, env, "remote", "spare")
 	secrets := t.TempDir()
 	if err := os.WriteFile(filepath.Join(secrets, "greeting"), []byte("from the secrets dir\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal("the server did not connect through the proxy")
 	}
 	env := newEnv(t, c, map[string]any{"autostart_agents": []string{}})
-	base := []string{"--environment", env, "--agent", "remote", "--server", url, "--token", exectest.ExecutorToken(t, c, env, "remote"),
+	base := []string{"--environment", env, "--agent", "remote", "--server", url, "--token", servertest.ExecutorToken(t, c, env, "remote"),
 		"--temporal-address", proxy.Addr, "--temporal-namespace", namespace, "--log-level", "warn"}
 
 	// No client certificate: refused by the proxy.

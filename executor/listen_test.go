@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 var listenLog = regexp.MustCompile(`msg="serving /metrics and /healthz" listen=(\S+)`)
@@ -43,7 +43,7 @@ func TestListen(t *testing.T) {
 	_, hostPort, namespace := testenv.Temporal(t)
 	c, url := startServer(t, hostPort, temporalconn.Security{})
 	env := newEnv(t, c, map[string]any{"autostart_agents": []string{}})
-	token := exectest.ExecutorToken(t, c, env, "remote")
+	token := servertest.ExecutorToken(t, c, env, "remote")
 	args := []string{"--environment", env, "--agent", "remote", "--server", url,
 		"--temporal-address", hostPort, "--temporal-namespace", namespace}
 

@@ -18,10 +18,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/intendhq/intend/api"
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/internal/tracing"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // span is one span an OTLP receiver got, reduced to what the test checks.
@@ -128,14 +128,14 @@ func TestTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	logs := &exectest.Output{}
-	c, srv, _ := exectest.StartServer(t, server.Config{
+	logs := &servertest.Output{}
+	c, srv, _ := servertest.StartServer(t, server.Config{
 		TemporalAddress: hostPort, EmbeddedExecutor: true, ExecutorName: "server-1", Tracing: tp,
 		Log:            slog.New(tracing.NewHandler(slog.NewJSONHandler(logs, nil))),
 		ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 	})
 	env := newEnv(t, c, map[string]any{"autostart_agents": []string{}})
-	token := exectest.ExecutorToken(t, c, env, "remote")
+	token := servertest.ExecutorToken(t, c, env, "remote")
 	ex := startExecutor(t, map[string]string{"INTEND_TOKEN": token, "OTEL_EXPORTER_OTLP_ENDPOINT": recv.URL},
 		"--environment", env, "--agent", "remote", "--name", "exec-traced", "--server", srv.URL(),
 		"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn")
@@ -148,7 +148,7 @@ func TestTracing(t *testing.T) {
 	// A failing request.
 	req, _ := http.NewRequest(http.MethodGet, srv.URL()+"/api/v1/environments/"+env+"/runs/999999", nil)
 	req.Header.Set(api.RequestIDHeader, "trace-test-1")
-	resp, err := http.DefaultClient.Do(exectest.Authorize(req))
+	resp, err := http.DefaultClient.Do(servertest.Authorize(req))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ import (
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/temporalserver"
+	"github.com/intendhq/intend/server"
 )
 
 func main() {

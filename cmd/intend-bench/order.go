@@ -10,7 +10,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/workflows"
 )
 

@@ -21,9 +21,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // cliResult is what one run of the CLI did.
@@ -354,8 +354,8 @@ func TestCLIUnreachable(t *testing.T) {
 func TestCLIAgainstServer(t *testing.T) {
 	// Not parallel: servers of one test binary share the Temporal dev
 	// server and task queue, so one server's worker could take another's
-	// workflows (exectest.StartServer).
-	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+	// workflows (servertest.StartServer).
+	c, _, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second})
 	envName := testenv.UniqueName(t, "cli")
 	project := "p-" + envName
@@ -661,7 +661,7 @@ func TestCLIAgainstServer(t *testing.T) {
 // same; the deprecated "intend version" still answers, with its note on
 // standard error only.
 func TestRollbackCommand(t *testing.T) {
-	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+	c, _, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second})
 	envName := testenv.UniqueName(t, "rollback")
 	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // git runs git in dir and fails the test on an error.
@@ -31,8 +31,8 @@ func git(t *testing.T, dir string, args ...string) {
 // start pushed to a bare repository, the environment pointed at it, a
 // compile requested and followed, listed and shown; then a broken commit.
 func TestCompilesCommands(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
-	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+	// Not parallel: see servertest.StartServer.
+	c, _, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second, DataDir: t.TempDir(), AllowLocalRepos: true})
 	envName := testenv.UniqueName(t, "compiles")
 	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // TestArgNames: the positional arguments of a Use line, which completion
@@ -78,8 +78,8 @@ const (
 // TestCLICompletion: environments, versions, resources and agents
 // complete from a real server, filtered by what is typed.
 func TestCLICompletion(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
-	c, _, _ := exectest.StartServer(t, server.Config{ReconcileEvery: time.Second})
+	// Not parallel: see servertest.StartServer.
+	c, _, _ := servertest.StartServer(t, server.Config{ReconcileEvery: time.Second})
 	envName := testenv.UniqueName(t, "comp")
 	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
 	ok(t, vars, "env", "create", envName, "--project", "p-"+envName, "--set", "auto_deploy=false", "--description", "for completion")

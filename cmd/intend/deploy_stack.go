@@ -16,8 +16,8 @@ import (
 	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/tracing"
+	"github.com/intendhq/intend/server"
 )
 
 // stack is what `intend deploy` runs on its data directory: PostgreSQL,

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/intendhq/intend/internal/devcluster"
-	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/server"
 )
 
 func devClusterCommand(g *globals) *cobra.Command {

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/executor"
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -23,14 +23,14 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestExternalExecutor(t *testing.T) {
 	ctx := context.Background()
 	_, hostPort, namespace := testenv.Temporal(t)
-	c, srv, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second})
-	env := exectest.NewEnvironment(t, c, "ext", map[string]any{"autostart_agents": []string{}})
+	c, srv, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second})
+	env := servertest.NewEnvironment(t, c, "ext", map[string]any{"autostart_agents": []string{}})
 	target := filepath.Join(t.TempDir(), "remote.txt")
 	body, _ := json.Marshal(map[string]any{"resources": []map[string]any{{
 		"id":         "fs::File[remote,path=" + target + "]",
 		"attributes": map[string]any{"path": target, "content": "from the executor\n"},
 	}}})
-	reqID := exectest.Release(t, c, env, body)
+	reqID := servertest.Release(t, c, env, body)
 	// Nobody serves agent "remote" yet: the run waits. (Asserting that
 	// nothing happens needs a pause; half a second is several deploys.)
 	time.Sleep(500 * time.Millisecond)
@@ -43,8 +43,8 @@ func TestExternalExecutor(t *testing.T) {
 		t.Fatalf("file written without an executor: %v", err)
 	}
 
-	token := exectest.ExecutorToken(t, c, env, "remote")
-	ex := exectest.StartFunc(t, func(ctx context.Context, out io.Writer) error {
+	token := servertest.ExecutorToken(t, c, env, "remote")
+	ex := servertest.StartFunc(t, func(ctx context.Context, out io.Writer) error {
 		return run(ctx, []string{"executor", "--environment", env, "--agent", "remote",
 			"--server", srv.URL(), "--temporal-address", hostPort, "--temporal-namespace", namespace,
 			"--log-level", "warn"},

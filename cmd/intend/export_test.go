@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/intent"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // TestExportAndDryrun pushes the quick start to a running server, as seed
@@ -23,8 +23,8 @@ import (
 func TestExportAndDryrun(t *testing.T) {
 	// Not parallel: servers of one test binary share the Temporal dev
 	// server and task queue, so one server's worker could take another's
-	// workflows (exectest.StartServer).
-	c, _, _ := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+	// workflows (servertest.StartServer).
+	c, _, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second})
 	envName := testenv.UniqueName(t, "export")
 	dir, root := quickstart(t)

@@ -11,9 +11,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // TestWriteYAML: -o yaml is the JSON's data, keys in the JSON's order,
@@ -76,8 +76,8 @@ func sameData(t *testing.T, what, jsonText, yamlText string) {
 // TestCLIOutputFormats: -o json is --json, -o yaml the same data as YAML,
 // -o wide the table with its extra columns, against a real server.
 func TestCLIOutputFormats(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
-	c, _, _ := exectest.StartServer(t, server.Config{ReconcileEvery: time.Second})
+	// Not parallel: see servertest.StartServer.
+	c, _, _ := servertest.StartServer(t, server.Config{ReconcileEvery: time.Second})
 	envName := testenv.UniqueName(t, "out")
 	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
 	ok(t, vars, "env", "create", envName, "--project", "p-"+envName, "--set", "auto_deploy=false")

@@ -19,7 +19,7 @@ import (
 // signed with that secret; list and show count them; delete removes
 // it; bad input is refused by name.
 func TestLSMCallbackCommands(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmcb")
 	dir := t.TempDir()
 	model := `package main

@@ -22,7 +22,7 @@ import (
 // all along, prints every transfer in order and ends at terminated; watch
 // --json prints the whole log as JSON lines, -o yaml as YAML documents.
 func TestLSMWatchConfigExpert(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmwatch")
 	dir := t.TempDir()
 	target := filepath.Join(t.TempDir(), "vms")

@@ -15,7 +15,7 @@ import (
 // intend lsm order show and intend lsm orders read them back; bad
 // command lines and refused orders fail with their exit codes.
 func TestLSMOrderCommands(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmo")
 	dir := t.TempDir()
 	target := filepath.Join(t.TempDir(), "vms")

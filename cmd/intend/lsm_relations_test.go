@@ -14,7 +14,7 @@ import (
 // referenced-by name the alias; the site's delete is refused while the
 // alias names it; the alias goes, then the site.
 func TestExampleLSMRelations(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmrel")
 	dir, root := copyExample(t, "lsm", "/tmp/intend-lsm")
 	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "alias (lifecycle simple)") {

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // lsmServer starts a server with its embedded executor and creates an
@@ -23,7 +23,7 @@ import (
 // the server's database too.
 func lsmServer(t *testing.T, prefix string) (vars map[string]string, dbURL string) {
 	t.Helper()
-	c, _, dbURL := exectest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+	c, _, dbURL := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
 		SchedulerPoll: time.Second})
 	envName := testenv.UniqueName(t, prefix)
 	vars = map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
@@ -34,7 +34,7 @@ func lsmServer(t *testing.T, prefix string) (vars map[string]string, dbURL strin
 // TestLSMCommands: intend export registers the model's service entities;
 // intend lsm shows the catalog and the inventory.
 func TestLSMCommands(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	vars, dbURL := lsmServer(t, "lsm")
 	envName := vars["INTEND_ENVIRONMENT"]
 	dir := t.TempDir()
@@ -146,7 +146,7 @@ services: vm: #VM
 // with the CLI alone: create → up, update → up, an illegal set-state,
 // delete → terminated.
 func TestLSMWriteCommands(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmw")
 	dir := t.TempDir()
 	target := filepath.Join(t.TempDir(), "vms")
@@ -237,7 +237,7 @@ services: vm: #VM
 // delete_failed instead of running out its time), its retry with
 // set-state, and terminated with the site's files and directories gone.
 func TestExampleLSM(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmex")
 	dir, root := copyExample(t, "lsm", "/tmp/intend-lsm")
 	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "service entities: alias (lifecycle simple), site (lifecycle simple)") {

@@ -15,7 +15,7 @@ import (
 // the rejection); an export that drops version 1 while sites use it is
 // refused, saying to keep it.
 func TestExampleLSMVersions(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmver")
 	dir, root := copyExample(t, "lsm-versions", "/tmp/intend-lsm-versions")
 	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "service entities: site (lifecycle simple, version 2)") {

@@ -11,7 +11,7 @@ import (
 	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/internal/auth"
-	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/server"
 )
 
 func serverCommand(g *globals) *cobra.Command {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/server"
 )
 
 // callbackFlags are intend server's flags for LSM callbacks.

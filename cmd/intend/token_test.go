@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/auth"
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/internal/tlsfiles/certtest"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // TestTokenCommands: the first admin token is made against the database
@@ -17,8 +17,8 @@ import (
 // makes, lists (never the secret) and revokes tokens; a revoked token is
 // refused at once; whoami and audit tell who did what.
 func TestTokenCommands(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
-	c, _, db := exectest.StartServer(t, server.Config{ReconcileEvery: time.Second})
+	// Not parallel: see servertest.StartServer.
+	c, _, db := servertest.StartServer(t, server.Config{ReconcileEvery: time.Second})
 	envName := testenv.UniqueName(t, "tok")
 
 	out := ok(t, nil, "token", "create", "--database-url", db, "--name", "alice", "--role", "admin")
@@ -82,12 +82,12 @@ func TestTokenCommands(t *testing.T) {
 // private CA signed with --ca-cert (or INTEND_CA_CERT), and refuses it
 // without.
 func TestCLIOverTLS(t *testing.T) {
-	// Not parallel: see exectest.StartServer.
+	// Not parallel: see servertest.StartServer.
 	dir := t.TempDir()
 	ca := certtest.NewCA(t)
 	caFile := ca.WriteCA(t, dir, "ca.pem")
 	cert, key := ca.WritePair(t, dir, "server", "intend", "127.0.0.1")
-	c, _, _ := exectest.StartServer(t, server.Config{TLSCert: cert, TLSKey: key})
+	c, _, _ := servertest.StartServer(t, server.Config{TLSCert: cert, TLSKey: key})
 	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token}
 	if out := ok(t, vars, "token", "whoami", "--ca-cert", caFile); field(t, out, "actor") != "token:bootstrap" {
 		t.Errorf("whoami over TLS:\n%s", out)

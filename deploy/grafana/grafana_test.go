@@ -22,10 +22,10 @@ import (
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/executor"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/project"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -484,12 +484,12 @@ var listenLog = regexp.MustCompile(`msg="serving /metrics and /healthz" listen=(
 // deploy/prometheus/prometheus_test.go.
 func TestDashboardMetricsExported(t *testing.T) {
 	d := load(t)
-	c, srv, _ := exectest.StartServer(t, server.Config{MetricsListen: "127.0.0.1:0", Version: "grafana-test",
+	c, srv, _ := servertest.StartServer(t, server.Config{MetricsListen: "127.0.0.1:0", Version: "grafana-test",
 		ReconcileEvery: time.Second, SchedulerPoll: time.Second})
 	_, hostPort, namespace := testenv.Temporal(t)
-	env := exectest.NewEnvironment(t, c, "grafana", map[string]any{"autostart_agents": []string{}})
-	token := exectest.ExecutorToken(t, c, env, "remote")
-	ex := exectest.StartFunc(t, func(ctx context.Context, out io.Writer) error {
+	env := servertest.NewEnvironment(t, c, "grafana", map[string]any{"autostart_agents": []string{}})
+	token := servertest.ExecutorToken(t, c, env, "remote")
+	ex := servertest.StartFunc(t, func(ctx context.Context, out io.Writer) error {
 		cmd := executor.Command(executor.WithBuiltins(), executor.WithVersion("grafana-test"),
 			executor.WithGetenv(func(k string) string { return map[string]string{"INTEND_TOKEN": token}[k] }))
 		cmd.SetArgs([]string{"--environment", env, "--agent", "remote", "--server", srv.URL(), "--listen", "127.0.0.1:0",
@@ -512,7 +512,7 @@ func TestDashboardMetricsExported(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"resources": []map[string]any{{
 		"id": "fs::File[remote,path=" + target + "]", "attributes": map[string]any{"path": target, "content": "x"},
 	}}})
-	reqID := exectest.Release(t, c, env, body)
+	reqID := servertest.Release(t, c, env, body)
 	if run, err := c.WaitRequest(context.Background(), env, reqID, 60*time.Second, nil); err != nil || run.Deployed != 1 {
 		t.Fatalf("run = %+v, %v\n%s", run, err, ex.Out)
 	}

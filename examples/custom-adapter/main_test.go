@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -29,18 +29,18 @@ func TestCustomExecutor(t *testing.T) {
 	}
 
 	_, hostPort, namespace := testenv.Temporal(t)
-	c, srv, _ := exectest.StartServer(t, server.Config{
+	c, srv, _ := servertest.StartServer(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second,
 	})
-	env := exectest.NewEnvironment(t, c, "kv", map[string]any{"autostart_agents": []string{}})
+	env := servertest.NewEnvironment(t, c, "kv", map[string]any{"autostart_agents": []string{}})
 
 	kvFile := filepath.Join(dir, "app", "app.env")
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "KV_FILE="+kvFile, "INTEND_ENVIRONMENT="+env, "INTEND_AGENTS=app1",
 		"INTEND_EXECUTOR_NAME=kv-1", "INTEND_SERVER="+srv.URL(),
-		"INTEND_TOKEN="+exectest.ExecutorToken(t, c, env, "app1"), "INTEND_TEMPORAL_ADDRESS="+hostPort,
+		"INTEND_TOKEN="+servertest.ExecutorToken(t, c, env, "app1"), "INTEND_TEMPORAL_ADDRESS="+hostPort,
 		"INTEND_TEMPORAL_NAMESPACE="+namespace, "INTEND_LOG_LEVEL=warn")
-	proc := exectest.StartProcess(t, cmd) // killed when a check fails
+	proc := servertest.StartProcess(t, cmd) // killed when a check fails
 	out := proc.Out
 
 	motd := filepath.Join(dir, "motd")
@@ -49,7 +49,7 @@ func TestCustomExecutor(t *testing.T) {
 		{"id": "kv::Entry[app1,key=DB_HOST]", "attributes": map[string]any{"key": "DB_HOST", "value": "db.internal"}},
 		{"id": "fs::File[app1,path=" + motd + "]", "attributes": map[string]any{"path": motd, "content": "hi\n"}},
 	}})
-	reqID := exectest.Release(t, c, env, body)
+	reqID := servertest.Release(t, c, env, body)
 	run, err := c.WaitRequest(ctx, env, reqID, 90*time.Second, nil)
 	if err != nil || run.Deployed != 3 || run.Failed != 0 {
 		t.Fatalf("run = %+v, %v\n%s", run, err, out)
@@ -66,7 +66,7 @@ func TestCustomExecutor(t *testing.T) {
 	if b, err := os.ReadFile(motd); err != nil || string(b) != "hi\n" {
 		t.Errorf("%s = %q, %v (the built-in adapters)", motd, b, err)
 	}
-	if agents := exectest.Agents(t, c, env); len(agents) != 1 || len(agents[0].Executors) != 1 ||
+	if agents := servertest.Agents(t, c, env); len(agents) != 1 || len(agents[0].Executors) != 1 ||
 		agents[0].Executors[0].Name != "kv-1" {
 		t.Errorf("agents = %+v, want app1 served by kv-1", agents)
 	}

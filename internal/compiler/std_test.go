@@ -31,6 +31,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/intendhq/intend/adapters/builtin"
+
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/load"
@@ -39,7 +41,6 @@ import (
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/compiler"
-	"github.com/intendhq/intend/internal/executor"
 )
 
 // modulePath is this module, to find an adapter's source from its Go
@@ -53,7 +54,7 @@ const modulePath = "github.com/intendhq/intend"
 func TestStdTypesAreBuiltins(t *testing.T) {
 	t.Parallel()
 	std := loadStd(t)
-	builtins := executor.Builtins().Types()
+	builtins := builtin.Adapters().Types()
 	defined := slices.Sorted(maps.Keys(std.types))
 	for _, typ := range builtins {
 		if _, ok := std.types[typ]; !ok {
@@ -82,7 +83,7 @@ func TestStdTypesAreBuiltins(t *testing.T) {
 func TestStdAttributesAreTheAdapters(t *testing.T) {
 	t.Parallel()
 	std := loadStd(t)
-	reg := executor.Builtins()
+	reg := builtin.Adapters()
 	for _, typ := range reg.Types() {
 		def, ok := std.types[typ]
 		if !ok {
@@ -159,7 +160,7 @@ func TestStdMetaIsNotExported(t *testing.T) {
 func TestStdAgreesWithAdapters(t *testing.T) {
 	t.Parallel()
 	std := loadStd(t)
-	reg := executor.Builtins()
+	reg := builtin.Adapters()
 	all := stdCases()
 	for _, typ := range reg.Types() {
 		def, ok := std.types[typ]

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/tlsfiles"
 	"github.com/intendhq/intend/internal/tlsfiles/certtest"
+	"github.com/intendhq/intend/server"
 )
 
 // TestServerTLS: with --tls-cert/--tls-key the API is served over TLS to

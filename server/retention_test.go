@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // TestPeriodicPrune: the reconciler's prune pass deletes the action log
@@ -21,9 +21,9 @@ import (
 func TestPeriodicPrune(t *testing.T) {
 	t.Parallel()
 	db := testenv.Database(t)
-	c, s, _ := exectest.StartServer(t, server.Config{DatabaseURL: db, MetricsListen: "127.0.0.1:0",
+	c, s, _ := servertest.StartServer(t, server.Config{DatabaseURL: db, MetricsListen: "127.0.0.1:0",
 		ReconcileEvery: 100 * time.Millisecond, PruneEvery: 200 * time.Millisecond, AuditRetention: time.Hour})
-	env := exectest.NewEnvironment(t, c, "prune", map[string]any{"autostart_agents": []string{},
+	env := servertest.NewEnvironment(t, c, "prune", map[string]any{"autostart_agents": []string{},
 		"action_log_retention": 3600})
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, db)

@@ -1,7 +1,4 @@
-// Package executor runs executors: one Temporal worker per (environment,
-// agent) task queue, each hosting the registered adapters through the
-// executor activities.
-package executor
+package agent
 
 import (
 	"fmt"
@@ -13,19 +10,14 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/intendhq/intend/activities/agent"
-	"github.com/intendhq/intend/adapters"
-	"github.com/intendhq/intend/adapters/exec"
-	"github.com/intendhq/intend/adapters/fs"
-	"github.com/intendhq/intend/adapters/postgres"
-	"github.com/intendhq/intend/adapters/ssh"
 	"github.com/intendhq/intend/workflows"
 )
 
-// Manager starts and stops agent workers. It is safe for concurrent use.
+// Manager starts and stops agent workers: one Temporal worker per
+// (environment, agent) task queue, each running the Executor's activity. It is safe for concurrent use.
 type Manager struct {
 	client     client.Client
-	activities *agent.Executor
+	activities *Executor
 	log        *slog.Logger
 	// BatchesPerAgent bounds the batches one agent's worker runs at once.
 	batchesPerAgent int
@@ -38,7 +30,7 @@ type Manager struct {
 }
 
 // NewManager returns a manager whose workers run acts.
-func NewManager(c client.Client, acts *agent.Executor, log *slog.Logger, batchesPerAgent int) *Manager {
+func NewManager(c client.Client, acts *Executor, log *slog.Logger, batchesPerAgent int) *Manager {
 	if batchesPerAgent <= 0 {
 		batchesPerAgent = 4
 	}
@@ -110,16 +102,4 @@ func (m *Manager) Stop() {
 		go func(w worker.Worker) { defer wg.Done(); w.Stop() }(w)
 	}
 	wg.Wait()
-}
-
-// Builtins returns a registry of the adapters built into intend: those of
-// the server's embedded executor, `intend executor` and custom executors
-// built with executor.WithBuiltins. Add new built-in adapters here.
-func Builtins() *adapters.Registry {
-	r := adapters.NewRegistry()
-	fs.Register(r)
-	exec.Register(r)
-	postgres.Register(r)
-	ssh.Register(r)
-	return r
 }

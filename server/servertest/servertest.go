@@ -1,11 +1,11 @@
-// Package exectest is the harness of tests that run an intend server and
+// Package servertest is the harness of tests that run an intend server and
 // executors against testenv's services: it starts a server on a fresh
 // database, creates environments, starts executors (as child processes or
 // in this process), stops or kills them, and lists what the API says about
 // them.
 //
 // Its users' TestMain must call testenv.Main, as for testenv itself.
-package exectest
+package servertest
 
 import (
 	"bytes"
@@ -21,11 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/api/apitest"
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/apitest"
 	"github.com/intendhq/intend/internal/childproc"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
 )
 
 // StopTimeout is how long Process.Stop and Func.Stop wait for a clean stop.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // temporalOutage is how long TestTemporalOutageMidRun keeps Temporal
@@ -36,7 +36,7 @@ func TestTemporalOutageMidRun(t *testing.T) {
 
 	const n = 3000
 	files := t.TempDir()
-	reqID := exectest.Release(t, c, env, manyFiles(t, files, "remote", n))
+	reqID := servertest.Release(t, c, env, manyFiles(t, files, "remote", n))
 	mid := waitMidRun(t, c, env, reqID)
 	stop()
 	t.Logf("stopped Temporal at %d/%d for %s", mid.Deployed, mid.Total, temporalOutage)

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // recordsBy counts the action records of the environment per executor
@@ -60,7 +60,7 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	env := newEnv(t, c, "share", map[string]any{"autostart_agents": []string{}, "deploy_interval": 0})
-	start := func(name string) *exectest.Process {
+	start := func(name string) *servertest.Process {
 		return startExecutor(t, c, srv.URL(), env, []string{"remote"}, "--name", name,
 			"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn",
 			"--concurrency", "2")
@@ -70,7 +70,7 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 	// Both registered (they register once they poll).
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		l := exectest.Executors(t, c, env)
+		l := servertest.Executors(t, c, env)
 		if len(l) == 2 && l[0].Name == "exec-a" && l[0].Live && l[1].Name == "exec-b" && l[1].Live {
 			break
 		}
@@ -84,8 +84,8 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 	// get some.
 	const n = 3000
 	dir := t.TempDir()
-	reqID := exectest.Release(t, c, env, manyFiles(t, dir, "remote", n))
-	if l := exectest.Agents(t, c, env); len(l) != 1 || len(l[0].Executors) != 2 {
+	reqID := servertest.Release(t, c, env, manyFiles(t, dir, "remote", n))
+	if l := servertest.Agents(t, c, env); len(l) != 1 || len(l[0].Executors) != 2 {
 		t.Errorf("agents = %+v, want remote served by exec-a and exec-b", l)
 	}
 
@@ -106,7 +106,7 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stopping exec-a (SIGTERM): %v\n%s", err, a.Out.String())
 	}
-	if ex := exectest.Executors(t, c, env); len(ex) != 2 || ex[0].StoppedAt == nil || ex[0].Live || !ex[1].Live {
+	if ex := servertest.Executors(t, c, env); len(ex) != 2 || ex[0].StoppedAt == nil || ex[0].Live || !ex[1].Live {
 		t.Errorf("after exec-a stopped: %+v, want exec-a stopped and exec-b live", ex)
 	}
 
@@ -145,7 +145,7 @@ func TestExternalExecutorsWithoutDatabase(t *testing.T) {
 	env := newEnv(t, c, "nodb", map[string]any{"autostart_agents": []string{}, "deploy_interval": 0})
 	args := []string{"--temporal-address", hostPort, "--temporal-namespace", namespace, "--log-level", "warn",
 		"--concurrency", "4"}
-	procs := []*exectest.Process{
+	procs := []*servertest.Process{
 		startExecutor(t, c, srv.URL(), env, []string{"east"}, append([]string{"--name", "exec-east"}, args...)...),
 		startExecutor(t, c, srv.URL(), env, []string{"west"}, append([]string{"--name", "exec-west"}, args...)...),
 	}
@@ -159,7 +159,7 @@ func TestExternalExecutorsWithoutDatabase(t *testing.T) {
 				Attributes: map[string]any{"path": p, "content": fmt.Sprintf("%s %d\n", agent, i)}})
 		}
 	}
-	reqID := exectest.Release(t, c, env, body(t, rs...))
+	reqID := servertest.Release(t, c, env, body(t, rs...))
 
 	dbPort, srvPort := portOf(t, db), portOf(t, srv.URL())
 	toServer := map[int]bool{}

@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/intendhq/intend/activities/agent"
+	"github.com/intendhq/intend/adapters/builtin"
+
 	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -160,7 +163,7 @@ type Server struct {
 	store     *store.Store
 	temporal  client.Client
 	worker    worker.Worker
-	executors *executor.Manager
+	executors *agent.Manager
 	reporter  *executor.Reporter
 	cache     *adapters.Cache
 	lsm       *lsmEngine
@@ -193,8 +196,8 @@ type Server struct {
 }
 
 // Registry returns the adapters built into intend (listed in
-// executor.Builtins, which custom executor binaries share).
-func Registry() *adapters.Registry { return executor.Builtins() }
+// builtin.Adapters, which custom executor binaries share).
+func Registry() *adapters.Registry { return builtin.Adapters() }
 
 // DialTemporal connects a Temporal client with intend's logger, metrics
 // and tracing (tp may be nil); security, when given, secures the

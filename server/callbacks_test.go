@@ -15,8 +15,8 @@ import (
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/callbacks"
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/server"
 )
 
 // delivery is one request a receiver got.

@@ -24,7 +24,7 @@ func (s *Server) startEmbedded(st *store.Store, tc client.Client, tel *telemetry
 	acts := &agent.Executor{Ledger: st.Ledger(), Adapters: Registry(), Concurrency: s.cfg.ExecutorConcurrency,
 		Log: s.log, Metrics: tel, Tracer: s.cfg.Tracing.Tracer(), Cache: s.cache, Name: id.Name}
 	acts.Secrets = &adapters.Secrets{Dir: s.cfg.SecretsDir, EnvPrefix: s.cfg.SecretEnvPrefix}
-	s.executors = executor.NewManager(tc, acts, s.log, 0)
+	s.executors = agent.NewManager(tc, acts, s.log, 0)
 	s.reporter = &executor.Reporter{Registry: st, Identity: id, Served: s.executors.Served, Log: s.log}
 	s.executors.Notify(s.reporter.Wake)
 }

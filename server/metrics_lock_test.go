@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // scrape returns the text of a server's metrics listener.
@@ -48,11 +48,11 @@ func TestClusterMetricsOneReplica(t *testing.T) {
 	db := testenv.Database(t)
 	cfg := server.Config{DatabaseURL: db, MetricsListen: "127.0.0.1:0", MetricsLockEvery: 100 * time.Millisecond,
 		Version: "lock-test"}
-	c, a, _ := exectest.StartServer(t, cfg)
-	_, b, _ := exectest.StartServer(t, cfg)
-	env := exectest.NewEnvironment(t, c, "metrics", map[string]any{"autostart_agents": []string{}})
+	c, a, _ := servertest.StartServer(t, cfg)
+	_, b, _ := servertest.StartServer(t, cfg)
+	env := servertest.NewEnvironment(t, c, "metrics", map[string]any{"autostart_agents": []string{}})
 	// A released resource makes its agent known; no executor serves it.
-	exectest.Release(t, c, env, []byte(`{"resources": [{"id": "fs::File[web,path=/nonexistent/x]",
+	servertest.Release(t, c, env, []byte(`{"resources": [{"id": "fs::File[web,path=/nonexistent/x]",
 		"attributes": {"path": "/nonexistent/x", "content": "x"}}]}`))
 
 	var holder, other *server.Server

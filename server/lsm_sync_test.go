@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/server"
 )
 
 // TestWorkflowCatchesUpWithPostgreSQL: a workflow task that wrote

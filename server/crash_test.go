@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 var (
@@ -47,18 +47,18 @@ func intendBinary(t *testing.T) string {
 }
 
 // startProc starts the intend binary with args, its bootstrap token
-// exectest.AdminToken; it is killed (kill -9) when t ends.
-func startProc(t *testing.T, args ...string) *exectest.Process {
+// servertest.AdminToken; it is killed (kill -9) when t ends.
+func startProc(t *testing.T, args ...string) *servertest.Process {
 	t.Helper()
 	cmd := exec.Command(intendBinary(t), args...)
-	cmd.Env = append(os.Environ(), "INTEND_BOOTSTRAP_TOKEN="+exectest.AdminToken)
-	return exectest.StartProcess(t, cmd)
+	cmd.Env = append(os.Environ(), "INTEND_BOOTSTRAP_TOKEN="+servertest.AdminToken)
+	return servertest.StartProcess(t, cmd)
 }
 
 // startExecutor runs `intend executor` for agents of env as an executor
 // on another host runs: with the server's URL and an executor token of
 // those agents, and no database credentials (no URL, no PG* variable).
-func startExecutor(t *testing.T, c *client.Client, serverURL, env string, agents []string, args ...string) *exectest.Process {
+func startExecutor(t *testing.T, c *client.Client, serverURL, env string, agents []string, args ...string) *servertest.Process {
 	t.Helper()
 	argv := []string{"executor", "--environment", env, "--server", serverURL}
 	for _, a := range agents {
@@ -71,14 +71,14 @@ func startExecutor(t *testing.T, c *client.Client, serverURL, env string, agents
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "INTEND_TOKEN="+exectest.ExecutorToken(t, c, env, agents...))
-	return exectest.StartProcess(t, cmd)
+	cmd.Env = append(cmd.Env, "INTEND_TOKEN="+servertest.ExecutorToken(t, c, env, agents...))
+	return servertest.StartProcess(t, cmd)
 }
 
 // procClient is a client of a server startProc started on addr.
 func procClient(addr string) *client.Client {
 	c := client.New("http://" + addr)
-	c.Token = exectest.AdminToken
+	c.Token = servertest.AdminToken
 	return c
 }
 
@@ -149,7 +149,7 @@ func TestExecutorKilledMidBatch(t *testing.T) {
 
 	const n = 3000
 	dir := t.TempDir()
-	reqID := exectest.Release(t, c, env, manyFiles(t, dir, "remote", n))
+	reqID := servertest.Release(t, c, env, manyFiles(t, dir, "remote", n))
 	mid := waitMidRun(t, c, env, reqID)
 	exec1.Kill()
 	t.Logf("killed the executor at %d/%d", mid.Deployed, mid.Total)
@@ -186,7 +186,7 @@ func TestServerKilledMidRun(t *testing.T) {
 
 	const n = 3000
 	dir := t.TempDir()
-	reqID := exectest.Release(t, c, env, manyFiles(t, dir, "localhost", n))
+	reqID := servertest.Release(t, c, env, manyFiles(t, dir, "localhost", n))
 	mid := waitMidRun(t, c, env, reqID)
 	srv1.Kill()
 	t.Logf("killed the server at %d/%d", mid.Deployed, mid.Total)
@@ -203,7 +203,7 @@ func TestServerKilledMidRun(t *testing.T) {
 	checkFiles(t, dir, n)
 }
 
-func waitHealthy(t *testing.T, c *client.Client, p *exectest.Process) {
+func waitHealthy(t *testing.T, c *client.Client, p *servertest.Process) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {

@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	apiclient "github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -60,7 +60,7 @@ func releaseAfterDeath(t *testing.T, hold func(*testing.T, client.Client, string
 	db := testenv.Database(t)
 	ctx := context.Background()
 	first, c := firstServer(t, hostPort, namespace, db)
-	env := exectest.NewEnvironment(t, c, "dead", nil)
+	env := servertest.NewEnvironment(t, c, "dead", nil)
 	path := filepath.Join(t.TempDir(), "f")
 	deploy(t, c, env, body(t, file(path, "1\n", "0644")))
 	if err := first.Quiesce(ctx, env, 10*time.Second); err != nil {
@@ -148,12 +148,12 @@ func firstServer(t *testing.T, hostPort, namespace, db string) (*server.Server, 
 	t.Helper()
 	s, err := server.Start(context.Background(), server.Config{Listen: "127.0.0.1:0", DatabaseURL: db,
 		TemporalAddress: hostPort, TemporalNamespace: namespace, EmbeddedExecutor: true,
-		BootstrapToken: exectest.AdminToken, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		BootstrapToken: servertest.AdminToken, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := apiclient.New(s.URL())
-	c.Token = exectest.AdminToken
+	c.Token = servertest.AdminToken
 	return s, c
 }
 
@@ -165,7 +165,7 @@ func TestOldSchedulerRenewed(t *testing.T) {
 	db := testenv.Database(t)
 	ctx := context.Background()
 	first, c := firstServer(t, hostPort, namespace, db)
-	env := exectest.NewEnvironment(t, c, "renew", nil)
+	env := servertest.NewEnvironment(t, c, "renew", nil)
 	e, err := first.Store().GetEnvironment(ctx, env)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/server"
 )
 
 // metricValue returns the value of the sample of a scrape whose name and

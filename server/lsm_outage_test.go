@@ -15,9 +15,9 @@ import (
 
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/migrations"
+	"github.com/intendhq/intend/server"
 )
 
 // outage is a dependency of intend server that a test stops and starts

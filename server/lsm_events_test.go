@@ -13,7 +13,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/server"
 )
 
 // sseEvent is one server-sent event as a test reads it.

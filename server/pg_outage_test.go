@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // pgOutage is how long TestPostgresOutageMidRun keeps PostgreSQL down: the
@@ -32,7 +32,7 @@ func TestPostgresOutageMidRun(t *testing.T) {
 
 	const n = 3000
 	files := t.TempDir()
-	reqID := exectest.Release(t, c, env, manyFiles(t, files, "localhost", n))
+	reqID := servertest.Release(t, c, env, manyFiles(t, files, "localhost", n))
 	mid := waitMidRun(t, c, env, reqID)
 	stop()
 	t.Logf("stopped PostgreSQL at %d/%d for %s", mid.Deployed, mid.Total, pgOutage)

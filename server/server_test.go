@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/api/apitest"
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/apitest"
-	"github.com/intendhq/intend/internal/exectest"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -38,13 +38,13 @@ func startServerDB(t *testing.T) (*client.Client, *server.Server, string) {
 	})
 }
 
-// startValidated is exectest.StartServer with every request the test
+// startValidated is servertest.StartServer with every request the test
 // sends to the API, and every answer, checked against the OpenAPI
 // document (apitest.Validating).
 func startValidated(t testing.TB, cfg server.Config) (*client.Client, *server.Server, string) {
 	t.Helper()
 	cfg.WrapHandler = func(h http.Handler) http.Handler { return apitest.Validating(t, h) }
-	return exectest.StartServer(t, cfg)
+	return servertest.StartServer(t, cfg)
 }
 
 type res struct {
@@ -78,7 +78,7 @@ func body(t *testing.T, rs ...res) []byte {
 // deploy exports and releases a version and waits for its run to finish.
 func deploy(t *testing.T, c *client.Client, env string, b []byte) client.DeployRun {
 	t.Helper()
-	reqID := exectest.Release(t, c, env, b)
+	reqID := servertest.Release(t, c, env, b)
 	run, err := c.WaitRequest(context.Background(), env, reqID, 60*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +325,7 @@ func TestSchedulerFindsUnannouncedRequests(t *testing.T) {
 
 func newEnv(t *testing.T, c *client.Client, prefix string, settings map[string]any) string {
 	t.Helper()
-	return exectest.NewEnvironment(t, c, prefix, settings)
+	return servertest.NewEnvironment(t, c, prefix, settings)
 }
 
 // TestUserRepairAndRetry: a user repair re-verifies everything (recorded as

@@ -14,7 +14,7 @@ import (
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/oidc/oidctest"
-	"github.com/intendhq/intend/internal/server"
+	"github.com/intendhq/intend/server"
 )
 
 // as is c with another token.

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/sshtest"
+	"github.com/intendhq/intend/server"
 )
 
 // TestSSHDeploy deploys an ssh::Directory and an ssh::File that requires

@@ -19,9 +19,9 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/server"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/workflows"
 )
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/exectest"
 	"github.com/intendhq/intend/internal/names"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // lsmFileModel is catalogModel whose vm refines into one file under root,
@@ -588,7 +588,7 @@ func TestRollbackToAVersion(t *testing.T) {
 	}
 	req.Header.Set(api.EnvironmentHeader, env)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(exectest.Authorize(req))
+	resp, err := http.DefaultClient.Do(servertest.Authorize(req))
 	if err != nil {
 		t.Fatal(err)
 	}
