@@ -134,7 +134,8 @@ const (
 
 // TestApplyTransfer: a transfer writes the instance, its log row and the
 // first response to its request; a retry of the same version writes
-// nothing and returns the instance; a version that is not next is a
+// nothing and returns the instance; another transfer at a written version
+// is a non-retryable stale rejection; a version that is not next is a
 // non-retryable conflict. Each version written is counted once, the retry
 // and the conflict not at all.
 func TestApplyTransfer(t *testing.T) {
@@ -155,14 +156,21 @@ func TestApplyTransfer(t *testing.T) {
 	if err != nil || first.Version != 1 || first.State != "start" || first.Identity != "web" || first.CreatedAt.IsZero() {
 		t.Fatalf("apply = %+v %v", first, err)
 	}
-	// The retry (a lost answer): another request key and state, which
-	// must not be written.
-	retry := in
-	retry.State = "rejected"
-	retry.Request = &lsm.IdempotentRequest{Key: "k2", Hash: []byte{8}, Status: 201}
-	again, err := run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, retry)
+	// The retry (a lost answer) writes nothing and returns the instance.
+	again, err := run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, in)
 	if err != nil || again.State != "start" || again.Version != 1 || !again.UpdatedAt.Equal(first.UpdatedAt) {
 		t.Fatalf("retry = %+v %v, want the instance as first written", again, err)
+	}
+	// Another transfer at the same version (a workflow behind PostgreSQL)
+	// is refused as stale, naming the instance's version, and not written.
+	other := in
+	other.State = "rejected"
+	other.Request = &lsm.IdempotentRequest{Key: "k2", Hash: []byte{8}, Status: 201}
+	_, err = run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, other)
+	var ae *temporal.ApplicationError
+	var at int64
+	if !errors.As(err, &ae) || ae.Type() != lsm.RejectStale || !ae.NonRetryable() || ae.Details(&at) != nil || at != 1 {
+		t.Fatalf("another transfer at version 1: %v, want a non-retryable stale rejection naming version 1", err)
 	}
 	log, err := s.st.InstanceLog(ctx, s.env.ID, idWeb)
 	if err != nil || len(log) != 1 || log[0].Errors != nil {
@@ -177,7 +185,7 @@ func TestApplyTransfer(t *testing.T) {
 		t.Errorf("stored response = %+v %v %v", resp, ok, err)
 	}
 	if _, ok, _ := s.st.LookupRequest(ctx, s.env.ID, "", "k2"); ok {
-		t.Error("the retry stored a response for its key")
+		t.Error("the refused transfer stored a response for its key")
 	}
 
 	next := in
@@ -190,7 +198,6 @@ func TestApplyTransfer(t *testing.T) {
 	skip := next
 	skip.Version = 4
 	_, err = run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, skip)
-	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != lsm.RejectConflict || !ae.NonRetryable() {
 		t.Fatalf("version 4 after 2: %v, want a non-retryable conflict", err)
 	}
