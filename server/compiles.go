@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/activities"
@@ -33,32 +31,12 @@ func (s *Server) registerCompiles(w worker.Registry) {
 	acts := &activities.Compiler{
 		Store: s.store, DataDir: s.cfg.DataDir, AllowLocalRepos: s.cfg.AllowLocalRepos, Log: s.log,
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
-			return s.Wake(ctx, env, reason, true, false)
+			return s.sched.Wake(ctx, env, reason, true, false)
 		},
 		ModelChanged: s.lsm.ModelChanged,
 		Runner:       s.compiles, CompileTimeout: s.cfg.CompileTimeout,
 	}
 	acts.Register(w)
-}
-
-func (s *Server) compileQueueOptions(env store.Environment) client.StartWorkflowOptions {
-	return envWorkflowOptions(workflows.CompileQueueWorkflowID(env.Name), env, "compile queue of environment "+env.Name)
-}
-
-func compileQueueInput(env store.Environment) workflows.CompileQueueInput {
-	return workflows.CompileQueueInput{EnvironmentID: env.ID, EnvironmentName: env.Name}
-}
-
-// WakeCompiles tells the environment's compile queue to look at its
-// queue, starting it when it does not run.
-func (s *Server) WakeCompiles(ctx context.Context, env store.Environment, reason string) error {
-	_, err := s.temporal.SignalWithStartWorkflow(ctx, workflows.CompileQueueWorkflowID(env.Name), workflows.CompileSignal,
-		workflows.CompileWake{Reason: reason}, s.compileQueueOptions(env), workflows.CompileQueueWorkflowName,
-		compileQueueInput(env))
-	if err != nil {
-		return fmt.Errorf("wake compile queue of %s: %w", env.Name, err)
-	}
-	return nil
 }
 
 // reconcileCompiles makes sure the compile queue runs for every
@@ -77,10 +55,9 @@ func (s *Server) reconcileCompiles(ctx context.Context) {
 	}
 	for _, q := range qs {
 		if q.Waiting {
-			err = s.WakeCompiles(ctx, q.Environment, "reconciler: a compile is queued")
+			err = s.sched.WakeCompiles(ctx, q.Environment, "reconciler: a compile is queued")
 		} else {
-			_, err = s.temporal.ExecuteWorkflow(ctx, s.compileQueueOptions(q.Environment),
-				workflows.CompileQueueWorkflowName, compileQueueInput(q.Environment))
+			err = s.sched.EnsureCompiles(ctx, q.Environment)
 		}
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("reconcile: compile queue", "environment", q.Environment.Name, "error", err)

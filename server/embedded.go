@@ -53,3 +53,16 @@ func (s *Server) autostart(ctx context.Context) error {
 	}
 	return nil
 }
+
+// serveNewAgents is the schedulers' BeforeRun: with an embedded executor,
+// it serves the agents a release or dry-run may need before the run's
+// first batch looks for an executor. A failure is logged; the reconciler
+// tries again.
+func (s *Server) serveNewAgents(ctx context.Context, env store.Environment) {
+	if s.executors == nil {
+		return
+	}
+	if err := s.autostart(ctx); err != nil {
+		s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
+	}
+}

@@ -2,16 +2,12 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-
+	"github.com/intendhq/intend/activities"
+	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
-	"github.com/intendhq/intend/workflows"
 )
 
 // defaultInstanceReconcileEvery is how often the reconciler looks for live
@@ -23,13 +19,9 @@ const defaultInstanceReconcileEvery = 2 * time.Minute
 const maxInstanceRestarts = 500
 
 // reconcileInstances restarts, from PostgreSQL, the workflow of every live
-// service instance that has none running (Temporal lost its store, or the
-// workflow ended with the instance live): each starts from the instance as
-// PostgreSQL holds it (state, version, attribute sets) and exports again
-// if its state exports, as schedulers are restarted for environments. At
-// most once per InstanceReconcileEvery; every replica does it, and a
-// workflow that runs already is left as it is (the start uses the existing
-// one).
+// service instance that has none running, and has the running ones that
+// are behind PostgreSQL sync (engine.LSM.RestartInstances), at most once
+// per InstanceReconcileEvery; every replica does it.
 func (s *Server) reconcileInstances(ctx context.Context, envs []store.Environment) {
 	now := time.Now()
 	last := s.lastInstances.Load()
@@ -37,7 +29,7 @@ func (s *Server) reconcileInstances(ctx context.Context, envs []store.Environmen
 		return
 	}
 	for _, e := range envs {
-		n, err := s.restartInstances(ctx, e)
+		n, err := s.lsm.RestartInstances(ctx, e, s.cfg.InstanceReconcileEvery, s.log)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.log.Warn("reconcile: service instance workflows", "environment", e.Name, "error", err)
@@ -47,113 +39,23 @@ func (s *Server) reconcileInstances(ctx context.Context, envs []store.Environmen
 	}
 }
 
-// restartInstances starts the missing workflows of env's live instances
-// and returns how many it started.
-func (s *Server) restartInstances(ctx context.Context, env store.Environment) (int, error) {
-	live, err := s.store.LiveServiceInstances(ctx, env.ID)
-	if err != nil || len(live) == 0 {
-		return 0, err
+// lsmPreviewer serves the instances' dry-runs with the lifecycle engine's
+// own validation and rendering (activities.LSM.PreviewInstance).
+type lsmPreviewer struct{ l *activities.LSM }
+
+func (p lsmPreviewer) PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (api.LSMPreview, error) {
+	// The proposal is of the version of the set an update edits.
+	version := 0
+	if inst, err := p.l.Store.GetInstance(ctx, envID, entity, instanceID); err == nil {
+		version = lsm.EntityVersion(inst.ActiveVersion)
+		if inst.Candidate != nil {
+			version = lsm.EntityVersion(inst.CandidateVersion)
+		}
 	}
-	running, err := s.runningInstances(ctx, env.Name)
+	pv, err := p.l.PreviewInstanceVersion(ctx, envID, entity, instanceID, version, attrs)
 	if err != nil {
-		return 0, err
+		return api.LSMPreview{}, err
 	}
-	var entities map[string]store.ServiceEntity
-	started := 0
-	for _, inst := range live {
-		wfID := workflows.ServiceInstanceWorkflowID(env.Name, inst.Entity, inst.ID)
-		if state, ok := running[wfID]; ok {
-			s.syncBehind(ctx, env, inst, state)
-			continue
-		}
-		if started >= maxInstanceRestarts {
-			continue
-		}
-		if entities == nil {
-			es, err := s.store.ListEntities(ctx, env.ID)
-			if err != nil {
-				return started, err
-			}
-			entities = make(map[string]store.ServiceEntity, len(es))
-			for _, e := range es {
-				entities[e.Name] = e
-			}
-		}
-		entity, ok := entities[inst.Entity]
-		if !ok {
-			continue // its entity left the catalog: nothing can drive it
-		}
-		// The workflow starts with the version of the instance and knows
-		// the versions of its other sets (lsm_versions.go).
-		own, others, err := s.store.EntitiesOfSets(ctx, env.ID, inst.Entity, inst.Sets)
-		if err != nil {
-			return started, err
-		}
-		entity.Entity = own
-		_, err = s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID:                       wfID,
-			TaskQueue:                workflows.TaskQueue,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			TypedSearchAttributes:    workflows.ServiceInstanceSearchAttributes(env.Name, inst.Entity, inst.ID, inst.State),
-			Memo:                     workflows.InstanceMemo(env.Name, inst.Entity, inst.ID),
-			StaticSummary:            fmt.Sprintf("service instance %s/%s (restarted from PostgreSQL)", inst.Entity, inst.ID),
-		}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
-			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: entity.Entity, InstanceID: inst.ID,
-			AutoTransfersOff: !entity.Config.AutoTransfers, Generation: workflows.InstanceGeneration,
-			Snapshot: &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity,
-				Sets: inst.Sets, Entities: others},
-		})
-		if err != nil {
-			return started, fmt.Errorf("start %s: %w", wfID, err)
-		}
-		started++
-	}
-	return started, nil
-}
-
-// syncBehind sends workflows.SyncSignal to the running workflow of inst
-// when the state its workflow last published (state, from visibility)
-// has differed from PostgreSQL's since before the last reconcile: the
-// workflow lost a task after its transfers were written, and nothing
-// else may ever tell it. A workflow that merely has not published yet
-// (a long validation) reads the instance once and goes on.
-func (s *Server) syncBehind(ctx context.Context, env store.Environment, inst store.ServiceInstance, state string) {
-	if state == "" || state == inst.State || time.Since(inst.UpdatedAt) < s.cfg.InstanceReconcileEvery {
-		return
-	}
-	s.log.Warn("reconcile: a service instance's workflow shows another state than PostgreSQL; it is asked to sync",
-		"environment", env.Name, "service_entity", inst.Entity, "instance", inst.ID,
-		"state", inst.State, "workflow_state", state)
-	if err := s.lsm.Sync(ctx, env, inst.Entity, inst.ID); err != nil && ctx.Err() == nil {
-		s.log.Warn("reconcile: sync a service instance's workflow", "instance", inst.ID, "error", err)
-	}
-}
-
-// runningInstances maps the ids of the running instance workflows of the
-// environment named env to the state each last published ("" when it has
-// none yet). It reads visibility: a workflow started a moment ago may be
-// missing, and is then left as it is by the start.
-func (s *Server) runningInstances(ctx context.Context, env string) (map[string]string, error) {
-	out := map[string]string{}
-	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND %s = '%s'",
-		workflows.ServiceInstanceWorkflowName, workflows.SearchAttrEnvironment, env)
-	var token []byte
-	for {
-		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: query, PageSize: 1000, NextPageToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("list instance workflows: %w", err)
-		}
-		for _, ex := range resp.GetExecutions() {
-			var state string
-			if p := ex.GetSearchAttributes().GetIndexedFields()[workflows.SearchAttrInstanceState]; p != nil {
-				_ = converter.GetDefaultDataConverter().FromPayload(p, &state)
-			}
-			out[ex.GetExecution().GetWorkflowId()] = state
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return out, nil
-		}
-	}
+	return api.LSMPreview{OK: pv.Validation.OK, Errors: pv.Validation.Errors, ReadOnly: pv.Validation.ReadOnly,
+		Resources: pv.Resources, RenderErrors: pv.RenderErrors}, nil
 }

@@ -17,13 +17,12 @@ import (
 
 	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters/builtin"
+	"github.com/intendhq/intend/server/engine"
 
 	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	intend "github.com/intendhq/intend"
@@ -166,8 +165,10 @@ type Server struct {
 	executors *agent.Manager
 	reporter  *executor.Reporter
 	cache     *adapters.Cache
-	lsm       *lsmEngine
-	orders    *orderEngine
+	// sched, lsm and orders are the Temporal side of the API's ports.
+	sched  *engine.Schedulers
+	lsm    *engine.LSM
+	orders *engine.Orders
 	// events wakes the service instances' event streams (one LISTEN
 	// connection for the server).
 	events   *lsmevents.Hub
@@ -189,10 +190,8 @@ type Server struct {
 	// lastInstances is when the reconciler last looked for instance
 	// workflows to restart (unix nanoseconds).
 	lastInstances atomic.Int64
-	// renewed holds the environments whose scheduler renew looked at.
-	renewed sync.Map
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
 }
 
 // Registry returns the adapters built into intend (listed in
@@ -298,9 +297,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &lsmEngine{temporal: tc, store: st}, scheme: "http",
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &engine.LSM{Temporal: tc, Store: st}, scheme: "http",
 		pruned: tel.PrunedRows}
-	s.orders = &orderEngine{temporal: tc, lsm: s.lsm}
+	s.orders = &engine.Orders{Temporal: tc, LSM: s.lsm}
+	s.sched = &engine.Schedulers{Temporal: tc, Deploy: cfg.Deploy, Poll: cfg.SchedulerPoll, Log: log,
+		BeforeRun: s.serveNewAgents}
 	fail := func(err error) (*Server, error) {
 		s.Shutdown(context.Background())
 		return nil, err
@@ -312,7 +313,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.worker = worker.New(tc, workflows.TaskQueue, orchestrationWorkerOptions())
 	registerOrchestration(s.worker, &activities.Orchestration{Store: st, Metrics: tel,
 		SignalDeployed: func(ctx context.Context, workflowID string) error {
-			return tc.SignalWorkflow(ctx, workflowID, "", workflows.DeployedSignal, nil)
+			return s.lsm.Signal(ctx, workflowID, workflows.DeployedSignal, nil)
 		}})
 	s.compiles = &bounded.Pool{Memory: cfg.CompileMemory, Workers: cfg.CompileWorkers,
 		CacheResources: lsmCacheResources, Log: log}
@@ -323,15 +324,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	lsmActs := &activities.LSM{Store: st, Log: log, Metrics: tel, Cache: compiler.NewCache(lsmCacheResources),
 		Runner: s.compiles, CompileTimeout: cfg.CompileTimeout,
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
-			return s.Wake(ctx, env, reason, true, false)
+			return s.sched.Wake(ctx, env, reason, true, false)
 		},
-		Signal: func(ctx context.Context, workflowID, name string, arg any) error {
-			err := tc.SignalWorkflow(ctx, workflowID, "", name, arg)
-			if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
-				return nil // the workflow ended: nothing to tell
-			}
-			return err
-		},
+		Signal: s.lsm.Signal,
 	}
 	lsmActs.Register(s.worker)
 	s.lsmActs = lsmActs
@@ -358,9 +353,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.events = lsmevents.New(st, log, 0)
 	srv := api.New(api.Options{
-		Store: st, Scheduler: s, Dryruns: s, Log: log, Telemetry: tel, Tracer: cfg.Tracing.Tracer(),
+		Store: st, Scheduler: s.sched, Dryruns: s.sched, Log: log, Telemetry: tel, Tracer: cfg.Tracing.Tracer(),
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
-		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
+		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
@@ -506,6 +501,10 @@ func (s *Server) MetricsAddr() string { return s.metricsAddr }
 // Store is the server's store.
 func (s *Server) Store() *store.Store { return s.store }
 
+// Schedulers returns what drives the environments' workflows (their
+// schedulers, dry-runs and compile queues).
+func (s *Server) Schedulers() *engine.Schedulers { return s.sched }
+
 // Temporal is the server's Temporal client.
 func (s *Server) Temporal() client.Client { return s.temporal }
 
@@ -547,101 +546,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 }
 
-func (s *Server) schedulerInput(env store.Environment) workflows.SchedulerInput {
-	return workflows.SchedulerInput{
-		EnvironmentID: env.ID, EnvironmentName: env.Name, Deploy: s.cfg.Deploy,
-		PollSeconds: int(s.cfg.SchedulerPoll / time.Second),
-	}
-}
-
-func (s *Server) schedulerOptions(env store.Environment) client.StartWorkflowOptions {
-	o := envWorkflowOptions(workflows.SchedulerWorkflowID(env.Name), env, "scheduler of environment "+env.Name)
-	o.WorkflowTaskTimeout = workflows.SchedulerTaskTimeout
-	return o
-}
-
-// envWorkflowOptions starts one of an environment's own workflows (its
-// scheduler, compile queue, model announcements): on intend's task
-// queue, with its IntendEnvironment, the running one taken when there is
-// one, a new one allowed once it ended.
-func envWorkflowOptions(id string, env store.Environment, summary string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name),
-		),
-		StaticSummary: summary,
-	}
-}
-
-// Ensure starts the environment's scheduler unless it runs already
-// (starting a running one adds nothing to its history).
-func (s *Server) Ensure(ctx context.Context, env store.Environment) error {
-	if _, err := s.temporal.ExecuteWorkflow(ctx, s.schedulerOptions(env), workflows.SchedulerWorkflowName,
-		s.schedulerInput(env)); err != nil {
-		return fmt.Errorf("start scheduler of %s: %w", env.Name, err)
-	}
-	return nil
-}
-
-// Wake tells the environment's scheduler to look at its queue now,
-// starting it when it does not run. New agents are served first, so a
-// run's first batch finds its executor.
-func (s *Server) Wake(ctx context.Context, env store.Environment, reason string, release, halt bool) error {
-	if s.executors != nil && release {
-		if err := s.autostart(ctx); err != nil {
-			s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
-		}
-	}
-	_, err := s.temporal.SignalWithStartWorkflow(ctx, workflows.SchedulerWorkflowID(env.Name), workflows.WakeSignal,
-		workflows.Wake{Reason: reason, Release: release, Halt: halt}, s.schedulerOptions(env),
-		workflows.SchedulerWorkflowName, s.schedulerInput(env))
-	if err != nil {
-		return fmt.Errorf("wake scheduler of %s: %w", env.Name, err)
-	}
-	return nil
-}
-
-// StartDryrun starts a dry-run's workflow: the deploy workflow with action
-// dryrun, outside the scheduler (it changes nothing, so it need not wait).
-func (s *Server) StartDryrun(ctx context.Context, env store.Environment, run store.DeployRun) error {
-	if s.executors != nil {
-		if err := s.autostart(ctx); err != nil {
-			s.log.Warn("embedded executor: autostart failed", "environment", env.Name, "error", err)
-		}
-	}
-	_, err := s.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       run.WorkflowID,
-		TaskQueue:                workflows.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    workflows.RunSearchAttributes(env.Name, run.Version, workflows.RunKindDryrun),
-		Memo:                     workflows.RunMemo(env.Name, workflows.RunKindDryrun, run.Run),
-		StaticSummary:            fmt.Sprintf("dry-run %d of version %d", run.Run, run.Version),
-	}, workflows.DeployWorkflowName, workflows.DeployInput{
-		EnvironmentID: env.ID, EnvironmentName: env.Name, Run: run.Run, Version: run.Version,
-		MaxInFlight: s.cfg.Deploy.MaxInFlight, Limits: s.cfg.Deploy.Limits,
-		AgentWaitSeconds: env.Settings.AgentTimeout,
-	})
-	if err != nil {
-		return fmt.Errorf("start dry-run %d of %s: %w", run.Run, env.Name, err)
-	}
-	return nil
-}
-
-// Stop terminates the environment's scheduler and, with it, its runs.
-func (s *Server) Stop(ctx context.Context, env store.Environment) error {
-	err := s.temporal.TerminateWorkflow(ctx, workflows.SchedulerWorkflowID(env.Name), "",
-		"environment "+env.Name+" deleted")
-	var nf *serviceerror.NotFound
-	if err != nil && !errors.As(err, &nf) {
-		return fmt.Errorf("stop scheduler of %s: %w", env.Name, err)
-	}
-	return nil
-}
-
 // reconcileLoop makes sure every environment's scheduler runs (after a
 // restart, or when Temporal lost its store) and serves new agents.
 func (s *Server) reconcileLoop(ctx context.Context) {
@@ -671,13 +575,13 @@ func (s *Server) reconcile(ctx context.Context) {
 		return
 	}
 	for _, e := range envs {
-		if err := s.Ensure(ctx, e); err != nil {
+		if err := s.sched.Ensure(ctx, e); err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("reconcile: scheduler", "environment", e.Name, "error", err)
 			}
 			continue
 		}
-		s.renew(ctx, e)
+		s.sched.Renew(ctx, e)
 	}
 	s.reconcileInstances(ctx, envs)
 	s.reconcileOrders(ctx)

@@ -2,14 +2,10 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -45,58 +41,8 @@ func orchestrationWorkerOptions() worker.Options {
 const orchestrationStopGrace = 3 * time.Second
 
 // Quiesce waits, at most max, until the scheduler of env has nothing in
-// hand: no workflow task, activity or deploy run pending. Called before
-// Shutdown by a process that drove the scheduler itself (`intend
-// deploy`), it keeps the scheduler's last steps (the look at the queue
-// after a run) from being handed to a worker that is stopping, which
-// Temporal then only notices at the task's timeout.
+// hand (engine.Schedulers.Quiesce); `intend deploy` calls it before
+// Shutdown.
 func (s *Server) Quiesce(ctx context.Context, env string, max time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, max)
-	defer cancel()
-	const every = 10 * time.Millisecond
-	for {
-		d, err := s.temporal.DescribeWorkflowExecution(ctx, workflows.SchedulerWorkflowID(env), "")
-		if err != nil {
-			return fmt.Errorf("describe scheduler of %s: %w", env, err)
-		}
-		if idle(d) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("scheduler of %s still busy after %s", env, max)
-		case <-time.After(every):
-		}
-	}
-}
-
-// idle reports whether a workflow has no task, activity or child pending.
-func idle(d *workflowservice.DescribeWorkflowExecutionResponse) bool {
-	return d.GetPendingWorkflowTask() == nil && len(d.GetPendingActivities()) == 0 &&
-		len(d.GetPendingChildren()) == 0
-}
-
-// renew asks the scheduler of env, once per process, to continue as new
-// when it runs with another workflow task timeout than
-// workflows.SchedulerTaskTimeout: one started before that was set keeps
-// Temporal's 10 s until it continues as new (after some 70 deploys).
-func (s *Server) renew(ctx context.Context, env store.Environment) {
-	if _, done := s.renewed.LoadOrStore(env.ID, true); done {
-		return
-	}
-	id := workflows.SchedulerWorkflowID(env.Name)
-	d, err := s.temporal.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		s.renewed.Delete(env.ID) // the next reconcile tries again
-		return
-	}
-	if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING ||
-		d.GetExecutionConfig().GetDefaultWorkflowTaskTimeout().AsDuration() == workflows.SchedulerTaskTimeout {
-		return
-	}
-	if err := s.temporal.SignalWorkflow(ctx, id, "", workflows.WakeSignal,
-		workflows.Wake{Reason: "renew: shorter workflow task timeout", Renew: true}); err != nil {
-		s.renewed.Delete(env.ID)
-		s.log.Warn("renew the scheduler", "environment", env.Name, "error", err)
-	}
+	return s.sched.Quiesce(ctx, env, max)
 }

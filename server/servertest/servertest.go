@@ -109,7 +109,7 @@ func StartServer(t testing.TB, cfg server.Config) (*client.Client, *server.Serve
 		ctx := context.Background()
 		if envs, err := s.Store().ListEnvironments(ctx, ""); err == nil {
 			for _, e := range envs {
-				_ = s.Stop(ctx, e)
+				_ = s.Schedulers().Stop(ctx, e)
 			}
 		}
 		s.Shutdown(ctx)

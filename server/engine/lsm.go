@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/intendhq/intend/activities"
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -22,21 +21,24 @@ import (
 // before it answers 503 (the update goes on).
 const defaultLSMWait = 30 * time.Second
 
-// lsmEngine sends the inventory's writes to the instances' workflows as
-// Updates (api.LSMEngine).
-type lsmEngine struct {
-	temporal client.Client
-	// store records the model sources announced (ModelChanged).
-	store *store.Store
-	// wait bounds a request, from sending it to its completion.
-	wait time.Duration
+// LSM sends the inventory's writes to the instances' workflows as
+// Updates (api.LSMEngine), tells them of model sources and entity
+// configs, asks them to sync with PostgreSQL, and restarts the ones
+// Temporal lost.
+type LSM struct {
+	Temporal client.Client
+	// Store reads the instances and records the model sources announced
+	// (ModelChanged).
+	Store *store.Store
+	// Wait bounds a request, from sending it to its completion (0: 30 s).
+	Wait time.Duration
 }
 
-var _ api.LSMEngine = (*lsmEngine)(nil)
+var _ api.LSMEngine = (*LSM)(nil)
 
 // Send implements api.LSMEngine.
-func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstance, error) {
-	wait := e.wait
+func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstance, error) {
+	wait := e.Wait
 	if wait <= 0 {
 		wait = defaultLSMWait
 	}
@@ -84,7 +86,7 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 		var h client.WorkflowUpdateHandle
 		var err error
 		if req.Op == api.LSMCreate {
-			start := e.temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			start := e.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 				ID:        wfID,
 				TaskQueue: workflows.TaskQueue,
 				// A running workflow takes the create (and rejects it when the
@@ -99,11 +101,11 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 				EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: req.Entity, InstanceID: req.InstanceID,
 				AutoTransfersOff: req.AutoTransfersOff, Generation: workflows.InstanceGeneration,
 			})
-			h, err = e.temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			h, err = e.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: start, UpdateOptions: opts,
 			})
 		} else {
-			h, err = e.temporal.UpdateWorkflow(ctx, opts)
+			h, err = e.Temporal.UpdateWorkflow(ctx, opts)
 		}
 		if err != nil {
 			if rej := rejection(err); rej != nil {
@@ -169,16 +171,22 @@ func (e *lsmEngine) Send(ctx context.Context, req api.LSMRequest) (store.Service
 	}
 }
 
-// Sync sends workflows.SyncSignal to the workflow of an instance: it
-// compares itself with PostgreSQL and takes up what it lost. A workflow
-// that does not run has nothing to compare (the reconciler starts it
-// from PostgreSQL).
-func (e *lsmEngine) Sync(ctx context.Context, env store.Environment, entity, id string) error {
-	err := e.temporal.SignalWorkflow(ctx, workflows.ServiceInstanceWorkflowID(env.Name, entity, id), "", workflows.SyncSignal, nil)
+// Signal sends the signal name (with arg) to a workflow; one that does
+// not run (it ended) has nothing to be told, which is no error.
+func (e *LSM) Signal(ctx context.Context, workflowID, name string, arg any) error {
+	err := e.Temporal.SignalWorkflow(ctx, workflowID, "", name, arg)
 	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
 		return nil
 	}
 	return err
+}
+
+// Sync sends workflows.SyncSignal to the workflow of an instance: it
+// compares itself with PostgreSQL and takes up what it lost. A workflow
+// that does not run has nothing to compare (the reconciler starts it
+// from PostgreSQL).
+func (e *LSM) Sync(ctx context.Context, env store.Environment, entity, id string) error {
+	return e.Signal(ctx, workflows.ServiceInstanceWorkflowID(env.Name, entity, id), workflows.SyncSignal, nil)
 }
 
 // rejection finds the instance workflow's rejection in err's chain (a
@@ -233,10 +241,10 @@ func isUnavailable(err error) bool {
 // every live instance, and records the source as announced. A
 // notification of the same source still running is that one; a source
 // never recorded as announced is announced by the reconciler.
-func (e *lsmEngine) ModelChanged(ctx context.Context, env store.Environment, hash string) error {
+func (e *LSM) ModelChanged(ctx context.Context, env store.Environment, hash string) error {
 	// Without live instances there is nobody to tell (one created from
 	// now on compiles with this source anyway): no workflow.
-	live, err := e.store.HasLiveServiceInstances(ctx, env.ID)
+	live, err := e.Store.HasLiveServiceInstances(ctx, env.ID)
 	if err != nil {
 		return fmt.Errorf("live service instances: %w", err)
 	}
@@ -245,14 +253,14 @@ func (e *lsmEngine) ModelChanged(ctx context.Context, env store.Environment, has
 			return err
 		}
 	}
-	if err := e.store.MarkModelAnnounced(ctx, env.ID, hash); err != nil {
+	if err := e.Store.MarkModelAnnounced(ctx, env.ID, hash); err != nil {
 		return fmt.Errorf("record model source %s as announced: %w", hash, err)
 	}
 	return nil
 }
 
-func (e *lsmEngine) startModelChanged(ctx context.Context, env store.Environment, hash string) error {
-	_, err := e.temporal.ExecuteWorkflow(ctx, envWorkflowOptions(workflows.ModelChangedWorkflowID(env.Name, hash), env,
+func (e *LSM) startModelChanged(ctx context.Context, env store.Environment, hash string) error {
+	_, err := e.Temporal.ExecuteWorkflow(ctx, envWorkflowOptions(workflows.ModelChangedWorkflowID(env.Name, hash), env,
 		fmt.Sprintf("model source %.12s announced to the service instances", hash)),
 		workflows.ModelChangedWorkflowName, workflows.ModelChangedInput{
 			EnvironmentID: env.ID, EnvironmentName: env.Name, Hash: hash,
@@ -261,25 +269,4 @@ func (e *lsmEngine) startModelChanged(ctx context.Context, env store.Environment
 		return fmt.Errorf("start %s: %w", workflows.ModelChangedWorkflowID(env.Name, hash), err)
 	}
 	return nil
-}
-
-// lsmPreviewer serves the instances' dry-runs with the lifecycle engine's
-// own validation and rendering (activities.LSM.PreviewInstance).
-type lsmPreviewer struct{ l *activities.LSM }
-
-func (p lsmPreviewer) PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (api.LSMPreview, error) {
-	// The proposal is of the version of the set an update edits.
-	version := 0
-	if inst, err := p.l.Store.GetInstance(ctx, envID, entity, instanceID); err == nil {
-		version = lsm.EntityVersion(inst.ActiveVersion)
-		if inst.Candidate != nil {
-			version = lsm.EntityVersion(inst.CandidateVersion)
-		}
-	}
-	pv, err := p.l.PreviewInstanceVersion(ctx, envID, entity, instanceID, version, attrs)
-	if err != nil {
-		return api.LSMPreview{}, err
-	}
-	return api.LSMPreview{OK: pv.Validation.OK, Errors: pv.Validation.Errors, ReadOnly: pv.Validation.ReadOnly,
-		Resources: pv.Resources, RenderErrors: pv.RenderErrors}, nil
 }

@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"context"
@@ -21,13 +21,13 @@ import (
 // written, reads the config again and signals its own workflow when it
 // changed (syncConfig), so that either the change or the create tells it.
 
-var _ api.LSMConfigNotifier = (*lsmEngine)(nil)
+var _ api.LSMConfigNotifier = (*LSM)(nil)
 
 // ConfigChanged implements api.LSMConfigNotifier: it signals c to every
 // live instance of entity (a workflow that does not run is skipped: the
 // reconciler restarts it with the stored config).
-func (e *lsmEngine) ConfigChanged(ctx context.Context, env store.Environment, entity string, c store.EntityConfig) error {
-	live, err := e.store.LiveServiceInstances(ctx, env.ID)
+func (e *LSM) ConfigChanged(ctx context.Context, env store.Environment, entity string, c store.EntityConfig) error {
+	live, err := e.Store.LiveServiceInstances(ctx, env.ID)
 	if err != nil {
 		return fmt.Errorf("live service instances: %w", err)
 	}
@@ -43,9 +43,9 @@ func (e *lsmEngine) ConfigChanged(ctx context.Context, env store.Environment, en
 	return errors.Join(errs...)
 }
 
-func (e *lsmEngine) signalConfig(ctx context.Context, env store.Environment, entity, id string, c store.EntityConfig) error {
+func (e *LSM) signalConfig(ctx context.Context, env store.Environment, entity, id string, c store.EntityConfig) error {
 	wfID := workflows.ServiceInstanceWorkflowID(env.Name, entity, id)
-	err := e.temporal.SignalWorkflow(ctx, wfID, "", workflows.ConfigChangedSignal,
+	err := e.Temporal.SignalWorkflow(ctx, wfID, "", workflows.ConfigChangedSignal,
 		workflows.EntityConfigSignal{AutoTransfers: c.AutoTransfers})
 	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
 		return nil
@@ -59,8 +59,8 @@ func (e *lsmEngine) signalConfig(ctx context.Context, env store.Environment, ent
 // syncConfig tells a just created instance's workflow the entity's config
 // when it is not what the create started it with. Best effort: a failure
 // is left to the next config change (or a repeat of it).
-func (e *lsmEngine) syncConfig(ctx context.Context, req api.LSMRequest) {
-	ent, err := e.store.GetEntity(ctx, req.Environment.ID, req.Entity.Name)
+func (e *LSM) syncConfig(ctx context.Context, req api.LSMRequest) {
+	ent, err := e.Store.GetEntity(ctx, req.Environment.ID, req.Entity.Name)
 	if err != nil || !ent.Config.AutoTransfers == req.AutoTransfersOff {
 		return // the workflow started with the config there is
 	}
