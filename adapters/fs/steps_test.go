@@ -39,6 +39,19 @@ func symlink(attrs map[string]any, purged bool) adapters.Resource {
 	return pathResource(fs.SymlinkType, attrs, purged)
 }
 
+// invalidAt returns a maker of invalid resources for conformance.Case:
+// the resource res makes of attrs with the path p, under the id of the
+// good resource at path, so that the suite can check nothing was made
+// there.
+func invalidAt(res func(map[string]any, bool) adapters.Resource, path string) func(p string, attrs map[string]any) adapters.Resource {
+	return func(p string, attrs map[string]any) adapters.Resource {
+		r := res(attrs, false)
+		r.ID.Value = path
+		r.Attributes["path"] = p
+		return r
+	}
+}
+
 // messages returns the messages hc logged, in order.
 func messages(hc *adapters.Context) []string {
 	var out []string
