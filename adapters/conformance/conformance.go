@@ -8,7 +8,7 @@
 //			Handler: fs.File{},
 //			Desired: ..., Updated: ...,
 //			Invalid: map[string]adapters.Resource{"mode": ...},
-//			Exists:  func(t testing.TB) bool { _, err := os.Lstat(path); return err == nil },
+//			Exists:  conformance.PathExists(path),
 //		})
 //	}
 //
@@ -21,7 +21,10 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	iofs "io/fs"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -55,6 +58,25 @@ type Case struct {
 	// present on their own, purges outside the lifecycle (before the
 	// Invalid checks, at cleanup) purge Updated and then Desired.
 	ConvergesByCreate bool
+}
+
+// PathExists returns an Exists for a resource that is whatever stands at
+// path on the local disk (not following a symlink). An error of os.Lstat
+// other than "does not exist" fails t.
+func PathExists(path string) func(t testing.TB) bool {
+	return func(t testing.TB) bool {
+		t.Helper()
+		_, err := os.Lstat(path)
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, iofs.ErrNotExist):
+			return false
+		default:
+			t.Fatalf("lstat %s: %v", path, err)
+			return false
+		}
+	}
 }
 
 // Run checks that c.Handler honours the adapters.Handler contract. It runs

@@ -1,9 +1,6 @@
 package exec_test
 
 import (
-	"errors"
-	iofs "io/fs"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -68,18 +65,6 @@ func TestCommandConformance(t *testing.T) {
 			"returns":      invalid(map[string]any{"returns": []any{256}}),
 			"refresh_only": invalid(map[string]any{"refresh_only": "yes"}),
 		},
-		Exists: func(t testing.TB) bool {
-			t.Helper()
-			_, err := os.Lstat(out)
-			switch {
-			case err == nil:
-				return true
-			case errors.Is(err, iofs.ErrNotExist):
-				return false
-			default:
-				t.Fatalf("lstat %s: %v", out, err)
-				return false
-			}
-		},
+		Exists: conformance.PathExists(out),
 	})
 }

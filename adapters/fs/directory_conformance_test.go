@@ -14,12 +14,7 @@ func TestDirectoryConformance(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "srv", "data")
-	withPath := func(p string, attrs map[string]any) adapters.Resource {
-		r := directory(attrs, false)
-		r.ID.Value = path // invalid resources keep the id of the good one
-		r.Attributes["path"] = p
-		return r
-	}
+	withPath := invalidAt(directory, path)
 	conformance.Run(t, conformance.Case{
 		Handler: fs.Directory{},
 		Desired: directory(map[string]any{"path": path, "mode": "0750"}, false),

@@ -2,27 +2,13 @@ package fs_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/fs"
-	"github.com/intendhq/intend/adapters/resource"
 )
-
-// directory returns the desired state of an fs::Directory with the given
-// attributes; the id names attrs["path"] when it is a string.
-func directory(attrs map[string]any, purged bool) adapters.Resource {
-	id := resource.ID{Type: fs.DirectoryType, Agent: "local", Attribute: "path"}
-	if p, ok := attrs["path"].(string); ok {
-		id.Value = p
-	}
-	return adapters.Resource{ID: id, Attributes: attrs, Purged: purged}
-}
 
 func dirMode(t *testing.T, path string) os.FileMode {
 	t.Helper()
@@ -40,20 +26,8 @@ func dirMode(t *testing.T, path string) os.FileMode {
 // and purge, in order: each step starts from the disk the previous one left.
 func TestDirectoryLifecycle(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "srv", "app", "data")
-	var lastStat os.FileInfo
-
-	steps := []struct {
-		name       string
-		reason     string
-		attrs      map[string]any
-		purged     bool
-		wantAction string
-		wantDiff   []string
-		wantLogs   []string
-		check      func(t *testing.T)
-	}{
+	runSteps(t, fs.Directory{}, directory, path, []step{
 		{
 			name:       "create",
 			reason:     "a missing directory is created with its parents and its mode, whatever the umask",
@@ -61,7 +35,7 @@ func TestDirectoryLifecycle(t *testing.T) {
 			wantAction: "create",
 			wantDiff:   []string{"mode", "path"},
 			wantLogs:   []string{"created parent directories", "created directory"},
-			check: func(t *testing.T) {
+			check: func(t *testing.T, _ os.FileInfo) {
 				if perm := dirMode(t, path).Perm(); perm != 0o777 {
 					t.Errorf("mode = %04o, want 0777", perm)
 				}
@@ -83,7 +57,7 @@ func TestDirectoryLifecycle(t *testing.T) {
 			wantAction: "update",
 			wantDiff:   []string{"mode"},
 			wantLogs:   []string{"updating directory", "changed directory mode"},
-			check: func(t *testing.T) {
+			check: func(t *testing.T, before os.FileInfo) {
 				if perm := dirMode(t, path).Perm(); perm != 0o750 {
 					t.Errorf("mode = %04o, want 0750", perm)
 				}
@@ -91,7 +65,7 @@ func TestDirectoryLifecycle(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !os.SameFile(fi, lastStat) {
+				if !os.SameFile(fi, before) {
 					t.Errorf("directory was replaced, want chmod in place")
 				}
 			},
@@ -110,10 +84,8 @@ func TestDirectoryLifecycle(t *testing.T) {
 			wantAction: "delete",
 			wantDiff:   []string{"purged"},
 			wantLogs:   []string{"removed directory"},
-			check: func(t *testing.T) {
-				if _, err := os.Lstat(path); !os.IsNotExist(err) {
-					t.Errorf("lstat after purge = %v, want not exist", err)
-				}
+			check: func(t *testing.T, _ os.FileInfo) {
+				assertGone(t, path)
 				dirMode(t, filepath.Dir(path))
 			},
 		},
@@ -124,27 +96,7 @@ func TestDirectoryLifecycle(t *testing.T) {
 			purged:     true,
 			wantAction: "none",
 		},
-	}
-	for _, s := range steps {
-		hc := adapters.NewContext()
-		out, err := adapters.Run(ctx, fs.Directory{}, hc, directory(s.attrs, s.purged), false)
-		if err != nil {
-			t.Fatalf("%s (%s): %v", s.name, s.reason, err)
-		}
-		if out.Action != s.wantAction || out.Changed != (s.wantAction != "none") {
-			t.Errorf("%s (%s): action %q changed %v, want %q", s.name, s.reason, out.Action, out.Changed, s.wantAction)
-		}
-		if got := out.Diff.Names(); !slices.Equal(got, s.wantDiff) && (len(got) > 0 || len(s.wantDiff) > 0) {
-			t.Errorf("%s (%s): diff %v, want %v", s.name, s.reason, got, s.wantDiff)
-		}
-		if got := messages(hc); !slices.Equal(got, s.wantLogs) {
-			t.Errorf("%s (%s): logs %q, want %q", s.name, s.reason, got, s.wantLogs)
-		}
-		if s.check != nil {
-			s.check(t)
-		}
-		lastStat, _ = os.Stat(path)
-	}
+	})
 }
 
 func TestDirectoryDefaultMode(t *testing.T) {
@@ -234,14 +186,17 @@ func TestDirectoryKeepsSpecialBits(t *testing.T) {
 
 func TestDirectoryDryRunLeavesDiskAlone(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name       string
-		reason     string
-		existing   bool
-		attrs      func(path string) map[string]any
-		purged     bool
-		wantAction string
-	}{
+	assertDryRunLeavesDiskAlone(t, dryRunSubject{
+		handler:  fs.Directory{},
+		resource: directory,
+		leaf:     "d",
+		create: func(t *testing.T, path string) {
+			mkdir(t, path)
+			if err := os.Chmod(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}, []dryRun{
 		{
 			name:       "create",
 			reason:     "neither the directory nor its missing parents are created",
@@ -255,62 +210,15 @@ func TestDirectoryDryRunLeavesDiskAlone(t *testing.T) {
 			attrs:      func(p string) map[string]any { return map[string]any{"path": p, "mode": "0700"} },
 			wantAction: "update",
 		},
-		{
-			name:       "delete",
-			reason:     "a purge is reported, the directory stays",
-			existing:   true,
-			attrs:      func(p string) map[string]any { return map[string]any{"path": p} },
-			purged:     true,
-			wantAction: "delete",
-		},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			path := filepath.Join(dir, "sub", "d")
-			if c.existing {
-				if err := os.MkdirAll(path, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Chmod(path, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			before := snapshot(t, dir)
-			hc := adapters.NewContext()
-			out, err := adapters.Run(context.Background(), fs.Directory{}, hc, directory(c.attrs(path), c.purged), true)
-			if err != nil {
-				t.Fatalf("%s: %v", c.reason, err)
-			}
-			if out.Action != c.wantAction || !out.Changed {
-				t.Errorf("%s: action %q changed %v, want %q true", c.reason, out.Action, out.Changed, c.wantAction)
-			}
-			if after := snapshot(t, dir); !mapsEqual(before, after) {
-				t.Errorf("%s: disk changed in dry run:\nbefore %v\nafter  %v", c.reason, before, after)
-			}
-			if logs := hc.Logs(); len(logs) != 0 {
-				t.Errorf("%s: dry run logged %v", c.reason, logs)
-			}
-		})
-	}
+		dryPurge("directory"),
+	})
 }
 
 func TestDirectoryInvalidAttributes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "d")
-	cases := []refusal{
-		{"no path", "path is the id attribute and required",
-			directory(map[string]any{"mode": "0755"}, false), `"path" is required`},
-		{"relative path", "a relative path would depend on the executor's working directory",
-			directory(map[string]any{"path": "srv/app"}, false), "not an absolute path"},
-		{"unclean path", "two spellings of one path would be two resources",
-			directory(map[string]any{"path": dir + "/x/../d"}, false), "not clean"},
-		{"trailing slash", "a trailing slash is not clean either",
-			directory(map[string]any{"path": good + "/"}, false), "not clean"},
-		{"path not string", "a number is not a path",
-			directory(map[string]any{"path": 42.0}, false), `attribute "path": must be a string`},
+	cases := append(pathRefusals(fs.DirectoryType, dir, good, map[string]any{"mode": "0755"}), []refusal{
 		{"mode three digits", `"755" would never compare equal to the observed "0755"`,
 			directory(map[string]any{"path": good, "mode": "755"}, false), `attribute "mode"`},
 		{"mode number", "493 from JSON is ambiguous between decimal and octal",
@@ -323,13 +231,9 @@ func TestDirectoryInvalidAttributes(t *testing.T) {
 			directory(map[string]any{"path": good, "content": "x"}, false), `unknown attributes "content" (fs::Directory allows path, mode, owner, group)`},
 		{"unknown when purged", "purged resources are validated too",
 			directory(map[string]any{"path": good, "recurse": true, "target": "x"}, true), `unknown attributes "recurse", "target"`},
-		{"id mismatch", "the id and the path attribute must name the same directory",
-			adapters.Resource{ID: resource.ID{Type: fs.DirectoryType, Agent: "local", Attribute: "path", Value: "/other"},
-				Attributes: map[string]any{"path": good}}, `resource id names path "/other"`},
 		{"id attribute", "fs::Directory is identified by path",
-			adapters.Resource{ID: resource.ID{Type: fs.DirectoryType, Agent: "local", Attribute: "name", Value: good},
-				Attributes: map[string]any{"path": good}}, `resource id names attribute "name"`},
-	}
+			idAttribute(fs.DirectoryType, "name", good, map[string]any{"path": good}), `resource id names attribute "name"`},
+	}...)
 	assertRefused(t, fs.Directory{}, cases, good)
 }
 
@@ -337,49 +241,27 @@ func TestDirectoryConflicts(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	regular := filepath.Join(dir, "file")
-	if err := os.WriteFile(regular, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, regular, "x")
 	target := filepath.Join(dir, "target")
-	if err := os.Mkdir(target, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, target)
 	link := filepath.Join(dir, "link")
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
 	full := filepath.Join(dir, "full")
-	if err := os.Mkdir(full, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	mkdir(t, full)
 	kept := filepath.Join(full, "kept")
-	if err := os.WriteFile(kept, []byte("not ours"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name    string
-		reason  string
-		path    string
-		purged  bool
-		wantMsg string
-	}{
+	writeFile(t, kept, "not ours")
+	assertConflicts(t, fs.Directory{}, func(path string, purged bool) adapters.Resource {
+		return directory(map[string]any{"path": path, "mode": "0700"}, purged)
+	}, []conflict{
 		{"file", "a file is never replaced by a directory", regular, false, "is a regular file, not a directory"},
 		{"file purged", "a purge does not remove a file", regular, true, "is a regular file, not a directory"},
 		{"symlink", "a symlink to a directory is not the directory", link, false, "is a symlink, not a directory"},
 		{"symlink purged", "a purge does not remove a symlink", link, true, "is a symlink, not a directory"},
 		{"under a file", "a directory cannot be made below a regular file", filepath.Join(regular, "sub"), false, "not a directory"},
 		{"not empty", "intend never deletes content it does not manage", full, true, "is not empty"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := adapters.Run(context.Background(), fs.Directory{}, adapters.NewContext(),
-				directory(map[string]any{"path": c.path, "mode": "0700"}, c.purged), false)
-			if adapters.ClassOf(err) != adapters.ClassPermanent || !strings.Contains(fmt.Sprint(err), c.wantMsg) {
-				t.Errorf("%s: error %v, want permanent %q", c.reason, err, c.wantMsg)
-			}
-		})
-	}
+	})
 	if content, _ := readFile(t, regular); content != "x" {
 		t.Errorf("file = %q, want untouched", content)
 	}
@@ -398,17 +280,7 @@ func TestDirectoryConflicts(t *testing.T) {
 // file as absent (ENOTDIR), so that a purge of it is a no-op.
 func TestDirectoryUnderFileIsAbsent(t *testing.T) {
 	t.Parallel()
-	regular := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(regular, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res := directory(map[string]any{"path": filepath.Join(regular, "sub")}, false)
-	obs, err := fs.Directory{}.Observe(context.Background(), adapters.NewContext(), res)
-	if err != nil || obs.Exists {
-		t.Errorf("observe below a file = %v %v, want absent", obs, err)
-	}
-	res.Purged = true
-	if out, err := adapters.Run(context.Background(), fs.Directory{}, adapters.NewContext(), res, false); err != nil || out.Action != "none" {
-		t.Errorf("purge below a file = %q %v, want none", out.Action, err)
-	}
+	assertAbsentBelowFile(t, fs.Directory{}, func(path string) adapters.Resource {
+		return directory(map[string]any{"path": path}, false)
+	})
 }

@@ -1,9 +1,6 @@
 package fs_test
 
 import (
-	"errors"
-	iofs "io/fs"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -31,18 +28,6 @@ func TestFileConformance(t *testing.T) {
 			// Not a name.
 			"owner": file(map[string]any{"path": path, "content": "hello\n", "owner": "root:root"}, false),
 		},
-		Exists: func(t testing.TB) bool {
-			t.Helper()
-			_, err := os.Lstat(path)
-			switch {
-			case err == nil:
-				return true
-			case errors.Is(err, iofs.ErrNotExist):
-				return false
-			default:
-				t.Fatalf("lstat %s: %v", path, err)
-				return false
-			}
-		},
+		Exists: conformance.PathExists(path),
 	})
 }

@@ -13,26 +13,7 @@ import (
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/fs"
-	"github.com/intendhq/intend/adapters/resource"
 )
-
-// file returns the desired state of an fs::File with the given attributes;
-// the id names attrs["path"] when it is a string.
-func file(attrs map[string]any, purged bool) adapters.Resource {
-	id := resource.ID{Type: fs.FileType, Agent: "local", Attribute: "path"}
-	if p, ok := attrs["path"].(string); ok {
-		id.Value = p
-	}
-	return adapters.Resource{ID: id, Attributes: attrs, Purged: purged}
-}
-
-func messages(hc *adapters.Context) []string {
-	var out []string
-	for _, l := range hc.Logs() {
-		out = append(out, l.Message)
-	}
-	return out
-}
 
 func readFile(t *testing.T, path string) (string, os.FileMode) {
 	t.Helper()
@@ -47,24 +28,20 @@ func readFile(t *testing.T, path string) (string, os.FileMode) {
 	return string(b), fi.Mode().Perm()
 }
 
+// assertFile checks the content and the permission bits of the file at path.
+func assertFile(t *testing.T, path, wantContent string, wantPerm os.FileMode) {
+	t.Helper()
+	if content, perm := readFile(t, path); content != wantContent || perm != wantPerm {
+		t.Errorf("file %s = %q %04o, want %q %04o", path, content, perm, wantContent, wantPerm)
+	}
+}
+
 // TestLifecycle runs one file through create, no-op, update, chmod and
 // purge, in order: each step starts from the disk the previous one left.
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "etc", "app", "motd")
-	var lastStat os.FileInfo
-
-	steps := []struct {
-		name       string
-		reason     string
-		attrs      map[string]any
-		purged     bool
-		wantAction string
-		wantDiff   []string
-		wantLogs   []string
-		check      func(t *testing.T)
-	}{
+	runSteps(t, fs.File{}, file, path, []step{
 		{
 			name:       "create",
 			reason:     "a missing file is created with its parents, content and mode",
@@ -72,11 +49,8 @@ func TestLifecycle(t *testing.T) {
 			wantAction: "create",
 			wantDiff:   []string{"content", "mode", "path"},
 			wantLogs:   []string{"created parent directories", "wrote file"},
-			check: func(t *testing.T) {
-				content, perm := readFile(t, path)
-				if content != "hello\n" || perm != 0o640 {
-					t.Errorf("file = %q %04o, want %q 0640", content, perm, "hello\n")
-				}
+			check: func(t *testing.T, _ os.FileInfo) {
+				assertFile(t, path, "hello\n", 0o640)
 			},
 		},
 		{
@@ -92,11 +66,8 @@ func TestLifecycle(t *testing.T) {
 			wantAction: "update",
 			wantDiff:   []string{"content"},
 			wantLogs:   []string{"updating file", "wrote file"},
-			check: func(t *testing.T) {
-				content, perm := readFile(t, path)
-				if content != "hello, world\n" || perm != 0o640 {
-					t.Errorf("file = %q %04o, want %q 0640", content, perm, "hello, world\n")
-				}
+			check: func(t *testing.T, _ os.FileInfo) {
+				assertFile(t, path, "hello, world\n", 0o640)
 			},
 		},
 		{
@@ -106,7 +77,7 @@ func TestLifecycle(t *testing.T) {
 			wantAction: "update",
 			wantDiff:   []string{"mode"},
 			wantLogs:   []string{"updating file", "changed file mode"},
-			check: func(t *testing.T) {
+			check: func(t *testing.T, before os.FileInfo) {
 				_, perm := readFile(t, path)
 				if perm != 0o600 {
 					t.Errorf("mode = %04o, want 0600", perm)
@@ -115,7 +86,7 @@ func TestLifecycle(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !os.SameFile(fi, lastStat) {
+				if !os.SameFile(fi, before) {
 					t.Errorf("file was replaced, want chmod in place")
 				}
 			},
@@ -128,10 +99,8 @@ func TestLifecycle(t *testing.T) {
 			wantAction: "delete",
 			wantDiff:   []string{"purged"},
 			wantLogs:   []string{"removed file"},
-			check: func(t *testing.T) {
-				if _, err := os.Lstat(path); !os.IsNotExist(err) {
-					t.Errorf("lstat after purge = %v, want not exist", err)
-				}
+			check: func(t *testing.T, _ os.FileInfo) {
+				assertGone(t, path)
 			},
 		},
 		{
@@ -141,69 +110,20 @@ func TestLifecycle(t *testing.T) {
 			purged:     true,
 			wantAction: "none",
 		},
-	}
-	for _, s := range steps {
-		hc := adapters.NewContext()
-		out, err := adapters.Run(ctx, fs.File{}, hc, file(s.attrs, s.purged), false)
-		if err != nil {
-			t.Fatalf("%s (%s): %v", s.name, s.reason, err)
-		}
-		if out.Action != s.wantAction || out.Changed != (s.wantAction != "none") {
-			t.Errorf("%s (%s): action %q changed %v, want %q", s.name, s.reason, out.Action, out.Changed, s.wantAction)
-		}
-		if got := out.Diff.Names(); !slices.Equal(got, s.wantDiff) && (len(got) > 0 || len(s.wantDiff) > 0) {
-			t.Errorf("%s (%s): diff %v, want %v", s.name, s.reason, got, s.wantDiff)
-		}
-		if got := messages(hc); !slices.Equal(got, s.wantLogs) {
-			t.Errorf("%s (%s): logs %q, want %q", s.name, s.reason, got, s.wantLogs)
-		}
-		if s.check != nil {
-			s.check(t)
-		}
-		lastStat, _ = os.Stat(path)
-	}
-}
-
-// snapshot lists every entry under dir with its content, to prove that a
-// dry run left the disk as it was.
-func snapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		v := fi.Mode().String()
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += " " + string(b)
-		}
-		out[p] = v
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func TestDryRunLeavesDiskAlone(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name       string
-		reason     string
-		existing   string // content of an existing file, "" for none
-		attrs      func(path string) map[string]any
-		purged     bool
-		wantAction string
-	}{
+	assertDryRunLeavesDiskAlone(t, dryRunSubject{
+		handler:  fs.File{},
+		resource: file,
+		leaf:     "file",
+		create: func(t *testing.T, path string) {
+			mkdir(t, filepath.Dir(path))
+			writeFile(t, path, "old")
+		},
+	}, []dryRun{
 		{
 			name:       "create",
 			reason:     "neither the file nor its missing parents are created",
@@ -213,78 +133,19 @@ func TestDryRunLeavesDiskAlone(t *testing.T) {
 		{
 			name:       "update",
 			reason:     "a different content is reported, not written",
-			existing:   "old",
+			existing:   true,
 			attrs:      func(p string) map[string]any { return map[string]any{"path": p, "content": "new", "mode": "0600"} },
 			wantAction: "update",
 		},
-		{
-			name:       "delete",
-			reason:     "a purge is reported, the file stays",
-			existing:   "old",
-			attrs:      func(p string) map[string]any { return map[string]any{"path": p} },
-			purged:     true,
-			wantAction: "delete",
-		},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			path := filepath.Join(dir, "sub", "file")
-			if c.existing != "" {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(c.existing), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			before := snapshot(t, dir)
-			hc := adapters.NewContext()
-			out, err := adapters.Run(context.Background(), fs.File{}, hc, file(c.attrs(path), c.purged), true)
-			if err != nil {
-				t.Fatalf("%s: %v", c.reason, err)
-			}
-			if out.Action != c.wantAction || !out.Changed {
-				t.Errorf("%s: action %q changed %v, want %q true", c.reason, out.Action, out.Changed, c.wantAction)
-			}
-			if after := snapshot(t, dir); !mapsEqual(before, after) {
-				t.Errorf("%s: disk changed in dry run:\nbefore %v\nafter  %v", c.reason, before, after)
-			}
-			if logs := hc.Logs(); len(logs) != 0 {
-				t.Errorf("%s: dry run logged %v", c.reason, logs)
-			}
-		})
-	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || v != w {
-			return false
-		}
-	}
-	return true
+		dryPurge("file"),
+	})
 }
 
 func TestInvalidAttributes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "f")
-	cases := []refusal{
-		{"no path", "path is the id attribute and required",
-			file(map[string]any{"content": "x"}, false), `"path" is required`},
-		{"relative path", "a relative path would depend on the executor's working directory",
-			file(map[string]any{"path": "etc/motd", "content": "x"}, false), "not an absolute path"},
-		{"unclean path", "two spellings of one path would be two resources",
-			file(map[string]any{"path": dir + "/a/../f", "content": "x"}, false), "not clean"},
-		{"trailing slash", "a trailing slash is not clean either",
-			file(map[string]any{"path": good + "/", "content": "x"}, false), "not clean"},
-		{"path not string", "a number is not a path",
-			file(map[string]any{"path": 42.0, "content": "x"}, false), `attribute "path": must be a string`},
+	cases := append(pathRefusals(fs.FileType, dir, good, map[string]any{"content": "x"}), []refusal{
 		{"no content", "content is required unless purged",
 			file(map[string]any{"path": good}, false), `"content" is required`},
 		{"content not string", "content is text",
@@ -302,13 +163,9 @@ func TestInvalidAttributes(t *testing.T) {
 			`unknown attributes "grup", "sha256" (fs::File allows path, content, content_hash, mode, owner, group)`},
 		{"unknown when purged", "purged resources are validated too",
 			file(map[string]any{"path": good, "target": "x"}, true), `unknown attributes "target"`},
-		{"id mismatch", "the id and the path attribute must name the same file",
-			adapters.Resource{ID: resource.ID{Type: fs.FileType, Agent: "local", Attribute: "path", Value: "/other"},
-				Attributes: map[string]any{"path": good, "content": "x"}}, `resource id names path "/other"`},
 		{"id attribute", "fs::File is identified by path",
-			adapters.Resource{ID: resource.ID{Type: fs.FileType, Agent: "local", Attribute: "name", Value: good},
-				Attributes: map[string]any{"path": good, "content": "x"}}, `resource id names attribute "name"`},
-	}
+			idAttribute(fs.FileType, "name", good, map[string]any{"path": good, "content": "x"}), `resource id names attribute "name"`},
+	}...)
 	assertRefused(t, fs.File{}, cases, good)
 }
 
@@ -316,39 +173,21 @@ func TestNotARegularFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(dir, "target")
-	if err := os.WriteFile(target, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, target, "x")
 	link := filepath.Join(dir, "link")
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
 	sub := filepath.Join(dir, "sub")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name    string
-		reason  string
-		path    string
-		purged  bool
-		wantMsg string
-	}{
+	mkdir(t, sub)
+	assertConflicts(t, fs.File{}, func(path string, purged bool) adapters.Resource {
+		return file(map[string]any{"path": path, "content": "y"}, purged)
+	}, []conflict{
 		{"directory", "a directory is never replaced by a file", sub, false, "is a directory"},
 		{"directory purged", "an (empty) directory is never removed by a purge", sub, true, "is a directory"},
 		{"symlink", "writing through a symlink would change another resource", link, false, "is a symlink"},
 		{"symlink purged", "a purge does not remove a symlink it did not create", link, true, "is a symlink"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := adapters.Run(context.Background(), fs.File{}, adapters.NewContext(),
-				file(map[string]any{"path": c.path, "content": "y"}, c.purged), false)
-			if adapters.ClassOf(err) != adapters.ClassPermanent || !strings.Contains(fmt.Sprint(err), c.wantMsg) {
-				t.Errorf("%s: error %v, want permanent %q", c.reason, err, c.wantMsg)
-			}
-		})
-	}
+	})
 	if _, err := os.Stat(sub); err != nil {
 		t.Errorf("directory: %v", err)
 	}
@@ -432,10 +271,7 @@ func TestModeUnmanaged(t *testing.T) {
 			if _, err := adapters.Run(context.Background(), fs.File{}, adapters.NewContext(), res, false); err != nil {
 				t.Fatalf("%s: %v", c.reason, err)
 			}
-			content, perm := readFile(t, path)
-			if content != "new" || perm != c.wantMode {
-				t.Errorf("%s: file %q %04o, want %q %04o", c.reason, content, perm, "new", c.wantMode)
-			}
+			assertFile(t, path, "new", c.wantMode)
 			out, err := adapters.Run(context.Background(), fs.File{}, adapters.NewContext(), res, false)
 			if err != nil || out.Action != "none" {
 				t.Errorf("%s: second run %q %v, want none", c.reason, out.Action, err)
@@ -454,15 +290,7 @@ func TestNoTemporaryFilesLeft(t *testing.T) {
 			t.Fatalf("%d-byte name: %v", len(name), err)
 		}
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if want := []string{"a", long}; !slices.Equal(names, want) {
+	if names, want := entryNames(t, dir), []string{"a", long}; !slices.Equal(names, want) {
 		t.Errorf("directory holds %q, want only the written files", names)
 	}
 }

@@ -143,9 +143,7 @@ func TestRewriteKeepsUnmanagedOwner(t *testing.T) {
 	if uid, gid := ids(t, path); uid != duid || gid != dgid {
 		t.Errorf("owner after rewrite %d:%d, want the replaced file's %d:%d", uid, gid, duid, dgid)
 	}
-	if content, perm := readFile(t, path); content != "new" || perm != 0o640 {
-		t.Errorf("file %q %04o, want %q 0640", content, perm, "new")
-	}
+	assertFile(t, path, "new", 0o640)
 }
 
 // TestObserveReportsOwnerNames: an owner other than the desired one is

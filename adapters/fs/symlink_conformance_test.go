@@ -14,12 +14,7 @@ func TestSymlinkConformance(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "etc", "current")
-	withPath := func(p string, attrs map[string]any) adapters.Resource {
-		r := symlink(attrs, false)
-		r.ID.Value = path // invalid resources keep the id of the good one
-		r.Attributes["path"] = p
-		return r
-	}
+	withPath := invalidAt(symlink, path)
 	conformance.Run(t, conformance.Case{
 		Handler: fs.Symlink{},
 		Desired: symlink(map[string]any{"path": path, "target": "../releases/v1"}, false),

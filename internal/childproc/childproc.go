@@ -1,7 +1,8 @@
 // Package childproc holds what starting a server as a child process needs,
-// shared by pgcluster and devtemporal (and `intend deploy`): the tail of its
-// output for error messages, free loopback ports, and tying its life to
-// ours.
+// shared by pgcluster, devtemporal and temporalserver (and `intend
+// deploy`): finding its binary where `make tools` put it, the tail of its
+// output for error messages, free loopback ports, tying its life to ours,
+// and stopping it.
 package childproc
 
 import (

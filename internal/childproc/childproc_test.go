@@ -2,6 +2,8 @@ package childproc
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -35,5 +37,34 @@ func TestPortOrFallsBackWhenTaken(t *testing.T) {
 	free, _ := FreePort("127.0.0.1")
 	if got, err := PortOr("127.0.0.1", free); err != nil || got != free {
 		t.Fatalf("PortOr(free %d) = %d, %v; want it back", free, got, err)
+	}
+}
+
+func TestRepoRoot(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	other := filepath.Join(root, "vendor", "other")
+	deep := filepath.Join(other, "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(path, content string) {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(root, "go.mod"), "// intend\nmodule github.com/intendhq/intend\n\ngo 1.26.0\n")
+	write(filepath.Join(other, "go.mod"), "module example.com/other\n")
+
+	for _, tc := range []struct {
+		name, from, want string
+	}{
+		{"another module's go.mod is passed over", deep, root},
+		{"the root itself", root, root},
+		{"outside any checkout", filepath.Dir(root), ""},
+	} {
+		if got := repoRoot(tc.from); got != tc.want {
+			t.Errorf("%s: repoRoot(%s) = %q, want %q", tc.name, tc.from, got, tc.want)
+		}
 	}
 }

@@ -323,17 +323,10 @@ func (s *Server) stop() error {
 		return fmt.Errorf("devtemporal: dev server had already exited: %v\n%s", s.waitErr, s.tail.String())
 	default:
 	}
-	if err := s.cmd.Process.Signal(os.Interrupt); err != nil {
-		_ = s.cmd.Process.Kill()
+	if !childproc.Stop(context.Background(), s.cmd.Process, os.Interrupt, s.exited, stopTimeout) {
+		return errors.New("devtemporal: dev server did not shut down in time and was killed")
 	}
-	select {
-	case <-s.exited:
-		return nil
-	case <-time.After(stopTimeout):
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	return errors.New("devtemporal: dev server did not shut down in time and was killed")
+	return nil
 }
 
 // StopNow closes the client and ends the server at once (SIGKILL), for a
@@ -364,8 +357,7 @@ func (s *Server) kill() {
 	if s.client != nil {
 		s.client.Close()
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
+	childproc.Kill(s.cmd.Process, s.exited)
 }
 
 // portOrFree returns port, or a free one when port is 0.

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/intendhq/intend"
+	"github.com/intendhq/intend/internal/childproc"
 )
 
 func TestStartInMemory(t *testing.T) {
@@ -126,7 +127,7 @@ func TestFindCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err) // says what to install
 	}
-	if !isExecutable(p) {
+	if !childproc.IsExecutable(p) {
 		t.Fatalf("FindCLI returned %s, not an executable", p)
 	}
 
@@ -137,35 +138,6 @@ func TestFindCLI(t *testing.T) {
 	t.Setenv("INTEND_TEMPORAL_CLI", p)
 	if got, err := FindCLI(); err != nil || got != p {
 		t.Fatalf("INTEND_TEMPORAL_CLI=%s: got %q, %v", p, got, err)
-	}
-}
-
-func TestRepoRoot(t *testing.T) {
-	t.Parallel()
-	root := t.TempDir()
-	other := filepath.Join(root, "vendor", "other")
-	deep := filepath.Join(other, "a", "b")
-	if err := os.MkdirAll(deep, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write := func(path, content string) {
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(filepath.Join(root, "go.mod"), "// intend\nmodule github.com/intendhq/intend\n\ngo 1.26.0\n")
-	write(filepath.Join(other, "go.mod"), "module example.com/other\n")
-
-	for _, tc := range []struct {
-		name, from, want string
-	}{
-		{"another module's go.mod is passed over", deep, root},
-		{"the root itself", root, root},
-		{"outside any checkout", filepath.Dir(root), ""},
-	} {
-		if got := repoRoot(tc.from); got != tc.want {
-			t.Errorf("%s: repoRoot(%s) = %q, want %q", tc.name, tc.from, got, tc.want)
-		}
 	}
 }
 

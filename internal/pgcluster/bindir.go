@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/intendhq/intend/internal/childproc"
 )
 
 // ErrNoBinaries is returned by FindBinDir (and Start) when no PostgreSQL
@@ -71,8 +73,7 @@ func newestDebianBinDir(root string) string {
 
 func hasServer(dir string) bool {
 	for _, name := range []string{"initdb", "postgres"} {
-		fi, err := os.Stat(filepath.Join(dir, name))
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		if !childproc.IsExecutable(filepath.Join(dir, name)) {
 			return false
 		}
 	}

@@ -242,8 +242,7 @@ func (c *Cluster) start(ctx context.Context, bin string, owner *runAs, port int,
 		select {
 		case <-c.exited:
 		default:
-			_ = cmd.Process.Kill()
-			<-c.exited
+			childproc.Kill(cmd.Process, c.exited)
 		}
 		tail := c.tail.String()
 		if strings.Contains(tail, "could not bind") || strings.Contains(tail, "already in use") {
@@ -362,20 +361,11 @@ func (c *Cluster) stop(ctx context.Context) error {
 		return fmt.Errorf("pgcluster: postgres had already exited: %v\n%s", c.waitErr, c.tail.String())
 	default:
 	}
-	if err := interrupt(c.cmd.Process); err != nil {
-		_ = c.cmd.Process.Kill()
+	// SIGINT asks the postmaster for a fast shutdown.
+	if !childproc.Stop(ctx, c.cmd.Process, os.Interrupt, c.exited, stopTimeout) {
+		return errors.New("pgcluster: postgres did not shut down in time and was killed")
 	}
-	timer := time.NewTimer(stopTimeout)
-	defer timer.Stop()
-	select {
-	case <-c.exited:
-		return nil
-	case <-ctx.Done():
-	case <-timer.C:
-	}
-	_ = c.cmd.Process.Kill()
-	<-c.exited
-	return fmt.Errorf("pgcluster: postgres did not shut down in time and was killed")
+	return nil
 }
 
 func (c *Cluster) closeLog() {

@@ -4,7 +4,6 @@ package pgcluster
 
 import (
 	"errors"
-	"os"
 	"syscall"
 )
 
@@ -21,5 +20,3 @@ func chownTree(string, *runAs) error { return nil }
 func makeTraversable(string, *runAs) error { return nil }
 
 func processAlive(int) bool { return true }
-
-func interrupt(p *os.Process) error { return p.Kill() }

@@ -94,6 +94,3 @@ func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
-
-// interrupt asks the postmaster for a fast shutdown.
-func interrupt(p *os.Process) error { return p.Signal(syscall.SIGINT) }

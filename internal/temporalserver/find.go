@@ -1,13 +1,10 @@
 package temporalserver
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
+
+	"github.com/intendhq/intend/internal/childproc"
 )
 
 // ServerVersion is the go.temporal.io/server version `make tools` builds:
@@ -47,74 +44,7 @@ func FindUI() (string, error) { return findBinary(uiBinary, uiEnv) }
 // findBinary looks for name where devtemporal.FindCLI looks for the CLI:
 // $env if set; else .tools/bin/name in the repository holding the working
 // directory; else ../.tools/bin/name next to the running executable; else
-// name on PATH.
+// name on PATH (childproc.FindTool).
 func findBinary(name, env string) (string, error) {
-	if p := os.Getenv(env); p != "" {
-		if !isExecutable(p) {
-			return "", fmt.Errorf("%s=%s is not an executable file: fix it, or unset it and run \"make tools\"", env, p)
-		}
-		return p, nil
-	}
-	var tried []string
-	if wd, err := os.Getwd(); err == nil {
-		if root := repoRoot(wd); root != "" {
-			p := filepath.Join(root, ".tools", "bin", name)
-			if isExecutable(p) {
-				return p, nil
-			}
-			tried = append(tried, p)
-		}
-	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		p := filepath.Clean(filepath.Join(filepath.Dir(exe), "..", ".tools", "bin", name))
-		if isExecutable(p) {
-			return p, nil
-		}
-		tried = append(tried, p)
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	tried = append(tried, name+" on PATH")
-	return "", fmt.Errorf("%w: %s at %s: run \"make tools\"", ErrNoBinary, name, strings.Join(tried, ", "))
-}
-
-const modulePath = "github.com/intendhq/intend"
-
-// repoRoot walks up from dir to the directory whose go.mod declares this
-// module, or returns "".
-func repoRoot(dir string) string {
-	for {
-		if declaresModule(filepath.Join(dir, "go.mod")) {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-func declaresModule(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == "module" {
-			return strings.Trim(fields[1], `"`) == modulePath
-		}
-	}
-	return false
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+	return childproc.FindTool(name, env, fmt.Errorf("%w: %s", ErrNoBinary, name))
 }

@@ -469,17 +469,10 @@ func (s *Server) stop() error {
 		return s.exitedErr()
 	default:
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		_ = s.cmd.Process.Kill()
+	if !childproc.Stop(context.Background(), s.cmd.Process, syscall.SIGTERM, s.exited, stopTimeout) {
+		return errors.New("temporalserver: server did not shut down in time and was killed")
 	}
-	select {
-	case <-s.exited:
-		return nil
-	case <-time.After(stopTimeout):
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
-	return errors.New("temporalserver: server did not shut down in time and was killed")
+	return nil
 }
 
 func (s *Server) exitedErr() error {
@@ -491,8 +484,7 @@ func (s *Server) kill() {
 	if s.client != nil {
 		s.client.Close()
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.exited
+	childproc.Kill(s.cmd.Process, s.exited)
 }
 
 func (s *Server) closeLog() {
