@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
@@ -382,7 +383,7 @@ func TestExportInstance(t *testing.T) {
 		}
 		now := time.Now()
 		if err := s.st.RecordActions(ctx, s.env.ID, []store.ActionRecord{{ResourceID: id, Hash: h, Version: 1,
-			Action: "deploy", Reason: "test", StartedAt: now, FinishedAt: now, Result: result, WorkflowID: "w", RunID: "r", Attempt: 1}}); err != nil {
+			Action: "deploy", Reason: "test", StartedAt: now, FinishedAt: now, Result: ledger.Result(result), WorkflowID: "w", RunID: "r", Attempt: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -101,7 +102,7 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 		if err != nil {
 			return workflows.PlanResult{}, classify(err)
 		}
-		if run.Action != "dryrun" {
+		if run.Action != string(ledger.ActionDryrun) {
 			return workflows.PlanResult{Halted: true}, nil
 		}
 	}
@@ -200,9 +201,9 @@ func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInp
 	}
 	for _, d := range done {
 		switch d.Result {
-		case "deployed":
+		case ledger.ResultDeployed:
 			out.Deployed++
-		case "skipped", "skipped_for_dependency":
+		case ledger.ResultSkipped, ledger.ResultSkippedForDependency:
 			out.Skipped++
 		default:
 			out.Failed++
@@ -216,7 +217,7 @@ func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInp
 		}
 		recs = append(recs, store.ActionRecord{
 			ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.ActionOf(r), Reason: b.Reason,
-			StartedAt: now, FinishedAt: now, Result: in.Result, Error: in.Reason, Batch: in.Seq,
+			StartedAt: now, FinishedAt: now, Result: ledger.Result(in.Result), Error: in.Reason, Batch: in.Seq,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt),
 		})
 	}

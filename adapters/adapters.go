@@ -128,7 +128,7 @@ func WithTracer(t trace.Tracer) ContextOption { return func(hc *Context) { hc.tr
 // its duration. The call gets ctx with its span, so that what the adapter
 // traces itself nests in it.
 func (c *Context) timed(ctx context.Context, desired Resource, op string, call func(context.Context) error) (err error) {
-	if op == "none" {
+	if op == string(OpNone) {
 		return nil
 	}
 	if c.tracer != nil {
@@ -345,12 +345,24 @@ func ClassOf(err error) Class {
 	return ClassTransient
 }
 
+// Operation is what the engine decided to do to a resource in one
+// attempt, and did unless it was a dry-run.
+type Operation string
+
+// The operations.
+const (
+	OpNone   Operation = "none"
+	OpCreate Operation = "create"
+	OpUpdate Operation = "update"
+	OpDelete Operation = "delete"
+)
+
 // Outcome is what one attempt on one resource did.
 type Outcome struct {
 	// Changed is true when the target was (or, in dry-run, would be) changed.
 	Changed bool
-	// Action is "none", "create", "update" or "delete".
-	Action string
+	// Action is the operation: OpNone, OpCreate, OpUpdate or OpDelete.
+	Action Operation
 	Diff   Diff
 }
 
@@ -490,30 +502,30 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 	var out Outcome
 	switch {
 	case desired.Purged && !obs.Exists:
-		return Outcome{Action: "none"}, nil
+		return Outcome{Action: OpNone}, nil
 	case desired.Purged:
-		out = Outcome{Changed: true, Action: "delete", Diff: Diff{"purged": {From: false, To: true}}}
+		out = Outcome{Changed: true, Action: OpDelete, Diff: Diff{"purged": {From: false, To: true}}}
 	case !obs.Exists:
 		d := Diff{}
 		for k, v := range desired.Attributes {
 			d[k] = Change{From: nil, To: v}
 		}
-		out = Outcome{Changed: true, Action: "create", Diff: d}
+		out = Outcome{Changed: true, Action: OpCreate, Diff: d}
 	default:
 		d := ComputeDiff(desired.Attributes, obs.Attributes)
-		out = Outcome{Action: "none"}
+		out = Outcome{Action: OpNone}
 		if len(d) > 0 {
-			out = Outcome{Changed: true, Action: "update", Diff: d}
+			out = Outcome{Changed: true, Action: OpUpdate, Diff: d}
 		}
 	}
 	if !dryRun {
-		err = hc.timed(ctx, desired, out.Action, func(ctx context.Context) error {
+		err = hc.timed(ctx, desired, string(out.Action), func(ctx context.Context) error {
 			switch out.Action {
-			case "delete":
+			case OpDelete:
 				return h.Delete(ctx, hc, desired)
-			case "create":
+			case OpCreate:
 				return h.Create(ctx, hc, desired)
-			case "update":
+			case OpUpdate:
 				return h.Update(ctx, hc, desired, out.Diff)
 			}
 			return nil
@@ -530,7 +542,7 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 			return out, fmt.Errorf("reload: %w", err)
 		}
 	}
-	if f, ok := h.(FactDiscoverer); ok && (!dryRun || out.Action != "create") {
+	if f, ok := h.(FactDiscoverer); ok && (!dryRun || out.Action != OpCreate) {
 		if err := hc.timed(ctx, desired, "facts", func(ctx context.Context) error { return f.DiscoverFacts(ctx, hc, desired) }); err != nil {
 			return out, fmt.Errorf("facts: %w", err)
 		}

@@ -83,7 +83,7 @@ func records(b ledger.Batch, result string) []ledger.ActionRecord {
 	out := make([]ledger.ActionRecord, len(b.Resources))
 	for i, r := range b.Resources {
 		out[i] = ledger.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: b.ActionOf(r),
-			StartedAt: now, FinishedAt: now, Result: result, Operation: "create", Changed: true,
+			StartedAt: now, FinishedAt: now, Result: ledger.Result(result), Operation: "create", Changed: true,
 			WorkflowID: "deploy-test", RunID: "r1", Attempt: 1, Executor: "exec-a"}
 	}
 	return out

@@ -189,10 +189,19 @@ type RecordRequest struct {
 
 // The values an executor may record.
 var (
-	recordResults    = []string{ledger.ResultDeployed, ledger.ResultFailed, ledger.ResultSkipped, ledger.ResultSkippedForDependency}
+	recordResults    = []ledger.Result{ledger.ResultDeployed, ledger.ResultFailed, ledger.ResultSkipped, ledger.ResultSkippedForDependency}
 	recordOperations = []string{"", "none", "create", "update", "delete"}
 	recordClasses    = []string{"", "permanent", "transient", "throttled"}
 )
+
+// joinValues lists vs, comma-separated.
+func joinValues[T ~string](vs []T) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
 
 // recordBatch answers POST .../executor/batches/{run}/{seq}/actions: the
 // attempts of one chunk of the batch, written by intend, not by the
@@ -226,13 +235,13 @@ func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
 			f("resource_id", "%.200q is not a resource of batch %d of run %d", rec.ResourceID, seq, run)
 		}
 		switch {
-		case head.Action == "dryrun" && rec.Action != "dryrun":
+		case head.Action == ledger.ActionDryrun && rec.Action != ledger.ActionDryrun:
 			f("action", "a dry-run records dryrun, not %.40q", rec.Action)
-		case head.Action != "dryrun" && rec.Action != "deploy" && rec.Action != "repair":
+		case head.Action != ledger.ActionDryrun && rec.Action != ledger.ActionDeploy && rec.Action != ledger.ActionRepair:
 			f("action", "want deploy or repair, not %.40q", rec.Action)
 		}
 		if !slices.Contains(recordResults, rec.Result) {
-			f("result", "want one of %s", strings.Join(recordResults, ", "))
+			f("result", "want one of %s", joinValues(recordResults))
 		}
 		if !slices.Contains(recordOperations, rec.Operation) {
 			f("operation", "want none, create, update or delete")

@@ -14,6 +14,7 @@ import (
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -451,7 +452,7 @@ func (s *Server) writeActions(w http.ResponseWriter, r *http.Request, e store.En
 	}
 	f := store.ActionFilter{ResourceID: rid, Action: q.Get("action"), Result: q.Get("result"), Limit: limit}
 	switch f.Action {
-	case "", "deploy", "repair", "dryrun":
+	case "", string(ledger.ActionDeploy), string(ledger.ActionRepair), string(ledger.ActionDryrun):
 	default:
 		return InvalidField("?action", "must be deploy, repair or dryrun")
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -34,10 +35,10 @@ func (s *Server) deploy(w http.ResponseWriter, r *http.Request) error {
 	q := store.Request{Agents: req.Agents, ResourceIDs: req.ResourceIDs}
 	switch req.Mode {
 	case "incremental", "":
-		q.Kind, q.Reason = "deploy", "user deploy"
+		q.Kind, q.Reason = string(ledger.ActionDeploy), "user deploy"
 	case "full":
 		now := time.Now()
-		q.Kind, q.Reason, q.StaleBefore = "repair", "user repair", &now
+		q.Kind, q.Reason, q.StaleBefore = string(ledger.ActionRepair), "user repair", &now
 	default:
 		return InvalidField("/mode", `must be "incremental" (retry what is not compliant) or "full" (repair everything)`)
 	}
@@ -183,7 +184,7 @@ func (s *Server) getDryrun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if run.Action != "dryrun" {
+	if run.Action != string(ledger.ActionDryrun) {
 		return NotFound("dry-run %d: run %d is a %s", id, id, run.Action)
 	}
 	res, err := s.opts.Store.DryrunResults(r.Context(), e.ID, run.WorkflowID, r.URL.Query().Get("after"), limit)

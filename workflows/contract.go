@@ -7,6 +7,7 @@ package workflows
 import (
 	"time"
 
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/plan"
 )
@@ -50,9 +51,9 @@ const (
 // Run kinds (SearchAttrRunKind): a run's action, as the API and the
 // action log name it.
 const (
-	RunKindDeploy = "deploy"
-	RunKindRepair = "repair"
-	RunKindDryrun = "dryrun"
+	RunKindDeploy = string(ledger.ActionDeploy)
+	RunKindRepair = string(ledger.ActionRepair)
+	RunKindDryrun = string(ledger.ActionDryrun)
 )
 
 // AgentTaskQueue is the task queue executors poll for one agent of one

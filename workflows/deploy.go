@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/intendhq/intend/internal/ledger"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -272,9 +273,9 @@ func (r *deployRun) runLevel(batches []BatchRef, st *levelStats) error {
 					d.show(ctx, d.status)
 					return
 				}
-				result, reason := "failed", "executor gave up: "+rootMessage(err)
+				result, reason := string(ledger.ResultFailed), "executor gave up: "+rootMessage(err)
 				if isScheduleToStartTimeout(err) {
-					result = "unavailable"
+					result = string(ledger.ResultUnavailable)
 					reason = fmt.Sprintf("no executor polled task queue %s within %s",
 						AgentTaskQueue(in.EnvironmentName, b.Agent), agentWait)
 				}
@@ -288,7 +289,7 @@ func (r *deployRun) runLevel(batches []BatchRef, st *levelStats) error {
 				if mr == (MarkBatchResult{}) {
 					mr.Marked = b.Count // recorded before MarkBatch counted
 				}
-				if result == "unavailable" {
+				if result == string(ledger.ResultUnavailable) {
 					res.Unavailable += mr.Marked
 				} else {
 					res.Failed += mr.Marked

@@ -94,7 +94,7 @@ func runKind(ctx workflow.Context) string {
 
 func (d *runDetails) markdown(kind string) string {
 	if kind == "" {
-		kind = "deploy"
+		kind = RunKindDeploy
 	}
 	r := d.res
 	var b strings.Builder

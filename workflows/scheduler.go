@@ -121,7 +121,7 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 			var w Wake
 			c.Receive(ctx, &w)
 			look, renew = true, renew || w.Renew
-			if child != nil && !preempted && (w.Halt || (w.Release && !hasKind(running.Kinds, "deploy"))) {
+			if child != nil && !preempted && (w.Halt || (w.Release && !hasKind(running.Kinds, RunKindDeploy))) {
 				preempted = true
 				log.Info("preempting deploy run", "run", running.Run, "reason", w.Reason)
 				_ = child.SignalChildWorkflow(ctx, PreemptSignal, w.Reason).Get(ctx, nil)
@@ -161,11 +161,11 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 func dueTimers(now time.Time, st *SchedulerInput, deployInterval, repairInterval time.Duration) []TimerRequest {
 	var out []TimerRequest
 	if deployInterval > 0 && !st.NextRetry.IsZero() && !now.Before(st.NextRetry) {
-		out = append(out, TimerRequest{Kind: "deploy", Reason: "retry interval"})
+		out = append(out, TimerRequest{Kind: RunKindDeploy, Reason: "retry interval"})
 		st.NextRetry = time.Time{}
 	}
 	if repairInterval > 0 && !st.NextRepair.IsZero() && !now.Before(st.NextRepair) {
-		out = append(out, TimerRequest{Kind: "repair", Reason: "repair interval", StaleBefore: now.Add(-repairInterval)})
+		out = append(out, TimerRequest{Kind: RunKindRepair, Reason: "repair interval", StaleBefore: now.Add(-repairInterval)})
 		st.NextRepair = time.Time{}
 	}
 	return out

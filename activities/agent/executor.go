@@ -96,10 +96,10 @@ func (p *batchProgress) tally(id string, o ledger.Outcome, errMsg string, retryA
 	default:
 		p.Result.Failed++
 		p.Result.Failures = workflows.AppendFailure(p.Result.Failures, workflows.MaxBatchFailures,
-			workflows.ResourceFailure{ID: id, Result: o.Result, Error: errMsg})
+			workflows.ResourceFailure{ID: id, Result: string(o.Result), Error: errMsg})
 	}
 	if o.Result != ledger.ResultDeployed {
-		p.NotDeployed[id] = o.Result
+		p.NotDeployed[id] = string(o.Result)
 	}
 	if o.Changed {
 		p.Result.Changed++
@@ -143,7 +143,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		todo = make([]ledger.Resource, 0, len(b.Resources)-len(b.Recorded))
 		for _, r := range b.Resources {
 			if o, ok := b.Recorded[r.ID]; ok {
-				p.tally(r.ID, o, "", 0, b.Action == "dryrun")
+				p.tally(r.ID, o, "", 0, b.Action == ledger.ActionDryrun)
 			} else {
 				todo = append(todo, r)
 			}
@@ -167,9 +167,9 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		}
 		for _, r := range recs {
 			p.tally(r.ResourceID, ledger.Outcome{Result: r.Result, ErrorClass: r.ErrorClass, Changed: r.Changed},
-				r.Error, r.RetryAfter, b.Action == "dryrun")
+				r.Error, r.RetryAfter, b.Action == ledger.ActionDryrun)
 			if e.Metrics != nil {
-				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, r.Action, r.Result).Inc()
+				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, string(r.Action), string(r.Result)).Inc()
 			}
 		}
 		todo = todo[n:]
@@ -250,7 +250,7 @@ func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, chunk []ledger.
 			}
 			// A dry-run diffs every resource: nothing is deployed, so
 			// nothing can be missing.
-			if dep, result := blockedBy(r, i, pos, recs, b.Blocked, p.NotDeployed); dep != "" && b.Action != "dryrun" {
+			if dep, result := blockedBy(r, i, pos, recs, b.Blocked, p.NotDeployed); dep != "" && b.Action != ledger.ActionDryrun {
 				recs[i] = skipped(b, r, info, dep, result)
 				return
 			}
@@ -282,8 +282,8 @@ func blockedBy(r ledger.Resource, i int, pos map[string]int, recs []ledger.Actio
 	outside, earlier map[string]string) (string, string) {
 	for _, q := range r.Requires {
 		if j, ok := pos[q]; ok && j < i {
-			if recs[j].Result != "deployed" {
-				return q, recs[j].Result
+			if recs[j].Result != ledger.ResultDeployed {
+				return q, string(recs[j].Result)
 			}
 			continue
 		}
@@ -301,7 +301,7 @@ func blockedBy(r ledger.Resource, i int, pos map[string]int, recs []ledger.Actio
 // deployed.
 func skipped(b ledger.Batch, r ledger.Resource, info activity.Info, dep, result string) ledger.ActionRecord {
 	rec := newRecord(b, r, info)
-	rec.FinishedAt, rec.Result = rec.StartedAt, "skipped_for_dependency"
+	rec.FinishedAt, rec.Result = rec.StartedAt, ledger.ResultSkippedForDependency
 	rec.Error = fmt.Sprintf("requires %s, which is not deployed (%s)", dep, result)
 	hc := adapters.NewContext()
 	hc.Info("skipped: a required resource is not deployed", "requires", dep, "its_result", result)
@@ -323,21 +323,21 @@ func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource
 	rec := newRecord(b, r, info)
 	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets), adapters.WithCallTimer(e.callTimer()),
 		adapters.WithTracer(e.Tracer), adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
-		adapters.WithEvent(r.Event && b.Action != "dryrun"))
+		adapters.WithEvent(r.Event && b.Action != ledger.ActionDryrun))
 	defer hc.Close()
 	outcome, err := e.safeApply(ctx, hc, b, r)
 	rec.FinishedAt = time.Now().UTC()
 	rec.Changed = outcome.Changed
-	rec.Operation = outcome.Action
-	rec.Result = "deployed"
-	if r.ReportOnly && b.Action != "dryrun" && err == nil && outcome.Changed {
+	rec.Operation = string(outcome.Action)
+	rec.Result = ledger.ResultDeployed
+	if r.ReportOnly && b.Action != ledger.ActionDryrun && err == nil && outcome.Changed {
 		// Report-only: the difference is recorded, nothing was changed,
 		// and the resource is not compliant.
-		rec.Result, rec.Changed = "skipped", false
+		rec.Result, rec.Changed = ledger.ResultSkipped, false
 		hc.Info("report-only: the target differs from the intent; not changed", "operation", outcome.Action)
 	}
 	if err != nil {
-		rec.Result = "failed"
+		rec.Result = ledger.ResultFailed
 		rec.Error = err.Error()
 		rec.ErrorClass = string(adapters.ClassOf(err))
 		rec.RetryAfter = adapters.RetryAfterOf(err)
@@ -449,7 +449,7 @@ func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b ledger.Bat
 		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("attributes: %w", err))
 	}
 	return adapters.Run(ctx, h, hc, adapters.Resource{ID: id, Attributes: attrs, Purged: r.Purged},
-		b.Action == "dryrun" || r.ReportOnly)
+		b.Action == ledger.ActionDryrun || r.ReportOnly)
 }
 
 // ErrTypeNotFound is the Temporal error type of an activity error about a

@@ -237,7 +237,7 @@ func (s *suite) apply(r adapters.Resource, dryRun bool) (adapters.Outcome, error
 
 // applyWant runs the engine and fails t unless it succeeds with action want.
 // what names the step for the messages ("create", "dry-run of the update").
-func (s *suite) applyWant(t tb, r adapters.Resource, dryRun bool, want, what string) adapters.Outcome {
+func (s *suite) applyWant(t tb, r adapters.Resource, dryRun bool, want adapters.Operation, what string) adapters.Outcome {
 	t.Helper()
 	out, err := s.apply(r, dryRun)
 	if err != nil {
@@ -329,7 +329,7 @@ func (s *suite) observeAbsentBefore(t tb) {
 }
 
 func (s *suite) dryRunCreate(t tb) {
-	out := s.applyWant(t, s.c.Desired, true, "create", "dry-run of the create")
+	out := s.applyWant(t, s.c.Desired, true, adapters.OpCreate, "dry-run of the create")
 	if len(out.Diff) == 0 {
 		t.Errorf("%s: dry-run of the create reported an empty diff", s.name)
 	}
@@ -337,7 +337,7 @@ func (s *suite) dryRunCreate(t tb) {
 }
 
 func (s *suite) create(t tb) {
-	s.applyWant(t, s.c.Desired, false, "create", "create")
+	s.applyWant(t, s.c.Desired, false, adapters.OpCreate, "create")
 	if ex, known := s.exists(t); known && !ex {
 		t.Fatalf("%s.Create returned nil but the resource is not on the target (Case.Exists)", s.name)
 	}
@@ -348,12 +348,12 @@ func (s *suite) createAgain(t tb) {
 	switch {
 	case err != nil:
 		t.Fatalf("%s: applying Desired again after the create failed: %v", s.name, err)
-	case out.Action == "create":
+	case out.Action == adapters.OpCreate:
 		t.Fatalf("%s.Observe reports Exists=false right after a successful Create", s.name)
-	case out.Action == "update":
+	case out.Action == adapters.OpUpdate:
 		t.Fatalf("%s: after Create, Observe reports attributes that differ from Desired: %s; %s",
 			s.name, formatDiff(out.Diff), convergeHint)
-	case out.Action != "none":
+	case out.Action != adapters.OpNone:
 		t.Fatalf("%s: applying Desired again after the create: engine decided %q, want \"none\"", s.name, out.Action)
 	}
 }
@@ -378,11 +378,11 @@ func (s *suite) createRetry(t tb) {
 }
 
 // updateAction is what the engine must decide for Updated after Desired.
-func (s *suite) updateAction() string {
+func (s *suite) updateAction() adapters.Operation {
 	if s.c.ConvergesByCreate {
-		return "create"
+		return adapters.OpCreate
 	}
-	return "update"
+	return adapters.OpUpdate
 }
 
 func (s *suite) dryRunUpdate(t tb) {
@@ -402,15 +402,15 @@ func (s *suite) updateAgain(t tb) {
 	switch {
 	case err != nil:
 		t.Fatalf("%s: applying Updated again after the update failed: %v", s.name, err)
-	case out.Action == "create" && s.c.ConvergesByCreate:
+	case out.Action == adapters.OpCreate && s.c.ConvergesByCreate:
 		t.Fatalf("%s.Observe reports Exists=false for Updated right after a successful Create of it "+
 			"(ConvergesByCreate): the change does not converge", s.name)
-	case out.Action == "create":
+	case out.Action == adapters.OpCreate:
 		t.Fatalf("%s.Observe reports Exists=false right after a successful Update", s.name)
-	case out.Action == "update":
+	case out.Action == adapters.OpUpdate:
 		t.Fatalf("%s: after Update, Observe still reports differences from Updated: %s; %s",
 			s.name, formatDiff(out.Diff), convergeHint)
-	case out.Action != "none":
+	case out.Action != adapters.OpNone:
 		t.Fatalf("%s: applying Updated again after the update: engine decided %q, want \"none\"", s.name, out.Action)
 	}
 	s.assertMatches(t, s.c.Updated, "after the update", convergeHint)
@@ -442,12 +442,12 @@ func (s *suite) updateRetry(t tb) {
 }
 
 func (s *suite) dryRunPurge(t tb) {
-	s.applyWant(t, purged(s.c.Updated), true, "delete", "dry-run of the purge")
+	s.applyWant(t, purged(s.c.Updated), true, adapters.OpDelete, "dry-run of the purge")
 	s.assertMatches(t, s.c.Updated, "after a dry-run of the purge", dryRunHint)
 }
 
 func (s *suite) purge(t tb) {
-	s.applyWant(t, purged(s.c.Updated), false, "delete", "purge")
+	s.applyWant(t, purged(s.c.Updated), false, adapters.OpDelete, "purge")
 	if ex, known := s.exists(t); known && ex {
 		t.Fatalf("%s.Delete returned nil but the resource is still on the target (Case.Exists)", s.name)
 	}
@@ -458,9 +458,9 @@ func (s *suite) purgeAgain(t tb) {
 	switch {
 	case err != nil:
 		t.Fatalf("%s: applying the purge again failed: %v", s.name, err)
-	case out.Action == "delete":
+	case out.Action == adapters.OpDelete:
 		t.Fatalf("%s.Observe reports Exists=true right after a successful Delete", s.name)
-	case out.Action != "none":
+	case out.Action != adapters.OpNone:
 		t.Fatalf("%s: applying the purge again: engine decided %q, want \"none\"", s.name, out.Action)
 	}
 }

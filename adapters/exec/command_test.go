@@ -106,7 +106,7 @@ func TestGuards(t *testing.T) {
 		attrs  func(dir string) map[string]any
 		// want is the engine's first decision; runs how often the command
 		// ran over two deploys.
-		want string
+		want adapters.Operation
 		runs int
 	}{
 		{

@@ -27,7 +27,7 @@ func TestContentHash(t *testing.T) {
 		reason     string
 		onDisk     *string // nil: no file
 		attrs      map[string]any
-		wantAction string
+		wantAction adapters.Operation
 		wantErr    string // a permanent error containing this
 		planOK     bool   // the error comes from the write: a dry-run succeeds
 		wantDisk   *string

@@ -62,7 +62,7 @@ func TestFileOwnership(t *testing.T) {
 		name       string
 		reason     string
 		attrs      map[string]any
-		wantAction string
+		wantAction adapters.Operation
 		wantDiff   []string
 		wantLogs   []string
 		wantUID    uint32
@@ -260,7 +260,7 @@ func TestDirectoryOwnership(t *testing.T) {
 		reason     string
 		attrs      map[string]any
 		purged     bool
-		wantAction string
+		wantAction adapters.Operation
 		wantLogs   []string
 		wantUID    uint32
 		wantGID    uint32

@@ -80,7 +80,7 @@ type step struct {
 	reason     string
 	attrs      map[string]any
 	purged     bool
-	wantAction string
+	wantAction adapters.Operation
 	wantDiff   []string
 	wantLogs   []string
 	// check, if set, inspects the disk after the run; before is what
@@ -120,7 +120,7 @@ type dryRun struct {
 	existing   bool // whether the resource is already there
 	attrs      func(path string) map[string]any
 	purged     bool
-	wantAction string
+	wantAction adapters.Operation
 }
 
 // dryPurge is the dry-run case every fs type shares: a purge of an existing

@@ -225,7 +225,7 @@ func apply(t testing.TB, h adapters.Handler, r adapters.Resource, dryRun bool) (
 }
 
 // mustApply is apply that fails t on an error or another action than want.
-func mustApply(t testing.TB, h adapters.Handler, r adapters.Resource, want string) *adapters.Context {
+func mustApply(t testing.TB, h adapters.Handler, r adapters.Resource, want adapters.Operation) *adapters.Context {
 	t.Helper()
 	out, hc, err := apply(t, h, r, false)
 	if err != nil {

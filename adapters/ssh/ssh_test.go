@@ -278,7 +278,7 @@ func TestPrivateKeyFromSecret(t *testing.T) {
 	// --secrets-dir.
 	secrets := &adapters.Secrets{Dir: filepath.Dir(srv.ClientKeyFile)}
 	before, _ := json.Marshal(r.Attributes)
-	for i, want := range []string{"create", "none"} {
+	for i, want := range []adapters.Operation{adapters.OpCreate, adapters.OpNone} {
 		hc := adapters.NewContext(adapters.WithSecrets(secrets))
 		out, err := adapters.Run(context.Background(), handler(t, ssh.FileType), hc, r, false)
 		hc.Close()
@@ -335,7 +335,7 @@ func TestFileOverSSH(t *testing.T) {
 		reason     string
 		h          adapters.Handler
 		r          adapters.Resource
-		wantAction string
+		wantAction adapters.Operation
 		wantErr    string
 		check      func(t *testing.T)
 	}{

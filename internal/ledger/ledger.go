@@ -34,9 +34,9 @@ type Resource struct {
 	Purged     bool            `json:"purged,omitempty"`
 	// Requires lists the resources this one requires, in this batch or not.
 	Requires []string `json:"requires,omitempty"`
-	// Action is what the attempt is, for the action log: "deploy" when the
-	// resource is not compliant, "repair" when it is re-verified.
-	Action string `json:"action"`
+	// Action is what the attempt is, for the action log: Deploy when the
+	// resource is not compliant, Repair when it is re-verified.
+	Action Action `json:"action"`
 	// ReportOnly: observe and diff, never change.
 	ReportOnly bool `json:"report_only,omitempty"`
 	// ReceiveEvents is the resource's receive_events; Event is set when a
@@ -56,7 +56,7 @@ type Batch struct {
 	EnvironmentID string            `json:"environment_id"`
 	Blocked       map[string]string `json:"blocked,omitempty"`
 	Version       int64             `json:"version"`
-	Action        string            `json:"action"`
+	Action        Action            `json:"action"`
 	Reason        string            `json:"reason"`
 	Agent         string            `json:"agent"`
 	Resources     []Resource        `json:"resources"`
@@ -69,16 +69,16 @@ type Batch struct {
 
 // Outcome is what an attempt recorded.
 type Outcome struct {
-	Result     string `json:"result"`
+	Result     Result `json:"result"`
 	ErrorClass string `json:"error_class,omitempty"`
 	Changed    bool   `json:"changed,omitempty"`
 }
 
 // ActionOf is the action an attempt on r records: a dry-run stays a
-// dry-run; otherwise "deploy" for a resource that was not compliant and
-// "repair" for one re-verified.
-func (b Batch) ActionOf(r Resource) string {
-	if b.Action == "dryrun" || r.Action == "" {
+// dry-run; otherwise Deploy for a resource that was not compliant and
+// Repair for one re-verified.
+func (b Batch) ActionOf(r Resource) Action {
+	if b.Action == ActionDryrun || r.Action == "" {
 		return b.Action
 	}
 	return r.Action
@@ -89,11 +89,11 @@ type ActionRecord struct {
 	ResourceID string    `json:"resource_id"`
 	Hash       []byte    `json:"hash"`
 	Version    int64     `json:"version"`
-	Action     string    `json:"action"`
+	Action     Action    `json:"action"`
 	Reason     string    `json:"reason"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
-	Result     string    `json:"result"`              // deployed, failed, ...
+	Result     Result    `json:"result"`
 	Operation  string    `json:"operation,omitempty"` // none, create, update, delete; "" when not reached
 	Changed    bool      `json:"changed,omitempty"`
 	// Changes is {"attr": {"from": ..., "to": ...}} or nil.
@@ -120,14 +120,6 @@ type ActionRecord struct {
 	// ledger sets it.
 	Batch int `json:"-"`
 }
-
-// The results an executor records for an attempt.
-const (
-	ResultDeployed             = "deployed"
-	ResultFailed               = "failed"
-	ResultSkipped              = "skipped"
-	ResultSkippedForDependency = "skipped_for_dependency"
-)
 
 // Ledger is where an executor loads batches and records attempts.
 type Ledger interface {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // Follow-up rules. Recording outcomes can queue automatic requests:
@@ -47,7 +49,7 @@ type Triggers struct {
 func FollowUpTriggers(outs []Outcome) Triggers {
 	var t Triggers
 	for i, o := range outs {
-		if o.Action == "dryrun" || o.Result != "deployed" {
+		if o.Action == string(ledger.ActionDryrun) || o.Result != string(ledger.ResultDeployed) {
 			continue
 		}
 		t.Deployed = append(t.Deployed, i)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/plan"
 )
 
@@ -51,12 +52,12 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		rows[i] = []any{envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
 			op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, class, r.WorkflowID, r.RunID, r.Attempt,
 			executorOrNil(r.Executor), batchOrNil(r.Batch)}
-		if r.Action == "dryrun" {
+		if r.Action == ledger.ActionDryrun {
 			continue
 		}
 		ids = append(ids, r.ResourceID)
 		hashes = append(hashes, r.Hash)
-		results = append(results, r.Result)
+		results = append(results, string(r.Result))
 		changed = append(changed, r.Changed)
 		finished = append(finished, r.FinishedAt)
 	}
@@ -150,7 +151,7 @@ func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionReco
 func queueFollowUps(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
 	outs := make([]plan.Outcome, len(recs))
 	for i, r := range recs {
-		outs[i] = plan.Outcome{ResourceID: r.ResourceID, Action: r.Action, Result: r.Result, Changed: r.Changed,
+		outs[i] = plan.Outcome{ResourceID: r.ResourceID, Action: string(r.Action), Result: string(r.Result), Changed: r.Changed,
 			FinishedAt: r.FinishedAt}
 	}
 	t := plan.FollowUpTriggers(outs)
@@ -235,11 +236,11 @@ func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 			byWorkflow[r.WorkflowID] = c
 		}
 		switch r.Result {
-		case "deployed":
+		case ledger.ResultDeployed:
 			c.deployed++
-		case "unavailable":
+		case ledger.ResultUnavailable:
 			c.unavailable++
-		case "skipped_for_dependency", "skipped", "undefined", "skipped_for_undefined":
+		case ledger.ResultSkippedForDependency, ledger.ResultSkipped, plan.ResultUndefined, plan.ResultSkippedForUndefined:
 			c.skipped++
 		default:
 			c.failed++

@@ -100,7 +100,7 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 			join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
 			where ` + candidates + ` and ` + cond + `
 			order by rs.resource_id`
-		if p.Action == "dryrun" {
+		if p.Action == string(ledger.ActionDryrun) {
 			// A dry-run covers a version (released or not), paused agents
 			// included: it changes nothing. rs is the version's membership.
 			args = append(args, p.Version)
@@ -201,7 +201,7 @@ func undefinedOutside(ctx context.Context, tx pgx.Tx, envID string, p Plan, ids 
 		join resource_contents c on c.environment_id = rs.environment_id and c.hash = rs.intent_hash
 		where rs.environment_id = $1::uuid and rs.resource_id = any($2) and c.undefined`
 	args := []any{envID, ids}
-	if p.Action == "dryrun" {
+	if p.Action == string(ledger.ActionDryrun) {
 		q = `select vr.resource_id from version_resources vr
 			join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
 			where vr.environment_id = $1::uuid and vr.resource_id = any($2) and c.undefined
@@ -230,8 +230,8 @@ func heldRecords(items []planItem, held []plan.Held, p Plan, workflowID string, 
 	recs := make([]ActionRecord, len(held))
 	for i, h := range held {
 		it := items[h.Index]
-		recs[i] = ActionRecord{ResourceID: it.ID, Hash: it.hash, Version: p.Version, Action: it.action, Reason: p.Reason,
-			StartedAt: now, FinishedAt: now, Result: h.Result, Error: h.Why,
+		recs[i] = ActionRecord{ResourceID: it.ID, Hash: it.hash, Version: p.Version, Action: ledger.Action(it.action),
+			Reason: p.Reason, StartedAt: now, FinishedAt: now, Result: ledger.Result(h.Result), Error: h.Why,
 			WorkflowID: workflowID, RunID: by.RunID, Attempt: by.Attempt}
 	}
 	return recs

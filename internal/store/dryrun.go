@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -40,7 +41,7 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 		if !exists {
 			return NotFound("version %d", version)
 		}
-		run, err = insertRun(ctx, tx, e, version, "dryrun", fmt.Sprintf("dry-run of version %d", version), nil)
+		run, err = insertRun(ctx, tx, e, version, string(ledger.ActionDryrun), fmt.Sprintf("dry-run of version %d", version), nil)
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -16,7 +17,7 @@ func TestRecordActionsUpsertsFacts(t *testing.T) {
 	ctx := context.Background()
 	rec := func(rid, action string, facts map[string]json.RawMessage) store.ActionRecord {
 		now := time.Now().UTC()
-		return store.ActionRecord{ResourceID: rid, Hash: []byte("h"), Version: 1, Action: action, Reason: "test",
+		return store.ActionRecord{ResourceID: rid, Hash: []byte("h"), Version: 1, Action: ledger.Action(action), Reason: "test",
 			StartedAt: now, FinishedAt: now, Result: "deployed", Operation: "none", Facts: facts,
 			WorkflowID: "wf", RunID: "run", Attempt: 1}
 	}

@@ -97,7 +97,7 @@ func ledgerError(err error) error {
 type BatchHead struct {
 	Agent   string
 	Version int64
-	Action  string
+	Action  ledger.Action
 	Reason  string
 	Hashes  map[string][]byte
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // InstanceDryrun is what a service instance's proposed resources would
@@ -129,7 +130,7 @@ func (s *Store) CreateInstanceDryrun(ctx context.Context, envID, set string, rs 
 		if len(rs) == 0 {
 			return nil
 		}
-		run, err := insertRun(ctx, tx, e, out.BaseVersion, "dryrun", reason, nil)
+		run, err := insertRun(ctx, tx, e, out.BaseVersion, string(ledger.ActionDryrun), reason, nil)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -44,7 +45,7 @@ func scanRequest(row pgx.Row) (Request, error) {
 }
 
 func insertRequest(ctx context.Context, q pgx.Tx, envID string, r Request) (Request, error) {
-	if r.Kind != "deploy" && r.Kind != "repair" && r.Kind != "dryrun" {
+	if k := ledger.Action(r.Kind); k != ledger.ActionDeploy && k != ledger.ActionRepair && k != ledger.ActionDryrun {
 		return r, fmt.Errorf("request kind %q: want deploy, repair or dryrun", r.Kind)
 	}
 	return scanRequest(q.QueryRow(ctx, `insert into deploy_requests

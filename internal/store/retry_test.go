@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -37,7 +38,7 @@ func TestPlanRetry(t *testing.T) {
 	var recs []store.ActionRecord
 	for i, r := range b.Resources {
 		recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: "deploy",
-			Reason: "test", StartedAt: now, FinishedAt: now, Result: outcome[i].result, ErrorClass: outcome[i].class,
+			Reason: "test", StartedAt: now, FinishedAt: now, Result: ledger.Result(outcome[i].result), ErrorClass: outcome[i].class,
 			WorkflowID: started.WorkflowID, RunID: "r", Attempt: 1})
 	}
 	if err := st.RecordActions(ctx, e.ID, recs); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/names"
 )
 
@@ -538,7 +539,7 @@ func insertRun(ctx context.Context, tx pgx.Tx, e Environment, version int64, act
 		return DeployRun{}, err
 	}
 	wf := names.DeployWorkflowID(e.Name, run)
-	if action == "dryrun" {
+	if action == string(ledger.ActionDryrun) {
 		wf = names.DryrunWorkflowID(e.Name, run)
 	}
 	return scanRun(tx.QueryRow(ctx, `insert into deploy_runs (environment_id, run, version, action, reason, workflow_id, token)
