@@ -24,8 +24,7 @@ func diffVersion(t *testing.T, resources ...string) intent.Version {
 
 func TestDiffVersions(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 
 	const (
