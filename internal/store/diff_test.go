@@ -15,11 +15,7 @@ import (
 // diffVersion decodes a version from its resources' JSON objects.
 func diffVersion(t *testing.T, resources ...string) intent.Version {
 	t.Helper()
-	v, err := intent.DecodeBytes([]byte(`{"resources":[` + strings.Join(resources, ",") + `]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return decode(t, `{"resources":[`+strings.Join(resources, ",")+`]}`)
 }
 
 func TestDiffVersions(t *testing.T) {
