@@ -183,14 +183,20 @@ func callbackParam(r *http.Request) (string, error) {
 	return id, nil
 }
 
+// callbackOf is the environment and the callback id of the path.
+func (s *Server) callbackOf(r *http.Request) (store.Environment, string, error) {
+	e, err := s.lsmEnv(r)
+	if err != nil {
+		return e, "", err
+	}
+	id, err := callbackParam(r)
+	return e, id, err
+}
+
 // getCallback returns a callback, its delivery counts and its newest
 // dead events.
 func (s *Server) getCallback(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	id, err := callbackParam(r)
+	e, id, err := s.callbackOf(r)
 	if err != nil {
 		return err
 	}
@@ -208,11 +214,7 @@ func (s *Server) getCallback(w http.ResponseWriter, r *http.Request) error {
 
 // deleteCallback removes a callback and its undelivered events.
 func (s *Server) deleteCallback(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	id, err := callbackParam(r)
+	e, id, err := s.callbackOf(r)
 	if err != nil {
 		return err
 	}

@@ -87,11 +87,7 @@ type ExecutorRegistration struct {
 // reportExecutor answers PUT .../executor/registrations/{name}: the
 // executor serves these agents, now.
 func (s *Server) reportExecutor(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.env(r)
-	if err != nil {
-		return err
-	}
-	name, err := executorName(r)
+	e, name, err := s.executorOf(r)
 	if err != nil {
 		return err
 	}
@@ -134,11 +130,7 @@ func (s *Server) reportExecutor(w http.ResponseWriter, r *http.Request) error {
 // stopExecutor answers POST .../executor/registrations/{name}/stop: the
 // executor stopped cleanly.
 func (s *Server) stopExecutor(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.env(r)
-	if err != nil {
-		return err
-	}
-	name, err := executorName(r)
+	e, name, err := s.executorOf(r)
 	if err != nil {
 		return err
 	}
@@ -295,6 +287,16 @@ func executorName(r *http.Request) (string, error) {
 		return "", BadRequest("an executor name has 1 to 255 characters")
 	}
 	return name, nil
+}
+
+// executorOf is the environment and the executor name of the path.
+func (s *Server) executorOf(r *http.Request) (store.Environment, string, error) {
+	e, err := s.env(r)
+	if err != nil {
+		return e, "", err
+	}
+	name, err := executorName(r)
+	return e, name, err
 }
 
 // batchOf is the environment and the batch (run, seq) a batch route

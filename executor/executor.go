@@ -137,19 +137,7 @@ func (o *options) logger(cfg Config) (*slog.Logger, error) {
 		// Its records get trace ids too.
 		return slog.New(tracing.NewHandler(o.log.Handler())), nil
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.LogLevel)
-	}
-	h := &slog.HandlerOptions{Level: level}
-	// Records logged with a traced context carry trace_id and span_id.
-	switch strings.ToLower(cfg.LogFormat) {
-	case "text":
-		return slog.New(tracing.NewHandler(slog.NewTextHandler(o.stderr, h))), nil
-	case "json":
-		return slog.New(tracing.NewHandler(slog.NewJSONHandler(o.stderr, h))), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat)
+	return tracing.NewLogger(o.stderr, cfg.LogLevel, cfg.LogFormat)
 }
 
 // buildVersion is the version of the binary's main module, with the

@@ -83,12 +83,9 @@ func (g *globals) clientFlags(cmd *cobra.Command) *clientSettings {
 	f.StringVar(&s.projectDir, "project-dir", ".",
 		"project directory whose .intend and intend.yaml supply settings not given otherwise")
 	outputFlags(f, &s.output)
-	f.StringVar(&s.caCert, "ca-cert", g.env("INTEND_CA_CERT", ""),
-		"trust the server's certificate when this CA (PEM) signed it, instead of the system's CAs (env INTEND_CA_CERT)")
-	f.StringVar(&s.clientCert, "client-cert", g.env("INTEND_CLIENT_CERT", ""),
-		"present this client certificate (PEM) to a server that asks for one (env INTEND_CLIENT_CERT)")
-	f.StringVar(&s.clientKey, "client-key", g.env("INTEND_CLIENT_KEY", ""),
-		"the private key of --client-cert (env INTEND_CLIENT_KEY)")
+	g.envString(f, &s.caCert, "ca-cert", "", "trust the server's certificate when this CA (PEM) signed it, instead of the system's CAs")
+	g.envString(f, &s.clientCert, "client-cert", "", "present this client certificate (PEM) to a server that asks for one")
+	g.envString(f, &s.clientKey, "client-key", "", "the private key of --client-cert")
 	// Shell completion: -e asks the server (completion.go), -o knows.
 	_ = cmd.RegisterFlagCompletionFunc("environment", s.completeFlag(listEnvironments))
 	_ = cmd.RegisterFlagCompletionFunc("output", outputCompletion)

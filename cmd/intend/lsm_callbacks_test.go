@@ -4,8 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +19,6 @@ import (
 func TestLSMCallbackCommands(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmcb")
-	dir := t.TempDir()
 	model := `package main
 
 import "intend.dev/std/lsm"
@@ -35,12 +32,7 @@ import "intend.dev/std/lsm"
 
 services: vm: #VM
 `
-	for name, text := range map[string]string{"intend.yaml": "name: lsmcb\n", "main.cue": model} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ok(t, vars, "export", dir)
+	writeProject(t, vars, "lsmcb", model)
 
 	var mu sync.Mutex
 	var secret string

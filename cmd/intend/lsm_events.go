@@ -233,13 +233,10 @@ Examples:
 			if len(body) == 1 {
 				return usageErrorf("name what to force: --state, or an attribute set (--active-attrs, --candidate-attrs, --rollback-attrs)")
 			}
-			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			body["current_version"] = v
-			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("service_inventory", args[0], args[1], "expert"),
-				args[0], body)
+			return w.sendCurrent(cmd.Context(), s, http.MethodPost, args[0], args[1], func(v int64) (string, any) {
+				body["current_version"] = v
+				return lsmPath("service_inventory", args[0], args[1], "expert"), body
+			})
 		},
 	}
 	f := cmd.Flags()

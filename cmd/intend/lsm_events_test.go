@@ -23,34 +23,7 @@ import (
 // --json prints the whole log as JSON lines, -o yaml as YAML documents.
 func TestLSMWatchConfigExpert(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
-	vars, _ := lsmServer(t, "lsmwatch")
-	dir := t.TempDir()
-	target := filepath.Join(t.TempDir(), "vms")
-	model := `package main
-
-import (
-	"intend.dev/std/fs"
-	"intend.dev/std/lsm"
-)
-
-#VM: lsm.#Entity & {
-	lifecycle: lsm.simple
-	identity:  "name"
-	parameter: {
-		name:   =~"^[a-z]+$" @lsm(rw)
-		memory: *2 | int & >=1 @lsm(rw+)
-	}
-	output: conf: fs.#File & {path: "` + target + `/\(parameter.name).conf", content: "memory=\(parameter.memory)\n"}
-}
-
-services: vm: #VM
-`
-	for name, text := range map[string]string{"intend.yaml": "name: lsmwatch\n", "main.cue": model} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ok(t, vars, "export", dir)
+	vars, _, target := vmServer(t, "lsmwatch", "")
 
 	if out := ok(t, vars, "lsm", "config", "vm"); field(t, out, "auto_transfers") != "true" {
 		t.Fatalf("config:\n%s", out)

@@ -16,28 +16,7 @@ import (
 // command lines and refused orders fail with their exit codes.
 func TestLSMOrderCommands(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
-	vars, _ := lsmServer(t, "lsmo")
-	dir := t.TempDir()
-	target := filepath.Join(t.TempDir(), "vms")
-	model := `package main
-
-import (
-	"intend.dev/std/fs"
-	"intend.dev/std/lsm"
-)
-
-#VM: lsm.#Entity & {
-	lifecycle: lsm.simple
-	identity:  "name"
-	parameter: {
-		name:   =~"^[a-z]+$" @lsm(rw)
-		memory: *2 | int & >=1 & <=64 @lsm(rw+)
-	}
-	output: conf: fs.#File & {path: "` + target + `/\(parameter.name).conf", content: "memory=\(parameter.memory)\n"}
-}
-
-services: vm: #VM
-`
+	vars, dir, target := vmServer(t, "lsmo", "<=64")
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
@@ -45,9 +24,6 @@ services: vm: #VM
 		}
 		return p
 	}
-	write("intend.yaml", "name: lsmo\n")
-	write("main.cue", model)
-	ok(t, vars, "export", dir)
 
 	good := write("good.json", `{"policy": "all_or_nothing", "items": [
 		{"id": "a", "operation": "create", "service_entity": "vm", "attributes": {"name": "alpha"}},

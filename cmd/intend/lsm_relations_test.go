@@ -16,10 +16,7 @@ import (
 func TestExampleLSMRelations(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmrel")
-	dir, root := copyExample(t, "lsm", "/tmp/intend-lsm")
-	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "alias (lifecycle simple)") {
-		t.Errorf("export does not name the alias entity:\n%s", out)
-	}
+	_, root := exportExample(t, vars, "lsm", "/tmp/intend-lsm", "alias (lifecycle simple)")
 	if out := ok(t, vars, "lsm", "catalog", "alias"); !strings.Contains(out, "ref=site") {
 		t.Errorf("the catalog does not show the reference:\n%s", out)
 	}

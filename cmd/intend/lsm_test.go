@@ -31,13 +31,75 @@ func lsmServer(t *testing.T, prefix string) (vars map[string]string, dbURL strin
 	return vars, dbURL
 }
 
+// writeProject writes intend.yaml (naming the project name) and main.cue
+// (model) into a new directory, exports it and returns the directory.
+func writeProject(t *testing.T, vars map[string]string, name, model string) (dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	for file, text := range map[string]string{"intend.yaml": "name: " + name + "\n", "main.cue": model} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok(t, vars, "export", dir)
+	return dir
+}
+
+// vmModel is a model of one service entity, vm, on the simple lifecycle:
+// a VM named by its name whose memory (by default 2, at least 1, and
+// within limit, a CUE constraint or "") is written to target/NAME.conf.
+func vmModel(target, limit string) string {
+	if limit != "" {
+		limit = " & " + limit
+	}
+	return `package main
+
+import (
+	"intend.dev/std/fs"
+	"intend.dev/std/lsm"
+)
+
+#VM: lsm.#Entity & {
+	lifecycle: lsm.simple
+	identity:  "name"
+	parameter: {
+		name:   =~"^[a-z]+$" @lsm(rw)
+		memory: *2 | int & >=1` + limit + ` @lsm(rw+)
+	}
+	output: conf: fs.#File & {path: "` + target + `/\(parameter.name).conf", content: "memory=\(parameter.memory)\n"}
+}
+
+services: vm: #VM
+`
+}
+
+// vmServer starts a server (see lsmServer, named after name) and exports
+// a project of that name with vmModel(target, limit), target a new
+// directory's "vms"; it returns the project's directory and target.
+func vmServer(t *testing.T, name, limit string) (vars map[string]string, dir, target string) {
+	t.Helper()
+	vars, _ = lsmServer(t, name)
+	target = filepath.Join(t.TempDir(), "vms")
+	return vars, writeProject(t, vars, name, vmModel(target, limit)), target
+}
+
+// exportExample copies examples/NAME (see copyExample), exports it with
+// -d and checks that the export's output says want.
+func exportExample(t *testing.T, vars map[string]string, name, from, want string) (dir, root string) {
+	t.Helper()
+	dir, root = copyExample(t, name, from)
+	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, want) {
+		t.Errorf("export does not say %q:\n%s", want, out)
+	}
+	return dir, root
+}
+
 // TestLSMCommands: intend export registers the model's service entities;
 // intend lsm shows the catalog and the inventory.
 func TestLSMCommands(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
 	vars, dbURL := lsmServer(t, "lsm")
 	envName := vars["INTEND_ENVIRONMENT"]
-	dir := t.TempDir()
 	model := `package main
 
 import "intend.dev/std/lsm"
@@ -57,12 +119,7 @@ import "intend.dev/std/lsm"
 
 services: vm: #VM
 `
-	for name, text := range map[string]string{"intend.yaml": "name: lsm\n", "main.cue": model} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ok(t, vars, "export", dir)
+	writeProject(t, vars, "lsm", model)
 
 	out := ok(t, vars, "lsm", "catalog")
 	if row := rowOf(t, out, "vm"); row[1] != "simple" || row[2] != "2" {
@@ -147,34 +204,7 @@ services: vm: #VM
 // delete → terminated.
 func TestLSMWriteCommands(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
-	vars, _ := lsmServer(t, "lsmw")
-	dir := t.TempDir()
-	target := filepath.Join(t.TempDir(), "vms")
-	model := `package main
-
-import (
-	"intend.dev/std/fs"
-	"intend.dev/std/lsm"
-)
-
-#VM: lsm.#Entity & {
-	lifecycle: lsm.simple
-	identity:  "name"
-	parameter: {
-		name:   =~"^[a-z]+$" @lsm(rw)
-		memory: *2 | int & >=1 @lsm(rw+)
-	}
-	output: conf: fs.#File & {path: "` + target + `/\(parameter.name).conf", content: "memory=\(parameter.memory)\n"}
-}
-
-services: vm: #VM
-`
-	for name, text := range map[string]string{"intend.yaml": "name: lsmw\n", "main.cue": model} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ok(t, vars, "export", dir)
+	vars, _, target := vmServer(t, "lsmw", "")
 
 	out := ok(t, vars, "lsm", "create", "vm", "--attr", "name=web", "--idempotency-key", "create-web", "--wait", "up")
 	if field(t, out, "state") != "up" {
@@ -239,10 +269,7 @@ services: vm: #VM
 func TestExampleLSM(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmex")
-	dir, root := copyExample(t, "lsm", "/tmp/intend-lsm")
-	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "service entities: alias (lifecycle simple), site (lifecycle simple)") {
-		t.Errorf("export does not name the service entity:\n%s", out)
-	}
+	_, root := exportExample(t, vars, "lsm", "/tmp/intend-lsm", "service entities: alias (lifecycle simple), site (lifecycle simple)")
 	out := ok(t, vars, "lsm", "catalog", "site")
 	for _, want := range []string{"identity:     name", "port", "rw+", `"Welcome"`} {
 		if !strings.Contains(out, want) {

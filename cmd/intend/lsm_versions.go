@@ -83,16 +83,13 @@ Examples:
 			if from != 0 {
 				return usageErrorf("--from is for a migration of every instance of a version: give ENTITY alone")
 			}
-			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			body := map[string]any{"current_version": v}
-			if to != 0 {
-				body["to_version"] = to
-			}
-			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("service_inventory", args[0], args[1], "migrate"),
-				args[0], body)
+			return w.sendCurrent(cmd.Context(), s, http.MethodPost, args[0], args[1], func(v int64) (string, any) {
+				body := map[string]any{"current_version": v}
+				if to != 0 {
+					body["to_version"] = to
+				}
+				return lsmPath("service_inventory", args[0], args[1], "migrate"), body
+			})
 		},
 	}
 	cmd.Flags().IntVar(&from, "from", 0, "without ID: the version whose instances migrate")

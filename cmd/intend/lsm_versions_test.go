@@ -17,10 +17,7 @@ import (
 func TestExampleLSMVersions(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmver")
-	dir, root := copyExample(t, "lsm-versions", "/tmp/intend-lsm-versions")
-	if out := ok(t, vars, "export", dir, "-d"); !strings.Contains(out, "service entities: site (lifecycle simple, version 2)") {
-		t.Errorf("export does not name the entity's version:\n%s", out)
-	}
+	dir, root := exportExample(t, vars, "lsm-versions", "/tmp/intend-lsm-versions", "service entities: site (lifecycle simple, version 2)")
 	out := ok(t, vars, "lsm", "catalog", "site")
 	if field(t, out, "version") != "2 (latest)" || rowOf(t, out, "1")[1] != "no" || rowOf(t, out, "2")[1] != "yes" ||
 		!strings.Contains(out, "name, port, title") || !strings.Contains(out, "name, listen_port, title, url") {

@@ -110,6 +110,18 @@ func (w *lsmWrite) current(ctx context.Context, s *clientSettings, entity, id st
 	return c, inst.Version, nil
 }
 
+// sendCurrent sends the write that request makes of the version a write
+// names (see current) for the instance id of entity, as send does.
+func (w *lsmWrite) sendCurrent(ctx context.Context, s *clientSettings, method, entity, id string,
+	request func(version int64) (path string, body any)) error {
+	c, v, err := w.current(ctx, s, entity, id)
+	if err != nil {
+		return err
+	}
+	path, body := request(v)
+	return w.send(ctx, s, c, method, path, entity, body)
+}
+
 // waitInstance polls an instance until it is in state. It ends with an
 // error, sooner than the timeout, when the instance settles elsewhere: it
 // is deleted, or it sits in a state its lifecycle leaves only on a request
@@ -242,12 +254,9 @@ Examples:
 			if len(values) == 0 {
 				return usageErrorf("give at least one --attr KEY=VALUE")
 			}
-			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return w.send(cmd.Context(), s, c, http.MethodPatch, lsmPath("service_inventory", args[0], args[1]), args[0],
-				map[string]any{"current_version": v, "attributes": values})
+			return w.sendCurrent(cmd.Context(), s, http.MethodPatch, args[0], args[1], func(v int64) (string, any) {
+				return lsmPath("service_inventory", args[0], args[1]), map[string]any{"current_version": v, "attributes": values}
+			})
 		},
 	}
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "an attribute KEY=VALUE (repeatable)")
@@ -268,12 +277,9 @@ Examples:
   intend lsm set-state vm web creating --wait up`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("services", args[0], args[1], "state"), args[0],
-				map[string]any{"current_version": v, "target_state": args[2]})
+			return w.sendCurrent(cmd.Context(), s, http.MethodPost, args[0], args[1], func(v int64) (string, any) {
+				return lsmPath("services", args[0], args[1], "state"), map[string]any{"current_version": v, "target_state": args[2]}
+			})
 		},
 	}
 	w.flags(cmd, true)
@@ -292,12 +298,9 @@ Examples:
   intend lsm delete vm web --wait terminated`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			path := lsmPath("service_inventory", args[0], args[1]) + "?current_version=" + strconv.FormatInt(v, 10)
-			return w.send(cmd.Context(), s, c, http.MethodDelete, path, args[0], nil)
+			return w.sendCurrent(cmd.Context(), s, http.MethodDelete, args[0], args[1], func(v int64) (string, any) {
+				return lsmPath("service_inventory", args[0], args[1]) + "?current_version=" + strconv.FormatInt(v, 10), nil
+			})
 		},
 	}
 	w.flags(cmd, true)
@@ -323,12 +326,9 @@ Examples:
 			if err != nil || to < 1 {
 				return usageErrorf("VERSION %q: want a version of the instance's log (a positive whole number)", args[2])
 			}
-			c, v, err := w.current(cmd.Context(), s, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("service_inventory", args[0], args[1], "rollback"),
-				args[0], map[string]any{"current_version": v, "to_version": to})
+			return w.sendCurrent(cmd.Context(), s, http.MethodPost, args[0], args[1], func(v int64) (string, any) {
+				return lsmPath("service_inventory", args[0], args[1], "rollback"), map[string]any{"current_version": v, "to_version": to}
+			})
 		},
 	}
 	w.flags(cmd, true)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/temporalconn"
@@ -166,10 +167,8 @@ Exit codes:
 	root.SetContext(ctx)
 	g := &globals{getenv: getenv, stdout: stdout, stderr: stderr}
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return g.applyLateEnv(cmd) }
-	root.PersistentFlags().StringVar(&g.logLevel, "log-level", g.env("INTEND_LOG_LEVEL", "info"),
-		"log level: debug, info, warn or error (env INTEND_LOG_LEVEL)")
-	root.PersistentFlags().StringVar(&g.logFormat, "log-format", g.env("INTEND_LOG_FORMAT", "text"),
-		"log format: text or json (env INTEND_LOG_FORMAT)")
+	g.envString(root.PersistentFlags(), &g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	g.envString(root.PersistentFlags(), &g.logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(
 		serverCommand(g),
 		executorCommand(g),
@@ -235,21 +234,17 @@ func (g *globals) env(name, def string) string {
 	return def
 }
 
+// envString defines the string flag name on f, its default the variable
+// INTEND_NAME (the name in upper case, - as _) or else def; its usage
+// ends naming the variable.
+func (g *globals) envString(f *pflag.FlagSet, p *string, name, def, usage string) {
+	v := "INTEND_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	f.StringVar(p, name, g.env(v, def), usage+" (env "+v+")")
+}
+
 // logger builds the process's slog logger from the flags.
 func (g *globals) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	// Records logged with a traced context carry trace_id and span_id.
-	switch strings.ToLower(g.logFormat) {
-	case "text":
-		return slog.New(tracing.NewHandler(slog.NewTextHandler(g.stderr, opts))), nil
-	case "json":
-		return slog.New(tracing.NewHandler(slog.NewJSONHandler(g.stderr, opts))), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", g.logFormat)
+	return tracing.NewLogger(g.stderr, g.logLevel, g.logFormat)
 }
 
 // tracing sets up the process's tracing from the OTEL_* variables
@@ -327,10 +322,8 @@ func (g *globals) databaseFlag(cmd *cobra.Command) {
 func (g *globals) connectionFlags(cmd *cobra.Command, defaultNamespace string) {
 	g.databaseFlag(cmd)
 	f := cmd.Flags()
-	f.StringVar(&g.temporalAddress, "temporal-address", g.env("INTEND_TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-		"Temporal frontend host:port (env INTEND_TEMPORAL_ADDRESS)")
-	f.StringVar(&g.temporalNamespace, "temporal-namespace", g.env("INTEND_TEMPORAL_NAMESPACE", defaultNamespace),
-		"Temporal namespace (env INTEND_TEMPORAL_NAMESPACE)")
+	g.envString(f, &g.temporalAddress, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
+	g.envString(f, &g.temporalNamespace, "temporal-namespace", defaultNamespace, "Temporal namespace")
 	// TLS, mutual TLS and the API key: the same flags as `intend executor`,
 	// their variables read when the command runs (the API key is a secret).
 	for _, s := range temporalconn.Settings() {

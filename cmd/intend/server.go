@@ -95,22 +95,17 @@ it does not show in ps. See docs/security.md.`,
 	}
 	dev, _ := intend.TemporalDevConfig()
 	g.connectionFlags(cmd, dev.Namespace)
-	cmd.Flags().StringVar(&listen, "listen", g.env("INTEND_LISTEN", defaultListen),
-		"address the API listens on (env INTEND_LISTEN)")
+	g.envString(cmd.Flags(), &listen, "listen", defaultListen, "address the API listens on")
 	def, _ := strconv.ParseBool(g.env("INTEND_EMBEDDED_EXECUTOR", "true"))
 	cmd.Flags().BoolVar(&embedded, "embedded-executor", def,
 		"run an executor in the server for autostarted agents (env INTEND_EMBEDDED_EXECUTOR)")
 	cmd.Flags().IntVar(&concurrency, "executor-concurrency", 16,
 		"resources one batch handles at once in the embedded executor")
-	cmd.Flags().StringVar(&executorName, "executor-name", g.env("INTEND_EXECUTOR_NAME", ""),
-		"name the embedded executor registers under (default <hostname>-<pid>) (env INTEND_EXECUTOR_NAME)")
-	cmd.Flags().StringVar(&secretsDir, "secrets-dir", g.env("INTEND_SECRETS_DIR", ""),
-		"directory that the embedded executor reads file: secret references from, and only from (env INTEND_SECRETS_DIR)")
-	cmd.Flags().StringVar(&secretEnvPrefix, "secret-env-prefix",
-		g.env("INTEND_SECRET_ENV_PREFIX", adapters.DefaultSecretEnvPrefix),
-		"prefix of the variables that the embedded executor's env: secret references may read (env INTEND_SECRET_ENV_PREFIX)")
-	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", server.DefaultDataDir(g.getenv)),
-		"directory for the server's files: git caches of autonomous compiles (env INTEND_DATA_DIR)")
+	g.envString(cmd.Flags(), &executorName, "executor-name", "", "name the embedded executor registers under (default <hostname>-<pid>)")
+	g.envString(cmd.Flags(), &secretsDir, "secrets-dir", "", "directory that the embedded executor reads file: secret references from, and only from")
+	g.envString(cmd.Flags(), &secretEnvPrefix, "secret-env-prefix", adapters.DefaultSecretEnvPrefix,
+		"prefix of the variables that the embedded executor's env: secret references may read")
+	g.envString(cmd.Flags(), &dataDir, "data-dir", server.DefaultDataDir(g.getenv), "directory for the server's files: git caches of autonomous compiles")
 	allowLocal, _ := strconv.ParseBool(g.env("INTEND_ALLOW_LOCAL_REPOS", "false"))
 	cmd.Flags().BoolVar(&allowLocalRepos, "allow-local-repos", allowLocal,
 		"let an environment's repo_url be a path or file:// URL on this host, which compiles read from the server's disk (env INTEND_ALLOW_LOCAL_REPOS)")
@@ -120,8 +115,7 @@ it does not show in ps. See docs/security.md.`,
 	}
 	cmd.Flags().DurationVar(&compileTimeout, "compile-timeout", ct,
 		"longest a model compile may take (an upload, an autonomous compile, a service instance's validation) (env INTEND_COMPILE_TIMEOUT)")
-	cmd.Flags().StringVar(&compileMemory, "compile-memory", g.env("INTEND_COMPILE_MEMORY", "1GiB"),
-		"most memory a model compile may use, in MiB or GiB (each compile runs in a child process) (env INTEND_COMPILE_MEMORY)")
+	g.envString(cmd.Flags(), &compileMemory, "compile-memory", "1GiB", "most memory a model compile may use, in MiB or GiB (each compile runs in a child process)")
 	cw, _ := strconv.Atoi(g.env("INTEND_COMPILE_WORKERS", "2"))
 	cmd.Flags().IntVar(&compileWorkers, "compile-workers", cw,
 		"model compiles run at once, each in a child process of its own (env INTEND_COMPILE_WORKERS)")
@@ -131,9 +125,9 @@ it does not show in ps. See docs/security.md.`,
 	}
 	cmd.Flags().DurationVar(&auditRetention, "audit-retention", ar,
 		"how long the audit trail is kept, e.g. 8760h; older rows are deleted hourly; 0 keeps it all (env INTEND_AUDIT_RETENTION)")
-	cmd.Flags().StringVar(&accessLog, "access-log", g.env("INTEND_ACCESS_LOG", "info"),
+	g.envString(cmd.Flags(), &accessLog, "access-log", "info",
 		"level of the API's access log, one line per request: debug, info, warn or off; "+
-			"/healthz, /metrics and executors' routine calls log at debug unless they fail (env INTEND_ACCESS_LOG)")
+			"/healthz, /metrics and executors' routine calls log at debug unless they fail")
 	sec.flags(cmd, g)
 	cbf.flags(cmd, g)
 	return cmd
@@ -183,26 +177,17 @@ type serverSecurity struct {
 
 func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
 	f := cmd.Flags()
-	f.StringVar(&sec.tlsCert, "tls-cert", g.env("INTEND_TLS_CERT", ""),
-		"serve the API over TLS with this certificate (PEM), reloaded when it changes (env INTEND_TLS_CERT)")
-	f.StringVar(&sec.tlsKey, "tls-key", g.env("INTEND_TLS_KEY", ""),
-		"the private key of --tls-cert (PEM) (env INTEND_TLS_KEY)")
-	f.StringVar(&sec.tlsClientCA, "tls-client-ca", g.env("INTEND_TLS_CLIENT_CA", ""),
-		"require client certificates signed by this CA (mutual TLS) (env INTEND_TLS_CLIENT_CA)")
+	g.envString(f, &sec.tlsCert, "tls-cert", "", "serve the API over TLS with this certificate (PEM), reloaded when it changes")
+	g.envString(f, &sec.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	g.envString(f, &sec.tlsClientCA, "tls-client-ca", "", "require client certificates signed by this CA (mutual TLS)")
 	f.StringSliceVar(&sec.allowedHosts, "allowed-hosts", splitList(g.env("INTEND_ALLOWED_HOSTS", "")),
 		"Host names the API answers to, others get 421; \"*\" for any (default: loopback names when listening on loopback, else any) (env INTEND_ALLOWED_HOSTS)")
-	f.StringVar(&sec.metricsListen, "metrics-listen", g.env("INTEND_METRICS_LISTEN", ""),
-		"also serve /metrics without a token on this address, for Prometheus on a private network (env INTEND_METRICS_LISTEN)")
-	f.StringVar(&sec.oidcIssuer, "oidc-issuer", g.env("INTEND_OIDC_ISSUER", ""),
-		"accept JWTs of this OpenID Connect issuer (https URL) (env INTEND_OIDC_ISSUER)")
-	f.StringVar(&sec.oidcAudience, "oidc-audience", g.env("INTEND_OIDC_AUDIENCE", ""),
-		"the audience (aud) those JWTs must carry (env INTEND_OIDC_AUDIENCE)")
-	f.StringVar(&sec.oidcRolesClaim, "oidc-roles-claim", g.env("INTEND_OIDC_ROLES_CLAIM", "intend_roles"),
-		"the claim that holds roles: ROLE (every environment) or ROLE@ENVIRONMENT; a dotted path for nested claims (env INTEND_OIDC_ROLES_CLAIM)")
-	f.StringVar(&sec.oidcName, "oidc-name-claim", g.env("INTEND_OIDC_NAME_CLAIM", "sub"),
-		"the claim that names the caller in the audit trail (env INTEND_OIDC_NAME_CLAIM)")
-	f.StringVar(&sec.oidcRoleMap, "oidc-role-map", g.env("INTEND_OIDC_ROLE_MAP", ""),
-		"map values of the roles claim (say, groups) to roles: VALUE=ROLE[@ENV][+ROLE@ENV…],… (env INTEND_OIDC_ROLE_MAP)")
+	g.envString(f, &sec.metricsListen, "metrics-listen", "", "also serve /metrics without a token on this address, for Prometheus on a private network")
+	g.envString(f, &sec.oidcIssuer, "oidc-issuer", "", "accept JWTs of this OpenID Connect issuer (https URL)")
+	g.envString(f, &sec.oidcAudience, "oidc-audience", "", "the audience (aud) those JWTs must carry")
+	g.envString(f, &sec.oidcRolesClaim, "oidc-roles-claim", "intend_roles", "the claim that holds roles: ROLE (every environment) or ROLE@ENVIRONMENT; a dotted path for nested claims")
+	g.envString(f, &sec.oidcName, "oidc-name-claim", "sub", "the claim that names the caller in the audit trail")
+	g.envString(f, &sec.oidcRoleMap, "oidc-role-map", "", "map values of the roles claim (say, groups) to roles: VALUE=ROLE[@ENV][+ROLE@ENV…],…")
 }
 
 // apply puts the flags into cfg, with the bootstrap token from the

@@ -36,6 +36,20 @@ func inSet(obj, set string) string {
 }
 
 // export wraps resource objects into an export.
+// acrossSets is the problem of id, of resource set set, requiring req of
+// resource set reqSet.
+func acrossSets(id, set, req, reqSet string) string {
+	return fmt.Sprintf(`%q of resource set %q must not require %q of resource set %q: `+
+		"a resource may require only resources of its own set or shared ones", id, set, req, reqSet)
+}
+
+// sharedRequiresSet is the problem of the shared resource id requiring
+// req of resource set reqSet.
+func sharedRequiresSet(id, req, reqSet string) string {
+	return fmt.Sprintf(`shared resource %q must not require %q of resource set %q: `+
+		"a shared resource may require only shared resources", id, req, reqSet)
+}
+
 func export(resources ...string) string {
 	return `{"resources":[` + strings.Join(resources, ",") + `]}`
 }
@@ -117,15 +131,18 @@ func TestDecodeReadError(t *testing.T) {
 	}
 }
 
+// problemCase is an input that decodes with problems: want, for reason.
+type problemCase struct {
+	name   string
+	in     string
+	want   []intent.FieldProblem
+	reason string
+}
+
 func TestDecodeProblems(t *testing.T) {
 	t.Parallel()
 	a, b, c := file("/a"), file("/b"), file("/c")
-	tests := []struct {
-		name   string
-		in     string
-		want   []intent.FieldProblem
-		reason string
-	}{
+	tests := []problemCase{
 		{
 			name:   "empty input",
 			in:     "",
@@ -227,10 +244,8 @@ func TestDecodeProblems(t *testing.T) {
 			in: export(inSet(res("/a", b, c), "x"), inSet(res("/b"), "y"), res("/c"), res("/d", a), inSet(res("/e", file("/f")), "x"),
 				inSet(res("/f"), "x")),
 			want: []intent.FieldProblem{
-				{"/resources/0/requires/0", fmt.Sprintf(`%q of resource set "x" must not require %q of resource set "y": `+
-					"a resource may require only resources of its own set or shared ones", a, b)},
-				{"/resources/3/requires/0", fmt.Sprintf(`shared resource %q must not require %q of resource set "x": `+
-					"a shared resource may require only shared resources", file("/d"), a)},
+				{"/resources/0/requires/0", acrossSets(a, "x", b, "y")},
+				{"/resources/3/requires/0", sharedRequiresSet(file("/d"), a, "x")},
 			},
 			reason: "a set may require itself and the shared set (/a → /c, /e → /f); both ids and sets are named",
 		},
@@ -528,10 +543,8 @@ func TestVersionValidate(t *testing.T) {
 				with(mk("/e"), func(r *intent.Resource) { r.ResourceSet = "\xff" }),
 			},
 			want: []intent.FieldProblem{
-				{"/resources/0/requires/1", fmt.Sprintf(`%q of resource set "x" must not require %q of resource set "y": `+
-					"a resource may require only resources of its own set or shared ones", file("/a"), file("/c"))},
-				{"/resources/3/requires/0", fmt.Sprintf(`shared resource %q must not require %q of resource set "y": `+
-					"a shared resource may require only shared resources", file("/d"), file("/c"))},
+				{"/resources/0/requires/1", acrossSets(file("/a"), "x", file("/c"), "y")},
+				{"/resources/3/requires/0", sharedRequiresSet(file("/d"), file("/c"), "y")},
 				{"/resources/4/resource_set", "string is not valid UTF-8"},
 			},
 			reason: "the set rules hold for hand-built versions too",

@@ -45,12 +45,7 @@ func TestDecodePartial(t *testing.T) {
 func TestDecodePartialProblems(t *testing.T) {
 	t.Parallel()
 	a, b, c := file("/a"), file("/b"), file("/c")
-	tests := []struct {
-		name   string
-		in     string
-		want   []intent.FieldProblem
-		reason string
-	}{
+	tests := []problemCase{
 		{
 			name: "top-level members",
 			in:   `{"removed_resource_sets": [], "removed_resource_sets": [], "colour": 1}`,
@@ -90,10 +85,8 @@ func TestDecodePartialProblems(t *testing.T) {
 			in: export(inSet(res("/a", b, file("/zz")), "x"), inSet(res("/b"), "y"), res("/c", a), inSet(res("/a"), "x"),
 				inSet(res("/d", file("/e")), "z"), inSet(res("/e", file("/d")), "z")),
 			want: []intent.FieldProblem{
-				{"/resources/0/requires/0", fmt.Sprintf(`%q of resource set "x" must not require %q of resource set "y": `+
-					"a resource may require only resources of its own set or shared ones", a, b)},
-				{"/resources/2/requires/0", fmt.Sprintf(`shared resource %q must not require %q of resource set "x": `+
-					"a shared resource may require only shared resources", c, a)},
+				{"/resources/0/requires/0", acrossSets(a, "x", b, "y")},
+				{"/resources/2/requires/0", sharedRequiresSet(c, a, "x")},
 				{"/resources/3/id", fmt.Sprintf("duplicate id %q, also at /resources/0", a)},
 				{"/resources/4/requires", fmt.Sprintf("requires cycle: %s → %s → %s", file("/d"), file("/e"), file("/d"))},
 			},
@@ -119,6 +112,16 @@ func TestDecodePartialProblems(t *testing.T) {
 }
 
 // stored returns the stored form of a decoded resource object.
+// decodePartial decodes a partial export that must decode.
+func decodePartial(t *testing.T, doc string) intent.Version {
+	t.Helper()
+	v, _, err := intent.DecodePartial([]byte(doc))
+	if err != nil {
+		t.Fatalf("DecodePartial(%s): %v", doc, err)
+	}
+	return v
+}
+
 func stored(t *testing.T, obj string) intent.StoredResource {
 	t.Helper()
 	v, _, err := intent.DecodePartial([]byte(`{"resources": [` + obj + `]}`))
@@ -198,10 +201,7 @@ func TestMergePartial(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			partial, _, err := intent.DecodePartial([]byte(tt.partial))
-			if err != nil {
-				t.Fatal(err)
-			}
+			partial := decodePartial(t, tt.partial)
 			before := fmt.Sprintf("%#v", partial)
 			m, err := intent.MergePartial(tt.base, partial, tt.removed)
 			if err != nil {
@@ -282,10 +282,8 @@ func TestMergePartialRefusals(t *testing.T) {
 			partial: export(inSet(res("/a1", s1, zz, c1, s1), "a"), res("/s2", c1)),
 			want: []intent.FieldProblem{
 				{"/resources/0/requires/1", fmt.Sprintf("%q is not in this version", zz)},
-				{"/resources/0/requires/2", fmt.Sprintf(`%q of resource set "a" must not require %q of resource set "c": `+
-					"a resource may require only resources of its own set or shared ones", a1, c1)},
-				{"/resources/1/requires/0", fmt.Sprintf(`shared resource %q must not require %q of resource set "c": `+
-					"a shared resource may require only shared resources", file("/s2"), c1)},
+				{"/resources/0/requires/2", acrossSets(a1, "a", c1, "c")},
+				{"/resources/1/requires/0", sharedRequiresSet(file("/s2"), c1, "c")},
 			},
 			reason: "checked against the stored resources (DecodePartial could not); indexes are the export's, although the requires are unsorted with a duplicate",
 		},
@@ -308,10 +306,7 @@ func TestMergePartialRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			partial, _, err := intent.DecodePartial([]byte(tt.partial))
-			if err != nil {
-				t.Fatal(err)
-			}
+			partial := decodePartial(t, tt.partial)
 			m, err := intent.MergePartial(tt.base, partial, tt.removed)
 			var ve *intent.ValidationError
 			if !errors.As(err, &ve) {

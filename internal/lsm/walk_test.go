@@ -53,6 +53,25 @@ func (in *instance) update(attrs map[string]any, wantState string, want Sets) {
 	in.event(Event{Trigger: OnUpdate}, true, wantState, want)
 }
 
+// createUp takes an instance of simple just created with attrs through
+// its create, validated and deployed: acknowledged, creating, up.
+func (in *instance) createUp(attrs map[string]any) {
+	in.t.Helper()
+	in.event(auto, true, "acknowledged", Sets{Candidate: attrs})
+	in.event(auto, true, "creating", Sets{Active: attrs})
+	in.event(deployed, true, "up", Sets{Active: attrs})
+}
+
+// updateToDeploy takes an instance of simple, up with active, through an
+// update to attrs, validated, up to its deploy: update_start,
+// update_acknowledged, updating.
+func (in *instance) updateToDeploy(attrs, active map[string]any) {
+	in.t.Helper()
+	in.update(attrs, "update_start", Sets{Candidate: attrs, Active: active})
+	in.event(auto, true, "update_acknowledged", Sets{Candidate: attrs, Active: active})
+	in.event(auto, true, "updating", Sets{Active: attrs, Rollback: active})
+}
+
 var (
 	auto     = Event{Trigger: Auto}
 	deployed = Event{Trigger: Resource}
@@ -70,12 +89,8 @@ func TestWalkSimple(t *testing.T) {
 	if in.state != "start" {
 		t.Fatalf("a create starts in %s", in.state)
 	}
-	in.event(auto, true, "acknowledged", Sets{Candidate: a})
-	in.event(auto, true, "creating", Sets{Active: a})
-	in.event(deployed, true, "up", Sets{Active: a})
-	in.update(b, "update_start", Sets{Candidate: b, Active: a})
-	in.event(auto, true, "update_acknowledged", Sets{Candidate: b, Active: a})
-	in.event(auto, true, "updating", Sets{Active: b, Rollback: a})
+	in.createUp(a)
+	in.updateToDeploy(b, a)
 	in.event(deployed, true, "up", Sets{Active: b, Rollback: a})
 	in.event(del, true, "deleting", Sets{Active: b, Rollback: a})
 	in.event(deployed, true, "terminated", Sets{Active: b, Rollback: a})
@@ -103,9 +118,7 @@ func TestWalkSimpleFailures(t *testing.T) {
 	in.event(auto, false, "update_rejected", Sets{Candidate: b, Active: a2})
 	in.event(auto, true, "up", Sets{Active: a2})
 
-	in.update(c, "update_start", Sets{Candidate: c, Active: a2})
-	in.event(auto, true, "update_acknowledged", Sets{Candidate: c, Active: a2})
-	in.event(auto, true, "updating", Sets{Active: c, Rollback: a2})
+	in.updateToDeploy(c, a2)
 	in.event(deployed, false, "update_failed", Sets{Active: c, Rollback: a2})
 	// The failed attributes stay visible as the candidate set.
 	in.event(auto, true, "rolling_back", Sets{Active: a2, Candidate: c})
@@ -125,12 +138,8 @@ func TestWalkSimpleRollbackFails(t *testing.T) {
 	t.Parallel()
 	a, b := attrs("vm", 2), attrs("vm", 4)
 	in := create(t, Simple(), a)
-	in.event(auto, true, "acknowledged", Sets{Candidate: a})
-	in.event(auto, true, "creating", Sets{Active: a})
-	in.event(deployed, true, "up", Sets{Active: a})
-	in.update(b, "update_start", Sets{Candidate: b, Active: a})
-	in.event(auto, true, "update_acknowledged", Sets{Candidate: b, Active: a})
-	in.event(auto, true, "updating", Sets{Active: b, Rollback: a})
+	in.createUp(a)
+	in.updateToDeploy(b, a)
 	in.event(deployed, false, "update_failed", Sets{Active: b, Rollback: a})
 	in.event(auto, true, "rolling_back", Sets{Active: a, Candidate: b})
 	in.event(deployed, false, "failed", Sets{Active: a, Candidate: b})

@@ -71,8 +71,7 @@ func keys(m map[string]store.CallbackDelivery) []string {
 // notifies the listeners.
 func TestCallbackOutbox(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	db := vmEntity()
 	db.Name = "db"

@@ -15,17 +15,12 @@ import (
 // diffVersion decodes a version from its resources' JSON objects.
 func diffVersion(t *testing.T, resources ...string) intent.Version {
 	t.Helper()
-	v, err := intent.DecodeBytes([]byte(`{"resources":[` + strings.Join(resources, ",") + `]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return decode(t, `{"resources":[`+strings.Join(resources, ",")+`]}`)
 }
 
 func TestDiffVersions(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 
 	const (

@@ -125,8 +125,7 @@ func TestActionRecordsNameTheExecutor(t *testing.T) {
 // or running, and no more once the run is done.
 func TestOpenRunVersions(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	started := startRun(t, st, e.ID, files(t, 2, nil))
 	versions, err := st.OpenRunVersions(ctx, []string{e.ID, "not-a-uuid"})

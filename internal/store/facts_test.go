@@ -12,8 +12,7 @@ import (
 
 func TestRecordActionsUpsertsFacts(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	rec := func(rid, action string, facts map[string]json.RawMessage) store.ActionRecord {
 		now := time.Now().UTC()

@@ -49,18 +49,7 @@ func TestFullExportKeepsLiveInstances(t *testing.T) {
 	t.Parallel()
 	st, e, _ := openVM(t)
 	ctx := context.Background()
-	const a, b = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
-	for i, id := range []string{a, b} {
-		if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1,
-			Identity: []string{"web", "db"}[i], State: "start", Sets: lsm.Sets{Candidate: map[string]any{"name": "x"}},
-			Event: json.RawMessage(`{"trigger": "create"}`)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: b, Version: 2, Identity: "db",
-		State: "terminated", Deleted: true, Event: json.RawMessage(`{"trigger": "delete"}`)}); err != nil {
-		t.Fatal(err)
-	}
+	a, b := liveWebDeletedDB(t, st, e)
 	const shared = `{"id": "fs::File[h,path=/shared]", "attributes": {"path": "/shared"}}`
 	if _, err := st.ExportVersion(ctx, e.ID, decode(t, `{"resources": [`+shared+`]}`)); err != nil {
 		t.Fatal(err)
@@ -100,8 +89,7 @@ func TestFullExportKeepsLiveInstances(t *testing.T) {
 // released version (stored before, their rows reopened), do.
 func TestInstanceExportBuildsOnReleased(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	released, err := st.ExportVersion(ctx, e.ID, decode(t, `{"resources": [{"id": "fs::File[h,path=/one]", "attributes": {"path": "/one"}}]}`))
 	if err != nil {

@@ -15,8 +15,7 @@ import (
 // ErrNotFound.
 func TestEntityConfig(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	other := vmEntity()
 	other.Name = "db"

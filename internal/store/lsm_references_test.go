@@ -38,8 +38,7 @@ func change(entity, id string, version int64, identity, state string, sets lsm.S
 // once the referrer is terminated it can.
 func TestInstanceReferences(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	if err := st.RegisterEntities(ctx, e.ID, "h1", relationEntities()); err != nil {
 		t.Fatal(err)
@@ -113,8 +112,7 @@ func TestInstanceReferences(t *testing.T) {
 // create refused.
 func TestInstanceReferenceRace(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	if err := st.RegisterEntities(ctx, e.ID, "h1", relationEntities()); err != nil {
 		t.Fatal(err)

@@ -39,6 +39,27 @@ func openVM(t *testing.T) (*store.Store, store.Environment, *pgx.Conn) {
 	return st, e, conn
 }
 
+// liveWebDeletedDB applies two instances of vm to e: web, created (in
+// start at version 1), and db, created and deleted (terminated at version
+// 2). It returns their ids.
+func liveWebDeletedDB(t *testing.T, st *store.Store, e store.Environment) (web, db string) {
+	t.Helper()
+	ctx := context.Background()
+	web, db = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	for i, id := range []string{web, db} {
+		if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1,
+			Identity: []string{"web", "db"}[i], State: "start", Sets: lsm.Sets{Candidate: map[string]any{"name": "x"}},
+			Event: json.RawMessage(`{"trigger": "create"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: db, Version: 2, Identity: "db",
+		State: "terminated", Deleted: true, Event: json.RawMessage(`{"trigger": "delete"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	return web, db
+}
+
 func TestServiceInventory(t *testing.T) {
 	t.Parallel()
 	st, e, _ := openVM(t)

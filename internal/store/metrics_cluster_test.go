@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -18,19 +17,8 @@ func TestClusterMetricsLSMStates(t *testing.T) {
 	t.Parallel()
 	st, e, _ := openVM(t)
 	ctx := context.Background()
-	const a, b = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", "7f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
 	before := time.Now().Add(-time.Minute)
-	for i, id := range []string{a, b} {
-		if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1,
-			Identity: []string{"web", "db"}[i], State: "start", Sets: lsm.Sets{Candidate: map[string]any{"name": "x"}},
-			Event: json.RawMessage(`{"trigger": "create"}`)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: b, Version: 2, Identity: "db",
-		State: "terminated", Deleted: true, Event: json.RawMessage(`{"trigger": "delete"}`)}); err != nil {
-		t.Fatal(err)
-	}
+	liveWebDeletedDB(t, st, e)
 
 	m, err := st.ClusterMetrics(ctx)
 	if err != nil {

@@ -93,8 +93,7 @@ func TestStateCounts(t *testing.T) {
 // once it is finished.
 func TestRunTiming(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	started := startRun(t, st, e.ID, files(t, 1, nil))
 	run := started.Run

@@ -12,8 +12,7 @@ import (
 // environment while its newest source is unannounced.
 func TestPutModelSourceReplaced(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	listed := func() bool {
 		t.Helper()

@@ -26,8 +26,7 @@ import (
 // moving sets).
 func TestExportPartialMatchesWholeMerge(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	partialBase(t, st, e.ID)
 	rng := rand.New(rand.NewPCG(14, 18))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/store"
-	"github.com/intendhq/intend/internal/testenv"
 )
 
 // setRes returns a resource object of fs::File path in set (shared: "")
@@ -157,8 +156,7 @@ func TestExportPartial(t *testing.T) {
 
 func TestExportPartialIntoNothing(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	p, removed := partial(t, []string{"b"}, setRes("/a1", "a", "x", "/s1"), setRes("/s1", "", "x"))
 	v, err := st.ExportPartial(ctx, e.ID, p, removed)
@@ -279,18 +277,8 @@ func BenchmarkExportPartialInstance(b *testing.B) { benchmarkExportPartial(b, 30
 
 func benchmarkExportPartial(b *testing.B, size, changed int) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Database(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(st.Close)
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		b.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, _ := openStore(b)
+	e := newEnv(b, st)
 	if _, err := st.ExportVersion(ctx, e.ID, bigVersion(b, size, 0, 0, "x", "")); err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/store"
-	"github.com/intendhq/intend/internal/testenv"
 )
 
 // pruneHistory exports five versions of files f0..f10 with changes in
@@ -214,8 +213,7 @@ func TestPruneVersionsUnknownEnvironment(t *testing.T) {
 // released, and diffed against the oldest remaining one.
 func TestPruneThenExportAndRelease(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	pruneHistory(t, st, e.ID)
 	if _, err := st.PruneVersions(ctx, e.ID, 1); err != nil {
@@ -317,18 +315,8 @@ func bigVersion(tb testing.TB, n, lo, hi int, gen, changed string) intent.Versio
 // an index on version_resources (environment_id, hash).
 func BenchmarkPruneVersions(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Database(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(st.Close)
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		b.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, _ := openStore(b)
+	e := newEnv(b, st)
 	const n, changes = 100_000, 1_000
 	export := func(i int) {
 		lo := (i * changes) % n

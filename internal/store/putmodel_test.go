@@ -47,8 +47,7 @@ func catalogOf(t *testing.T, st *store.Store, envID string) (names, hashes []str
 // in one transaction; whatever refuses or fails leaves both as they were.
 func TestPutModelIsAtomic(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	m, err := st.PutModel(ctx, e.ID, modelOf("a", []string{"vm"}))
 	if err != nil {
@@ -115,8 +114,7 @@ func TestPutModelIsAtomic(t *testing.T) {
 // entity records the model it came from.
 func TestPutModelConcurrently(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	const writers, rounds = 8, 3
 	entities := map[string][]string{} // hash → entity names, sorted

@@ -97,59 +97,97 @@ func prune(t *testing.T, st *store.Store, conn *pgx.Conn, e, other store.Environ
 	return p
 }
 
-// TestPruneActionLog: rows past the retention go, except each resource's
-// newest (the lifecycle engine reads it) and those of an open run; recent
-// rows stay. A row dated in the future (an executor's clock) does not stop
-// the walk.
-func TestPruneActionLog(t *testing.T) {
+// pruneRun is one chunk size's run of a prune test (see eachChunk): a
+// retentionEnv of its own and the chunk its prunes walk with.
+type pruneRun struct {
+	t        *testing.T
+	st       *store.Store
+	conn     *pgx.Conn
+	e, other store.Environment
+	chunk    int
+}
+
+// eachChunk runs test in parallel once for every chunk size of chunks.
+func eachChunk(t *testing.T, test func(t *testing.T, r *pruneRun)) {
 	t.Parallel()
 	for _, chunk := range chunks {
 		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
 			t.Parallel()
 			st, conn, e, other := retentionEnv(t)
-			exec(t, conn, `insert into deploy_runs (environment_id, run, version, action, reason, status, workflow_id)
-				values ($1::uuid, 9, 1, 'deploy', 'test', 'running', 'wf-open')`, e.ID)
-			// In id order, as they were recorded: name, resource, workflow,
-			// age. (Ids grow with time, and a walk stops at its first chunk
-			// of young rows: the tests' rows are in that order too.)
-			rows := []struct{ name, rid, wf, at string }{
-				{"a1", "a", "wf-1", old},
-				{"b1", "b", "wf-1", old},
-				{"c1", "c", "wf-1", old},
-				{"skew", "d", "wf-1", `now() + interval '1 day'`},
-				{"a2", "a", "wf-2", old},
-				{"o1", "o", "wf-open", old},
-				{"b2", "b", "wf-2", old},
-				{"a3", "a", "wf-3", old},
-				{"e1", "e", "wf-3", old},
-				{"b3", "b", "wf-4", recent},
-				{"o2", "o", "wf-4", recent},
-				{"e2", "e", "wf-open", recent},
-			}
-			for _, env := range []string{e.ID, other.ID} {
-				for _, r := range rows {
-					exec(t, conn, `insert into resource_actions (environment_id, resource_id, version, action, reason,
-						started_at, finished_at, result, workflow_id, run_id, attempt, error)
-						values ($1::uuid, $2, 1, 'deploy', 'test', `+r.at+`, `+r.at+`, 'deployed', $3, 'r', 1, $4)`,
-						env, r.rid, r.wf, r.name)
-				}
-			}
-			p := prune(t, st, conn, e, other, chunk)
-			// a1, a2 (a3 is a's newest), b1, b2 (b3 is newer); c1 is c's
-			// only row; o1 is the open run's; e1 goes (e2 is newer).
-			want := []string{"a3", "b3", "c1", "e2", "o1", "o2", "skew"}
-			if got := strs(t, conn, `select error from resource_actions where environment_id = $1::uuid`, e.ID); !slices.Equal(got, want) {
-				t.Errorf("left %v, want %v", got, want)
-			}
-			if p[store.TableActions] != 5 || p.Total() != 5 {
-				t.Errorf("pruned %v, want 5 action log rows", p)
-			}
-			// Idempotent: a second pass finds nothing.
-			if p := prune(t, st, conn, e, other, chunk); p.Total() != 0 {
-				t.Errorf("second pass pruned %v", p)
-			}
+			test(t, &pruneRun{t: t, st: st, conn: conn, e: e, other: other, chunk: chunk})
 		})
 	}
+}
+
+// inBoth calls insert with the id of e, then of the other environment:
+// the same history in both.
+func (r *pruneRun) inBoth(insert func(env string)) {
+	for _, env := range []string{r.e.ID, r.other.ID} {
+		insert(env)
+	}
+}
+
+// prune runs one pass over e (see prune).
+func (r *pruneRun) prune() store.Pruned {
+	r.t.Helper()
+	return prune(r.t, r.st, r.conn, r.e, r.other, r.chunk)
+}
+
+// left checks that query, of e's rows ($1 is e's id), returns want,
+// sorted; what names the rows.
+func (r *pruneRun) left(what, query string, want ...string) {
+	r.t.Helper()
+	if got := strs(r.t, r.conn, query, r.e.ID); !slices.Equal(got, want) {
+		r.t.Errorf("%s left %v, want %v", what, got, want)
+	}
+}
+
+// TestPruneActionLog: rows past the retention go, except each resource's
+// newest (the lifecycle engine reads it) and those of an open run; recent
+// rows stay. A row dated in the future (an executor's clock) does not stop
+// the walk.
+func TestPruneActionLog(t *testing.T) {
+	eachChunk(t, func(t *testing.T, pr *pruneRun) {
+		exec(t, pr.conn, `insert into deploy_runs (environment_id, run, version, action, reason, status, workflow_id)
+			values ($1::uuid, 9, 1, 'deploy', 'test', 'running', 'wf-open')`, pr.e.ID)
+		// In id order, as they were recorded: name, resource, workflow,
+		// age. (Ids grow with time, and a walk stops at its first chunk
+		// of young rows: the tests' rows are in that order too.)
+		rows := []struct{ name, rid, wf, at string }{
+			{"a1", "a", "wf-1", old},
+			{"b1", "b", "wf-1", old},
+			{"c1", "c", "wf-1", old},
+			{"skew", "d", "wf-1", `now() + interval '1 day'`},
+			{"a2", "a", "wf-2", old},
+			{"o1", "o", "wf-open", old},
+			{"b2", "b", "wf-2", old},
+			{"a3", "a", "wf-3", old},
+			{"e1", "e", "wf-3", old},
+			{"b3", "b", "wf-4", recent},
+			{"o2", "o", "wf-4", recent},
+			{"e2", "e", "wf-open", recent},
+		}
+		pr.inBoth(func(env string) {
+			for _, r := range rows {
+				exec(t, pr.conn, `insert into resource_actions (environment_id, resource_id, version, action, reason,
+					started_at, finished_at, result, workflow_id, run_id, attempt, error)
+					values ($1::uuid, $2, 1, 'deploy', 'test', `+r.at+`, `+r.at+`, 'deployed', $3, 'r', 1, $4)`,
+					env, r.rid, r.wf, r.name)
+			}
+		})
+		p := pr.prune()
+		// a1, a2 (a3 is a's newest), b1, b2 (b3 is newer); c1 is c's
+		// only row; o1 is the open run's; e1 goes (e2 is newer).
+		pr.left("action log rows", `select error from resource_actions where environment_id = $1::uuid`,
+			"a3", "b3", "c1", "e2", "o1", "o2", "skew")
+		if p[store.TableActions] != 5 || p.Total() != 5 {
+			t.Errorf("pruned %v, want 5 action log rows", p)
+		}
+		// Idempotent: a second pass finds nothing.
+		if p := pr.prune(); p.Total() != 0 {
+			t.Errorf("second pass pruned %v", p)
+		}
+	})
 }
 
 // TestPruneRuns: finished runs past the retention go, with the requests
@@ -157,73 +195,64 @@ func TestPruneActionLog(t *testing.T) {
 // newest run of each action, the newest successful deploy, and the
 // requests of open runs and queued ones stay.
 func TestPruneRuns(t *testing.T) {
-	t.Parallel()
-	for _, chunk := range chunks {
-		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
-			t.Parallel()
-			st, conn, e, other := retentionEnv(t)
-			runs := []struct {
-				run            int
-				action, status string
-				failed         int
-				at             string
+	eachChunk(t, func(t *testing.T, pr *pruneRun) {
+		runs := []struct {
+			run            int
+			action, status string
+			failed         int
+			at             string
+		}{
+			{1, "deploy", "done", 0, old},      // goes: run 3 is a newer success
+			{2, "deploy", "done", 2, old},      // goes
+			{3, "repair", "done", 0, old},      // stays: the newest success
+			{4, "deploy", "running", 0, old},   // stays: open
+			{5, "dryrun", "done", 0, old},      // goes: run 7 is a newer dry-run
+			{6, "deploy", "preempted", 0, old}, // goes
+			{7, "dryrun", "failed", 0, old},    // stays: the newest dry-run
+			{8, "deploy", "failed", 1, recent}, // stays: recent, and the newest deploy
+			{9, "repair", "done", 3, recent},   // stays: recent, and the newest repair
+			{10, "deploy", "pending", 0, old},  // stays: open (pending)
+		}
+		pr.inBoth(func(env string) {
+			for _, r := range runs {
+				fin := r.at
+				if r.status == "running" || r.status == "pending" {
+					fin = "null"
+				}
+				exec(t, pr.conn, `insert into deploy_runs (environment_id, run, version, action, reason, status, failed,
+					requested_at, finished_at, workflow_id)
+					values ($1::uuid, $2, 1, $3, 'test', $4, $5, `+r.at+`, `+fin+`, $6)`,
+					env, r.run, r.action, r.status, r.failed, fmt.Sprint("wf-", r.run))
+			}
+			// The requests, by the run that took them (null: queued).
+			for _, q := range []struct {
+				run *int
+				at  string
 			}{
-				{1, "deploy", "done", 0, old},      // goes: run 3 is a newer success
-				{2, "deploy", "done", 2, old},      // goes
-				{3, "repair", "done", 0, old},      // stays: the newest success
-				{4, "deploy", "running", 0, old},   // stays: open
-				{5, "dryrun", "done", 0, old},      // goes: run 7 is a newer dry-run
-				{6, "deploy", "preempted", 0, old}, // goes
-				{7, "dryrun", "failed", 0, old},    // stays: the newest dry-run
-				{8, "deploy", "failed", 1, recent}, // stays: recent, and the newest deploy
-				{9, "repair", "done", 3, recent},   // stays: recent, and the newest repair
-				{10, "deploy", "pending", 0, old},  // stays: open (pending)
-			}
-			for _, env := range []string{e.ID, other.ID} {
-				for _, r := range runs {
-					fin := r.at
-					if r.status == "running" || r.status == "pending" {
-						fin = "null"
-					}
-					exec(t, conn, `insert into deploy_runs (environment_id, run, version, action, reason, status, failed,
-						requested_at, finished_at, workflow_id)
-						values ($1::uuid, $2, 1, $3, 'test', $4, $5, `+r.at+`, `+fin+`, $6)`,
-						env, r.run, r.action, r.status, r.failed, fmt.Sprint("wf-", r.run))
-				}
-				// The requests, by the run that took them (null: queued).
-				for _, q := range []struct {
-					run *int
-					at  string
-				}{
-					{ptr(1), old},    // goes
-					{ptr(0), old},    // goes: nothing to do
-					{ptr(4), old},    // stays: an open run's
-					{nil, old},       // stays: queued
-					{ptr(3), old},    // goes: its run stays, but the request is past it
-					{ptr(8), recent}, // stays: recent
-					{ptr(0), recent}, // stays: recent
-				} {
-					exec(t, conn, `insert into deploy_requests (environment_id, kind, reason, run, requested_at)
-						values ($1::uuid, 'deploy', 'test', $2, `+q.at+`)`, env, q.run)
-				}
-			}
-			p := prune(t, st, conn, e, other, chunk)
-			want := []string{"10", "3", "4", "7", "8", "9"}
-			if got := strs(t, conn, `select run::text from deploy_runs where environment_id = $1::uuid`, e.ID); !slices.Equal(got, want) {
-				t.Errorf("runs left %v, want %v", got, want)
-			}
-			wantQ := []string{"0", "4", "8", "queued"}
-			if got := strs(t, conn, `select coalesce(run::text, 'queued') from deploy_requests where environment_id = $1::uuid`, e.ID); !slices.Equal(got, wantQ) {
-				t.Errorf("requests left (by run) %v, want %v", got, wantQ)
-			}
-			if p[store.TableRuns] != 4 || p[store.TableRequests] != 3 || p.Total() != 7 {
-				t.Errorf("pruned %v, want 4 runs and 3 requests", p)
-			}
-			if p := prune(t, st, conn, e, other, chunk); p.Total() != 0 {
-				t.Errorf("second pass pruned %v", p)
+				{ptr(1), old},    // goes
+				{ptr(0), old},    // goes: nothing to do
+				{ptr(4), old},    // stays: an open run's
+				{nil, old},       // stays: queued
+				{ptr(3), old},    // goes: its run stays, but the request is past it
+				{ptr(8), recent}, // stays: recent
+				{ptr(0), recent}, // stays: recent
+			} {
+				exec(t, pr.conn, `insert into deploy_requests (environment_id, kind, reason, run, requested_at)
+					values ($1::uuid, 'deploy', 'test', $2, `+q.at+`)`, env, q.run)
 			}
 		})
-	}
+		p := pr.prune()
+		pr.left("runs", `select run::text from deploy_runs where environment_id = $1::uuid`,
+			"10", "3", "4", "7", "8", "9")
+		pr.left("requests (by run)", `select coalesce(run::text, 'queued') from deploy_requests where environment_id = $1::uuid`,
+			"0", "4", "8", "queued")
+		if p[store.TableRuns] != 4 || p[store.TableRequests] != 3 || p.Total() != 7 {
+			t.Errorf("pruned %v, want 4 runs and 3 requests", p)
+		}
+		if p := pr.prune(); p.Total() != 0 {
+			t.Errorf("second pass pruned %v", p)
+		}
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -232,93 +261,78 @@ func ptr[T any](v T) *T { return &v }
 // one, the queued one and the newest (the recompile_interval timer counts
 // from it) stay.
 func TestPruneCompiles(t *testing.T) {
-	t.Parallel()
-	for _, chunk := range chunks {
-		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
-			t.Parallel()
-			st, conn, e, other := retentionEnv(t)
-			for _, env := range []string{e.ID, other.ID} {
-				// By id, as requested.
-				for _, c := range []struct{ name, status, at string }{
-					{"c1", "succeeded", old}, // goes
-					{"c2", "running", old},   // stays: running
-					{"c3", "failed", old},    // goes
-					{"c5", "queued", old},    // stays: queued
-					{"c6", "failed", old},    // goes
-					{"c7", "succeeded", recent},
-				} {
-					fin := c.at
-					if c.status == "running" || c.status == "queued" {
-						fin = "null"
-					}
-					exec(t, conn, `insert into compiles (environment_id, status, reason, requested_at, finished_at,
-						repo_url, branch, workflow_id)
-						values ($1::uuid, $2, 'api', `+c.at+`, `+fin+`, 'https://example.com/r', 'main', $3)`,
-						env, c.status, c.name)
+	eachChunk(t, func(t *testing.T, pr *pruneRun) {
+		pr.inBoth(func(env string) {
+			// By id, as requested.
+			for _, c := range []struct{ name, status, at string }{
+				{"c1", "succeeded", old}, // goes
+				{"c2", "running", old},   // stays: running
+				{"c3", "failed", old},    // goes
+				{"c5", "queued", old},    // stays: queued
+				{"c6", "failed", old},    // goes
+				{"c7", "succeeded", recent},
+			} {
+				fin := c.at
+				if c.status == "running" || c.status == "queued" {
+					fin = "null"
 				}
-			}
-			p := prune(t, st, conn, e, other, chunk)
-			want := []string{"c2", "c5", "c7"}
-			if got := strs(t, conn, `select workflow_id from compiles where environment_id = $1::uuid`, e.ID); !slices.Equal(got, want) {
-				t.Errorf("compiles left %v, want %v", got, want)
-			}
-			if p[store.TableCompiles] != 3 || p.Total() != 3 {
-				t.Errorf("pruned %v, want 3 compiles", p)
-			}
-			// Once every compile is old, the newest still stays.
-			exec(t, conn, `update compiles set requested_at = `+old+`, finished_at = `+old+` where finished_at is not null`)
-			if p := prune(t, st, conn, e, other, chunk); p.Total() != 0 {
-				t.Errorf("pruned %v once c7 is old too; it is the newest", p)
+				exec(t, pr.conn, `insert into compiles (environment_id, status, reason, requested_at, finished_at,
+					repo_url, branch, workflow_id)
+					values ($1::uuid, $2, 'api', `+c.at+`, `+fin+`, 'https://example.com/r', 'main', $3)`,
+					env, c.status, c.name)
 			}
 		})
-	}
+		p := pr.prune()
+		pr.left("compiles", `select workflow_id from compiles where environment_id = $1::uuid`,
+			"c2", "c5", "c7")
+		if p[store.TableCompiles] != 3 || p.Total() != 3 {
+			t.Errorf("pruned %v, want 3 compiles", p)
+		}
+		// Once every compile is old, the newest still stays.
+		exec(t, pr.conn, `update compiles set requested_at = `+old+`, finished_at = `+old+` where finished_at is not null`)
+		if p := pr.prune(); p.Total() != 0 {
+			t.Errorf("pruned %v once c7 is old too; it is the newest", p)
+		}
+	})
 }
 
 // TestPruneOrders: orders that finished before the retention go with
 // their items; unfinished and recent ones stay. A chunk is cut short by
 // the items of its orders and goes on from there.
 func TestPruneOrders(t *testing.T) {
-	t.Parallel()
-	for _, chunk := range chunks {
-		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
-			t.Parallel()
-			st, conn, e, other := retentionEnv(t)
-			for _, env := range []string{e.ID, other.ID} {
-				for i, o := range []struct {
-					items       int
-					created, at string // at: finished (null: not yet)
-				}{
-					{3, old, old},       // goes, 3 items
-					{1, old, old},       // goes, 1 item
-					{2, old, "null"},    // stays: running
-					{4, old, old},       // goes, 4 items
-					{1, old, recent},    // stays: finished recently
-					{2, recent, recent}, // stays
-				} {
-					id := fmt.Sprintf("00000000-0000-7000-8000-%012d", i+1)
-					exec(t, conn, `insert into lsm_orders (environment_id, id, policy, status, item_count, created_at, finished_at)
-						values ($1::uuid, $2::uuid, 'best_effort', 'running', $3, `+o.created+`, `+o.at+`)`, env, id, o.items)
-					for n := range o.items {
-						exec(t, conn, `insert into lsm_order_items (environment_id, order_id, position, item_id, operation,
-							entity, instance_id, spec) values ($1::uuid, $2::uuid, $3, $4, 'create', 'vm', gen_random_uuid(), '{}')`,
-							env, id, n, fmt.Sprint(n))
-					}
+	eachChunk(t, func(t *testing.T, pr *pruneRun) {
+		pr.inBoth(func(env string) {
+			for i, o := range []struct {
+				items       int
+				created, at string // at: finished (null: not yet)
+			}{
+				{3, old, old},       // goes, 3 items
+				{1, old, old},       // goes, 1 item
+				{2, old, "null"},    // stays: running
+				{4, old, old},       // goes, 4 items
+				{1, old, recent},    // stays: finished recently
+				{2, recent, recent}, // stays
+			} {
+				id := fmt.Sprintf("00000000-0000-7000-8000-%012d", i+1)
+				exec(t, pr.conn, `insert into lsm_orders (environment_id, id, policy, status, item_count, created_at, finished_at)
+					values ($1::uuid, $2::uuid, 'best_effort', 'running', $3, `+o.created+`, `+o.at+`)`, env, id, o.items)
+				for n := range o.items {
+					exec(t, pr.conn, `insert into lsm_order_items (environment_id, order_id, position, item_id, operation,
+						entity, instance_id, spec) values ($1::uuid, $2::uuid, $3, $4, 'create', 'vm', gen_random_uuid(), '{}')`,
+						env, id, n, fmt.Sprint(n))
 				}
 			}
-			p := prune(t, st, conn, e, other, chunk)
-			want := []string{"00000000-0000-7000-8000-000000000003", "00000000-0000-7000-8000-000000000005",
-				"00000000-0000-7000-8000-000000000006"}
-			if got := strs(t, conn, `select id::text from lsm_orders where environment_id = $1::uuid`, e.ID); !slices.Equal(got, want) {
-				t.Errorf("orders left %v, want %v", got, want)
-			}
-			if n := count(t, conn, `select count(*) from lsm_order_items where environment_id = $1::uuid`, e.ID); n != 5 {
-				t.Errorf("%d items left, want 5", n)
-			}
-			if p[store.TableOrders] != 3 || p[store.TableOrderItems] != 8 || p.Total() != 11 {
-				t.Errorf("pruned %v, want 3 orders and 8 items", p)
-			}
 		})
-	}
+		p := pr.prune()
+		pr.left("orders", `select id::text from lsm_orders where environment_id = $1::uuid`,
+			"00000000-0000-7000-8000-000000000003", "00000000-0000-7000-8000-000000000005", "00000000-0000-7000-8000-000000000006")
+		if n := count(t, pr.conn, `select count(*) from lsm_order_items where environment_id = $1::uuid`, pr.e.ID); n != 5 {
+			t.Errorf("%d items left, want 5", n)
+		}
+		if p[store.TableOrders] != 3 || p[store.TableOrderItems] != 8 || p.Total() != 11 {
+			t.Errorf("pruned %v, want 3 orders and 8 items", p)
+		}
+	})
 }
 
 // sinceSQL is when a service instance entered its current state as
@@ -335,7 +349,6 @@ const sinceSQL = `select coalesce((select l.created_at from service_instance_log
 // current one, and so still tells when it entered its state; a
 // terminated instance last changed before the retention goes whole.
 func TestPruneInstanceLogs(t *testing.T) {
-	t.Parallel()
 	type logRow struct{ state, at string }
 	instances := []struct {
 		state   string
@@ -360,62 +373,58 @@ func TestPruneInstanceLogs(t *testing.T) {
 		// a single version, old.
 		{"start", false, old, []logRow{{"start", old}}, []int{1}},
 	}
-	for _, chunk := range chunks {
-		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
-			t.Parallel()
-			st, conn, e, other := retentionEnv(t)
-			id := func(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1) }
-			for _, env := range []string{e.ID, other.ID} {
-				exec(t, conn, `insert into service_entities (environment_id, name, attributes, lifecycle, model_hash)
-					values ($1::uuid, 'vm', '[]', '{}', 'h')`, env)
-				for i, in := range instances {
-					exec(t, conn, `insert into service_instances (environment_id, entity, id, state, version, deleted, updated_at)
-						values ($1::uuid, 'vm', $2::uuid, $3, $4, $5, `+in.changed+`)`, env, id(i), in.state, len(in.log), in.deleted)
-					for v, l := range in.log {
-						exec(t, conn, `insert into service_instance_log (environment_id, instance_id, version, state, event, created_at)
-							values ($1::uuid, $2::uuid, $3, $4, '{}', `+l.at+` + make_interval(secs => $5))`, env, id(i), v+1, l.state, v+1)
-					}
-				}
-			}
-			since := map[int]string{}
+	eachChunk(t, func(t *testing.T, pr *pruneRun) {
+		id := func(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1) }
+		pr.inBoth(func(env string) {
+			exec(t, pr.conn, `insert into service_entities (environment_id, name, attributes, lifecycle, model_hash)
+				values ($1::uuid, 'vm', '[]', '{}', 'h')`, env)
 			for i, in := range instances {
-				if !in.deleted {
-					since[i] = strs(t, conn, sinceSQL, e.ID, id(i))[0]
+				exec(t, pr.conn, `insert into service_instances (environment_id, entity, id, state, version, deleted, updated_at)
+					values ($1::uuid, 'vm', $2::uuid, $3, $4, $5, `+in.changed+`)`, env, id(i), in.state, len(in.log), in.deleted)
+				for v, l := range in.log {
+					exec(t, pr.conn, `insert into service_instance_log (environment_id, instance_id, version, state, event, created_at)
+						values ($1::uuid, $2::uuid, $3, $4, '{}', `+l.at+` + make_interval(secs => $5))`, env, id(i), v+1, l.state, v+1)
 				}
-			}
-			p := prune(t, st, conn, e, other, chunk)
-			var wantLogs, wantGone int64
-			for i, in := range instances {
-				wantLogs += int64(len(in.log) - len(in.kept))
-				var got []int
-				rows, _ := conn.Query(context.Background(), `select version from service_instance_log
-					where environment_id = $1::uuid and instance_id = $2::uuid order by version`, e.ID, id(i))
-				got, err := pgx.CollectRows(rows, pgx.RowTo[int])
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got, in.kept) {
-					t.Errorf("instance %d (%s): versions %v left, want %v", i, in.state, got, in.kept)
-				}
-				exists := count(t, conn, `select count(*) from service_instances where environment_id = $1::uuid and id = $2::uuid`,
-					e.ID, id(i)) == 1
-				if exists != (in.kept != nil) {
-					t.Errorf("instance %d (%s): row exists %v, want %v", i, in.state, exists, in.kept != nil)
-				}
-				if !exists {
-					wantGone++
-				}
-				if s, ok := since[i]; ok {
-					if after := strs(t, conn, sinceSQL, e.ID, id(i))[0]; after != s {
-						t.Errorf("instance %d (%s): entered its state at %s before the prune, %s after", i, in.state, s, after)
-					}
-				}
-			}
-			if p[store.TableInstanceLog] != wantLogs || p[store.TableInstances] != wantGone {
-				t.Errorf("pruned %v, want %d log rows and %d instances", p, wantLogs, wantGone)
 			}
 		})
-	}
+		since := map[int]string{}
+		for i, in := range instances {
+			if !in.deleted {
+				since[i] = strs(t, pr.conn, sinceSQL, pr.e.ID, id(i))[0]
+			}
+		}
+		p := pr.prune()
+		var wantLogs, wantGone int64
+		for i, in := range instances {
+			wantLogs += int64(len(in.log) - len(in.kept))
+			var got []int
+			rows, _ := pr.conn.Query(context.Background(), `select version from service_instance_log
+				where environment_id = $1::uuid and instance_id = $2::uuid order by version`, pr.e.ID, id(i))
+			got, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, in.kept) {
+				t.Errorf("instance %d (%s): versions %v left, want %v", i, in.state, got, in.kept)
+			}
+			exists := count(t, pr.conn, `select count(*) from service_instances where environment_id = $1::uuid and id = $2::uuid`,
+				pr.e.ID, id(i)) == 1
+			if exists != (in.kept != nil) {
+				t.Errorf("instance %d (%s): row exists %v, want %v", i, in.state, exists, in.kept != nil)
+			}
+			if !exists {
+				wantGone++
+			}
+			if s, ok := since[i]; ok {
+				if after := strs(t, pr.conn, sinceSQL, pr.e.ID, id(i))[0]; after != s {
+					t.Errorf("instance %d (%s): entered its state at %s before the prune, %s after", i, in.state, s, after)
+				}
+			}
+		}
+		if p[store.TableInstanceLog] != wantLogs || p[store.TableInstances] != wantGone {
+			t.Errorf("pruned %v, want %d log rows and %d instances", p, wantLogs, wantGone)
+		}
+	})
 }
 
 // TestPruneKeepsEverythingAtZero: a retention of 0 keeps everything,
@@ -550,36 +559,26 @@ func TestRetentionSettings(t *testing.T) {
 	}
 }
 
-func newStoreEnv(t *testing.T) (*store.Store, store.Environment) {
-	st, _, _ := open(t)
-	return st, newEnv(t, st)
-}
-
 // TestPruneAudit: audit rows older than the cutoff go, of every
 // environment, a chunk at a time; newer ones stay.
 func TestPruneAudit(t *testing.T) {
-	t.Parallel()
-	for _, chunk := range chunks {
-		t.Run(fmt.Sprint("chunk ", chunk), func(t *testing.T) {
-			t.Parallel()
-			st, conn, e, _ := retentionEnv(t)
-			for i, at := range []string{old, old, old, recent, recent} {
-				env := any(e.ID)
-				if i == 1 {
-					env = nil // a global action
-				}
-				exec(t, conn, `insert into audit_log (at, environment_id, actor_kind, actor, action, status)
-					values (`+at+`, $1::uuid, 'token', 'admin', $2, 200)`, env, fmt.Sprint("a", i))
+	eachChunk(t, func(t *testing.T, pr *pruneRun) {
+		for i, at := range []string{old, old, old, recent, recent} {
+			env := any(pr.e.ID)
+			if i == 1 {
+				env = nil // a global action
 			}
-			n, err := st.PruneAudit(context.Background(), time.Now().Add(-time.Hour), chunk)
-			if err != nil || n != 3 {
-				t.Errorf("PruneAudit = %d, %v; want 3", n, err)
-			}
-			if got := strs(t, conn, `select action from audit_log`); !slices.Equal(got, []string{"a3", "a4"}) {
-				t.Errorf("left %v, want the two recent rows", got)
-			}
-		})
-	}
+			exec(t, pr.conn, `insert into audit_log (at, environment_id, actor_kind, actor, action, status)
+				values (`+at+`, $1::uuid, 'token', 'admin', $2, 200)`, env, fmt.Sprint("a", i))
+		}
+		n, err := pr.st.PruneAudit(context.Background(), time.Now().Add(-time.Hour), pr.chunk)
+		if err != nil || n != 3 {
+			t.Errorf("PruneAudit = %d, %v; want 3", n, err)
+		}
+		if got := strs(t, pr.conn, `select action from audit_log`); !slices.Equal(got, []string{"a3", "a4"}) {
+			t.Errorf("left %v, want the two recent rows", got)
+		}
+	})
 }
 
 // TestPruneCallbackEventsInChunks: delivered events past their retention

@@ -28,8 +28,7 @@ func decodePartial(t *testing.T, doc string) intent.Version {
 
 func TestRollbackVersion(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	if err := st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{vmEntity()}); err != nil {
 		t.Fatal(err)

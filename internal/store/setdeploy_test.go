@@ -16,8 +16,7 @@ import (
 // its own run then repaired).
 func TestSetDeployWaitsForTheRun(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	v, err := intent.DecodeBytes([]byte(`{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"},
 		"resource_set": "vm/i1"}]}`))

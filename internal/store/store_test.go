@@ -18,12 +18,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func open(t *testing.T) (*store.Store, string, *pgx.Conn) {
 	t.Helper()
 	ctx := context.Background()
-	url := testenv.Database(t)
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, url := openStore(t)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -32,17 +27,38 @@ func open(t *testing.T) (*store.Store, string, *pgx.Conn) {
 	return st, url, conn
 }
 
-func newEnv(t *testing.T, st *store.Store) store.Environment {
-	t.Helper()
+// openStore opens a store on a database of tb's own (closed when tb
+// ends) and returns it with the database's URL.
+func openStore(tb testing.TB) (*store.Store, string) {
+	tb.Helper()
+	url := testenv.Database(tb)
+	st, err := store.Open(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(st.Close)
+	return st, url
+}
+
+// newEnv creates project p and its environment e.
+func newEnv(tb testing.TB, st *store.Store) store.Environment {
+	tb.Helper()
 	ctx := context.Background()
 	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	e, err := st.CreateEnvironment(ctx, store.NewEnvironment{Project: "p", Name: "e"})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return e
+}
+
+// newStoreEnv opens a store (see open) with an environment (see newEnv).
+func newStoreEnv(t *testing.T) (*store.Store, store.Environment) {
+	t.Helper()
+	st, _, _ := open(t)
+	return st, newEnv(t, st)
 }
 
 // files builds a version of n files; content overrides the content of some.
@@ -178,8 +194,7 @@ func TestVersionsShareUnchangedResources(t *testing.T) {
 
 func TestPlanCutsBatchesByLevelAgentAndSize(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	body := `{"resources":[`
 	for i := 0; i < 25; i++ {

@@ -45,8 +45,7 @@ func TestIsUnavailable(t *testing.T) {
 // start time (stored to the microsecond), and only that attempt.
 func TestActionRecorded(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
 	rec := store.ActionRecord{ResourceID: "fs::File[a,path=/a]", Hash: []byte("h"), Version: 1, Action: "deploy",

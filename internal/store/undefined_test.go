@@ -292,8 +292,7 @@ func TestUndefinedDryrun(t *testing.T) {
 // JSON too.
 func TestVersionResourcesShowUndefined(t *testing.T) {
 	t.Parallel()
-	st, _, _ := open(t)
-	e := newEnv(t, st)
+	st, e := newStoreEnv(t)
 	ctx := context.Background()
 	info, err := st.ExportVersion(ctx, e.ID, undefinedVersion(t, ""))
 	if err != nil {

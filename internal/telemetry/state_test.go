@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,16 +93,8 @@ func TestStateCollectorError(t *testing.T) {
 	}
 
 	// The handler still serves every other metric.
-	srv := httptest.NewServer(tel.Handler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "intend_executor_batch_resources_count{environment=\"prod\"} 1") {
-		t.Errorf("/metrics answered %d without the other metrics:\n%s", resp.StatusCode, body)
+	if code, body := scrape(t, tel); code != http.StatusOK || !strings.Contains(body, "intend_executor_batch_resources_count{environment=\"prod\"} 1") {
+		t.Errorf("/metrics answered %d without the other metrics:\n%s", code, body)
 	}
 }
 

@@ -33,6 +33,23 @@ func newTelemetry(t *testing.T) *telemetry.Telemetry {
 
 // series returns the metrics of family name as "label=value,..." keys
 // (labels sorted) mapped to the counter value or histogram sample count.
+// scrape gets tel's /metrics handler over HTTP: the status and the body.
+func scrape(t *testing.T, tel *telemetry.Telemetry) (status int, body string) {
+	t.Helper()
+	srv := httptest.NewServer(tel.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
 func series(t *testing.T, tel *telemetry.Telemetry, name string) map[string]float64 {
 	t.Helper()
 	families, err := tel.Registry.Gather()
@@ -179,18 +196,7 @@ func TestTemporalMetricsHandler(t *testing.T) {
 	h.Timer("temporal_test_latency").Record(1500 * time.Millisecond)
 	h.Gauge("temporal_test_slots").Update(3)
 
-	srv := httptest.NewServer(tel.Handler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(body)
+	_, text := scrape(t, tel)
 
 	cases := []struct {
 		reason string

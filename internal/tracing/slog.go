@@ -2,7 +2,10 @@ package tracing
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -18,6 +21,24 @@ type Handler struct {
 
 // NewHandler wraps next.
 func NewHandler(next slog.Handler) *Handler { return &Handler{next: next} }
+
+// NewLogger builds a logger that writes to w at level (debug, info, warn
+// or error) in format (text or json), its records with trace ids (see
+// Handler). The errors name the flags --log-level and --log-format.
+func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(NewHandler(slog.NewTextHandler(w, opts))), nil
+	case "json":
+		return slog.New(NewHandler(slog.NewJSONHandler(w, opts))), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
 
 // Enabled reports whether next handles level.
 func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
