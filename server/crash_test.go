@@ -35,7 +35,7 @@ func intendBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "intend")
-		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/intend").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/intendhq/intend/cmd/intend").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
