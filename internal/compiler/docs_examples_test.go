@@ -133,3 +133,70 @@ func TestModelingGuideExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestLSMGuideExamples keeps docs/lsm.md's CUE examples true. A whole
+// model (it imports what it uses) must compile, and its entities must
+// have the attributes the text around it names. An excerpt of an example
+// (it says which, by a link or by name, right above it) must be found in
+// that example's main.cue, line for line, leaving out the lines it
+// abridges with "...": the example itself is compiled and deployed by
+// its own tests.
+func TestLSMGuideExamples(t *testing.T) {
+	doc := filepath.Join("..", "..", "docs", "lsm.md")
+	excerptOf := map[string]string{
+		"#Alias:":  filepath.Join("..", "..", "examples", "lsm", "main.cue"),
+		"#SiteV1:": filepath.Join("..", "..", "examples", "lsm-versions", "main.cue"),
+	}
+	whole := 0
+	for line, block := range cueBlocks(t, doc) {
+		if strings.Contains(block, `import "intend.dev/std/lsm"`) {
+			whole++
+			dir := writeProject(t, map[string]string{"main.cue": asModel(block)})
+			res, err := Compile(context.Background(), Options{Dir: dir})
+			if err != nil {
+				t.Fatalf("docs/lsm.md:%d: %v", line, err)
+			}
+			if len(res.Services) != 1 || res.Services[0].Name != "vm" {
+				t.Fatalf("docs/lsm.md:%d: services %+v, want vm", line, res.Services)
+			}
+			var names []string
+			for _, a := range res.Services[0].Attributes {
+				names = append(names, a.Name)
+			}
+			if got := strings.Join(names, " "); got != "name memory fqdn" {
+				t.Errorf("docs/lsm.md:%d: vm's attributes are %s, want name memory fqdn", line, got)
+			}
+			continue
+		}
+		var example string
+		for marker, path := range excerptOf {
+			if strings.Contains(block, marker) {
+				example = path
+			}
+		}
+		if example == "" {
+			t.Errorf("docs/lsm.md:%d: a CUE block that is neither a whole model nor an excerpt of a known example:\n%s", line, block)
+			continue
+		}
+		b, err := os.ReadFile(example)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for l := range strings.Lines(string(b)) {
+			have[strings.Join(strings.Fields(l), " ")] = true
+		}
+		for l := range strings.Lines(block) {
+			l = strings.Join(strings.Fields(l), " ")
+			if l == "" || strings.Contains(l, "...") || strings.HasPrefix(l, "//") {
+				continue
+			}
+			if !have[l] {
+				t.Errorf("docs/lsm.md:%d: %q is not in %s", line, l, example)
+			}
+		}
+	}
+	if whole == 0 {
+		t.Error("docs/lsm.md has no whole model")
+	}
+}
