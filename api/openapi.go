@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
@@ -91,25 +92,33 @@ func (s *Server) serveLSMOpenAPI(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// lsmDocument builds the per-environment document from a fresh copy of
-// the embedded one (it is changed here).
+// lsmDocument builds the per-environment document on the embedded one,
+// parsed once: the maps it changes (the top level, info, paths,
+// components and its schemas) are copies, everything else is shared and
+// only read.
 func lsmDocument(e store.Environment, ents []store.ServiceEntity) (map[string]any, error) {
-	var doc map[string]any
-	if err := yaml.Unmarshal(specYAML, &doc); err != nil {
-		return nil, fmt.Errorf("api/openapi.yaml: %w", err)
+	base, err := specOnce()
+	if err != nil {
+		return nil, err
 	}
-	info := doc["info"].(map[string]any)
+	doc := maps.Clone(base)
+	info := maps.Clone(doc["info"].(map[string]any))
+	doc["info"] = info
 	info["title"] = "intend lifecycle service manager: environment " + e.Name
 	info["description"] = "The /lsm routes of intend's API, with the service entities of environment " + e.Name +
 		"'s catalog: each has its create and update, whose request bodies hold its attributes' JSON Schemas. " +
 		"The whole API is described by /api/v1/openapi.json."
-	paths := doc["paths"].(map[string]any)
-	for p := range paths {
-		if !strings.HasPrefix(p, "/lsm/") {
-			delete(paths, p)
+	paths := map[string]any{}
+	for p, item := range doc["paths"].(map[string]any) {
+		if strings.HasPrefix(p, "/lsm/") {
+			paths[p] = item
 		}
 	}
-	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	doc["paths"] = paths
+	components := maps.Clone(doc["components"].(map[string]any))
+	doc["components"] = components
+	schemas := maps.Clone(components["schemas"].(map[string]any))
+	components["schemas"] = schemas
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name < ents[j].Name })
 	for _, ent := range ents {
 		create, update, err := entitySchemas(ent)

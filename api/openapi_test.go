@@ -322,6 +322,21 @@ func TestLSMOpenAPI(t *testing.T) {
 	if upd.Properties["port"] == nil || len(upd.Required) != 0 {
 		t.Errorf("site's update attributes = %+v", upd)
 	}
+	// The documents are built on the one parsed at start: another
+	// environment's has none of spec's entities, and the API's own keeps
+	// every path and no entity schema.
+	if code, b := get(f.token, "other"); code != 200 || strings.Contains(string(b), "service_inventory/site") ||
+		strings.Contains(string(b), "SiteCreate") {
+		t.Errorf("the document of environment other = %d, with spec's entities: %.300s", code, b)
+	}
+	whole, err := api.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(whole), "SiteCreate") || strings.Contains(string(whole), "environment spec") ||
+		!strings.Contains(string(whole), `"/api/v1/environments"`) {
+		t.Error("building an environment's /lsm document changed the API's own")
+	}
 
 	// Bad input: no environment, an unknown one, another tenant's, no token.
 	reader := f.newToken("spec-reader", "read", []string{env.ID})
