@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -51,22 +50,8 @@ func parseDuration(raw json.RawMessage) (time.Duration, bool) {
 	return d, err == nil
 }
 
-// TokenLimits bounds what a token request may ask for.
-const (
-	maxTokenName = 128
-	maxTokenTTL  = 10 * 365 * 24 * time.Hour
-)
-
-// ValidateTokenName checks a token's name: printable, 1–128 characters.
-func ValidateTokenName(name string) error {
-	if name == "" || len(name) > maxTokenName {
-		return errors.New("must be 1 to 128 characters")
-	}
-	if strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
-		return errors.New("must not hold control characters")
-	}
-	return nil
-}
+// maxTokenTTL bounds the lifetime a token request may ask for.
+const maxTokenTTL = 10 * 365 * 24 * time.Hour
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	var req tokenRequest
@@ -74,7 +59,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var errs []FieldError
-	if err := ValidateTokenName(req.Name); err != nil {
+	if err := auth.ValidateTokenName(req.Name); err != nil {
 		errs = append(errs, FieldError{Field: "/name", Detail: err.Error()})
 	}
 	role, err := auth.ParseRole(req.Role)

@@ -87,7 +87,8 @@ func SpecPath(pattern string) string {
 // reported to t:
 //
 //   - a response that does not match the document's for its route and
-//     status (a success status must be one the document lists; any error
+//     status (a status must be one the document lists for the
+//     operation, but for 421, 429 and 500, which any may give; any error
 //     must be an application/problem+json Problem);
 //   - a request the document refuses (a missing or malformed parameter,
 //     a body that does not match) that the server accepted: the document
@@ -130,6 +131,14 @@ func (v *validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// anyStatus are the errors any route may answer, which the document
+// leaves to an operation's default response: a request for another host
+// (421), too much of the same work at once (429), and the server's own
+// failure (500). Every other error an operation gives is listed with it.
+var anyStatus = map[int]bool{
+	http.StatusMisdirectedRequest: true, http.StatusTooManyRequests: true, http.StatusInternalServerError: true,
+}
+
 // check returns what is wrong, or "".
 func (v *validator) check(r *http.Request, rctx *chi.Context, reqBody []byte, rec *recorder) string {
 	ctx := context.Background()
@@ -163,8 +172,10 @@ func (v *validator) check(r *http.Request, rctx *chi.Context, reqBody []byte, re
 		return fmt.Sprintf("the document has no %s %s", r.Method, path)
 	}
 	if op.Responses.Status(status) == nil {
-		// Not listed: only an error, and then a problem (default).
-		if status < 400 {
+		// Not listed: only an error any route may give (anyStatus), and
+		// then a problem (default). A client error the operation gives
+		// must be listed.
+		if !anyStatus[status] {
 			return fmt.Sprintf("the document does not list status %d for %s %s", status, r.Method, path)
 		}
 		if mt, _, _ := mime.ParseMediaType(rec.Header().Get("Content-Type")); mt != "application/problem+json" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -216,13 +217,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			body := map[string]any{"attributes": values}
-			if id != "" {
-				body["service_instance_id"] = id
-			}
-			if entityVersion != 0 {
-				body["service_entity_version"] = entityVersion
-			}
+			body := client.CreateInstanceRequest{Attributes: attributeMap(values), ID: id, EntityVersion: entityVersion}
 			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("service_inventory", args[0]), args[0], body)
 		},
 	}
@@ -255,7 +250,7 @@ Examples:
 				return usageErrorf("give at least one --attr KEY=VALUE")
 			}
 			return w.sendCurrent(cmd.Context(), s, http.MethodPatch, args[0], args[1], func(v int64) (string, any) {
-				return lsmPath("service_inventory", args[0], args[1]), map[string]any{"current_version": v, "attributes": values}
+				return lsmPath("service_inventory", args[0], args[1]), client.UpdateInstanceRequest{CurrentVersion: v, Attributes: attributeMap(values)}
 			})
 		},
 	}
@@ -278,7 +273,7 @@ Examples:
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return w.sendCurrent(cmd.Context(), s, http.MethodPost, args[0], args[1], func(v int64) (string, any) {
-				return lsmPath("services", args[0], args[1], "state"), map[string]any{"current_version": v, "target_state": args[2]}
+				return lsmPath("services", args[0], args[1], "state"), client.SetStateRequest{CurrentVersion: v, TargetState: args[2]}
 			})
 		},
 	}
@@ -327,10 +322,20 @@ Examples:
 				return usageErrorf("VERSION %q: want a version of the instance's log (a positive whole number)", args[2])
 			}
 			return w.sendCurrent(cmd.Context(), s, http.MethodPost, args[0], args[1], func(v int64) (string, any) {
-				return lsmPath("service_inventory", args[0], args[1], "rollback"), map[string]any{"current_version": v, "to_version": to}
+				return lsmPath("service_inventory", args[0], args[1], "rollback"), client.InstanceRollbackRequest{CurrentVersion: v, ToVersion: to}
 			})
 		},
 	}
 	w.flags(cmd, true)
 	return cmd
+}
+
+// attributeMap holds the --attr values, each encoded as given, as the
+// attributes of a request body.
+func attributeMap(values map[string]json.RawMessage) map[string]any {
+	out := make(map[string]any, len(values))
+	for k, v := range values {
+		out[k] = v
+	}
+	return out
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/store"
@@ -78,7 +77,7 @@ Examples:
 			if _, err := auth.ParseRole(role); err != nil {
 				return usageErrorf("--role: %v", err)
 			}
-			if err := api.ValidateTokenName(name); err != nil {
+			if err := auth.ValidateTokenName(name); err != nil {
 				return usageErrorf("--name %q: %v", name, err)
 			}
 			var ttl time.Duration
