@@ -55,3 +55,24 @@ func ExampleProblem() {
 	// 404 true environment "staging" not found
 	// true
 }
+
+// Create a service instance, then change an attribute from the version
+// the create answered.
+func ExampleClient_CreateInstance() {
+	ctx := context.Background()
+	c := client.New("http://127.0.0.1:8888")
+	c.Token = os.Getenv("INTEND_TOKEN")
+	inst, err := c.CreateInstance(ctx, "prod", "vm", client.CreateInstanceRequest{
+		Attributes: map[string]any{"name": "web", "memory": 4}})
+	if client.IsValidation(err) { // 422: the problem names each attribute
+		log.Fatal(err)
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	inst, err = c.UpdateInstance(ctx, "prod", "vm", "web",
+		client.UpdateInstanceRequest{CurrentVersion: inst.Version, Attributes: map[string]any{"memory": 8}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(inst.State)
+}
