@@ -24,7 +24,7 @@ export INTEND_TEMPORAL_SERVER := $(TEMPORAL_SERVER)
 export INTEND_TEMPORAL_SQL_TOOL := $(TEMPORAL_SQL_TOOL)
 export INTEND_TEMPORAL_UI := $(TEMPORAL_UI)
 
-.PHONY: all build test demo tools postgres sshd systemd prometheus helm lint bench fuzz clean help
+.PHONY: all build test demo tools postgres sshd systemd prometheus helm chromium lint bench fuzz clean help
 
 all: build
 
@@ -34,7 +34,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI) postgres sshd systemd prometheus helm ## install the pinned Temporal CLI, server and UI, Helm, PostgreSQL, OpenSSH server, systemd-analyze and Prometheus when missing
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI) postgres sshd systemd prometheus helm chromium ## install the pinned Temporal CLI, server and UI, Helm, PostgreSQL, OpenSSH server, systemd-analyze, Prometheus and Chromium when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -83,6 +83,16 @@ sshd: ## make sure the OpenSSH server (/usr/sbin/sshd) exists
 		echo "OpenSSH server missing: installing with apt-get"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y openssh-server; \
+	fi
+
+# The console's tests drive a headless Chromium (console/browser_test.go).
+chromium: ## make sure Debian's chromium exists
+	@if command -v chromium >/dev/null 2>&1; then \
+		echo "Chromium: $$(command -v chromium)"; \
+	else \
+		echo "Chromium missing: installing Debian's chromium with apt-get"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; \
 	fi
 
 # deploy's tests check the systemd units with systemd-analyze.

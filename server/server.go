@@ -17,6 +17,7 @@ import (
 
 	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters/builtin"
+	"github.com/intendhq/intend/console"
 	"github.com/intendhq/intend/server/engine"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,9 @@ type Config struct {
 	DatabaseURL       string
 	TemporalAddress   string
 	TemporalNamespace string
+	// TemporalUI is the Temporal Web UI's address (http://host:port), for
+	// the console's links to workflows; "" when there is none.
+	TemporalUI string
 	// TemporalSecurity is TLS, mutual TLS and the API key for Temporal.
 	TemporalSecurity temporalconn.Security
 	// EmbeddedExecutor runs executors in the server for the agents that
@@ -369,7 +373,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.WrapHandler != nil {
 		handler = cfg.WrapHandler(handler)
 	}
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	// The web console (/console/) calls the API's handler in process, with
+	// the signed-in user's token.
+	con, err := console.New(console.Options{API: handler, TemporalUI: cfg.TemporalUI,
+		Namespace: cfg.TemporalNamespace, Log: log})
+	if err != nil {
+		return fail(fmt.Errorf("console: %w", err))
+	}
+	root := http.NewServeMux()
+	root.Handle("/console/", con.Handler())
+	root.Handle("/console", con.Handler())
+	root.Handle("/", handler)
+	s.http = &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		WriteTimeout: cfg.WriteTimeout}
 	s.http.RegisterOnShutdown(s.events.Close)
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {

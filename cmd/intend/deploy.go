@@ -199,6 +199,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 	if ts.UIAddress() != "" {
 		fmt.Fprintf(out, "Temporal UI: %s/namespaces/%s/workflows\n", strings.TrimRight(ts.UIAddress(), "/"), ts.Namespace())
 	}
+	fmt.Fprintf(out, "Console:     %s/console/env/%s (sign in with the token in %s)\n", base, url.PathEscape(env.Name), tokenFile)
 	// Resources that did not deploy fail the command (exit 1), as
 	// deploy-now --wait does: scripts and CI see it without reading the
 	// output. With --keep-running the code comes when it stops.

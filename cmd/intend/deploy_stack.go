@@ -88,7 +88,7 @@ func startStack(ctx context.Context, out io.Writer, o stackOptions) (st *stack, 
 	scfg := server.Config{
 		BootstrapToken: st.token, Tracing: o.tracing,
 		Listen: defaultListen, DatabaseURL: st.pg.URL("intend"),
-		TemporalAddress: st.ts.HostPort(), TemporalNamespace: st.ts.Namespace(),
+		TemporalAddress: st.ts.HostPort(), TemporalNamespace: st.ts.Namespace(), TemporalUI: st.ts.UIAddress(),
 		EmbeddedExecutor: true, Log: o.log, ReconcileEvery: 5 * time.Second,
 		DataDir: filepath.Join(dataDir, "server"),
 	}

@@ -1,0 +1,169 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// browser starts a headless Chromium (Debian's, which make tools
+// installs) and returns a context to drive it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed: run make tools (it installs Debian's chromium)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancel)
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// run runs the actions within 30 s; on failure it reports the page's URL
+// and text, to say where the walk stopped.
+func run(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Run(sctx, actions...); err != nil {
+		var url, text string
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_ = chromedp.Run(dctx, chromedp.Location(&url), chromedp.Text(`body`, &text, chromedp.ByQuery))
+		t.Fatalf("%v\nat %s:\n%s", err, url, text)
+	}
+}
+
+// shot saves a screenshot of the page as name.png in the test's artifact
+// directory (go test -artifacts keeps them; docs/console.md shows them).
+func shot(t *testing.T, _ context.Context, name string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var png []byte
+		if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(t.ArtifactDir(), name+".png"), png, 0o644)
+	})
+}
+
+// TestConsoleInABrowser signs in with a token, walks the environments, an
+// environment, its resources and one resource against a real server
+// (PostgreSQL, Temporal, the embedded executor), presses Deploy, and
+// checks that a read token sees no button it may not press and that a
+// bad token is refused with a readable message.
+func TestConsoleInABrowser(t *testing.T) {
+	c, s, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		SchedulerPoll: time.Second})
+	env := servertest.NewEnvironment(t, c, "console", nil)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "motd")
+	rid := "fs::File[localhost,path=" + file + "]"
+	body, _ := json.Marshal(map[string]any{"resources": []any{map[string]any{"id": rid,
+		"attributes": map[string]any{"path": file, "content": "hello\n", "mode": "0644"}}}})
+	req := servertest.Release(t, c, env, body)
+	if _, err := c.WaitRequest(context.Background(), env, req, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := c.CreateToken(context.Background(), client.NewToken{Name: "console-reader", Role: "read",
+		Environments: []string{env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := browser(t)
+	base := s.URL() + "/console/"
+	var text, errText string
+	// A bad token: refused, and said so.
+	run(t, ctx,
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(`#token`, chromedp.ByID),
+		shot(t, ctx, "login"),
+		chromedp.SendKeys(`#token`, "intend_not-a-token", chromedp.ByID),
+		chromedp.Submit(`#token`, chromedp.ByID),
+		chromedp.WaitVisible(`p.error`, chromedp.ByQuery),
+		chromedp.Text(`p.error`, &errText, chromedp.ByQuery),
+	)
+	if !strings.Contains(errText, "not valid") {
+		t.Errorf("a bad token's message = %q", errText)
+	}
+
+	// The admin: environments, the environment with its buttons, Deploy.
+	run(t, ctx,
+		chromedp.SetValue(`#token`, c.Token, chromedp.ByID),
+		chromedp.Submit(`#token`, chromedp.ByID),
+		chromedp.WaitVisible(`//a[text()="`+env+`"]`, chromedp.BySearch),
+		shot(t, ctx, "environments"),
+		chromedp.Click(`//main//a[text()="`+env+`"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//h2[text()="Recent runs"]`, chromedp.BySearch),
+		shot(t, ctx, "environment"),
+		chromedp.Click(`//button[text()="Deploy"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`p.flash`, chromedp.ByQuery),
+		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
+	)
+	if !strings.Contains(text, "Deploy requested") {
+		t.Errorf("after Deploy the page says %q", text)
+	}
+
+	// Resources, filtered; one resource with its action log and facts.
+	run(t, ctx,
+		chromedp.Navigate(base+"env/"+env+"/resources?result=deployed"),
+		chromedp.WaitVisible(`//a[text()="`+rid+`"]`, chromedp.BySearch),
+		shot(t, ctx, "resources"),
+		chromedp.Click(`//a[text()="`+rid+`"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//h2[text()="Action log"]`, chromedp.BySearch),
+		chromedp.Text(`main`, &text, chromedp.ByQuery),
+		shot(t, ctx, "resource"),
+	)
+	if !strings.Contains(text, "deployed") || !strings.Contains(text, "new version") || !strings.Contains(text, "size") {
+		t.Errorf("the resource page lacks its result, action log or facts:\n%s", text)
+	}
+	run(t, ctx, chromedp.Navigate(base+"env/"+env+"/resources?result=failed"),
+		chromedp.WaitVisible(`main`, chromedp.ByQuery), chromedp.Text(`main`, &text, chromedp.ByQuery))
+	if !strings.Contains(text, "No resource matches") {
+		t.Errorf("filtered on failed, the table is not empty:\n%s", text)
+	}
+
+	// Sign out; a read token sees the environment but no button.
+	var buttons int
+	run(t, ctx,
+		chromedp.Navigate(base),
+		chromedp.Click(`//button[text()="Sign out"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#token`, chromedp.ByID),
+		chromedp.SendKeys(`#token`, reader.Secret, chromedp.ByID),
+		chromedp.Submit(`#token`, chromedp.ByID),
+		chromedp.WaitVisible(`//a[text()="`+env+`"]`, chromedp.BySearch),
+		chromedp.Navigate(base+"env/"+env),
+		chromedp.WaitVisible(`//h2[text()="Agents"]`, chromedp.BySearch),
+		chromedp.Evaluate(`document.querySelectorAll('main button').length`, &buttons),
+		chromedp.Text(`.role`, &text, chromedp.ByQuery),
+		shot(t, ctx, "environment-read"),
+	)
+	if buttons != 0 || strings.TrimSpace(text) != "read" {
+		t.Errorf("a read token sees %d buttons and the role %q; want none and read", buttons, text)
+	}
+	fmt.Fprintf(os.Stderr, "console screenshots: %s\n", t.ArtifactDir())
+}

@@ -1,0 +1,117 @@
+package console
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// fakeAPI answers whoami for the token "good" (admin of env "prod") and
+// refuses every other token; it records the deploys asked.
+type fakeAPI struct{ deploys []string }
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer good" {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"type":"urn:intend:problem:unauthenticated","title":"Unauthenticated","status":401}`)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.URL.Path == "/api/v1/whoami":
+		_, _ = io.WriteString(w, `{"kind":"token","name":"t","actor":"token:t","role":"none","environments":{"prod":"admin"}}`)
+	case strings.HasSuffix(r.URL.Path, "/deploy"):
+		b, _ := io.ReadAll(r.Body)
+		f.deploys = append(f.deploys, string(b))
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"id":7,"kind":"deploy","reason":"user deploy","requested_at":"2026-11-25T00:00:00Z","auto":false,"run":null}`)
+	default:
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"type":"urn:intend:problem:not-found","title":"Not found","status":404,"detail":"environment \"nope\" not found"}`)
+	}
+}
+
+func newTest(t *testing.T) (*Console, *fakeAPI, http.Handler) {
+	t.Helper()
+	api := &fakeAPI{}
+	c, err := New(Options{API: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, api, c.Handler()
+}
+
+func do(h http.Handler, method, target, token string, form url.Values) *httptest.ResponseRecorder {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, target, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if token != "" {
+		r.AddCookie(&http.Cookie{Name: cookieName, Value: token})
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// TestConsoleRefusesBadInput: every door of the console with what a
+// careless or hostile browser sends.
+func TestConsoleRefusesBadInput(t *testing.T) {
+	c, api, h := newTest(t)
+	for _, tc := range []struct {
+		name, method, target, token string
+		form                        url.Values
+		status                      int
+		want                        string // in the body, or the Location
+	}{
+		{"no cookie: to the sign-in, and back", "GET", "/console/env/prod", "", nil, 303, "/console/login?next=%2Fconsole%2Fenv%2Fprod"},
+		{"a revoked token: signed out", "GET", "/console/", "stale", nil, 303, "expired=1"},
+		{"an empty token", "POST", "/console/login", "", url.Values{"token": {" "}}, 422, "Paste an API token"},
+		{"a bad token", "POST", "/console/login", "", url.Values{"token": {"nope"}}, 401, "not valid"},
+		{"a token too long for the form", "POST", "/console/login", "", url.Values{"token": {strings.Repeat("x", 9000)}}, 422, "Paste an API token"},
+		{"next to another site is dropped", "POST", "/console/login", "", url.Values{"token": {"good"}, "next": {"//evil.example/x"}}, 303, "/console/"},
+		{"next as a backslash path is dropped", "POST", "/console/login", "", url.Values{"token": {"good"}, "next": {"/console/\\evil"}}, 303, "/console/"},
+		{"next within the console is kept", "POST", "/console/login", "", url.Values{"token": {"good"}, "next": {"/console/env/prod"}}, 303, "/console/env/prod"},
+		{"deploy without the form token", "POST", "/console/env/prod/deploy", "good", url.Values{"mode": {"full"}}, 403, "stale"},
+		{"deploy with another's form token", "POST", "/console/env/prod/deploy", "good", url.Values{"mode": {"full"}, "csrf": {c.csrf("other")}}, 403, "stale"},
+		{"deploy of an unknown mode", "POST", "/console/env/prod/deploy", "good", url.Values{"mode": {"all"}, "csrf": {c.csrf("good")}}, 422, "incremental or full"},
+		{"a resource without its id", "GET", "/console/env/prod/resource", "good", nil, 400, "Name a resource"},
+		{"an unknown environment: the API's problem, readable", "GET", "/console/env/nope", "good", nil, 404, "environment &#34;nope&#34; not found"},
+		{"sign out without the form token", "POST", "/console/logout", "good", url.Values{}, 403, "stale"},
+		{"an unknown page", "GET", "/console/nowhere", "", nil, 404, "There is no page"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := do(h, tc.method, tc.target, tc.token, tc.form)
+			got := w.Body.String() + w.Header().Get("Location")
+			if w.Code != tc.status || !strings.Contains(got, tc.want) {
+				t.Errorf("%s %s = %d %q, want %d with %q", tc.method, tc.target, w.Code, got, tc.status, tc.want)
+			}
+			if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+				t.Errorf("no content security policy: %q", csp)
+			}
+		})
+	}
+	if len(api.deploys) != 0 {
+		t.Errorf("refused forms reached the API: %v", api.deploys)
+	}
+	w := do(h, "POST", "/console/env/prod/deploy", "good", url.Values{"mode": {"full"}, "csrf": {c.csrf("good")}})
+	if w.Code != 303 || !strings.Contains(w.Header().Get("Location"), "Repair+requested+%28request+7%29") || len(api.deploys) != 1 ||
+		!strings.Contains(api.deploys[0], `"mode":"full"`) {
+		t.Errorf("a good repair = %d %q, API saw %v", w.Code, w.Header().Get("Location"), api.deploys)
+	}
+	// The session cookie: HttpOnly, SameSite=Strict, the console's path.
+	w = do(h, "POST", "/console/login", "", url.Values{"token": {"good"}})
+	ck := w.Result().Cookies()
+	if len(ck) != 1 || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Path != "/console/" {
+		t.Errorf("session cookie = %+v", ck)
+	}
+}

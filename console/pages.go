@@ -1,0 +1,250 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/client"
+)
+
+// page is what every template gets.
+type page struct {
+	Title string
+	// Env is the environment the page is of ("" for none).
+	Env  string
+	User *client.Whoami
+	Role string
+	// CSRF is the signed-in user's form token.
+	CSRF  string
+	Error string
+	Flash string
+	Next  string
+	Data  any
+}
+
+var funcs = template.FuncMap{
+	"path": url.PathEscape,
+	// query is an encoded query string, safe as the part of an href
+	// after "?": url.Values encodes every value.
+	"query": func(kv ...string) template.URL {
+		v := url.Values{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] != "" {
+				v.Set(kv[i], kv[i+1])
+			}
+		}
+		return template.URL(v.Encode())
+	},
+	"when": func(t any) string {
+		switch t := t.(type) {
+		case time.Time:
+			if t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		case *time.Time:
+			if t == nil {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		return fmt.Sprint(t)
+	},
+	"roleOf": func(w *client.Whoami, env string) string {
+		if w == nil {
+			return "none"
+		}
+		if r, ok := w.Environments[env]; ok {
+			return r
+		}
+		return w.Role
+	},
+	"list": func(v ...string) []string { return v },
+	"deref": func(v *int64) string {
+		if v == nil {
+			return "—"
+		}
+		return fmt.Sprint(*v)
+	},
+}
+
+// render writes a page with its layout.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	t, ok := c.pages[name]
+	if !ok {
+		http.Error(w, "no page "+name, http.StatusInternalServerError)
+		return
+	}
+	if u := userOf(r); u != nil {
+		p.User, p.CSRF = &u.whoami, c.csrf(u.token)
+		if p.Env != "" {
+			p.Role = u.roleIn(p.Env)
+		} else {
+			p.Role = u.whoami.Role
+		}
+	}
+	if p.Flash == "" {
+		p.Flash = r.URL.Query().Get("flash")
+	}
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, "layout.html", p); err != nil {
+		c.opts.Log.Error("console: render", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// fail shows what the API answered as a page with its status.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusBadGateway
+	var p *client.Problem
+	if pe, ok := err.(*client.Problem); ok {
+		p = pe
+	}
+	if p != nil && p.Status > 0 {
+		status = p.Status
+	}
+	c.render(w, r, status, "error", page{Title: http.StatusText(status), Error: problemText(err), Env: chi.URLParam(r, "env")})
+}
+
+func (c *Console) environments(w http.ResponseWriter, r *http.Request) {
+	u := userOf(r)
+	var list struct {
+		Items []client.Environment `json:"items"`
+	}
+	if err := u.api.Do(r.Context(), http.MethodGet, "/api/v1/environments?limit=1000", nil, &list); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "environments", page{Title: "Environments", Data: list.Items})
+}
+
+// environmentData is the environment page's.
+type environmentData struct {
+	Env       client.Environment
+	Agents    []client.Agent
+	Executors []client.Executor
+	Runs      []client.DeployRun
+	Operator  bool
+}
+
+func (c *Console) environment(w http.ResponseWriter, r *http.Request) {
+	u, env := userOf(r), chi.URLParam(r, "env")
+	d := environmentData{Operator: u.may(env, "operator")}
+	base := "/api/v1/environments/" + url.PathEscape(env)
+	var agents struct {
+		Items []client.Agent `json:"items"`
+	}
+	var execs struct {
+		Items []client.Executor `json:"items"`
+	}
+	var runs struct {
+		Items []client.DeployRun `json:"items"`
+	}
+	for _, get := range []struct {
+		path string
+		out  any
+	}{{base, &d.Env}, {base + "/agents", &agents}, {base + "/executors", &execs}, {base + "/runs?limit=10", &runs}} {
+		if err := u.api.Do(r.Context(), http.MethodGet, get.path, nil, get.out); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+	}
+	d.Agents, d.Executors, d.Runs = agents.Items, execs.Items, runs.Items
+	c.render(w, r, http.StatusOK, "environment", page{Title: d.Env.Name, Env: env, Data: d})
+}
+
+// resourcesData is the resources page's: one page of the table, its
+// filters and the cursor of the next.
+type resourcesData struct {
+	Items                           []client.ResourceState
+	Agent, Type, Result, Compliance string
+	Next                            string
+}
+
+func (c *Console) resources(w http.ResponseWriter, r *http.Request) {
+	u, env := userOf(r), chi.URLParam(r, "env")
+	q := r.URL.Query()
+	d := resourcesData{Agent: q.Get("agent"), Type: q.Get("type"), Result: q.Get("result"), Compliance: q.Get("compliance")}
+	api := url.Values{"limit": {"100"}}
+	for k, v := range map[string]string{"agent": d.Agent, "type": d.Type, "result": d.Result, "compliance": d.Compliance,
+		"after": q.Get("after")} {
+		if v != "" {
+			api.Set(k, v)
+		}
+	}
+	var list struct {
+		Items []client.ResourceState `json:"items"`
+		Next  string                 `json:"next"`
+	}
+	if err := u.api.Do(r.Context(), http.MethodGet, "/api/v1/environments/"+url.PathEscape(env)+"/resources?"+api.Encode(), nil, &list); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Items, d.Next = list.Items, list.Next
+	c.render(w, r, http.StatusOK, "resources", page{Title: "Resources of " + env, Env: env, Data: d})
+}
+
+// resourceData is one resource's page.
+type resourceData struct {
+	Resource client.Resource
+	Facts    []client.Fact
+}
+
+func (c *Console) resource(w http.ResponseWriter, r *http.Request) {
+	u, env, id := userOf(r), chi.URLParam(r, "env"), r.URL.Query().Get("id")
+	if id == "" {
+		c.render(w, r, http.StatusBadRequest, "error", page{Title: "Bad request", Env: env, Error: "Name a resource (?id=…)."})
+		return
+	}
+	base := "/api/v1/environments/" + url.PathEscape(env) + "/resources/" + url.PathEscape(id)
+	var d resourceData
+	if err := u.api.Do(r.Context(), http.MethodGet, base, nil, &d.Resource); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	var facts struct {
+		Items []client.Fact `json:"items"`
+	}
+	if err := u.api.Do(r.Context(), http.MethodGet, base+"/facts", nil, &facts); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Facts = facts.Items
+	c.render(w, r, http.StatusOK, "resource", page{Title: id, Env: env, Data: d})
+}
+
+// deploy asks for a deploy (mode incremental) or a repair (full).
+func (c *Console) deploy(w http.ResponseWriter, r *http.Request) {
+	u, env := userOf(r), chi.URLParam(r, "env")
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if !c.checkCSRF(r, u.token) {
+		c.render(w, r, http.StatusForbidden, "error", page{Title: "Forbidden", Env: env,
+			Error: "The form is stale (the server restarted, or you signed in again); go back and press the button again."})
+		return
+	}
+	mode := r.PostFormValue("mode")
+	if mode != "incremental" && mode != "full" {
+		c.render(w, r, http.StatusUnprocessableEntity, "error", page{Title: "Invalid request", Env: env, Error: "mode must be incremental or full"})
+		return
+	}
+	req, err := u.api.Deploy(r.Context(), env, mode)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	what := "Deploy"
+	if mode == "full" {
+		what = "Repair"
+	}
+	http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"?flash="+url.QueryEscape(fmt.Sprintf("%s requested (request %d).", what, req.ID)), http.StatusSeeOther)
+}
