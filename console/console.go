@@ -96,6 +96,9 @@ func (c *Console) Handler() http.Handler {
 		r.Get("/console/env/{env}/resources", c.resources)
 		r.Get("/console/env/{env}/resource", c.resource)
 		r.Post("/console/env/{env}/deploy", c.deploy)
+		c.runRoutes(r)
+		c.versionRoutes(r)
+		c.inventoryRoutes(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Error: "There is no page " + r.URL.Path + "."})
