@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,7 +78,7 @@ func shot(t *testing.T, _ context.Context, name string) chromedp.Action {
 // bad token is refused with a readable message.
 func TestConsoleInABrowser(t *testing.T) {
 	c, s, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
-		SchedulerPoll: time.Second})
+		SchedulerPoll: time.Second, TemporalUI: "http://temporal-ui.test:8233/"})
 	env := servertest.NewEnvironment(t, c, "console", nil)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "motd")
@@ -147,6 +148,35 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("filtered on failed, the table is not empty:\n%s", text)
 	}
 
+	// A run in progress: the page is loaded while the command sleeps, and
+	// only its event stream can bring the counts to their end.
+	made := filepath.Join(dir, "made")
+	slow, _ := json.Marshal(map[string]any{"resources": []any{
+		map[string]any{"id": rid, "attributes": map[string]any{"path": file, "content": "hello\n", "mode": "0644"}},
+		map[string]any{"id": "exec::Command[localhost,name=slow]", "attributes": map[string]any{"name": "slow",
+			"command": `sleep 3; echo made > "$OUT"`, "cwd": dir, "env": map[string]any{"OUT": made}, "creates": made,
+			"timeout": 60}}}})
+	runNo := startedRun(t, c, env, servertest.Release(t, c, env, slow))
+	var progress, workflowLink string
+	var linked bool
+	run(t, ctx,
+		chromedp.Navigate(fmt.Sprintf("%senv/%s/runs/%d", base, env, runNo)),
+		chromedp.WaitVisible(`//p[@data-live="running"]`, chromedp.BySearch),
+		shot(t, ctx, "run-live"),
+		chromedp.WaitVisible(`//p[@data-live="done"]`, chromedp.BySearch),
+		chromedp.Text(`[data-field="run.deployed"]`, &progress, chromedp.ByQuery),
+		chromedp.AttributeValue(`//a[contains(text(), "Temporal UI")]`, "href", &workflowLink, &linked, chromedp.BySearch),
+		shot(t, ctx, "run"),
+	)
+	wantLink := "http://temporal-ui.test:8233/namespaces/"
+	wantWorkflow := url.PathEscape(fmt.Sprintf("env/%s/deploy/%d", env, runNo))
+	if !linked || !strings.HasPrefix(workflowLink, wantLink) || !strings.HasSuffix(workflowLink, "/workflows/"+wantWorkflow) {
+		t.Errorf("the run's Temporal UI link = %q, want %s…/workflows/%s", workflowLink, wantLink, wantWorkflow)
+	}
+	if progress != "1" {
+		t.Errorf("after the run ended the page shows %q deployed, want 1, the command (from its event stream)", progress)
+	}
+
 	// Sign out; a read token sees the environment but no button.
 	var buttons int
 	run(t, ctx,
@@ -166,4 +196,23 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("a read token sees %d buttons and the role %q; want none and read", buttons, text)
 	}
 	fmt.Fprintf(os.Stderr, "console screenshots: %s\n", t.ArtifactDir())
+}
+
+// startedRun waits until the scheduler took request req into a run that
+// has not finished, and returns the run.
+func startedRun(t *testing.T, c *client.Client, env string, req int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := c.Request(context.Background(), env, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Run != nil && *r.Run > 0 {
+			return *r.Run
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("request %d was not taken into a run within 30 s", req)
+	return 0
 }

@@ -88,6 +88,11 @@ func TestConsoleRefusesBadInput(t *testing.T) {
 		{"an unknown environment: the API's problem, readable", "GET", "/console/env/nope", "good", nil, 404, "environment &#34;nope&#34; not found"},
 		{"sign out without the form token", "POST", "/console/logout", "good", url.Values{}, 403, "stale"},
 		{"an unknown page", "GET", "/console/nowhere", "", nil, 404, "There is no page"},
+		{"a run that is not a number", "GET", "/console/env/prod/runs/abc", "good", nil, 400, "not a positive whole number"},
+		{"run 0", "GET", "/console/env/prod/runs/0", "good", nil, 400, "not a positive whole number"},
+		{"the events of a run that is not a number", "GET", "/console/env/prod/runs/-1/events", "good", nil, 400, "not a positive whole number"},
+		{"an unknown run: the API's problem", "GET", "/console/env/prod/runs/99", "good", nil, 404, "not found"},
+		{"the events of a run, signed out", "GET", "/console/env/prod/runs/1/events", "", nil, 303, "/console/login"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := do(h, tc.method, tc.target, tc.token, tc.form)

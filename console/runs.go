@@ -1,6 +1,167 @@
 package console
 
-import "github.com/go-chi/chi/v5"
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/client"
+)
+
+// runPoll is how often a run's event stream looks at the run (in process,
+// one small query); the browser only listens.
+const runPoll = 500 * time.Millisecond
+
+// runWriteGrace bounds one write of a run stream to a slow browser.
+const runWriteGrace = 10 * time.Second
+
+// maxRunStreams bounds the run streams one server serves at once.
+const maxRunStreams = 256
+
+var runStreams = make(chan struct{}, maxRunStreams)
 
 // runRoutes are the pages of deploy runs.
-func (c *Console) runRoutes(r chi.Router) {}
+func (c *Console) runRoutes(r chi.Router) {
+	r.Get("/console/env/{env}/runs", c.runs)
+	r.Get("/console/env/{env}/runs/{run}", c.run)
+	r.Get("/console/env/{env}/runs/{run}/events", c.runEvents)
+}
+
+// runsData is the runs page's.
+type runsData struct {
+	Items []client.DeployRun
+	Next  string
+}
+
+func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
+	u, env := userOf(r), chi.URLParam(r, "env")
+	q := url.Values{"limit": {"50"}}
+	if after := r.URL.Query().Get("after"); after != "" {
+		q.Set("after", after)
+	}
+	var list struct {
+		Items []client.DeployRun `json:"items"`
+		Next  string             `json:"next"`
+	}
+	if err := u.api.Do(r.Context(), http.MethodGet, "/api/v1/environments/"+url.PathEscape(env)+"/runs?"+q.Encode(), nil, &list); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "runs", page{Title: "Runs of " + env, Env: env, Data: runsData{Items: list.Items, Next: list.Next}})
+}
+
+// runData is one run's page.
+type runData struct {
+	Run client.DeployRun `json:"run"`
+	// Workflow is the run's workflow in the Temporal UI ("" without one).
+	Workflow string `json:"workflow"`
+	Done     bool   `json:"done"`
+	Percent  int    `json:"percent"`
+}
+
+// runNumber is the {run} of the path, a positive whole number.
+func runNumber(r *http.Request) (int64, bool) {
+	n, err := strconv.ParseInt(chi.URLParam(r, "run"), 10, 64)
+	return n, err == nil && n > 0
+}
+
+func (c *Console) getRun(r *http.Request, env string, n int64) (client.DeployRun, error) {
+	return userOf(r).api.Run(r.Context(), env, n)
+}
+
+func (c *Console) runPage(run client.DeployRun) runData {
+	d := runData{Run: run, Done: run.FinishedAt != nil}
+	if run.Total > 0 {
+		d.Percent = 100 * (run.Deployed + run.Failed + run.Skipped + run.Unavailable) / run.Total
+	}
+	if c.opts.TemporalUI != "" && run.WorkflowID != "" {
+		d.Workflow = strings.TrimRight(c.opts.TemporalUI, "/") + "/namespaces/" + url.PathEscape(c.opts.Namespace) +
+			"/workflows/" + url.PathEscape(run.WorkflowID)
+	}
+	return d
+}
+
+func (c *Console) run(w http.ResponseWriter, r *http.Request) {
+	env := chi.URLParam(r, "env")
+	n, ok := runNumber(r)
+	if !ok {
+		c.render(w, r, http.StatusBadRequest, "error", page{Title: "Bad request", Env: env,
+			Error: fmt.Sprintf("run %q is not a positive whole number", chi.URLParam(r, "run"))})
+		return
+	}
+	run, err := c.getRun(r, env, n)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "run", page{Title: fmt.Sprintf("Run %d of %s", n, env), Env: env, Data: c.runPage(run)})
+}
+
+// runEvents streams the run's progress as server-sent events: an event
+// "progress" with the run's JSON whenever it changes, and "end" when it
+// finished. The console polls the API in process; the browser listens.
+func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
+	env := chi.URLParam(r, "env")
+	n, ok := runNumber(r)
+	if !ok {
+		http.Error(w, "run is not a positive whole number", http.StatusBadRequest)
+		return
+	}
+	rc := http.NewResponseController(w)
+	select {
+	case runStreams <- struct{}{}:
+		defer func() { <-runStreams }()
+	default:
+		http.Error(w, "too many run streams; reload later", http.StatusServiceUnavailable)
+		return
+	}
+	run, err := c.getRun(r, env, n)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var last []byte
+	t := time.NewTicker(runPoll)
+	defer t.Stop()
+	flush := func() error {
+		// Each write gets its own deadline: the server's write timeout
+		// is for whole answers, and a stream outlives it.
+		_ = rc.SetWriteDeadline(time.Now().Add(runWriteGrace))
+		return rc.Flush()
+	}
+	for {
+		_ = rc.SetWriteDeadline(time.Now().Add(runWriteGrace))
+		b, _ := json.Marshal(c.runPage(run))
+		if string(b) != string(last) {
+			fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b)
+			last = b
+		}
+		if run.FinishedAt != nil {
+			fmt.Fprint(w, "event: end\ndata: {}\n\n")
+			_ = flush()
+			return
+		}
+		if err := flush(); err != nil {
+			return // the browser left
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+		if run, err = c.getRun(r, env, n); err != nil {
+			fmt.Fprintf(w, "event: failure\ndata: %q\n\n", problemText(err))
+			_ = flush()
+			return
+		}
+	}
+}
