@@ -97,6 +97,7 @@ func (c *Console) Handler() http.Handler {
 		r.Get("/console/env/{env}/resource", c.resource)
 		r.Post("/console/env/{env}/deploy", c.deploy)
 		c.runRoutes(r)
+		c.compileRoutes(r)
 		c.versionRoutes(r)
 		c.inventoryRoutes(r)
 	})

@@ -65,7 +65,8 @@ var funcs = template.FuncMap{
 		}
 		return w.Role
 	},
-	"list": func(v ...string) []string { return v },
+	"list":   func(v ...string) []string { return v },
+	"deref2": func(v *bool) bool { return v != nil && *v },
 	"deref": func(v *int64) string {
 		if v == nil {
 			return "—"

@@ -1,0 +1,64 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/gittest"
+	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
+)
+
+// TestConsoleCompiles: an autonomous compile of a model with an error
+// shows on the compiles page with its commit and the error's position.
+func TestConsoleCompiles(t *testing.T) {
+	c, s, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
+		SchedulerPoll: time.Second, DataDir: t.TempDir(), AllowLocalRepos: true})
+	repo := gittest.New(t)
+	commit := repo.Commit("main", map[string]*string{
+		"intend.yaml": gittest.Text("name: site\n"),
+		"main.cue":    gittest.Text("package main\n\nresources: {\n\tbroken: {id: 42}\n}\n"),
+	})
+	env := servertest.NewEnvironment(t, c, "compiles", map[string]any{"repo_url": repo.Bare, "repo_branch": "main"})
+	var cp client.Compile
+	if err := c.Do(context.Background(), http.MethodPost, "/api/v1/environments/"+env+"/compile", map[string]any{}, &cp); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for cp.FinishedAt == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("compile %d did not finish: %+v", cp.ID, cp)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/compiles/"+itoa(cp.ID), nil, &cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := browser(t)
+	var text string
+	run(t, ctx,
+		chromedp.Navigate(s.URL()+"/console/login"),
+		chromedp.WaitVisible(`#token`, chromedp.ByID),
+		chromedp.SendKeys(`#token`, c.Token, chromedp.ByID),
+		chromedp.Submit(`#token`, chromedp.ByID),
+		chromedp.WaitVisible(`//h1[text()="Environments"]`, chromedp.BySearch),
+		chromedp.Navigate(s.URL()+"/console/env/"+env+"/compiles"),
+		chromedp.WaitVisible(`ul.problems`, chromedp.ByQuery),
+		chromedp.Text(`main`, &text, chromedp.ByQuery),
+		shot(t, ctx, "compiles"),
+	)
+	for _, want := range []string{"(failed)", commit, "main.cue:4:"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the compiles page lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
