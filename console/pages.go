@@ -65,8 +65,7 @@ var funcs = template.FuncMap{
 		}
 		return w.Role
 	},
-	"list":   func(v ...string) []string { return v },
-	"deref2": func(v *bool) bool { return v != nil && *v },
+	"list": func(v ...string) []string { return v },
 	"deref": func(v *int64) string {
 		if v == nil {
 			return "—"
