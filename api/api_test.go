@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -476,5 +477,54 @@ func TestHealthAndMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !bytes.Contains(body, []byte(`intend_http_requests_total{code="200",method="GET",route="/api/v1/projects"} 1`)) {
 		t.Errorf("metrics lack the request counter:\n%s", body)
+	}
+}
+
+// TestResourceIntent: GET .../resources/{rid}/intent gives the resource as
+// its intent version holds it and what requires it there (both ways of
+// the requires graph); an unknown resource, one in no version any more,
+// and a malformed id are refused.
+func TestResourceIntent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	f.env("graph")
+	a, b, c := "fs::File[h,path=/a]", "fs::File[h,path=/b]", "fs::File[h,path=/c]"
+	f.mustCall("PUT", "/api/v1/environments/graph/versions", version(fileRes("/a"), fileRes("/b", a), fileRes("/c", a, b)), 201)
+	f.mustCall("POST", "/api/v1/environments/graph/versions/1/release", "", 200)
+	path := func(id string) string {
+		return "/api/v1/environments/graph/resources/" + url.PathEscape(id) + "/intent"
+	}
+	got := f.mustCall("GET", path(a), "", 200)
+	if got["version"] != 1.0 || fmt.Sprint(got["required_by"]) != "["+b+" "+c+"]" {
+		t.Errorf("a's intent = %v, want version 1, required by b and c", got)
+	}
+	res, _ := got["resource"].(map[string]any)
+	if attrs, _ := res["attributes"].(map[string]any); attrs["path"] != "/a" || fmt.Sprint(res["requires"]) != "[]" {
+		t.Errorf("a's resource = %v", res)
+	}
+	got = f.mustCall("GET", path(c), "", 200)
+	res, _ = got["resource"].(map[string]any)
+	if fmt.Sprint(res["requires"]) != "["+a+" "+b+"]" || fmt.Sprint(got["required_by"]) != "[]" {
+		t.Errorf("c's intent = %v, want requires a and b, required by none", got)
+	}
+	// v2 drops c: a is now required by b only, and c has no intent.
+	f.mustCall("PUT", "/api/v1/environments/graph/versions", version(fileRes("/a"), fileRes("/b", a)), 201)
+	f.mustCall("POST", "/api/v1/environments/graph/versions/2/release", "", 200)
+	if got := f.mustCall("GET", path(a), "", 200); got["version"] != 2.0 || fmt.Sprint(got["required_by"]) != "["+b+"]" {
+		t.Errorf("a's intent in v2 = %v", got)
+	}
+	for _, tc := range []struct {
+		why    string
+		target string
+		status int
+	}{
+		{"an unknown resource", path("fs::File[h,path=/nope]"), 404},
+		{"a resource no version holds any more", path(c), 404},
+		{"a malformed id", "/api/v1/environments/graph/resources/a%fe/intent", 400},
+		{"an unknown environment", "/api/v1/environments/nope/resources/" + url.PathEscape(a) + "/intent", 404},
+	} {
+		if status, body := f.call("GET", tc.target, ""); status != tc.status {
+			t.Errorf("%s: %d %v, want %d", tc.why, status, body, tc.status)
+		}
 	}
 }

@@ -414,6 +414,14 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.writeFacts(w, r, e, rid)
 	}
+	// .../resources/{rid}/intent: the resource as its intent version
+	// holds it, and what requires it there.
+	if base, ok := strings.CutSuffix(chi.URLParam(r, "*"), "/intent"); ok {
+		if rid, err = pathParam(base); err != nil {
+			return err
+		}
+		return s.resourceIntent(w, r, e, rid)
+	}
 	st, err := s.opts.Store.GetResource(r.Context(), e.ID, rid)
 	if err != nil {
 		return err
@@ -423,6 +431,35 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	WriteJSON(w, http.StatusOK, client.Resource{ResourceState: wireResourceState(st), Actions: wireAll(acts, wireAction)})
+	return nil
+}
+
+// maxRequiredBy bounds the resources an intent lists as requiring one.
+const maxRequiredBy = 1000
+
+// resourceIntent answers GET .../resources/{rid}/intent.
+func (s *Server) resourceIntent(w http.ResponseWriter, r *http.Request, e store.Environment, rid string) error {
+	st, err := s.opts.Store.GetResource(r.Context(), e.ID, rid)
+	if err != nil {
+		return err
+	}
+	// The released version is what the resource is deployed to; before
+	// any release, the version that last changed it.
+	version := st.IntentVersion
+	if e.ReleasedVersion != nil {
+		version = e.ReleasedVersion
+	}
+	if version == nil {
+		return store.NotFound("an intent of resource %s", rid)
+	}
+	v, by, err := s.opts.Store.ResourceIntent(r.Context(), e.ID, *version, rid, maxRequiredBy)
+	if err != nil {
+		return err
+	}
+	if by == nil {
+		by = []string{}
+	}
+	WriteJSON(w, http.StatusOK, client.ResourceIntent{Version: *version, Resource: client.VersionResource(v), RequiredBy: by})
 	return nil
 }
 

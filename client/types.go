@@ -107,6 +107,16 @@ type VersionResource struct {
 	Hash          string          `json:"hash"`
 }
 
+// ResourceIntent is GET .../resources/{id}/intent: the resource as the
+// released version holds it (before any release, the version that last
+// changed it), and the resources of that version that require it
+// (RequiredBy, sorted, at most 1,000).
+type ResourceIntent struct {
+	Version    int64           `json:"version"`
+	Resource   VersionResource `json:"resource"`
+	RequiredBy []string        `json:"required_by"`
+}
+
 // Release is the answer to a release: the version, how many resources it
 // changes, and the deploy request it queued (nil when none was).
 type Release struct {

@@ -54,11 +54,13 @@ var Spec = sync.OnceValues(func() (*openapi3.T, error) {
 // Wildcards are the document's paths that a route of the router serves
 // under a wildcard, with the suffix of the wildcard's value that selects
 // them: GET .../resources/* serves .../resources/{rid}, and also
-// .../resources/{rid}/actions and .../resources/{rid}/facts.
+// .../resources/{rid}/actions, .../resources/{rid}/facts and
+// .../resources/{rid}/intent.
 var Wildcards = map[string][]Wildcard{
 	"/api/v1/environments/{env}/resources/*": {
 		{Suffix: "/actions", Path: "/api/v1/environments/{env}/resources/{rid}/actions", Param: "rid"},
 		{Suffix: "/facts", Path: "/api/v1/environments/{env}/resources/{rid}/facts", Param: "rid"},
+		{Suffix: "/intent", Path: "/api/v1/environments/{env}/resources/{rid}/intent", Param: "rid"},
 		{Suffix: "", Path: "/api/v1/environments/{env}/resources/{rid}", Param: "rid"},
 	},
 }

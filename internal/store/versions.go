@@ -392,6 +392,42 @@ func (s *Store) VersionResources(ctx context.Context, envID string, version int6
 	})
 }
 
+// ResourceIntent is one resource as version holds it, and the ids of the
+// resources of that version that require it (at most limit, sorted). A
+// resource the version lacks is a *NotFoundError.
+func (s *Store) ResourceIntent(ctx context.Context, envID string, version int64, rid string, limit int) (VersionResource, []string, error) {
+	var v VersionResource
+	var h []byte
+	err := s.pool.QueryRow(ctx, `
+		select vr.resource_id, c.attributes, c.requires, c.purged, c.send_event, c.receive_events, c.report_only,
+		       c.undefined, coalesce(c.resource_set, ''), c.hash
+		from version_resources vr
+		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
+		where vr.environment_id = $1::uuid and vr.resource_id = $3 and vr.first_version <= $2
+		  and (vr.last_version is null or vr.last_version > $2)`, envID, version, rid).Scan(
+		&v.ID, &v.Attributes, &v.Requires, &v.Purged, &v.SendEvent, &v.ReceiveEvents, &v.ReportOnly,
+		&v.Undefined, &v.ResourceSet, &h)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return v, nil, NotFound("resource %s in version %d", rid, version)
+	}
+	if err != nil {
+		return v, nil, err
+	}
+	v.Hash = fmt.Sprintf("%x", h)
+	rows, err := s.pool.Query(ctx, `
+		select vr.resource_id
+		from version_resources vr
+		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
+		where vr.environment_id = $1::uuid and vr.first_version <= $2
+		  and (vr.last_version is null or vr.last_version > $2) and $3 = any(c.requires)
+		order by vr.resource_id limit $4`, envID, version, rid, limit)
+	if err != nil {
+		return v, nil, err
+	}
+	by, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return v, by, err
+}
+
 // DeployRun is one deploy workflow's record.
 type DeployRun struct {
 	Run         int64      `json:"run"`
