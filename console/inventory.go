@@ -243,8 +243,9 @@ type catalogData struct {
 
 type catalogEntry struct {
 	client.ServiceEntity
-	States []stateRow
-	Total  int
+	States  []stateRow
+	Diagram diagram
+	Total   int
 }
 
 func (c *Console) catalog(w http.ResponseWriter, r *http.Request) {
@@ -259,6 +260,7 @@ func (c *Console) catalog(w http.ResponseWriter, r *http.Request) {
 	d := catalogData{Operator: u.may(env, "operator")}
 	for _, e := range list.Items {
 		entry := catalogEntry{ServiceEntity: e, States: lifecycleRows(e.Lifecycle, e.Instances)}
+		entry.Diagram = layout(e.Name, e.Lifecycle, entry.States)
 		for _, n := range e.Instances {
 			entry.Total += n
 		}

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/intendhq/intend/client"
 )
 
 // fakeLSM answers the /lsm API for the token "good" (admin of "prod")
@@ -193,7 +195,8 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 		t.Errorf("a failed instance for a reader: %d\n%s", w.Code, body)
 	}
 	w = do(h, "GET", base, "reader", nil)
-	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "New vm") || !strings.Contains(body, "integer (≥1, ≤64)") {
+	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "New vm") || !strings.Contains(body, "integer (≥1, ≤64)") ||
+		!strings.Contains(body, `role="img"`) || !strings.Contains(body, `class="lc-name">failed</text>`) {
 		t.Errorf("the catalog for a reader: %d\n%s", w.Code, body)
 	}
 
@@ -238,4 +241,58 @@ func sameWrite(got, want string) bool {
 	a, _ := json.Marshal(g)
 	b, _ := json.Marshal(x)
 	return string(a) == string(b)
+}
+
+// TestLifecycleDiagram: every state gets a box, every transfer (and its
+// error state) a curve; a state the start does not reach goes in a row
+// of its own; the boxes do not overlap.
+func TestLifecycleDiagram(t *testing.T) {
+	var e struct {
+		Lifecycle client.Lifecycle `json:"lifecycle"`
+	}
+	if err := json.Unmarshal([]byte(fakeEntity), &e); err != nil {
+		t.Fatal(err)
+	}
+	l := e.Lifecycle
+	l.States["orphan"] = client.LifecycleState{Name: "orphan", ModelState: "inactive"}
+	rows := lifecycleRows(l, map[string]int{"failed": 2})
+	d := layout("vm", l, rows)
+	if len(d.Nodes) != len(l.States) {
+		t.Fatalf("%d boxes for %d states", len(d.Nodes), len(l.States))
+	}
+	edges := 0
+	for _, tr := range l.Transfers {
+		edges++
+		if tr.Error != "" {
+			edges++
+		}
+	}
+	if len(d.Edges) != edges {
+		t.Errorf("%d curves for %d transfers and error states", len(d.Edges), edges)
+	}
+	byName := map[string]dnode{}
+	for i, a := range d.Nodes {
+		byName[a.Name] = a
+		for _, b := range d.Nodes[i+1:] {
+			if a.X < b.X+b.W && b.X < a.X+a.W && a.Y < b.Y+b.H && b.Y < a.Y+a.H {
+				t.Errorf("%s and %s overlap", a.Name, b.Name)
+			}
+		}
+		if a.X < 0 || a.Y < 0 || a.X+a.W > d.W || a.Y+a.H > d.H {
+			t.Errorf("%s is outside the drawing", a.Name)
+		}
+	}
+	maxY := 0
+	for _, n := range d.Nodes {
+		if n.Name != "orphan" {
+			maxY = max(maxY, n.Y)
+		}
+	}
+	if byName["start"].Y != margin || byName["orphan"].Y <= maxY {
+		t.Errorf("start at %d, orphan at %d: want start on the first row and orphan on the last", byName["start"].Y, byName["orphan"].Y)
+	}
+	if !strings.Contains(byName["failed"].Class, "occupied") || !strings.Contains(byName["start"].Class, "start") ||
+		!strings.Contains(byName["terminated"].Class, "terminal") {
+		t.Errorf("classes: %+v", d.Nodes)
+	}
 }
