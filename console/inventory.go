@@ -1,6 +1,681 @@
 package console
 
-import "github.com/go-chi/chi/v5"
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/intendhq/intend/client"
+)
+
+// The service catalog and inventory: the entities with their attributes
+// and lifecycles, an entity's instances, one instance with its three
+// attribute sets, log and resources, and the forms that create, update,
+// transfer and delete instances (through the /lsm API, with the user's
+// token and the environment's header).
 
 // inventoryRoutes are the pages of the service catalog and inventory.
-func (c *Console) inventoryRoutes(r chi.Router) {}
+func (c *Console) inventoryRoutes(r chi.Router) {
+	r.Get("/console/env/{env}/inventory", c.catalog)
+	r.Get("/console/env/{env}/inventory/{entity}", c.instances)
+	r.Get("/console/env/{env}/inventory/{entity}/new", c.newInstance)
+	r.Post("/console/env/{env}/inventory/{entity}/new", c.createInstance)
+	r.Get("/console/env/{env}/inventory/{entity}/{id}", c.instance)
+	r.Post("/console/env/{env}/inventory/{entity}/{id}/update", c.updateInstance)
+	r.Post("/console/env/{env}/inventory/{entity}/{id}/state", c.transferInstance)
+	r.Post("/console/env/{env}/inventory/{entity}/{id}/delete", c.deleteInstance)
+}
+
+func init() {
+	// json is a value as compact JSON ("—" for none).
+	funcs["json"] = func(v any) string {
+		if v == nil {
+			return "—"
+		}
+		if raw, ok := v.(json.RawMessage); ok {
+			if len(raw) == 0 {
+				return "—"
+			}
+			return compactJSON(raw)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Sprint(v)
+		}
+		return string(b)
+	}
+	// schemaType is an attribute's type, from its JSON Schema.
+	funcs["schemaType"] = func(raw json.RawMessage) string {
+		var s schema
+		if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+			return "any"
+		}
+		switch {
+		case len(s.Enum) > 0:
+			var l []string
+			for _, e := range s.Enum {
+				l = append(l, compactJSON(e))
+			}
+			return "one of " + strings.Join(l, ", ")
+		case len(s.Const) > 0:
+			return "always " + compactJSON(s.Const)
+		}
+		t := s.typeName()
+		if t == "" {
+			if s.Type == nil {
+				return "any"
+			}
+			t = fmt.Sprint(s.Type)
+		}
+		var b []string
+		for _, x := range []struct {
+			op string
+			v  *float64
+		}{{"≥", s.Minimum}, {">", s.ExclusiveMinimum}, {"≤", s.Maximum}, {"<", s.ExclusiveMaximum}} {
+			if x.v != nil {
+				b = append(b, x.op+num(*x.v))
+			}
+		}
+		for _, p := range s.patterns() {
+			b = append(b, "matching "+p)
+		}
+		if len(b) > 0 {
+			t += " (" + strings.Join(b, ", ") + ")"
+		}
+		return t
+	}
+	// described is the id of a field's help and error texts, for
+	// aria-describedby.
+	funcs["describedBy"] = func(f *field) string {
+		var ids []string
+		if f.Description != "" || f.Default != "" || f.References != "" {
+			ids = append(ids, f.ID+"-help")
+		}
+		if f.Error != "" {
+			ids = append(ids, f.ID+"-error")
+		}
+		return strings.Join(ids, " ")
+	}
+	// fields draws a form's fields, each with its label, help and error.
+	funcs["fields"] = func(f *form) (template.HTML, error) {
+		var b strings.Builder
+		err := fieldsTemplate.Execute(&b, f)
+		return template.HTML(b.String()), err // html/template escaped it
+	}
+	fieldsTemplate = template.Must(template.New("fields").Funcs(funcs).Parse(fieldsText))
+}
+
+// fieldsTemplate draws a form's fields (the create and update forms').
+//
+//go:embed templates/fields.tmpl
+var fieldsText string
+
+var fieldsTemplate *template.Template
+
+// entityName is what an entity's name may be (docs/lsm.md); an instance
+// is named by its id or identity, a path segment of bounded length.
+var (
+	entityName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,127}$`)
+	uuidText   = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	stateName  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+)
+
+// lsm is the user's client with the environment's /lsm header.
+func (u *user) lsm(env string) *client.Client { return u.api.WithHeader("X-Intend-Environment", env) }
+
+// badRequest shows what is wrong with a request the console refused
+// before it reached the API.
+func (c *Console) badRequest(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	c.render(w, r, status, "error", page{Title: http.StatusText(status), Env: chi.URLParam(r, "env"), Error: msg})
+}
+
+// stale refuses a form without the user's anti-forgery token.
+func (c *Console) stale(w http.ResponseWriter, r *http.Request) {
+	c.badRequest(w, r, http.StatusForbidden,
+		"The form is stale (the server restarted, or you signed in again); go back and submit it again.")
+}
+
+// entityParams are the env and entity of a request, or false after a
+// page saying the entity's name is not one.
+func (c *Console) entityParams(w http.ResponseWriter, r *http.Request) (*user, string, string, bool) {
+	u, env, entity := userOf(r), chi.URLParam(r, "env"), chi.URLParam(r, "entity")
+	if !entityName.MatchString(entity) {
+		c.badRequest(w, r, http.StatusNotFound, fmt.Sprintf("%q is not the name of a service entity.", entity))
+		return nil, "", "", false
+	}
+	return u, env, entity, true
+}
+
+// instanceParams adds the instance's id (or identity).
+func (c *Console) instanceParams(w http.ResponseWriter, r *http.Request) (*user, string, string, string, bool) {
+	u, env, entity, ok := c.entityParams(w, r)
+	if !ok {
+		return nil, "", "", "", false
+	}
+	id := chi.URLParam(r, "id")
+	if id == "" || len(id) > 256 {
+		c.badRequest(w, r, http.StatusNotFound, "Name an instance by its id or identity.")
+		return nil, "", "", "", false
+	}
+	return u, env, entity, id, true
+}
+
+// catalogEntity reads an entity of the catalog.
+func catalogEntity(r *http.Request, u *user, env, entity string) (client.CatalogEntity, error) {
+	var e client.CatalogEntity
+	err := u.lsm(env).Do(r.Context(), http.MethodGet, "/lsm/v1/service_catalog/"+url.PathEscape(entity), nil, &e)
+	return e, err
+}
+
+// stateRow is one state of a lifecycle with its instance count and the
+// transfers that leave it.
+type stateRow struct {
+	client.LifecycleState
+	Start     bool
+	Count     int
+	Transfers []client.Transfer
+}
+
+// lifecycleRows are the lifecycle's states, the start first then in the
+// order the transfers reach them (a walk of the diagram), with counts.
+func lifecycleRows(l client.Lifecycle, counts map[string]int) []stateRow {
+	var order []string
+	seen := map[string]bool{}
+	queue := []string{l.Start}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		if seen[s] || s == "" {
+			continue
+		}
+		seen[s] = true
+		order = append(order, s)
+		for _, t := range l.Transfers {
+			if t.Source == s {
+				queue = append(queue, t.Target)
+				if t.Error != "" {
+					queue = append(queue, t.Error)
+				}
+			}
+		}
+	}
+	var rest []string
+	for s := range l.States {
+		if !seen[s] {
+			rest = append(rest, s)
+		}
+	}
+	sort.Strings(rest)
+	order = append(order, rest...)
+	rows := make([]stateRow, 0, len(order))
+	for _, s := range order {
+		st := l.States[s]
+		if st.Name == "" {
+			st.Name = s
+		}
+		row := stateRow{LifecycleState: st, Start: s == l.Start, Count: counts[s]}
+		for _, t := range l.Transfers {
+			if t.Source == s {
+				row.Transfers = append(row.Transfers, t)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// catalogData is the catalog page's.
+type catalogData struct {
+	Entities []catalogEntry
+	Operator bool
+}
+
+type catalogEntry struct {
+	client.ServiceEntity
+	States  []stateRow
+	Diagram diagram
+	Total   int
+}
+
+func (c *Console) catalog(w http.ResponseWriter, r *http.Request) {
+	u, env := userOf(r), chi.URLParam(r, "env")
+	var list struct {
+		Items []client.ServiceEntity `json:"items"`
+	}
+	if err := u.lsm(env).Do(r.Context(), http.MethodGet, "/lsm/v1/service_catalog", nil, &list); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d := catalogData{Operator: u.may(env, "operator")}
+	for _, e := range list.Items {
+		entry := catalogEntry{ServiceEntity: e, States: lifecycleRows(e.Lifecycle, e.Instances)}
+		entry.Diagram = layout(e.Name, e.Lifecycle, entry.States)
+		for _, n := range e.Instances {
+			entry.Total += n
+		}
+		d.Entities = append(d.Entities, entry)
+	}
+	c.render(w, r, http.StatusOK, "catalog", page{Title: "Service catalog of " + env, Env: env, Data: d})
+}
+
+// instancesData is an entity's page: one page of its instances.
+type instancesData struct {
+	Entity   client.CatalogEntity
+	States   []string
+	State    string
+	Deleted  bool
+	DeletedQ string // "1" when Deleted, for the next page's link
+	Items    []client.ServiceInstance
+	Next     string
+	Operator bool
+}
+
+// instancesPage is how many instances a page shows.
+const instancesPage = 50
+
+func (c *Console) instances(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, ok := c.entityParams(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	d := instancesData{State: q.Get("state"), Deleted: q.Get("deleted") != "", Operator: u.may(env, "operator")}
+	after := q.Get("after")
+	if d.Deleted {
+		d.DeletedQ = "1"
+	}
+	if d.State != "" && !stateName.MatchString(d.State) {
+		c.badRequest(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a state.", d.State))
+		return
+	}
+	if after != "" && !uuidText.MatchString(after) {
+		c.badRequest(w, r, http.StatusBadRequest, "The page cursor (after) is not an instance id; start from the first page.")
+		return
+	}
+	var err error
+	if d.Entity, err = catalogEntity(r, u, env, entity); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	for s := range d.Entity.Lifecycle.States {
+		d.States = append(d.States, s)
+	}
+	sort.Strings(d.States)
+	if d.State != "" && !slices.Contains(d.States, d.State) {
+		c.badRequest(w, r, http.StatusBadRequest, fmt.Sprintf("The lifecycle %s has no state %q.", d.Entity.Lifecycle.Name, d.State))
+		return
+	}
+	api := url.Values{"limit": {strconv.Itoa(instancesPage)}}
+	if d.State != "" {
+		api.Set("state", d.State)
+	}
+	if d.Deleted {
+		api.Set("deleted", "true")
+	}
+	if after != "" {
+		api.Set("after", after)
+	}
+	var list struct {
+		Items []client.ServiceInstance `json:"items"`
+		Next  string                   `json:"next"`
+	}
+	if err := u.lsm(env).Do(r.Context(), http.MethodGet, client.InventoryPath(entity)+"?"+api.Encode(), nil, &list); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	d.Items, d.Next = list.Items, list.Next
+	c.render(w, r, http.StatusOK, "instances", page{Title: "Instances of " + entity, Env: env, Data: d})
+}
+
+// instanceData is one instance's page.
+type instanceData struct {
+	Entity    client.CatalogEntity
+	Instance  client.InstanceView
+	Sets      []setRow
+	Log       []logRow
+	Resources []client.ResourceState
+	// Transfers are the api transfers the lifecycle allows from the
+	// instance's state; Update and Delete whether it takes those.
+	Transfers      []client.Transfer
+	Update, Delete bool
+	Operator       bool
+	Form           *form
+}
+
+// logRow is one version of the instance's log, with the transfer that
+// made it.
+type logRow struct {
+	client.InstanceLogEntry
+	Transfer struct {
+		Source     string   `json:"source"`
+		Target     string   `json:"target"`
+		Trigger    string   `json:"trigger"`
+		Error      bool     `json:"error"`
+		Actor      string   `json:"actor"`
+		Operations []string `json:"operations"`
+	}
+}
+
+// setRow is one attribute in the instance's three sets.
+type setRow struct {
+	Name                        string
+	Modifier                    string
+	Candidate, Active, Rollback any
+	InCandidate, InActive, InRb bool
+}
+
+func (c *Console) instance(w http.ResponseWriter, r *http.Request) {
+	c.instancePage(w, r, http.StatusOK, nil, "")
+}
+
+// instancePage shows an instance; with f, its update form as submitted
+// (with its errors), and status.
+func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status int, f *form, errText string) {
+	u, env, entity, id, ok := c.instanceParams(w, r)
+	if !ok {
+		return
+	}
+	var d instanceData
+	var err error
+	if d.Entity, err = catalogEntity(r, u, env, entity); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if d.Instance, err = u.api.Instance(r.Context(), env, entity, id); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	base := client.InventoryPath(entity, d.Instance.ID)
+	var log struct {
+		Items []client.InstanceLogEntry `json:"items"`
+	}
+	var res struct {
+		Items []client.ResourceState `json:"items"`
+	}
+	for _, get := range []struct {
+		path string
+		out  any
+	}{{base + "/log?limit=100", &log}, {base + "/resources", &res}} {
+		if err := u.lsm(env).Do(r.Context(), http.MethodGet, get.path, nil, get.out); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+	}
+	d.Resources = res.Items
+	for _, e := range log.Items {
+		row := logRow{InstanceLogEntry: e}
+		_ = json.Unmarshal(e.Event, &row.Transfer)
+		d.Log = append(d.Log, row)
+	}
+	d.Operator = u.may(env, "operator")
+	inst := d.Instance
+	for _, t := range d.Entity.Lifecycle.Transfers {
+		if t.Source != inst.State {
+			continue
+		}
+		switch t.Trigger {
+		case "api":
+			d.Transfers = append(d.Transfers, t)
+		case "on_update":
+			d.Update = true
+		case "on_delete":
+			d.Delete = true
+		}
+	}
+	d.Sets = attributeRows(d.Entity.Attributes, inst.AttributeSets)
+	// A submitted form is shown again (with its errors) even if the
+	// instance has moved on to a state that takes no update.
+	if (d.Update || f != nil) && d.Operator {
+		if f == nil {
+			f = newForm(d.Entity.EntityDefinition, true, currentAttributes(inst.AttributeSets))
+			f.CurrentVersion = inst.Version
+		}
+		if len(f.Fields) > 0 {
+			d.Form = f
+		}
+	}
+	c.render(w, r, status, "instance", page{Title: entity + " " + instanceName(inst.ServiceInstance), Env: env, Data: d, Error: errText})
+}
+
+// instanceName is an instance's identity, or its id.
+func instanceName(i client.ServiceInstance) string {
+	if i.Identity != "" {
+		return i.Identity
+	}
+	return i.ID
+}
+
+// currentAttributes are what an update starts from: the candidate set,
+// or the active one when there is none.
+func currentAttributes(s client.AttributeSets) map[string]any {
+	if s.Candidate != nil {
+		return s.Candidate
+	}
+	return s.Active
+}
+
+// attributeRows are the attributes of the three sets, the entity's
+// first in its order, then any other a set holds.
+func attributeRows(specs []client.AttributeSpec, s client.AttributeSets) []setRow {
+	var rows []setRow
+	seen := map[string]bool{}
+	add := func(name, mod string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		row := setRow{Name: name, Modifier: mod}
+		row.Candidate, row.InCandidate = s.Candidate[name]
+		row.Active, row.InActive = s.Active[name]
+		row.Rollback, row.InRb = s.Rollback[name]
+		rows = append(rows, row)
+	}
+	for _, a := range specs {
+		add(a.Name, a.Modifier)
+	}
+	var extra []string
+	for _, set := range []map[string]any{s.Candidate, s.Active, s.Rollback} {
+		for k := range set {
+			if !seen[k] {
+				extra = append(extra, k)
+			}
+		}
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		add(k, "")
+	}
+	return rows
+}
+
+// formData is the create page's.
+type formData struct {
+	Entity client.CatalogEntity
+	Form   *form
+}
+
+func (c *Console) newInstance(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, ok := c.entityParams(w, r)
+	if !ok {
+		return
+	}
+	e, err := catalogEntity(r, u, env, entity)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if !u.may(env, "operator") {
+		c.badRequest(w, r, http.StatusForbidden, "Your role in "+env+" may not create instances (operator or admin may).")
+		return
+	}
+	c.render(w, r, http.StatusOK, "entity", page{Title: "New " + entity, Env: env,
+		Data: formData{Entity: e, Form: newForm(e.EntityDefinition, false, nil)}})
+}
+
+// maxForm bounds a form's body.
+const maxForm = 64 << 10
+
+func (c *Console) createInstance(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, ok := c.entityParams(w, r)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		c.badRequest(w, r, http.StatusRequestEntityTooLarge, "The form is too large or malformed.")
+		return
+	}
+	if !c.checkCSRF(r, u.token) {
+		c.stale(w, r)
+		return
+	}
+	e, err := catalogEntity(r, u, env, entity)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	f := newForm(e.EntityDefinition, false, nil)
+	attrs := f.parse(r.PostForm)
+	show := func(status int, msg string) {
+		c.render(w, r, status, "entity", page{Title: "New " + entity, Env: env, Error: msg, Data: formData{Entity: e, Form: f}})
+	}
+	if f.hasFieldErrors() {
+		show(http.StatusUnprocessableEntity, "Some values are not valid; see the fields below.")
+		return
+	}
+	inst, err := u.api.CreateInstance(r.Context(), env, entity, client.CreateInstanceRequest{Attributes: attrs})
+	if err != nil {
+		if p, ok := formProblem(err); ok {
+			f.setErrors(p)
+			show(p.Status, problemText(&client.Problem{Title: p.Title, Detail: p.Detail}))
+			return
+		}
+		c.fail(w, r, err)
+		return
+	}
+	c.toInstance(w, r, env, entity, inst, fmt.Sprintf("Created %s %s (state %s, version %d).", entity, instanceName(inst), inst.State, inst.Version))
+}
+
+// formProblem is a problem a form shows with its fields: an invalid
+// request (422) or a conflict (409, e.g. an identity taken or a stale
+// version).
+func formProblem(err error) (*client.Problem, bool) {
+	var p *client.Problem
+	if errors.As(err, &p) && (p.Status == http.StatusUnprocessableEntity || p.Status == http.StatusConflict) {
+		return p, true
+	}
+	return nil, false
+}
+
+// toInstance sends the browser to the instance's page with a flash.
+func (c *Console) toInstance(w http.ResponseWriter, r *http.Request, env, entity string, inst client.ServiceInstance, flash string) {
+	http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity)+"/"+url.PathEscape(inst.ID)+
+		"?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+}
+
+// instanceForm checks a form posted on an instance: its size, its
+// anti-forgery token and its current_version.
+func (c *Console) instanceForm(w http.ResponseWriter, r *http.Request) (*user, string, string, string, int64, bool) {
+	u, env, entity, id, ok := c.instanceParams(w, r)
+	if !ok {
+		return nil, "", "", "", 0, false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		c.badRequest(w, r, http.StatusRequestEntityTooLarge, "The form is too large or malformed.")
+		return nil, "", "", "", 0, false
+	}
+	if !c.checkCSRF(r, u.token) {
+		c.stale(w, r)
+		return nil, "", "", "", 0, false
+	}
+	v, err := strconv.ParseInt(r.PostFormValue("current_version"), 10, 64)
+	if err != nil || v < 1 {
+		c.badRequest(w, r, http.StatusUnprocessableEntity, "The form lacks the instance's version (current_version): reload the instance and try again.")
+		return nil, "", "", "", 0, false
+	}
+	return u, env, entity, id, v, true
+}
+
+func (c *Console) updateInstance(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, id, version, ok := c.instanceForm(w, r)
+	if !ok {
+		return
+	}
+	e, err := catalogEntity(r, u, env, entity)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	inst, err := u.api.Instance(r.Context(), env, entity, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	f := newForm(e.EntityDefinition, true, nil)
+	f.CurrentVersion = version
+	attrs := f.parse(r.PostForm)
+	if f.hasFieldErrors() {
+		c.instancePage(w, r, http.StatusUnprocessableEntity, f, "Some values are not valid; see the update form below.")
+		return
+	}
+	attrs = changed(attrs, currentAttributes(inst.AttributeSets))
+	if len(attrs) == 0 {
+		f.Errors = append(f.Errors, "Nothing changed: change a value before updating.")
+		c.instancePage(w, r, http.StatusUnprocessableEntity, f, "Nothing to update.")
+		return
+	}
+	out, err := u.api.UpdateInstance(r.Context(), env, entity, inst.ID, client.UpdateInstanceRequest{CurrentVersion: version, Attributes: attrs})
+	if err != nil {
+		if p, ok := formProblem(err); ok {
+			f.setErrors(p)
+			c.instancePage(w, r, p.Status, f, problemText(&client.Problem{Title: p.Title, Detail: p.Detail}))
+			return
+		}
+		c.fail(w, r, err)
+		return
+	}
+	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Update requested (state %s, version %d).", out.State, out.Version))
+}
+
+func (c *Console) transferInstance(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, id, version, ok := c.instanceForm(w, r)
+	if !ok {
+		return
+	}
+	target := r.PostFormValue("target")
+	if !stateName.MatchString(target) {
+		c.badRequest(w, r, http.StatusUnprocessableEntity, "Name the state to move the instance to.")
+		return
+	}
+	out, err := u.api.SetInstanceState(r.Context(), env, entity, id, client.SetStateRequest{CurrentVersion: version, TargetState: target})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Moved to %s (version %d).", out.State, out.Version))
+}
+
+func (c *Console) deleteInstance(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, id, version, ok := c.instanceForm(w, r)
+	if !ok {
+		return
+	}
+	out, err := u.api.DeleteInstance(r.Context(), env, entity, id, version)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Delete requested (state %s, version %d).", out.State, out.Version))
+}
