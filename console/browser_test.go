@@ -155,7 +155,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		map[string]any{"id": rid, "attributes": map[string]any{"path": file, "content": "hello\n", "mode": "0644"}},
 		map[string]any{"id": "exec::Command[localhost,name=slow]", "attributes": map[string]any{"name": "slow",
 			"command": `sleep 3; echo made > "$OUT"`, "cwd": dir, "env": map[string]any{"OUT": made}, "creates": made,
-			"timeout": 60}}}})
+			"timeout": 60}, "requires": []string{rid}}}})
 	runNo := startedRun(t, c, env, servertest.Release(t, c, env, slow))
 	var progress, workflowLink string
 	var linked bool
@@ -175,6 +175,25 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if progress != "1" {
 		t.Errorf("after the run ended the page shows %q deployed, want 1, the command (from its event stream)", progress)
+	}
+
+	// The file's page shows its attributes and, in the released version
+	// 2, the command that requires it; the command's, the file it
+	// requires.
+	cmdID := "exec::Command[localhost,name=slow]"
+	var graph, attrs string
+	run(t, ctx,
+		chromedp.Navigate(base+"env/"+env+"/resource?id="+url.QueryEscape(rid)),
+		chromedp.WaitVisible(`.graph`, chromedp.ByQuery),
+		chromedp.Text(`.graph`, &graph, chromedp.ByQuery),
+		chromedp.Text(`pre.attributes`, &attrs, chromedp.ByQuery),
+		shot(t, ctx, "resource-graph"),
+		chromedp.Click(`//div[@class="side"]//a[text()="`+cmdID+`"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//h1[text()="`+cmdID+`"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//div[@class="side"]//a[text()="`+rid+`"]`, chromedp.BySearch),
+	)
+	if !strings.Contains(graph, "Required by") || !strings.Contains(graph, cmdID) || !strings.Contains(attrs, `"content": "hello\n"`) {
+		t.Errorf("the file's page: graph %q, attributes %q", graph, attrs)
 	}
 
 	// Sign out; a read token sees the environment but no button.

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -198,6 +200,10 @@ func (c *Console) resources(w http.ResponseWriter, r *http.Request) {
 type resourceData struct {
 	Resource client.Resource
 	Facts    []client.Fact
+	// Intent is the resource as the released version holds it, nil when
+	// it holds none; Attributes is its attributes, indented.
+	Intent     *client.ResourceIntent
+	Attributes string
 }
 
 func (c *Console) resource(w http.ResponseWriter, r *http.Request) {
@@ -220,6 +226,20 @@ func (c *Console) resource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Facts = facts.Items
+	var intent client.ResourceIntent
+	switch err := u.api.Do(r.Context(), http.MethodGet, base+"/intent", nil, &intent); {
+	case client.IsNotFound(err):
+		// An orphan: no released version holds it.
+	case err != nil:
+		c.fail(w, r, err)
+		return
+	default:
+		d.Intent = &intent
+		var b bytes.Buffer
+		if json.Indent(&b, intent.Resource.Attributes, "", "  ") == nil {
+			d.Attributes = b.String()
+		}
+	}
 	c.render(w, r, http.StatusOK, "resource", page{Title: id, Env: env, Data: d})
 }
 
