@@ -59,6 +59,37 @@ func run(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
 	}
 }
 
+// signIn signs the browser out (when it is in) and in again with token,
+// and waits for the environments page to list env.
+func signIn(base, token, env string) chromedp.Tasks {
+	return chromedp.Tasks{
+		chromedp.Navigate(base + "login"),
+		chromedp.WaitVisible(`#token`, chromedp.ByID),
+		chromedp.SetValue(`#token`, token, chromedp.ByID),
+		chromedp.Submit(`#token`, chromedp.ByID),
+		chromedp.WaitVisible(`//a[text()="`+env+`"]`, chromedp.BySearch),
+	}
+}
+
+// signOut presses Sign out.
+func signOut(base string) chromedp.Tasks {
+	return chromedp.Tasks{
+		chromedp.Navigate(base),
+		chromedp.Click(`//button[text()="Sign out"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#token`, chromedp.ByID),
+	}
+}
+
+// readToken makes a token with role read in env and returns its secret.
+func readToken(t *testing.T, c *client.Client, name, env string) string {
+	t.Helper()
+	tok, err := c.CreateToken(context.Background(), client.NewToken{Name: name, Role: "read", Environments: []string{env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Secret
+}
+
 // shot saves a screenshot of the page as name.png in the test's artifact
 // directory (go test -artifacts keeps them; docs/console.md shows them).
 func shot(t *testing.T, _ context.Context, name string) chromedp.Action {
@@ -89,11 +120,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if _, err := c.WaitRequest(context.Background(), env, req, time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := c.CreateToken(context.Background(), client.NewToken{Name: "console-reader", Role: "read",
-		Environments: []string{env}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := readToken(t, c, "console-reader", env)
 
 	ctx := browser(t)
 	base := s.URL() + "/console/"
@@ -199,12 +226,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	// Sign out; a read token sees the environment but no button.
 	var buttons int
 	run(t, ctx,
-		chromedp.Navigate(base),
-		chromedp.Click(`//button[text()="Sign out"]`, chromedp.BySearch),
-		chromedp.WaitVisible(`#token`, chromedp.ByID),
-		chromedp.SendKeys(`#token`, reader.Secret, chromedp.ByID),
-		chromedp.Submit(`#token`, chromedp.ByID),
-		chromedp.WaitVisible(`//a[text()="`+env+`"]`, chromedp.BySearch),
+		signOut(base),
+		signIn(base, reader, env),
 		chromedp.Navigate(base+"env/"+env),
 		chromedp.WaitVisible(`//h2[text()="Agents"]`, chromedp.BySearch),
 		chromedp.Evaluate(`document.querySelectorAll('main button').length`, &buttons),

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
@@ -57,16 +56,9 @@ type compilesData struct {
 }
 
 func (c *Console) compiles(w http.ResponseWriter, r *http.Request) {
-	u, env := userOf(r), chi.URLParam(r, "env")
-	q := url.Values{"limit": {"25"}}
-	if after := r.URL.Query().Get("after"); after != "" {
-		q.Set("after", after)
-	}
-	var list struct {
-		Items []client.Compile `json:"items"`
-		Next  string           `json:"next"`
-	}
-	if err := u.api.Do(r.Context(), http.MethodGet, "/api/v1/environments/"+url.PathEscape(env)+"/compiles?"+q.Encode(), nil, &list); err != nil {
+	env := chi.URLParam(r, "env")
+	list, err := envList[client.Compile](r, "compiles", 25)
+	if err != nil {
 		c.fail(w, r, err)
 		return
 	}

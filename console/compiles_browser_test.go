@@ -44,11 +44,7 @@ func TestConsoleCompiles(t *testing.T) {
 	ctx := browser(t)
 	var text string
 	run(t, ctx,
-		chromedp.Navigate(s.URL()+"/console/login"),
-		chromedp.WaitVisible(`#token`, chromedp.ByID),
-		chromedp.SendKeys(`#token`, c.Token, chromedp.ByID),
-		chromedp.Submit(`#token`, chromedp.ByID),
-		chromedp.WaitVisible(`//h1[text()="Environments"]`, chromedp.BySearch),
+		signIn(s.URL()+"/console/", c.Token, env),
 		chromedp.Navigate(s.URL()+"/console/env/"+env+"/compiles"),
 		chromedp.WaitVisible(`ul.problems`, chromedp.ByQuery),
 		chromedp.Text(`main`, &text, chromedp.ByQuery),

@@ -95,24 +95,12 @@ func TestInventoryInABrowser(t *testing.T) {
 	if _, err := c.CreateInstance(ctx0, env, "vm", client.CreateInstanceRequest{Attributes: map[string]any{"name": "db", "memory": 8}}); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := c.CreateToken(ctx0, client.NewToken{Name: "inventory-reader", Role: "read", Environments: []string{env}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := readToken(t, c, "inventory-reader", env)
 
 	ctx := browser(t)
 	base := s.URL() + "/console/"
 	inv := base + "env/" + env + "/inventory"
-	signIn := func(token string) {
-		run(t, ctx,
-			chromedp.Navigate(base+"login"),
-			chromedp.WaitVisible(`#token`, chromedp.ByID),
-			chromedp.SetValue(`#token`, token, chromedp.ByID),
-			chromedp.Submit(`#token`, chromedp.ByID),
-			chromedp.WaitVisible(`//a[text()="`+env+`"]`, chromedp.BySearch),
-		)
-	}
-	signIn(c.Token)
+	run(t, ctx, signIn(base, c.Token, env))
 
 	// The catalog: the entity, its attributes and its lifecycle.
 	var text string
@@ -269,12 +257,7 @@ func TestInventoryInABrowser(t *testing.T) {
 
 	// A read token: the catalog, instances and an instance without a
 	// button or form.
-	run(t, ctx,
-		chromedp.Navigate(base),
-		chromedp.Click(`//button[text()="Sign out"]`, chromedp.BySearch),
-		chromedp.WaitVisible(`#token`, chromedp.ByID),
-	)
-	signIn(reader.Secret)
+	run(t, ctx, signOut(base), signIn(base, reader, env))
 	var buttons, links int
 	run(t, ctx,
 		chromedp.Navigate(inv),

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +104,25 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(b.String()))
+}
+
+// listPage is one page of a list: its items and the cursor of the next.
+type listPage[T any] struct {
+	Items []T    `json:"items"`
+	Next  string `json:"next"`
+}
+
+// envList reads one page of an environment's list route (runs, compiles,
+// …), limit rows after the request's ?after cursor.
+func envList[T any](r *http.Request, route string, limit int) (listPage[T], error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if after := r.URL.Query().Get("after"); after != "" {
+		q.Set("after", after)
+	}
+	var out listPage[T]
+	err := userOf(r).api.Do(r.Context(), http.MethodGet,
+		"/api/v1/environments/"+url.PathEscape(chi.URLParam(r, "env"))+"/"+route+"?"+q.Encode(), nil, &out)
+	return out, err
 }
 
 // fail shows what the API answered as a page with its status.

@@ -33,27 +33,14 @@ func (c *Console) runRoutes(r chi.Router) {
 	r.Get("/console/env/{env}/runs/{run}/events", c.runEvents)
 }
 
-// runsData is the runs page's.
-type runsData struct {
-	Items []client.DeployRun
-	Next  string
-}
-
 func (c *Console) runs(w http.ResponseWriter, r *http.Request) {
-	u, env := userOf(r), chi.URLParam(r, "env")
-	q := url.Values{"limit": {"50"}}
-	if after := r.URL.Query().Get("after"); after != "" {
-		q.Set("after", after)
-	}
-	var list struct {
-		Items []client.DeployRun `json:"items"`
-		Next  string             `json:"next"`
-	}
-	if err := u.api.Do(r.Context(), http.MethodGet, "/api/v1/environments/"+url.PathEscape(env)+"/runs?"+q.Encode(), nil, &list); err != nil {
+	env := chi.URLParam(r, "env")
+	list, err := envList[client.DeployRun](r, "runs", 50)
+	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "runs", page{Title: "Runs of " + env, Env: env, Data: runsData{Items: list.Items, Next: list.Next}})
+	c.render(w, r, http.StatusOK, "runs", page{Title: "Runs of " + env, Env: env, Data: list})
 }
 
 // runData is one run's page.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -44,21 +43,14 @@ func TestVersionsInABrowser(t *testing.T) {
 	if _, err := c.ExportVersion(ctx, env, version("one\n2\nthree\n", "0640")); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := c.CreateToken(ctx, client.NewToken{Name: "versions-reader", Role: "read", Environments: []string{env}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := readToken(t, c, "versions-reader", env)
 
 	b := browser(t)
 	base := s.URL() + "/console/"
 	versions := base + "env/" + env + "/versions"
 	var text, diff string
 	run(t, b,
-		chromedp.Navigate(base),
-		chromedp.WaitVisible(`#token`, chromedp.ByID),
-		chromedp.SendKeys(`#token`, c.Token, chromedp.ByID),
-		chromedp.Submit(`#token`, chromedp.ByID),
-		chromedp.WaitVisible(`//a[text()="`+env+`"]`, chromedp.BySearch),
+		signIn(base, c.Token, env),
 		chromedp.Navigate(versions),
 		chromedp.WaitVisible(`//button[@aria-label="Release version 2"]`, chromedp.BySearch),
 		chromedp.Text(`table.versions`, &text, chromedp.ByQuery),
@@ -139,12 +131,8 @@ func TestVersionsInABrowser(t *testing.T) {
 	// A read token: the versions and the diff form, no button that writes.
 	var forms int
 	run(t, b,
-		chromedp.Navigate(base),
-		chromedp.Click(`//button[text()="Sign out"]`, chromedp.BySearch),
-		chromedp.WaitVisible(`#token`, chromedp.ByID),
-		chromedp.SendKeys(`#token`, reader.Secret, chromedp.ByID),
-		chromedp.Submit(`#token`, chromedp.ByID),
-		chromedp.WaitVisible(`//a[text()="`+env+`"]`, chromedp.BySearch),
+		signOut(base),
+		signIn(base, reader, env),
 		chromedp.Navigate(versions),
 		chromedp.WaitVisible(`//button[text()="Show the diff"]`, chromedp.BySearch),
 		chromedp.Evaluate(`document.querySelectorAll('main form[method="post"]').length + [...document.querySelectorAll('main button')].filter(b => b.textContent != 'Show the diff').length`, &forms),
