@@ -90,6 +90,46 @@ func readToken(t *testing.T, c *client.Client, name, env string) string {
 	return tok.Secret
 }
 
+// a11yCheck is a page's own check of what a screen reader and a keyboard
+// need: a language, one h1, a label for every field, a name for every
+// button and link, and a main landmark. It returns the problems found.
+const a11yCheck = `(() => {
+  const out = [];
+  if (!document.documentElement.lang) out.push("no lang on html");
+  if (document.querySelectorAll("h1").length !== 1) out.push("not one h1");
+  if (!document.querySelector("main")) out.push("no main");
+  for (const el of document.querySelectorAll("input, select, textarea")) {
+    if (el.type === "hidden") continue;
+    const labelled = (el.id && document.querySelector('label[for="' + el.id + '"]')) || el.closest("label") ||
+      el.getAttribute("aria-label") || el.getAttribute("aria-labelledby");
+    if (!labelled) out.push("unlabelled " + el.tagName + " " + (el.name || el.id));
+  }
+  for (const el of document.querySelectorAll("button, a[href]")) {
+    if (!(el.textContent.trim() || el.getAttribute("aria-label"))) out.push("nameless " + el.tagName + " " + el.outerHTML.slice(0, 80));
+  }
+  return out;
+})()`
+
+// accessible checks the page in the browser (a11yCheck), and that at a
+// phone's width (390 px) nothing but a table's own scroller overflows.
+func accessible(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
+	var problems []string
+	var overflow bool
+	run(t, ctx,
+		chromedp.Evaluate(a11yCheck, &problems),
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Evaluate(`document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow),
+		chromedp.EmulateViewport(1280, 900),
+	)
+	if len(problems) > 0 {
+		t.Errorf("%s: %v", page, problems)
+	}
+	if overflow {
+		t.Errorf("%s: the page is wider than a 390 px screen", page)
+	}
+}
+
 // shot saves a screenshot of the page as name.png in the test's artifact
 // directory (go test -artifacts keeps them; docs/console.md shows them).
 func shot(t *testing.T, _ context.Context, name string) chromedp.Action {
@@ -135,6 +175,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(`p.error`, chromedp.ByQuery),
 		chromedp.Text(`p.error`, &errText, chromedp.ByQuery),
 	)
+	accessible(t, ctx, "sign-in")
 	if !strings.Contains(errText, "not valid") {
 		t.Errorf("a bad token's message = %q", errText)
 	}
@@ -152,6 +193,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(`p.flash`, chromedp.ByQuery),
 		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
 	)
+	accessible(t, ctx, "environment")
 	if !strings.Contains(text, "Deploy requested") {
 		t.Errorf("after Deploy the page says %q", text)
 	}
@@ -166,6 +208,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Text(`main`, &text, chromedp.ByQuery),
 		shot(t, ctx, "resource"),
 	)
+	accessible(t, ctx, "resource")
 	if !strings.Contains(text, "deployed") || !strings.Contains(text, "new version") || !strings.Contains(text, "size") {
 		t.Errorf("the resource page lacks its result, action log or facts:\n%s", text)
 	}
@@ -200,6 +243,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if !linked || !strings.HasPrefix(workflowLink, wantLink) || !strings.HasSuffix(workflowLink, "/workflows/"+wantWorkflow) {
 		t.Errorf("the run's Temporal UI link = %q, want %s…/workflows/%s", workflowLink, wantLink, wantWorkflow)
 	}
+	accessible(t, ctx, "run")
 	if progress != "1" {
 		t.Errorf("after the run ended the page shows %q deployed, want 1, the command (from its event stream)", progress)
 	}
@@ -219,6 +263,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(`//h1[text()="`+cmdID+`"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//div[@class="side"]//a[text()="`+rid+`"]`, chromedp.BySearch),
 	)
+	accessible(t, ctx, "resource with its graph")
 	if !strings.Contains(graph, "Required by") || !strings.Contains(graph, cmdID) || !strings.Contains(attrs, `"content": "hello\n"`) {
 		t.Errorf("the file's page: graph %q, attributes %q", graph, attrs)
 	}

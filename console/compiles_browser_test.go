@@ -50,6 +50,7 @@ func TestConsoleCompiles(t *testing.T) {
 		chromedp.Text(`main`, &text, chromedp.ByQuery),
 		shot(t, ctx, "compiles"),
 	)
+	accessible(t, ctx, "compiles")
 	for _, want := range []string{"Compile 1: failed", commit, "main.cue:4:15", "resources.broken.id"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the compiles page lacks %q:\n%s", want, text)

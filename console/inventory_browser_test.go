@@ -110,6 +110,7 @@ func TestInventoryInABrowser(t *testing.T) {
 		chromedp.Text(`main`, &text, chromedp.ByQuery),
 		shot(t, ctx, "catalog"),
 	)
+	accessible(t, ctx, "catalog")
 	for _, want := range []string{"memory", "rw+", "integer (≥1, ≤64)", `one of "ssd", "hdd"`, "fqdn", "update_acknowledged", "on_delete"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the catalog lacks %q:\n%s", want, text)
@@ -135,6 +136,7 @@ func TestInventoryInABrowser(t *testing.T) {
 		chromedp.Value(`#attr-memory`, &memKept, chromedp.ByID),
 		shot(t, ctx, "instance-form-error"),
 	)
+	accessible(t, ctx, "instance-form-error")
 	if hasFqdn {
 		t.Error("the create form has the r attribute fqdn")
 	}
@@ -189,6 +191,7 @@ func TestInventoryInABrowser(t *testing.T) {
 		chromedp.Text(`main`, &text, chromedp.ByQuery),
 		shot(t, ctx, "instance"),
 	)
+	accessible(t, ctx, "instance")
 	for _, want := range []string{"web.vms.example.com", "fs::File", "deployed", "creating", "Update", "Delete"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the instance page lacks %q:\n%s", want, text)

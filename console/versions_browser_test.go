@@ -56,6 +56,7 @@ func TestVersionsInABrowser(t *testing.T) {
 		chromedp.Text(`table.versions`, &text, chromedp.ByQuery),
 		shot(t, b, "versions"),
 	)
+	accessible(t, b, "versions")
 	if !strings.Contains(text, "released") || !strings.Contains(text, "not released") {
 		t.Errorf("the versions table does not say which version is released:\n%s", text)
 	}
@@ -68,6 +69,7 @@ func TestVersionsInABrowser(t *testing.T) {
 		chromedp.Text(`main`, &text, chromedp.ByQuery),
 		shot(t, b, "diff"),
 	)
+	accessible(t, b, "diff")
 	for _, want := range []string{"@@ -1,3 +1,3 @@", " one", "-two", "+2", " three"} {
 		if !strings.Contains(diff+"\n", want+"\n") {
 			t.Errorf("the content's unified diff lacks the line %q:\n%s", want, diff)
