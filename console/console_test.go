@@ -93,6 +93,8 @@ func TestConsoleRefusesBadInput(t *testing.T) {
 		{"the events of a run that is not a number", "GET", "/console/env/prod/runs/-1/events", "good", nil, 400, "not a positive whole number"},
 		{"an unknown run: the API's problem", "GET", "/console/env/prod/runs/99", "good", nil, 404, "not found"},
 		{"the events of a run, signed out", "GET", "/console/env/prod/runs/1/events", "", nil, 303, "/console/login"},
+		{"the events of an unknown instance: the API's problem", "GET", "/console/env/prod/inventory/vm/nope/events", "good", nil, 404, "not found"},
+		{"the events of an instance, signed out", "GET", "/console/env/prod/inventory/vm/web/events", "", nil, 303, "/console/login"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := do(h, tc.method, tc.target, tc.token, tc.form)

@@ -32,6 +32,7 @@ func (c *Console) inventoryRoutes(r chi.Router) {
 	r.Get("/console/env/{env}/inventory/{entity}/new", c.newInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/new", c.createInstance)
 	r.Get("/console/env/{env}/inventory/{entity}/{id}", c.instance)
+	r.Get("/console/env/{env}/inventory/{entity}/{id}/events", c.instanceEvents)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/update", c.updateInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/state", c.transferInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/delete", c.deleteInstance)

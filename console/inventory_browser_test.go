@@ -165,6 +165,25 @@ func TestInventoryInABrowser(t *testing.T) {
 	if !strings.Contains(text, "Created vm web") {
 		t.Errorf("after the create the page says %q", text)
 	}
+	// The page follows the instance without a reload (its event stream):
+	// its state reaches up, and it says the instance moved past the
+	// version it was loaded with.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var state string
+		var movedShown bool
+		run(t, ctx, chromedp.Text(`#instance-state`, &state, chromedp.ByID),
+			chromedp.Evaluate(`!document.querySelector("[data-moved]").hidden`, &movedShown))
+		if state == "up" && movedShown {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("without a reload the page shows state %q (moved notice %v) after 90 s, want up", state, movedShown)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	// The notice's link reloads the page, at the new version.
+	run(t, ctx, chromedp.Click(`//p[@data-moved]/a`, chromedp.BySearch), chromedp.WaitVisible(`//h2[text()="Log"]`, chromedp.BySearch))
 	waitInstance := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)

@@ -1,30 +1,16 @@
 package console
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
 )
-
-// runPoll is how often a run's event stream looks at the run (in process,
-// one small query); the browser only listens.
-const runPoll = 500 * time.Millisecond
-
-// runWriteGrace bounds one write of a run stream to a slow browser.
-const runWriteGrace = 10 * time.Second
-
-// maxRunStreams bounds the run streams one server serves at once.
-const maxRunStreams = 256
-
-var runStreams = make(chan struct{}, maxRunStreams)
 
 // runRoutes are the pages of deploy runs.
 func (c *Console) runRoutes(r chi.Router) {
@@ -90,9 +76,8 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "run", page{Title: fmt.Sprintf("Run %d of %s", n, env), Env: env, Data: c.runPage(run)})
 }
 
-// runEvents streams the run's progress as server-sent events: an event
-// "progress" with the run's JSON whenever it changes, and "end" when it
-// finished. The console polls the API in process; the browser listens.
+// runEvents streams the run's progress (stream): "progress" whenever it
+// changes, "end" once it finished.
 func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
 	env := chi.URLParam(r, "env")
 	n, ok := runNumber(r)
@@ -100,55 +85,8 @@ func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "run is not a positive whole number", http.StatusBadRequest)
 		return
 	}
-	rc := http.NewResponseController(w)
-	select {
-	case runStreams <- struct{}{}:
-		defer func() { <-runStreams }()
-	default:
-		http.Error(w, "too many run streams; reload later", http.StatusServiceUnavailable)
-		return
-	}
-	run, err := c.getRun(r, env, n)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	var last []byte
-	t := time.NewTicker(runPoll)
-	defer t.Stop()
-	flush := func() error {
-		// Each write gets its own deadline: the server's write timeout
-		// is for whole answers, and a stream outlives it.
-		_ = rc.SetWriteDeadline(time.Now().Add(runWriteGrace))
-		return rc.Flush()
-	}
-	for {
-		_ = rc.SetWriteDeadline(time.Now().Add(runWriteGrace))
-		b, _ := json.Marshal(c.runPage(run))
-		if string(b) != string(last) {
-			fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b)
-			last = b
-		}
-		if run.FinishedAt != nil {
-			fmt.Fprint(w, "event: end\ndata: {}\n\n")
-			_ = flush()
-			return
-		}
-		if err := flush(); err != nil {
-			return // the browser left
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-t.C:
-		}
-		if run, err = c.getRun(r, env, n); err != nil {
-			fmt.Fprintf(w, "event: failure\ndata: %q\n\n", problemText(err))
-			_ = flush()
-			return
-		}
-	}
+	c.stream(w, r, func() (any, bool, error) {
+		run, err := c.getRun(r, env, n)
+		return c.runPage(run), run.FinishedAt != nil, err
+	})
 }

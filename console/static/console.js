@@ -1,13 +1,17 @@
 // intend console: progressive enhancement only; every page works without it.
-// A section with data-run-events listens to the run's server-sent events
-// and updates its fields (data-field names a path in the event's JSON).
+// A section with data-events listens to the page's server-sent events and
+// updates its fields (data-field names a path in the event's JSON). A run's
+// page says when the run ended; an instance's page (data-version) says
+// when the instance moved past the version it shows.
 (function () {
   "use strict";
-  var box = document.querySelector("[data-run-events]");
+  var box = document.querySelector("[data-events]");
   if (!box || !window.EventSource) { return; }
   var live = box.querySelector("[data-live]");
   if (live && live.getAttribute("data-live") === "done") { return; }
-  var src = new EventSource(box.getAttribute("data-run-events"));
+  var moved = box.querySelector("[data-moved]");
+  var shown = box.getAttribute("data-version");
+  var src = new EventSource(box.getAttribute("data-events"));
   function get(obj, path) {
     return path.split(".").reduce(function (o, k) { return o == null ? o : o[k]; }, obj);
   }
@@ -18,6 +22,7 @@
       if (v === null || v === undefined) { v = "—"; }
       if (el.tagName === "PROGRESS") { el.value = v; el.textContent = v + "%"; } else { el.textContent = String(v); }
     });
+    if (moved && shown && d.version !== undefined && String(d.version) !== shown) { moved.hidden = false; }
   });
   src.addEventListener("end", function () {
     src.close();
