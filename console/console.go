@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -36,16 +37,22 @@ type Options struct {
 	TemporalUI string
 	// Namespace is the Temporal namespace, for those links.
 	Namespace string
-	Log       *slog.Logger
+	// OIDC, when set, adds "Sign in with OpenID Connect" (oidc.go).
+	OIDC *OIDCLogin
+	Log  *slog.Logger
 }
 
 // Console serves the pages.
 type Console struct {
 	opts  Options
 	pages map[string]*template.Template
-	// csrfKey signs the forms' anti-forgery tokens (per process: a form
-	// from before a restart is refused, and shown again).
+	// csrfKey signs the forms' anti-forgery tokens and the OIDC flow's
+	// cookie (per process: a form from before a restart is refused, and
+	// shown again).
 	csrfKey []byte
+	// oidcEnd are the OIDC issuer's endpoints, once discovered.
+	oidcMu  sync.Mutex
+	oidcEnd endpoints
 }
 
 // cookieName holds the signed-in user's API token.
@@ -89,6 +96,7 @@ func (c *Console) Handler() http.Handler {
 	r.Get("/console/login", c.loginPage)
 	r.Post("/console/login", c.login)
 	r.Post("/console/logout", c.logout)
+	c.oidcRoutes(r)
 	r.Group(func(r chi.Router) {
 		r.Use(c.signedIn)
 		r.Get("/console/", c.environments)

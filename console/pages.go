@@ -28,7 +28,9 @@ type page struct {
 	Error string
 	Flash string
 	Next  string
-	Data  any
+	// OIDC: the sign-in page offers the OpenID Connect sign-in.
+	OIDC bool
+	Data any
 }
 
 var funcs = template.FuncMap{

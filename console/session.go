@@ -92,7 +92,7 @@ func safeNext(next string) string {
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	p := page{Title: "Sign in", Next: safeNext(r.URL.Query().Get("next"))}
+	p := page{Title: "Sign in", Next: safeNext(r.URL.Query().Get("next")), OIDC: c.opts.OIDC != nil}
 	if r.URL.Query().Get("expired") != "" {
 		p.Error = "Your token is no longer valid (expired or revoked). Sign in again."
 	}
@@ -103,7 +103,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
-	p := page{Title: "Sign in", Next: next}
+	p := page{Title: "Sign in", Next: next, OIDC: c.opts.OIDC != nil}
 	if token == "" {
 		p.Error = "Paste an API token (intend token create prints one)."
 		c.render(w, r, http.StatusUnprocessableEntity, "login", p)

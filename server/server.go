@@ -156,6 +156,9 @@ type OIDCConfig struct {
 	// RolesClaim, NameClaim and RoleMap are auth.OIDCOptions'.
 	RolesClaim, NameClaim string
 	RoleMap               map[string]string
+	// ClientSecret is the web console's client secret at the issuer (its
+	// client id is Audience); "" for a public client (PKCE only).
+	ClientSecret string
 }
 
 // Server is a running `intend server`.
@@ -375,8 +378,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// The web console (/console/) calls the API's handler in process, with
 	// the signed-in user's token.
-	con, err := console.New(console.Options{API: handler, TemporalUI: cfg.TemporalUI,
-		Namespace: cfg.TemporalNamespace, Log: log})
+	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log}
+	if o := cfg.OIDC; o != nil {
+		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
+	}
+	con, err := console.New(conOpts)
 	if err != nil {
 		return fail(fmt.Errorf("console: %w", err))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -173,6 +174,7 @@ type serverSecurity struct {
 	oidcIssuer, oidcAudience     string
 	oidcRolesClaim, oidcName     string
 	oidcRoleMap                  string
+	oidcClientSecretFile         string
 }
 
 func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
@@ -188,6 +190,7 @@ func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
 	g.envString(f, &sec.oidcRolesClaim, "oidc-roles-claim", "intend_roles", "the claim that holds roles: ROLE (every environment) or ROLE@ENVIRONMENT; a dotted path for nested claims")
 	g.envString(f, &sec.oidcName, "oidc-name-claim", "sub", "the claim that names the caller in the audit trail")
 	g.envString(f, &sec.oidcRoleMap, "oidc-role-map", "", "map values of the roles claim (say, groups) to roles: VALUE=ROLE[@ENV][+ROLE@ENV…],…")
+	g.envString(f, &sec.oidcClientSecretFile, "oidc-client-secret-file", "", "a file holding the web console's OIDC client secret (the client id is --oidc-audience; none: a public client, PKCE only)")
 }
 
 // apply puts the flags into cfg, with the bootstrap token from the
@@ -215,6 +218,13 @@ func (sec *serverSecurity) apply(cfg *server.Config, getenv func(string) string)
 		}
 		cfg.OIDC = &server.OIDCConfig{Issuer: sec.oidcIssuer, Audience: sec.oidcAudience,
 			RolesClaim: sec.oidcRolesClaim, NameClaim: sec.oidcName, RoleMap: m}
+		if sec.oidcClientSecretFile != "" {
+			b, err := os.ReadFile(sec.oidcClientSecretFile)
+			if err != nil {
+				return fmt.Errorf("--oidc-client-secret-file: %w", err)
+			}
+			cfg.OIDC.ClientSecret = strings.TrimSpace(string(b))
+		}
 	}
 	return nil
 }

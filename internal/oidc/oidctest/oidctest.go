@@ -31,6 +31,10 @@ type Issuer struct {
 	keys    map[string]signer // by algorithm
 	down    bool
 	fetches int
+	// login is the user /authorize signs in (its claims); codes are the
+	// authorization codes given out and not redeemed yet.
+	login map[string]any
+	codes map[string]grant
 }
 
 type signer struct {
@@ -46,8 +50,10 @@ func NewIssuer(t testing.TB) *Issuer {
 	i.Rotate(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{"issuer": i.URL(), "jwks_uri": i.URL() + "/jwks"})
+		writeJSON(w, map[string]any{"issuer": i.URL(), "jwks_uri": i.URL() + "/jwks",
+			"authorization_endpoint": i.URL() + "/authorize", "token_endpoint": i.URL() + "/token"})
 	})
+	i.serveLogin(mux)
 	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
 		i.mu.Lock()
 		i.fetches++
