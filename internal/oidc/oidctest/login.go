@@ -94,6 +94,6 @@ func random() string {
 // is a broken test issuer.
 type tb struct{ testing.TB }
 
-func (tb) Helper()                       {}
+func (tb) Helper()                        {}
 func (tb) Fatalf(format string, a ...any) { panic("oidctest: " + format) }
 func (tb) Fatal(a ...any)                 { panic(a) }
