@@ -209,7 +209,8 @@ func TestConsoleInABrowser(t *testing.T) {
 		shot(t, ctx, "resource"),
 	)
 	accessible(t, ctx, "resource")
-	if !strings.Contains(text, "deployed") || !strings.Contains(text, "new version") || !strings.Contains(text, "size") {
+	if !strings.Contains(text, "deployed") || !strings.Contains(text, "new version") || !strings.Contains(text, "size") ||
+		!strings.Contains(text, "log lines") {
 		t.Errorf("the resource page lacks its result, action log or facts:\n%s", text)
 	}
 	run(t, ctx, chromedp.Navigate(base+"env/"+env+"/resources?result=failed"),

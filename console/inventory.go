@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -352,6 +353,12 @@ type instanceData struct {
 	Update, Delete bool
 	Operator       bool
 	Form           *form
+	// Diagnosis says why the instance was rejected or failed: its newest
+	// failed validation and its resources not deployed as intended (nil
+	// when it has neither).
+	Diagnosis *client.Diagnosis
+	// ValidationErrors are that validation's errors, indented.
+	ValidationErrors string
 }
 
 // logRow is one version of the instance's log, with the transfer that
@@ -414,6 +421,20 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status in
 		}
 	}
 	d.Resources = res.Items
+	var diag client.Diagnosis
+	if err := u.lsm(env).Do(r.Context(), http.MethodGet, base+"/diagnose", nil, &diag); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if diag.Validation != nil || len(diag.Resources) > 0 {
+		d.Diagnosis = &diag
+		if diag.Validation != nil {
+			var b bytes.Buffer
+			if json.Indent(&b, diag.Validation.Errors, "", "  ") == nil {
+				d.ValidationErrors = b.String()
+			}
+		}
+	}
 	for _, e := range log.Items {
 		row := logRow{InstanceLogEntry: e}
 		_ = json.Unmarshal(e.Event, &row.Transfer)

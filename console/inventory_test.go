@@ -95,6 +95,11 @@ func (f *fakeLSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, fakeInstance)
 	case "/lsm/v1/service_inventory/vm/" + fakeID + "/log", "/lsm/v1/service_inventory/vm/" + fakeID + "/resources":
 		_, _ = io.WriteString(w, `{"items":[]}`)
+	case "/lsm/v1/service_inventory/vm/" + fakeID + "/diagnose":
+		_, _ = io.WriteString(w, `{"id":"`+fakeID+`","state":"failed","version":4,"validation":{"version":3,"errors":[{"message":"memory: too big"}]},`+
+			`"resources":[{"id":"fs::File[h,path=/web.conf]","type":"fs::File","agent":"h","intent_version":2,"intent_hash":"","deployed_hash":"",`+
+			`"last_result":"failed","compliance":"non_compliant","blocked":false,"orphan":false,"last_attempt":null,"last_success":null,`+
+			`"last_produced_change":false,"error":"permission denied"}]}`)
 	default:
 		problem(404, `{"type":"urn:intend:problem:not-found","title":"Not found","status":404,"detail":"service entity \"nope\" not found"}`)
 	}
@@ -188,6 +193,10 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 	if w.Code != 200 || !strings.Contains(body, "Move to creating") || !strings.Contains(body, ">Delete</button>") ||
 		strings.Contains(body, "Move to deleting") || strings.Contains(body, `/update"`) {
 		t.Errorf("a failed instance for an admin: %d\n%s", w.Code, body)
+	}
+	if !strings.Contains(body, "The validation of version 3 failed") || !strings.Contains(body, "memory: too big") ||
+		!strings.Contains(body, "permission denied") {
+		t.Errorf("a failed instance's page lacks its diagnosis:\n%s", body)
 	}
 	w = do(h, "GET", base+"/vm/web", "reader", nil)
 	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "<button type=\"submit\"") && strings.Count(body, "<button") > 1 ||

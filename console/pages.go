@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +73,25 @@ var funcs = template.FuncMap{
 		return w.Role
 	},
 	"list": func(v ...string) []string { return v },
+	// logLines are an action's adapter log lines, one text each.
+	"logLines": func(raw json.RawMessage) []string {
+		var lines []struct {
+			Level string         `json:"level"`
+			Msg   string         `json:"msg"`
+			Attrs map[string]any `json:"attrs"`
+		}
+		if json.Unmarshal(raw, &lines) != nil {
+			return nil
+		}
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			out[i] = l.Level + " " + l.Msg
+			for _, k := range slices.Sorted(maps.Keys(l.Attrs)) {
+				out[i] += fmt.Sprintf(" %s=%v", k, l.Attrs[k])
+			}
+		}
+		return out
+	},
 	"deref": func(v *int64) string {
 		if v == nil {
 			return "—"
