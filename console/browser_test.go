@@ -198,6 +198,28 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("after Deploy the page says %q", text)
 	}
 
+	// An admin edits the settings: a refused value is shown next to its
+	// field, as typed; a good one is saved.
+	var fieldErr, typed string
+	run(t, ctx,
+		chromedp.SetValue(`#s-deploy_interval`, "-1", chromedp.ByID),
+		chromedp.Click(`//button[text()="Save settings"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`#s-deploy_interval-error`, chromedp.ByID),
+		chromedp.Text(`#s-deploy_interval-error`, &fieldErr, chromedp.ByID),
+		chromedp.Value(`#s-deploy_interval`, &typed, chromedp.ByID),
+		shot(t, ctx, "settings-error"),
+		chromedp.SetValue(`#s-deploy_interval`, "900", chromedp.ByID),
+		chromedp.Click(`//button[text()="Save settings"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`p.flash`, chromedp.ByQuery),
+		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
+	)
+	if !strings.Contains(fieldErr, "from 0") || typed != "-1" || !strings.Contains(text, "Settings saved: deploy_interval") {
+		t.Errorf("settings: error %q with %q kept, then %q", fieldErr, typed, text)
+	}
+	if e, err := c.Environment(context.Background(), env); err != nil || e.Settings.DeployInterval != 900 {
+		t.Errorf("deploy_interval after the save = %+v %v", e.Settings, err)
+	}
+
 	// Resources, filtered; one resource with its action log and facts.
 	run(t, ctx,
 		chromedp.Navigate(base+"env/"+env+"/resources?result=deployed"),

@@ -104,6 +104,7 @@ func (c *Console) Handler() http.Handler {
 		r.Get("/console/env/{env}/resources", c.resources)
 		r.Get("/console/env/{env}/resource", c.resource)
 		r.Post("/console/env/{env}/deploy", c.deploy)
+		r.Post("/console/env/{env}/settings", c.saveSettings)
 		c.runRoutes(r)
 		c.compileRoutes(r)
 		c.versionRoutes(r)

@@ -24,6 +24,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/api/v1/whoami":
 		_, _ = io.WriteString(w, `{"kind":"token","name":"t","actor":"token:t","role":"none","environments":{"prod":"admin"}}`)
+	case r.URL.Path == "/api/v1/environments/prod" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"id":"e1","project_id":"p1","name":"prod","description":"","halted":false,"last_version":0,`+
+			`"released_version":null,"created_at":"2026-11-25T00:00:00Z","updated_at":"2026-11-25T00:00:00Z",`+
+			`"settings":{"auto_deploy":true,"deploy_interval":600,"autostart_agents":["*"],"repo_url":""}}`)
+	case r.URL.Path == "/api/v1/environments/prod" && r.Method == http.MethodPatch:
+		b, _ := io.ReadAll(r.Body)
+		f.deploys = append(f.deploys, "PATCH "+string(b))
+		_, _ = io.WriteString(w, `{}`)
+	case strings.HasSuffix(r.URL.Path, "/agents") || strings.HasSuffix(r.URL.Path, "/executors") || strings.HasSuffix(r.URL.Path, "/runs"):
+		_, _ = io.WriteString(w, `{"items":[]}`)
 	case strings.HasSuffix(r.URL.Path, "/deploy"):
 		b, _ := io.ReadAll(r.Body)
 		f.deploys = append(f.deploys, string(b))
@@ -88,6 +98,7 @@ func TestConsoleRefusesBadInput(t *testing.T) {
 		{"an unknown environment: the API's problem, readable", "GET", "/console/env/nope", "good", nil, 404, "environment &#34;nope&#34; not found"},
 		{"sign out without the form token", "POST", "/console/logout", "good", url.Values{}, 403, "stale"},
 		{"an unknown page", "GET", "/console/nowhere", "", nil, 404, "There is no page"},
+		{"settings without the form token", "POST", "/console/env/prod/settings", "good", url.Values{"s-deploy_interval": {"5"}}, 403, "stale"},
 		{"a run that is not a number", "GET", "/console/env/prod/runs/abc", "good", nil, 400, "not a positive whole number"},
 		{"run 0", "GET", "/console/env/prod/runs/0", "good", nil, 400, "not a positive whole number"},
 		{"the events of a run that is not a number", "GET", "/console/env/prod/runs/-1/events", "good", nil, 400, "not a positive whole number"},
@@ -115,6 +126,20 @@ func TestConsoleRefusesBadInput(t *testing.T) {
 		!strings.Contains(api.deploys[0], `"mode":"full"`) {
 		t.Errorf("a good repair = %d %q, API saw %v", w.Code, w.Header().Get("Location"), api.deploys)
 	}
+	// Settings: a number that does not parse is refused before the API,
+	// next to its field; a good change sends only what changed.
+	api.deploys = nil
+	w = do(h, "POST", "/console/env/prod/settings", "good", url.Values{"csrf": {c.csrf("good")}, "s-deploy_interval": {"ten"},
+		"s-auto_deploy": {"on"}, "shown-auto_deploy": {"1"}, "s-autostart_agents": {"*"}})
+	if w.Code != 422 || !strings.Contains(w.Body.String(), `id="s-deploy_interval-error">not a whole number`) || len(api.deploys) != 0 {
+		t.Errorf("a setting that does not parse = %d, API saw %v", w.Code, api.deploys)
+	}
+	w = do(h, "POST", "/console/env/prod/settings", "good", url.Values{"csrf": {c.csrf("good")}, "s-deploy_interval": {"900"},
+		"shown-auto_deploy": {"1"}, "s-autostart_agents": {"*"}})
+	if w.Code != 303 || len(api.deploys) != 1 || api.deploys[0] != `PATCH {"settings":{"auto_deploy":false,"deploy_interval":900}}` {
+		t.Errorf("a good settings change = %d %q, API saw %v", w.Code, w.Header().Get("Location"), api.deploys)
+	}
+
 	// The session cookie: HttpOnly, SameSite=Strict, the console's path.
 	w = do(h, "POST", "/console/login", "", url.Values{"token": {"good"}})
 	ck := w.Result().Cookies()

@@ -180,11 +180,20 @@ type environmentData struct {
 	Executors []client.Executor
 	Runs      []client.DeployRun
 	Operator  bool
+	// Admin: the settings are a form; Settings are their rows.
+	Admin    bool
+	Settings []setting
 }
 
 func (c *Console) environment(w http.ResponseWriter, r *http.Request) {
+	c.environmentPage(w, r, http.StatusOK, nil, "")
+}
+
+// environmentPage shows the environment; with settings, its settings form
+// as submitted (with their errors), and status.
+func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, status int, settings []setting, errText string) {
 	u, env := userOf(r), chi.URLParam(r, "env")
-	d := environmentData{Operator: u.may(env, "operator")}
+	d := environmentData{Operator: u.may(env, "operator"), Admin: u.may(env, "admin")}
 	base := "/api/v1/environments/" + url.PathEscape(env)
 	var agents struct {
 		Items []client.Agent `json:"items"`
@@ -205,7 +214,11 @@ func (c *Console) environment(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.Agents, d.Executors, d.Runs = agents.Items, execs.Items, runs.Items
-	c.render(w, r, http.StatusOK, "environment", page{Title: d.Env.Name, Env: env, Data: d})
+	d.Settings = settings
+	if d.Settings == nil {
+		d.Settings = settingsOf(d.Env.Settings)
+	}
+	c.render(w, r, status, "environment", page{Title: d.Env.Name, Env: env, Data: d, Error: errText})
 }
 
 // resourcesData is the resources page's: one page of the table, its
