@@ -190,18 +190,32 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(`//h2[text()="Recent runs"]`, chromedp.BySearch),
 		shot(t, ctx, "environment"),
 		chromedp.Click(`//button[text()="Deploy"]`, chromedp.BySearch),
-		chromedp.WaitVisible(`p.flash`, chromedp.ByQuery),
-		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
+		// The request's page, then its run's (or "nothing to do"), ended.
+		chromedp.WaitVisible(`//p[@data-live="done"]`, chromedp.BySearch),
+		chromedp.Text(`main`, &text, chromedp.ByQuery),
 	)
-	accessible(t, ctx, "environment")
-	if !strings.Contains(text, "Deploy requested") {
+	accessible(t, ctx, "the deploy's run")
+	if !strings.Contains(text, "user deploy") && !strings.Contains(text, "nothing to do") {
 		t.Errorf("after Deploy the page says %q", text)
+	}
+
+	// Repair: the request's page follows it to its run, which ends.
+	var repaired string
+	run(t, ctx,
+		chromedp.Navigate(base+"env/"+env),
+		chromedp.Click(`//button[text()="Repair"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//p[@data-live="done"]`, chromedp.BySearch),
+		chromedp.Location(&repaired),
+	)
+	if !strings.Contains(repaired, "/runs/") {
+		t.Errorf("after Repair the browser is at %s, want the run's page", repaired)
 	}
 
 	// An admin edits the settings: a refused value is shown next to its
 	// field, as typed; a good one is saved.
 	var fieldErr, typed string
 	run(t, ctx,
+		chromedp.Navigate(base+"env/"+env),
 		chromedp.SetValue(`#s-deploy_interval`, "-1", chromedp.ByID),
 		chromedp.Click(`//button[text()="Save settings"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#s-deploy_interval-error`, chromedp.ByID),

@@ -106,6 +106,7 @@ func (c *Console) Handler() http.Handler {
 		r.Post("/console/env/{env}/deploy", c.deploy)
 		r.Post("/console/env/{env}/settings", c.saveSettings)
 		c.runRoutes(r)
+		c.requestRoutes(r)
 		c.compileRoutes(r)
 		c.versionRoutes(r)
 		c.inventoryRoutes(r)

@@ -322,5 +322,7 @@ func (c *Console) deploy(w http.ResponseWriter, r *http.Request) {
 	if mode == "full" {
 		what = "Repair"
 	}
-	http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"?flash="+url.QueryEscape(fmt.Sprintf("%s requested (request %d).", what, req.ID)), http.StatusSeeOther)
+	// The request's page follows it to its run.
+	http.Redirect(w, r, fmt.Sprintf("/console/env/%s/requests/%d?flash=%s", url.PathEscape(env), req.ID,
+		url.QueryEscape(fmt.Sprintf("%s requested (request %d).", what, req.ID))), http.StatusSeeOther)
 }

@@ -23,10 +23,14 @@
       if (el.tagName === "PROGRESS") { el.value = v; el.textContent = v + "%"; } else { el.textContent = String(v); }
     });
     if (moved && shown && d.version !== undefined && String(d.version) !== shown) { moved.hidden = false; }
+    if (box.hasAttribute("data-follow") && d.follow) { src.close(); window.location.assign(d.follow); }
+    if (box.hasAttribute("data-follow") && d.nothing && live) {
+      src.close(); live.setAttribute("data-live", "done"); live.textContent = "The scheduler took it: there was nothing to do.";
+    }
   });
   src.addEventListener("end", function () {
     src.close();
-    if (live) { live.setAttribute("data-live", "done"); live.textContent = "The run has ended."; }
+    if (live && !box.hasAttribute("data-follow")) { live.setAttribute("data-live", "done"); live.textContent = "The run has ended."; }
   });
   src.addEventListener("failure", function (e) {
     src.close();
