@@ -528,3 +528,41 @@ func TestResourceIntent(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceListSorted: ?sort orders by agent, type or result, then by
+// id, page after page through its own cursor; a bad sort or a cursor of
+// another kind is refused.
+func TestResourceListSorted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	f.env("sorted")
+	var rs []string
+	for i, agent := range []string{"c", "a", "b", "a", "c"} {
+		rs = append(rs, fmt.Sprintf(`{"id":"fs::File[%s,path=/f%d]","attributes":{"path":"/f%d","content":"x"},"requires":[]}`, agent, i, i))
+	}
+	f.mustCall("PUT", "/api/v1/environments/sorted/versions", version(rs...), 201)
+	f.mustCall("POST", "/api/v1/environments/sorted/versions/1/release", "", 200)
+	var got []string
+	after := ""
+	for pages := 0; pages < 10; pages++ {
+		page := f.mustCall("GET", "/api/v1/environments/sorted/resources?sort=agent&limit=2&after="+url.QueryEscape(after), "", 200)
+		items, _ := page["items"].([]any)
+		for _, it := range items {
+			got = append(got, it.(map[string]any)["id"].(string))
+		}
+		next, _ := page["next"].(string)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	want := "fs::File[a,path=/f1] fs::File[a,path=/f3] fs::File[b,path=/f2] fs::File[c,path=/f0] fs::File[c,path=/f4]"
+	if strings.Join(got, " ") != want {
+		t.Errorf("sorted by agent, 2 a page: %v\nwant %s", got, want)
+	}
+	for _, q := range []string{"sort=colour", "sort=agent&after=fs::File[a,path=/f1]"} {
+		if status, body := f.call("GET", "/api/v1/environments/sorted/resources?"+q, ""); status != 422 {
+			t.Errorf("?%s: %d %v, want 422", q, status, body)
+		}
+	}
+}

@@ -378,12 +378,31 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := r.URL.Query()
 	f := store.ResourceFilter{Agent: q.Get("agent"), Type: q.Get("type"), Result: q.Get("result"),
-		Compliance: q.Get("compliance"), Orphans: q.Get("orphans") == "true", After: q.Get("after"), Limit: limit}
+		Compliance: q.Get("compliance"), Orphans: q.Get("orphans") == "true", After: q.Get("after"), Limit: limit,
+		Sort: q.Get("sort")}
+	cursor := func(r store.ResourceState) string { return r.ResourceID }
+	if f.Sort != "" {
+		if _, ok := store.ResourceSorts[f.Sort]; !ok {
+			return InvalidField("?sort", "must be agent, type or result (the id orders what they leave equal)")
+		}
+		// A sorted page's cursor holds the sort key and the id.
+		if f.After != "" {
+			b, err := base64.RawURLEncoding.DecodeString(f.After)
+			key, id, ok := strings.Cut(string(b), "\x00")
+			if err != nil || !ok {
+				return InvalidField("?after", "is not a cursor of this sort (take next from the previous page)")
+			}
+			f.AfterKey, f.After = key, id
+		}
+		cursor = func(r store.ResourceState) string {
+			return base64.RawURLEncoding.EncodeToString([]byte(r.SortKey(f.Sort) + "\x00" + r.ResourceID))
+		}
+	}
 	rs, err := s.opts.Store.ListResources(r.Context(), e.ID, f)
 	if err != nil {
 		return err
 	}
-	writePage(w, rs, limit, func(r store.ResourceState) string { return r.ResourceID }, wireResourceState)
+	writePage(w, rs, limit, cursor, wireResourceState)
 	return nil
 }
 

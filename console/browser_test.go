@@ -254,6 +254,21 @@ func TestConsoleInABrowser(t *testing.T) {
 	if !strings.Contains(text, "No resource matches") {
 		t.Errorf("filtered on failed, the table is not empty:\n%s", text)
 	}
+	// A column's heading sorts the table by it (on the server, with the
+	// filters kept).
+	var sorted, sortedBy string
+	var hasSort bool
+	run(t, ctx,
+		chromedp.Navigate(base+"env/"+env+"/resources?result=deployed"),
+		chromedp.Click(`//th/a[text()="Type"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//th[@aria-sort="ascending"]/a[text()="Type"]`, chromedp.BySearch),
+		chromedp.Location(&sorted),
+		chromedp.AttributeValue(`//th[@aria-sort]`, "aria-sort", &sortedBy, &hasSort, chromedp.BySearch),
+		chromedp.WaitVisible(`//a[text()="`+rid+`"]`, chromedp.BySearch),
+	)
+	if !strings.Contains(sorted, "sort=type") || !strings.Contains(sorted, "result=deployed") {
+		t.Errorf("sorted by type at %s, want sort=type with the filter kept", sorted)
+	}
 
 	// A run in progress: the page is loaded while the command sleeps, and
 	// only its event stream can bring the counts to their end.

@@ -226,16 +226,19 @@ func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, status
 type resourcesData struct {
 	Items                           []client.ResourceState
 	Agent, Type, Result, Compliance string
-	Next                            string
+	// Sort is the column the table is sorted by ("" the id).
+	Sort string
+	Next string
 }
 
 func (c *Console) resources(w http.ResponseWriter, r *http.Request) {
 	u, env := userOf(r), chi.URLParam(r, "env")
 	q := r.URL.Query()
-	d := resourcesData{Agent: q.Get("agent"), Type: q.Get("type"), Result: q.Get("result"), Compliance: q.Get("compliance")}
+	d := resourcesData{Agent: q.Get("agent"), Type: q.Get("type"), Result: q.Get("result"), Compliance: q.Get("compliance"),
+		Sort: q.Get("sort")}
 	api := url.Values{"limit": {"100"}}
 	for k, v := range map[string]string{"agent": d.Agent, "type": d.Type, "result": d.Result, "compliance": d.Compliance,
-		"after": q.Get("after")} {
+		"after": q.Get("after"), "sort": d.Sort} {
 		if v != "" {
 			api.Set(k, v)
 		}

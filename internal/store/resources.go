@@ -46,13 +46,41 @@ type ResourceFilter struct {
 	Compliance string
 	Orphans    bool   // include resources no longer in the released version
 	After      string // cursor: the last resource id of the previous page
-	Limit      int
+	// Sort orders the page by a column first ("" the id alone; agent,
+	// type or result), the id second; AfterKey is then the previous
+	// page's last value of that column (with After its id).
+	Sort     string
+	AfterKey string
+	Limit    int
 }
 
-// ListResources returns one page of resources in id order.
+// ResourceSorts are the columns ListResources sorts by, by their name.
+var ResourceSorts = map[string]string{"agent": "agent", "type": "resource_type", "result": "coalesce(last_result, '')"}
+
+// SortKey is r's value of the sort column.
+func (r ResourceState) SortKey(sort string) string {
+	switch sort {
+	case "agent":
+		return r.Agent
+	case "type":
+		return r.Type
+	case "result":
+		return r.LastResult
+	}
+	return ""
+}
+
+// ListResources returns one page of resources in id order, or in the
+// order of f.Sort and then id.
 func (s *Store) ListResources(ctx context.Context, envID string, f ResourceFilter) ([]ResourceState, error) {
 	where := []string{"environment_id = $1::uuid", "resource_id > $2"}
 	args := []any{envID, f.After}
+	order := "resource_id"
+	if col, ok := ResourceSorts[f.Sort]; ok {
+		where[1] = fmt.Sprintf("(%s, resource_id) > ($3, $2)", col)
+		args = append(args, f.AfterKey)
+		order = col + ", resource_id"
+	}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))
@@ -73,8 +101,8 @@ func (s *Store) ListResources(ctx context.Context, envID string, f ResourceFilte
 		where = append(where, "intent_hash is not null")
 	}
 	args = append(args, f.Limit)
-	q := fmt.Sprintf(`select %s from resource_state where %s order by resource_id limit $%d`,
-		stateColumns, strings.Join(where, " and "), len(args))
+	q := fmt.Sprintf(`select %s from resource_state where %s order by %s limit $%d`,
+		stateColumns, strings.Join(where, " and "), order, len(args))
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
