@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/intendhq/intend/client"
 )
 
@@ -20,6 +21,11 @@ type inProcess struct {
 
 func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	req.RemoteAddr = t.remoteAddr
+	// The request's context comes from the console's, which holds the
+	// console router's route context: chi would take it up and route the
+	// API call as the console's page (its path and method). The API routes
+	// afresh.
+	req = req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, nil))
 	rec := httptest.NewRecorder()
 	t.api.ServeHTTP(rec, req)
 	return rec.Result(), nil

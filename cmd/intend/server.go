@@ -27,7 +27,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var auditRetention time.Duration
 	var sec serverSecurity
 	var cbf callbackFlags
-	var accessLog string
+	var accessLog, temporalUI string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -64,7 +64,7 @@ it does not show in ps. See docs/security.md.`,
 				ExecutorName: executorName, SecretsDir: secretsDir, SecretEnvPrefix: secretEnvPrefix,
 				Version: version, DataDir: dataDir, AllowLocalRepos: allowLocalRepos,
 				CompileTimeout: compileTimeout, CompileWorkers: compileWorkers,
-				AuditRetention: auditRetention,
+				AuditRetention: auditRetention, TemporalUI: temporalUI,
 			}
 			if scfg.CompileMemory, err = parseBytes(compileMemory); err != nil {
 				return usageErrorf("--compile-memory: %v", err)
@@ -129,6 +129,8 @@ it does not show in ps. See docs/security.md.`,
 	g.envString(cmd.Flags(), &accessLog, "access-log", "info",
 		"level of the API's access log, one line per request: debug, info, warn or off; "+
 			"/healthz, /metrics and executors' routine calls log at debug unless they fail")
+	g.envString(cmd.Flags(), &temporalUI, "temporal-ui", "",
+		"the Temporal Web UI's address (http://host:port): the web console links each run to its workflow there")
 	sec.flags(cmd, g)
 	cbf.flags(cmd, g)
 	return cmd
