@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/intendhq/intend/internal/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -53,7 +54,7 @@ type requestInfoKey struct{}
 // credential) and whether the call is routine, for the access log.
 func noteCaller(ctx context.Context, actor string, routine bool) {
 	if ri, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
-		ri.actor, ri.routine = actor, routine
+		ri.actor, ri.routine = actor, routine || telemetry.IsRoutine(ctx)
 	}
 }
 

@@ -284,3 +284,27 @@ func TestRequestIDBadInput(t *testing.T) {
 		t.Errorf("a refused id reached the log: %s", s)
 	}
 }
+
+// TestAccessLogRoutineContext: a request the server's own process marks
+// routine (telemetry.Routine: the console's live pages poll) is logged
+// at debug when it succeeds; the same request unmarked at info. A client
+// cannot mark one: the mark is a context value, not a header.
+func TestAccessLogRoutineContext(t *testing.T) {
+	t.Parallel()
+	o := newObserved(t, api.Options{})
+	for _, tc := range []struct {
+		id      string
+		routine bool
+		level   string
+	}{{"r-1", true, "DEBUG"}, {"r-2", false, "INFO"}} {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/openapi.json", nil)
+		r.Header.Set(api.RequestIDHeader, tc.id)
+		if tc.routine {
+			r = r.WithContext(telemetry.Routine(r.Context()))
+		}
+		o.h.ServeHTTP(httptest.NewRecorder(), r)
+		if l := o.accessLine(t, tc.id); l["level"] != tc.level {
+			t.Errorf("routine %v: logged at %v, want %s: %v", tc.routine, l["level"], tc.level, l)
+		}
+	}
+}

@@ -22,7 +22,7 @@ func (c *Console) instanceEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c.stream(w, r, func() (any, bool, error) {
+	c.stream(w, r, func(r *http.Request) (any, bool, error) {
 		inst, err := u.api.Instance(r.Context(), env, entity, id)
 		live := instanceLive{State: inst.State, Version: inst.Version, Deleted: inst.Deleted, Deployment: inst.Deployment}
 		return live, inst.Deleted, err

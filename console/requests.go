@@ -78,7 +78,7 @@ func (c *Console) requestEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request is not a positive whole number", http.StatusBadRequest)
 		return
 	}
-	c.stream(w, r, func() (any, bool, error) {
+	c.stream(w, r, func(r *http.Request) (any, bool, error) {
 		req, err := u.api.Request(r.Context(), env, id)
 		return c.requestPage(env, req), req.Run != nil, err
 	})

@@ -85,7 +85,7 @@ func (c *Console) runEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "run is not a positive whole number", http.StatusBadRequest)
 		return
 	}
-	c.stream(w, r, func() (any, bool, error) {
+	c.stream(w, r, func(r *http.Request) (any, bool, error) {
 		run, err := c.getRun(r, env, n)
 		return c.runPage(run), run.FinishedAt != nil, err
 	})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/intendhq/intend/internal/telemetry"
 )
 
 // streamPoll is how often a page's event stream looks at what it follows
@@ -20,12 +22,13 @@ const maxStreams = 256
 var streams = make(chan struct{}, maxStreams)
 
 // stream serves server-sent events for a page that follows something as
-// it changes (a run, a service instance): it calls look at once and then
+// it changes (a run, a service instance): it calls look (with the request,
+// marked routine) at once and then
 // every streamPoll, sends its value as an event "progress" whenever its
 // JSON changes, "end" once look says it is over, and "failure" (with the
 // problem's text) when look fails after the first time. A first failure
 // is the page's error. The browser's EventSource reconnects by itself.
-func (c *Console) stream(w http.ResponseWriter, r *http.Request, look func() (v any, over bool, err error)) {
+func (c *Console) stream(w http.ResponseWriter, r *http.Request, look func(r *http.Request) (v any, over bool, err error)) {
 	select {
 	case streams <- struct{}{}:
 		defer func() { <-streams }()
@@ -33,7 +36,9 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, look func() (v 
 		http.Error(w, "too many live pages open on this server; reload later", http.StatusServiceUnavailable)
 		return
 	}
-	v, over, err := look()
+	// The polls are routine calls: the access log writes them at debug.
+	r = r.WithContext(telemetry.Routine(r.Context()))
+	v, over, err := look(r)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -70,7 +75,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request, look func() (v 
 			return
 		case <-t.C:
 		}
-		if v, over, err = look(); err != nil {
+		if v, over, err = look(r); err != nil {
 			fmt.Fprintf(w, "event: failure\ndata: %q\n\n", problemText(err))
 			_ = flush()
 			return

@@ -124,3 +124,16 @@ func (w *statusWriter) statusCode() int {
 	}
 	return w.status
 }
+
+// routineKey marks a request's context as a routine call.
+type routineKey struct{}
+
+// Routine marks ctx as a routine call: one a process makes of the API in
+// process, often and unasked (the web console's live pages poll), which
+// the access log writes at debug level when it succeeds, as it does
+// executors' heartbeats. Only code in the server's process can set it: it
+// is a context value, not something a request carries.
+func Routine(ctx context.Context) context.Context { return context.WithValue(ctx, routineKey{}, true) }
+
+// IsRoutine reports whether ctx was marked by Routine.
+func IsRoutine(ctx context.Context) bool { v, _ := ctx.Value(routineKey{}).(bool); return v }
