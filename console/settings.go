@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -29,13 +30,7 @@ func settingsOf(s client.Settings) []setting {
 	var m map[string]any
 	_ = json.Unmarshal(raw, &m)
 	out := make([]setting, 0, len(m))
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		st := setting{Name: name}
 		switch v := m[name].(type) {
 		case bool:
@@ -135,13 +130,7 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request) {
 		var p *client.Problem
 		switch {
 		case err == nil:
-			names := slices.Sorted(func(yield func(string) bool) {
-				for k := range changed {
-					if !yield(k) {
-						return
-					}
-				}
-			})
+			names := slices.Sorted(maps.Keys(changed))
 			http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"?flash="+
 				url.QueryEscape("Settings saved: "+strings.Join(names, ", ")+"."), http.StatusSeeOther)
 			return

@@ -49,6 +49,8 @@ func TestFlagErrorsAreClear(t *testing.T) {
 		{[]string{"server", "--audit-retention", "10m"}, "--audit-retention must be 0", "an audit trail of minutes is a mistake"},
 		{[]string{"server", "--audit-retention", "-1h"}, "--audit-retention must be 0", "a negative retention is refused"},
 		{[]string{"server", "--access-log", "loud"}, `--access-log "loud": want debug, info, warn or off`, "a bad access log level is named"},
+		{[]string{"server", "--oidc-issuer", "https://id.example.com", "--oidc-audience", "intend", "--oidc-client-secret-file", "/does/not/exist"},
+			"--oidc-client-secret-file", "a missing client secret file is named"},
 		{[]string{"deploy", "/does/not/exist"}, "/does/not/exist", "a missing path is named"},
 		{[]string{"nonsense"}, `unknown command "nonsense"`, "unknown commands are refused"},
 	}
