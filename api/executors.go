@@ -120,7 +120,8 @@ func (s *Server) reportExecutor(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := s.opts.Store.ReportExecutor(r.Context(), e.Name, store.ExecutorReport{Name: name,
-		Hostname: req.Hostname, PID: req.PID, Version: req.Version, Agents: req.Agents, First: req.First}); err != nil {
+		Hostname: req.Hostname, PID: req.PID, Version: req.Version, Agents: req.Agents, First: req.First,
+		Embedded: OverLocalSocket(r.Context())}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

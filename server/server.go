@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters/builtin"
 	"github.com/intendhq/intend/console"
 	"github.com/intendhq/intend/server/engine"
@@ -33,7 +32,6 @@ import (
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/compiler/bounded"
-	"github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -55,9 +53,25 @@ type Config struct {
 	TemporalUI string
 	// TemporalSecurity is TLS, mutual TLS and the API key for Temporal.
 	TemporalSecurity temporalconn.Security
-	// EmbeddedExecutor runs executors in the server for the agents that
-	// environments assign to it (setting autostart_agents).
+	// EmbeddedExecutor runs executors for the agents that environments
+	// assign to it (setting autostart_agents): child processes of the
+	// server, one an environment, with tokens of their own and no
+	// database credentials (embedded.go).
 	EmbeddedExecutor bool
+	// ExecutorUser is the user (name or uid) the embedded executors run
+	// as. "" runs them as the server's user, which a server running as
+	// root refuses: it must be told.
+	ExecutorUser string
+	// ExecutorCommand starts an embedded executor (default: this binary,
+	// which must call executor.RunIfSupervised first thing).
+	ExecutorCommand []string
+	// ExecutorTemporalSecurity is how the embedded executors connect to
+	// Temporal; nil: as the server does, without its API key or client
+	// certificate (a server that has either must set this).
+	ExecutorTemporalSecurity *temporalconn.Security
+	// MaxEmbeddedAgents bounds the agents of one environment the embedded
+	// executor serves (default DefaultMaxEmbeddedAgents).
+	MaxEmbeddedAgents int
 	// ExecutorConcurrency bounds resources handled at once per batch.
 	ExecutorConcurrency int
 	// ExecutorName is the name the embedded executor registers under
@@ -169,9 +183,8 @@ type Server struct {
 	store     *store.Store
 	temporal  client.Client
 	worker    worker.Worker
-	executors *agent.Manager
-	reporter  *executor.Reporter
-	cache     *adapters.Cache
+	// embedded supervises the embedded executors (nil: none).
+	embedded *embedded
 	// sched, lsm and orders are the Temporal side of the API's ports.
 	sched  *engine.Schedulers
 	lsm    *engine.LSM
@@ -269,6 +282,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.DataDir = DefaultDataDir(os.Getenv)
 	}
 	log := cfg.Log
+	if err := checkEmbedded(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.BootstrapToken != "" && len(cfg.BootstrapToken) < auth.MinBootstrapLength {
 		return nil, fmt.Errorf("the bootstrap token (INTEND_BOOTSTRAP_TOKEN) is %d characters; it must be at least %d "+
 			"(make one with `openssl rand -hex 32`)", len(cfg.BootstrapToken), auth.MinBootstrapLength)
@@ -341,10 +357,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
-	if cfg.EmbeddedExecutor {
-		s.startEmbedded(st, tc, tel)
-	}
-
 	authn, err := s.authenticator(ctx)
 	if err != nil {
 		return fail(err)
@@ -375,6 +387,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	handler := srv.Handler()
 	if cfg.WrapHandler != nil {
 		handler = cfg.WrapHandler(handler)
+	}
+	if cfg.EmbeddedExecutor {
+		if err := s.startEmbedded(ctx, handler, tel); err != nil {
+			return fail(err)
+		}
 	}
 	// The web console (/console/) calls the API's handler in process, with
 	// the signed-in user's token.
@@ -445,10 +462,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.wg.Go(func() { s.events.Run(bg) })
 	s.wg.Go(func() { metricsLock.Run(bg) })
-	if s.executors != nil {
-		s.wg.Go(func() { s.reporter.Run(bg) })
-		s.wg.Go(func() { executor.SweepCache(bg, s.cache, st, 0, log) })
-	}
 	log.Info("intend server started", "listen", ln.Addr().String(), "tls", tlsOn,
 		"allowed_hosts", allowed, "oidc", cfg.OIDC != nil, "temporal", cfg.TemporalAddress,
 		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
@@ -539,17 +552,13 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if s.metrics != nil {
 		_ = s.metrics.Close()
 	}
+	if s.embedded != nil {
+		s.embedded.shutdown(ctx)
+	}
 	if s.cancel != nil {
 		s.cancel()
 	}
 	s.wg.Wait()
-	if s.executors != nil {
-		s.executors.Stop()
-		if err := s.reporter.Stopped(ctx); err != nil {
-			s.log.Warn("embedded executor: registration not marked stopped", "error", err)
-		}
-		s.cache.Close()
-	}
 	if s.worker != nil {
 		s.worker.Stop()
 	}
@@ -583,7 +592,7 @@ func (s *Server) reconcileLoop(ctx context.Context) {
 }
 
 func (s *Server) reconcile(ctx context.Context) {
-	if s.executors != nil {
+	if s.embedded != nil {
 		if err := s.autostart(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("embedded executor: autostart failed", "error", err)
 		}

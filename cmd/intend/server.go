@@ -28,6 +28,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var sec serverSecurity
 	var cbf callbackFlags
 	var accessLog, temporalUI string
+	var ex embeddedFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -36,6 +37,14 @@ and /metrics, runs the Temporal worker of task queue "intend" (deploy workflows
 and the activities that touch PostgreSQL), and, unless disabled, an embedded
 executor for the agents that environments assign to the server
 (setting autostart_agents, default every agent).
+
+The embedded executor never runs in the server's process: the server starts
+one "intend executor" child process per environment, with an executor token
+limited to that environment and its agents, no database credentials and
+none of the server's environment variables, as the user --executor-user
+names. A server started as root must be given that user (it starts its
+executors as that user); a server started as another user runs them as
+itself.
 
 Every route but /healthz needs a bearer token (or, with --oidc-issuer, a
 JWT of that issuer). Make the first admin token with
@@ -79,6 +88,9 @@ it does not show in ps. See docs/security.md.`,
 				return usageErrorf("%v", err)
 			}
 			if err := cbf.apply(&scfg); err != nil {
+				return usageErrorf("%v", err)
+			}
+			if err := ex.apply(&scfg); err != nil {
 				return usageErrorf("%v", err)
 			}
 			if err := applyAccessLog(&scfg, accessLog); err != nil {
@@ -133,7 +145,61 @@ it does not show in ps. See docs/security.md.`,
 		"the Temporal Web UI's address (http://host:port): the web console links each run to its workflow there")
 	sec.flags(cmd, g)
 	cbf.flags(cmd, g)
+	ex.flags(cmd, g)
 	return cmd
+}
+
+// embeddedFlags are the embedded executor's flags beyond its adapters'.
+type embeddedFlags struct {
+	user                string
+	maxAgents           int
+	apiKeyFile, tlsCert string
+	tlsKey              string
+}
+
+func (ex *embeddedFlags) flags(cmd *cobra.Command, g *globals) {
+	f := cmd.Flags()
+	g.envString(f, &ex.user, "executor-user", "",
+		"the user (name or uid) the embedded executor runs tenants' resources as; required when the server runs as root")
+	n, err := strconv.Atoi(g.env("INTEND_MAX_EMBEDDED_AGENTS", strconv.Itoa(server.DefaultMaxEmbeddedAgents)))
+	if err != nil {
+		n = -1 // refused by apply, naming the flag
+	}
+	f.IntVar(&ex.maxAgents, "max-embedded-agents", n,
+		"most agents of one environment the embedded executor serves (env INTEND_MAX_EMBEDDED_AGENTS)")
+	g.envString(f, &ex.apiKeyFile, "executor-temporal-api-key-file", "",
+		"a file holding the Temporal API key of the embedded executor (never the server's own)")
+	g.envString(f, &ex.tlsCert, "executor-temporal-tls-cert", "",
+		"the embedded executor's client certificate for Temporal (mutual TLS; never the server's own)")
+	g.envString(f, &ex.tlsKey, "executor-temporal-tls-key", "", "the private key of --executor-temporal-tls-cert")
+}
+
+func (ex *embeddedFlags) apply(cfg *server.Config) error {
+	cfg.ExecutorUser = ex.user
+	if ex.maxAgents < 1 {
+		return fmt.Errorf("--max-embedded-agents must be at least 1")
+	}
+	cfg.MaxEmbeddedAgents = ex.maxAgents
+	if (ex.tlsCert == "") != (ex.tlsKey == "") {
+		return fmt.Errorf("--executor-temporal-tls-cert and --executor-temporal-tls-key go together")
+	}
+	if ex.apiKeyFile == "" && ex.tlsCert == "" {
+		return nil
+	}
+	sec := cfg.TemporalSecurity
+	sec.APIKey, sec.CertFile, sec.KeyFile = "", ex.tlsCert, ex.tlsKey
+	if sec.CertFile != "" {
+		sec.TLS = true
+	}
+	if ex.apiKeyFile != "" {
+		b, err := os.ReadFile(ex.apiKeyFile)
+		if err != nil {
+			return fmt.Errorf("--executor-temporal-api-key-file: %w", err)
+		}
+		sec.APIKey = strings.TrimSpace(string(b))
+	}
+	cfg.ExecutorTemporalSecurity = &sec
+	return nil
 }
 
 // applyAccessLog sets the access log's level from --access-log.

@@ -131,3 +131,29 @@ func (s *Store) RevokeToken(ctx context.Context, ref string) (Token, error) {
 	}
 	return t, err
 }
+
+// SetTokenAgents sets the agents a live token is limited to (the embedded
+// executor's token follows the agents its executor serves); from the next
+// request on, the token reaches those agents only.
+func (s *Store) SetTokenAgents(ctx context.Context, id string, agents []string, expiresAt *time.Time) error {
+	if agents == nil {
+		agents = []string{}
+	}
+	tag, err := s.pool.Exec(ctx, `update api_tokens set agents = $2, expires_at = coalesce($3, expires_at)
+		where id::text = $1 and revoked_at is null`, id, agents, expiresAt)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return NotFound("token %q", id)
+	}
+	return nil
+}
+
+// RevokeTokensNamed revokes every live token whose name starts with
+// prefix and reports how many it revoked.
+func (s *Store) RevokeTokensNamed(ctx context.Context, prefix string) (int, error) {
+	tag, err := s.pool.Exec(ctx, `update api_tokens set revoked_at = now()
+		where revoked_at is null and starts_with(name, $1)`, prefix)
+	return int(tag.RowsAffected()), err
+}
