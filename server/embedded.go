@@ -73,8 +73,8 @@ type embedded struct {
 	autostarting sync.Mutex
 	mu           sync.Mutex
 	children     map[string]*child // by environment id
-	stopping bool
-	wg       sync.WaitGroup
+	stopping     bool
+	wg           sync.WaitGroup
 }
 
 // child is one environment's executor process and what it was told.

@@ -177,12 +177,12 @@ type OIDCConfig struct {
 
 // Server is a running `intend server`.
 type Server struct {
-	lsmActs   *activities.LSM // its extracted model sources are removed at Shutdown
-	cfg       Config
-	log       *slog.Logger
-	store     *store.Store
-	temporal  client.Client
-	worker    worker.Worker
+	lsmActs  *activities.LSM // its extracted model sources are removed at Shutdown
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	temporal client.Client
+	worker   worker.Worker
 	// embedded supervises the embedded executors (nil: none).
 	embedded *embedded
 	// sched, lsm and orders are the Temporal side of the API's ports.
