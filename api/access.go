@@ -212,6 +212,11 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 		return p, Unavailable("credentials cannot be checked now; retry later")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return p, Unavailable("the request was cancelled or timed out")
+	case store.IsUnavailable(err):
+		// The token lookup is every request's first query: PostgreSQL
+		// down is the server's fault, and worth a retry.
+		s.log.WarnContext(r.Context(), "authentication unavailable", "error", err)
+		return p, Unavailable("the database cannot be reached now; retry later")
 	}
 	return p, fmt.Errorf("authenticate: %w", err)
 }
