@@ -135,6 +135,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	noteCaller(r.Context(), p.Actor(), rt.quiet)
 	ctx := auth.WithPrincipal(r.Context(), p)
 	ctx = store.WithActor(ctx, p.Actor())
+	ctx = store.WithOrigin(ctx, store.Origin{RemoteAddr: remoteHost(r), Method: r.Method, Path: r.URL.Path})
 	ctx = context.WithValue(ctx, auditDetailKey{}, &auditDetail{})
 	r = r.WithContext(ctx)
 	rec := &statusRecorder{ResponseWriter: w}
@@ -211,6 +212,11 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 		return p, Unavailable("credentials cannot be checked now; retry later")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return p, Unavailable("the request was cancelled or timed out")
+	case store.IsUnavailable(err):
+		// The token lookup is every request's first query: PostgreSQL
+		// down is the server's fault, and worth a retry.
+		s.log.WarnContext(r.Context(), "authentication unavailable", "error", err)
+		return p, Unavailable("the database cannot be reached now; retry later")
 	}
 	return p, fmt.Errorf("authenticate: %w", err)
 }
@@ -262,6 +268,11 @@ func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && status != http.StatusForbidden {
 		return
 	}
+	d, _ := r.Context().Value(auditDetailKey{}).(*auditDetail)
+	if d != nil && d.byStore && status < 400 {
+		// The store wrote the row with the write itself (CreateToken).
+		return
+	}
 	e := store.AuditEntry{
 		ActorKind: string(p.Kind), Actor: p.Actor(), RemoteAddr: remoteHost(r), Action: rt.Action,
 		Method: r.Method, Path: r.URL.Path, Status: status,
@@ -269,7 +280,7 @@ func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.
 	if env != nil && env.ID != "" {
 		e.EnvironmentID, e.Environment = &env.ID, env.Name
 	}
-	if d, ok := r.Context().Value(auditDetailKey{}).(*auditDetail); ok && d.v != nil {
+	if d != nil && d.v != nil {
 		if b, err := json.Marshal(d.v); err == nil {
 			e.Detail = b
 		}
@@ -283,7 +294,13 @@ func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.
 
 type auditDetailKey struct{}
 
-type auditDetail struct{ v any }
+// auditDetail is what a handler adds to its request's audit row: a
+// detail, or that the store has written the row already (byStore), in
+// the transaction of the write itself.
+type auditDetail struct {
+	v       any
+	byStore bool
+}
 
 // remoteHost is the client's address without its port.
 func remoteHost(r *http.Request) string {

@@ -67,11 +67,14 @@ type fixture struct {
 	handler http.Handler
 	// token is sent with every call (a global admin's unless changed).
 	token string
+	// db is the URL of the store's database.
+	db string
 }
 
 func newFixture(t testing.TB, opts api.Options) *fixture {
 	t.Helper()
-	st, err := store.Open(context.Background(), testenv.Database(t))
+	db := testenv.Database(t)
+	st, err := store.Open(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +97,7 @@ func newFixture(t testing.TB, opts api.Options) *fixture {
 	// the OpenAPI document (openapi_test.go proves the check fails).
 	srv := httptest.NewServer(apitest.Validating(t, h))
 	t.Cleanup(srv.Close)
-	f := &fixture{t: t, srv: srv, sched: d, st: st, handler: h}
+	f := &fixture{t: t, srv: srv, sched: d, st: st, handler: h, db: db}
 	f.token = f.newToken("admin", "admin", nil)
 	return f
 }

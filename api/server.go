@@ -308,6 +308,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	status, code := "ok", http.StatusOK
 	if !ok {
 		status, code = "unavailable", http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", retryAfterUnavailable)
 	}
 	WriteJSON(w, code, map[string]any{"status": status})
 	return nil

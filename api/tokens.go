@@ -108,7 +108,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	noteAudit(r, map[string]any{"token_id": t.ID, "name": t.Name, "role": t.Role, "environments": t.Environments})
+	auditedByStore(r)
 	w.Header().Set("Cache-Control", "no-store")
 	WriteJSON(w, http.StatusCreated, CreatedToken{Token: wireToken(t), Secret: secret})
 	return nil
@@ -166,6 +166,15 @@ func (s *Server) visibleEnvironments(r *http.Request, project string) ([]store.E
 	}
 	p := principal(r)
 	return slices.DeleteFunc(es, func(e store.Environment) bool { return p.In(e.ID, e.Name) == auth.RoleNone }), nil
+}
+
+// auditedByStore notes that the store has written the request's audit
+// row with its write (CreateToken does, whoever calls it), so that the
+// guard does not write a second one.
+func auditedByStore(r *http.Request) {
+	if d, ok := r.Context().Value(auditDetailKey{}).(*auditDetail); ok {
+		d.byStore = true
+	}
 }
 
 // noteAudit adds detail to the request's audit entry.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/internal/tlsfiles/certtest"
@@ -27,6 +29,16 @@ func TestTokenCommands(t *testing.T) {
 		t.Fatalf("token create --database-url printed %q, want the secret alone on its line", out)
 	}
 	alice := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": first}
+	// Made without the API, it is in the audit trail all the same: the
+	// store writes the row with the token (never its secret).
+	var made client.List[client.AuditEntry]
+	if err := c.Do(t.Context(), http.MethodGet, "/api/v1/audit?action=token.create&actor=cli:database", nil, &made); err != nil {
+		t.Fatal(err)
+	}
+	if len(made.Items) != 1 || made.Items[0].ActorKind != "cli" || !strings.Contains(string(made.Items[0].Detail), `"alice"`) ||
+		!strings.Contains(string(made.Items[0].Detail), `"admin"`) || strings.Contains(string(made.Items[0].Detail), first) {
+		t.Errorf("the audit rows of token create --database-url = %+v, want one naming alice and her role", made.Items)
+	}
 	ok(t, alice, "env", "create", envName, "--project", "p-"+envName)
 
 	// A read token of the environment, made over the API.

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,20 +52,63 @@ func scanToken(row pgx.Row) (Token, error) {
 	return t, err
 }
 
-// CreateToken stores a token. A live token of the same name is a
-// conflict (names are how people tell tokens apart).
+// CreateToken stores a token and, in the same transaction, its row in
+// the audit trail (action token.create: the actor in.CreatedBy, the
+// token's id, name, role, environments and agents; never its hash): no
+// way of making a token, the API, the CLI against the database or the
+// bootstrap, can skip the trail. The request's address, method and path
+// come from ctx (WithOrigin) when an API request makes it. A live token
+// of the same name is a conflict (names are how people tell tokens apart).
 func (s *Store) CreateToken(ctx context.Context, in NewToken) (Token, error) {
-	t, err := scanToken(s.pool.QueryRow(ctx, `insert into api_tokens
-		(name, role, environments, agents, hash, hint, created_by, expires_at)
-		values ($1, $2, $3::uuid[], $4, $5, $6, $7, $8) returning `+tokenColumns,
-		in.Name, in.Role, in.Environments, in.Agents, in.Hash, in.Hint, in.CreatedBy, in.ExpiresAt))
+	var t Token
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		t, err = scanToken(tx.QueryRow(ctx, `insert into api_tokens
+			(name, role, environments, agents, hash, hint, created_by, expires_at)
+			values ($1, $2, $3::uuid[], $4, $5, $6, $7, $8) returning `+tokenColumns,
+			in.Name, in.Role, in.Environments, in.Agents, in.Hash, in.Hint, in.CreatedBy, in.ExpiresAt))
+		if err != nil {
+			return err
+		}
+		detail := map[string]any{"token_id": t.ID, "name": t.Name, "role": t.Role, "environments": t.Environments}
+		if t.Agents != nil {
+			detail["agents"] = t.Agents
+		}
+		if t.ExpiresAt != nil {
+			detail["expires_at"] = t.ExpiresAt
+		}
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return err
+		}
+		o := OriginOf(ctx)
+		return audit(ctx, tx, AuditEntry{ActorKind: actorKind(in.CreatedBy), Actor: in.CreatedBy,
+			RemoteAddr: o.RemoteAddr, Action: ActionTokenCreate, Method: o.Method, Path: o.Path,
+			Status: http.StatusCreated, Detail: b})
+	})
 	if isUniqueViolation(err, "api_tokens_live_name") {
-		return t, Conflict("a token named %q exists already", in.Name)
+		return Token{}, Conflict("a token named %q exists already", in.Name)
 	}
 	if isUniqueViolation(err, "") {
-		return t, Conflict("this secret is stored already")
+		return Token{}, Conflict("this secret is stored already")
 	}
-	return t, err
+	if err != nil {
+		return Token{}, err
+	}
+	return t, nil
+}
+
+// ActionTokenCreate is the audit trail's action of a token's creation.
+const ActionTokenCreate = "token.create"
+
+// actorKind is the kind an actor's name starts with ("token" of
+// "token:ci", "system" of SystemActor, "cli" of "cli:database").
+func actorKind(actor string) string {
+	kind, _, ok := strings.Cut(actor, ":")
+	if !ok || kind == "" {
+		return "system"
+	}
+	return kind
 }
 
 // EnsureToken stores a token unless one with the same secret exists
