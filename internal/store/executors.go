@@ -196,13 +196,20 @@ func makeRoom(ctx context.Context, tx pgx.Tx, envID, env, name, owner string) er
 		return &ExecutorLimitError{Environment: env, Limit: MaxExecutorsPerOwner}
 	}
 	// Live ones sort first: what is left beyond the room is not live.
+	// One revived since (a heartbeat of its own) stays, and then there
+	// is no room after all.
 	var gone []string
 	for _, g := range regs[MaxExecutorsPerOwner-1:] {
 		gone = append(gone, g.name)
 	}
-	if _, err := tx.Exec(ctx, `delete from executors where environment_id = $1::uuid and name = any($2)`,
-		envID, gone); err != nil {
+	tag, err := tx.Exec(ctx, `delete from executors where environment_id = $1::uuid and name = any($2)
+		and not (stopped_at is null and last_seen > now() - make_interval(secs => $3))`,
+		envID, gone, ExecutorLiveWithin.Seconds())
+	if err != nil {
 		return fmt.Errorf("forget executors of %s: %w", owner, err)
+	}
+	if tag.RowsAffected() < int64(len(gone)) {
+		return &ExecutorLimitError{Environment: env, Limit: MaxExecutorsPerOwner}
 	}
 	return nil
 }
