@@ -21,7 +21,7 @@ import (
 // The rest of the cluster, shared with parallel tests, serves on.
 func cutDatabase(t *testing.T, f *fixture) (restore func()) {
 	t.Helper()
-	u, err := url.Parse(f.db)
+	u, err := url.Parse(f.dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestPostgresDownAnswers503(t *testing.T) {
 			t.Errorf("%s %s with PostgreSQL down = %d (Retry-After %q) %s, want 503 with Retry-After",
 				c.method, c.path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
 		}
-		if strings.Contains(p.Detail, "SQLSTATE") || strings.Contains(p.Detail, strings.TrimPrefix(must(url.Parse(f.db)).Path, "/")) {
+		if strings.Contains(p.Detail, "SQLSTATE") || strings.Contains(p.Detail, strings.TrimPrefix(must(url.Parse(f.dbURL)).Path, "/")) {
 			t.Errorf("%s %s: the detail %q echoes the error", c.method, c.path, p.Detail)
 		}
 	}

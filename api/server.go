@@ -203,6 +203,8 @@ func storeProblem(err error) error {
 	var se *store.SettingError
 	var nf *store.NotFoundError
 	var ce *store.ConflictError
+	var eo *store.ExecutorOwnedError
+	var el *store.ExecutorLimitError
 	switch {
 	case errors.As(err, new(*Problem)):
 		return err
@@ -213,6 +215,10 @@ func storeProblem(err error) error {
 		return NotFound("%s", nf.What)
 	case errors.As(err, &ce):
 		return Conflict("%s", ce.What)
+	case errors.As(err, &eo):
+		return Forbidden("%s", eo.Error())
+	case errors.As(err, &el):
+		return Validation(el.Error())
 	case errors.Is(err, store.ErrNotFound):
 		// A bare sentinel (the store's own are typed) still answers 404.
 		return NotFound("%s", err.Error())

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -114,14 +115,46 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// listTokens answers GET /api/v1/tokens: a page of the tokens, newest
+// first.
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	revoked := r.URL.Query().Get("revoked") == "true"
-	ts, err := s.opts.Store.ListTokens(r.Context(), revoked)
+	limit, err := listPage(r)
 	if err != nil {
 		return err
 	}
-	writeList(w, ts, wireToken)
+	after, err := afterKey(r)
+	if err != nil {
+		return err
+	}
+	ts, err := s.opts.Store.ListTokensPage(r.Context(), revoked, after, limit)
+	if err != nil {
+		return err
+	}
+	writePage(w, ts, limit, func(t store.Token) string { return pageKey(t.CreatedAt, t.ID) }, wireToken)
 	return nil
+}
+
+// pageKey is the cursor of a row in a list ordered by a time and an id
+// (store.PageKey): opaque to clients.
+func pageKey(at time.Time, id string) string {
+	b, _ := json.Marshal(store.PageKey{At: at, ID: id})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// afterKey reads ?after= of a list ordered by a time and an id: a
+// cursor of pageKey, or nil when absent.
+func afterKey(r *http.Request) (*store.PageKey, error) {
+	v := r.URL.Query().Get("after")
+	if v == "" {
+		return nil, nil
+	}
+	var k store.PageKey
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(v) > 200 || json.Unmarshal(b, &k) != nil || k.At.IsZero() || !isUUID(k.ID) {
+		return nil, InvalidField("?after", "is not a cursor: take next from the previous page")
+	}
+	return &k, nil
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {

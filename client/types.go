@@ -252,6 +252,10 @@ type Executor struct {
 	LastSeen  time.Time  `json:"last_seen"`
 	StoppedAt *time.Time `json:"stopped_at,omitempty"`
 	Live      bool       `json:"live"`
+	// RegisteredBy owns the registration: "token:<id>" for the API token
+	// that registered it (only that token updates or stops it), or
+	// "system:intend" for a server's in-process embedded executor.
+	RegisteredBy string `json:"registered_by,omitempty"`
 }
 
 // Token is an API token, never with its secret.

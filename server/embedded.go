@@ -247,6 +247,7 @@ func (s *Server) autostart(ctx context.Context) error {
 	if limit <= 0 {
 		limit = DefaultMaxEmbeddedAgents
 	}
+	limit = min(limit, store.MaxExecutorAgents)
 	want := map[string][]string{}
 	byID := map[string]store.Environment{}
 	for _, env := range envs {

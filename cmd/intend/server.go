@@ -12,6 +12,7 @@ import (
 	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/server"
 )
 
@@ -176,8 +177,8 @@ func (ex *embeddedFlags) flags(cmd *cobra.Command, g *globals) {
 
 func (ex *embeddedFlags) apply(cfg *server.Config) error {
 	cfg.ExecutorUser = ex.user
-	if ex.maxAgents < 1 {
-		return fmt.Errorf("--max-embedded-agents must be at least 1")
+	if ex.maxAgents < 1 || ex.maxAgents > store.MaxExecutorAgents {
+		return fmt.Errorf("--max-embedded-agents must be 1 to %d (the agents one executor may register)", store.MaxExecutorAgents)
 	}
 	cfg.MaxEmbeddedAgents = ex.maxAgents
 	if (ex.tlsCert == "") != (ex.tlsKey == "") {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -63,6 +65,32 @@ func TestTokenCommands(t *testing.T) {
 			t.Errorf("token list shows a secret:\n%s", list)
 		}
 	}
+	// More tokens than a page of GET /api/v1/tokens (100): the list
+	// follows the pages and shows each token once.
+	for i := range 110 {
+		if _, err := c.CreateToken(t.Context(), client.NewToken{Name: fmt.Sprintf("many-%03d", i), Role: "read"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var listed []client.Token
+	if err := json.Unmarshal([]byte(ok(t, alice, "token", "list", "--json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, tk := range listed {
+		if seen[tk.ID] {
+			t.Errorf("token list --json shows %s twice", tk.Name)
+		}
+		seen[tk.ID] = true
+	}
+	if len(listed) != 113 { // alice, grafana, bootstrap and 110
+		t.Errorf("token list --json: %d tokens, want 113", len(listed))
+	}
+	// The executors of the environment (none registered): every page.
+	if h := headerOf(ok(t, readerVars, "agent", "executors")); h != "EXECUTOR HOST AGENTS LIVE LAST SEEN" {
+		t.Errorf("agent executors header %q", h)
+	}
+
 	ok(t, alice, "token", "revoke", "grafana")
 	fails(t, readerVars, exitFailed, []string{"Unauthenticated (401)"}, "env", "show")
 

@@ -159,8 +159,31 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte) (Token, error) {
 // ListTokens returns the tokens, newest first; revoked ones only with
 // revoked.
 func (s *Store) ListTokens(ctx context.Context, revoked bool) ([]Token, error) {
+	return s.ListTokensPage(ctx, revoked, nil, 0)
+}
+
+// PageKey is the place of a row in a list ordered by a time and then an
+// id (tokens, callbacks): a page goes on after the row it names.
+type PageKey struct {
+	At time.Time `json:"at"`
+	ID string    `json:"id"`
+}
+
+// ListTokensPage returns at most limit (0: every) tokens of ListTokens
+// after the one after names (nil: from the newest), newest first (then by
+// id, descending).
+func (s *Store) ListTokensPage(ctx context.Context, revoked bool, after *PageKey, limit int) ([]Token, error) {
+	var at *time.Time
+	var id *string
+	if after != nil {
+		if !IsUUID(after.ID) {
+			return nil, NotFound("token %q", after.ID)
+		}
+		at, id = &after.At, &after.ID
+	}
 	rows, err := s.pool.Query(ctx, `select `+tokenColumns+` from api_tokens
-		where $1 or revoked_at is null order by created_at desc, id`, revoked)
+		where ($1 or revoked_at is null) and ($2::timestamptz is null or (created_at, id) < ($2, $3::uuid))
+		order by created_at desc, id desc limit nullif($4, 0)`, revoked, at, id, limit)
 	if err != nil {
 		return nil, err
 	}

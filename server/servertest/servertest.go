@@ -223,24 +223,30 @@ type Agent struct {
 	Executors []client.AgentExecutor `json:"executors"`
 }
 
-// Agents returns the agents of environment env, in the API's order.
+// Agents returns the agents of environment env, in the API's order (every
+// page).
 func Agents(t testing.TB, c *client.Client, env string) []Agent {
 	t.Helper()
-	var l struct{ Items []Agent }
-	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/agents", nil, &l); err != nil {
+	as, err := c.Agents(context.Background(), env)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Items
+	out := make([]Agent, len(as))
+	for i, a := range as {
+		out[i] = Agent{Name: a.Name, Executors: a.Executors}
+	}
+	return out
 }
 
-// Executors returns the executors of environment env, in the API's order.
+// Executors returns the executors of environment env, in the API's order
+// (every page).
 func Executors(t testing.TB, c *client.Client, env string) []client.Executor {
 	t.Helper()
-	var l struct{ Items []client.Executor }
-	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &l); err != nil {
+	es, err := c.Executors(context.Background(), env)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Items
+	return es
 }
 
 // Process is a child process started by StartProcess.
