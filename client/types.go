@@ -55,6 +55,9 @@ type Settings struct {
 	RepoBranch        string   `json:"repo_branch"`
 	RecompileInterval int      `json:"recompile_interval"`
 	AllowPush         bool     `json:"allow_push"`
+	// CompileCPULimit is the CPU time one compile may use, in seconds;
+	// only a global admin changes it.
+	CompileCPULimit int `json:"compile_cpu_limit"`
 	// Retention is how long the environment keeps its history; its keys
 	// are settings of their own.
 	Retention
