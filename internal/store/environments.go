@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,7 +110,9 @@ const (
 // (the server's compile workers). An environment admin's patch may carry
 // them unchanged (a form that sends every setting), not with another
 // value (api: 403). GlobalAdminChanges says which a patch changes.
-var GlobalAdminSettings = []string{"compile_cpu_limit"}
+// autostart_agents is one: it decides which of the environment's agents run
+// in the server's embedded executors, a shared pool of processes.
+var GlobalAdminSettings = []string{"autostart_agents", "compile_cpu_limit"}
 
 // GlobalAdminChanges returns the GlobalAdminSettings whose values differ
 // between before and after, in order.
@@ -117,6 +120,10 @@ func GlobalAdminChanges(before, after Settings) []string {
 	var changed []string
 	for _, k := range GlobalAdminSettings {
 		switch k {
+		case "autostart_agents":
+			if !slices.Equal(before.AutostartAgents, after.AutostartAgents) {
+				changed = append(changed, k)
+			}
 		case "compile_cpu_limit":
 			if before.CompileCPULimit != after.CompileCPULimit {
 				changed = append(changed, k)
