@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -58,15 +57,16 @@ type embedded struct {
 	s    *Server
 	log  *slog.Logger
 	cred *syscall.Credential // nil: the server's own user
+	// uids, when set, gives each environment's executor a user of its own.
+	uids UIDRange
 	home string              // the executor user's home
 	name string              // the registration name
 	// exe and args start a child (tests: the test binary itself).
 	exe  string
 	args []string
 
-	dir  string // holds the socket
-	sock string
-	http *http.Server
+	dir  string // holds a directory per child, for its sockets
+	http *http.Server // serves the API on the children's sockets
 
 	// autostarting is held by autostart, so that two passes (the
 	// reconciler's, a run's) never start an environment's child twice.
@@ -80,6 +80,8 @@ type embedded struct {
 // child is one environment's executor process and what it was told.
 type child struct {
 	env     store.Environment
+	cred    *syscall.Credential // the user it runs as (nil: the server's)
+	ln      net.Listener        // the API's socket for it
 	tokenID string
 	secret  string
 	renewed time.Time
@@ -92,13 +94,30 @@ type child struct {
 	done  chan struct{} // closed when its supervising goroutine ends
 }
 
+// UIDRange is a range of user ids, First to Last (zero: none).
+type UIDRange struct{ First, Last uint32 }
+
+// ParseUIDRange reads FIRST-LAST, such as 61000-61999.
+func ParseUIDRange(v string) (UIDRange, error) {
+	a, b, ok := strings.Cut(v, "-")
+	first, err1 := strconv.ParseUint(a, 10, 32)
+	last, err2 := strconv.ParseUint(b, 10, 32)
+	if !ok || err1 != nil || err2 != nil || first < 1000 || last < first {
+		return UIDRange{}, fmt.Errorf("%q: want FIRST-LAST, user ids from 1000 on, such as 61000-61999", v)
+	}
+	return UIDRange{uint32(first), uint32(last)}, nil
+}
+
 // executorCredential resolves the user the embedded executors run as:
 // nil for the server's own user. A server that runs as root must be told
 // which user (running tenants' resources as root must be a choice).
-func executorCredential(name string) (*syscall.Credential, string, error) {
+func executorCredential(name string, uids UIDRange) (*syscall.Credential, string, error) {
 	euid := os.Geteuid()
+	if uids.First > 0 && euid != 0 {
+		return nil, "", errors.New("--executor-uids: only a server started as root can start its executors as other users")
+	}
 	if name == "" {
-		if euid == 0 {
+		if euid == 0 && uids.First == 0 {
 			return nil, "", errors.New("intend server runs as root: name the unprivileged user its embedded executor " +
 				"runs tenants' resources as with --executor-user (INTEND_EXECUTOR_USER), or turn the embedded " +
 				"executor off with --embedded-executor=false")
@@ -158,12 +177,12 @@ func checkEmbedded(cfg Config) error {
 // over (handler is the API's) and revokes the tokens of this server's
 // earlier embedded executors.
 func (s *Server) startEmbedded(ctx context.Context, handler http.Handler, tel *telemetry.Telemetry) error {
-	cred, home, err := executorCredential(s.cfg.ExecutorUser)
+	cred, home, err := executorCredential(s.cfg.ExecutorUser, s.cfg.ExecutorUIDs)
 	if err != nil {
 		return err
 	}
 	e := &embedded{s: s, log: s.log, cred: cred, home: home, name: s.cfg.ExecutorName,
-		children: map[string]*child{}}
+		uids: s.cfg.ExecutorUIDs, children: map[string]*child{}}
 	if e.name == "" {
 		host, _ := os.Hostname()
 		e.name = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -179,44 +198,27 @@ func (s *Server) startEmbedded(ctx context.Context, handler http.Handler, tel *t
 	if e.dir, err = os.MkdirTemp("", "intend-executor-"); err != nil {
 		return fmt.Errorf("embedded executor: %w", err)
 	}
-	e.sock = filepath.Join(e.dir, "api.sock")
-	ln, err := net.Listen("unix", e.sock)
-	if err != nil {
-		_ = os.RemoveAll(e.dir)
-		return fmt.Errorf("embedded executor: listen on %s: %w", e.sock, err)
-	}
-	if cred != nil {
-		// Only the executor's user (and root) may connect.
-		err = errors.Join(os.Chmod(e.dir, 0o711), os.Chown(e.sock, int(cred.Uid), int(cred.Gid)))
-	}
-	if err == nil {
-		err = os.Chmod(e.sock, 0o600)
-	}
-	if err != nil {
-		_ = ln.Close()
-		_ = os.RemoveAll(e.dir)
-		return fmt.Errorf("embedded executor: socket %s: %w", e.sock, err)
+	if cred != nil || s.cfg.ExecutorUIDs.First > 0 {
+		// Each executor's user enters its own directory only.
+		if err := os.Chmod(e.dir, 0o711); err != nil {
+			return fmt.Errorf("embedded executor: %w", err)
+		}
 	}
 	e.http = &http.Server{Handler: handler, ConnContext: api.LocalSocket, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute}
-	e.wg.Go(func() {
-		if err := e.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("embedded executor socket stopped", "error", err)
-		}
-	})
 	if n, err := s.store.RevokeTokensNamed(ctx, e.tokenPrefix()); err != nil {
 		s.log.Warn("embedded executor: revoke the tokens of earlier runs", "error", err)
 	} else if n > 0 {
 		s.log.Info("embedded executor: revoked the tokens of an earlier run", "tokens", n)
 	}
-	if cred == nil {
+	if cred == nil && s.cfg.ExecutorUIDs.First == 0 {
 		// The executors run as the server's user: they must not read its
 		// environment (the database URL) or memory through /proc.
 		if err := childproc.Undumpable(); err != nil {
 			return err
 		}
 	}
-	if cred == nil && os.Geteuid() == 0 {
+	if cred == nil && os.Geteuid() == 0 && s.cfg.ExecutorUIDs.First == 0 {
 		s.log.Warn("the embedded executor runs tenants' resources as root (--executor-user names root)")
 	}
 	tel.Extend(e.gatherer)
@@ -348,11 +350,16 @@ func (e *embedded) startChild(ctx context.Context, env store.Environment, agents
 		return fmt.Errorf("make the embedded executor's token: %w", err)
 	}
 	c := &child{env: env, tokenID: t.ID, secret: secret, renewed: time.Now(), agents: agents,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), cred: e.cred}
+	if err := e.openChild(ctx, c); err != nil {
+		_, _ = e.s.store.RevokeToken(context.WithoutCancel(ctx), t.ID)
+		return err
+	}
 	e.mu.Lock()
 	if e.stopping {
 		e.mu.Unlock()
 		_, _ = e.s.store.RevokeToken(context.WithoutCancel(ctx), t.ID)
+		_ = c.ln.Close()
 		return nil
 	}
 	e.children[env.ID] = c
@@ -363,6 +370,50 @@ func (e *embedded) startChild(ctx context.Context, env store.Environment, agents
 		defer close(c.done)
 		e.supervise(c)
 	}()
+	return nil
+}
+
+// openChild gives c its user (with --executor-uids, one of its
+// environment's own), its directory, owned by that user, and the socket it
+// calls the API over, which only that user (and root) may connect to.
+func (e *embedded) openChild(ctx context.Context, c *child) error {
+	if e.uids.First > 0 {
+		slot, err := e.s.store.ExecutorSlot(ctx, c.env.ID)
+		if err != nil {
+			return fmt.Errorf("the executor's user id: %w", err)
+		}
+		uid := e.uids.First + uint32(slot)
+		if slot < 0 || uid > e.uids.Last {
+			return fmt.Errorf("no user id left for the executor: the --executor-uids range %d-%d is used up",
+				e.uids.First, e.uids.Last)
+		}
+		c.cred = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
+	}
+	dir := e.childDir(c)
+	_ = os.RemoveAll(dir)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	sock := dir + "/api.sock"
+	ln, err := net.Listen("unix", sock)
+	if err == nil && c.cred != nil {
+		err = errors.Join(os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)), os.Chown(sock, int(c.cred.Uid), int(c.cred.Gid)))
+	}
+	if err == nil {
+		err = os.Chmod(sock, 0o600)
+	}
+	if err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return fmt.Errorf("the executor's socket %s: %w", sock, err)
+	}
+	c.ln = ln
+	e.wg.Go(func() {
+		if err := e.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			e.log.Error("embedded executor socket stopped", "environment", c.env.Name, "error", err)
+		}
+	})
 	return nil
 }
 
@@ -395,21 +446,12 @@ func (e *embedded) supervise(c *child) {
 // runChild starts c's process, sends its configuration and waits for it
 // to end.
 func (e *embedded) runChild(c *child) error {
-	dir := e.childDir(c)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if e.cred != nil {
-		if err := os.Chown(dir, int(e.cred.Uid), int(e.cred.Gid)); err != nil {
-			return err
-		}
-	}
 	cmd := exec.Command(e.exe, append(slices.Clone(e.args), c.env.Name)...)
-	cmd.Env = e.childEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
+	cmd.Env = e.childEnv(c)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	childproc.DieWithParent(cmd.SysProcAttr)
 	childproc.OwnProcessGroup(cmd.SysProcAttr)
-	if e.cred != nil {
+	if c.cred != nil {
 		cmd.Dir = "/"
 	}
 	stdin, err := cmd.StdinPipe()
@@ -463,7 +505,7 @@ func (e *embedded) childConfig(c *child) *executor.Config {
 	if s.SecretEnvPrefix != "" {
 		cfg.SecretEnvPrefix = s.SecretEnvPrefix
 	}
-	cfg.Server = executor.ServerConfig{URL: "unix:" + e.sock, Token: c.secret}
+	cfg.Server = executor.ServerConfig{URL: "unix:" + e.childDir(c) + "/api.sock", Token: c.secret}
 	sec := s.TemporalSecurity
 	sec.APIKey, sec.CertFile, sec.KeyFile = "", "", ""
 	if s.ExecutorTemporalSecurity != nil {
@@ -487,16 +529,22 @@ func (e *embedded) childConfig(c *child) *executor.Config {
 // childEnv is the executor's environment: none of the server's
 // variables but the ones commands need (PATH, locale, time zone,
 // temporary directory), the env: secret references' and tracing's.
-func (e *embedded) childEnv() []string {
+func (e *embedded) childEnv(c *child) []string {
 	prefix := e.s.cfg.SecretEnvPrefix
 	if prefix == "" {
 		prefix = adapters.DefaultSecretEnvPrefix
 	}
-	env := []string{executor.SupervisedVariable + "=1", "HOME=" + e.home}
-	if e.cred != nil {
-		if u, err := user.LookupId(strconv.Itoa(int(e.cred.Uid))); err == nil {
-			env = append(env, "USER="+u.Username, "LOGNAME="+u.Username)
+	home := e.home
+	if c.cred != nil && c.cred != e.cred {
+		home = "/" // a user of the --executor-uids range has no home
+	}
+	env := []string{executor.SupervisedVariable + "=1", "HOME=" + home}
+	if c.cred != nil {
+		name := strconv.Itoa(int(c.cred.Uid))
+		if u, err := user.LookupId(name); err == nil {
+			name = u.Username
 		}
+		env = append(env, "USER="+name, "LOGNAME="+name)
 	} else {
 		env = append(env, "USER="+os.Getenv("USER"), "LOGNAME="+os.Getenv("LOGNAME"))
 	}
@@ -566,6 +614,8 @@ func (e *embedded) stopChild(ctx context.Context, c *child) {
 		}
 		<-c.done
 	}
+	_ = c.ln.Close()
+	_ = os.RemoveAll(e.childDir(c))
 	if _, err := e.s.store.RevokeToken(context.WithoutCancel(ctx), c.tokenID); err != nil {
 		e.log.Warn("embedded executor: revoke its token", "environment", c.env.Name, "error", err)
 	}

@@ -62,6 +62,10 @@ type Config struct {
 	// as. "" runs them as the server's user, which a server running as
 	// root refuses: it must be told.
 	ExecutorUser string
+	// ExecutorUIDs, when set, runs each environment's embedded executor
+	// as a user of its own from this range (a server run as root): what
+	// one environment's resources write is not another's to read.
+	ExecutorUIDs UIDRange
 	// ExecutorCommand starts an embedded executor (default: this binary,
 	// which must call executor.RunIfSupervised first thing).
 	ExecutorCommand []string

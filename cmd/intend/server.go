@@ -43,7 +43,8 @@ The embedded executor never runs in the server's process: the server starts
 one "intend executor" child process per environment, with an executor token
 limited to that environment and its agents, no database credentials and
 none of the server's environment variables, as the user --executor-user
-names. A server started as root must be given that user (it starts its
+names, or with --executor-uids as a user of the environment's own. A
+server started as root must be given one of the two (it starts its
 executors as that user); a server started as another user runs them as
 itself.
 
@@ -152,7 +153,7 @@ it does not show in ps. See docs/security.md.`,
 
 // embeddedFlags are the embedded executor's flags beyond its adapters'.
 type embeddedFlags struct {
-	user                string
+	user, uids          string
 	maxAgents           int
 	apiKeyFile, tlsCert string
 	tlsKey              string
@@ -162,6 +163,9 @@ func (ex *embeddedFlags) flags(cmd *cobra.Command, g *globals) {
 	f := cmd.Flags()
 	g.envString(f, &ex.user, "executor-user", "",
 		"the user (name or uid) the embedded executor runs tenants' resources as; required when the server runs as root")
+	g.envString(f, &ex.uids, "executor-uids", "",
+		"a range of user ids, FIRST-LAST (e.g. 61000-61999): each environment's embedded executor runs as one of its own, "+
+			"so that one environment cannot read what another's resources wrote (a server started as root; every replica the same range)")
 	n, err := strconv.Atoi(g.env("INTEND_MAX_EMBEDDED_AGENTS", strconv.Itoa(server.DefaultMaxEmbeddedAgents)))
 	if err != nil {
 		n = -1 // refused by apply, naming the flag
@@ -177,6 +181,13 @@ func (ex *embeddedFlags) flags(cmd *cobra.Command, g *globals) {
 
 func (ex *embeddedFlags) apply(cfg *server.Config) error {
 	cfg.ExecutorUser = ex.user
+	if ex.uids != "" {
+		r, err := server.ParseUIDRange(ex.uids)
+		if err != nil {
+			return fmt.Errorf("--executor-uids %w", err)
+		}
+		cfg.ExecutorUIDs = r
+	}
 	if ex.maxAgents < 1 || ex.maxAgents > store.MaxExecutorAgents {
 		return fmt.Errorf("--max-embedded-agents must be 1 to %d (the agents one executor may register)", store.MaxExecutorAgents)
 	}

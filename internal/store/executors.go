@@ -371,3 +371,22 @@ func executorOrNil(name string) any {
 	}
 	return name
 }
+
+// ExecutorSlot returns the slot of env's embedded executor user (its
+// uid's offset in the server's --executor-uids range), given once and for
+// good: both replicas run env's executor as the same user.
+func (s *Store) ExecutorSlot(ctx context.Context, envID string) (int, error) {
+	var slot int
+	err := s.pool.QueryRow(ctx, `select slot from executor_uids where environment_id = $1::uuid`, envID).Scan(&slot)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return slot, err
+	}
+	// A conflict (the other replica, at the same time) uses up a slot
+	// number, which is harmless.
+	if _, err := s.pool.Exec(ctx, `insert into executor_uids (environment_id) values ($1::uuid)
+		on conflict do nothing`, envID); err != nil {
+		return 0, err
+	}
+	err = s.pool.QueryRow(ctx, `select slot from executor_uids where environment_id = $1::uuid`, envID).Scan(&slot)
+	return slot, err
+}
