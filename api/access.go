@@ -111,15 +111,10 @@ type envKey struct{}
 // environment, checks the role, runs the handler and audits a write.
 func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := rt.s
-	// The body must arrive in time: a client that trickles it holds a
-	// connection and a goroutine, so bound it (the headers are bounded by
-	// the http.Server's ReadHeaderTimeout).
-	timeout := s.opts.BodyTimeout
+	// The body must arrive in time: observe gave it Options.BodyTimeout
+	// (deadline.go); a large one gets longer.
 	if rt.bulk {
-		timeout = s.opts.BulkBodyTimeout
-	}
-	if r.Body != nil && r.Body != http.NoBody {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		setBodyDeadline(w, r, s.opts.BulkBodyTimeout)
 	}
 	noteCaller(r.Context(), "", rt.quiet)
 	if rt.Scope == ScopeOpen {
