@@ -124,6 +124,20 @@ type Config struct {
 	// WriteTimeout is the API's http.Server WriteTimeout (0: none);
 	// event streams push their own deadline back before every write.
 	WriteTimeout time.Duration
+	// ReadHeaderTimeout bounds how long a request's headers may take to
+	// arrive (default 10 s); BodyTimeout its body (default
+	// api.Options.BodyTimeout's), on every path, the console's and
+	// unknown ones included.
+	ReadHeaderTimeout, BodyTimeout time.Duration
+	// MaxConnsPerClient bounds the connections one client address holds
+	// open at once (default DefaultMaxConnsPerClient; negative: no
+	// limit); beyond, a connection is closed at accept.
+	MaxConnsPerClient int
+	// MaxStreamsPerCaller bounds the event streams (the API's) and live
+	// pages (the console's) one caller (a token, an OIDC subject) holds
+	// open at once, each (default api.DefaultMaxEventStreamsPerCaller);
+	// beyond, 429.
+	MaxStreamsPerCaller int
 	// MetricsListen, when set, also serves /metrics without credentials
 	// on this address (for a Prometheus that scrapes a private network);
 	// /metrics on the API needs a global read token either way.
@@ -353,6 +367,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
 	}
+	maxConns := cfg.MaxConnsPerClient
+	if maxConns == 0 {
+		maxConns = DefaultMaxConnsPerClient
+	}
+	ln = newLimitListener(ln, maxConns, log)
 	s.listener = ln
 	allowed := cfg.AllowedHosts
 	if allowed == nil && isLoopback(ln.Addr()) {
@@ -364,6 +383,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
+		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -378,7 +398,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// The web console (/console/) calls the API's handler in process, with
 	// the signed-in user's token.
-	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log}
+	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log,
+		MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
 	if o := cfg.OIDC; o != nil {
 		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
 	}
@@ -390,7 +411,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	root.Handle("/console/", con.Handler())
 	root.Handle("/console", con.Handler())
 	root.Handle("/", handler)
-	s.http = &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	headerTimeout := cfg.ReadHeaderTimeout
+	if headerTimeout <= 0 {
+		headerTimeout = 10 * time.Second
+	}
+	// Every request's body must arrive in time, whoever answers it
+	// (api/deadline.go); the headers are bounded by ReadHeaderTimeout.
+	s.http = &http.Server{Handler: srv.BodyDeadlines(root), ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute,
 		WriteTimeout: cfg.WriteTimeout}
 	s.http.RegisterOnShutdown(s.events.Close)
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {
