@@ -248,8 +248,10 @@ func principal(r *http.Request) auth.Principal {
 
 // audit records a write (any method but GET and HEAD, and but an
 // executor's routine calls), and any refusal of a known caller, in the
-// audit trail. A failure to record is logged:
-// the request has been answered by then.
+// audit trail; refusals (4xx) at most once per Options.AuditRefusalWindow
+// for each caller, action, status and environment
+// (store.AuditRefusal). A failure to record is logged: the request has
+// been answered by then.
 func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.Environment, status int) {
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead || rt.quiet) && status < 400 {
 		return
@@ -271,7 +273,16 @@ func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if err := s.opts.Store.Audit(ctx, e); err != nil {
+	var err error
+	if status >= 400 && status < 500 {
+		// A refusal: one row a window per caller and kind, the rest
+		// counted into a summary row, so that a caller cannot fill the
+		// trail by being refused.
+		_, err = s.opts.Store.AuditRefusal(ctx, e, s.opts.AuditRefusalWindow)
+	} else {
+		err = s.opts.Store.Audit(ctx, e)
+	}
+	if err != nil {
 		s.log.ErrorContext(r.Context(), "audit trail: entry not recorded", "action", rt.Action, "actor", e.Actor, "status", status, "error", err)
 	}
 }

@@ -112,6 +112,11 @@ type Options struct {
 	// DefaultMaxEventStreamsPerCaller; one more is a 429), so that one
 	// caller cannot take every stream of the server.
 	MaxEventStreamsPerCaller int
+	// AuditRefusalWindow is how often a caller's refusals of one kind
+	// (action, status, environment) get an audit row of their own; the
+	// others are counted into a summary row (default
+	// store.DefaultRefusalWindow).
+	AuditRefusalWindow time.Duration
 }
 
 // Server is intend's REST API.

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -156,4 +159,38 @@ func healthz(t *testing.T, c net.Conn) int {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestRefusalSummariesAreWritten: a caller's refusals after the first of
+// a window are counted, and the server's reconciler writes their summary
+// row once the window has closed, though no refusal follows.
+func TestRefusalSummariesAreWritten(t *testing.T) {
+	const window = 500 * time.Millisecond
+	admin, s, _ := servertest.StartServer(t, server.Config{AuditRefusalWindow: window, ReconcileEvery: 200 * time.Millisecond})
+	reader := client.New(s.URL())
+	reader.Token = mint(t, admin, "reader", "read")
+	ctx := context.Background()
+	for range 5 {
+		if err := reader.Do(ctx, http.MethodPost, "/api/v1/projects", map[string]any{"name": "nope"}, nil); !client.HasStatus(err, http.StatusForbidden) {
+			t.Fatalf("a read token's project: %v, want 403", err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var trail client.List[client.AuditEntry]
+		if err := admin.Do(ctx, http.MethodGet, "/api/v1/audit?actor=token:reader", nil, &trail); err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Refusals int `json:"refusals"`
+		}
+		if len(trail.Items) == 2 && json.Unmarshal(trail.Items[0].Detail, &d) == nil && d.Refusals == 4 &&
+			trail.Items[1].Detail == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the trail of 5 refusals: %+v; want the first's row and a summary of 4", trail.Items)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

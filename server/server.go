@@ -138,6 +138,10 @@ type Config struct {
 	// open at once, each (default api.DefaultMaxEventStreamsPerCaller);
 	// beyond, 429.
 	MaxStreamsPerCaller int
+	// AuditRefusalWindow is how often one caller's refusals of one kind
+	// get an audit row of their own (default store.DefaultRefusalWindow);
+	// the reconciler writes the summaries of the windows that closed.
+	AuditRefusalWindow time.Duration
 	// MetricsListen, when set, also serves /metrics without credentials
 	// on this address (for a Prometheus that scrapes a private network);
 	// /metrics on the API needs a global read token either way.
@@ -383,7 +387,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
-		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller,
+		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller, AuditRefusalWindow: cfg.AuditRefusalWindow,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -636,6 +640,9 @@ func (s *Server) reconcile(ctx context.Context) {
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
 	s.prune(ctx, envs)
+	if _, err := s.store.FlushAuditRefusals(ctx, s.cfg.AuditRefusalWindow); err != nil && ctx.Err() == nil {
+		s.log.Warn("reconcile: audit trail: summaries of refusals", "error", err)
+	}
 }
 
 // reconcileModels announces the newest model sources that were not

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AuditEntry is one row of the audit trail: who did what, from where,
@@ -28,11 +29,20 @@ type AuditEntry struct {
 
 // Audit appends e to the audit trail (its ID and At are the store's).
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	return auditInsert(ctx, s.pool, e)
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func auditInsert(ctx context.Context, db execer, e AuditEntry) error {
 	var detail any
 	if len(e.Detail) > 0 {
 		detail = e.Detail
 	}
-	_, err := s.pool.Exec(ctx, `insert into audit_log
+	_, err := db.Exec(ctx, `insert into audit_log
 		(environment_id, environment, actor_kind, actor, remote_addr, action, method, path, status, detail)
 		values ($1::uuid, nullif($2, ''), $3, $4, $5, $6, $7, $8, $9, $10)`,
 		e.EnvironmentID, e.Environment, e.ActorKind, e.Actor, e.RemoteAddr, e.Action, e.Method, e.Path, e.Status, detail)
