@@ -24,6 +24,12 @@ const refusalSummary = `select w.last_at, w.environment_id, w.environment, w.act
 				to_char(w.last_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
 			'refusals', w.suppressed, 'first', w.first_at, 'last', w.last_at)`
 
+// countRefusal counts a refusal in its window.
+const countRefusal = `update audit_refusal_windows set suppressed = suppressed + 1,
+		first_at = coalesce(first_at, now()), last_at = now(), environment_id = $5::uuid,
+		environment = nullif($6, ''), actor_kind = $7, remote_addr = $8, method = $9, path = $10
+		where actor = $1 and action = $2 and status = $3 and environment_key = $4`
+
 const insertSummary = `insert into audit_log
 		(at, environment_id, environment, actor_kind, actor, remote_addr, action, method, path, status, detail) `
 
@@ -44,6 +50,13 @@ func (s *Store) AuditRefusal(ctx context.Context, e AuditEntry, window time.Dura
 	if e.EnvironmentID != nil {
 		envKey = *e.EnvironmentID
 	}
+	// A flood's common case, a window open: one statement, which holds the
+	// window's row for itself only.
+	tag, err := s.pool.Exec(ctx, countRefusal+` and opened_at > now() - $11::interval`,
+		e.Actor, e.Action, e.Status, envKey, e.EnvironmentID, e.Environment, e.ActorKind, e.RemoteAddr, e.Method, e.Path, window)
+	if err != nil || tag.RowsAffected() == 1 {
+		return false, err
+	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		recorded = false
 		// The window's row exists before it is read (for update), so that
@@ -62,10 +75,7 @@ func (s *Store) AuditRefusal(ctx context.Context, e AuditEntry, window time.Dura
 			return err
 		}
 		if open {
-			_, err := tx.Exec(ctx, `update audit_refusal_windows set suppressed = suppressed + 1,
-				first_at = coalesce(first_at, now()), last_at = now(), environment_id = $5::uuid,
-				environment = nullif($6, ''), actor_kind = $7, remote_addr = $8, method = $9, path = $10
-				where actor = $1 and action = $2 and status = $3 and environment_key = $4`,
+			_, err := tx.Exec(ctx, countRefusal,
 				e.Actor, e.Action, e.Status, envKey, e.EnvironmentID, e.Environment, e.ActorKind, e.RemoteAddr, e.Method, e.Path)
 			return err
 		}
