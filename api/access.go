@@ -111,15 +111,10 @@ type envKey struct{}
 // environment, checks the role, runs the handler and audits a write.
 func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := rt.s
-	// The body must arrive in time: a client that trickles it holds a
-	// connection and a goroutine, so bound it (the headers are bounded by
-	// the http.Server's ReadHeaderTimeout).
-	timeout := s.opts.BodyTimeout
+	// The body must arrive in time: observe gave it Options.BodyTimeout
+	// (deadline.go); a large one gets longer.
 	if rt.bulk {
-		timeout = s.opts.BulkBodyTimeout
-	}
-	if r.Body != nil && r.Body != http.NoBody {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		setBodyDeadline(w, r, s.opts.BulkBodyTimeout)
 	}
 	noteCaller(r.Context(), "", rt.quiet)
 	if rt.Scope == ScopeOpen {
@@ -259,8 +254,10 @@ func principal(r *http.Request) auth.Principal {
 
 // audit records a write (any method but GET and HEAD, and but an
 // executor's routine calls), and any refusal of a known caller, in the
-// audit trail. A failure to record is logged:
-// the request has been answered by then.
+// audit trail; refusals (4xx) at most once per Options.AuditRefusalWindow
+// for each caller, action, status and environment
+// (store.AuditRefusal). A failure to record is logged: the request has
+// been answered by then.
 func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.Environment, status int) {
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead || rt.quiet) && status < 400 {
 		return
@@ -287,7 +284,16 @@ func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if err := s.opts.Store.Audit(ctx, e); err != nil {
+	var err error
+	if status >= 400 && status < 500 {
+		// A refusal: one row a window per caller and kind, the rest
+		// counted into a summary row, so that a caller cannot fill the
+		// trail by being refused.
+		_, err = s.opts.Store.AuditRefusal(ctx, e, s.opts.AuditRefusalWindow)
+	} else {
+		err = s.opts.Store.Audit(ctx, e)
+	}
+	if err != nil {
 		s.log.ErrorContext(r.Context(), "audit trail: entry not recorded", "action", rt.Action, "actor", e.Actor, "status", status, "error", err)
 	}
 }

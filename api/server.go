@@ -107,6 +107,16 @@ type Options struct {
 	Events          *lsmevents.Hub
 	MaxEventStreams int
 	EventHeartbeat  time.Duration
+	// MaxEventStreamsPerCaller bounds the streams one caller (its
+	// actor: a token, an OIDC subject) holds at once (default
+	// DefaultMaxEventStreamsPerCaller; one more is a 429), so that one
+	// caller cannot take every stream of the server.
+	MaxEventStreamsPerCaller int
+	// AuditRefusalWindow is how often a caller's refusals of one kind
+	// (action, status, environment) get an audit row of their own; the
+	// others are counted into a summary row (default
+	// store.DefaultRefusalWindow).
+	AuditRefusalWindow time.Duration
 }
 
 // Server is intend's REST API.
@@ -114,8 +124,10 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	bulk slots
-	// streams counts the event streams being served.
-	streams atomic.Int64
+	// streams counts the event streams being served; callerStreams
+	// those of each caller.
+	streams       atomic.Int64
+	callerStreams slots
 }
 
 // slots counts work in progress per key, up to a limit.
@@ -167,6 +179,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxEventStreams <= 0 {
 		opts.MaxEventStreams = DefaultMaxEventStreams
+	}
+	if opts.MaxEventStreamsPerCaller <= 0 {
+		opts.MaxEventStreamsPerCaller = DefaultMaxEventStreamsPerCaller
 	}
 	if opts.EventHeartbeat <= 0 {
 		opts.EventHeartbeat = DefaultEventHeartbeat

@@ -40,6 +40,10 @@ type Options struct {
 	// OIDC, when set, adds "Sign in with OpenID Connect" (oidc.go).
 	OIDC *OIDCLogin
 	Log  *slog.Logger
+	// MaxStreamsPerCaller bounds the live pages' event streams one
+	// signed-in caller holds at once (default DefaultMaxStreamsPerCaller;
+	// one more is a 429: stream.go).
+	MaxStreamsPerCaller int
 }
 
 // Console serves the pages.
@@ -53,6 +57,8 @@ type Console struct {
 	// oidcEnd are the OIDC issuer's endpoints, once discovered.
 	oidcMu  sync.Mutex
 	oidcEnd endpoints
+	// callerStreams counts each caller's live streams (stream.go).
+	callerStreams callerStreams
 }
 
 // cookieName holds the signed-in user's API token.

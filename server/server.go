@@ -142,6 +142,24 @@ type Config struct {
 	// WriteTimeout is the API's http.Server WriteTimeout (0: none);
 	// event streams push their own deadline back before every write.
 	WriteTimeout time.Duration
+	// ReadHeaderTimeout bounds how long a request's headers may take to
+	// arrive (default 10 s); BodyTimeout its body (default
+	// api.Options.BodyTimeout's), on every path, the console's and
+	// unknown ones included.
+	ReadHeaderTimeout, BodyTimeout time.Duration
+	// MaxConnsPerClient bounds the connections one client address holds
+	// open at once (default DefaultMaxConnsPerClient; negative: no
+	// limit); beyond, a connection is closed at accept.
+	MaxConnsPerClient int
+	// MaxStreamsPerCaller bounds the event streams (the API's) and live
+	// pages (the console's) one caller (a token, an OIDC subject) holds
+	// open at once, each (default api.DefaultMaxEventStreamsPerCaller);
+	// beyond, 429.
+	MaxStreamsPerCaller int
+	// AuditRefusalWindow is how often one caller's refusals of one kind
+	// get an audit row of their own (default store.DefaultRefusalWindow);
+	// the reconciler writes the summaries of the windows that closed.
+	AuditRefusalWindow time.Duration
 	// MetricsListen, when set, also serves /metrics without credentials
 	// on this address (for a Prometheus that scrapes a private network);
 	// /metrics on the API needs a global read token either way.
@@ -369,6 +387,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
 	}
+	maxConns := cfg.MaxConnsPerClient
+	if maxConns == 0 {
+		maxConns = DefaultMaxConnsPerClient
+	}
+	ln = newLimitListener(ln, maxConns, log)
 	s.listener = ln
 	allowed := cfg.AllowedHosts
 	if allowed == nil && isLoopback(ln.Addr()) {
@@ -380,6 +403,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
+		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller, AuditRefusalWindow: cfg.AuditRefusalWindow,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -399,7 +423,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// The web console (/console/) calls the API's handler in process, with
 	// the signed-in user's token.
-	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log}
+	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log,
+		MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
 	if o := cfg.OIDC; o != nil {
 		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
 	}
@@ -411,7 +436,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	root.Handle("/console/", con.Handler())
 	root.Handle("/console", con.Handler())
 	root.Handle("/", handler)
-	s.http = &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	headerTimeout := cfg.ReadHeaderTimeout
+	if headerTimeout <= 0 {
+		headerTimeout = 10 * time.Second
+	}
+	// Every request's body must arrive in time, whoever answers it
+	// (api/deadline.go); the headers are bounded by ReadHeaderTimeout.
+	s.http = &http.Server{Handler: srv.BodyDeadlines(root), ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute,
 		WriteTimeout: cfg.WriteTimeout}
 	s.http.RegisterOnShutdown(s.events.Close)
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {
@@ -622,6 +653,9 @@ func (s *Server) reconcile(ctx context.Context) {
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
 	s.prune(ctx, envs)
+	if _, err := s.store.FlushAuditRefusals(ctx, s.cfg.AuditRefusalWindow); err != nil && ctx.Err() == nil {
+		s.log.Warn("reconcile: audit trail: summaries of refusals", "error", err)
+	}
 }
 
 // reconcileModels announces the newest model sources that were not

@@ -11,6 +11,7 @@ import (
 
 	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/server"
@@ -255,6 +256,8 @@ type serverSecurity struct {
 	oidcRolesClaim, oidcName     string
 	oidcRoleMap                  string
 	oidcClientSecretFile         string
+	// Limits per client (docs/security.md).
+	maxConnsPerClient, maxStreamsPerCaller int
 }
 
 func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
@@ -271,6 +274,19 @@ func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
 	g.envString(f, &sec.oidcName, "oidc-name-claim", "sub", "the claim that names the caller in the audit trail")
 	g.envString(f, &sec.oidcRoleMap, "oidc-role-map", "", "map values of the roles claim (say, groups) to roles: VALUE=ROLE[@ENV][+ROLE@ENV…],…")
 	g.envString(f, &sec.oidcClientSecretFile, "oidc-client-secret-file", "", "a file holding the web console's OIDC client secret (the client id is --oidc-audience; none: a public client, PKCE only)")
+	mc, err := strconv.Atoi(g.env("INTEND_MAX_CONNS_PER_CLIENT", strconv.Itoa(server.DefaultMaxConnsPerClient)))
+	if err != nil {
+		mc = -1 // refused with the usage error, naming the flag
+	}
+	f.IntVar(&sec.maxConnsPerClient, "max-conns-per-client", mc,
+		"connections one client address (an IPv6 /64) may hold open at once; more are closed at accept; 0: no limit. "+
+			"Behind a proxy every client is the proxy: raise it or set 0, and limit at the proxy (env INTEND_MAX_CONNS_PER_CLIENT)")
+	ms, err := strconv.Atoi(g.env("INTEND_MAX_STREAMS_PER_CALLER", strconv.Itoa(api.DefaultMaxEventStreamsPerCaller)))
+	if err != nil {
+		ms = -1
+	}
+	f.IntVar(&sec.maxStreamsPerCaller, "max-streams-per-caller", ms,
+		"event streams (API) and live console pages one caller (token or OIDC subject) may hold open at once, each; more get 429 (env INTEND_MAX_STREAMS_PER_CALLER)")
 }
 
 // apply puts the flags into cfg, with the bootstrap token from the
@@ -287,6 +303,17 @@ func (sec *serverSecurity) apply(cfg *server.Config, getenv func(string) string)
 		cfg.AllowedHosts = sec.allowedHosts
 	}
 	cfg.MetricsListen = sec.metricsListen
+	if sec.maxConnsPerClient < 0 {
+		return fmt.Errorf("--max-conns-per-client must be a whole number from 0 (0: no limit)")
+	}
+	cfg.MaxConnsPerClient = sec.maxConnsPerClient
+	if cfg.MaxConnsPerClient == 0 {
+		cfg.MaxConnsPerClient = -1 // server.Config: negative is no limit
+	}
+	if sec.maxStreamsPerCaller < 1 {
+		return fmt.Errorf("--max-streams-per-caller must be at least 1")
+	}
+	cfg.MaxStreamsPerCaller = sec.maxStreamsPerCaller
 	cfg.BootstrapToken = getenv("INTEND_BOOTSTRAP_TOKEN")
 	if (sec.oidcIssuer == "") != (sec.oidcAudience == "") {
 		return fmt.Errorf("--oidc-issuer and --oidc-audience go together")

@@ -29,7 +29,7 @@ type AuditEntry struct {
 
 // Audit appends e to the audit trail (its ID and At are the store's).
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
-	return audit(ctx, s.pool, e)
+	return auditInsert(ctx, s.pool, e)
 }
 
 // execer is a pool or a transaction.
@@ -37,9 +37,10 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// audit appends e through db: a write that records itself (CreateToken)
-// passes its transaction, so the row and the write commit together.
-func audit(ctx context.Context, db execer, e AuditEntry) error {
+// auditInsert appends e through db: a write that records itself
+// (CreateToken) passes its transaction, so the row and the write commit
+// together.
+func auditInsert(ctx context.Context, db execer, e AuditEntry) error {
 	var detail any
 	if len(e.Detail) > 0 {
 		detail = e.Detail

@@ -82,7 +82,7 @@ func (s *Store) CreateToken(ctx context.Context, in NewToken) (Token, error) {
 			return err
 		}
 		o := OriginOf(ctx)
-		return audit(ctx, tx, AuditEntry{ActorKind: actorKind(in.CreatedBy), Actor: in.CreatedBy,
+		return auditInsert(ctx, tx, AuditEntry{ActorKind: actorKind(in.CreatedBy), Actor: in.CreatedBy,
 			RemoteAddr: o.RemoteAddr, Action: ActionTokenCreate, Method: o.Method, Path: o.Path,
 			Status: http.StatusCreated, Detail: b})
 	})
