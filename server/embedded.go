@@ -59,13 +59,13 @@ type embedded struct {
 	cred *syscall.Credential // nil: the server's own user
 	// uids, when set, gives each environment's executor a user of its own.
 	uids UIDRange
-	home string              // the executor user's home
-	name string              // the registration name
+	home string // the executor user's home
+	name string // the registration name
 	// exe and args start a child (tests: the test binary itself).
 	exe  string
 	args []string
 
-	dir  string // holds a directory per child, for its sockets
+	dir  string       // holds a directory per child, for its sockets
 	http *http.Server // serves the API on the children's sockets
 
 	// autostarting is held by autostart, so that two passes (the
