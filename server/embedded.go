@@ -221,7 +221,7 @@ func (s *Server) startEmbedded(ctx context.Context, handler http.Handler, tel *t
 			return err
 		}
 	}
-	if cred == nil && os.Geteuid() == 0 && s.cfg.ExecutorUIDs.First == 0 {
+	if cred == nil && os.Geteuid() == 0 && s.cfg.ExecutorUIDs.First == 0 && !s.cfg.ExecutorIsInvoker {
 		s.log.Warn("the embedded executor runs tenants' resources as root (--executor-user names root)")
 	}
 	tel.Extend(e.gatherer)

@@ -62,6 +62,9 @@ type Config struct {
 	// as. "" runs them as the server's user, which a server running as
 	// root refuses: it must be told.
 	ExecutorUser string
+	// ExecutorIsInvoker says ExecutorUser is whoever runs the process
+	// (intend deploy: one user on one machine): no warning when it is root.
+	ExecutorIsInvoker bool
 	// ExecutorUIDs, when set, runs each environment's embedded executor
 	// as a user of its own from this range (a server run as root): what
 	// one environment's resources write is not another's to read.

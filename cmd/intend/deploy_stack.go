@@ -96,7 +96,7 @@ func startStack(ctx context.Context, out io.Writer, o stackOptions) (st *stack, 
 	// One user on one machine: the executor (a child process, as always)
 	// runs the resources as the user who runs intend deploy.
 	if u, err := user.Current(); err == nil {
-		scfg.ExecutorUser = u.Uid
+		scfg.ExecutorUser, scfg.ExecutorIsInvoker = u.Uid, true
 	}
 	st.srv, err = server.Start(ctx, scfg)
 	if errors.Is(err, syscall.EADDRINUSE) {
