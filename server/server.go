@@ -155,7 +155,7 @@ type OIDCConfig struct {
 	Issuer, Audience string
 	// RolesClaim, NameClaim and RoleMap are auth.OIDCOptions'.
 	RolesClaim, NameClaim string
-	RoleMap               map[string]string
+	RoleMap               map[string][]string
 	// ClientSecret is the web console's client secret at the issuer (its
 	// client id is Audience); "" for a public client (PKCE only).
 	ClientSecret string
