@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/auth"
 )
 
 // page is what every template gets.
@@ -193,7 +194,7 @@ func (c *Console) environment(w http.ResponseWriter, r *http.Request) {
 // as submitted (with their errors), and status.
 func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, status int, settings []setting, errText string) {
 	u, env := userOf(r), chi.URLParam(r, "env")
-	d := environmentData{Operator: u.may(env, "operator"), Admin: u.may(env, "admin")}
+	d := environmentData{Operator: u.may(env, auth.RoleOperator), Admin: u.may(env, auth.RoleAdmin)}
 	base := "/api/v1/environments/" + url.PathEscape(env)
 	var agents struct {
 		Items []client.Agent `json:"items"`

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/auth"
 )
 
 // inProcess is a RoundTripper that serves a request with the API's
@@ -81,12 +82,13 @@ func (u *user) roleIn(env string) string {
 	return u.whoami.Role
 }
 
-// may reports whether the user's role in env is at least role.
-func (u *user) may(env, role string) bool { return rank[u.roleIn(env)] >= rank[role] }
-
-// rank orders the roles (docs/security.md); executor and none press no
-// console button.
-var rank = map[string]int{"read": 1, "author": 2, "operator": 3, "admin": 4}
+// may reports whether the user's role in env grants need, as the API
+// ranks roles (auth.Role.Grants: read < operator < author < admin;
+// executor and none press no console button).
+func (u *user) may(env string, need auth.Role) bool {
+	have, err := auth.ParseRole(u.roleIn(env))
+	return err == nil && have.Grants(need)
+}
 
 // safeNext is where a sign-in goes after: a console path, never another
 // site.

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/textdiff"
 )
 
@@ -127,7 +128,7 @@ func (c *Console) versions(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	d := versionsData{Items: list.Items, Operator: u.may(env, "operator")}
+	d := versionsData{Items: list.Items, Operator: u.may(env, auth.RoleOperator)}
 	if e.ReleasedVersion != nil {
 		d.Released = *e.ReleasedVersion
 	}
