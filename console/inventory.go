@@ -603,8 +603,8 @@ func formProblem(err error) (*client.Problem, bool) {
 
 // toInstance sends the browser to the instance's page with a flash.
 func (c *Console) toInstance(w http.ResponseWriter, r *http.Request, env, entity string, inst client.ServiceInstance, flash string) {
-	http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity)+"/"+url.PathEscape(inst.ID)+
-		"?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+	http.Redirect(w, r, c.flashURL(r, "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity)+"/"+url.PathEscape(inst.ID),
+		flash), http.StatusSeeOther)
 }
 
 // instanceForm checks a form posted on an instance: its size, its

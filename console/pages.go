@@ -117,7 +117,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		}
 	}
 	if p.Flash == "" {
-		p.Flash = r.URL.Query().Get("flash")
+		p.Flash = c.flashOf(r)
 	}
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout.html", p); err != nil {
@@ -327,6 +327,6 @@ func (c *Console) deploy(w http.ResponseWriter, r *http.Request) {
 		what = "Repair"
 	}
 	// The request's page follows it to its run.
-	http.Redirect(w, r, fmt.Sprintf("/console/env/%s/requests/%d?flash=%s", url.PathEscape(env), req.ID,
-		url.QueryEscape(fmt.Sprintf("%s requested (request %d).", what, req.ID))), http.StatusSeeOther)
+	http.Redirect(w, r, c.flashURL(r, fmt.Sprintf("/console/env/%s/requests/%d", url.PathEscape(env), req.ID),
+		fmt.Sprintf("%s requested (request %d).", what, req.ID)), http.StatusSeeOther)
 }

@@ -104,6 +104,7 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("expired") != "" {
 		p.Error = "Your token is no longer valid (expired or revoked). Sign in again."
 	}
+	p.CSRF = c.loginToken(w, r)
 	c.render(w, r, http.StatusOK, "login", p)
 }
 
@@ -112,9 +113,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
 	p := page{Title: "Sign in", Next: next, OIDC: c.opts.OIDC != nil}
+	p.CSRF = c.loginToken(w, r)
 	if token == "" {
 		p.Error = "Paste an API token (intend token create prints one)."
 		c.render(w, r, http.StatusUnprocessableEntity, "login", p)
+		return
+	}
+	if !c.checkLogin(r) {
+		p.Error = "This sign-in form is stale or was not sent from this console's own page; sign in again."
+		c.render(w, r, http.StatusForbidden, "login", p)
 		return
 	}
 	if _, err := c.clientFor(r, token).Whoami(r.Context()); err != nil {

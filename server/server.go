@@ -378,7 +378,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// The web console (/console/) calls the API's handler in process, with
 	// the signed-in user's token.
-	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log}
+	// Its key and the OIDC states it took are in PostgreSQL: a form or a
+	// sign-in begun on one replica is taken by another, and only once.
+	conKey, err := st.ConsoleKey(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("console key: %w", err))
+	}
+	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log,
+		Key: conKey, States: st}
 	if o := cfg.OIDC; o != nil {
 		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
 	}
