@@ -393,9 +393,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(fmt.Errorf("console: %w", err))
 	}
+	// The console goes through the API's front door too: allowed hosts
+	// and HSTS.
+	conHandler := srv.Front(con.Handler())
 	root := http.NewServeMux()
-	root.Handle("/console/", con.Handler())
-	root.Handle("/console", con.Handler())
+	root.Handle("/console/", conHandler)
+	root.Handle("/console", conHandler)
 	root.Handle("/", handler)
 	s.http = &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		WriteTimeout: cfg.WriteTimeout}
