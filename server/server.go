@@ -34,6 +34,7 @@ import (
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/compiler/bounded"
 	"github.com/intendhq/intend/internal/executor"
+	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -98,6 +99,10 @@ type Config struct {
 	// (--allow-local-repos); without it the API refuses such a setting and
 	// a compile of one stored before fails.
 	AllowLocalRepos bool
+	// CompileFetchHosts are the hosts autonomous compiles may fetch a
+	// repo_url from (--compile-fetch-hosts, fetchhosts.Parse): nil, any
+	// host whose addresses are all public.
+	CompileFetchHosts []string
 	// CompileTimeout bounds one model compile: an upload's, an autonomous
 	// compile's, a service instance's validation (default 10 minutes).
 	// CompileMemory bounds its memory (default bounded.DefaultMemory);
@@ -199,6 +204,9 @@ type Server struct {
 	lastInstances atomic.Int64
 	cancel        context.CancelFunc
 	wg            sync.WaitGroup
+
+	// fetchHosts is cfg.CompileFetchHosts, parsed.
+	fetchHosts *fetchhosts.Policy
 }
 
 // Registry returns the adapters built into intend (listed in
@@ -273,6 +281,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("the bootstrap token (INTEND_BOOTSTRAP_TOKEN) is %d characters; it must be at least %d "+
 			"(make one with `openssl rand -hex 32`)", len(cfg.BootstrapToken), auth.MinBootstrapLength)
 	}
+	fetchHosts, err := fetchhosts.Parse(cfg.CompileFetchHosts)
+	if err != nil {
+		return nil, err
+	}
 	from, to, err := migrations.Apply(ctx, cfg.DatabaseURL, -1)
 	if err != nil {
 		return nil, fmt.Errorf("migrate database: %w", err)
@@ -304,7 +316,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &engine.LSM{Temporal: tc, Store: st}, scheme: "http",
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, fetchHosts: fetchHosts, lsm: &engine.LSM{Temporal: tc, Store: st}, scheme: "http",
 		pruned: tel.PrunedRows}
 	s.orders = &engine.Orders{Temporal: tc, LSM: s.lsm}
 	s.sched = &engine.Schedulers{Temporal: tc, Deploy: cfg.Deploy, Poll: cfg.SchedulerPoll, Log: log,
@@ -364,6 +376,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
+		CompileFetchHosts: s.fetchHosts,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {

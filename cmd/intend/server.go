@@ -27,6 +27,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var auditRetention time.Duration
 	var sec serverSecurity
 	var cbf callbackFlags
+	var fhf fetchHostFlags
 	var accessLog, temporalUI string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -81,6 +82,9 @@ it does not show in ps. See docs/security.md.`,
 			if err := cbf.apply(&scfg); err != nil {
 				return usageErrorf("%v", err)
 			}
+			if err := fhf.apply(&scfg); err != nil {
+				return usageErrorf("%v", err)
+			}
 			if err := applyAccessLog(&scfg, accessLog); err != nil {
 				return usageErrorf("%v", err)
 			}
@@ -133,6 +137,7 @@ it does not show in ps. See docs/security.md.`,
 		"the Temporal Web UI's address (http://host:port): the web console links each run to its workflow there")
 	sec.flags(cmd, g)
 	cbf.flags(cmd, g)
+	fhf.flags(cmd, g)
 	return cmd
 }
 
