@@ -200,7 +200,7 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 		return workflows.BuildCompileResult{}, err
 	}
 	opts := compiler.Options{Dir: tree, Facts: facts}
-	res, err := c.compile(ctx, opts)
+	res, err := c.compile(ctx, env, opts)
 	if err != nil {
 		return fail(err)
 	}
@@ -745,12 +745,12 @@ func (c *Compiler) gitTo(ctx context.Context, env []string, stdout io.Writer, ar
 	return nil
 }
 
-// compile runs the compiler through the Runner, within the time limit; a
-// failed compile, or one stopped at a limit, is a failure with structured
-// errors.
-func (c *Compiler) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
-	limit := orDefaultTimeout(c.CompileTimeout)
-	res, err := compiler.OrInProcess(c.Runner).Compile(ctx, opts, limit)
+// compile runs the compiler through the Runner, within the time limit and
+// env's CPU time limit; a failed compile, or one stopped at a limit, is a
+// failure with structured errors.
+func (c *Compiler) compile(ctx context.Context, env store.Environment, opts compiler.Options) (*compiler.Result, error) {
+	res, err := compiler.OrInProcess(c.Runner).Compile(ctx, opts,
+		compiler.Job{Environment: env.ID, Timeout: orDefaultTimeout(c.CompileTimeout), CPU: env.Settings.CompileCPU()})
 	if err == nil {
 		return res, nil
 	}

@@ -351,6 +351,12 @@ func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances 
 	if err != nil {
 		return nil, nil, classify(err)
 	}
+	// Its settings now: a global admin's change of compile_cpu_limit
+	// holds from the next compile on.
+	env, err := l.Store.GetEnvironment(ctx, envID)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
 	var bad compiler.Errors
 	mt, release, err := l.models.acquire(ctx, l.TempDir, src.Hash, func(tree string) error {
 		archive, err := l.Store.ModelArchive(ctx, envID, src.Hash)
@@ -380,7 +386,7 @@ func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances 
 	opts := compiler.Options{Dir: tree, Instances: instances, InstanceVersions: versions, Related: related, Facts: facts, Cache: l.Cache,
 		SourceKey: src.Hash, Focus: focus}
 	defer heartbeat(ctx)()
-	res, err := l.compile(ctx, opts)
+	res, err := l.compile(ctx, env, opts)
 	if err == nil {
 		mt.learned(res.DeclaresFacts)
 		return res, nil, nil
@@ -395,11 +401,12 @@ func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances 
 	return nil, errs, nil
 }
 
-// compile runs the compiler through the Runner within the time limit; a
-// compile stopped at a limit is an error of the compile, like the model's
-// own.
-func (l *LSM) compile(ctx context.Context, opts compiler.Options) (*compiler.Result, error) {
-	res, err := compiler.OrInProcess(l.Runner).Compile(ctx, opts, orDefaultTimeout(l.CompileTimeout))
+// compile runs the compiler through the Runner within the time limit and
+// env's CPU time limit; a compile stopped at a limit is an error of the
+// compile, like the model's own.
+func (l *LSM) compile(ctx context.Context, env store.Environment, opts compiler.Options) (*compiler.Result, error) {
+	res, err := compiler.OrInProcess(l.Runner).Compile(ctx, opts,
+		compiler.Job{Environment: env.ID, Timeout: orDefaultTimeout(l.CompileTimeout), CPU: env.Settings.CompileCPU()})
 	if le, ok := errors.AsType[*compiler.LimitError](err); ok && ctx.Err() == nil {
 		return nil, compiler.Errors{{Message: le.Error()}}
 	}

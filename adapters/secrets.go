@@ -3,11 +3,13 @@ package adapters
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // A secret reference is an attribute value (at any depth) that is an object
@@ -109,7 +111,7 @@ func (s *Secrets) Lookup(ref string) (string, error) {
 			return "", fmt.Errorf("secret %s: secrets directory: %w", ref, err)
 		}
 		defer root.Close()
-		b, err := root.ReadFile(name)
+		b, err := readRegular(root, name)
 		if err != nil {
 			var pe *os.PathError
 			if errors.As(err, &pe) {
@@ -120,6 +122,61 @@ func (s *Secrets) Lookup(ref string) (string, error) {
 		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 	default:
 		return "", fmt.Errorf("secret %q: unknown kind %q (want env or file)", ref, kind)
+	}
+}
+
+// MaxSecretFileBytes bounds a file: secret: a larger file is refused
+// rather than read into the executor's memory.
+const MaxSecretFileBytes = 1 << 20
+
+// errNotRegular is the refusal of a secret that is not a regular file.
+var errNotRegular = errors.New("refused: not a regular file")
+
+// readRegular reads name in root if it is a regular file of at most
+// MaxSecretFileBytes. A FIFO (or a device) would block the read, and the
+// batch with it, until someone writes: the file is opened without
+// blocking (O_NONBLOCK makes the open of a FIFO return at once and is
+// nothing to a regular file), then the opened file itself is checked
+// (fstat), so that no swap between a check and the open can slip a FIFO
+// in; symlinks are followed inside root only (os.Root).
+func readRegular(root *os.Root, name string) ([]byte, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s)", errNotRegular, fileKind(fi.Mode()))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxSecretFileBytes {
+		return nil, fmt.Errorf("refused: larger than %d bytes", MaxSecretFileBytes)
+	}
+	return b, nil
+}
+
+// fileKind names the type of a file that is not regular.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	default:
+		return "not a regular file"
 	}
 }
 

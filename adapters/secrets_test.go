@@ -2,10 +2,13 @@ package adapters_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/intendhq/intend/adapters"
 )
@@ -184,4 +187,75 @@ func FuzzSecretLookup(f *testing.F) {
 			t.Fatalf("Lookup(%q) = %q: not a value set aside for secrets", ref, got)
 		}
 	})
+}
+
+// TestSecretLookupRefusesNonRegularFiles: a file: reference to anything
+// but a regular file is refused at once, naming what it is: a named pipe
+// (whose open and read block until someone writes: it held the batch), a
+// link to one, a directory, a socket, a device, and a file too large to
+// be a secret. The refusal holds no value.
+func TestSecretLookupRefusesNonRegularFiles(t *testing.T) {
+	t.Parallel()
+	dir, _ := secretsFixture(t)
+	fifo := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// A lookup blocked in the FIFO's open (before the fix) gets its
+		// writer, and its end of file, here.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+	if err := os.Symlink("pipe", filepath.Join(dir, "topipe")); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(dir, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, adapters.MaxSecretFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ why, ref, wantErr string }{
+		{"a named pipe", "file:pipe", "not a regular file (a named pipe)"},
+		{"a link to a named pipe", "file:topipe", "not a regular file (a named pipe)"},
+		{"a directory", "file:sub", "not a regular file (a directory)"},
+		{"a socket (its open fails)", "file:sock", "read sock in the secrets directory"},
+		{"a file over the limit", "file:big", "larger than 1048576 bytes"},
+	}
+	// A character device where this test may make one (root); elsewhere
+	// the other cases stand.
+	// 1<<8|3 is 1:3, /dev/null's numbers, as Linux encodes small ones.
+	if err := syscall.Mknod(filepath.Join(dir, "null"), syscall.S_IFCHR|0o600, 1<<8|3); err == nil {
+		cases = append(cases, struct{ why, ref, wantErr string }{"a character device", "file:null", "not a regular file (a character device)"})
+	} else {
+		t.Logf("no device node (%v): that case is not run", err)
+	}
+	s := &adapters.Secrets{Dir: dir}
+	for _, c := range cases {
+		type result struct {
+			v   string
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			v, err := s.Lookup(c.ref)
+			done <- result{v, err}
+		}()
+		select {
+		case r := <-done:
+			if r.err == nil || r.v != "" || !strings.Contains(r.err.Error(), c.wantErr) {
+				t.Errorf("%s: Lookup(%q) = %d bytes, %v; want a refusal saying %q", c.why, c.ref, len(r.v), r.err, c.wantErr)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: Lookup(%q) still blocks after 5 s", c.why, c.ref)
+		}
+	}
+	// The regular files still resolve.
+	if v, err := s.Lookup("file:pg"); err != nil || v != "pw-inside" {
+		t.Errorf("Lookup(file:pg) = %q, %v", v, err)
+	}
 }

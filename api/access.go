@@ -111,15 +111,10 @@ type envKey struct{}
 // environment, checks the role, runs the handler and audits a write.
 func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := rt.s
-	// The body must arrive in time: a client that trickles it holds a
-	// connection and a goroutine, so bound it (the headers are bounded by
-	// the http.Server's ReadHeaderTimeout).
-	timeout := s.opts.BodyTimeout
+	// The body must arrive in time: observe gave it Options.BodyTimeout
+	// (deadline.go); a large one gets longer.
 	if rt.bulk {
-		timeout = s.opts.BulkBodyTimeout
-	}
-	if r.Body != nil && r.Body != http.NoBody {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		setBodyDeadline(w, r, s.opts.BulkBodyTimeout)
 	}
 	noteCaller(r.Context(), "", rt.quiet)
 	if rt.Scope == ScopeOpen {
@@ -135,6 +130,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	noteCaller(r.Context(), p.Actor(), rt.quiet)
 	ctx := auth.WithPrincipal(r.Context(), p)
 	ctx = store.WithActor(ctx, p.Actor())
+	ctx = store.WithOrigin(ctx, store.Origin{RemoteAddr: remoteHost(r), Method: r.Method, Path: r.URL.Path})
 	ctx = context.WithValue(ctx, auditDetailKey{}, &auditDetail{})
 	r = r.WithContext(ctx)
 	rec := &statusRecorder{ResponseWriter: w}
@@ -211,6 +207,11 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 		return p, Unavailable("credentials cannot be checked now; retry later")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return p, Unavailable("the request was cancelled or timed out")
+	case store.IsUnavailable(err):
+		// The token lookup is every request's first query: PostgreSQL
+		// down is the server's fault, and worth a retry.
+		s.log.WarnContext(r.Context(), "authentication unavailable", "error", err)
+		return p, Unavailable("the database cannot be reached now; retry later")
 	}
 	return p, fmt.Errorf("authenticate: %w", err)
 }
@@ -253,13 +254,20 @@ func principal(r *http.Request) auth.Principal {
 
 // audit records a write (any method but GET and HEAD, and but an
 // executor's routine calls), and any refusal of a known caller, in the
-// audit trail. A failure to record is logged:
-// the request has been answered by then.
+// audit trail; refusals (4xx) at most once per Options.AuditRefusalWindow
+// for each caller, action, status and environment
+// (store.AuditRefusal). A failure to record is logged: the request has
+// been answered by then.
 func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.Environment, status int) {
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead || rt.quiet) && status < 400 {
 		return
 	}
 	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && status != http.StatusForbidden {
+		return
+	}
+	d, _ := r.Context().Value(auditDetailKey{}).(*auditDetail)
+	if d != nil && d.byStore && status < 400 {
+		// The store wrote the row with the write itself (CreateToken).
 		return
 	}
 	e := store.AuditEntry{
@@ -269,21 +277,36 @@ func (s *Server) audit(r *http.Request, rt *Route, p auth.Principal, env *store.
 	if env != nil && env.ID != "" {
 		e.EnvironmentID, e.Environment = &env.ID, env.Name
 	}
-	if d, ok := r.Context().Value(auditDetailKey{}).(*auditDetail); ok && d.v != nil {
+	if d != nil && d.v != nil {
 		if b, err := json.Marshal(d.v); err == nil {
 			e.Detail = b
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if err := s.opts.Store.Audit(ctx, e); err != nil {
+	var err error
+	if status >= 400 && status < 500 {
+		// A refusal: one row a window per caller and kind, the rest
+		// counted into a summary row, so that a caller cannot fill the
+		// trail by being refused.
+		_, err = s.opts.Store.AuditRefusal(ctx, e, s.opts.AuditRefusalWindow)
+	} else {
+		err = s.opts.Store.Audit(ctx, e)
+	}
+	if err != nil {
 		s.log.ErrorContext(r.Context(), "audit trail: entry not recorded", "action", rt.Action, "actor", e.Actor, "status", status, "error", err)
 	}
 }
 
 type auditDetailKey struct{}
 
-type auditDetail struct{ v any }
+// auditDetail is what a handler adds to its request's audit row: a
+// detail, or that the store has written the row already (byStore), in
+// the transaction of the write itself.
+type auditDetail struct {
+	v       any
+	byStore bool
+}
 
 // remoteHost is the client's address without its port.
 func remoteHost(r *http.Request) string {

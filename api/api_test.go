@@ -67,11 +67,15 @@ type fixture struct {
 	handler http.Handler
 	// token is sent with every call (a global admin's unless changed).
 	token string
+	// dbURL is the test's database, for what no route or store method
+	// does (aging rows).
+	dbURL string
 }
 
 func newFixture(t testing.TB, opts api.Options) *fixture {
 	t.Helper()
-	st, err := store.Open(context.Background(), testenv.Database(t))
+	dbURL := testenv.Database(t)
+	st, err := store.Open(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +98,7 @@ func newFixture(t testing.TB, opts api.Options) *fixture {
 	// the OpenAPI document (openapi_test.go proves the check fails).
 	srv := httptest.NewServer(apitest.Validating(t, h))
 	t.Cleanup(srv.Close)
-	f := &fixture{t: t, srv: srv, sched: d, st: st, handler: h}
+	f := &fixture{t: t, srv: srv, sched: d, st: st, handler: h, dbURL: dbURL}
 	f.token = f.newToken("admin", "admin", nil)
 	return f
 }

@@ -156,18 +156,26 @@ func (s *Server) createCallback(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listCallbacks lists the environment's callbacks with their delivery
-// counts, never a secret.
+// listCallbacks lists a page of the environment's callbacks, oldest
+// first, with their delivery counts, never a secret.
 func (s *Server) listCallbacks(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.lsmEnv(r)
 	if err != nil {
 		return err
 	}
-	cbs, err := s.opts.Store.ListCallbacks(r.Context(), e.ID)
+	limit, err := listPage(r)
 	if err != nil {
 		return err
 	}
-	writeList(w, cbs, wireCallback)
+	after, err := afterKey(r)
+	if err != nil {
+		return err
+	}
+	cbs, err := s.opts.Store.ListCallbacksPage(r.Context(), e.ID, after, limit)
+	if err != nil {
+		return err
+	}
+	writePage(w, cbs, limit, func(c store.Callback) string { return pageKey(c.CreatedAt, c.ID) }, wireCallback)
 	return nil
 }
 

@@ -125,7 +125,65 @@ func decodeJSON(body []byte, dst any) error {
 	if p := textProblem(body); p != nil {
 		return p
 	}
+	if p := numberProblem(body); p != nil {
+		return p
+	}
 	return nil
+}
+
+// maxFloat64Digits is the number of digits from which a JSON number
+// without an exponent may be beyond float64 (1.8e308 has 309).
+const maxFloat64Digits = 309
+
+// numberProblem returns the 422 problem of a JSON body, valid JSON, with
+// a number beyond the range of float64 (1e309, or an integer of 309 digits
+// and more), or nil. encoding/json keeps such a number as json.Number
+// where the type is any, and the first conversion to float64 fails far
+// from the request: a lifecycle workflow that cannot decode its input (a
+// 500), an order retried for ever. Bodies whose numbers have neither an
+// exponent nor 309 digits pay one linear scan and no walk.
+func numberProblem(body []byte) *Problem {
+	if !mayOverflow(body) {
+		return nil
+	}
+	var p *Problem
+	walkJSON(body, func(ev jsonEvent) bool {
+		if ev.isKey || ev.kind != '0' || !beyondFloat64(body[ev.start:ev.end]) {
+			return true
+		}
+		p = InvalidField(ev.pointer(), "is a number beyond the range of a 64-bit float (±1.8e308)")
+		return false
+	})
+	return p
+}
+
+// mayOverflow reports whether body may hold a number beyond float64: a
+// digit followed by an exponent, or a run of maxFloat64Digits digits. It
+// looks at strings too, so it may say yes wrongly, never no.
+func mayOverflow(body []byte) bool {
+	run := 0
+	for _, c := range body {
+		switch {
+		case c >= '0' && c <= '9':
+			if run++; run >= maxFloat64Digits {
+				return true
+			}
+		case (c == 'e' || c == 'E') && run > 0:
+			return true
+		case c == '.' && run > 0:
+			// 1.5e309: the fraction's digits follow.
+		default:
+			run = 0
+		}
+	}
+	return false
+}
+
+// beyondFloat64 reports whether the JSON number num is beyond float64's
+// range. Too small a number (1e-400) rounds to zero, as JSON allows.
+func beyondFloat64(num []byte) bool {
+	f, err := strconv.ParseFloat(string(num), 64)
+	return err != nil && math.IsInf(f, 0)
 }
 
 // decodeError maps an error of json.Decoder.Decode on body into dst to the

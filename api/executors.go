@@ -15,29 +15,82 @@ import (
 	"github.com/intendhq/intend/internal/store"
 )
 
-// writeAgents answers GET .../agents: each agent with its executors.
-func (s *Server) writeAgents(w http.ResponseWriter, r *http.Request, e store.Environment, as []store.Agent) error {
-	execs, err := s.opts.Store.ListExecutors(r.Context(), e.ID)
+// The pages of the executor, agent, token and callback lists: ?limit=
+// from 1 to maxListPage, defaultListPage without it; next goes back as
+// ?after=.
+const (
+	defaultListPage = 100
+	maxListPage     = 1000
+)
+
+// listPage reads ?limit= of a list of these pages.
+func listPage(r *http.Request) (int, error) {
+	return queryInt(r, "limit", defaultListPage, 1, maxListPage)
+}
+
+// afterName reads ?after= of a list by name: the name of the last item
+// of the previous page.
+func afterName(r *http.Request) (string, error) {
+	after := r.URL.Query().Get("after")
+	if len(after) > 255 || !validText(after) {
+		return "", InvalidField("?after", "is not a cursor: take next from the previous page")
+	}
+	return after, nil
+}
+
+// listAgents answers GET .../agents: a page of agents by name, each with
+// the executors serving it.
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	limit, err := listPage(r)
+	if err != nil {
+		return err
+	}
+	after, err := afterName(r)
+	if err != nil {
+		return err
+	}
+	as, err := s.opts.Store.ListAgentsPage(r.Context(), e.ID, after, limit)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(as))
+	for i, a := range as {
+		names[i] = a.Name
+	}
+	execs, err := s.opts.Store.ExecutorsServing(r.Context(), e.ID, names)
 	if err != nil {
 		return err
 	}
 	by := store.AgentExecutors(execs)
-	writeList(w, as, func(a store.Agent) client.Agent { return wireAgent(a, by[a.Name]) })
+	writePage(w, as, limit, func(a store.Agent) string { return a.Name },
+		func(a store.Agent) client.Agent { return wireAgent(a, by[a.Name]) })
 	return nil
 }
 
-// listExecutors answers GET .../executors: every executor that reported
-// to the environment lately, stopped ones included.
+// listExecutors answers GET .../executors: a page of the executors that
+// reported to the environment lately, stopped ones included, by name.
 func (s *Server) listExecutors(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.env(r)
 	if err != nil {
 		return err
 	}
-	execs, err := s.opts.Store.ListExecutors(r.Context(), e.ID)
+	limit, err := listPage(r)
 	if err != nil {
 		return err
 	}
-	writeList(w, execs, wireExecutor)
+	after, err := afterName(r)
+	if err != nil {
+		return err
+	}
+	execs, err := s.opts.Store.ListExecutorsPage(r.Context(), e.ID, after, limit)
+	if err != nil {
+		return err
+	}
+	writePage(w, execs, limit, func(x store.Executor) string { return x.Name }, wireExecutor)
 	return nil
 }
 
@@ -105,8 +158,9 @@ func (s *Server) reportExecutor(w http.ResponseWriter, r *http.Request) error {
 	if req.PID < 0 {
 		errs = append(errs, FieldError{Field: "/pid", Detail: "must not be negative"})
 	}
-	if len(req.Agents) > 10000 {
-		errs = append(errs, FieldError{Field: "/agents", Detail: "at most 10000 agents"})
+	if len(req.Agents) > store.MaxExecutorAgents {
+		errs = append(errs, FieldError{Field: "/agents",
+			Detail: fmt.Sprintf("%d agents: a registration has at most %d", len(req.Agents), store.MaxExecutorAgents)})
 	}
 	for i, a := range req.Agents {
 		if a == "" || len(a) > 255 {
@@ -119,22 +173,35 @@ func (s *Server) reportExecutor(w http.ResponseWriter, r *http.Request) error {
 	if err := servesAll(principal(r), req.Agents); err != nil {
 		return err
 	}
-	if err := s.opts.Store.ReportExecutor(r.Context(), e.Name, store.ExecutorReport{Name: name,
-		Hostname: req.Hostname, PID: req.PID, Version: req.Version, Agents: req.Agents, First: req.First}); err != nil {
+	if err := s.opts.Store.RegisterExecutor(r.Context(), e.Name, store.ExecutorReport{Name: name,
+		Hostname: req.Hostname, PID: req.PID, Version: req.Version, Agents: req.Agents, First: req.First,
+		Embedded: OverLocalSocket(r.Context())}, registrant(r, e)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
+// registrant is who registers (or stops) an executor in e: the request's
+// token by its id (or its principal's actor), and whether it is an admin
+// there, who may stop any executor.
+func registrant(r *http.Request, e store.Environment) store.Registrant {
+	p := principal(r)
+	owner := p.Actor()
+	if p.Kind == auth.KindToken && p.TokenID != "" {
+		owner = store.TokenOwner(p.TokenID)
+	}
+	return store.Registrant{Owner: owner, Admin: p.In(e.ID, e.Name) == auth.RoleAdmin}
+}
+
 // stopExecutor answers POST .../executor/registrations/{name}/stop: the
-// executor stopped cleanly.
+// executor stopped cleanly (or an admin marks it stopped).
 func (s *Server) stopExecutor(w http.ResponseWriter, r *http.Request) error {
 	e, name, err := s.executorOf(r)
 	if err != nil {
 		return err
 	}
-	if err := s.opts.Store.StopExecutor(r.Context(), name, []string{e.Name}); err != nil {
+	if err := s.opts.Store.StopRegistration(r.Context(), e.Name, name, registrant(r, e)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -171,6 +171,9 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 	if errs := s.settingErrors(e.Settings, req.Settings); len(errs) > 0 {
 		return Validation("the settings are invalid", errs...)
 	}
+	if err := refuseGlobalAdminSettings(r, e.Settings, req.Settings); err != nil {
+		return err
+	}
 	out, err := s.opts.Store.UpdateEnvironment(r.Context(), e.ID, store.EnvironmentPatch{
 		Description: req.Description, Halted: req.Halted, Settings: req.Settings,
 	})

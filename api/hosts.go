@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"slices"
@@ -23,7 +24,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		allowed[i] = strings.ToLower(strings.Trim(h, "[]"))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || hostAllowed(r.Host, allowed) {
+		if r.URL.Path == "/healthz" || hostAllowed(r.Host, allowed) || OverLocalSocket(r.Context()) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -67,3 +68,20 @@ func hostAllowed(host string, allowed []string) bool {
 // LoopbackHosts are the names a server listening on loopback answers to
 // by default.
 var LoopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
+
+type localSocketKey struct{}
+
+// LocalSocket marks ctx as a connection's to the server's own Unix socket,
+// the one its embedded executors call it over (it is an http.Server's
+// ConnContext). No browser reaches that socket, so the Host check does
+// not apply, and the executors registered over it are the embedded ones.
+func LocalSocket(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, localSocketKey{}, true)
+}
+
+// OverLocalSocket reports whether ctx is a request's that came over the
+// server's own Unix socket (LocalSocket).
+func OverLocalSocket(ctx context.Context) bool {
+	v, _ := ctx.Value(localSocketKey{}).(bool)
+	return v
+}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -179,5 +180,59 @@ func TestDecodeRefusesBadText(t *testing.T) {
 	// A body that is one string is the whole body's problem.
 	if p := textProblem([]byte(`"\u0000"`)); p == nil || len(p.Errors) != 1 || p.Errors[0].Field != "" {
 		t.Errorf(`textProblem("\u0000") = %v, want one error for the whole body`, p)
+	}
+}
+
+// TestDecodeRefusesNumbersBeyondFloat64 checks that Decode refuses a
+// number that no float64 holds with a 422 naming it, wherever it is (an
+// attribute map, a json.RawMessage, an array), and lets every number
+// float64 holds pass, and strings that only look like such numbers.
+func TestDecodeRefusesNumbersBeyondFloat64(t *testing.T) {
+	t.Parallel()
+	digits := func(n int) string { return "1" + strings.Repeat("0", n-1) }
+	cases := []struct {
+		name, reason, body, wantField string
+		ok                            bool
+	}{
+		{"1e309", "beyond float64: +Inf", `{"raw":{"memory":1e309}}`, "/raw/memory", false},
+		{"negative", "-Inf as well", `{"raw":{"a":[0,-1.5E+309]}}`, "/raw/a/1", false},
+		{"in a raw message", "settings are json.RawMessage", `{"settings":{"deploy_interval":2e308}}`, "/settings/deploy_interval", false},
+		{"400 digits", "an integer beyond float64 too", `{"raw":{"n":` + digits(400) + `}}`, "/raw/n", false},
+		{"top level", "the whole body is the number", `1e999`, "", false},
+		{"the largest float64", "1.7976931348623157e308 is one", `{"raw":{"n":1.7976931348623157e308}}`, "", true},
+		{"309 digits", "1e308 written out is one", `{"raw":{"n":` + digits(309) + `}}`, "", true},
+		{"tiny", "1e-400 rounds to zero", `{"raw":{"n":1e-400}}`, "", true},
+		{"a string", "text that looks like a number is text", `{"name":"1e309"}`, "", true},
+	}
+	type dst struct {
+		Name     string                     `json:"name"`
+		Raw      map[string]any             `json:"raw"`
+		Settings map[string]json.RawMessage `json:"settings"`
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var err error
+			if c.body[0] == '{' {
+				var d dst
+				err = Decode(newJSONRequest("application/json", c.body), &d, 0)
+			} else {
+				var d any
+				err = Decode(newJSONRequest("application/json", c.body), &d, 0)
+			}
+			if c.ok {
+				if err != nil {
+					t.Fatalf("%s: Decode(%q) = %v", c.reason, c.body, err)
+				}
+				return
+			}
+			p, ok := err.(*Problem)
+			if !ok || p.Status != http.StatusUnprocessableEntity || p.Type != TypeInvalidField {
+				t.Fatalf("%s: Decode(%q) = %v, want a 422 invalid-field problem", c.reason, c.body, err)
+			}
+			if len(p.Errors) != 1 || p.Errors[0].Field != c.wantField {
+				t.Errorf("%s: errors %v, want one for %q", c.reason, p.Errors, c.wantField)
+			}
+		})
 	}
 }

@@ -25,6 +25,9 @@ import (
 const (
 	// DefaultMaxEventStreams bounds the streams one server serves at once.
 	DefaultMaxEventStreams = 1000
+	// DefaultMaxEventStreamsPerCaller bounds the streams one caller
+	// holds at once.
+	DefaultMaxEventStreamsPerCaller = 16
 	// DefaultEventHeartbeat is how often an idle stream sends a comment,
 	// so that proxies and clients see it alive.
 	DefaultEventHeartbeat = 15 * time.Second
@@ -110,6 +113,16 @@ func (s *Server) streamInstanceEvents(w http.ResponseWriter, r *http.Request) er
 	if s.opts.Events == nil {
 		return Unavailable("this server serves no event streams")
 	}
+	// One caller may not hold every stream: its own are bounded first
+	// (429: it is its own doing), then the server's (503).
+	caller := principal(r).Actor()
+	releaseCaller, ok := s.callerStreams.acquire(caller, s.opts.MaxEventStreamsPerCaller)
+	if !ok {
+		w.Header().Set("Retry-After", "5")
+		return TooManyRequests("%s holds %d event streams already, the most one caller may; "+
+			"close one, or poll GET .../log", caller, s.opts.MaxEventStreamsPerCaller)
+	}
+	defer releaseCaller()
 	if n := s.streams.Add(1); n > int64(s.opts.MaxEventStreams) {
 		s.streams.Add(-1)
 		w.Header().Set("Retry-After", "5")

@@ -125,3 +125,84 @@ func TestEventStreamsAreBounded(t *testing.T) {
 		t.Fatal("the stream did not end when the hub closed")
 	}
 }
+
+// TestEventStreamsPerCaller: one caller cannot take every stream of the
+// server (one read token held all 1,000 and everyone else got 503): a
+// caller holds at most MaxEventStreamsPerCaller, one more is a 429 with
+// Retry-After that subscribes nothing, another caller still gets its
+// stream, and a stream that ended is one free again.
+func TestEventStreamsPerCaller(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hub := lsmevents.New(nil, nil, time.Hour)
+	f := newFixture(t, api.Options{MaxEventStreams: 10, MaxEventStreamsPerCaller: 2, Events: hub})
+	f.env("ev")
+	e, err := f.st.GetEnvironment(ctx, "ev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.RegisterEntities(ctx, e.ID, "h1", []lsm.Entity{{Name: "vm", Lifecycle: lsm.Simple()}}); err != nil {
+		t.Fatal(err)
+	}
+	const id = "6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	if _, err := f.st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1, State: "start",
+		Event: json.RawMessage(`{"trigger": "create", "target": "start", "operations": []}`)}); err != nil {
+		t.Fatal(err)
+	}
+	greedy, other := f.newToken("greedy", "read", nil), f.newToken("other", "read", nil)
+	open := func(token string) (*http.Response, context.CancelFunc) {
+		t.Helper()
+		cctx, cancel := context.WithCancel(ctx)
+		req, _ := http.NewRequestWithContext(cctx, http.MethodGet, f.srv.URL+"/lsm/v1/service_inventory/vm/"+id+"/events", nil)
+		req.Header.Set(api.EnvironmentHeader, "ev")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(); resp.Body.Close() })
+		return resp, cancel
+	}
+	// served reads the stream's first event (the current version): it is
+	// being served.
+	served := func(resp *http.Response) {
+		t.Helper()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream: %d, want 200", resp.StatusCode)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "id: ") {
+				return
+			}
+		}
+		t.Fatalf("stream ended without an event: %v", sc.Err())
+	}
+	first, cancelFirst := open(greedy)
+	served(first)
+	second, _ := open(greedy)
+	served(second)
+	third, _ := open(greedy)
+	if third.StatusCode != http.StatusTooManyRequests || third.Header.Get("Retry-After") == "" ||
+		third.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("the caller's third stream: %d %v, want a 429 problem with Retry-After", third.StatusCode, third.Header)
+	}
+	if n := hub.Subscribers(); n != 2 {
+		t.Errorf("subscribers = %d, want the caller's two streams only", n)
+	}
+	served(func() *http.Response { r, _ := open(other); return r }())
+	cancelFirst()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, _ := open(greedy)
+		if resp.StatusCode == http.StatusOK {
+			served(resp)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the caller's stream after one ended: %d, want 200", resp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -60,7 +60,7 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	// The model's service entities become the catalog and its archive the
 	// model source, in one transaction, unless that would break live
 	// instances: then neither changes.
-	res, err := s.compile(r, compiler.Options{Dir: dir, SourceKey: hash})
+	res, err := s.compile(r, e, compiler.Options{Dir: dir, SourceKey: hash})
 	if err != nil {
 		if errs, ok := errors.AsType[compiler.Errors](err); ok {
 			return Validation("the model does not compile on the server: " + errs.Error())
@@ -99,14 +99,15 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 // Options.CompileTimeout says otherwise.
 const DefaultCompileTimeout = 10 * time.Minute
 
-// compile runs a compile of the request's within the time limit, through
-// Options.Compiler.
-func (s *Server) compile(r *http.Request, opts compiler.Options) (*compiler.Result, error) {
+// compile runs a compile of the request's for environment e within the
+// time limit and e's CPU time limit, through Options.Compiler.
+func (s *Server) compile(r *http.Request, e store.Environment, opts compiler.Options) (*compiler.Result, error) {
 	limit := s.opts.CompileTimeout
 	if limit <= 0 {
 		limit = DefaultCompileTimeout
 	}
-	return compiler.OrInProcess(s.opts.Compiler).Compile(r.Context(), opts, limit)
+	return compiler.OrInProcess(s.opts.Compiler).Compile(r.Context(), opts,
+		compiler.Job{Environment: e.ID, Timeout: limit, CPU: e.Settings.CompileCPU()})
 }
 
 // breakingProblem is the 409 of a catalog update that would break live

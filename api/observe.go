@@ -66,7 +66,8 @@ func RequestID(ctx context.Context) string {
 	return ""
 }
 
-// observe is the outermost middleware: it gives the request its id,
+// observe is the outermost middleware: it bounds the time its body may
+// take to arrive (BodyDeadlines), gives the request its id,
 // traces it as a server span named by its route pattern (never its path,
 // which holds ids) and writes its access log line. Install it with Use on
 // the root router, before the others, so that what they answer is traced
@@ -79,6 +80,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 	tracer := s.opts.Tracer
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// The body must arrive in time, on every path (deadline.go).
+		setBodyDeadline(w, r, s.opts.BodyTimeout)
 		ri := &requestInfo{id: r.Header.Get(RequestIDHeader)}
 		if !validRequestID(ri.id) {
 			ri.id = rand.Text()

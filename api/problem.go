@@ -65,6 +65,8 @@ const (
 	internalDetail     = "the server failed to handle the request; see its log"
 	validationDetail   = "the request is invalid; see errors"
 	maxEchoedValueSize = 64
+	// retryAfterUnavailable is the Retry-After of a 503, in seconds.
+	retryAfterUnavailable = "5"
 )
 
 // ProblemType documents one problem type: the stable Type URI, the Title
@@ -332,6 +334,11 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	}
 	if out.Title == "" {
 		out.Title = http.StatusText(out.Status)
+	}
+	if out.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		// Whatever is unavailable (PostgreSQL, Temporal, a slot), a client
+		// may try again: say when, unless the handler has said already.
+		w.Header().Set("Retry-After", retryAfterUnavailable)
 	}
 	if out.Instance == "" && r != nil && r.URL != nil {
 		// The escaped form, because instance is a URI reference.

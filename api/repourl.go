@@ -3,7 +3,10 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 
+	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -32,6 +35,22 @@ func (s *Server) settingErrors(base store.Settings, patch map[string]json.RawMes
 		}
 	}
 	return errs
+}
+
+// refuseGlobalAdminSettings is a 403 when the patch changes one of
+// store.GlobalAdminSettings and the caller is not a global admin: an
+// environment admin may send them unchanged, not change them. (Creating an
+// environment is a global admin's already.)
+func refuseGlobalAdminSettings(r *http.Request, base store.Settings, patch map[string]json.RawMessage) error {
+	if principal(r).Global() == auth.RoleAdmin {
+		return nil
+	}
+	merged, _ := store.ApplySettings(base, patch)
+	if changed := store.GlobalAdminChanges(base, merged); len(changed) > 0 {
+		return Forbidden("only a global admin may change %s: it bounds what the environment takes from what all "+
+			"environments share", strings.Join(changed, ", "))
+	}
+	return nil
 }
 
 // redactEnv hides the password of a repo_url stored before credentials

@@ -89,18 +89,6 @@ func (s *Server) setHalted(halted bool) handlerFunc {
 	}
 }
 
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.env(r)
-	if err != nil {
-		return err
-	}
-	as, err := s.opts.Store.ListAgents(r.Context(), e.ID)
-	if err != nil {
-		return err
-	}
-	return s.writeAgents(w, r, e, as)
-}
-
 // setPaused serves POST .../agents/{agent}/pause and .../unpause.
 func (s *Server) setPaused(paused bool) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {

@@ -112,6 +112,16 @@ type Options struct {
 	Events          *lsmevents.Hub
 	MaxEventStreams int
 	EventHeartbeat  time.Duration
+	// MaxEventStreamsPerCaller bounds the streams one caller (its
+	// actor: a token, an OIDC subject) holds at once (default
+	// DefaultMaxEventStreamsPerCaller; one more is a 429), so that one
+	// caller cannot take every stream of the server.
+	MaxEventStreamsPerCaller int
+	// AuditRefusalWindow is how often a caller's refusals of one kind
+	// (action, status, environment) get an audit row of their own; the
+	// others are counted into a summary row (default
+	// store.DefaultRefusalWindow).
+	AuditRefusalWindow time.Duration
 }
 
 // Server is intend's REST API.
@@ -119,8 +129,10 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	bulk slots
-	// streams counts the event streams being served.
-	streams atomic.Int64
+	// streams counts the event streams being served; callerStreams
+	// those of each caller.
+	streams       atomic.Int64
+	callerStreams slots
 }
 
 // slots counts work in progress per key, up to a limit.
@@ -173,6 +185,9 @@ func New(opts Options) *Server {
 	if opts.MaxEventStreams <= 0 {
 		opts.MaxEventStreams = DefaultMaxEventStreams
 	}
+	if opts.MaxEventStreamsPerCaller <= 0 {
+		opts.MaxEventStreamsPerCaller = DefaultMaxEventStreamsPerCaller
+	}
 	if opts.EventHeartbeat <= 0 {
 		opts.EventHeartbeat = DefaultEventHeartbeat
 	}
@@ -208,6 +223,8 @@ func storeProblem(err error) error {
 	var se *store.SettingError
 	var nf *store.NotFoundError
 	var ce *store.ConflictError
+	var eo *store.ExecutorOwnedError
+	var el *store.ExecutorLimitError
 	switch {
 	case errors.As(err, new(*Problem)):
 		return err
@@ -218,6 +235,10 @@ func storeProblem(err error) error {
 		return NotFound("%s", nf.What)
 	case errors.As(err, &ce):
 		return Conflict("%s", ce.What)
+	case errors.As(err, &eo):
+		return Forbidden("%s", eo.Error())
+	case errors.As(err, &el):
+		return Validation(el.Error())
 	case errors.Is(err, store.ErrNotFound):
 		// A bare sentinel (the store's own are typed) still answers 404.
 		return NotFound("%s", err.Error())
@@ -313,6 +334,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	status, code := "ok", http.StatusOK
 	if !ok {
 		status, code = "unavailable", http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", retryAfterUnavailable)
 	}
 	WriteJSON(w, code, map[string]any{"status": status})
 	return nil

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -108,20 +109,52 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	noteAudit(r, map[string]any{"token_id": t.ID, "name": t.Name, "role": t.Role, "environments": t.Environments})
+	auditedByStore(r)
 	w.Header().Set("Cache-Control", "no-store")
 	WriteJSON(w, http.StatusCreated, CreatedToken{Token: wireToken(t), Secret: secret})
 	return nil
 }
 
+// listTokens answers GET /api/v1/tokens: a page of the tokens, newest
+// first.
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 	revoked := r.URL.Query().Get("revoked") == "true"
-	ts, err := s.opts.Store.ListTokens(r.Context(), revoked)
+	limit, err := listPage(r)
 	if err != nil {
 		return err
 	}
-	writeList(w, ts, wireToken)
+	after, err := afterKey(r)
+	if err != nil {
+		return err
+	}
+	ts, err := s.opts.Store.ListTokensPage(r.Context(), revoked, after, limit)
+	if err != nil {
+		return err
+	}
+	writePage(w, ts, limit, func(t store.Token) string { return pageKey(t.CreatedAt, t.ID) }, wireToken)
 	return nil
+}
+
+// pageKey is the cursor of a row in a list ordered by a time and an id
+// (store.PageKey): opaque to clients.
+func pageKey(at time.Time, id string) string {
+	b, _ := json.Marshal(store.PageKey{At: at, ID: id})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// afterKey reads ?after= of a list ordered by a time and an id: a
+// cursor of pageKey, or nil when absent.
+func afterKey(r *http.Request) (*store.PageKey, error) {
+	v := r.URL.Query().Get("after")
+	if v == "" {
+		return nil, nil
+	}
+	var k store.PageKey
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(v) > 200 || json.Unmarshal(b, &k) != nil || k.At.IsZero() || !isUUID(k.ID) {
+		return nil, InvalidField("?after", "is not a cursor: take next from the previous page")
+	}
+	return &k, nil
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
@@ -166,6 +199,15 @@ func (s *Server) visibleEnvironments(r *http.Request, project string) ([]store.E
 	}
 	p := principal(r)
 	return slices.DeleteFunc(es, func(e store.Environment) bool { return p.In(e.ID, e.Name) == auth.RoleNone }), nil
+}
+
+// auditedByStore notes that the store has written the request's audit
+// row with its write (CreateToken does, whoever calls it), so that the
+// guard does not write a second one.
+func auditedByStore(r *http.Request) {
+	if d, ok := r.Context().Value(auditDetailKey{}).(*auditDetail); ok {
+		d.byStore = true
+	}
 }
 
 // noteAudit adds detail to the request's audit entry.

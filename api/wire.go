@@ -21,7 +21,8 @@ func wireSettings(s store.Settings) client.Settings {
 		AutoDeploy: s.AutoDeploy, DeployInterval: s.DeployInterval, RepairInterval: s.RepairInterval,
 		AutostartAgents: s.AutostartAgents, AgentTimeout: s.AgentTimeout, KeepVersions: s.KeepVersions,
 		RetryAttempts: s.RetryAttempts, RetryBackoff: s.RetryBackoff, RepoURL: s.RepoURL, RepoBranch: s.RepoBranch,
-		RecompileInterval: s.RecompileInterval, AllowPush: s.AllowPush, Retention: client.Retention(s.Retention),
+		RecompileInterval: s.RecompileInterval, AllowPush: s.AllowPush, CompileCPULimit: s.CompileCPULimit,
+		Retention: client.Retention(s.Retention),
 	}
 }
 

@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 )
 
@@ -84,4 +86,48 @@ func (c *Client) CreateToken(ctx context.Context, body NewToken) (CreatedToken, 
 	var t CreatedToken
 	err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", body, &t)
 	return t, err
+}
+
+// listAll fetches every page of a list endpoint ({"items", "next"},
+// next going back as ?after=) and decodes its items.
+func listAll[T any](ctx context.Context, c *Client, path string, query url.Values) ([]T, error) {
+	raw, err := c.List(ctx, path, query, "after", 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(raw))
+	for i, r := range raw {
+		if err := json.Unmarshal(r, &out[i]); err != nil {
+			return nil, fmt.Errorf("GET %s: decode item %d: %w", path, i, err)
+		}
+	}
+	return out, nil
+}
+
+// Tokens returns every API token (revoked ones too with revoked), newest
+// first, never their secrets; it follows the pages of GET /api/v1/tokens.
+func (c *Client) Tokens(ctx context.Context, revoked bool) ([]Token, error) {
+	q := url.Values{}
+	if revoked {
+		q.Set("revoked", "true")
+	}
+	return listAll[Token](ctx, c, "/api/v1/tokens", q)
+}
+
+// Agents returns every agent of the environment with the executors
+// serving it, by name; it follows the pages of GET .../agents.
+func (c *Client) Agents(ctx context.Context, env string) ([]Agent, error) {
+	return listAll[Agent](ctx, c, EnvPath(env, "agents"), nil)
+}
+
+// Executors returns every executor registered with the environment, by
+// name; it follows the pages of GET .../executors.
+func (c *Client) Executors(ctx context.Context, env string) ([]Executor, error) {
+	return listAll[Executor](ctx, c, EnvPath(env, "executors"), nil)
+}
+
+// Callbacks returns every LSM callback of the environment, oldest first;
+// it follows the pages of GET /lsm/v1/callbacks.
+func (c *Client) Callbacks(ctx context.Context, env string) ([]Callback, error) {
+	return listAll[Callback](ctx, c.lsm(env), "/lsm/v1/callbacks", nil)
 }

@@ -55,6 +55,9 @@ type Settings struct {
 	RepoBranch        string   `json:"repo_branch"`
 	RecompileInterval int      `json:"recompile_interval"`
 	AllowPush         bool     `json:"allow_push"`
+	// CompileCPULimit is the CPU time one compile may use, in seconds;
+	// only a global admin changes it.
+	CompileCPULimit int `json:"compile_cpu_limit"`
 	// Retention is how long the environment keeps its history; its keys
 	// are settings of their own.
 	Retention
@@ -252,6 +255,10 @@ type Executor struct {
 	LastSeen  time.Time  `json:"last_seen"`
 	StoppedAt *time.Time `json:"stopped_at,omitempty"`
 	Live      bool       `json:"live"`
+	// RegisteredBy owns the registration: "token:<id>" for the API token
+	// that registered it (only that token updates or stops it), or
+	// "system:intend" for a server's in-process embedded executor.
+	RegisteredBy string `json:"registered_by,omitempty"`
 }
 
 // Token is an API token, never with its secret.

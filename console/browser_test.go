@@ -15,12 +15,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { servertest.Main(m) }
 
 // browser starts a headless Chromium (Debian's, which make tools
 // installs) and returns a context to drive it.

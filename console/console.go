@@ -54,6 +54,10 @@ type Options struct {
 	// (store.UseOIDCState). Nil: in this process's memory (tests).
 	States StateStore
 	Log    *slog.Logger
+	// MaxStreamsPerCaller bounds the live pages' event streams one
+	// signed-in caller holds at once (default DefaultMaxStreamsPerCaller;
+	// one more is a 429: stream.go).
+	MaxStreamsPerCaller int
 }
 
 // StateStore keeps the OIDC states used, shared by the server replicas.
@@ -95,6 +99,8 @@ type Console struct {
 	// oidcEnd are the OIDC issuer's endpoints, once discovered.
 	oidcMu  sync.Mutex
 	oidcEnd endpoints
+	// callerStreams counts each caller's live streams (stream.go).
+	callerStreams callerStreams
 }
 
 // cookieName holds the signed-in user's API token.

@@ -174,13 +174,22 @@ func (c *Console) environments(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "environments", page{Title: "Environments", Data: list.Items})
 }
 
+// environmentListPage is how many agents, and executors, the
+// environment's page shows at once.
+const environmentListPage = 50
+
 // environmentData is the environment page's.
 type environmentData struct {
 	Env       client.Environment
 	Agents    []client.Agent
 	Executors []client.Executor
-	Runs      []client.DeployRun
-	Operator  bool
+	// AgentsAfter and ExecutorsAfter are the cursors the page shows the
+	// agents and the executors from (?agents_after=, ?executors_after=);
+	// AgentsNext and ExecutorsNext those of their next pages ("": none).
+	AgentsAfter, AgentsNext       string
+	ExecutorsAfter, ExecutorsNext string
+	Runs                          []client.DeployRun
+	Operator                      bool
 	// Admin: the settings are a form; Settings are their rows.
 	Admin    bool
 	Settings []setting
@@ -196,11 +205,22 @@ func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, status
 	u, env := userOf(r), chi.URLParam(r, "env")
 	d := environmentData{Operator: u.may(env, auth.RoleOperator), Admin: u.may(env, auth.RoleAdmin)}
 	base := "/api/v1/environments/" + url.PathEscape(env)
+	// One page of agents and one of executors, each from its own cursor.
+	d.AgentsAfter, d.ExecutorsAfter = r.URL.Query().Get("agents_after"), r.URL.Query().Get("executors_after")
+	pageOf := func(list, after string) string {
+		q := url.Values{"limit": {strconv.Itoa(environmentListPage)}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		return base + "/" + list + "?" + q.Encode()
+	}
 	var agents struct {
 		Items []client.Agent `json:"items"`
+		Next  string         `json:"next"`
 	}
 	var execs struct {
 		Items []client.Executor `json:"items"`
+		Next  string            `json:"next"`
 	}
 	var runs struct {
 		Items []client.DeployRun `json:"items"`
@@ -208,13 +228,15 @@ func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, status
 	for _, get := range []struct {
 		path string
 		out  any
-	}{{base, &d.Env}, {base + "/agents", &agents}, {base + "/executors", &execs}, {base + "/runs?limit=10", &runs}} {
+	}{{base, &d.Env}, {pageOf("agents", d.AgentsAfter), &agents}, {pageOf("executors", d.ExecutorsAfter), &execs},
+		{base + "/runs?limit=10", &runs}} {
 		if err := u.api.Do(r.Context(), http.MethodGet, get.path, nil, get.out); err != nil {
 			c.fail(w, r, err)
 			return
 		}
 	}
 	d.Agents, d.Executors, d.Runs = agents.Items, execs.Items, runs.Items
+	d.AgentsNext, d.ExecutorsNext = agents.Next, execs.Next
 	d.Settings = settings
 	if d.Settings == nil {
 		d.Settings = settingsOf(d.Env.Settings)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/intendhq/intend/internal/telemetry"
@@ -21,6 +22,36 @@ const maxStreams = 256
 
 var streams = make(chan struct{}, maxStreams)
 
+// DefaultMaxStreamsPerCaller bounds the event streams one caller holds
+// at once, so that one token cannot take all maxStreams.
+const DefaultMaxStreamsPerCaller = 16
+
+// callerStreams counts the streams of each caller (its actor).
+type callerStreams struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// acquire takes one of actor's limit streams; release gives it back.
+func (cs *callerStreams) acquire(actor string, limit int) (release func(), ok bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.n[actor] >= limit {
+		return nil, false
+	}
+	if cs.n == nil {
+		cs.n = map[string]int{}
+	}
+	cs.n[actor]++
+	return func() {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if cs.n[actor]--; cs.n[actor] <= 0 {
+			delete(cs.n, actor)
+		}
+	}, true
+}
+
 // stream serves server-sent events for a page that follows something as
 // it changes (a run, a service instance): it calls look (with the request,
 // marked routine) at once and then
@@ -29,6 +60,20 @@ var streams = make(chan struct{}, maxStreams)
 // problem's text) when look fails after the first time. A first failure
 // is the page's error. The browser's EventSource reconnects by itself.
 func (c *Console) stream(w http.ResponseWriter, r *http.Request, look func(r *http.Request) (v any, over bool, err error)) {
+	// A caller's own streams are bounded first (429: its own doing), then
+	// the server's (503).
+	limit := c.opts.MaxStreamsPerCaller
+	if limit <= 0 {
+		limit = DefaultMaxStreamsPerCaller
+	}
+	release, ok := c.callerStreams.acquire(userOf(r).whoami.Actor, limit)
+	if !ok {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("you have %d live pages open on this server, the most one user may; close one, or reload later", limit),
+			http.StatusTooManyRequests)
+		return
+	}
+	defer release()
 	select {
 	case streams <- struct{}{}:
 		defer func() { <-streams }()

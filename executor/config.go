@@ -154,9 +154,9 @@ func LoadConfig(path string) (Config, error) {
 }
 
 // check reports what makes cfg unusable.
-func (c Config) check() error {
+func (c Config) check(supervised bool) error {
 	var errs []error
-	if c.Environment == "" || len(c.Agents) == 0 {
+	if c.Environment == "" || (len(c.Agents) == 0 && !supervised) {
 		errs = append(errs, errors.New("--environment and at least one --agent are required "+
 			"(or environment and agents in the --config file)"))
 	}

@@ -64,6 +64,9 @@ type options struct {
 	stderr   io.Writer
 	// heartbeat overrides the registration period (tests).
 	heartbeat time.Duration
+	// supervised, set when intend server runs the executor as its
+	// embedded one, brings each new set of agents to serve.
+	supervised <-chan []string
 }
 
 type typedHandler struct {
@@ -174,7 +177,7 @@ func Run(ctx context.Context, cfg Config, opts ...Option) error {
 }
 
 func run(ctx context.Context, cfg Config, o *options) error {
-	if err := cfg.check(); err != nil {
+	if err := cfg.check(o.supervised != nil); err != nil {
 		return err
 	}
 	reg, err := o.registry()
@@ -246,7 +249,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	}
 	env := sess.Environment
 
-	id := iexec.NewIdentity(cfg.Name, o.version, false)
+	id := iexec.NewIdentity(cfg.Name, o.version, o.supervised != nil)
 	cache := adapters.NewCache()
 	defer cache.Close()
 	acts := &agent.Executor{Ledger: remote, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
@@ -273,7 +276,14 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { rep.Run(ctx) })
 	wg.Go(func() { iexec.SweepCache(ctx, cache, remote, 0, log) })
-	<-ctx.Done()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case agents := <-o.supervised:
+			serveOnly(m, env.Name, agents, log)
+		}
+	}
 	p.ready.Store(false)
 	log.Info("stopping", "executor", id.Name)
 	m.Stop()
@@ -282,6 +292,21 @@ func run(ctx context.Context, cfg Config, o *options) error {
 		log.Warn("registration not marked stopped", "executor", id.Name, "error", err)
 	}
 	return nil
+}
+
+// serveOnly makes m serve exactly agents in env: the new ones start
+// polling, the others stop.
+func serveOnly(m *agent.Manager, env string, agents []string, log *slog.Logger) {
+	for _, a := range agents {
+		if err := m.Serve(env, a); err != nil {
+			log.Error("serve agent", "environment", env, "agent", a, "error", err)
+		}
+	}
+	for _, a := range m.Served()[env] {
+		if !slices.Contains(agents, a) {
+			m.Unserve(env, a)
+		}
+	}
 }
 
 // startTracing sets up the executor's tracing from the OTEL_* variables

@@ -22,7 +22,7 @@ import (
 	"github.com/intendhq/intend/server/servertest"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { servertest.Main(m) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

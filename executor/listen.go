@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -74,7 +77,15 @@ type listener struct {
 // a private network. It returns once the address is bound, so a bad
 // address fails the executor at start.
 func listen(addr string, metrics http.Handler, p *probe, log *slog.Logger) (*listener, error) {
-	ln, err := net.Listen("tcp", addr)
+	network := "tcp"
+	if sock, ok := strings.CutPrefix(addr, "unix:"); ok {
+		// A Unix socket (the embedded executor's, which its server
+		// scrapes): only this user may connect.
+		network, addr = "unix", sock
+		_ = os.Remove(addr)
+		defer syscall.Umask(syscall.Umask(0o177))
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
 	}

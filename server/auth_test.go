@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,7 +17,9 @@ import (
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/oidc/oidctest"
+	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/server/servertest"
 )
 
 // as is c with another token.
@@ -401,4 +406,64 @@ func TestBootstrapToken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "at least 32") {
 		t.Errorf("a short bootstrap token: %v, want an error naming the minimum", err)
 	}
+}
+
+// TestEveryTokenCreationAudited: each way of making a token leaves one
+// row token.create in the audit trail, written with the token itself:
+// the bootstrap at server start (actor system:intend) and the API (the
+// caller, with method and path; the guard does not add a second row).
+// A server started again on the same bootstrap secret makes nothing and
+// records nothing. No row holds the secret or its hash. The CLI against
+// the database: TestTokenCommands (cmd/intend).
+func TestEveryTokenCreationAudited(t *testing.T) {
+	admin, _, db := startValidated(t, server.Config{})
+	ctx := context.Background()
+	alice := mint(t, admin, "alice", "read")
+
+	type row struct {
+		client.AuditEntry
+		Role string
+	}
+	rows := func() map[string][]row {
+		t.Helper()
+		var l client.List[client.AuditEntry]
+		if err := admin.Do(ctx, http.MethodGet, "/api/v1/audit?action=token.create", nil, &l); err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string][]row{}
+		for _, e := range l.Items {
+			var d struct{ Name, Role string }
+			if err := json.Unmarshal(e.Detail, &d); err != nil {
+				t.Fatalf("row %d: detail %s: %v", e.ID, e.Detail, err)
+			}
+			byName[d.Name] = append(byName[d.Name], row{e, d.Role})
+			raw, _ := json.Marshal(e)
+			for _, secret := range []string{servertest.AdminToken, alice} {
+				for _, leak := range []string{secret, hex.EncodeToString(auth.Hash(secret)),
+					base64.StdEncoding.EncodeToString(auth.Hash(secret))} {
+					if strings.Contains(string(raw), leak) {
+						t.Errorf("audit row %s holds a secret or its hash", raw)
+					}
+				}
+			}
+		}
+		return byName
+	}
+	check := func(got map[string][]row) {
+		t.Helper()
+		if b := got[server.BootstrapTokenName]; len(b) != 1 || b[0].Actor != store.SystemActor ||
+			b[0].ActorKind != "system" || b[0].Status != 201 || b[0].Role != "admin" {
+			t.Errorf("the bootstrap token's rows = %+v, want one by %s with its role", b, store.SystemActor)
+		}
+		if a := got["alice"]; len(a) != 1 || a[0].Actor != "token:"+server.BootstrapTokenName || a[0].ActorKind != "token" ||
+			a[0].Method != http.MethodPost || a[0].Path != "/api/v1/tokens" || a[0].Status != 201 ||
+			a[0].RemoteAddr == "" || a[0].Role != "read" {
+			t.Errorf("alice's rows = %+v, want one by the bootstrap token from POST /api/v1/tokens", a)
+		}
+	}
+	check(rows())
+
+	// Again on the same database and secret: the token exists, nothing new.
+	startValidated(t, server.Config{DatabaseURL: db})
+	check(rows())
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,4 +121,132 @@ import (
 		t.Errorf("an instance whose evaluation explodes: %+v, log %v; want rejected, naming the memory limit", inst, log)
 	}
 
+}
+
+// heavyEntity is a service entity whose every instance burns CPU: CUE sums
+// a list in more than quadratic time (200,000 items ran for more than 87 s
+// of CPU on two cores before it was stopped by hand). The length depends
+// on the instance, so the upload of the model (no instance yet) does not
+// evaluate it.
+const heavyEntity = `package main
+
+import (
+	"list"
+	"intend.dev/std/fs"
+	"intend.dev/std/lsm"
+)
+
+#Heavy: lsm.#Entity & {
+	lifecycle: lsm.simple
+	identity:  "name"
+	parameter: name: =~"^[a-z0-9]+$" @lsm(rw)
+	output: {
+		_sum: list.Sum([for i in list.Range(0, 200000+len(parameter.name), 1) {i * 2}])
+		f: fs.#File & {path: "/tmp/heavy-\(parameter.name)", content: "\(_sum)"}
+	}
+}
+
+services: heavy: #Heavy
+`
+
+// heavyModel burns CPU at once (heavyEntity's sum, evaluated on upload).
+const heavyModel = "package main\n\nimport \"list\"\n\nx: list.Sum([for i in list.Range(0, 200000, 1) {i * 2}])\n"
+
+// TestCompileCPULimitAndFairness: environment a's compile_cpu_limit (1 s,
+// set by the global admin that created it) stops a CPU-heavy upload with a
+// 422 naming the limit and the setting, and each of a's service instances
+// whose validation burns CPU is rejected naming it too, long before the
+// wall-clock limit (5 minutes here). While a's validations fill the two
+// compile workers and queue behind them, a trivial upload in environment
+// b waits for one of a's compiles at most, not for a's queue: it completes
+// within 5 s (or twice what one of a's compiles takes alone, on a machine
+// so loaded that this is more).
+func TestCompileCPULimitAndFairness(t *testing.T) {
+	c, srv, _ := startValidated(t, server.Config{CompileWorkers: 2, CompileTimeout: 5 * time.Minute,
+		ReconcileEvery: time.Second, SchedulerPoll: time.Second, DataDir: t.TempDir(), AllowLocalRepos: true})
+	a := newEnv(t, c, "cpua", map[string]any{"compile_cpu_limit": 1})
+	b := newEnv(t, c, "cpub", nil)
+
+	// One heavy compile alone: stopped at the limit, named in the 422.
+	start := time.Now()
+	err := uploadModel(t, c, a, heavyModel)
+	single := time.Since(start)
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Status != 422 || !strings.Contains(p.Detail, "CPU time limit of 1s") ||
+		!strings.Contains(p.Detail, "compile_cpu_limit") {
+		t.Fatalf("the heavy model: %v, want a 422 naming the CPU time limit of 1s and compile_cpu_limit", err)
+	}
+	t.Logf("the heavy model was refused after %v: %s", single.Round(time.Millisecond), p.Detail)
+
+	// a's heavy instances: each validation is a compile that runs until
+	// the limit stops it.
+	if err := uploadModel(t, c, a, heavyEntity); err != nil {
+		t.Fatalf("the heavy entity's model (no instance yet): %v", err)
+	}
+	// A create answers once its validation is done: they go at once.
+	const instances = 20
+	var creates sync.WaitGroup
+	for i := range instances {
+		creates.Go(func() {
+			r, err := lsmTry(c, a, http.MethodPost, "/lsm/v1/service_inventory/heavy", "", map[string]any{
+				"attributes": map[string]any{"name": fmt.Sprintf("h%d", i)}})
+			if err != nil || r.status >= 300 {
+				t.Errorf("create h%d: %v %d %s", i, err, r.status, r.body)
+			}
+		})
+	}
+	defer creates.Wait()
+	// Wait until both workers are busy and a's queue is behind them.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		running, waiting := srv.CompileQueue()
+		if running == 2 && waiting >= instances/2 {
+			t.Logf("a's compiles: %d running, %d waiting", running, waiting)
+			break
+		}
+		if time.Now().After(deadline) {
+			var log any
+			_ = lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/h0/log", &log)
+			t.Fatalf("a's validations did not queue: %d running, %d waiting; h0's log %v", running, waiting, log)
+		}
+	}
+	start = time.Now()
+	if err := uploadModel(t, c, b, catalogModel); err != nil {
+		t.Fatalf("b's upload: %v", err)
+	}
+	took := time.Since(start)
+	bound := max(5*time.Second, 2*single)
+	running, waiting := srv.CompileQueue()
+	t.Logf("b's trivial upload took %v behind a's queue (bound %v; a's compiles now: %d running, %d waiting)",
+		took.Round(time.Millisecond), bound, running, waiting)
+	if took > bound {
+		t.Errorf("b's trivial upload took %v while a's compiles queued, want at most %v (one of a's compiles)", took, bound)
+	}
+
+	// Each of a's instances is rejected, its log naming the limit.
+	for i := range instances {
+		name := fmt.Sprintf("h%d", i)
+		var inst client.ServiceInstance
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if err := lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/"+name, &inst); err == nil && inst.State != "start" {
+				break
+			}
+		}
+		var log any
+		if err := lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/"+name+"/log", &log); err != nil {
+			t.Fatal(err)
+		}
+		if inst.State != "rejected" || !strings.Contains(fmt.Sprint(log), "CPU time limit of 1s") {
+			t.Errorf("%s: %s, log %v; want rejected, naming the CPU time limit", name, inst.State, log)
+		}
+	}
+
+	// An autonomous compile of the heavy model fails, naming the limit.
+	repo := newModelRepo(t)
+	repo.Commit("main", map[string]*string{"intend.yaml": gittest.Text("name: heavy\n"),
+		"main.cue": gittest.Text(heavyModel)})
+	auto := newEnv(t, c, "cpuauto", map[string]any{"repo_url": repo.Bare, "compile_cpu_limit": 1})
+	failed := waitCompile(t, c, auto, requestCompile(t, c, auto).ID, 2*time.Minute)
+	if failed.Status != "failed" || !strings.Contains(string(failed.Errors), "CPU time limit of 1s") {
+		t.Errorf("autonomous compile of the heavy model = %+v, errors %s", failed, failed.Errors)
+	}
 }

@@ -147,7 +147,7 @@ func intendQueue() *taskqueuepb.TaskQueue {
 func firstServer(t *testing.T, hostPort, namespace, db string) (*server.Server, *apiclient.Client) {
 	t.Helper()
 	s, err := server.Start(context.Background(), server.Config{Listen: "127.0.0.1:0", DatabaseURL: db,
-		TemporalAddress: hostPort, TemporalNamespace: namespace, EmbeddedExecutor: true,
+		TemporalAddress: hostPort, TemporalNamespace: namespace, EmbeddedExecutor: true, ExecutorUser: servertest.CurrentUser(t),
 		BootstrapToken: servertest.AdminToken, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
 
@@ -48,4 +51,49 @@ func TestPostgresOutageMidRun(t *testing.T) {
 	}
 	checkFiles(t, files, n)
 	checkActionLog(t, db, n)
+}
+
+// TestPostgresStoppedAnswers503: with PostgreSQL stopped, an
+// authenticated request (its token lookup fails first) answers 503 with
+// Retry-After, as /healthz does, not 500; once PostgreSQL is back, it
+// answers again.
+func TestPostgresStoppedAnswers503(t *testing.T) {
+	db, stop, start := ownPostgres(t)
+	c, _, _ := startValidated(t, server.Config{DatabaseURL: db})
+	envs := c.Base + "/api/v1/environments"
+	resp, err := authGet(c, envs)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("before the outage: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	stop()
+	for _, u := range []string{envs, c.Base + "/api/v1/whoami", c.Base + "/healthz"} {
+		resp, err := authGet(c, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s with PostgreSQL stopped = %d (Retry-After %q) %s, want 503 with Retry-After",
+				u, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+
+	start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := authGet(c, envs)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the outage: %v %v", resp, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

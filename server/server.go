@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters/builtin"
 	"github.com/intendhq/intend/console"
 	"github.com/intendhq/intend/server/engine"
@@ -33,7 +32,6 @@ import (
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/compiler/bounded"
-	"github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
@@ -56,9 +54,29 @@ type Config struct {
 	TemporalUI string
 	// TemporalSecurity is TLS, mutual TLS and the API key for Temporal.
 	TemporalSecurity temporalconn.Security
-	// EmbeddedExecutor runs executors in the server for the agents that
-	// environments assign to it (setting autostart_agents).
+	// EmbeddedExecutor runs executors for the agents that environments
+	// assign to it (setting autostart_agents): child processes of the
+	// server, one an environment, with tokens of their own and no
+	// database credentials (embedded.go).
 	EmbeddedExecutor bool
+	// ExecutorUser is the user (name or uid) the embedded executors run
+	// as. "" runs them as the server's user, which a server running as
+	// root refuses: it must be told.
+	ExecutorUser string
+	// ExecutorUIDs, when set, runs each environment's embedded executor
+	// as a user of its own from this range (a server run as root): what
+	// one environment's resources write is not another's to read.
+	ExecutorUIDs UIDRange
+	// ExecutorCommand starts an embedded executor (default: this binary,
+	// which must call executor.RunIfSupervised first thing).
+	ExecutorCommand []string
+	// ExecutorTemporalSecurity is how the embedded executors connect to
+	// Temporal; nil: as the server does, without its API key or client
+	// certificate (a server that has either must set this).
+	ExecutorTemporalSecurity *temporalconn.Security
+	// MaxEmbeddedAgents bounds the agents of one environment the embedded
+	// executor serves (default DefaultMaxEmbeddedAgents).
+	MaxEmbeddedAgents int
 	// ExecutorConcurrency bounds resources handled at once per batch.
 	ExecutorConcurrency int
 	// ExecutorName is the name the embedded executor registers under
@@ -129,6 +147,24 @@ type Config struct {
 	// WriteTimeout is the API's http.Server WriteTimeout (0: none);
 	// event streams push their own deadline back before every write.
 	WriteTimeout time.Duration
+	// ReadHeaderTimeout bounds how long a request's headers may take to
+	// arrive (default 10 s); BodyTimeout its body (default
+	// api.Options.BodyTimeout's), on every path, the console's and
+	// unknown ones included.
+	ReadHeaderTimeout, BodyTimeout time.Duration
+	// MaxConnsPerClient bounds the connections one client address holds
+	// open at once (default DefaultMaxConnsPerClient; negative: no
+	// limit); beyond, a connection is closed at accept.
+	MaxConnsPerClient int
+	// MaxStreamsPerCaller bounds the event streams (the API's) and live
+	// pages (the console's) one caller (a token, an OIDC subject) holds
+	// open at once, each (default api.DefaultMaxEventStreamsPerCaller);
+	// beyond, 429.
+	MaxStreamsPerCaller int
+	// AuditRefusalWindow is how often one caller's refusals of one kind
+	// get an audit row of their own (default store.DefaultRefusalWindow);
+	// the reconciler writes the summaries of the windows that closed.
+	AuditRefusalWindow time.Duration
 	// MetricsListen, when set, also serves /metrics without credentials
 	// on this address (for a Prometheus that scrapes a private network);
 	// /metrics on the API needs a global read token either way.
@@ -168,15 +204,14 @@ type OIDCConfig struct {
 
 // Server is a running `intend server`.
 type Server struct {
-	lsmActs   *activities.LSM // its extracted model sources are removed at Shutdown
-	cfg       Config
-	log       *slog.Logger
-	store     *store.Store
-	temporal  client.Client
-	worker    worker.Worker
-	executors *agent.Manager
-	reporter  *executor.Reporter
-	cache     *adapters.Cache
+	lsmActs  *activities.LSM // its extracted model sources are removed at Shutdown
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	temporal client.Client
+	worker   worker.Worker
+	// embedded supervises the embedded executors (nil: none).
+	embedded *embedded
 	// sched, lsm and orders are the Temporal side of the API's ports.
 	sched  *engine.Schedulers
 	lsm    *engine.LSM
@@ -277,6 +312,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.DataDir = DefaultDataDir(os.Getenv)
 	}
 	log := cfg.Log
+	if err := checkEmbedded(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.BootstrapToken != "" && len(cfg.BootstrapToken) < auth.MinBootstrapLength {
 		return nil, fmt.Errorf("the bootstrap token (INTEND_BOOTSTRAP_TOKEN) is %d characters; it must be at least %d "+
 			"(make one with `openssl rand -hex 32`)", len(cfg.BootstrapToken), auth.MinBootstrapLength)
@@ -353,10 +391,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
-	if cfg.EmbeddedExecutor {
-		s.startEmbedded(st, tc, tel)
-	}
-
 	authn, err := s.authenticator(ctx)
 	if err != nil {
 		return fail(err)
@@ -365,6 +399,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
 	}
+	maxConns := cfg.MaxConnsPerClient
+	if maxConns == 0 {
+		maxConns = DefaultMaxConnsPerClient
+	}
+	ln = newLimitListener(ln, maxConns, log)
 	s.listener = ln
 	allowed := cfg.AllowedHosts
 	if allowed == nil && isLoopback(ln.Addr()) {
@@ -376,6 +415,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
+		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller, AuditRefusalWindow: cfg.AuditRefusalWindow,
 		CompileFetchHosts: s.fetchHosts,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
@@ -389,6 +429,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.WrapHandler != nil {
 		handler = cfg.WrapHandler(handler)
 	}
+	if cfg.EmbeddedExecutor {
+		if err := s.startEmbedded(ctx, handler, tel); err != nil {
+			return fail(err)
+		}
+	}
 	// The web console (/console/) calls the API's handler in process, with
 	// the signed-in user's token.
 	// Its key and the OIDC states it took are in PostgreSQL: a form or a
@@ -398,7 +443,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return fail(fmt.Errorf("console key: %w", err))
 	}
 	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log,
-		Key: conKey, States: st}
+		Key: conKey, States: st, MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
 	if o := cfg.OIDC; o != nil {
 		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
 	}
@@ -413,7 +458,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	root.Handle("/console/", conHandler)
 	root.Handle("/console", conHandler)
 	root.Handle("/", handler)
-	s.http = &http.Server{Handler: root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	headerTimeout := cfg.ReadHeaderTimeout
+	if headerTimeout <= 0 {
+		headerTimeout = 10 * time.Second
+	}
+	// Every request's body must arrive in time, whoever answers it
+	// (api/deadline.go); the headers are bounded by ReadHeaderTimeout.
+	s.http = &http.Server{Handler: srv.BodyDeadlines(root), ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute,
 		WriteTimeout: cfg.WriteTimeout}
 	s.http.RegisterOnShutdown(s.events.Close)
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {
@@ -468,10 +519,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.wg.Go(func() { s.events.Run(bg) })
 	s.wg.Go(func() { metricsLock.Run(bg) })
-	if s.executors != nil {
-		s.wg.Go(func() { s.reporter.Run(bg) })
-		s.wg.Go(func() { executor.SweepCache(bg, s.cache, st, 0, log) })
-	}
 	log.Info("intend server started", "listen", ln.Addr().String(), "tls", tlsOn,
 		"allowed_hosts", allowed, "oidc", cfg.OIDC != nil, "temporal", cfg.TemporalAddress,
 		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
@@ -562,17 +609,13 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if s.metrics != nil {
 		_ = s.metrics.Close()
 	}
+	if s.embedded != nil {
+		s.embedded.shutdown(ctx)
+	}
 	if s.cancel != nil {
 		s.cancel()
 	}
 	s.wg.Wait()
-	if s.executors != nil {
-		s.executors.Stop()
-		if err := s.reporter.Stopped(ctx); err != nil {
-			s.log.Warn("embedded executor: registration not marked stopped", "error", err)
-		}
-		s.cache.Close()
-	}
 	if s.worker != nil {
 		s.worker.Stop()
 	}
@@ -606,7 +649,7 @@ func (s *Server) reconcileLoop(ctx context.Context) {
 }
 
 func (s *Server) reconcile(ctx context.Context) {
-	if s.executors != nil {
+	if s.embedded != nil {
 		if err := s.autostart(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("embedded executor: autostart failed", "error", err)
 		}
@@ -632,6 +675,9 @@ func (s *Server) reconcile(ctx context.Context) {
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
 	s.prune(ctx, envs)
+	if _, err := s.store.FlushAuditRefusals(ctx, s.cfg.AuditRefusalWindow); err != nil && ctx.Err() == nil {
+		s.log.Warn("reconcile: audit trail: summaries of refusals", "error", err)
+	}
 }
 
 // reconcileModels announces the newest model sources that were not

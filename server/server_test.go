@@ -20,7 +20,7 @@ import (
 	"github.com/intendhq/intend/server/servertest"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { servertest.Main(m) }
 
 // startServer runs a whole `intend server` against a fresh database and
 // the shared Temporal dev server.

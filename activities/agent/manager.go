@@ -103,3 +103,29 @@ func (m *Manager) Stop() {
 	}
 	wg.Wait()
 }
+
+// Unserve stops the worker of agent in env, if one runs: an agent that no
+// released version names any more stops costing a poller. A batch it is
+// running finishes first (at most stopGrace), as at Stop.
+func (m *Manager) Unserve(env, agent string) {
+	q := workflows.AgentTaskQueue(env, agent)
+	m.mu.Lock()
+	w, ok := m.workers[q]
+	if ok {
+		delete(m.workers, q)
+		m.served[env] = slices.DeleteFunc(m.served[env], func(a string) bool { return a == agent })
+		if len(m.served[env]) == 0 {
+			delete(m.served, env)
+		}
+	}
+	notify := m.notify
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	w.Stop()
+	m.log.Info("executor no longer serves agent", "environment", env, "agent", agent, "task_queue", q)
+	if notify != nil {
+		go notify()
+	}
+}

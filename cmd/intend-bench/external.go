@@ -48,16 +48,12 @@ func externals(ctx context.Context, c *client.Client, serverURL, temporalAddr, n
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var l struct {
-			Items []struct {
-				Live bool `json:"live"`
-			} `json:"items"`
-		}
-		if err := c.Do(ctx, http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &l); err != nil {
+		execs, err := c.Executors(ctx, env)
+		if err != nil {
 			return err
 		}
 		live := 0
-		for _, e := range l.Items {
+		for _, e := range execs {
 			if e.Live {
 				live++
 			}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/executor"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
@@ -30,6 +32,8 @@ import (
 )
 
 func main() {
+	// The server starts this binary again as its embedded executor.
+	executor.RunIfSupervised()
 	n := flag.Int("n", 10000, "resources to deploy")
 	fsync := flag.Bool("fsync", true, "keep PostgreSQL's durability settings (as `intend deploy` does)")
 	filesDir := flag.String("files", "", "where the deployed files go (default: a temp dir under $TMPDIR)")
@@ -156,7 +160,8 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		BootstrapToken: token,
 		Listen:         "127.0.0.1:0", DatabaseURL: pg.URL("intend"), TemporalAddress: ts.HostPort(),
 		TemporalNamespace: ts.Namespace(), EmbeddedExecutor: true, CompileWorkers: compileWorkers,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		ExecutorUser: strconv.Itoa(os.Geteuid()),
+		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err

@@ -27,8 +27,54 @@ run until it is unpaused.
 	}
 	groupRun(cmd)
 	s := g.clientFlags(cmd)
-	cmd.AddCommand(agentListCommand(s), agentPauseCommand(s, true), agentPauseCommand(s, false))
+	cmd.AddCommand(agentListCommand(s), agentExecutorsCommand(s), agentPauseCommand(s, true), agentPauseCommand(s, false))
 	return cmd
+}
+
+func agentExecutorsCommand(s *clientSettings) *cobra.Command {
+	return &cobra.Command{
+		Use:   "executors",
+		Short: "List the executors registered with the environment",
+		Long: `List the executors that reported to the environment within the last 24
+hours, stopped ones included, by name: which agents each serves, where it
+runs, whether it is live (reported within 30 seconds), and the token that
+registered it (REGISTERED BY, with -o wide; only that token updates or
+stops the registration): GET /api/v1/environments/{env}/executors, every
+page.
+
+Examples:
+  intend agent executors -e prod
+  intend agent executors --json | jq -r '.[] | select(.live | not) | .name'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, env, err := s.envClient(nil)
+			if err != nil {
+				return err
+			}
+			items, err := c.List(cmd.Context(), client.EnvPath(env, "executors"), nil, "after", 0)
+			if err != nil {
+				return err
+			}
+			if s.structured() {
+				return s.writeArray(items)
+			}
+			es, err := decodeItems[client.Executor](items)
+			if err != nil {
+				return err
+			}
+			t := s.table([]string{"EXECUTOR", "HOST", "AGENTS", "LIVE", "LAST SEEN"}, "PID", "VERSION", "STARTED", "STOPPED",
+				"REGISTERED BY")
+			for _, e := range es {
+				host := e.Hostname
+				if e.Embedded {
+					host += "(embedded)"
+				}
+				t.row(e.Name, host, strings.Join(e.Agents, ","), yesNo(e.Live), shortTime(e.LastSeen),
+					strconv.Itoa(e.PID), e.Version, shortTime(e.StartedAt), shortTimePtr(e.StoppedAt), e.RegisteredBy)
+			}
+			return t.flush()
+		},
+	}
 }
 
 func agentListCommand(s *clientSettings) *cobra.Command {
@@ -49,6 +95,7 @@ Examples:
 			if err != nil {
 				return err
 			}
+			// Every page (GET .../agents answers 100 at a time).
 			items, err := c.List(cmd.Context(), client.EnvPath(env, "agents"), nil, "after", 0)
 			if err != nil {
 				return err

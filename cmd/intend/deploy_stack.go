@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -91,6 +92,11 @@ func startStack(ctx context.Context, out io.Writer, o stackOptions) (st *stack, 
 		TemporalAddress: st.ts.HostPort(), TemporalNamespace: st.ts.Namespace(), TemporalUI: st.ts.UIAddress(),
 		EmbeddedExecutor: true, Log: o.log, ReconcileEvery: 5 * time.Second,
 		DataDir: filepath.Join(dataDir, "server"),
+	}
+	// One user on one machine: the executor (a child process, as always)
+	// runs the resources as the user who runs intend deploy.
+	if u, err := user.Current(); err == nil {
+		scfg.ExecutorUser = u.Uid
 	}
 	st.srv, err = server.Start(ctx, scfg)
 	if errors.Is(err, syscall.EADDRINUSE) {

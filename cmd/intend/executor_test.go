@@ -15,7 +15,7 @@ import (
 	"github.com/intendhq/intend/server/servertest"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { servertest.Main(m) }
 
 // TestExternalExecutor: an environment keeps agent "remote" out of the
 // server's embedded executor; its resources deploy only once `intend

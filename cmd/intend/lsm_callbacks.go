@@ -104,19 +104,23 @@ func lsmCallbackListCommand(s *clientSettings) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var raw json.RawMessage
-			if err := c.Do(cmd.Context(), http.MethodGet, lsmPath("callbacks"), nil, &raw); err != nil {
+			// Every page, printed as one list.
+			items, err := c.List(cmd.Context(), lsmPath("callbacks"), nil, "after", 0)
+			if err != nil {
 				return err
 			}
 			if s.structured() {
-				return s.write(raw)
+				if items == nil {
+					items = []json.RawMessage{}
+				}
+				return s.write(client.List[json.RawMessage]{Items: items})
 			}
-			var page client.List[client.Callback]
-			if err := decode(raw, &page); err != nil {
+			cbs, err := decodeItems[client.Callback](items)
+			if err != nil {
 				return err
 			}
 			t := newTable(s.stdout, "ID", "ENTITY", "URL", "PENDING", "DELIVERED", "DEAD", "LAST DELIVERED", "LAST ERROR")
-			for _, cb := range page.Items {
+			for _, cb := range cbs {
 				st := cb.Stats
 				t.row(cb.ID, orAll(cb.ServiceEntity), cb.URL, strconv.Itoa(st.Pending), strconv.Itoa(st.Delivered),
 					strconv.Itoa(st.Dead), shortTimePtr(st.LastDeliveredAt), st.LastError)

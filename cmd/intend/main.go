@@ -20,11 +20,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/executor"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/tracing"
 )
 
 func main() {
+	// intend server starts its embedded executor as this binary again.
+	executor.RunIfSupervised()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()

@@ -11,7 +11,9 @@ import (
 
 	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/server"
 )
 
@@ -29,6 +31,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var cbf callbackFlags
 	var fhf fetchHostFlags
 	var accessLog, temporalUI string
+	var ex embeddedFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -37,6 +40,15 @@ and /metrics, runs the Temporal worker of task queue "intend" (deploy workflows
 and the activities that touch PostgreSQL), and, unless disabled, an embedded
 executor for the agents that environments assign to the server
 (setting autostart_agents, default every agent).
+
+The embedded executor never runs in the server's process: the server starts
+one "intend executor" child process per environment, with an executor token
+limited to that environment and its agents, no database credentials and
+none of the server's environment variables, as the user --executor-user
+names, or with --executor-uids as a user of the environment's own. A
+server started as root must be given one of the two (it starts its
+executors as that user); a server started as another user runs them as
+itself.
 
 Every route but /healthz needs a bearer token (or, with --oidc-issuer, a
 JWT of that issuer). Make the first admin token with
@@ -80,6 +92,9 @@ it does not show in ps. See docs/security.md.`,
 				return usageErrorf("%v", err)
 			}
 			if err := cbf.apply(&scfg); err != nil {
+				return usageErrorf("%v", err)
+			}
+			if err := ex.apply(&scfg); err != nil {
 				return usageErrorf("%v", err)
 			}
 			if err := fhf.apply(&scfg); err != nil {
@@ -137,8 +152,72 @@ it does not show in ps. See docs/security.md.`,
 		"the Temporal Web UI's address (http://host:port): the web console links each run to its workflow there")
 	sec.flags(cmd, g)
 	cbf.flags(cmd, g)
+	ex.flags(cmd, g)
 	fhf.flags(cmd, g)
 	return cmd
+}
+
+// embeddedFlags are the embedded executor's flags beyond its adapters'.
+type embeddedFlags struct {
+	user, uids          string
+	maxAgents           int
+	apiKeyFile, tlsCert string
+	tlsKey              string
+}
+
+func (ex *embeddedFlags) flags(cmd *cobra.Command, g *globals) {
+	f := cmd.Flags()
+	g.envString(f, &ex.user, "executor-user", "",
+		"the user (name or uid) the embedded executor runs tenants' resources as; required when the server runs as root")
+	g.envString(f, &ex.uids, "executor-uids", "",
+		"a range of user ids, FIRST-LAST (e.g. 61000-61999): each environment's embedded executor runs as one of its own, "+
+			"so that one environment cannot read what another's resources wrote (a server started as root; every replica the same range)")
+	n, err := strconv.Atoi(g.env("INTEND_MAX_EMBEDDED_AGENTS", strconv.Itoa(server.DefaultMaxEmbeddedAgents)))
+	if err != nil {
+		n = -1 // refused by apply, naming the flag
+	}
+	f.IntVar(&ex.maxAgents, "max-embedded-agents", n,
+		"most agents of one environment the embedded executor serves (env INTEND_MAX_EMBEDDED_AGENTS)")
+	g.envString(f, &ex.apiKeyFile, "executor-temporal-api-key-file", "",
+		"a file holding the Temporal API key of the embedded executor (never the server's own)")
+	g.envString(f, &ex.tlsCert, "executor-temporal-tls-cert", "",
+		"the embedded executor's client certificate for Temporal (mutual TLS; never the server's own)")
+	g.envString(f, &ex.tlsKey, "executor-temporal-tls-key", "", "the private key of --executor-temporal-tls-cert")
+}
+
+func (ex *embeddedFlags) apply(cfg *server.Config) error {
+	cfg.ExecutorUser = ex.user
+	if ex.uids != "" {
+		r, err := server.ParseUIDRange(ex.uids)
+		if err != nil {
+			return fmt.Errorf("--executor-uids %w", err)
+		}
+		cfg.ExecutorUIDs = r
+	}
+	if ex.maxAgents < 1 || ex.maxAgents > store.MaxExecutorAgents {
+		return fmt.Errorf("--max-embedded-agents must be 1 to %d (the agents one executor may register)", store.MaxExecutorAgents)
+	}
+	cfg.MaxEmbeddedAgents = ex.maxAgents
+	if (ex.tlsCert == "") != (ex.tlsKey == "") {
+		return fmt.Errorf("--executor-temporal-tls-cert and --executor-temporal-tls-key go together")
+	}
+	if ex.apiKeyFile == "" && ex.tlsCert == "" {
+		return nil
+	}
+	sec := cfg.TemporalSecurity
+	sec.APIKey, sec.CertFile, sec.KeyFile = "", ex.tlsCert, ex.tlsKey
+	if sec.CertFile != "" {
+		sec.TLS = true
+	}
+	if ex.apiKeyFile != "" {
+		b, err := os.ReadFile(ex.apiKeyFile)
+		if err != nil {
+			return fmt.Errorf("--executor-temporal-api-key-file: %w", err)
+		}
+		sec.APIKey = strings.TrimSpace(string(b))
+	}
+	cfg.ExecutorTemporalSecurity = &sec
+	return nil
 }
 
 // applyAccessLog sets the access log's level from --access-log.
@@ -182,6 +261,8 @@ type serverSecurity struct {
 	oidcRolesClaim, oidcName     string
 	oidcRoleMap                  string
 	oidcClientSecretFile         string
+	// Limits per client (docs/security.md).
+	maxConnsPerClient, maxStreamsPerCaller int
 }
 
 func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
@@ -198,6 +279,19 @@ func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
 	g.envString(f, &sec.oidcName, "oidc-name-claim", "sub", "the claim that names the caller in the audit trail")
 	g.envString(f, &sec.oidcRoleMap, "oidc-role-map", "", "map values of the roles claim (say, groups) to roles: VALUE=ROLE[@ENV][+ROLE@ENV…],…")
 	g.envString(f, &sec.oidcClientSecretFile, "oidc-client-secret-file", "", "a file holding the web console's OIDC client secret (the client id is --oidc-audience; none: a public client, PKCE only)")
+	mc, err := strconv.Atoi(g.env("INTEND_MAX_CONNS_PER_CLIENT", strconv.Itoa(server.DefaultMaxConnsPerClient)))
+	if err != nil {
+		mc = -1 // refused with the usage error, naming the flag
+	}
+	f.IntVar(&sec.maxConnsPerClient, "max-conns-per-client", mc,
+		"connections one client address (an IPv6 /64) may hold open at once; more are closed at accept; 0: no limit. "+
+			"Behind a proxy every client is the proxy: raise it or set 0, and limit at the proxy (env INTEND_MAX_CONNS_PER_CLIENT)")
+	ms, err := strconv.Atoi(g.env("INTEND_MAX_STREAMS_PER_CALLER", strconv.Itoa(api.DefaultMaxEventStreamsPerCaller)))
+	if err != nil {
+		ms = -1
+	}
+	f.IntVar(&sec.maxStreamsPerCaller, "max-streams-per-caller", ms,
+		"event streams (API) and live console pages one caller (token or OIDC subject) may hold open at once, each; more get 429 (env INTEND_MAX_STREAMS_PER_CALLER)")
 }
 
 // apply puts the flags into cfg, with the bootstrap token from the
@@ -214,6 +308,17 @@ func (sec *serverSecurity) apply(cfg *server.Config, getenv func(string) string)
 		cfg.AllowedHosts = sec.allowedHosts
 	}
 	cfg.MetricsListen = sec.metricsListen
+	if sec.maxConnsPerClient < 0 {
+		return fmt.Errorf("--max-conns-per-client must be a whole number from 0 (0: no limit)")
+	}
+	cfg.MaxConnsPerClient = sec.maxConnsPerClient
+	if cfg.MaxConnsPerClient == 0 {
+		cfg.MaxConnsPerClient = -1 // server.Config: negative is no limit
+	}
+	if sec.maxStreamsPerCaller < 1 {
+		return fmt.Errorf("--max-streams-per-caller must be at least 1")
+	}
+	cfg.MaxStreamsPerCaller = sec.maxStreamsPerCaller
 	cfg.BootstrapToken = getenv("INTEND_BOOTSTRAP_TOKEN")
 	if (sec.oidcIssuer == "") != (sec.oidcAudience == "") {
 		return fmt.Errorf("--oidc-issuer and --oidc-audience go together")

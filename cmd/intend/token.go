@@ -190,7 +190,8 @@ Examples:
 			if revoked {
 				q = url.Values{"revoked": {"true"}}
 			}
-			items, err := c.List(cmd.Context(), "/api/v1/tokens", q, "", 0)
+			// Every page (GET /api/v1/tokens answers 100 at a time).
+			items, err := c.List(cmd.Context(), "/api/v1/tokens", q, "after", 0)
 			if err != nil {
 				return err
 			}

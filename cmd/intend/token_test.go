@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/internal/tlsfiles/certtest"
@@ -27,6 +31,16 @@ func TestTokenCommands(t *testing.T) {
 		t.Fatalf("token create --database-url printed %q, want the secret alone on its line", out)
 	}
 	alice := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": first}
+	// Made without the API, it is in the audit trail all the same: the
+	// store writes the row with the token (never its secret).
+	var made client.List[client.AuditEntry]
+	if err := c.Do(t.Context(), http.MethodGet, "/api/v1/audit?action=token.create&actor=cli:database", nil, &made); err != nil {
+		t.Fatal(err)
+	}
+	if len(made.Items) != 1 || made.Items[0].ActorKind != "cli" || !strings.Contains(string(made.Items[0].Detail), `"alice"`) ||
+		!strings.Contains(string(made.Items[0].Detail), `"admin"`) || strings.Contains(string(made.Items[0].Detail), first) {
+		t.Errorf("the audit rows of token create --database-url = %+v, want one naming alice and her role", made.Items)
+	}
 	ok(t, alice, "env", "create", envName, "--project", "p-"+envName)
 
 	// A read token of the environment, made over the API.
@@ -51,6 +65,32 @@ func TestTokenCommands(t *testing.T) {
 			t.Errorf("token list shows a secret:\n%s", list)
 		}
 	}
+	// More tokens than a page of GET /api/v1/tokens (100): the list
+	// follows the pages and shows each token once.
+	for i := range 110 {
+		if _, err := c.CreateToken(t.Context(), client.NewToken{Name: fmt.Sprintf("many-%03d", i), Role: "read"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var listed []client.Token
+	if err := json.Unmarshal([]byte(ok(t, alice, "token", "list", "--json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, tk := range listed {
+		if seen[tk.ID] {
+			t.Errorf("token list --json shows %s twice", tk.Name)
+		}
+		seen[tk.ID] = true
+	}
+	if len(listed) != 113 { // alice, grafana, bootstrap and 110
+		t.Errorf("token list --json: %d tokens, want 113", len(listed))
+	}
+	// The executors of the environment (none registered): every page.
+	if h := headerOf(ok(t, readerVars, "agent", "executors")); h != "EXECUTOR HOST AGENTS LIVE LAST SEEN" {
+		t.Errorf("agent executors header %q", h)
+	}
+
 	ok(t, alice, "token", "revoke", "grafana")
 	fails(t, readerVars, exitFailed, []string{"Unauthenticated (401)"}, "env", "show")
 

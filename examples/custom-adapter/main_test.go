@@ -14,7 +14,7 @@ import (
 	"github.com/intendhq/intend/server/servertest"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { servertest.Main(m) }
 
 // TestCustomExecutor builds this example and runs it as an intend user
 // would: configured by environment variables alone, it registers, and

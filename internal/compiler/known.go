@@ -3,7 +3,6 @@ package compiler
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // Known is a Runner that answers the compile of a model source it was
@@ -32,11 +31,11 @@ func (k *Known) Remember(key string, res *Result) {
 }
 
 // Compile implements Runner.
-func (k *Known) Compile(ctx context.Context, opts Options, limit time.Duration) (*Result, error) {
+func (k *Known) Compile(ctx context.Context, opts Options, job Job) (*Result, error) {
 	if res := k.take(opts); res != nil {
 		return res, nil
 	}
-	return OrInProcess(k.Next).Compile(ctx, opts, limit)
+	return OrInProcess(k.Next).Compile(ctx, opts, job)
 }
 
 func (k *Known) take(opts Options) *Result {

@@ -12,7 +12,7 @@ import (
 // counting is a Runner that counts the compiles it is asked for.
 type counting struct{ n int }
 
-func (c *counting) Compile(context.Context, compiler.Options, time.Duration) (*compiler.Result, error) {
+func (c *counting) Compile(context.Context, compiler.Options, compiler.Job) (*compiler.Result, error) {
 	c.n++
 	return &compiler.Result{}, nil
 }
@@ -40,7 +40,7 @@ func TestKnown(t *testing.T) {
 			next := &counting{}
 			k := &compiler.Known{Next: next}
 			k.Remember("h", known)
-			res, err := k.Compile(context.Background(), tc.opts, time.Minute)
+			res, err := k.Compile(context.Background(), tc.opts, compiler.Job{Timeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +51,7 @@ func TestKnown(t *testing.T) {
 				return
 			}
 			// Once: a second upload of the same source compiles.
-			if res, _ := k.Compile(context.Background(), tc.opts, time.Minute); res == known || next.n != 1 {
+			if res, _ := k.Compile(context.Background(), tc.opts, compiler.Job{Timeout: time.Minute}); res == known || next.n != 1 {
 				t.Errorf("the remembered result was used twice")
 			}
 		})

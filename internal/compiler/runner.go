@@ -6,13 +6,30 @@ import (
 	"time"
 )
 
-// Runner runs compiles under a time limit. internal/compiler/bounded's
-// Pool runs each in a child process, under a memory limit too; InProcess
-// runs them here.
+// Runner runs compiles under limits. internal/compiler/bounded's Pool
+// runs each in a child process, under a memory and a CPU time limit too,
+// and shares its workers fairly among environments; InProcess runs them
+// here, under the time limit only.
 type Runner interface {
-	// Compile compiles opts; past limit (or the runner's memory limit) it
-	// returns a *LimitError.
-	Compile(ctx context.Context, opts Options, limit time.Duration) (*Result, error)
+	// Compile compiles opts as job says; past one of its limits (or the
+	// runner's memory limit) it returns a *LimitError. Safe for
+	// concurrent use.
+	Compile(ctx context.Context, opts Options, job Job) (*Result, error)
+}
+
+// Job is how one compile runs: its limits, and whose it is.
+type Job struct {
+	// Environment is the id of the environment the compile is for. A
+	// Runner that queues compiles (bounded.Pool) serves the environments
+	// in turn, so that one environment's many compiles do not hold back
+	// another's; "" is a queue of its own.
+	Environment string
+	// Timeout is the compile's wall-clock limit (the server's
+	// --compile-timeout).
+	Timeout time.Duration
+	// CPU is the CPU time the compile may use (the environment's
+	// compile_cpu_limit setting); 0: none. InProcess does not enforce it.
+	CPU time.Duration
 }
 
 // OrInProcess is r, or InProcess when r is nil.
@@ -23,18 +40,22 @@ func OrInProcess(r Runner) Runner {
 	return r
 }
 
-// LimitError is a compile stopped by its time or memory limit.
+// LimitError is a compile stopped by its time, CPU time or memory limit.
 type LimitError struct {
-	// Kind is "time" or "memory".
+	// Kind is "time", "cpu" or "memory".
 	Kind string
-	// Limit is the limit, as the flag that sets it reads it.
+	// Limit is the limit, as the flag or setting that sets it reads it.
 	Limit string
 }
 
 func (e *LimitError) Error() string {
-	if e.Kind == "memory" {
+	switch e.Kind {
+	case "memory":
 		return fmt.Sprintf("the compile used more than its memory limit of %s and was stopped "+
 			"(intend server --compile-memory)", e.Limit)
+	case "cpu":
+		return fmt.Sprintf("the compile used more than its CPU time limit of %s and was stopped "+
+			"(the environment's compile_cpu_limit setting, which only a global admin can change)", e.Limit)
 	}
 	return fmt.Sprintf("the compile took longer than its time limit of %s and was stopped "+
 		"(intend server --compile-timeout)", e.Limit)
@@ -47,7 +68,8 @@ func (e *LimitError) Error() string {
 type InProcess struct{}
 
 // Compile implements Runner.
-func (InProcess) Compile(ctx context.Context, opts Options, limit time.Duration) (*Result, error) {
+func (InProcess) Compile(ctx context.Context, opts Options, job Job) (*Result, error) {
+	limit := job.Timeout
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	type result struct {

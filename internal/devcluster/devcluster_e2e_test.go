@@ -49,6 +49,14 @@ func buildIntend(t *testing.T, dir string) string {
 //     server, and its rules load.
 func TestTopology(t *testing.T) {
 	dir := t.TempDir()
+	// The replicas run their embedded executors as users of their own
+	// (--executor-uids): they must reach the binary and the targets, as
+	// they reach /usr/local/bin and /srv in production.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	bin := buildIntend(t, dir)
 	began := time.Now()
 	c := startCluster(t, devcluster.Options{
@@ -280,6 +288,13 @@ services: site: #Site
 func instancesAcrossReplicas(t *testing.T, c *devcluster.Cluster, dir string) {
 	ctx := context.Background()
 	root := filepath.Join(dir, "sites")
+	// Shared by the environments' executor users, as /tmp is.
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root, 0o1777); err != nil {
+		t.Fatal(err)
+	}
 	admin := c.Client()
 	if _, err := admin.EnsureProject(ctx, devcluster.Project); err != nil {
 		t.Fatal(err)

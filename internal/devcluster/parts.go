@@ -67,7 +67,7 @@ func (c *Cluster) startServers(ctx context.Context) error {
 			"--temporal-address", c.TemporalAddress(), "--temporal-namespace", c.Namespace(),
 			"--data-dir", filepath.Join(c.Dir, name), "--executor-name", name,
 			"--log-level", c.opts.LogLevel,
-		}, []string{"INTEND_BOOTSTRAP_TOKEN=" + c.Token})
+		}, c.executorUsers([]string{"INTEND_BOOTSTRAP_TOKEN=" + c.Token}))
 		c.Servers = append(c.Servers, s)
 		urls = append(urls, s.URL)
 	}
@@ -237,3 +237,13 @@ func findPrometheus() (string, error) {
 
 // rules is deploy/prometheus/rules.yml.
 func rules() []byte { return promrules.Rules }
+
+// executorUsers adds, for replicas started as root, the user ids their
+// embedded executors run as: each environment's its own, the same on both
+// replicas, as production runs them.
+func (c *Cluster) executorUsers(env []string) []string {
+	if os.Geteuid() == 0 {
+		env = append(env, "INTEND_EXECUTOR_UIDS=61000-61999")
+	}
+	return env
+}

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -42,20 +44,36 @@ const remoteMaxPost = 8 << 20
 // NewRemote returns the API of the intend server at serverURL, called
 // with token; tlsConfig (nil: the system's CAs) secures https.
 func NewRemote(serverURL, token string, tlsConfig *tls.Config) (*Remote, error) {
-	u, err := url.Parse(strings.TrimRight(serverURL, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("server URL %q: want http(s)://host[:port]", serverURL)
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("server URL %s: credentials belong in the token, not the URL", u.Redacted())
-	}
 	if token == "" {
 		return nil, errors.New("an executor token is required: an admin makes one with " +
 			"`intend token create --name NAME --role executor --environments ENV --agents A,B`")
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsConfig
 	tr.MaxIdleConnsPerHost = 32
+	var u *url.URL
+	if sock, ok := strings.CutPrefix(serverURL, "unix:"); ok {
+		// The socket intend server opens for its own (embedded) executors:
+		// plain HTTP on a file only the executor's user may connect to.
+		if !filepath.IsAbs(sock) {
+			return nil, fmt.Errorf("server URL %q: want unix:/absolute/path/to/socket", serverURL)
+		}
+		u = &url.URL{Scheme: "http", Host: "localhost"}
+		tr.Proxy = nil
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}
+	} else {
+		var err error
+		u, err = url.Parse(strings.TrimRight(serverURL, "/"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("server URL %q: want http(s)://host[:port]", serverURL)
+		}
+		if u.User != nil {
+			return nil, fmt.Errorf("server URL %s: credentials belong in the token, not the URL", u.Redacted())
+		}
+		tr.TLSClientConfig = tlsConfig
+	}
 	return &Remote{base: u, token: token, hc: &http.Client{Transport: tr, Timeout: 5 * time.Minute},
 		maxPost: remoteMaxPost}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -643,7 +644,8 @@ func (d *decoder) number() (json.Number, error) {
 			return "", d.fail("invalid number: expected a digit after '.'")
 		}
 	}
-	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
+	exp := d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E')
+	if exp {
 		d.pos++
 		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
 			d.pos++
@@ -652,7 +654,15 @@ func (d *decoder) number() (json.Number, error) {
 			return "", d.fail("invalid number: expected a digit in the exponent")
 		}
 	}
-	return json.Number(d.data[start:d.pos]), nil
+	n := json.Number(d.data[start:d.pos])
+	// Beyond float64 needs an exponent or 309 digits; such a number is
+	// kept as text here but would fail every reader of the attribute.
+	if exp || len(n) >= 309 {
+		if f, err := strconv.ParseFloat(string(n), 64); err != nil && math.IsInf(f, 0) {
+			d.problem("is a number beyond the range of a 64-bit float (±1.8e308)")
+		}
+	}
+	return n, nil
 }
 
 func (d *decoder) string() (string, error) {

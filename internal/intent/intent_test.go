@@ -196,6 +196,16 @@ func TestDecodeProblems(t *testing.T) {
 			reason: "strict: a typo must not be ignored; pointers escape / and ~",
 		},
 		{
+			name: "numbers beyond float64",
+			in: `{"resources": [{"id": "a::B[h,n=1]", "attributes": {"n": 1, "x": [1e-400, 1.7976931348623157e308, 1e309],
+				"y": {"z": -1` + strings.Repeat("0", 400) + `}}}]}`,
+			want: []intent.FieldProblem{
+				{"/resources/0/attributes/x/2", "is a number beyond the range of a 64-bit float (±1.8e308)"},
+				{"/resources/0/attributes/y/z", "is a number beyond the range of a 64-bit float (±1.8e308)"},
+			},
+			reason: "kept as text, they would fail every reader of the attribute; tiny ones round to zero",
+		},
+		{
 			name:   "resource not an object",
 			in:     export(res("/a"), `"fs::File[localhost,path=/b]"`),
 			want:   []intent.FieldProblem{{"/resources/1", "must be an object, not a string"}},

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,17 +49,22 @@ type Options struct {
 	KeepOnParentDeath bool
 	// BinDir holds initdb and postgres; "" means FindBinDir.
 	BinDir string
+	// Password, when set, makes a new cluster require it of every
+	// connection (scram-sha-256) instead of trusting local ones, as a
+	// production server does; URL then carries it.
+	Password string
 }
 
 // Cluster is a running PostgreSQL server started by Start. Its methods are
 // safe for concurrent use.
 type Cluster struct {
-	dir     string
-	dataDir string
-	port    int
-	cmd     *exec.Cmd
-	logFile *os.File
-	tail    *childproc.Tail
+	password string
+	dir      string
+	dataDir  string
+	port     int
+	cmd      *exec.Cmd
+	logFile  *os.File
+	tail     *childproc.Tail
 
 	exited  chan struct{} // closed when the postmaster has exited
 	waitErr error         // set before exited is closed
@@ -105,7 +111,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir, dataDir: filepath.Join(dir, "data")}
+	c := &Cluster{dir: dir, dataDir: filepath.Join(dir, "data"), password: opts.Password}
 	if err := c.prepare(ctx, bin, owner, opts.Fsync); err != nil {
 		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
@@ -184,6 +190,20 @@ func (c *Cluster) prepare(ctx context.Context, bin string, owner *runAs, fsync b
 
 func (c *Cluster) initdb(ctx context.Context, bin string, owner *runAs, fsync bool, locale string) error {
 	args := []string{"-D", c.dataDir, "-U", "postgres", "-A", "trust", "--encoding=UTF8", locale}
+	if c.password != "" {
+		pw := filepath.Join(c.dir, "pwfile")
+		if err := os.WriteFile(pw, []byte(c.password+"\n"), 0o600); err != nil {
+			return err
+		}
+		defer os.Remove(pw)
+		if owner != nil {
+			if err := os.Chown(pw, int(owner.uid), int(owner.gid)); err != nil {
+				return err
+			}
+		}
+		args[5] = "scram-sha-256"
+		args = append(args, "--pwfile="+pw)
+	}
 	if !fsync {
 		args = append(args, "--no-sync")
 	}
@@ -281,6 +301,9 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 
 // URL returns the connection URL of database dbname as the superuser.
 func (c *Cluster) URL(dbname string) string {
+	if c.password != "" {
+		return fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/%s?sslmode=disable", url.PathEscape(c.password), c.port, dbname)
+	}
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, dbname)
 }
 

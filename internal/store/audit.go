@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // AuditEntry is one row of the audit trail: who did what, from where,
@@ -28,15 +29,47 @@ type AuditEntry struct {
 
 // Audit appends e to the audit trail (its ID and At are the store's).
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	return auditInsert(ctx, s.pool, e)
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// auditInsert appends e through db: a write that records itself
+// (CreateToken) passes its transaction, so the row and the write commit
+// together.
+func auditInsert(ctx context.Context, db execer, e AuditEntry) error {
 	var detail any
 	if len(e.Detail) > 0 {
 		detail = e.Detail
 	}
-	_, err := s.pool.Exec(ctx, `insert into audit_log
+	_, err := db.Exec(ctx, `insert into audit_log
 		(environment_id, environment, actor_kind, actor, remote_addr, action, method, path, status, detail)
 		values ($1::uuid, nullif($2, ''), $3, $4, $5, $6, $7, $8, $9, $10)`,
 		e.EnvironmentID, e.Environment, e.ActorKind, e.Actor, e.RemoteAddr, e.Action, e.Method, e.Path, e.Status, detail)
 	return err
+}
+
+// Origin is where an API request came from, for the audit rows the
+// store writes itself (CreateToken): the client's address, the method
+// and the path. Writes made without a request have none.
+type Origin struct {
+	RemoteAddr, Method, Path string
+}
+
+type originKey struct{}
+
+// WithOrigin returns ctx carrying o (the API sets it beside WithActor).
+func WithOrigin(ctx context.Context, o Origin) context.Context {
+	return context.WithValue(ctx, originKey{}, o)
+}
+
+// OriginOf is the origin ctx carries; the zero Origin when none.
+func OriginOf(ctx context.Context) Origin {
+	o, _ := ctx.Value(originKey{}).(Origin)
+	return o
 }
 
 // AuditFilter selects audit rows. Zero fields select everything.

@@ -157,8 +157,24 @@ func (s *Store) GetCallback(ctx context.Context, envID, id string) (Callback, er
 // ListCallbacks returns the environment's callbacks, oldest first, with
 // their delivery counts.
 func (s *Store) ListCallbacks(ctx context.Context, envID string) ([]Callback, error) {
+	return s.ListCallbacksPage(ctx, envID, nil, 0)
+}
+
+// ListCallbacksPage returns at most limit (0: every) callbacks of
+// ListCallbacks after the one after names (nil: from the oldest), oldest
+// first (then by id).
+func (s *Store) ListCallbacksPage(ctx context.Context, envID string, after *PageKey, limit int) ([]Callback, error) {
+	var at *time.Time
+	var id *string
+	if after != nil {
+		if !IsUUID(after.ID) {
+			return nil, NotFound("callback %q", after.ID)
+		}
+		at, id = &after.At, &after.ID
+	}
 	rows, err := s.pool.Query(ctx, `select `+callbackColumns+` `+callbackFrom+`
-		where c.environment_id = $1::uuid order by c.created_at, c.id`, envID)
+		where c.environment_id = $1::uuid and ($2::timestamptz is null or (c.created_at, c.id) > ($2, $3::uuid))
+		order by c.created_at, c.id limit nullif($4, 0)`, envID, at, id, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -400,8 +400,8 @@ func (s *Store) ListRuns(ctx context.Context, envID string, limit int) ([]Deploy
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeployRun, error) { return scanRun(r) })
 }
 
-// ServedAgents lists, per environment name, the agents seen in released
-// versions and the environments' settings, for the embedded executor to
+// ServedAgents lists, per environment name, the agents of the released
+// resources and the environments' settings, for the embedded executor to
 // decide which task queues to poll.
 func (s *Store) ServedAgents(ctx context.Context) (map[string][]string, map[string]Settings, error) {
 	envs, err := s.ListEnvironments(ctx, "")
@@ -412,8 +412,13 @@ func (s *Store) ServedAgents(ctx context.Context) (map[string][]string, map[stri
 	for _, e := range envs {
 		settings[e.Name] = e.Settings
 	}
+	// Only the agents of released resources: an agent no released version
+	// names any more costs no executor a worker.
 	rows, err := s.pool.Query(ctx, `select e.name, a.name from agents a
-		join environments e on e.id = a.environment_id order by 1, 2`)
+		join environments e on e.id = a.environment_id
+		where exists (select 1 from resource_state rs where rs.environment_id = a.environment_id
+		              and rs.agent = a.name and rs.intent_hash is not null)
+		order by 1, 2`)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +77,12 @@ type Settings struct {
 	// it, such an environment takes only what the server compiles from
 	// git, as seed 002's autonomous mode has it.
 	AllowPush bool `json:"allow_push"`
+	// CompileCPULimit is the CPU time, in seconds, one compile of the
+	// environment's may use (an upload's, an autonomous compile's, a
+	// service instance's validation or export): the compile workers are
+	// shared by every environment. Only a global admin changes it
+	// (GlobalAdminSettings).
+	CompileCPULimit int `json:"compile_cpu_limit"`
 	// Retention says how long the environment keeps its history
 	// (retention.go); its keys are settings of their own.
 	Retention
@@ -85,7 +92,54 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
 		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main",
-		Retention: DefaultRetention()}
+		CompileCPULimit: DefaultCompileCPULimit, Retention: DefaultRetention()}
+}
+
+// DefaultCompileCPULimit is compile_cpu_limit unless set, in seconds: the
+// largest compile measured (10,000 service instances evaluated without a
+// cache) uses 8-10 s of CPU on two cores; 1,000 instances (P8) 0.75 s; the
+// examples under 20 ms. MaxCompileCPULimit is the largest a global admin
+// may set (the server's --compile-timeout still bounds the wall clock).
+const (
+	DefaultCompileCPULimit = 30
+	MaxCompileCPULimit     = 3600
+)
+
+// GlobalAdminSettings are the settings only a global admin may change:
+// they bound what the environment takes from what all environments share
+// (the server's compile workers). An environment admin's patch may carry
+// them unchanged (a form that sends every setting), not with another
+// value (api: 403). GlobalAdminChanges says which a patch changes.
+// autostart_agents is one: it decides which of the environment's agents run
+// in the server's embedded executors, a shared pool of processes.
+var GlobalAdminSettings = []string{"autostart_agents", "compile_cpu_limit"}
+
+// GlobalAdminChanges returns the GlobalAdminSettings whose values differ
+// between before and after, in order.
+func GlobalAdminChanges(before, after Settings) []string {
+	var changed []string
+	for _, k := range GlobalAdminSettings {
+		switch k {
+		case "autostart_agents":
+			if !slices.Equal(before.AutostartAgents, after.AutostartAgents) {
+				changed = append(changed, k)
+			}
+		case "compile_cpu_limit":
+			if before.CompileCPULimit != after.CompileCPULimit {
+				changed = append(changed, k)
+			}
+		}
+	}
+	return changed
+}
+
+// CompileCPU is compile_cpu_limit as a duration (the default when a row
+// stored before the setting existed reads 0).
+func (s Settings) CompileCPU() time.Duration {
+	if s.CompileCPULimit <= 0 {
+		return DefaultCompileCPULimit * time.Second
+	}
+	return time.Duration(s.CompileCPULimit) * time.Second
 }
 
 // The largest values of the settings that are durations or counts: a
@@ -196,6 +250,13 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				continue
 			}
 			s.RecompileInterval = n
+		case "compile_cpu_limit":
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n < 1 || n > MaxCompileCPULimit {
+				bad("must be a whole number of seconds from 1 to " + strconv.Itoa(MaxCompileCPULimit) + " (an hour)")
+				continue
+			}
+			s.CompileCPULimit = n
 		case "autostart_agents":
 			var a []string
 			if json.Unmarshal(raw, &a) != nil {
@@ -211,7 +272,7 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				continue
 			}
 			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, auto_deploy, autostart_agents, " +
-				"compile_retention, deploy_interval, instance_log_retention, keep_versions, order_retention, " +
+				"compile_cpu_limit, compile_retention, deploy_interval, instance_log_retention, keep_versions, order_retention, " +
 				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff, run_retention)")
 		}
 	}

@@ -58,3 +58,36 @@ func (e *VersionTakenError) Error() string {
 
 // Unwrap makes a VersionTakenError an ErrConflict.
 func (e *VersionTakenError) Unwrap() error { return ErrConflict }
+
+// ExecutorOwnedError is a registration, or a stop, of an executor name
+// that another principal registered in the environment (see
+// Store.RegisterExecutor). The API answers it 403.
+type ExecutorOwnedError struct {
+	// Name is the executor's name, Environment the environment's.
+	Name, Environment string
+	// Server: the name is the server's own (in-process) embedded
+	// executor's, not a token's.
+	Server bool
+}
+
+func (e *ExecutorOwnedError) Error() string {
+	by := "another token"
+	if e.Server {
+		by = "the intend server itself (its embedded executor)"
+	}
+	return fmt.Sprintf("executor %q is registered in environment %q by %s: a token updates and stops only "+
+		"the executors it registered", e.Name, e.Environment, by)
+}
+
+// ExecutorLimitError is a registration beyond MaxExecutorsPerOwner: its
+// owner has that many live executors registered in the environment
+// already. The API answers it 422.
+type ExecutorLimitError struct {
+	Environment string
+	Limit       int
+}
+
+func (e *ExecutorLimitError) Error() string {
+	return fmt.Sprintf("this token has %d live executors registered in environment %q, the most it may: "+
+		"stop one (POST .../executor/registrations/{name}/stop), or reuse a name", e.Limit, e.Environment)
+}

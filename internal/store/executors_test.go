@@ -3,7 +3,9 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +142,82 @@ func TestOpenRunVersions(t *testing.T) {
 	}
 	if versions, err = st.OpenRunVersions(ctx, []string{e.ID}); err != nil || len(versions) != 0 {
 		t.Errorf("after the run finished: %v, %v; want nothing open", versions, err)
+	}
+}
+
+// TestExecutorBoundHoldsUnderConcurrency: registrations of one owner sent
+// at once are counted one after the other, so no more than
+// MaxExecutorsPerOwner of them pass, and the rest are ExecutorLimitErrors.
+func TestExecutorBoundHoldsUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	by := store.Registrant{Owner: store.TokenOwner("00000000-0000-4000-8000-000000000001")}
+	const n = store.MaxExecutorsPerOwner + 16
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = st.RegisterExecutor(ctx, e.Name, store.ExecutorReport{Name: fmt.Sprintf("x-%d", i), Agents: []string{"a"}}, by)
+		})
+	}
+	wg.Wait()
+	ok, limited := 0, 0
+	for _, err := range errs {
+		var le *store.ExecutorLimitError
+		switch {
+		case err == nil:
+			ok++
+		case errors.As(err, &le):
+			limited++
+		default:
+			t.Errorf("registration: %v", err)
+		}
+	}
+	xs, err := st.ListExecutors(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != store.MaxExecutorsPerOwner || limited != n-ok || len(xs) != store.MaxExecutorsPerOwner {
+		t.Errorf("%d registered, %d refused, %d listed; want %d, %d, %d", ok, limited, len(xs),
+			store.MaxExecutorsPerOwner, n-store.MaxExecutorsPerOwner, store.MaxExecutorsPerOwner)
+	}
+}
+
+// TestPruneForgetsExecutors: the periodic prune forgets registrations
+// stopped or unseen for ExecutorForgetAfter, also in an environment that
+// no executor reports to any more (a report forgets them only in its
+// own), and keeps the others.
+func TestPruneForgetsExecutors(t *testing.T) {
+	t.Parallel()
+	st, _, conn := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	for _, name := range []string{"old-stopped", "old-killed", "recent"} {
+		if err := st.ReportExecutor(ctx, e.Name, store.ExecutorReport{Name: name, Agents: []string{"a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.StopExecutor(ctx, "old-stopped", []string{e.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `update executors set last_seen = now() - interval '25 hours' where name like 'old-%'`); err != nil {
+		t.Fatal(err)
+	}
+	env, err := st.GetEnvironment(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.PruneEnvironment(ctx, env, store.PruneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, err := st.ListExecutors(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p[store.TableExecutors] != 2 || len(xs) != 1 || xs[0].Name != "recent" {
+		t.Errorf("pruned %v, left %+v; want 2 executors pruned and recent left", p, xs)
 	}
 }

@@ -351,8 +351,14 @@ type Agent struct {
 
 // ListAgents returns the environment's agents by name.
 func (s *Store) ListAgents(ctx context.Context, envID string) ([]Agent, error) {
+	return s.ListAgentsPage(ctx, envID, "", 0)
+}
+
+// ListAgentsPage returns at most limit (0: every) agents of the
+// environment whose name comes after after, by name.
+func (s *Store) ListAgentsPage(ctx context.Context, envID, after string, limit int) ([]Agent, error) {
 	rows, err := s.pool.Query(ctx, `select name, paused, first_seen from agents
-		where environment_id = $1::uuid order by name`, envID)
+		where environment_id = $1::uuid and name > $2 order by name limit nullif($3, 0)`, envID, after, limit)
 	if err != nil {
 		return nil, err
 	}

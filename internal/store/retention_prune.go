@@ -43,6 +43,7 @@ const (
 	TableInstances    = "service_instances"
 	TableIdempotent   = "lsm_requests"
 	TableCallbackEvts = "lsm_callback_events"
+	TableExecutors    = "executors"
 )
 
 // Pruned counts the rows a prune deleted, by table (Table*).
@@ -74,7 +75,9 @@ func (p Pruned) Total() int64 {
 //   - orders: those that have not finished;
 //   - instance logs: each instance's log from the last row in another
 //     state than its current one on (the engine reads when the instance
-//     entered its state from there); a terminated instance goes whole.
+//     entered its state from there); a terminated instance goes whole;
+//   - executor registrations: those seen (or stopped) within
+//     ExecutorForgetAfter, whatever the settings.
 //
 // Every part walks an index of its table in key order, a chunk at a time,
 // and stops at the first chunk that holds nothing old enough (keys grow
@@ -109,6 +112,17 @@ func (s *Store) PruneEnvironment(ctx context.Context, e Environment, o PruneOpti
 		if err := s.pruneInstanceLogs(ctx, e.ID, before, o.Chunk, out); err != nil {
 			return out, fmt.Errorf("prune service instance logs: %w", err)
 		}
+	}
+	// Executor registrations stopped or unseen for ExecutorForgetAfter:
+	// reports forget them too, but only in an environment still reported
+	// to. At most MaxExecutorsPerOwner of each token: one statement.
+	tag, err := s.pool.Exec(ctx, `delete from executors where environment_id = $1::uuid and last_seen < $2`,
+		e.ID, o.Now.Add(-ExecutorForgetAfter))
+	if err != nil {
+		return out, fmt.Errorf("prune executor registrations: %w", err)
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		out[TableExecutors] += n
 	}
 	return out, nil
 }

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,20 +52,63 @@ func scanToken(row pgx.Row) (Token, error) {
 	return t, err
 }
 
-// CreateToken stores a token. A live token of the same name is a
-// conflict (names are how people tell tokens apart).
+// CreateToken stores a token and, in the same transaction, its row in
+// the audit trail (action token.create: the actor in.CreatedBy, the
+// token's id, name, role, environments and agents; never its hash): no
+// way of making a token, the API, the CLI against the database or the
+// bootstrap, can skip the trail. The request's address, method and path
+// come from ctx (WithOrigin) when an API request makes it. A live token
+// of the same name is a conflict (names are how people tell tokens apart).
 func (s *Store) CreateToken(ctx context.Context, in NewToken) (Token, error) {
-	t, err := scanToken(s.pool.QueryRow(ctx, `insert into api_tokens
-		(name, role, environments, agents, hash, hint, created_by, expires_at)
-		values ($1, $2, $3::uuid[], $4, $5, $6, $7, $8) returning `+tokenColumns,
-		in.Name, in.Role, in.Environments, in.Agents, in.Hash, in.Hint, in.CreatedBy, in.ExpiresAt))
+	var t Token
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		t, err = scanToken(tx.QueryRow(ctx, `insert into api_tokens
+			(name, role, environments, agents, hash, hint, created_by, expires_at)
+			values ($1, $2, $3::uuid[], $4, $5, $6, $7, $8) returning `+tokenColumns,
+			in.Name, in.Role, in.Environments, in.Agents, in.Hash, in.Hint, in.CreatedBy, in.ExpiresAt))
+		if err != nil {
+			return err
+		}
+		detail := map[string]any{"token_id": t.ID, "name": t.Name, "role": t.Role, "environments": t.Environments}
+		if t.Agents != nil {
+			detail["agents"] = t.Agents
+		}
+		if t.ExpiresAt != nil {
+			detail["expires_at"] = t.ExpiresAt
+		}
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return err
+		}
+		o := OriginOf(ctx)
+		return auditInsert(ctx, tx, AuditEntry{ActorKind: actorKind(in.CreatedBy), Actor: in.CreatedBy,
+			RemoteAddr: o.RemoteAddr, Action: ActionTokenCreate, Method: o.Method, Path: o.Path,
+			Status: http.StatusCreated, Detail: b})
+	})
 	if isUniqueViolation(err, "api_tokens_live_name") {
-		return t, Conflict("a token named %q exists already", in.Name)
+		return Token{}, Conflict("a token named %q exists already", in.Name)
 	}
 	if isUniqueViolation(err, "") {
-		return t, Conflict("this secret is stored already")
+		return Token{}, Conflict("this secret is stored already")
 	}
-	return t, err
+	if err != nil {
+		return Token{}, err
+	}
+	return t, nil
+}
+
+// ActionTokenCreate is the audit trail's action of a token's creation.
+const ActionTokenCreate = "token.create"
+
+// actorKind is the kind an actor's name starts with ("token" of
+// "token:ci", "system" of SystemActor, "cli" of "cli:database").
+func actorKind(actor string) string {
+	kind, _, ok := strings.Cut(actor, ":")
+	if !ok || kind == "" {
+		return "system"
+	}
+	return kind
 }
 
 // EnsureToken stores a token unless one with the same secret exists
@@ -113,8 +159,31 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte) (Token, error) {
 // ListTokens returns the tokens, newest first; revoked ones only with
 // revoked.
 func (s *Store) ListTokens(ctx context.Context, revoked bool) ([]Token, error) {
+	return s.ListTokensPage(ctx, revoked, nil, 0)
+}
+
+// PageKey is the place of a row in a list ordered by a time and then an
+// id (tokens, callbacks): a page goes on after the row it names.
+type PageKey struct {
+	At time.Time `json:"at"`
+	ID string    `json:"id"`
+}
+
+// ListTokensPage returns at most limit (0: every) tokens of ListTokens
+// after the one after names (nil: from the newest), newest first (then by
+// id, descending).
+func (s *Store) ListTokensPage(ctx context.Context, revoked bool, after *PageKey, limit int) ([]Token, error) {
+	var at *time.Time
+	var id *string
+	if after != nil {
+		if !IsUUID(after.ID) {
+			return nil, NotFound("token %q", after.ID)
+		}
+		at, id = &after.At, &after.ID
+	}
 	rows, err := s.pool.Query(ctx, `select `+tokenColumns+` from api_tokens
-		where $1 or revoked_at is null order by created_at desc, id`, revoked)
+		where ($1 or revoked_at is null) and ($2::timestamptz is null or (created_at, id) < ($2, $3::uuid))
+		order by created_at desc, id desc limit nullif($4, 0)`, revoked, at, id, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -130,4 +199,30 @@ func (s *Store) RevokeToken(ctx context.Context, ref string) (Token, error) {
 		return t, NotFound("token %q", ref)
 	}
 	return t, err
+}
+
+// SetTokenAgents sets the agents a live token is limited to (the embedded
+// executor's token follows the agents its executor serves); from the next
+// request on, the token reaches those agents only.
+func (s *Store) SetTokenAgents(ctx context.Context, id string, agents []string, expiresAt *time.Time) error {
+	if agents == nil {
+		agents = []string{}
+	}
+	tag, err := s.pool.Exec(ctx, `update api_tokens set agents = $2, expires_at = coalesce($3, expires_at)
+		where id::text = $1 and revoked_at is null`, id, agents, expiresAt)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return NotFound("token %q", id)
+	}
+	return nil
+}
+
+// RevokeTokensNamed revokes every live token whose name starts with
+// prefix and reports how many it revoked.
+func (s *Store) RevokeTokensNamed(ctx context.Context, prefix string) (int, error) {
+	tag, err := s.pool.Exec(ctx, `update api_tokens set revoked_at = now()
+		where revoked_at is null and starts_with(name, $1)`, prefix)
+	return int(tag.RowsAffected()), err
 }

@@ -21,15 +21,20 @@ func IsUnavailable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		// No session at all, whatever the server said when it refused one
+		// (a database that takes no connections now, SQLSTATE 55000, too).
+		return true
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// Class 08: connection exception; 57P01 admin_shutdown, 57P02
 		// crash_shutdown, 57P03 cannot_connect_now.
 		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
-	var ce *pgconn.ConnectError
 	var ne net.Error
-	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) ||
+	return errors.As(err, &ne) || pgconn.SafeToRetry(err) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/intendhq/intend/internal/store"
@@ -36,6 +39,43 @@ func TestIsUnavailable(t *testing.T) {
 	} {
 		if got := store.IsUnavailable(c.err); got != c.want {
 			t.Errorf("%s: IsUnavailable(%v) = %v, want %v (%s)", c.name, c.err, got, c.want, c.why)
+		}
+	}
+}
+
+// TestIsUnavailableRefusedSession: a database that takes no connections
+// (its sessions ended, ALLOW_CONNECTIONS false) is unreachable: pgx's
+// ConnectError wraps the server's FATAL 55000, which is not an answer to
+// any statement. It was taken for a failed statement (a 500 for every
+// request instead of a 503).
+func TestIsUnavailableRefusedSession(t *testing.T) {
+	t.Parallel()
+	st, dbURL := openStore(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	db := pgx.Identifier{name}.Sanitize()
+	if _, err := admin.Exec(ctx, "alter database "+db+" allow_connections false"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = admin.Exec(ctx, "alter database "+db+" allow_connections true") }()
+	if _, err := admin.Exec(ctx, "select pg_terminate_backend(pid) from pg_stat_activity where datname = $1", name); err != nil {
+		t.Fatal(err)
+	}
+	// The first call may meet a session ended under it (57P01); the next
+	// ones cannot open one.
+	for i := range 3 {
+		if _, err := st.ListEnvironments(ctx, ""); !store.IsUnavailable(err) {
+			t.Errorf("call %d with the database refusing sessions: IsUnavailable(%v) = false", i+1, err)
 		}
 	}
 }

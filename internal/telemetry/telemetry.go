@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -48,6 +50,8 @@ func temporalView(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
 type Telemetry struct {
 	// Registry holds every metric of the process; Handler serves it.
 	Registry *prometheus.Registry
+	// extend, when set (Extend), adds to what Handler serves.
+	extend atomic.Pointer[func(prometheus.Gatherer) prometheus.Gatherer]
 
 	// DeployedResources counts the attempts executors made on resources,
 	// as intend_resource_actions_total{environment,action,result}: action
@@ -211,12 +215,22 @@ func (t *Telemetry) SetBuildInfo(version string) {
 // mounting on /metrics. Errors while gathering are counted in
 // promhttp_metric_handler_errors_total and the remaining metrics are served.
 func (t *Telemetry) Handler() http.Handler {
-	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		if f := t.extend.Load(); f != nil {
+			return (*f)(t.Registry).Gather()
+		}
+		return t.Registry.Gather()
+	})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		Registry:          t.Registry,
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
 	})
 }
+
+// Extend makes Handler serve f(Registry) from now on: the registry's
+// metrics with those of other processes (the embedded executors').
+func (t *Telemetry) Extend(f func(prometheus.Gatherer) prometheus.Gatherer) { t.extend.Store(&f) }
 
 // TemporalMetricsHandler returns the handler to set as
 // client.Options.MetricsHandler, so that the Temporal SDK's metrics

@@ -15,7 +15,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
+	"os/user"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/intendhq/intend/api/apitest"
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/executor"
 	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/server"
@@ -48,6 +51,24 @@ func (o *Output) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.b.String()
+}
+
+// Main is the TestMain of packages whose tests start servers with an
+// embedded executor: the server starts the test binary again as its
+// executor (executor.RunIfSupervised), then testenv.Main runs the tests.
+func Main(m *testing.M) {
+	executor.RunIfSupervised()
+	testenv.Main(m)
+}
+
+// CurrentUser is the name of the user the test runs as.
+func CurrentUser(t testing.TB) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatalf("current user: %v", err)
+	}
+	return u.Username
 }
 
 // StartServer starts an intend server configured by cfg and shuts it down
@@ -78,6 +99,12 @@ func StartServer(t testing.TB, cfg server.Config) (*client.Client, *server.Serve
 	if cfg.TemporalNamespace == "" {
 		cfg.TemporalNamespace = namespace
 	}
+	if cfg.Log == nil && os.Getenv("INTEND_TEST_LOG") != "" {
+		// INTEND_TEST_LOG=debug|info|warn shows the server's log as it goes.
+		var level slog.Level
+		_ = level.UnmarshalText([]byte(os.Getenv("INTEND_TEST_LOG")))
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
 	if cfg.Log == nil {
 		// Warnings and errors are kept, and shown if the test fails: a
 		// 500 says no more than "see its log".
@@ -91,6 +118,11 @@ func StartServer(t testing.TB, cfg server.Config) (*client.Client, *server.Serve
 	}
 	if cfg.BootstrapToken == "" {
 		cfg.BootstrapToken = AdminToken
+	}
+	if cfg.EmbeddedExecutor && cfg.ExecutorUser == "" {
+		// The tests' targets are the test's own files: the embedded
+		// executor runs as the test's user unless a test says otherwise.
+		cfg.ExecutorUser = CurrentUser(t)
 	}
 	if cfg.WrapHandler == nil {
 		// Every request and answer is checked against the OpenAPI
@@ -191,24 +223,30 @@ type Agent struct {
 	Executors []client.AgentExecutor `json:"executors"`
 }
 
-// Agents returns the agents of environment env, in the API's order.
+// Agents returns the agents of environment env, in the API's order (every
+// page).
 func Agents(t testing.TB, c *client.Client, env string) []Agent {
 	t.Helper()
-	var l struct{ Items []Agent }
-	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/agents", nil, &l); err != nil {
+	as, err := c.Agents(context.Background(), env)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Items
+	out := make([]Agent, len(as))
+	for i, a := range as {
+		out[i] = Agent{Name: a.Name, Executors: a.Executors}
+	}
+	return out
 }
 
-// Executors returns the executors of environment env, in the API's order.
+// Executors returns the executors of environment env, in the API's order
+// (every page).
 func Executors(t testing.TB, c *client.Client, env string) []client.Executor {
 	t.Helper()
-	var l struct{ Items []client.Executor }
-	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/executors", nil, &l); err != nil {
+	es, err := c.Executors(context.Background(), env)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return l.Items
+	return es
 }
 
 // Process is a child process started by StartProcess.

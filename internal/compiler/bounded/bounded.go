@@ -11,8 +11,13 @@
 // alive and sends them compiles one at a time over a pipe; a worker keeps
 // its compiler cache between compiles (the lifecycle engine's warm cache).
 // A compile over its time is killed with its worker; a worker whose heap
-// passes the memory limit exits at once; either way the next compile gets
-// a fresh worker.
+// passes the memory limit, or whose compile passes its CPU time limit,
+// exits at once; either way the next compile gets a fresh worker.
+//
+// The workers are shared by every environment, so the pool hands a free
+// one to the environment with the fewest compiles running (first come
+// among equals): one environment's queue of compiles delays another's
+// compile by at most one compile, the first to finish.
 package bounded
 
 import (
@@ -31,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,8 +58,12 @@ const (
 	EnvProfile = "INTEND_COMPILE_WORKER_CPUPROFILE"
 )
 
-// exitMemory is a worker's exit status when its memory limit was passed.
-const exitMemory = 3
+// A worker's exit status when its memory limit, or its compile's CPU time
+// limit, was passed.
+const (
+	exitMemory = 3
+	exitCPU    = 4
+)
 
 func init() {
 	if os.Getenv(envWorker) == "1" {
@@ -76,10 +86,10 @@ type Pool struct {
 	Binary string
 	Log    *slog.Logger
 
-	once sync.Once
-	sem  chan struct{}
-	mu   sync.Mutex
-	idle []*worker
+	once  sync.Once
+	mu    sync.Mutex
+	idle  []*worker
+	slots fairSlots
 }
 
 func (p *Pool) init() {
@@ -93,33 +103,40 @@ func (p *Pool) init() {
 		if p.Log == nil {
 			p.Log = slog.Default()
 		}
-		p.sem = make(chan struct{}, p.Workers)
+		p.slots.size = p.Workers
 	})
 }
 
 // Compile implements compiler.Runner: it compiles opts in a worker within
-// limit (a *compiler.LimitError past it or past the memory limit). opts.Cache asks for the worker's cache, keyed by
-// opts.SourceKey; the Cache value itself stays in this process unused.
-func (p *Pool) Compile(ctx context.Context, opts compiler.Options, limit time.Duration) (*compiler.Result, error) {
+// job's limits (a *compiler.LimitError past one of them or past the memory
+// limit), once a worker is free for job.Environment (see fairSlots).
+// opts.Cache asks for the worker's cache, keyed by opts.SourceKey; the
+// Cache value itself stays in this process unused.
+func (p *Pool) Compile(ctx context.Context, opts compiler.Options, job compiler.Job) (*compiler.Result, error) {
 	p.init()
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := p.slots.acquire(ctx, job.Environment); err != nil {
+		return nil, err
 	}
-	defer func() { <-p.sem }()
+	defer p.slots.release(job.Environment)
 	w, err := p.take(opts.SourceKey)
 	if err != nil {
 		return nil, err
 	}
 	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances, InstanceVersions: opts.InstanceVersions,
-		Related: opts.Related, SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "", Focus: opts.Focus}, limit, p.Memory)
+		Related: opts.Related, SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "", Focus: opts.Focus,
+		CPU: job.CPU}, job.Timeout, p.Memory)
 	if w.alive() {
 		p.mu.Lock()
 		p.idle = append(p.idle, w)
 		p.mu.Unlock()
 	}
 	return res, err
+}
+
+// Queue reports the compiles running and those waiting for a worker.
+func (p *Pool) Queue() (running, waiting int) {
+	p.init()
+	return p.slots.counts()
 }
 
 // take returns an idle worker, the one that last compiled sourceKey if
@@ -179,6 +196,8 @@ type request struct {
 	SourceKey        string                                `json:"source_key,omitempty"`
 	UseCache         bool                                  `json:"use_cache,omitempty"`
 	Focus            *compiler.Focus                       `json:"focus,omitempty"`
+	// CPU is the CPU time the compile may use (0: no limit).
+	CPU time.Duration `json:"cpu,omitempty"`
 }
 
 // response is a compile's outcome, as a worker writes it.
@@ -328,6 +347,9 @@ func (w *worker) compile(ctx context.Context, req request, limit time.Duration, 
 			if state != nil && state.ExitCode() == exitMemory || strings.Contains(msg, "out of memory") {
 				return nil, &compiler.LimitError{Kind: "memory", Limit: bytesText(memory)}
 			}
+			if state != nil && state.ExitCode() == exitCPU {
+				return nil, &compiler.LimitError{Kind: "cpu", Limit: req.CPU.String()}
+			}
 			return nil, fmt.Errorf("the compile worker died: %v: %s", a.err, strings.TrimSpace(msg))
 		}
 		switch {
@@ -369,7 +391,9 @@ func serveMain() int {
 	if cacheSize > 0 {
 		cache = compiler.NewCache(cacheSize)
 	}
-	if err := serve(os.Stdin, os.Stdout, cache); err != nil {
+	cpu := &cpuWatch{}
+	go cpu.watch(5 * time.Millisecond)
+	if err := serve(os.Stdin, os.Stdout, cache, cpu); err != nil {
 		fmt.Fprintln(os.Stderr, "intend compile worker:", err)
 		return 1
 	}
@@ -396,8 +420,9 @@ func profile(path string, every time.Duration) {
 	}
 }
 
-// serve answers compiles until in closes.
-func serve(in io.Reader, out io.Writer, cache *compiler.Cache) error {
+// serve answers compiles until in closes, each within its CPU time limit
+// (cpu; nil: none).
+func serve(in io.Reader, out io.Writer, cache *compiler.Cache, cpu *cpuWatch) error {
 	dec := json.NewDecoder(bufio.NewReaderSize(in, 1<<16))
 	bw := bufio.NewWriterSize(out, 1<<16)
 	enc := json.NewEncoder(bw)
@@ -415,7 +440,13 @@ func serve(in io.Reader, out io.Writer, cache *compiler.Cache) error {
 			opts.Cache = cache
 		}
 		var resp response
+		if cpu != nil {
+			cpu.arm(req.CPU)
+		}
 		res, err := compiler.Compile(context.Background(), opts)
+		if cpu != nil {
+			cpu.disarm()
+		}
 		var errs compiler.Errors
 		var pe *project.Error
 		switch {
@@ -456,6 +487,49 @@ func watchMemory(limit int64, every time.Duration) {
 			os.Exit(exitMemory)
 		}
 	}
+}
+
+// cpuWatch ends the process with exitCPU once the compile in hand has
+// used more than its CPU time (user and system, every thread's: the
+// collector's too) since it was armed. The compile's CPU time is the
+// process's since it started: a worker compiles one at a time, and its
+// only other work is the two watches' ticks.
+type cpuWatch struct {
+	// deadline is the process CPU time, in nanoseconds, past which the
+	// compile in hand stops; 0: none in hand, or no limit.
+	deadline atomic.Int64
+	limit    atomic.Int64 // the compile's limit, for the message
+}
+
+// arm starts the CPU time limit of a compile (0: none).
+func (c *cpuWatch) arm(limit time.Duration) {
+	if limit <= 0 {
+		return
+	}
+	c.limit.Store(int64(limit))
+	c.deadline.Store(int64(processCPU() + limit))
+}
+
+// disarm ends it.
+func (c *cpuWatch) disarm() { c.deadline.Store(0) }
+
+// watch checks the deadline every period, for ever.
+func (c *cpuWatch) watch(every time.Duration) {
+	for range time.Tick(every) {
+		if d := c.deadline.Load(); d > 0 && int64(processCPU()) > d {
+			fmt.Fprintf(os.Stderr, "intend compile worker: CPU time limit of %s passed\n", time.Duration(c.limit.Load()))
+			os.Exit(exitCPU)
+		}
+	}
+}
+
+// processCPU is the CPU time this process used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // bytesText is n in MiB or GiB.

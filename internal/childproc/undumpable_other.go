@@ -1,0 +1,6 @@
+//go:build !linux
+
+package childproc
+
+// Undumpable is a no-op off Linux.
+func Undumpable() error { return nil }
