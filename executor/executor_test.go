@@ -29,12 +29,19 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // startServer runs an intend server on a fresh database against Temporal
 // at address (the shared dev server, or a proxy in front of it).
 // It returns a client and the server's URL.
-func startServer(t *testing.T, address string, sec temporalconn.Security) (*client.Client, string) {
+// startServer starts a server that connects to Temporal with sec; its
+// embedded executors connect with execSec, when given (their own
+// credentials, never the server's).
+func startServer(t *testing.T, address string, sec temporalconn.Security, execSec ...temporalconn.Security) (*client.Client, string) {
 	t.Helper()
-	c, srv, _ := servertest.StartServer(t, server.Config{
+	cfg := server.Config{
 		TemporalAddress: address, TemporalSecurity: sec, EmbeddedExecutor: true, ExecutorName: "server-1",
 		Version: "server-test", ReconcileEvery: time.Second, SchedulerPoll: time.Second,
-	})
+	}
+	if len(execSec) > 0 {
+		cfg.ExecutorTemporalSecurity = &execSec[0]
+	}
+	c, srv, _ := servertest.StartServer(t, cfg)
 	return c, srv.URL()
 }
 
@@ -208,7 +215,7 @@ func TestMutualTLS(t *testing.T) {
 	serverCert, execCert := ca.issue(t, "intend-server", false), ca.issue(t, "intend-executor", false)
 
 	c, url := startServer(t, proxy.Addr, temporalconn.Security{CAFile: ca.File, CertFile: serverCert.CertFile,
-		KeyFile: serverCert.KeyFile})
+		KeyFile: serverCert.KeyFile}, temporalconn.Security{CAFile: ca.File, CertFile: execCert.CertFile, KeyFile: execCert.KeyFile})
 	if n, _ := proxy.Admitted("intend-server"); n == 0 {
 		t.Fatal("the server did not connect through the proxy")
 	}

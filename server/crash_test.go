@@ -51,7 +51,9 @@ func intendBinary(t *testing.T) string {
 func startProc(t *testing.T, args ...string) *servertest.Process {
 	t.Helper()
 	cmd := exec.Command(intendBinary(t), args...)
-	cmd.Env = append(os.Environ(), "INTEND_BOOTSTRAP_TOKEN="+servertest.AdminToken)
+	// Its embedded executor writes the test's files, as the test's user.
+	cmd.Env = append(os.Environ(), "INTEND_BOOTSTRAP_TOKEN="+servertest.AdminToken,
+		"INTEND_EXECUTOR_USER="+servertest.CurrentUser(t))
 	return servertest.StartProcess(t, cmd)
 }
 

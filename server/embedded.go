@@ -59,13 +59,13 @@ type embedded struct {
 	cred *syscall.Credential // nil: the server's own user
 	// uids, when set, gives each environment's executor a user of its own.
 	uids UIDRange
-	home string              // the executor user's home
-	name string              // the registration name
+	home string // the executor user's home
+	name string // the registration name
 	// exe and args start a child (tests: the test binary itself).
 	exe  string
 	args []string
 
-	dir  string // holds a directory per child, for its sockets
+	dir  string       // holds a directory per child, for its sockets
 	http *http.Server // serves the API on the children's sockets
 
 	// autostarting is held by autostart, so that two passes (the
@@ -167,7 +167,7 @@ func checkEmbedded(cfg Config) error {
 	sec := cfg.TemporalSecurity
 	if cfg.ExecutorTemporalSecurity == nil && (sec.APIKey != "" || sec.CertFile != "" || sec.KeyFile != "") {
 		return errors.New("the server authenticates to Temporal with an API key or a client certificate: give its " +
-			"embedded executor credentials of its own (--executor-temporal-api-key or --executor-temporal-tls-cert and " +
+			"embedded executor credentials of its own (--executor-temporal-api-key-file, or --executor-temporal-tls-cert and " +
 			"--executor-temporal-tls-key), never the server's, or turn it off with --embedded-executor=false")
 	}
 	return nil
@@ -177,6 +177,9 @@ func checkEmbedded(cfg Config) error {
 // over (handler is the API's) and revokes the tokens of this server's
 // earlier embedded executors.
 func (s *Server) startEmbedded(ctx context.Context, handler http.Handler, tel *telemetry.Telemetry) error {
+	if err := checkEmbedded(s.cfg); err != nil {
+		return err
+	}
 	cred, home, err := executorCredential(s.cfg.ExecutorUser, s.cfg.ExecutorUIDs)
 	if err != nil {
 		return err

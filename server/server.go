@@ -312,9 +312,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.DataDir = DefaultDataDir(os.Getenv)
 	}
 	log := cfg.Log
-	if err := checkEmbedded(cfg); err != nil {
-		return nil, err
-	}
 	if cfg.BootstrapToken != "" && len(cfg.BootstrapToken) < auth.MinBootstrapLength {
 		return nil, fmt.Errorf("the bootstrap token (INTEND_BOOTSTRAP_TOKEN) is %d characters; it must be at least %d "+
 			"(make one with `openssl rand -hex 32`)", len(cfg.BootstrapToken), auth.MinBootstrapLength)
