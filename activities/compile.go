@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
@@ -78,7 +80,14 @@ type Compiler struct {
 	// such a compile fails, and git is not even allowed the file
 	// transport.
 	AllowLocalRepos bool
-	Log             *slog.Logger // nil: slog.Default()
+	// FetchHosts says which hosts a compile may fetch from (intend server
+	// --compile-fetch-hosts): the host must be on it and every address
+	// it resolves to public or listed, checked before each fetch. Nil:
+	// any host whose addresses are all public. Resolver looks the hosts
+	// up (nil: the system's resolver).
+	FetchHosts *fetchhosts.Policy
+	Resolver   fetchhosts.Resolver
+	Log        *slog.Logger // nil: slog.Default()
 
 	// locks serialises git work on one environment's cache in this
 	// process (compiles of an environment run one at a time anyway; a
@@ -405,6 +414,10 @@ func (c *Compiler) fetchLocked(ctx context.Context, envID, url, branch string) (
 	if err := c.checkRepoURL(url); err != nil {
 		return "", err
 	}
+	guard, err := c.fetchGuard(ctx, url)
+	if err != nil {
+		return "", err
+	}
 	repo := c.repoDir(envID)
 	if _, err := os.Stat(filepath.Join(repo, "HEAD")); err != nil {
 		if err := os.MkdirAll(filepath.Dir(repo), 0o700); err != nil {
@@ -423,8 +436,8 @@ func (c *Compiler) fetchLocked(ctx context.Context, envID, url, branch string) (
 	// a changed repo_url takes effect at the next compile. Only the
 	// branch's tip is fetched (--depth 1): the compile needs no history,
 	// and the cache does not grow with it.
-	if _, err := c.git(ctx, nil, "--git-dir", repo, "fetch", "--quiet", "--no-tags", "--force", "--depth", "1", "--",
-		url, "+"+ref+":"+ref); err != nil {
+	if _, err := c.git(ctx, nil, append(guard, "--git-dir", repo, "fetch", "--quiet", "--no-tags", "--force", "--depth", "1", "--",
+		url, "+"+ref+":"+ref)...); err != nil {
 		return "", gitFailure(fmt.Sprintf("fetch branch %s of %s", branch, redactURL(url)), err)
 	}
 	out, err := c.git(ctx, nil, "--git-dir", repo, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
@@ -446,6 +459,40 @@ func (c *Compiler) checkRepoURL(url string) error {
 	}
 	msg := fmt.Sprintf("repo_url %s is not fetched: %v", redactURL(url), err)
 	return &failure{msg: msg, errs: store.CompileMessage(msg)}
+}
+
+// fetchGuard checks the host a repo_url fetches from against FetchHosts
+// (its name, and every address it resolves to now) and returns git's
+// options for the fetch: over https, curl connects only to the addresses
+// checked (http.curloptResolve: DNS cannot answer git differently a
+// moment later), and no redirect is followed (it could lead anywhere).
+// A local repo_url has no host: AllowLocalRepos rules it. A refusal fails
+// the compile, naming the host and the flag; git is not run.
+func (c *Compiler) fetchGuard(ctx context.Context, url string) ([]string, error) {
+	scheme, host, port, ok := fetchhosts.Target(url)
+	if !ok {
+		return nil, nil
+	}
+	addrs, err := c.FetchHosts.Resolve(ctx, c.Resolver, host)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		msg := fmt.Sprintf("repo_url %s is not fetched: %v", redactURL(url), err)
+		return nil, &failure{msg: msg, errs: store.CompileMessage(msg)}
+	}
+	guard := []string{"-c", "http.followRedirects=false"}
+	if _, err := netip.ParseAddr(host); scheme == "https" && err != nil {
+		pinned := make([]string, len(addrs))
+		for i, a := range addrs {
+			pinned[i] = a.String()
+			if a.Is6() {
+				pinned[i] = "[" + pinned[i] + "]"
+			}
+		}
+		guard = append(guard, "-c", "http.curloptResolve="+host+":"+port+":"+strings.Join(pinned, ","))
+	}
+	return guard, nil
 }
 
 // redactURL hides the password of a URL in a repo_url or in git's
@@ -476,8 +523,12 @@ func (c *Compiler) checkout(ctx context.Context, envID string, comp store.Compil
 			// The branch moved on since the commit was fetched (by
 			// another server), and a fetch brings only its tip: ask for
 			// the commit itself, which servers that allow it send.
-			if _, err := c.git(ctx, nil, "--git-dir", repo, "fetch", "--quiet", "--no-tags", "--depth", "1", "--",
-				comp.RepoURL, commit); err != nil && ctx.Err() != nil {
+			guard, err := c.fetchGuard(ctx, comp.RepoURL)
+			if err != nil {
+				return err
+			}
+			if _, err := c.git(ctx, nil, append(guard, "--git-dir", repo, "fetch", "--quiet", "--no-tags", "--depth", "1", "--",
+				comp.RepoURL, commit)...); err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
@@ -53,6 +54,17 @@ func newStoredSetup(t *testing.T, repoURL string, configure func(*Compiler)) *co
 	s.acts = suite.NewTestActivityEnvironment()
 	s.c.Register(s.acts)
 	return s
+}
+
+// allowLoopback is the --compile-fetch-hosts of tests whose "remote"
+// repositories listen on 127.0.0.1, which the default refuses.
+func allowLoopback(t *testing.T) *fetchhosts.Policy {
+	t.Helper()
+	p, err := fetchhosts.Parse([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TestCompileRefusesStoredRepoURL: a repo_url stored before the server
@@ -108,7 +120,9 @@ func TestCompileRedactsCredentials(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := newStoredSetup(t, "https://ci:s3cret@"+addr+"/model.git", func(c *Compiler) { c.GitTimeout = 30 * time.Second })
+	s := newStoredSetup(t, "https://ci:s3cret@"+addr+"/model.git", func(c *Compiler) {
+		c.GitTimeout, c.FetchHosts = 30*time.Second, allowLoopback(t)
+	})
 	in := s.start(t)
 	if f := s.fetch(t, in); !f.Failed {
 		t.Fatalf("fetch = %+v, want failed", f)
@@ -145,7 +159,9 @@ func TestFetchTimeLimit(t *testing.T) {
 			held = append(held, c)
 		}
 	}()
-	s := newStoredSetup(t, "git://"+ln.Addr().String()+"/model.git", func(c *Compiler) { c.GitTimeout = 500 * time.Millisecond })
+	s := newStoredSetup(t, "git://"+ln.Addr().String()+"/model.git", func(c *Compiler) {
+		c.GitTimeout, c.FetchHosts = 500*time.Millisecond, allowLoopback(t)
+	})
 	in := s.start(t)
 	began := time.Now()
 	if f := s.fetch(t, in); !f.Failed {

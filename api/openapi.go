@@ -61,8 +61,12 @@ func (s *Server) serveDocs(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
+	// Not framed by another site (clickjacking): frame-ancestors, and
+	// X-Frame-Options for browsers that predate it.
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self' 'unsafe-inline'; "+
-		"style-src 'unsafe-inline'; connect-src 'self'")
+		"style-src 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(docsHTML)
 	return nil

@@ -238,6 +238,11 @@ func TestOpenAPIServed(t *testing.T) {
 	if csp := page.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("the docs page's Content-Security-Policy = %q", csp)
 	}
+	// Another site cannot frame it (clickjacking).
+	if csp := page.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") ||
+		page.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("the docs page may be framed: Content-Security-Policy %q, X-Frame-Options %q", csp, page.Header.Get("X-Frame-Options"))
+	}
 }
 
 // TestLSMOpenAPI: the per-environment document holds each service

@@ -2,10 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -24,6 +26,12 @@ func (s *Server) settingErrors(base store.Settings, patch map[string]json.RawMes
 	if _, set := patch["repo_url"]; set && !badURL {
 		if err := store.CheckRepoURL(merged.RepoURL, s.opts.AllowLocalRepos); err != nil {
 			errs = append(errs, FieldError{Field: "/settings/repo_url", Detail: err.Error()})
+		} else if _, host, _, ok := fetchhosts.Target(merged.RepoURL); ok && !s.opts.CompileFetchHosts.AllowsName(host) {
+			// The name only: its addresses are checked when a compile
+			// fetches (they may change in between).
+			errs = append(errs, FieldError{Field: "/settings/repo_url", Detail: fmt.Sprintf(
+				"names host %q, which this server does not fetch from (intend server --compile-fetch-hosts: %s)",
+				host, s.opts.CompileFetchHosts)})
 		}
 	}
 	return errs

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/intendhq/intend/api"
+	"github.com/intendhq/intend/internal/fetchhosts"
 )
 
 // TestRepoURLSettings: the API refuses a repo_url no server fetches
@@ -57,6 +58,43 @@ func TestRepoURLSettings(t *testing.T) {
 					t.Errorf("%s %q (%s): %d %v, want 422 naming /settings/repo_url saying %q", req[0], c.url, c.why, code, p, f.want)
 				}
 			}
+		}
+	}
+}
+
+// TestRepoURLFetchHosts: on a server with --compile-fetch-hosts, a
+// repo_url naming a host the list does not allow is a 422 naming the
+// flag (an environment's admin cannot point compiles elsewhere); a local
+// repository is --allow-local-repos' business.
+func TestRepoURLFetchHosts(t *testing.T) {
+	t.Parallel()
+	hosts, err := fetchhosts.Parse([]string{"github.com", ".example.com", "10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, api.Options{AllowLocalRepos: true, CompileFetchHosts: hosts})
+	f.env("repo")
+	for _, c := range []struct {
+		url, want, why string
+	}{
+		{"https://github.com/o/model.git", "", "a listed host"},
+		{"git@git.example.com:o/model.git", "", "a host of a listed domain"},
+		{"git://10.1.2.3/model.git", "", "an address of a listed range"},
+		{"/srv/git/model.git", "", "a local path: not a host"},
+		{"https://gitlab.evil.org/o/model.git", `names host "gitlab.evil.org", which this server does not fetch from`, "another host"},
+		{"ssh://git@127.0.0.1:2222/model.git", "--compile-fetch-hosts: github.com,.example.com,10.0.0.0/8", "loopback"},
+		{"https://169.254.169.254/latest", "does not fetch from", "the metadata address"},
+	} {
+		raw, _ := json.Marshal(c.url)
+		code, p := f.call("PATCH", "/api/v1/environments/repo", fmt.Sprintf(`{"settings":{"repo_url":%s}}`, raw))
+		if c.want == "" {
+			if code != 200 {
+				t.Errorf("%q (%s): %d %v, want accepted", c.url, c.why, code, p)
+			}
+			continue
+		}
+		if code != 422 || !problemNames(p, "/settings/repo_url", c.want) {
+			t.Errorf("%q (%s): %d %v, want 422 saying %q", c.url, c.why, code, p, c.want)
 		}
 	}
 }

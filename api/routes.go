@@ -26,6 +26,7 @@ func (s *Server) Handler() http.Handler {
 	if s.opts.Telemetry != nil {
 		r.Use(s.opts.Telemetry.HTTPMiddleware)
 	}
+	r.Use(hsts)
 	r.Use(s.checkHost)
 	r.Use(s.checkInput)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

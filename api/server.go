@@ -15,6 +15,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
@@ -92,6 +93,10 @@ type Options struct {
 	// the server's host (intend server --allow-local-repos); without it
 	// such a setting is a 422.
 	AllowLocalRepos bool
+	// CompileFetchHosts, when set, are the hosts a repo_url may name
+	// (intend server --compile-fetch-hosts): another is a 422. The
+	// compile checks the host's addresses again when it fetches.
+	CompileFetchHosts *fetchhosts.Policy
 	// Compiler runs the compile of an uploaded model (nil:
 	// compiler.InProcess), within CompileTimeout (default 10 minutes).
 	Compiler       compiler.Runner

@@ -7,15 +7,19 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"errors"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,20 +43,58 @@ type Options struct {
 	Namespace string
 	// OIDC, when set, adds "Sign in with OpenID Connect" (oidc.go).
 	OIDC *OIDCLogin
-	Log  *slog.Logger
+	// Key signs the forms' anti-forgery tokens, the flash messages and
+	// the OIDC sign-in's cookie: at least 32 bytes, the same on every
+	// server replica (store.ConsoleKey), so that a form or sign-in begun
+	// on one replica is taken by another. Nil: a random key of this
+	// process (tests; a single server that may forget forms on restart).
+	Key []byte
+	// States records the OIDC sign-ins' states as used, so that each
+	// callback is taken once, on whichever replica it lands
+	// (store.UseOIDCState). Nil: in this process's memory (tests).
+	States StateStore
+	Log    *slog.Logger
 	// MaxStreamsPerCaller bounds the live pages' event streams one
 	// signed-in caller holds at once (default DefaultMaxStreamsPerCaller;
 	// one more is a 429: stream.go).
 	MaxStreamsPerCaller int
 }
 
+// StateStore keeps the OIDC states used, shared by the server replicas.
+type StateStore interface {
+	// UseOIDCState records hash (a state's SHA-256) as used until
+	// expires and reports whether it was unused.
+	UseOIDCState(ctx context.Context, hash []byte, expires time.Time) (bool, error)
+}
+
+// memoryStates is a StateStore of one process.
+type memoryStates struct {
+	mu   sync.Mutex
+	used map[string]time.Time
+}
+
+func (m *memoryStates) UseOIDCState(_ context.Context, hash []byte, expires time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for h, exp := range m.used {
+		if exp.Before(now) {
+			delete(m.used, h)
+		}
+	}
+	if _, ok := m.used[string(hash)]; ok {
+		return false, nil
+	}
+	m.used[string(hash)] = expires
+	return true, nil
+}
+
 // Console serves the pages.
 type Console struct {
 	opts  Options
 	pages map[string]*template.Template
-	// csrfKey signs the forms' anti-forgery tokens and the OIDC flow's
-	// cookie (per process: a form from before a restart is refused, and
-	// shown again).
+	// csrfKey signs the forms' anti-forgery tokens, the flash messages
+	// and the OIDC flow's cookie (Options.Key).
 	csrfKey []byte
 	// oidcEnd are the OIDC issuer's endpoints, once discovered.
 	oidcMu  sync.Mutex
@@ -69,9 +111,18 @@ func New(opts Options) (*Console, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	c := &Console{opts: opts, csrfKey: make([]byte, 32), pages: map[string]*template.Template{}}
-	if _, err := rand.Read(c.csrfKey); err != nil {
-		return nil, err
+	c := &Console{opts: opts, csrfKey: opts.Key, pages: map[string]*template.Template{}}
+	switch {
+	case c.csrfKey == nil:
+		c.csrfKey = make([]byte, 32)
+		if _, err := rand.Read(c.csrfKey); err != nil {
+			return nil, err
+		}
+	case len(c.csrfKey) < 32:
+		return nil, errors.New("console: the key must have at least 32 bytes")
+	}
+	if c.opts.States == nil {
+		c.opts.States = &memoryStates{used: map[string]time.Time{}}
 	}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
@@ -141,6 +192,74 @@ func (c *Console) csrf(token string) string {
 	m := hmac.New(sha256.New, c.csrfKey)
 	m.Write([]byte(token))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// mac is the signature of parts under the console's key, for a purpose
+// of its own (the parts are joined by NULs, which none of them holds:
+// they are tokens, base64 and texts of the server's).
+func (c *Console) mac(purpose string, parts ...string) string {
+	m := hmac.New(sha256.New, c.csrfKey)
+	m.Write([]byte(purpose))
+	for _, p := range parts {
+		m.Write([]byte{0})
+		m.Write([]byte(p))
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// flashURL is to with a flash message the server chose, signed for the
+// signed-in user: a page shows a flash only with its signature, so a
+// link cannot make the console say what its author wants (phishing).
+func (c *Console) flashURL(r *http.Request, to, msg string) string {
+	u := userOf(r)
+	if u == nil {
+		return to
+	}
+	sep := "?"
+	if strings.Contains(to, "?") {
+		sep = "&"
+	}
+	return to + sep + url.Values{"flash": {msg}, "flash_sig": {c.mac("flash", u.token, msg)}}.Encode()
+}
+
+// flashOf is the request's flash message when the server signed it for
+// its user, else "".
+func (c *Console) flashOf(r *http.Request) string {
+	u, q := userOf(r), r.URL.Query()
+	msg := q.Get("flash")
+	if u == nil || msg == "" || !hmac.Equal([]byte(q.Get("flash_sig")), []byte(c.mac("flash", u.token, msg))) {
+		return ""
+	}
+	return msg
+}
+
+// loginCookie holds a browser's pre-session value: the sign-in form's
+// anti-forgery token is bound to it, and a sign-in posted without both
+// (a form on another site, which the Strict cookie does not come with,
+// or a copied token) is refused. It stops login CSRF: another site
+// signing the browser in as the attacker, so that what the user then
+// does lands in the attacker's account.
+const loginCookie = "intend_console_login"
+
+// loginToken returns the sign-in form's anti-forgery token, setting the
+// browser's pre-session cookie when it has none.
+func (c *Console) loginToken(w http.ResponseWriter, r *http.Request) string {
+	pre := ""
+	if ck, err := r.Cookie(loginCookie); err == nil && len(ck.Value) >= 43 {
+		pre = ck.Value
+	} else {
+		pre = randomString()
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: pre, Path: "/console/", HttpOnly: true,
+			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	}
+	return c.mac("login", pre)
+}
+
+// checkLogin reports whether a sign-in form came with the browser's
+// pre-session cookie and the token bound to it.
+func (c *Console) checkLogin(r *http.Request) bool {
+	ck, err := r.Cookie(loginCookie)
+	return err == nil && len(ck.Value) >= 43 && hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(c.mac("login", ck.Value)))
 }
 
 // checkCSRF refuses a form whose token is not the user's.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -56,6 +57,20 @@ func newTest(t *testing.T) (*Console, *fakeAPI, http.Handler) {
 		t.Fatal(err)
 	}
 	return c, api, c.Handler()
+}
+
+// doLogin posts the sign-in form as the console's own page does: with
+// the browser's pre-session cookie and the form's anti-forgery token.
+func doLogin(c *Console, h http.Handler, form url.Values) *httptest.ResponseRecorder {
+	pre := randomString()
+	form = maps.Clone(form)
+	form.Set("csrf", c.mac("login", pre))
+	r := httptest.NewRequest("POST", "/console/login", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.AddCookie(&http.Cookie{Name: loginCookie, Value: pre})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
 }
 
 func do(h http.Handler, method, target, token string, form url.Values) *httptest.ResponseRecorder {
@@ -114,7 +129,12 @@ func TestConsoleRefusesBadInput(t *testing.T) {
 		{"the events of an instance, signed out", "GET", "/console/env/prod/inventory/vm/web/events", "", nil, 303, "/console/login"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := do(h, tc.method, tc.target, tc.token, tc.form)
+			var w *httptest.ResponseRecorder
+			if tc.method == "POST" && tc.target == "/console/login" {
+				w = doLogin(c, h, tc.form)
+			} else {
+				w = do(h, tc.method, tc.target, tc.token, tc.form)
+			}
 			got := w.Body.String() + w.Header().Get("Location")
 			if w.Code != tc.status || !strings.Contains(got, tc.want) {
 				t.Errorf("%s %s = %d %q, want %d with %q", tc.method, tc.target, w.Code, got, tc.status, tc.want)
@@ -147,7 +167,7 @@ func TestConsoleRefusesBadInput(t *testing.T) {
 	}
 
 	// The session cookie: HttpOnly, SameSite=Strict, the console's path.
-	w = do(h, "POST", "/console/login", "", url.Values{"token": {"good"}})
+	w = doLogin(c, h, url.Values{"token": {"good"}})
 	ck := w.Result().Cookies()
 	if len(ck) != 1 || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Path != "/console/" {
 		t.Errorf("session cookie = %+v", ck)
@@ -177,10 +197,110 @@ func TestConsoleCallsAChiAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := c.Handler()
-	if w := do(h, "POST", "/console/login", "", url.Values{"token": {"good"}}); w.Code != http.StatusSeeOther {
+	if w := doLogin(c, h, url.Values{"token": {"good"}}); w.Code != http.StatusSeeOther {
 		t.Fatalf("sign in through a chi API = %d %s", w.Code, w.Body.String())
 	}
 	if w := do(h, "GET", "/console/", "good", nil); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "sees no environment") {
 		t.Fatalf("environments through a chi API = %d %s", w.Code, w.Body.String())
+	}
+}
+
+// TestSignInRefusesForgedForms: the sign-in form must come with the
+// browser's pre-session cookie and the anti-forgery token bound to it. A
+// form posted from another site (login CSRF: signing the victim's browser
+// in as the attacker) comes without the Strict cookie, or with a token
+// of the attacker's own browser, and signs nobody in.
+func TestSignInRefusesForgedForms(t *testing.T) {
+	c, _, h := newTest(t)
+	// The console's own page: a cookie, and the token in the form.
+	page := do(h, "GET", "/console/login", "", nil)
+	var pre *http.Cookie
+	for _, ck := range page.Result().Cookies() {
+		if ck.Name == loginCookie {
+			pre = ck
+		}
+	}
+	if pre == nil || !pre.HttpOnly || pre.SameSite != http.SameSiteStrictMode || pre.Path != "/console/" {
+		t.Fatalf("the sign-in page's pre-session cookie: %+v", pre)
+	}
+	csrf := c.mac("login", pre.Value)
+	if !strings.Contains(page.Body.String(), `name="csrf" value="`+csrf+`"`) {
+		t.Fatalf("the sign-in form lacks its token:\n%s", page.Body.String())
+	}
+	post := func(ck *http.Cookie, form url.Values) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/console/login", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if ck != nil {
+			r.AddCookie(ck)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	other := &http.Cookie{Name: loginCookie, Value: randomString()}
+	for _, tc := range []struct {
+		why  string
+		ck   *http.Cookie
+		form url.Values
+	}{
+		{"a form from another site: no cookie, no token", nil, url.Values{"token": {"good"}}},
+		{"no cookie (SameSite=Strict keeps it from cross-site posts)", nil, url.Values{"token": {"good"}, "csrf": {csrf}}},
+		{"the cookie without the token", pre, url.Values{"token": {"good"}}},
+		{"the token of another browser's cookie", other, url.Values{"token": {"good"}, "csrf": {csrf}}},
+		{"a cookie too short to be ours", &http.Cookie{Name: loginCookie, Value: "x"}, url.Values{"token": {"good"}, "csrf": {c.mac("login", "x")}}},
+	} {
+		w := post(tc.ck, tc.form)
+		if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "not sent from this console") {
+			t.Errorf("%s: %d, want 403:\n%.300s", tc.why, w.Code, w.Body.String())
+		}
+		for _, set := range w.Result().Cookies() {
+			if set.Name == cookieName && set.Value != "" {
+				t.Errorf("%s signed someone in", tc.why)
+			}
+		}
+	}
+	w := post(pre, url.Values{"token": {"good"}, "csrf": {csrf}})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("the console's own form: %d %.300s", w.Code, w.Body.String())
+	}
+	// Another console with the same key (another replica) takes it too.
+	c2, err := New(Options{API: &fakeAPI{}, Key: c.csrfKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = c2.Handler()
+	if w := post(pre, url.Values{"token": {"good"}, "csrf": {csrf}}); w.Code != http.StatusSeeOther {
+		t.Errorf("the form on another replica: %d %.300s", w.Code, w.Body.String())
+	}
+}
+
+// TestFlashOnlyWhatTheServerSaid: a page shows a flash message only with
+// the server's signature, made for the signed-in user. Any text in
+// ?flash= used to be shown as the console's own word (phishing: "Your
+// session expired; sign in at https://evil.example").
+func TestFlashOnlyWhatTheServerSaid(t *testing.T) {
+	c, _, h := newTest(t)
+	const lure = "Your token expired: sign in again at https://evil.example"
+	for _, tc := range []struct {
+		why, query string
+	}{
+		{"a bare ?flash=", "flash=" + url.QueryEscape(lure)},
+		{"a forged signature", "flash=" + url.QueryEscape(lure) + "&flash_sig=" + c.mac("flash", "good", "other text")},
+		{"signed for another user", "flash=" + url.QueryEscape(lure) + "&flash_sig=" + c.mac("flash", "other", lure)},
+	} {
+		w := do(h, "GET", "/console/env/prod?"+tc.query, "good", nil)
+		if w.Code != 200 || strings.Contains(w.Body.String(), "evil.example") || strings.Contains(w.Body.String(), `class="flash"`) {
+			t.Errorf("%s: %d, the page shows the text:\n%.2000s", tc.why, w.Code, w.Body.String())
+		}
+	}
+	// What the server redirects with is shown.
+	w := do(h, "POST", "/console/env/prod/deploy", "good", url.Values{"mode": {"incremental"}, "csrf": {c.csrf("good")}})
+	loc, err := url.Parse(w.Header().Get("Location"))
+	if w.Code != 303 || err != nil || loc.Query().Get("flash_sig") == "" {
+		t.Fatalf("a deploy: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	w = do(h, "GET", "/console/env/prod?"+loc.RawQuery, "good", nil)
+	if !strings.Contains(w.Body.String(), `<p class="flash" role="status">Deploy requested (request 7).</p>`) {
+		t.Errorf("the server's own flash is not shown:\n%.2000s", w.Body.String())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/auth"
 )
 
 // The service catalog and inventory: the entities with their attributes
@@ -259,7 +260,7 @@ func (c *Console) catalog(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	d := catalogData{Operator: u.may(env, "operator")}
+	d := catalogData{Operator: u.may(env, auth.RoleOperator)}
 	for _, e := range list.Items {
 		entry := catalogEntry{ServiceEntity: e, States: lifecycleRows(e.Lifecycle, e.Instances)}
 		entry.Diagram = layout(e.Name, e.Lifecycle, entry.States)
@@ -292,7 +293,7 @@ func (c *Console) instances(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	d := instancesData{State: q.Get("state"), Deleted: q.Get("deleted") != "", Operator: u.may(env, "operator")}
+	d := instancesData{State: q.Get("state"), Deleted: q.Get("deleted") != "", Operator: u.may(env, auth.RoleOperator)}
 	after := q.Get("after")
 	if d.Deleted {
 		d.DeletedQ = "1"
@@ -440,7 +441,7 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status in
 		_ = json.Unmarshal(e.Event, &row.Transfer)
 		d.Log = append(d.Log, row)
 	}
-	d.Operator = u.may(env, "operator")
+	d.Operator = u.may(env, auth.RoleOperator)
 	inst := d.Instance
 	for _, t := range d.Entity.Lifecycle.Transfers {
 		if t.Source != inst.State {
@@ -537,7 +538,7 @@ func (c *Console) newInstance(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	if !u.may(env, "operator") {
+	if !u.may(env, auth.RoleOperator) {
 		c.badRequest(w, r, http.StatusForbidden, "Your role in "+env+" may not create instances (operator or admin may).")
 		return
 	}
@@ -602,8 +603,8 @@ func formProblem(err error) (*client.Problem, bool) {
 
 // toInstance sends the browser to the instance's page with a flash.
 func (c *Console) toInstance(w http.ResponseWriter, r *http.Request, env, entity string, inst client.ServiceInstance, flash string) {
-	http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity)+"/"+url.PathEscape(inst.ID)+
-		"?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+	http.Redirect(w, r, c.flashURL(r, "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity)+"/"+url.PathEscape(inst.ID),
+		flash), http.StatusSeeOther)
 }
 
 // instanceForm checks a form posted on an instance: its size, its

@@ -183,6 +183,19 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	case !hmac.Equal([]byte(q.Get("state")), []byte(f.State)):
 		refuse(http.StatusBadRequest, "The identity provider's answer is not for this sign-in; sign in again.")
 		return
+	}
+	// The state is taken once, on every replica (the cookie alone would
+	// let a copied callback URL and cookie be replayed until they expire).
+	sum := sha256.Sum256([]byte(f.State))
+	fresh, err := c.opts.States.UseOIDCState(r.Context(), sum[:], time.Unix(f.Expires, 0))
+	switch {
+	case err != nil:
+		c.opts.Log.ErrorContext(r.Context(), "console: record an OIDC state", "error", err)
+		refuse(http.StatusServiceUnavailable, "The sign-in cannot be completed now; try again in a moment.")
+		return
+	case !fresh:
+		refuse(http.StatusBadRequest, "This sign-in was completed already; sign in again.")
+		return
 	case q.Get("error") != "":
 		refuse(http.StatusUnauthorized, "The identity provider refused the sign-in: "+q.Get("error")+" "+q.Get("error_description"))
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/auth"
 )
 
 // page is what every template gets.
@@ -116,7 +117,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		}
 	}
 	if p.Flash == "" {
-		p.Flash = r.URL.Query().Get("flash")
+		p.Flash = c.flashOf(r)
 	}
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout.html", p); err != nil {
@@ -202,7 +203,7 @@ func (c *Console) environment(w http.ResponseWriter, r *http.Request) {
 // as submitted (with their errors), and status.
 func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, status int, settings []setting, errText string) {
 	u, env := userOf(r), chi.URLParam(r, "env")
-	d := environmentData{Operator: u.may(env, "operator"), Admin: u.may(env, "admin")}
+	d := environmentData{Operator: u.may(env, auth.RoleOperator), Admin: u.may(env, auth.RoleAdmin)}
 	base := "/api/v1/environments/" + url.PathEscape(env)
 	// One page of agents and one of executors, each from its own cursor.
 	d.AgentsAfter, d.ExecutorsAfter = r.URL.Query().Get("agents_after"), r.URL.Query().Get("executors_after")
@@ -348,6 +349,6 @@ func (c *Console) deploy(w http.ResponseWriter, r *http.Request) {
 		what = "Repair"
 	}
 	// The request's page follows it to its run.
-	http.Redirect(w, r, fmt.Sprintf("/console/env/%s/requests/%d?flash=%s", url.PathEscape(env), req.ID,
-		url.QueryEscape(fmt.Sprintf("%s requested (request %d).", what, req.ID))), http.StatusSeeOther)
+	http.Redirect(w, r, c.flashURL(r, fmt.Sprintf("/console/env/%s/requests/%d", url.PathEscape(env), req.ID),
+		fmt.Sprintf("%s requested (request %d).", what, req.ID)), http.StatusSeeOther)
 }

@@ -61,8 +61,8 @@ func (c *Console) request(w http.ResponseWriter, r *http.Request) {
 	d := c.requestPage(env, req)
 	if d.Follow != "" {
 		to := d.Follow
-		if f := r.URL.Query().Get("flash"); f != "" {
-			to += "?flash=" + url.QueryEscape(f)
+		if f := c.flashOf(r); f != "" {
+			to = c.flashURL(r, to, f)
 		}
 		http.Redirect(w, r, to, http.StatusSeeOther)
 		return

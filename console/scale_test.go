@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -45,7 +46,18 @@ func BenchmarkConsolePages(b *testing.B) {
 	}
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := hc.PostForm(s.URL()+"/console/login", url.Values{"token": {c.Token}})
+	// The sign-in form first: its anti-forgery token and pre-session cookie.
+	resp, err := hc.Get(s.URL() + "/console/login")
+	if err != nil {
+		b.Fatal(err)
+	}
+	form, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(form)
+	if csrf == nil {
+		b.Fatalf("the sign-in form has no csrf field:\n%s", form)
+	}
+	resp, err = hc.PostForm(s.URL()+"/console/login", url.Values{"token": {c.Token}, "csrf": {string(csrf[1])}})
 	if err != nil || resp.StatusCode != http.StatusSeeOther {
 		b.Fatalf("sign in: %v %v", resp, err)
 	}

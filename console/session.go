@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/auth"
 )
 
 // inProcess is a RoundTripper that serves a request with the API's
@@ -81,12 +82,13 @@ func (u *user) roleIn(env string) string {
 	return u.whoami.Role
 }
 
-// may reports whether the user's role in env is at least role.
-func (u *user) may(env, role string) bool { return rank[u.roleIn(env)] >= rank[role] }
-
-// rank orders the roles (docs/security.md); executor and none press no
-// console button.
-var rank = map[string]int{"read": 1, "author": 2, "operator": 3, "admin": 4}
+// may reports whether the user's role in env grants need, as the API
+// ranks roles (auth.Role.Grants: read < operator < author < admin;
+// executor and none press no console button).
+func (u *user) may(env string, need auth.Role) bool {
+	have, err := auth.ParseRole(u.roleIn(env))
+	return err == nil && have.Grants(need)
+}
 
 // safeNext is where a sign-in goes after: a console path, never another
 // site.
@@ -102,6 +104,7 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("expired") != "" {
 		p.Error = "Your token is no longer valid (expired or revoked). Sign in again."
 	}
+	p.CSRF = c.loginToken(w, r)
 	c.render(w, r, http.StatusOK, "login", p)
 }
 
@@ -110,9 +113,15 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	next := safeNext(r.PostFormValue("next"))
 	p := page{Title: "Sign in", Next: next, OIDC: c.opts.OIDC != nil}
+	p.CSRF = c.loginToken(w, r)
 	if token == "" {
 		p.Error = "Paste an API token (intend token create prints one)."
 		c.render(w, r, http.StatusUnprocessableEntity, "login", p)
+		return
+	}
+	if !c.checkLogin(r) {
+		p.Error = "This sign-in form is stale or was not sent from this console's own page; sign in again."
+		c.render(w, r, http.StatusForbidden, "login", p)
 		return
 	}
 	if _, err := c.clientFor(r, token).Whoami(r.Context()); err != nil {

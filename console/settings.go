@@ -121,7 +121,7 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request) {
 	cur := settingsOf(e.Settings)
 	changed, errs := settingsForm(r, cur)
 	if len(errs) == 0 && len(changed) == 0 {
-		http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"?flash="+url.QueryEscape("Nothing changed."), http.StatusSeeOther)
+		http.Redirect(w, r, c.flashURL(r, "/console/env/"+url.PathEscape(env), "Nothing changed."), http.StatusSeeOther)
 		return
 	}
 	if len(errs) == 0 {
@@ -131,8 +131,8 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case err == nil:
 			names := slices.Sorted(maps.Keys(changed))
-			http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"?flash="+
-				url.QueryEscape("Settings saved: "+strings.Join(names, ", ")+"."), http.StatusSeeOther)
+			http.Redirect(w, r, c.flashURL(r, "/console/env/"+url.PathEscape(env),
+				"Settings saved: "+strings.Join(names, ", ")+"."), http.StatusSeeOther)
 			return
 		case errors.As(err, &p) && len(p.Errors) > 0:
 			for _, fe := range p.Errors {

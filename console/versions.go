@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/textdiff"
 )
 
@@ -127,7 +128,7 @@ func (c *Console) versions(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	d := versionsData{Items: list.Items, Operator: u.may(env, "operator")}
+	d := versionsData{Items: list.Items, Operator: u.may(env, auth.RoleOperator)}
 	if e.ReleasedVersion != nil {
 		d.Released = *e.ReleasedVersion
 	}
@@ -174,7 +175,7 @@ func (c *Console) releaseOrRollback(action string) http.HandlerFunc {
 			flash = fmt.Sprintf("Rolled back to version %d: version %d, a copy of it, released", v, rb.Version.Version) +
 				deployNote(rb.Request)
 		}
-		http.Redirect(w, r, "/console/env/"+url.PathEscape(env)+"/versions?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+		http.Redirect(w, r, c.flashURL(r, "/console/env/"+url.PathEscape(env)+"/versions", flash), http.StatusSeeOther)
 	}
 }
 
@@ -366,7 +367,7 @@ func (c *Console) startDryrun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	flash := fmt.Sprintf("Dry-run %d of version %d started.", run.Run, v)
-	http.Redirect(w, r, fmt.Sprintf("/console/env/%s/dryrun/%d?flash=%s", url.PathEscape(env), run.Run, url.QueryEscape(flash)),
+	http.Redirect(w, r, c.flashURL(r, fmt.Sprintf("/console/env/%s/dryrun/%d", url.PathEscape(env), run.Run), flash),
 		http.StatusSeeOther)
 }
 

@@ -352,6 +352,8 @@ func TestOIDC(t *testing.T) {
 		token string
 	}{
 		{"another audience", iss.Token(t, map[string]any{"sub": "eve", "aud": "other", "intend_roles": "admin"})},
+		{"another issuer", iss.Token(t, map[string]any{"iss": "https://guess.example", "sub": "eve", "aud": "intend", "intend_roles": "admin"})},
+		{"a comma inside one claim value", iss.Token(t, map[string]any{"sub": "eve", "aud": "intend", "intend_roles": "read,admin"})},
 		{"expired", iss.Token(t, map[string]any{"sub": "eve", "aud": "intend", "intend_roles": "admin",
 			"exp": time.Now().Add(-time.Hour).Unix()})},
 		{"no role", iss.Token(t, map[string]any{"sub": "eve", "aud": "intend"})},
@@ -359,8 +361,14 @@ func TestOIDC(t *testing.T) {
 		{"another issuer's key", stranger.Token(t, map[string]any{"iss": iss.URL(), "sub": "eve", "aud": "intend",
 			"intend_roles": "admin"})},
 	} {
-		if _, err := versions(ctx, as(admin, tc.token), env); status(err) != 401 {
+		_, err := versions(ctx, as(admin, tc.token), env)
+		if status(err) != 401 {
 			t.Errorf("%s: %v, want 401", tc.why, err)
+		}
+		// The refusal says what is wrong with the token, not which issuer
+		// the server trusts.
+		if strings.Contains(fmt.Sprint(err), strings.TrimPrefix(iss.URL(), "http://")) {
+			t.Errorf("%s: %v names the server's issuer", tc.why, err)
 		}
 	}
 

@@ -29,7 +29,7 @@ func DefaultDataDir(getenv func(string) string) string {
 func (s *Server) registerCompiles(w worker.Registry) {
 	workflows.RegisterCompile(w)
 	acts := &activities.Compiler{
-		Store: s.store, DataDir: s.cfg.DataDir, AllowLocalRepos: s.cfg.AllowLocalRepos, Log: s.log,
+		Store: s.store, DataDir: s.cfg.DataDir, AllowLocalRepos: s.cfg.AllowLocalRepos, FetchHosts: s.fetchHosts, Log: s.log,
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
 			return s.sched.Wake(ctx, env, reason, true, false)
 		},

@@ -59,6 +59,9 @@ func startCompileServer(t *testing.T) (*client.Client, *server.Server) {
 	c, s, _ := startValidated(t, server.Config{
 		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, DataDir: t.TempDir(),
 		AllowLocalRepos: true, // the model repositories are bare ones on local disk
+		// or served by a git daemon on loopback, which a server refuses
+		// unless told
+		CompileFetchHosts: []string{"127.0.0.1"},
 	})
 	return c, s
 }
@@ -498,7 +501,8 @@ func TestServerKilledMidCompile(t *testing.T) {
 	db := testenv.Database(t)
 	addr := freeAddr(t)
 	args := []string{"server", "--listen", addr, "--database-url", db, "--temporal-address", hostPort,
-		"--temporal-namespace", namespace, "--log-level", "warn", "--data-dir", t.TempDir()}
+		"--temporal-namespace", namespace, "--log-level", "warn", "--data-dir", t.TempDir(),
+		"--compile-fetch-hosts", "127.0.0.1"} // the git daemon is on loopback
 	srv1 := startProc(t, args...)
 	c := procClient(addr)
 	waitHealthy(t, c, srv1)

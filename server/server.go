@@ -32,6 +32,7 @@ import (
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/compiler/bounded"
+	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -119,6 +120,10 @@ type Config struct {
 	// (--allow-local-repos); without it the API refuses such a setting and
 	// a compile of one stored before fails.
 	AllowLocalRepos bool
+	// CompileFetchHosts are the hosts autonomous compiles may fetch a
+	// repo_url from (--compile-fetch-hosts, fetchhosts.Parse): nil, any
+	// host whose addresses are all public.
+	CompileFetchHosts []string
 	// CompileTimeout bounds one model compile: an upload's, an autonomous
 	// compile's, a service instance's validation (default 10 minutes).
 	// CompileMemory bounds its memory (default bounded.DefaultMemory);
@@ -194,7 +199,7 @@ type OIDCConfig struct {
 	Issuer, Audience string
 	// RolesClaim, NameClaim and RoleMap are auth.OIDCOptions'.
 	RolesClaim, NameClaim string
-	RoleMap               map[string]string
+	RoleMap               map[string][]string
 	// ClientSecret is the web console's client secret at the issuer (its
 	// client id is Audience); "" for a public client (PKCE only).
 	ClientSecret string
@@ -237,6 +242,9 @@ type Server struct {
 	lastInstances atomic.Int64
 	cancel        context.CancelFunc
 	wg            sync.WaitGroup
+
+	// fetchHosts is cfg.CompileFetchHosts, parsed.
+	fetchHosts *fetchhosts.Policy
 }
 
 // Registry returns the adapters built into intend (listed in
@@ -311,6 +319,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("the bootstrap token (INTEND_BOOTSTRAP_TOKEN) is %d characters; it must be at least %d "+
 			"(make one with `openssl rand -hex 32`)", len(cfg.BootstrapToken), auth.MinBootstrapLength)
 	}
+	fetchHosts, err := fetchhosts.Parse(cfg.CompileFetchHosts)
+	if err != nil {
+		return nil, err
+	}
 	from, to, err := migrations.Apply(ctx, cfg.DatabaseURL, -1)
 	if err != nil {
 		return nil, fmt.Errorf("migrate database: %w", err)
@@ -342,7 +354,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, lsm: &engine.LSM{Temporal: tc, Store: st}, scheme: "http",
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, fetchHosts: fetchHosts, lsm: &engine.LSM{Temporal: tc, Store: st}, scheme: "http",
 		pruned: tel.PrunedRows}
 	s.orders = &engine.Orders{Temporal: tc, LSM: s.lsm}
 	s.sched = &engine.Schedulers{Temporal: tc, Deploy: cfg.Deploy, Poll: cfg.SchedulerPoll, Log: log,
@@ -404,6 +416,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller, AuditRefusalWindow: cfg.AuditRefusalWindow,
+		CompileFetchHosts: s.fetchHosts,
 		Health: map[string]func(context.Context) error{
 			"postgresql": st.Ping,
 			"temporal": func(ctx context.Context) error {
@@ -423,8 +436,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// The web console (/console/) calls the API's handler in process, with
 	// the signed-in user's token.
+	// Its key and the OIDC states it took are in PostgreSQL: a form or a
+	// sign-in begun on one replica is taken by another, and only once.
+	conKey, err := st.ConsoleKey(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("console key: %w", err))
+	}
 	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log,
-		MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
+		Key: conKey, States: st, MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
 	if o := cfg.OIDC; o != nil {
 		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
 	}
@@ -432,9 +451,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(fmt.Errorf("console: %w", err))
 	}
+	// The console goes through the API's front door too: allowed hosts
+	// and HSTS.
+	conHandler := srv.Front(con.Handler())
 	root := http.NewServeMux()
-	root.Handle("/console/", con.Handler())
-	root.Handle("/console", con.Handler())
+	root.Handle("/console/", conHandler)
+	root.Handle("/console", conHandler)
 	root.Handle("/", handler)
 	headerTimeout := cfg.ReadHeaderTimeout
 	if headerTimeout <= 0 {

@@ -55,6 +55,20 @@ func TestServerTLS(t *testing.T) {
 	if got := peer(); got != "intend-one" {
 		t.Fatalf("served certificate %q, want intend-one", got)
 	}
+	// Every answer over TLS, the API's and the console's, tells browsers
+	// to keep to https (HSTS).
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/api/v1/whoami", "/api/docs", "/console/login", "/console/", "/healthz"} {
+		resp, err := hc.Get(c.Base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+			t.Errorf("GET %s over TLS: Strict-Transport-Security %q, want max-age=31536000", path, got)
+		}
+	}
 
 	// Rotate: write the new pair over the old files.
 	newCert, newKey := ca.Leaf(t, "intend-two", "127.0.0.1", "localhost")
@@ -106,6 +120,9 @@ func TestAllowedHostsAndMetricsListen(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if hsts := resp.Header.Get("Strict-Transport-Security"); hsts != "" {
+			t.Errorf("%s%s over plain HTTP: Strict-Transport-Security %q", host, path, hsts)
+		}
 		return resp.StatusCode
 	}
 	for _, tc := range []struct {
@@ -120,6 +137,9 @@ func TestAllowedHostsAndMetricsListen(t *testing.T) {
 		{"a rebinding attacker's name", "evil.example:8888", "/api/v1/whoami", true, 421},
 		{"a rebinding attacker's name, unauthenticated", "evil.example", "/api/v1/environments", false, 421},
 		{"probes reach /healthz whatever the host", "10.1.2.3:8888", "/healthz", false, 200},
+		{"the console under a loopback name", "localhost:8888", "/console/login", false, 200},
+		{"the console under a rebinding attacker's name", "evil.example:8888", "/console/login", false, 421},
+		{"the console's pages under a rebinding attacker's name", "evil.example", "/console/", false, 421},
 		{"/metrics on the API needs a token", s.Addr(), "/metrics", false, 401},
 		{"/metrics on the API with a token", s.Addr(), "/metrics", true, 200},
 	} {

@@ -29,6 +29,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var auditRetention time.Duration
 	var sec serverSecurity
 	var cbf callbackFlags
+	var fhf fetchHostFlags
 	var accessLog, temporalUI string
 	var ex embeddedFlags
 	cmd := &cobra.Command{
@@ -96,6 +97,9 @@ it does not show in ps. See docs/security.md.`,
 			if err := ex.apply(&scfg); err != nil {
 				return usageErrorf("%v", err)
 			}
+			if err := fhf.apply(&scfg); err != nil {
+				return usageErrorf("%v", err)
+			}
 			if err := applyAccessLog(&scfg, accessLog); err != nil {
 				return usageErrorf("%v", err)
 			}
@@ -149,6 +153,7 @@ it does not show in ps. See docs/security.md.`,
 	sec.flags(cmd, g)
 	cbf.flags(cmd, g)
 	ex.flags(cmd, g)
+	fhf.flags(cmd, g)
 	return cmd
 }
 

@@ -3,9 +3,12 @@ package auth
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/intendhq/intend/internal/oidc"
+	"github.com/intendhq/intend/internal/oidc/oidctest"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -102,7 +105,7 @@ func TestParseGrantAndRoleMap(t *testing.T) {
 		}
 	}
 	m, err := ParseRoleMap("platform=admin, sre=operator@prod+read")
-	if err != nil || m["platform"] != "admin" || m["sre"] != "operator@prod,read" {
+	if err != nil || !slices.Equal(m["platform"], []string{"admin"}) || !slices.Equal(m["sre"], []string{"operator@prod", "read"}) {
 		t.Errorf("ParseRoleMap = %v, %v", m, err)
 	}
 	for _, bad := range []string{"platform", "x=", "x=root", "=admin"} {
@@ -138,5 +141,89 @@ func TestAuthenticateToken(t *testing.T) {
 	if len(NewSecret()) < MinBootstrapLength || NewSecret() == NewSecret() || !strings.HasPrefix(Hint(good), TokenPrefix) ||
 		strings.Contains(Hint(good), good[len(TokenPrefix)+8:]) {
 		t.Error("secrets are short, repeat, or their hint shows too much")
+	}
+}
+
+// newJWTAuthenticator is an Authenticator of JWTs from a test issuer,
+// for audience aud.
+func newJWTAuthenticator(t *testing.T, iss *oidctest.Issuer, aud string, roleMap map[string][]string) *Authenticator {
+	t.Helper()
+	v, err := oidc.New(oidc.Config{Issuer: iss.URL(), Audience: aud})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Authenticator{Tokens: fakeTokens{}, OIDC: &OIDCOptions{Verifier: v, RoleMap: roleMap}}
+}
+
+// TestJWTClaimValuesAreWholeGrants: each value of the roles claim is one
+// grant, taken whole. "read,admin" names no role (it used to be split
+// at the comma into read and admin: an issuer letting users pick a
+// display-like role text handed out admin).
+func TestJWTClaimValuesAreWholeGrants(t *testing.T) {
+	t.Parallel()
+	iss := oidctest.NewIssuer(t)
+	ctx := context.Background()
+	token := func(roles any) string {
+		return iss.Token(t, map[string]any{"sub": "eve", "aud": "intend", "intend_roles": roles})
+	}
+	plain := newJWTAuthenticator(t, iss, "intend", nil)
+	for _, tc := range []struct {
+		why   string
+		roles any
+	}{
+		{"a comma inside one value", "read,admin"},
+		{"a comma inside one value of a list", []string{"read,admin@prod"}},
+		{"a comma and a space", "read, admin"},
+	} {
+		if p, err := plain.Authenticate(ctx, token(tc.roles)); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%s: %+v, %v; want refused (grants nothing)", tc.why, p, err)
+		}
+	}
+	p, err := plain.Authenticate(ctx, token([]string{"read,admin", "operator@prod"}))
+	if err != nil || p.Global() != RoleNone || p.In("id-prod", "prod") != RoleOperator || p.Anywhere(RoleAdmin) {
+		t.Errorf("a comma value beside a good one: %+v, %v; want operator in prod only", p, err)
+	}
+	// With a role map, a value grants what the map lists for it whole:
+	// "sre,platform" is not "sre" and "platform".
+	mapped := newJWTAuthenticator(t, iss, "intend", map[string][]string{"platform": {"admin"}, "sre": {"operator@prod", "read"},
+		"a,b": {"read"}})
+	if p, err := mapped.Authenticate(ctx, token("sre,platform")); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("an unmapped value with a comma: %+v, %v; want refused", p, err)
+	}
+	p, err = mapped.Authenticate(ctx, token("sre"))
+	if err != nil || p.Global() != RoleRead || p.In("id-prod", "prod") != RoleOperator {
+		t.Errorf("a mapped value: %+v, %v; want read, and operator in prod", p, err)
+	}
+	p, err = mapped.Authenticate(ctx, token("a,b"))
+	if err != nil || p.Global() != RoleRead {
+		t.Errorf("a mapped value holding a comma: %+v, %v; want read", p, err)
+	}
+}
+
+// TestJWTRefusalsDoNotNameTheIssuer: what a refused JWT is told (the
+// 401's detail) names neither the issuer nor the audience the server
+// expects: a stranger learns nothing of its configuration from a guess.
+func TestJWTRefusalsDoNotNameTheIssuer(t *testing.T) {
+	t.Parallel()
+	iss := oidctest.NewIssuer(t)
+	const aud = "aud-7f3c1e"
+	a := newJWTAuthenticator(t, iss, aud, nil)
+	for _, tc := range []struct {
+		why    string
+		claims map[string]any
+	}{
+		{"another issuer", map[string]any{"iss": "https://guess.example", "aud": aud, "intend_roles": "read"}},
+		{"another audience", map[string]any{"aud": "guess", "intend_roles": "read"}},
+		{"no audience", map[string]any{"intend_roles": "read"}},
+	} {
+		tc.claims["sub"] = "eve"
+		_, err := a.Authenticate(context.Background(), iss.Token(t, tc.claims))
+		if !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("%s: %v, want refused", tc.why, err)
+		}
+		host := strings.TrimPrefix(iss.URL(), "http://")
+		if msg := err.Error(); strings.Contains(msg, host) || strings.Contains(msg, aud) {
+			t.Errorf("%s: %q names the expected issuer or audience", tc.why, msg)
+		}
 	}
 }

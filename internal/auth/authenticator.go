@@ -47,8 +47,8 @@ type OIDCOptions struct {
 	// NameClaim names the principal in the audit trail (default "sub").
 	NameClaim string
 	// RoleMap, when set, maps the claim's values (say, group names) to
-	// roles written as above; values it does not list grant nothing.
-	RoleMap map[string]string
+	// grants written as above; values it does not list grant nothing.
+	RoleMap map[string][]string
 }
 
 // Authenticator turns bearer credentials into principals: an API token
@@ -109,16 +109,16 @@ func (a *Authenticator) jwt(ctx context.Context, raw string) (Principal, error) 
 	if rolesClaim == "" {
 		rolesClaim = "intend_roles"
 	}
+	// Each claim value is one grant, taken whole: "read,admin" is no
+	// grant (there is no such role), never read and admin. Only the role
+	// map turns one value into several grants.
 	for _, v := range claims.Strings(rolesClaim) {
+		grants := []string{v}
 		if o.RoleMap != nil {
-			m, ok := o.RoleMap[v]
-			if !ok {
-				continue
-			}
-			v = m
+			grants = o.RoleMap[v] // none when the map does not list v
 		}
-		for _, grant := range strings.Split(v, ",") {
-			role, env, err := ParseGrant(strings.TrimSpace(grant))
+		for _, g := range grants {
+			role, env, err := ParseGrant(g)
 			if err != nil {
 				// A claim value this server does not understand grants
 				// nothing; the others still count.
@@ -166,11 +166,11 @@ func ParseGrant(s string) (Role, string, error) {
 // ParseRoleMap reads --oidc-role-map: "VALUE=GRANT[,VALUE=GRANT…]" with
 // GRANT as ParseGrant reads it; several grants of one value are joined
 // by '+' ("ops=operator@prod+read").
-func ParseRoleMap(s string) (map[string]string, error) {
+func ParseRoleMap(s string) (map[string][]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	out := map[string]string{}
+	out := map[string][]string{}
 	for _, pair := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
 		if !ok || k == "" || v == "" {
@@ -182,7 +182,7 @@ func ParseRoleMap(s string) (map[string]string, error) {
 				return nil, fmt.Errorf("role map entry %q: %w", pair, err)
 			}
 		}
-		out[k] = strings.Join(grants, ",")
+		out[k] = grants
 	}
 	return out, nil
 }

@@ -1,7 +1,11 @@
 // Package oidc verifies bearer JWTs from one OpenID Connect issuer. The
-// issuer's discovery document and JWKS are fetched lazily, keys are cached by
-// kid and refetched (at most once per 30 s) when a token names an unknown kid.
-// Only asymmetric algorithms are accepted: RS*, PS*, ES* and EdDSA.
+// issuer's discovery document and JWKS are fetched lazily. The keys are
+// cached for as long as the JWKS response's Cache-Control max-age says
+// (15 minutes without one, between 1 minute and 1 hour whatever it says),
+// then fetched again, and a key the issuer no longer publishes is no longer
+// trusted; they are also refetched (at most once per 30 s) when a token
+// names an unknown kid. Only asymmetric algorithms are accepted: RS*, PS*,
+// ES* and EdDSA.
 package oidc
 
 import (
@@ -23,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +45,20 @@ const (
 	maxTokenSize    = 16 << 10
 	maxResponseSize = 1 << 20
 	fetchTimeout    = 30 * time.Second // for HTTP clients without a timeout
+
+	// DefaultKeyTTL is how long keys are trusted without being fetched
+	// again when the JWKS response sets no max-age; MinKeyTTL and
+	// MaxKeyTTL bound what a max-age may say (no-store and no-cache count
+	// as 0). So a key the issuer retires is refused at most MaxKeyTTL
+	// later.
+	DefaultKeyTTL = 15 * time.Minute
+	MinKeyTTL     = time.Minute
+	MaxKeyTTL     = time.Hour
+	// MaxStaleKeys is how long keys past their time stay in use while the
+	// issuer cannot be reached (counted from their last successful fetch):
+	// an outage of the issuer does not lock everyone out at once, and does
+	// not keep a retired key trusted for ever either.
+	MaxStaleKeys = 24 * time.Hour
 )
 
 // Config configures a Verifier.
@@ -54,7 +73,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// Leeway is the clock skew allowed on exp, nbf and iat; default 60 s.
 	Leeway time.Duration
-	// Now is the clock for exp, nbf and iat; default time.Now.
+	// Now is the clock for exp, nbf and iat and for the keys' expiry;
+	// default time.Now.
 	Now func() time.Time
 }
 
@@ -68,6 +88,8 @@ type Verifier struct {
 	keys      []key
 	loaded    bool      // keys were fetched at least once
 	lastFetch time.Time // start of the last fetch attempt
+	fetched   time.Time // when the keys were last fetched successfully
+	expires   time.Time // when they must be fetched again (their max-age)
 	flight    *flight   // the fetch under way, joined by concurrent callers
 }
 
@@ -257,6 +279,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := v.fresh(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrIssuerUnavailable, err)
+	}
 	k, err := v.pick(t)
 	if err != nil {
 		// Unknown kid: maybe the issuer rotated its keys. refresh is
@@ -281,13 +306,17 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
 	return c, nil
 }
 
+// check checks the claims. Its errors name what the token holds, never
+// what the server expects: they reach whoever sent the token (a 401's
+// detail), and the issuer and audience a server trusts are not a
+// stranger's to learn.
 func (v *Verifier) check(c Claims) error {
 	if iss, _ := c["iss"].(string); iss != v.cfg.Issuer {
-		return invalid("issuer %q, want %q", iss, v.cfg.Issuer)
+		return invalid("issuer %q is not the issuer this server trusts", iss)
 	}
 	if aud := c.Strings("aud"); !slices.Contains(aud, v.cfg.Audience) {
 		b, _ := json.Marshal(append([]string{}, aud...))
-		return invalid("audience %q not in %s", v.cfg.Audience, b)
+		return invalid("audience %s does not name this server", b)
 	}
 	now, leeway := v.cfg.Now(), v.cfg.Leeway
 	exp, ok, err := numericDate(c, "exp")
@@ -348,18 +377,48 @@ func (v *Verifier) pick(t *token) (key, error) {
 	}
 }
 
+// fresh makes sure the keys are not past their max-age: it fetches them
+// again when they are. While the issuer cannot be reached, keys past their
+// time stay in use up to MaxStaleKeys after their last successful fetch
+// (trying again at most every v.refetch); beyond, or before any key was
+// fetched, the error is returned.
+func (v *Verifier) fresh(ctx context.Context) error {
+	v.mu.Lock()
+	due := !v.loaded || !v.cfg.Now().Before(v.expires)
+	v.mu.Unlock()
+	if !due {
+		return nil
+	}
+	err := v.refresh(ctx)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := v.cfg.Now()
+	switch {
+	case v.loaded && now.Before(v.expires):
+		return nil // fetched (by this call or a concurrent one)
+	case v.loaded && now.Sub(v.fetched) < MaxStaleKeys:
+		return nil // the issuer is down: the last keys, for a while
+	case err != nil:
+		return err
+	case v.loaded:
+		return fmt.Errorf("the issuer's keys were last fetched %s ago (more than %s) and cannot be fetched now",
+			now.Sub(v.fetched).Round(time.Second), MaxStaleKeys)
+	}
+	return errors.New("no keys fetched")
+}
+
 // refresh fetches the keys, or joins a fetch under way. Once keys are loaded
 // it does nothing within v.refetch of the last attempt.
 func (v *Verifier) refresh(ctx context.Context) error {
 	v.mu.Lock()
 	f := v.flight
 	if f == nil {
-		if v.loaded && time.Since(v.lastFetch) < v.refetch {
+		if v.loaded && v.cfg.Now().Sub(v.lastFetch) < v.refetch {
 			v.mu.Unlock()
 			return nil
 		}
 		f = &flight{done: make(chan struct{})}
-		v.flight, v.lastFetch = f, time.Now()
+		v.flight, v.lastFetch = f, v.cfg.Now()
 		// The fetch outlives a caller that gives up: others may be waiting.
 		go v.fetch(context.WithoutCancel(ctx), f)
 	}
@@ -375,10 +434,14 @@ func (v *Verifier) refresh(ctx context.Context) error {
 func (v *Verifier) fetch(ctx context.Context, f *flight) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
-	keys, uri, err := v.download(ctx)
+	keys, uri, ttl, err := v.download(ctx)
 	v.mu.Lock()
 	if err == nil {
+		// The set replaces the one before: a key the issuer no longer
+		// publishes is no longer trusted.
+		now := v.cfg.Now()
 		v.keys, v.jwksURI, v.loaded = keys, uri, true
+		v.fetched, v.expires = now, now.Add(ttl)
 	}
 	v.flight = nil
 	v.mu.Unlock()
@@ -386,8 +449,9 @@ func (v *Verifier) fetch(ctx context.Context, f *flight) {
 	close(f.done)
 }
 
-// download runs discovery (unless done before) and fetches the JWKS.
-func (v *Verifier) download(ctx context.Context) ([]key, string, error) {
+// download runs discovery (unless done before) and fetches the JWKS; it
+// returns the keys, the JWKS URI and how long the keys may be kept.
+func (v *Verifier) download(ctx context.Context) ([]key, string, time.Duration, error) {
 	v.mu.Lock()
 	uri := v.jwksURI
 	v.mu.Unlock()
@@ -396,22 +460,23 @@ func (v *Verifier) download(ctx context.Context) ([]key, string, error) {
 			Issuer  string `json:"issuer"`
 			JWKSURI string `json:"jwks_uri"`
 		}
-		if err := v.get(ctx, strings.TrimSuffix(v.cfg.Issuer, "/")+"/.well-known/openid-configuration", &d); err != nil {
-			return nil, "", err
+		if _, err := v.get(ctx, strings.TrimSuffix(v.cfg.Issuer, "/")+"/.well-known/openid-configuration", &d); err != nil {
+			return nil, "", 0, err
 		}
 		if d.Issuer != v.cfg.Issuer {
-			return nil, "", fmt.Errorf("discovery document names issuer %q, want %q", d.Issuer, v.cfg.Issuer)
+			return nil, "", 0, fmt.Errorf("discovery document names issuer %q, want %q", d.Issuer, v.cfg.Issuer)
 		}
 		if err := checkURL(d.JWKSURI); err != nil {
-			return nil, "", fmt.Errorf("jwks_uri: %w", err)
+			return nil, "", 0, fmt.Errorf("jwks_uri: %w", err)
 		}
 		uri = d.JWKSURI
 	}
 	var set struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := v.get(ctx, uri, &set); err != nil {
-		return nil, "", err
+	hdr, err := v.get(ctx, uri, &set)
+	if err != nil {
+		return nil, "", 0, err
 	}
 	var keys []key
 	for _, raw := range set.Keys {
@@ -419,22 +484,42 @@ func (v *Verifier) download(ctx context.Context) ([]key, string, error) {
 			keys = append(keys, k)
 		}
 	}
-	return keys, uri, nil
+	return keys, uri, keyTTL(hdr.Get("Cache-Control")), nil
 }
 
-func (v *Verifier) get(ctx context.Context, url string, dst any) error {
+// keyTTL is how long a JWKS response may be kept: its max-age (0 with
+// no-store or no-cache), DefaultKeyTTL without one, bounded by MinKeyTTL
+// and MaxKeyTTL.
+func keyTTL(cacheControl string) time.Duration {
+	ttl := DefaultKeyTTL
+	for _, d := range strings.Split(cacheControl, ",") {
+		name, val, _ := strings.Cut(strings.TrimSpace(d), "=")
+		switch strings.ToLower(name) {
+		case "no-store", "no-cache":
+			ttl = 0
+		case "max-age":
+			if n, err := strconv.ParseInt(strings.Trim(val, `"`), 10, 64); err == nil && n >= 0 && ttl != 0 {
+				ttl = time.Duration(min(n, int64(MaxKeyTTL/time.Second))) * time.Second
+			}
+		}
+	}
+	return min(max(ttl, MinKeyTTL), MaxKeyTTL)
+}
+
+// get fetches a JSON document into dst and returns the response's header.
+func (v *Verifier) get(ctx context.Context, url string, dst any) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := v.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseSize+1))
 	if err == nil && len(body) > maxResponseSize {
@@ -444,9 +529,9 @@ func (v *Verifier) get(ctx context.Context, url string, dst any) error {
 		err = json.Unmarshal(body, dst)
 	}
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
+		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // parseKey returns a JWK as a key, or false if it is not a usable

@@ -31,6 +31,8 @@ type Issuer struct {
 	keys    map[string]signer // by algorithm
 	down    bool
 	fetches int
+	// cacheControl is the JWKS response's Cache-Control ("": none).
+	cacheControl string
 	// login is the user /authorize signs in (its claims); codes are the
 	// authorization codes given out and not redeemed yet.
 	login map[string]any
@@ -60,6 +62,9 @@ func NewIssuer(t testing.TB) *Issuer {
 		var keys []any
 		for _, alg := range slices.Sorted(maps.Keys(i.keys)) {
 			keys = append(keys, jwk(alg, i.keys[alg]))
+		}
+		if i.cacheControl != "" {
+			w.Header().Set("Cache-Control", i.cacheControl)
 		}
 		i.mu.Unlock()
 		writeJSON(w, map[string]any{"keys": keys})
@@ -151,6 +156,14 @@ func (i *Issuer) Rotate(t testing.TB) {
 func (i *Issuer) SetDown(down bool) {
 	i.mu.Lock()
 	i.down = down
+	i.mu.Unlock()
+}
+
+// SetCacheControl sets the Cache-Control header of the JWKS responses
+// ("max-age=300", "no-store"; "" for none, the default).
+func (i *Issuer) SetCacheControl(v string) {
+	i.mu.Lock()
+	i.cacheControl = v
 	i.mu.Unlock()
 }
 
