@@ -17,7 +17,6 @@ import (
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/pgcluster"
-	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
@@ -190,8 +189,8 @@ func listTokens(t *testing.T, c *client.Client) []string {
 
 // TestRootServerNamesItsExecutorsUser: a server started as root does not
 // run tenants' resources as root unless told: it refuses to start its
-// embedded executor without --executor-user or --executor-uids, and it
-// refuses to hand its embedded executors its own Temporal credentials.
+// embedded executor without --executor-user or --executor-uids (the
+// refusal of the server's Temporal credentials is TestCheckEmbedded's).
 func TestRootServerNamesItsExecutorsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root, as CI and sessions run")
@@ -203,11 +202,5 @@ func TestRootServerNamesItsExecutorsUser(t *testing.T) {
 		TemporalNamespace: namespace, EmbeddedExecutor: true})
 	if err == nil || !strings.Contains(err.Error(), "--executor-user") {
 		t.Errorf("root without an executor user: %v, want a refusal naming --executor-user", err)
-	}
-	_, err = server.Start(ctx, server.Config{Listen: "127.0.0.1:0", DatabaseURL: db, TemporalAddress: hostPort,
-		TemporalNamespace: namespace, EmbeddedExecutor: true, ExecutorUser: "nobody",
-		TemporalSecurity: temporalconn.Security{APIKey: "the-servers-own"}})
-	if err == nil || !strings.Contains(err.Error(), "credentials of its own") {
-		t.Errorf("the server's Temporal API key: %v, want a refusal to hand it to the executors", err)
 	}
 }
