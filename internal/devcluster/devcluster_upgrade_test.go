@@ -42,7 +42,10 @@ func previousRelease(t *testing.T, dir string) (bin, commit string) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	added := git("log", "--diff-filter=A", "--format=%H", "-1", "--", "migrations/"+newest)
+	// The mainline commit that added it (a merge of a branch, maybe, whose
+	// own commits numbered it otherwise): the release before it is its
+	// first parent.
+	added := git("log", "--first-parent", "--diff-filter=A", "--no-renames", "--format=%H", "-1", "--", "migrations/"+newest)
 	if added == "" {
 		t.Fatalf("no commit adds migrations/%s: is this a shallow clone?", newest)
 	}
