@@ -424,3 +424,30 @@ func TestSensitiveChangesRecordHashesOnly(t *testing.T) {
 		t.Error("after a panic in SensitiveAttributes, attributes are not taken for sensitive")
 	}
 }
+
+// TestRecordChangesMarksSensitiveOutputs: a change of an attribute the
+// adapter declares a sensitive diff is recorded whole and marked, so that
+// the server can redact it for readers below author; others are not
+// marked, nor is a secret reference the engine masked already.
+func TestRecordChangesMarksSensitiveOutputs(t *testing.T) {
+	t.Parallel()
+	is := func(names ...string) func(string) bool { return setOf(names) }
+	ref := map[string]any{"secret": "env:INTEND_SECRET_X"}
+	got := roundTrip(t, recordChanges(adapters.Diff{
+		"content": {From: "root:hash\n", To: "root:x\n"},
+		"token":   {From: adapters.Masked, To: ref},
+		"creds":   {From: "a", To: "b"},
+		"mode":    {From: "0600", To: "0644"},
+	}, sensitivity{hashOnly: is("creds"), output: is("content", "token", "creds")}))
+	want := map[string]any{
+		"content": map[string]any{"from": "root:hash\n", "to": "root:x\n", "diff": "@@ -1 +1 @@\n-root:hash\n+root:x\n",
+			"sensitive_output": true},
+		"token": map[string]any{"from": adapters.Masked, "to": ref},
+		"creds": map[string]any{"from": "(sensitive)", "to": "(sensitive)", "sensitive": true, "sensitive_output": true,
+			"from_bytes": float64(1), "from_sha256": sha("a"), "to_bytes": float64(1), "to_sha256": sha("b")},
+		"mode": map[string]any{"from": "0600", "to": "0644"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %#v\nwant %#v", got, want)
+	}
+}
