@@ -89,7 +89,35 @@ type LogLine struct {
 	Level   string         `json:"level"`
 	Message string         `json:"msg"`
 	Attrs   map[string]any `json:"attrs,omitempty"`
+	// SensitiveOutputs names, sorted, the attributes of Attrs that the
+	// adapter logged as sensitive outputs (SensitiveOutput): the action
+	// log shows their values only to those who could have put the
+	// resource into a version.
+	SensitiveOutputs []string `json:"sensitive_outputs,omitempty"`
 }
+
+// SensitiveOutput is a log attribute, for the handler context's Debug,
+// Info, Warn and Error, whose value is a sensitive output: what the
+// target said that may hold a secret (a command's stdout and stderr, the
+// content of a file read). The action log keeps the value, masked of
+// secret references like any other, and the line names the attribute in
+// SensitiveOutputs; the server shows the value only to roles that could
+// have run the resource (author and admin of its environment), and a
+// marker to the others.
+//
+// Only a top-level attribute counts. The line's message and its other
+// attributes are shown to every reader: keep outputs out of them, and
+// out of errors. Given to another slog logger, the attribute logs
+// "(sensitive output)", never the value.
+func SensitiveOutput(key string, value any) slog.Attr {
+	return slog.Any(key, sensitiveValue{value})
+}
+
+// sensitiveValue is a value SensitiveOutput marked.
+type sensitiveValue struct{ v any }
+
+// LogValue keeps the value from any logger but the handler context's.
+func (sensitiveValue) LogValue() slog.Value { return slog.StringValue("(sensitive output)") }
 
 // Context is handed to an adapter for one attempt on one resource: it
 // collects the adapter's log lines for the action log and the facts it
@@ -217,15 +245,26 @@ func (c *Context) Close() {
 
 func (c *Context) log(level slog.Level, msg string, args []any) {
 	attrs := map[string]any{}
+	var sensitive []string
 	r := slog.NewRecord(time.Time{}, level, msg, 0)
 	r.Add(args...)
 	r.Attrs(func(a slog.Attr) bool {
+		if a.Value.Kind() == slog.KindLogValuer {
+			if s, ok := a.Value.LogValuer().(sensitiveValue); ok {
+				attrs[a.Key] = slog.AnyValue(s.v).Resolve().Any()
+				sensitive = append(sensitive, a.Key)
+				return true
+			}
+		}
 		attrs[a.Key] = a.Value.Resolve().Any()
+		sensitive = slices.DeleteFunc(sensitive, func(k string) bool { return k == a.Key })
 		return true
 	})
 	if len(attrs) == 0 {
 		attrs = nil
 	}
+	slices.Sort(sensitive)
+	sensitive = slices.Compact(sensitive)
 	c.mu.Lock()
 	if len(c.masked) > 0 {
 		msg = mask(msg, c.masked)
@@ -233,7 +272,8 @@ func (c *Context) log(level slog.Level, msg string, args []any) {
 			attrs[k] = maskAny(v, c.masked)
 		}
 	}
-	c.logs = append(c.logs, LogLine{Time: c.now().UTC(), Level: level.String(), Message: msg, Attrs: attrs})
+	c.logs = append(c.logs, LogLine{Time: c.now().UTC(), Level: level.String(), Message: msg, Attrs: attrs,
+		SensitiveOutputs: sensitive})
 	c.mu.Unlock()
 }
 
@@ -402,6 +442,24 @@ type Reloader interface {
 // engine masks whole, with no hash.
 type Sensitive interface {
 	SensitiveAttributes() []string
+}
+
+// SensitiveDiffs is an optional capability: a Handler names the
+// attributes of its type whose recorded changes are sensitive outputs
+// (see SensitiveOutput): the value observed on the target may hold a
+// secret (a file's content). The executor records their changes as any
+// other, values and diff, and marks them; the server shows them only to
+// roles that could have put the resource into a version (author and
+// admin of its environment), in the action log and in dry-run reports,
+// and a marker to the others. The changed attribute's name stays
+// visible to every reader.
+//
+// SensitiveDiffAttributes returns top-level attribute names, the same for
+// every resource of the type; it is called from many goroutines. An
+// attribute may be both Sensitive (recorded by size and hash only) and a
+// sensitive diff (then even those are shown to authors only).
+type SensitiveDiffs interface {
+	SensitiveDiffAttributes() []string
 }
 
 // Run performs one attempt on one resource: resolve secrets, validate,

@@ -448,7 +448,8 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	acts, err := s.opts.Store.ListActions(r.Context(), e.ID, store.ActionFilter{ResourceID: rid, Limit: 20})
+	acts, err := s.opts.Store.ListActions(r.Context(), e.ID, store.ActionFilter{ResourceID: rid, Limit: 20,
+		Outputs: outputsFor(r, e)})
 	if err != nil {
 		return err
 	}
@@ -509,7 +510,8 @@ func (s *Server) writeActions(w http.ResponseWriter, r *http.Request, e store.En
 	if err != nil {
 		return err
 	}
-	f := store.ActionFilter{ResourceID: rid, Action: q.Get("action"), Result: q.Get("result"), Limit: limit}
+	f := store.ActionFilter{ResourceID: rid, Action: q.Get("action"), Result: q.Get("result"), Limit: limit,
+		Outputs: outputsFor(r, e)}
 	switch f.Action {
 	case "", string(ledger.ActionDeploy), string(ledger.ActionRepair), string(ledger.ActionDryrun):
 	default:

@@ -230,7 +230,8 @@ func (s *Server) diagnoseInstance(w http.ResponseWriter, r *http.Request) error 
 			continue
 		}
 		d := resourceDiagnosis{ResourceState: wireResourceState(res)}
-		acts, err := s.opts.Store.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: res.ResourceID, Result: "failed", Limit: 1})
+		acts, err := s.opts.Store.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: res.ResourceID, Result: "failed", Limit: 1,
+			Outputs: outputsFor(r, e)})
 		if err != nil {
 			return err
 		}

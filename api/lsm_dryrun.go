@@ -182,7 +182,7 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		if wait > 0 {
-			run, res, err := s.awaitDryrun(r.Context(), e.ID, d.Run.Run, wait)
+			run, res, err := s.awaitDryrun(r.Context(), e.ID, d.Run.Run, wait, outputsFor(r, e))
 			if err != nil {
 				return err
 			}
@@ -196,8 +196,9 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 }
 
 // awaitDryrun waits up to wait for a dry-run to end and returns it with
-// its results (nil while it runs).
-func (s *Server) awaitDryrun(ctx context.Context, envID string, run int64, wait time.Duration) (store.DeployRun, []store.DryrunResult, error) {
+// its results (nil while it runs), their sensitive outputs as outputs says.
+func (s *Server) awaitDryrun(ctx context.Context, envID string, run int64, wait time.Duration,
+	outputs store.Outputs) (store.DeployRun, []store.DryrunResult, error) {
 	deadline := time.Now().Add(wait)
 	delay := 20 * time.Millisecond
 	for {
@@ -206,7 +207,7 @@ func (s *Server) awaitDryrun(ctx context.Context, envID string, run int64, wait 
 			return dr, nil, err
 		}
 		if dr.Status != "pending" && dr.Status != "running" {
-			res, err := s.opts.Store.DryrunResults(ctx, envID, dr.WorkflowID, "", 10000)
+			res, err := s.opts.Store.DryrunResults(ctx, envID, dr.WorkflowID, "", 10000, outputs)
 			return dr, nonNil(res), err
 		}
 		if time.Now().After(deadline) {

@@ -175,7 +175,8 @@ func (s *Server) getDryrun(w http.ResponseWriter, r *http.Request) error {
 	if run.Action != string(ledger.ActionDryrun) {
 		return NotFound("dry-run %d: run %d is a %s", id, id, run.Action)
 	}
-	res, err := s.opts.Store.DryrunResults(r.Context(), e.ID, run.WorkflowID, r.URL.Query().Get("after"), limit)
+	res, err := s.opts.Store.DryrunResults(r.Context(), e.ID, run.WorkflowID, r.URL.Query().Get("after"), limit,
+		outputsFor(r, e))
 	if err != nil {
 		return err
 	}

@@ -216,8 +216,13 @@ type change struct {
 	Diff          string          `json:"diff"`
 	DiffTruncated bool            `json:"diff_truncated"`
 	Sensitive     bool            `json:"sensitive"`
-	FromBytes     *int            `json:"from_bytes"`
-	ToBytes       *int            `json:"to_bytes"`
+	// SensitiveOutput: the adapter declares the change a sensitive
+	// output; Redacted: the API held it back from this user (below
+	// author), from and to being its marker.
+	SensitiveOutput bool `json:"sensitive_output"`
+	Redacted        bool `json:"redacted"`
+	FromBytes       *int `json:"from_bytes"`
+	ToBytes         *int `json:"to_bytes"`
 }
 
 // changesOf turns the API's {"attr": change} into attributes in name
@@ -241,6 +246,11 @@ func changesOf(raw json.RawMessage) []attrChange {
 
 func attrChangeOf(name string, ch change) attrChange {
 	a := attrChange{Name: name, From: shown(ch.From), To: shown(ch.To)}
+	if ch.Redacted {
+		// The marker is all there is: no note of sizes, no diff.
+		a.Note = "sensitive output: visible to the environment's authors and admins"
+		return a
+	}
 	if ch.Sensitive {
 		a.Note = "sensitive: sizes and hashes only"
 	} else if ch.FromBytes != nil || ch.ToBytes != nil {
@@ -261,6 +271,9 @@ func attrChangeOf(name string, ch change) attrChange {
 		if ch.DiffTruncated {
 			a.Note = strings.TrimPrefix(a.Note+"; diff cut short", "; ")
 		}
+	}
+	if ch.SensitiveOutput {
+		a.Note = strings.TrimPrefix(a.Note+"; sensitive output, hidden from operators and readers", "; ")
 	}
 	return a
 }

@@ -52,10 +52,14 @@ type recordedChange struct {
 	Diff          string `json:"diff,omitempty"`
 	DiffTruncated bool   `json:"diff_truncated,omitempty"`
 	Sensitive     bool   `json:"sensitive,omitempty"`
-	FromBytes     *int   `json:"from_bytes,omitempty"`
-	FromSHA256    string `json:"from_sha256,omitempty"`
-	ToBytes       *int   `json:"to_bytes,omitempty"`
-	ToSHA256      string `json:"to_sha256,omitempty"`
+	// SensitiveOutput marks the change of an attribute the adapter
+	// declares a sensitive diff (adapters.SensitiveDiffs): the server
+	// shows it only to the environment's authors and admins.
+	SensitiveOutput bool   `json:"sensitive_output,omitempty"`
+	FromBytes       *int   `json:"from_bytes,omitempty"`
+	FromSHA256      string `json:"from_sha256,omitempty"`
+	ToBytes         *int   `json:"to_bytes,omitempty"`
+	ToSHA256        string `json:"to_sha256,omitempty"`
 }
 
 // sensitiveMarker stands for a sensitive value in a recorded change.
@@ -63,13 +67,29 @@ const sensitiveMarker = "(sensitive)"
 
 // recordChanges returns the changes of an attempt as its action record
 // keeps them. d comes from adapters.Run, with secret values already
-// masked; sensitive tells the attributes the adapter declared so.
-func recordChanges(d adapters.Diff, sensitive func(string) bool) map[string]any {
+// masked; s tells the attributes the adapter declared sensitive, and
+// those whose diffs it declared sensitive outputs.
+func recordChanges(d adapters.Diff, s sensitivity) map[string]any {
 	out := make(map[string]any, len(d))
 	for name, c := range d {
-		out[name] = recordChange(c, sensitive(name))
+		out[name] = recordChange(c, s.hashOnly(name))
+		if s.output(name) && !hasSecretRef(c.To) { // a masked secret shows nothing
+			out[name] = markOutput(out[name])
+		}
 	}
 	return out
+}
+
+// markOutput marks a recorded change as a sensitive output.
+func markOutput(rec any) any {
+	switch r := rec.(type) {
+	case recordedChange:
+		r.SensitiveOutput = true
+		return r
+	case adapters.Change:
+		return recordedChange{From: r.From, To: r.To, SensitiveOutput: true}
+	}
+	return rec
 }
 
 // recordChange bounds one change (see recordedChange).
@@ -180,30 +200,48 @@ func hasSecretRef(v any) bool {
 	return false
 }
 
-// sensitiveAttributes tells the attributes that the adapter of resource
-// rid declares sensitive. An adapter that panics there has every
-// attribute taken for sensitive: the record then holds no value.
-func (e *Executor) sensitiveAttributes(rid string) (is func(string) bool) {
+// sensitivity is what the adapter of a resource declares of its
+// attributes: hashOnly (adapters.Sensitive) are recorded by size and hash,
+// output (adapters.SensitiveDiffs) are marked as sensitive outputs.
+type sensitivity struct {
+	hashOnly, output func(string) bool
+}
+
+// sensitivityOf tells what the adapter of resource rid declares. An
+// adapter that panics there has every attribute taken for sensitive, in
+// both senses: the record then holds no value, and not even a hash for
+// readers below author.
+func (e *Executor) sensitivityOf(rid string) (s sensitivity) {
+	none := func(string) bool { return false }
 	id, err := resource.Parse(rid)
 	if err != nil {
-		return func(string) bool { return false }
+		return sensitivity{none, none}
 	}
 	h, _ := e.Adapters.Lookup(id.Type)
-	s, ok := h.(adapters.Sensitive)
-	if !ok {
-		return func(string) bool { return false }
-	}
 	defer func() {
 		if p := recover(); p != nil {
 			if e.Log != nil {
 				e.Log.Error("adapter panicked", "resource_id", rid, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			}
-			is = func(string) bool { return true }
+			all := func(string) bool { return true }
+			s = sensitivity{all, all}
 		}
 	}()
-	names := map[string]bool{}
-	for _, name := range s.SensitiveAttributes() {
-		names[name] = true
+	s = sensitivity{none, none}
+	if d, ok := h.(adapters.Sensitive); ok {
+		s.hashOnly = setOf(d.SensitiveAttributes())
 	}
-	return func(name string) bool { return names[name] }
+	if d, ok := h.(adapters.SensitiveDiffs); ok {
+		s.output = setOf(d.SensitiveDiffAttributes())
+	}
+	return s
+}
+
+// setOf is membership in names.
+func setOf(names []string) func(string) bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return func(name string) bool { return m[name] }
 }

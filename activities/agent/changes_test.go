@@ -17,6 +17,7 @@ import (
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/fs"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/store/storetest"
 	"github.com/intendhq/intend/workflows"
@@ -225,7 +226,8 @@ func runBatches(t *testing.T, ex *Executor, e store.Environment, run int64, plan
 // and how many bytes they take.
 func lastChanges(t *testing.T, st *store.Store, e store.Environment, rid, action string) (map[string]map[string]any, int) {
 	t.Helper()
-	acts, err := st.ListActions(context.Background(), e.ID, store.ActionFilter{ResourceID: rid, Action: action, Limit: 1})
+	acts, err := st.ListActions(context.Background(), e.ID, store.ActionFilter{ResourceID: rid, Action: action, Limit: 1,
+		Outputs: store.ShowOutputs})
 	if err != nil || len(acts) != 1 {
 		t.Fatalf("actions of %s: %+v, %v", rid, acts, err)
 	}
@@ -305,11 +307,27 @@ func TestLargeFileChangesAreBounded(t *testing.T) {
 		}
 		changes, _ := lastChanges(t, st, e, "fs::File[a,path="+small+"]", action)
 		want := map[string]map[string]any{
-			"content": {"from": "one\ntwo\n", "to": "one\n2\n", "diff": "@@ -1,2 +1,2 @@\n one\n-two\n+2\n"},
-			"mode":    {"from": "0600", "to": "0644"},
+			"content": {"from": "one\ntwo\n", "to": "one\n2\n", "diff": "@@ -1,2 +1,2 @@\n one\n-two\n+2\n",
+				"sensitive_output": true},
+			"mode": {"from": "0600", "to": "0644"},
 		}
 		if !reflect.DeepEqual(changes, want) {
 			t.Errorf("%s small: changes %v, want %v", action, changes, want)
+		}
+		// A reader below author: the content is a sensitive output.
+		acts, err := st.ListActions(context.Background(), e.ID, store.ActionFilter{ResourceID: "fs::File[a,path=" + small + "]",
+			Action: action, Limit: 1})
+		if err != nil || len(acts) != 1 {
+			t.Fatalf("actions: %v", err)
+		}
+		var redacted map[string]map[string]any
+		if err := json.Unmarshal(acts[0].Changes, &redacted); err != nil {
+			t.Fatal(err)
+		}
+		want["content"] = map[string]any{"from": ledger.RedactedOutput, "to": ledger.RedactedOutput,
+			"sensitive_output": true, "redacted": true}
+		if !reflect.DeepEqual(redacted, want) {
+			t.Errorf("%s small, redacted: changes %v, want %v", action, redacted, want)
 		}
 	}
 	runBatches(t, ex, e, run, plan)
@@ -374,7 +392,7 @@ func TestSensitiveChangesRecordHashesOnly(t *testing.T) {
 
 	changes, _ := lastChanges(t, st, e, "fs::File[a,path="+creds+"]", "deploy")
 	want := map[string]any{
-		"from": "(sensitive)", "to": "(sensitive)", "sensitive": true,
+		"from": "(sensitive)", "to": "(sensitive)", "sensitive": true, "sensitive_output": true,
 		"from_bytes": float64(26), "from_sha256": sha("user=app\npassword=old-one\n"),
 		"to_bytes": float64(26), "to_sha256": sha("user=app\npassword=new-one\n"),
 	}
@@ -386,7 +404,7 @@ func TestSensitiveChangesRecordHashesOnly(t *testing.T) {
 		t.Errorf("secret content recorded as %v, want %v", changes["content"], want)
 	}
 	for _, rid := range []string{"fs::File[a,path=" + creds + "]", "fs::File[a,path=" + secret + "]"} {
-		acts, err := st.ListActions(context.Background(), e.ID, store.ActionFilter{ResourceID: rid, Limit: 1})
+		acts, err := st.ListActions(context.Background(), e.ID, store.ActionFilter{ResourceID: rid, Limit: 1, Outputs: store.ShowOutputs})
 		if err != nil || len(acts) != 1 {
 			t.Fatalf("actions of %s: %v", rid, err)
 		}
@@ -401,8 +419,35 @@ func TestSensitiveChangesRecordHashesOnly(t *testing.T) {
 	reg = adapters.NewRegistry()
 	reg.Register(fs.FileType, panicky{})
 	ex.Adapters = reg
-	is := ex.sensitiveAttributes("fs::File[a,path=" + creds + "]")
-	if !is("content") || !is("mode") {
+	is := ex.sensitivityOf("fs::File[a,path=" + creds + "]")
+	if !is.hashOnly("content") || !is.hashOnly("mode") || !is.output("content") || !is.output("mode") {
 		t.Error("after a panic in SensitiveAttributes, attributes are not taken for sensitive")
+	}
+}
+
+// TestRecordChangesMarksSensitiveOutputs: a change of an attribute the
+// adapter declares a sensitive diff is recorded whole and marked, so that
+// the server can redact it for readers below author; others are not
+// marked, nor is a secret reference the engine masked already.
+func TestRecordChangesMarksSensitiveOutputs(t *testing.T) {
+	t.Parallel()
+	is := func(names ...string) func(string) bool { return setOf(names) }
+	ref := map[string]any{"secret": "env:INTEND_SECRET_X"}
+	got := roundTrip(t, recordChanges(adapters.Diff{
+		"content": {From: "root:hash\n", To: "root:x\n"},
+		"token":   {From: adapters.Masked, To: ref},
+		"creds":   {From: "a", To: "b"},
+		"mode":    {From: "0600", To: "0644"},
+	}, sensitivity{hashOnly: is("creds"), output: is("content", "token", "creds")}))
+	want := map[string]any{
+		"content": map[string]any{"from": "root:hash\n", "to": "root:x\n", "diff": "@@ -1 +1 @@\n-root:hash\n+root:x\n",
+			"sensitive_output": true},
+		"token": map[string]any{"from": adapters.Masked, "to": ref},
+		"creds": map[string]any{"from": "(sensitive)", "to": "(sensitive)", "sensitive": true, "sensitive_output": true,
+			"from_bytes": float64(1), "from_sha256": sha("a"), "to_bytes": float64(1), "to_sha256": sha("b")},
+		"mode": map[string]any{"from": "0600", "to": "0644"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %#v\nwant %#v", got, want)
 	}
 }

@@ -350,7 +350,7 @@ func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource
 	}
 	if len(outcome.Diff) > 0 {
 		// Bounded: a large value by its size, hash and a diff.
-		rec.Changes, _ = json.Marshal(recordChanges(outcome.Diff, e.sensitiveAttributes(r.ID)))
+		rec.Changes, _ = json.Marshal(recordChanges(outcome.Diff, e.sensitivityOf(r.ID)))
 	}
 	rec.Facts = factsOf(hc)
 	if logs := hc.Logs(); len(logs) > 0 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -248,7 +249,8 @@ func TestDoesNotConverge(t *testing.T) {
 }
 
 // TestReturns: exit codes in returns succeed; others are transient errors
-// quoting the end of stderr, with the output and exit code in the log.
+// that point at the output in the log, never quote it (the output is a
+// sensitive output, the error is shown to every reader).
 func TestReturns(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -261,11 +263,11 @@ func TestReturns(t *testing.T) {
 		{"accepted non-zero", "3 is listed in returns",
 			`{"command": "touch made; exit 3", "returns": [0, 3]}`, "", ""},
 		{"default refuses non-zero", "returns defaults to [0]",
-			`{"command": "echo partial; echo boom >&2; touch made; exit 3"}`, `exited with status 3 (accepted: [0]); stderr: boom`, adapters.ClassTransient},
+			`{"command": "echo partial; echo boom >&2; touch made; exit 3"}`, `exited with status 3 (accepted: [0]); its stderr and stdout: see the action log`, adapters.ClassTransient},
 		{"zero not listed", "returns replaces the default",
 			`{"command": "touch made", "returns": [2]}`, `exited with status 0 (accepted: [2])`, adapters.ClassTransient},
-		{"stdout when stderr is empty", "the error quotes stdout when stderr has nothing",
-			`{"command": "echo only-stdout; exit 1"}`, `stdout: only-stdout`, adapters.ClassTransient},
+		{"stdout when stderr is empty", "the error names only the stream that has output",
+			`{"command": "echo only-stdout; exit 1"}`, `exited with status 1 (accepted: [0]); its stdout: see the action log`, adapters.ClassTransient},
 		{"shell cannot find a program", "exit 127 from sh: retrying cannot help",
 			`{"command": "no-such-program-intend-test"}`, `could not find or run a program (exit status 127)`, adapters.ClassPermanent},
 		{"program not found", "an argv whose program is not in PATH",
@@ -299,6 +301,11 @@ func TestReturns(t *testing.T) {
 				t.Fatalf("error = %v (%s), want a %s error containing %q (%s)",
 					a.err, adapters.ClassOf(a.err), tc.class, tc.wantErr, tc.reason)
 			}
+			for _, out := range []string{"partial", "boom", "only-stdout"} {
+				if strings.Contains(a.err.Error(), out) {
+					t.Errorf("error = %v quotes the output %q: every reader of the action log would see it", a.err, out)
+				}
+			}
 		})
 	}
 }
@@ -322,6 +329,9 @@ func TestOutputLogged(t *testing.T) {
 	}
 	if _, ok := l.Attrs["stdout_dropped_bytes"]; ok {
 		t.Errorf("short output reported as dropped: %v", l.Attrs)
+	}
+	if !slices.Equal(l.SensitiveOutputs, []string{"stderr", "stdout"}) {
+		t.Errorf("sensitive outputs = %v, want stdout and stderr declared sensitive", l.SensitiveOutputs)
 	}
 }
 
@@ -405,7 +415,7 @@ func alive(pid int) bool {
 }
 
 // TestSecretEnv: a secret reference in env reaches the command as its
-// value and is masked in every log line and in the error.
+// value and is masked in every log line; the error holds no output.
 func TestSecretEnv(t *testing.T) {
 	t.Parallel()
 	const value = "s3cr3t-intend-value"
@@ -431,8 +441,11 @@ func TestSecretEnv(t *testing.T) {
 
 	failed := apply(t, command(map[string]any{"cwd": dir, "env": env, "creates": filepath.Join(dir, "never"),
 		"command": `echo "bad token $TOKEN" >&2; exit 1`}), false, secrets)
-	if failed.err == nil || strings.Contains(failed.err.Error(), value) || !strings.Contains(failed.err.Error(), "bad token "+adapters.Masked) {
-		t.Errorf("error = %v, want the failure with the secret masked", failed.err)
+	if failed.err == nil || strings.Contains(failed.err.Error(), value) || strings.Contains(failed.err.Error(), "bad token") {
+		t.Errorf("error = %v, want the failure without the output (it is in the log)", failed.err)
+	}
+	if l := failed.line(t, "command failed"); l.Attrs["stderr"] != "bad token "+adapters.Masked+"\n" {
+		t.Errorf("output of the failure = %v, want the secret masked", l.Attrs)
 	}
 	if logs := failed.logsJSON(t); strings.Contains(logs, value) {
 		t.Errorf("the secret value is in the log of the failure: %s", logs)

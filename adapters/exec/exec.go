@@ -66,8 +66,10 @@ func Register(r *adapters.Registry) {
 //
 // Commands run without stdin, in a process group of their own. Their
 // stdout and stderr are kept (the last 64 KiB of each, with the number of
-// bytes dropped) and logged with the exit code and duration. An exit code
-// not in returns is a transient error quoting the end of stderr; a program
+// bytes dropped) and logged with the exit code and duration, as sensitive
+// outputs (adapters.SensitiveOutput): the action log shows them only to
+// the environment's authors and admins. An exit code not in returns is a
+// transient error that points at them, never quotes them; a program
 // that is not found, a shell exit status of 126 or 127 (the shell could not
 // find or run a program) and a bad cwd are permanent; a timeout is
 // transient. A background process the command started is left running, but
@@ -272,10 +274,10 @@ func (s spec) guard(ctx context.Context, hc *adapters.Context, what string, c cm
 	hc.Debug(what+" exited", args...)
 	switch {
 	case res.code < 0:
-		return 0, adapters.Transient(fmt.Errorf("attribute %q: killed by a signal%s", what, quoteTail(res)))
+		return 0, adapters.Transient(fmt.Errorf("attribute %q: killed by a signal%s", what, outputNote(res)))
 	case c.isShell() && (res.code == 126 || res.code == 127):
 		return 0, adapters.Permanent(fmt.Errorf("attribute %q: the shell could not find or run a program "+
-			"(exit status %d)%s", what, res.code, quoteTail(res)))
+			"(exit status %d)%s", what, res.code, outputNote(res)))
 	}
 	return res.code, nil
 }
@@ -300,19 +302,21 @@ func (s spec) runChecked(ctx context.Context, hc *adapters.Context, what string,
 	hc.Warn(what+" failed", args...)
 	if c.isShell() && (res.code == 126 || res.code == 127) {
 		return adapters.Permanent(fmt.Errorf("attribute %q: the shell could not find or run a program "+
-			"(exit status %d)%s", what, res.code, quoteTail(res)))
+			"(exit status %d)%s", what, res.code, outputNote(res)))
 	}
 	status := fmt.Sprintf("exited with status %d", res.code)
 	if res.code < 0 {
 		status = "was killed by a signal"
 	}
-	return adapters.Transient(fmt.Errorf("attribute %q: %s (accepted: %v)%s", what, status, accepted, quoteTail(res)))
+	return adapters.Transient(fmt.Errorf("attribute %q: %s (accepted: %v)%s", what, status, accepted, outputNote(res)))
 }
 
 // logAttrs are the key/value pairs of a log line about one run.
 func logAttrs(c cmdline, res result) []any {
+	// stdout and stderr may hold anything the command printed, a secret
+	// it made included: sensitive outputs, shown to authors only.
 	args := []any{"command", c.String(), "exit_code", res.code, "duration", round(res.duration).String(),
-		"stdout", res.stdout.String(), "stderr", res.stderr.String()}
+		adapters.SensitiveOutput("stdout", res.stdout.String()), adapters.SensitiveOutput("stderr", res.stderr.String())}
 	if n := res.stdout.dropped(); n > 0 {
 		args = append(args, "stdout_dropped_bytes", n)
 	}
@@ -325,20 +329,22 @@ func logAttrs(c cmdline, res result) []any {
 	return args
 }
 
-// quoteTail is the end of stderr (or of stdout when stderr is empty), for
-// an error message.
-func quoteTail(res result) string {
-	name, t := "stderr", res.stderr
-	if strings.TrimSpace(t.String()) == "" {
-		name, t = "stdout", res.stdout
+// outputNote points an error at the output the action log keeps. An error
+// never quotes the output: every reader of the action log sees errors,
+// while stdout and stderr are sensitive outputs, shown to authors only (a
+// command that prints a token it minted must not hand it to a read token).
+func outputNote(res result) string {
+	var streams []string
+	for _, s := range []struct {
+		name string
+		t    *tail
+	}{{"stderr", res.stderr}, {"stdout", res.stdout}} {
+		if s.t != nil && strings.TrimSpace(s.t.String()) != "" {
+			streams = append(streams, s.name)
+		}
 	}
-	raw := t.last(maxErrorTail)
-	s := strings.TrimSpace(raw)
-	if s == "" {
+	if len(streams) == 0 {
 		return ""
 	}
-	if int64(len(raw)) < t.total {
-		s = "…" + s
-	}
-	return fmt.Sprintf("; %s: %s", name, s)
+	return fmt.Sprintf("; its %s: see the action log", strings.Join(streams, " and "))
 }

@@ -24,8 +24,6 @@ const (
 	// maxOutput is how much of each of stdout and stderr is kept (the
 	// end): enough to diagnose a failure, small enough for the action log.
 	maxOutput = 64 << 10
-	// maxErrorTail is how much of the output an error message quotes.
-	maxErrorTail = 1 << 10
 	// waitDelay is how long a command's output pipes may stay open after
 	// it exited or was killed (a background process that inherited them)
 	// before they are closed and the command counts as finished.

@@ -80,6 +80,9 @@ const hashPrefix = "sha256:"
 // directory, symlink or other non-regular file at path is a Permanent error:
 // File never replaces what it did not create.
 //
+// Changes of content and content_hash are sensitive outputs
+// (adapters.SensitiveDiffs): shown to authors and admins only.
+//
 // File has no state and is safe for concurrent use on different paths. Its
 // zero value manages files of the executor's host; Handlers returns one
 // for another file system.
@@ -87,7 +90,18 @@ type File struct {
 	target fsys.Target
 }
 
-var _ adapters.Handler = File{}
+var (
+	_ adapters.Handler        = File{}
+	_ adapters.SensitiveDiffs = File{}
+)
+
+// SensitiveDiffAttributes implements adapters.SensitiveDiffs: what a file
+// holds on the target (/etc/shadow, a key) may be a secret, so the
+// recorded change of its content, and of the content_hash observed, is
+// shown to the environment's authors and admins only, in the action log
+// and in dry-run diffs. The desired content is in the version for every
+// reader to see; the content found is not.
+func (File) SensitiveDiffAttributes() []string { return []string{attrContent, attrContentHash} }
 
 // fileSpec is the validated desired state of one file.
 type fileSpec struct {

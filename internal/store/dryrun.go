@@ -87,8 +87,9 @@ type DryrunResult struct {
 }
 
 // DryrunResults returns a page of a dry-run's results in id order, the
-// last attempt per resource.
-func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after string, limit int) ([]DryrunResult, error) {
+// last attempt per resource, with the sensitive outputs among their
+// changes as outputs says.
+func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after string, limit int, outputs Outputs) ([]DryrunResult, error) {
 	rows, err := s.pool.Query(ctx, `
 		select distinct on (resource_id) resource_id,
 		       case when result = 'deployed' then
@@ -105,6 +106,9 @@ func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after stri
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DryrunResult, error) {
 		var d DryrunResult
-		return d, r.Scan(&d.ResourceID, &d.Status, &d.Changes, &d.Error)
+		err := r.Scan(&d.ResourceID, &d.Status, &d.Changes, &d.Error)
+		var logs json.RawMessage // not read
+		outputs.redact(&logs, &d.Changes)
+		return d, err
 	})
 }

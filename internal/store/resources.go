@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // ResourceState is the deploy state of one released resource.
@@ -151,9 +153,37 @@ type ActionFilter struct {
 	Until      *time.Time // started before
 	Before     int64      // cursor: the last id of the previous page; 0 = newest
 	Limit      int
+	// Outputs says whether the records' sensitive outputs are returned;
+	// the zero value redacts them.
+	Outputs Outputs
 }
 
-// ListActions returns action records, newest first.
+// Outputs says whether a read of action records returns the sensitive
+// outputs adapters recorded (a command's stdout, a file's content found
+// on the target: see ledger.RedactLogs). Only a reader who could have put
+// the resource into a version (author or admin of its environment) is
+// given them; the zero value redacts, so that a read path that does not
+// say otherwise shows no secret.
+type Outputs int
+
+const (
+	// RedactOutputs replaces sensitive outputs by ledger.RedactedOutput.
+	RedactOutputs Outputs = iota
+	// ShowOutputs returns them as recorded.
+	ShowOutputs
+)
+
+// redact applies o to the logs and changes of a record.
+func (o Outputs) redact(logs, changes *json.RawMessage) {
+	if o == ShowOutputs {
+		return
+	}
+	*logs = ledger.RedactLogs(*logs)
+	*changes = ledger.RedactChanges(*changes)
+}
+
+// ListActions returns action records, newest first, with their sensitive
+// outputs as f.Outputs says.
 func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) ([]Action, error) {
 	before := f.Before
 	if before <= 0 {
@@ -191,8 +221,10 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) {
 		var a Action
-		return a, r.Scan(&a.ID, &a.ResourceID, &a.Version, &a.Action, &a.Reason, &a.StartedAt, &a.FinishedAt,
+		err := r.Scan(&a.ID, &a.ResourceID, &a.Version, &a.Action, &a.Reason, &a.StartedAt, &a.FinishedAt,
 			&a.Result, &a.Changes, &a.Logs, &a.Error, &a.ErrorClass, &a.WorkflowID, &a.RunID, &a.Attempt, &a.Executor)
+		f.Outputs.redact(&a.Logs, &a.Changes)
+		return a, err
 	})
 }
 

@@ -266,7 +266,7 @@ func TestUndefinedDryrun(t *testing.T) {
 	if p, err := st.PlanDeploy(ctx, e.ID, all.Run, store.DefaultBatchLimits, store.Caller{}); err != nil || p.Undefined != 3 {
 		t.Fatalf("dry-run plan = %+v, %v; want a, b and d held back", p, err)
 	}
-	res, err := st.DryrunResults(ctx, e.ID, all.WorkflowID, "", 10)
+	res, err := st.DryrunResults(ctx, e.ID, all.WorkflowID, "", 10, store.ShowOutputs)
 	if err != nil {
 		t.Fatal(err)
 	}
