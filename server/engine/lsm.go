@@ -111,6 +111,14 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 			if rej := rejection(err); rej != nil {
 				return store.ServiceInstance{}, rej
 			}
+			var notReady *serviceerror.WorkflowNotReady
+			if errors.As(err, &notReady) {
+				// The workflow task that carried the update failed before
+				// the workflow took it (a task timed out on a busy
+				// worker): nothing was accepted, so the same update (same
+				// id) is sent again.
+				return store.ServiceInstance{}, &retryable{err}
+			}
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
 				// The inventory has the instance live, but its workflow
@@ -142,7 +150,8 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 	for {
 		inst, err := attempt()
 		var rej *api.LSMRejection
-		retry := errors.As(err, &rej) && rej.Reason == lsm.RejectBusy
+		var again *retryable
+		retry := errors.As(err, &rej) && rej.Reason == lsm.RejectBusy || errors.As(err, &again)
 		if errors.As(err, &rej) && rej.Reason == lsm.RejectStale && rej.Version < req.CurrentVersion {
 			// The client read a version the workflow does not have: the
 			// workflow lost a task after its transfers were written
@@ -164,12 +173,21 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 		}
 		select {
 		case <-ctx.Done():
+			if again != nil {
+				return inst, fmt.Errorf("%w: send %s to %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, again.err)
+			}
 			return inst, err
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
+
+// retryable is an update that did not reach the workflow and is sent
+// again within the request's wait.
+type retryable struct{ err error }
+
+func (r *retryable) Error() string { return r.err.Error() }
 
 // Signal sends the signal name (with arg) to a workflow; one that does
 // not run (it ended) has nothing to be told, which is no error.
