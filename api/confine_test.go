@@ -150,7 +150,8 @@ func TestBatchWithholdsConfined(t *testing.T) {
 			t.Fatalf("batch of agent b = %+v", b)
 		}
 		for _, r := range b.Resources {
-			if string(r.Attributes) != "{}" || b.Recorded[r.ID] != (ledger.Outcome{Result: ledger.ResultFailed, ErrorClass: "permanent"}) {
+			if o := b.Recorded[r.ID]; string(r.Attributes) != "{}" || o.Result != ledger.ResultFailed || o.ErrorClass != "permanent" ||
+				!strings.Contains(o.Error, "is outside the environment's allowed_paths [/srv/a]") {
 				t.Errorf("%s handed out as %s, recorded %+v; want no attributes, failed permanent", r.ID, r.Attributes, b.Recorded[r.ID])
 			}
 		}

@@ -76,7 +76,7 @@ func (s *Store) ConfineBatch(ctx context.Context, set Settings, envID string, ru
 			continue
 		}
 		if _, ok := b.Recorded[r.ID]; !ok {
-			b.Recorded[r.ID] = ledger.Outcome{Result: ledger.ResultFailed, ErrorClass: "permanent"}
+			b.Recorded[r.ID] = ledger.Outcome{Result: ledger.ResultFailed, ErrorClass: "permanent", Error: refused[r.ID]}
 		}
 		// Not handed out: an executor that would run it anyway has
 		// nothing to run.
