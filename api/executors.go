@@ -211,7 +211,8 @@ func (s *Server) stopExecutor(w http.ResponseWriter, r *http.Request) error {
 // loadBatch answers GET .../executor/batches/{run}/{seq}: the batch with
 // the content of its resources, for an executor of its agent; with
 // ?resume_workflow=ID (a retried batch), also what the batch recorded in
-// that workflow already.
+// that workflow already. Resources outside the environment's confinement
+// come without their attributes, recorded failed (store.ConfineBatch).
 func (s *Server) loadBatch(w http.ResponseWriter, r *http.Request) error {
 	e, run, seq, err := s.batchOf(r)
 	if err != nil {
@@ -233,6 +234,11 @@ func (s *Server) loadBatch(w http.ResponseWriter, r *http.Request) error {
 		if b.Recorded, err = s.opts.Store.BatchRecorded(r.Context(), e.ID, wf, seq, b.Resources); err != nil {
 			return err
 		}
+	}
+	// What the environment's confinement refuses is recorded failed
+	// and not handed out, by the settings of now.
+	if err := s.opts.Store.ConfineBatch(r.Context(), e.Settings, e.ID, run, seq, &b); err != nil {
+		return err
 	}
 	WriteJSON(w, http.StatusOK, b)
 	return nil

@@ -221,6 +221,9 @@ func (s *Server) exportVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return exportProblem(err)
 	}
+	if err := refuseConfined(e, body, v.Resources); err != nil {
+		return err
+	}
 	info, err := s.opts.Store.ExportVersion(r.Context(), e.ID, v)
 	if err != nil {
 		return err

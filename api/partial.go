@@ -27,6 +27,9 @@ func (s *Server) exportPartial(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return exportProblem(err)
 	}
+	if err := refuseConfined(e, body, v.Resources); err != nil {
+		return err
+	}
 	info, err := s.opts.Store.ExportPartial(r.Context(), e.ID, v, removed)
 	if err != nil {
 		return err // a merge refusal renders like a decoding one (storeProblem)

@@ -58,6 +58,12 @@ type Settings struct {
 	// CompileCPULimit is the CPU time one compile may use, in seconds;
 	// only a global admin changes it.
 	CompileCPULimit int `json:"compile_cpu_limit"`
+	// AllowedPaths and AllowedCommands confine the environment's
+	// resources: the path prefixes its files may be at, the programs
+	// exec::Command may run (empty: no restriction); only a global admin
+	// changes them.
+	AllowedPaths    []string `json:"allowed_paths"`
+	AllowedCommands []string `json:"allowed_commands"`
 	// Retention is how long the environment keeps its history; its keys
 	// are settings of their own.
 	Retention

@@ -143,7 +143,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		todo = make([]ledger.Resource, 0, len(b.Resources)-len(b.Recorded))
 		for _, r := range b.Resources {
 			if o, ok := b.Recorded[r.ID]; ok {
-				p.tally(r.ID, o, "", 0, b.Action == ledger.ActionDryrun)
+				p.tally(r.ID, o, o.Error, 0, b.Action == ledger.ActionDryrun)
 			} else {
 				todo = append(todo, r)
 			}

@@ -72,6 +72,10 @@ type Outcome struct {
 	Result     Result `json:"result"`
 	ErrorClass string `json:"error_class,omitempty"`
 	Changed    bool   `json:"changed,omitempty"`
+	// Error is the failure's text when the server recorded it itself
+	// (a resource outside the environment's confinement), for the run's
+	// list of failures; "" otherwise.
+	Error string `json:"error,omitempty"`
 }
 
 // ActionOf is the action an attempt on r records: a dry-run stays a

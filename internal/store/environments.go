@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/confine"
 )
 
 // Project groups environments.
@@ -83,6 +85,14 @@ type Settings struct {
 	// shared by every environment. Only a global admin changes it
 	// (GlobalAdminSettings).
 	CompileCPULimit int `json:"compile_cpu_limit"`
+	// AllowedPaths are the path prefixes (absolute, clean) the files of
+	// the environment's built-in resources may be at (fs::, ssh::, a
+	// symlink's target, exec::Command's cwd and creates); empty: any.
+	// AllowedCommands are the programs (absolute paths) exec::Command may
+	// run; empty: any. Only a global admin changes them
+	// (GlobalAdminSettings); Confinement reads them.
+	AllowedPaths    []string `json:"allowed_paths"`
+	AllowedCommands []string `json:"allowed_commands"`
 	// Retention says how long the environment keeps its history
 	// (retention.go); its keys are settings of their own.
 	Retention
@@ -92,7 +102,8 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
 		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main",
-		CompileCPULimit: DefaultCompileCPULimit, Retention: DefaultRetention()}
+		CompileCPULimit: DefaultCompileCPULimit, AllowedPaths: []string{}, AllowedCommands: []string{},
+		Retention: DefaultRetention()}
 }
 
 // DefaultCompileCPULimit is compile_cpu_limit unless set, in seconds: the
@@ -107,12 +118,14 @@ const (
 
 // GlobalAdminSettings are the settings only a global admin may change:
 // they bound what the environment takes from what all environments share
-// (the server's compile workers). An environment admin's patch may carry
-// them unchanged (a form that sends every setting), not with another
-// value (api: 403). GlobalAdminChanges says which a patch changes.
-// autostart_agents is one: it decides which of the environment's agents run
-// in the server's embedded executors, a shared pool of processes.
-var GlobalAdminSettings = []string{"autostart_agents", "compile_cpu_limit"}
+// (the server's compile workers and embedded executors, the executor's
+// host). An environment admin's patch may carry them unchanged (a form
+// that sends every setting), not with another value (api: 403).
+// GlobalAdminChanges says which a patch changes. autostart_agents is one:
+// it decides which of the environment's agents run in the server's
+// embedded executors, a shared pool of processes; allowed_paths and
+// allowed_commands confine what the environment's resources touch there.
+var GlobalAdminSettings = []string{"autostart_agents", "compile_cpu_limit", "allowed_paths", "allowed_commands"}
 
 // GlobalAdminChanges returns the GlobalAdminSettings whose values differ
 // between before and after, in order.
@@ -128,9 +141,26 @@ func GlobalAdminChanges(before, after Settings) []string {
 			if before.CompileCPULimit != after.CompileCPULimit {
 				changed = append(changed, k)
 			}
+		case "allowed_paths":
+			if !slices.Equal(before.AllowedPaths, after.AllowedPaths) {
+				changed = append(changed, k)
+			}
+		case "allowed_commands":
+			if !slices.Equal(before.AllowedCommands, after.AllowedCommands) {
+				changed = append(changed, k)
+			}
 		}
 	}
 	return changed
+}
+
+// MaxAllowedEntries bounds allowed_paths and allowed_commands.
+const MaxAllowedEntries = 100
+
+// Confinement is what allowed_paths and allowed_commands allow the
+// environment's resources (internal/confine).
+func (s Settings) Confinement() confine.Rules {
+	return confine.Rules{Paths: s.AllowedPaths, Commands: s.AllowedCommands}
 }
 
 // CompileCPU is compile_cpu_limit as a duration (the default when a row
@@ -257,6 +287,30 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				continue
 			}
 			s.CompileCPULimit = n
+		case "allowed_paths", "allowed_commands":
+			var a []string
+			if json.Unmarshal(raw, &a) != nil || len(a) > MaxAllowedEntries {
+				bad("must be a list of at most " + strconv.Itoa(MaxAllowedEntries) + " absolute paths ([] for no restriction)")
+				continue
+			}
+			var reasons []string
+			for _, p := range a {
+				if err := confine.CheckEntry(p); err != nil {
+					reasons = append(reasons, err.Error())
+				}
+			}
+			if len(reasons) > 0 {
+				bad("every entry must be a clean absolute path: " + strings.Join(reasons, "; "))
+				continue
+			}
+			if a == nil {
+				a = []string{}
+			}
+			if k == "allowed_paths" {
+				s.AllowedPaths = a
+			} else {
+				s.AllowedCommands = a
+			}
 		case "autostart_agents":
 			var a []string
 			if json.Unmarshal(raw, &a) != nil {
@@ -271,7 +325,8 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				}
 				continue
 			}
-			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, auto_deploy, autostart_agents, " +
+			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, allowed_commands, allowed_paths, " +
+				"auto_deploy, autostart_agents, " +
 				"compile_cpu_limit, compile_retention, deploy_interval, instance_log_retention, keep_versions, order_retention, " +
 				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff, run_retention)")
 		}
@@ -398,6 +453,13 @@ func scanEnvironment(row pgx.Row) (Environment, error) {
 	e.Settings = DefaultSettings()
 	if err := json.Unmarshal(raw, &e.Settings); err != nil {
 		return e, fmt.Errorf("environment %s: stored settings: %w", e.Name, err)
+	}
+	// Unconfined either way; [] is what the API shows.
+	if e.Settings.AllowedPaths == nil {
+		e.Settings.AllowedPaths = []string{}
+	}
+	if e.Settings.AllowedCommands == nil {
+		e.Settings.AllowedCommands = []string{}
 	}
 	return e, nil
 }

@@ -23,6 +23,12 @@ func (l storeLedger) LoadBatch(ctx context.Context, envID string, run int64, seq
 	if err == nil && resume != "" {
 		b.Recorded, err = l.s.BatchRecorded(ctx, envID, resume, seq, b.Resources)
 	}
+	if err == nil {
+		var e Environment
+		if e, err = l.s.GetEnvironment(ctx, envID); err == nil {
+			err = l.s.ConfineBatch(ctx, e.Settings, envID, run, seq, &b)
+		}
+	}
 	return b, ledgerError(err)
 }
 
