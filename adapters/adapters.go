@@ -136,7 +136,20 @@ type Context struct {
 	event   bool
 	timer   CallTimer
 	tracer  trace.Tracer
+	before  BeforeChange
 }
+
+// BeforeChange is called by the engine just before it creates, updates or
+// deletes a resource (never in dry-run, never for OpNone): the executor
+// records its intent there, so that an attempt killed between the change
+// and the record of its outcome is not taken, on the next attempt, for one
+// that found the resource in place. An error stops the attempt before the
+// change: it fails with that error.
+type BeforeChange func(ctx context.Context, op Operation) error
+
+// WithBeforeChange makes the engine call f before every change of the
+// attempt.
+func WithBeforeChange(f BeforeChange) ContextOption { return func(hc *Context) { hc.before = f } }
 
 // CallTimer is told how long each adapter call of an attempt took:
 // resourceType ("fs::File"), op one of validate, observe, create, update,
@@ -574,6 +587,11 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		out = Outcome{Action: OpNone}
 		if len(d) > 0 {
 			out = Outcome{Changed: true, Action: OpUpdate, Diff: d}
+		}
+	}
+	if !dryRun && out.Action != OpNone && hc.before != nil {
+		if err := hc.before(ctx, out.Action); err != nil {
+			return out, fmt.Errorf("%s: record the intent: %w", out.Action, err)
 		}
 	}
 	if !dryRun {

@@ -289,3 +289,48 @@ func TestRunRecoversPanicsAndMasksThem(t *testing.T) {
 		t.Fatalf("panic text %q: want the secret masked", err)
 	}
 }
+
+// TestBeforeChange: the engine calls the BeforeChange hook just before it
+// changes the target, with the operation, and never when nothing changes
+// or in dry-run; a refusal stops the change and fails the attempt.
+func TestBeforeChange(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		target map[string]any
+		purged bool
+		dryRun bool
+		refuse bool
+		want   []string // the hook's operations and the calls, in order
+	}{
+		{"create", nil, false, false, false, []string{"observe", "hook create", "create"}},
+		{"update", map[string]any{"x": 1}, false, false, false, []string{"observe", "hook update", "update"}},
+		{"delete", map[string]any{"x": 2}, true, false, false, []string{"observe", "hook delete", "delete"}},
+		{"in place: nothing to record", map[string]any{"x": 2}, false, false, false, []string{"observe"}},
+		{"dry-run changes nothing", nil, false, true, false, []string{"observe"}},
+		{"a refused intent stops the change", nil, false, false, true, []string{"observe", "hook create"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := &recorder{target: c.target}
+			hc := adapters.NewContext(adapters.WithBeforeChange(func(_ context.Context, op adapters.Operation) error {
+				r.calls = append(r.calls, "hook "+string(op))
+				if c.refuse {
+					return errors.New("ledger gone")
+				}
+				return nil
+			}))
+			defer hc.Close()
+			d := role(map[string]any{"x": 2})
+			d.Purged = c.purged
+			_, err := adapters.Run(context.Background(), r, hc, d, c.dryRun)
+			if got := strings.Join(r.calls, ", "); got != strings.Join(c.want, ", ") {
+				t.Errorf("calls = %s, want %s", got, strings.Join(c.want, ", "))
+			}
+			if c.refuse != (err != nil) || (c.refuse && !strings.Contains(err.Error(), "ledger gone")) {
+				t.Errorf("err = %v, want an error only when the intent is refused", err)
+			}
+		})
+	}
+}

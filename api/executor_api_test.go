@@ -304,3 +304,92 @@ func TestExecutorAPIRefusesBadInput(t *testing.T) {
 		t.Errorf("executors registered by refused registrations: %v", ex)
 	}
 }
+
+// TestExecutorAPIRecordsIntents: an executor records its intents to
+// change resources of its batch before its adapters act (twice is
+// harmless), never of another batch's resources or agent's batch, and a
+// resumed batch reads back the intents that have no recorded outcome.
+func TestExecutorAPIRecordsIntents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	e, run, batches := plannedRun(t, f, "exec-intents", 2)
+	tok := executorToken(t, f, e, "a")
+	ctx := context.Background()
+	ba, err := f.st.LoadBatch(ctx, e.ID, run, batches["a"].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb, err := f.st.LoadBatch(ctx, e.ID, run, batches["b"].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("/api/v1/environments/%s/executor/batches/%d", e.Name, run)
+	intentsOf := func(seq int) string { return fmt.Sprintf("%s/%d/intents", base, seq) }
+	const wf = "deploy-test" // the workflow of records()
+	intent := func(rid, op, wf string, attempt int) string {
+		return fmt.Sprintf(`{"resource_id":%q,"operation":%q,"workflow_id":%q,"attempt":%d}`, rid, op, wf, attempt)
+	}
+	both := `{"intents":[` + intent(ba.Resources[0].ID, "create", wf, 1) + "," + intent(ba.Resources[1].ID, "update", wf, 1) + `]}`
+	for i := range 2 { // the second: a write whose answer was lost, sent again
+		if code, out := f.callAs("POST", intentsOf(batches["a"].Seq), both, tok, nil); code != http.StatusNoContent {
+			t.Fatalf("intents, POST %d = %d %v, want 204", i+1, code, out)
+		}
+	}
+	cases := []struct {
+		why, path, body string
+		code            int
+		field           string
+	}{
+		{"another agent's batch", intentsOf(batches["b"].Seq), `{"intents":[` + intent(bb.Resources[0].ID, "create", wf, 1) + `]}`, 403, ""},
+		{"a resource of another batch", intentsOf(batches["a"].Seq), `{"intents":[` + intent(bb.Resources[0].ID, "create", wf, 1) + `]}`, 422, "/intents/0/resource_id"},
+		{"no change is no intent", intentsOf(batches["a"].Seq), `{"intents":[` + intent(ba.Resources[0].ID, "none", wf, 1) + `]}`, 422, "/intents/0/operation"},
+		{"no workflow", intentsOf(batches["a"].Seq), `{"intents":[` + intent(ba.Resources[0].ID, "create", "", 1) + `]}`, 422, "/intents/0/workflow_id"},
+		{"attempt 0", intentsOf(batches["a"].Seq), `{"intents":[` + intent(ba.Resources[0].ID, "create", wf, 0) + `]}`, 422, "/intents/0/attempt"},
+		{"an unknown field", intentsOf(batches["a"].Seq), `{"intents":[],"again":true}`, 422, "/again"},
+		{"a batch that does not exist", intentsOf(99), `{"intents":[]}`, 404, ""},
+	}
+	for _, c := range cases {
+		code, out := f.callAs("POST", c.path, c.body, tok, nil)
+		if code != c.code || (c.field != "" && !strings.Contains(fmt.Sprint(out["errors"]), c.field)) {
+			t.Errorf("%s: %d %v, want %d naming %q", c.why, code, out, c.code, c.field)
+		}
+	}
+	intended := func(query string) map[string]any {
+		t.Helper()
+		code, out := f.callAs("GET", fmt.Sprintf("%s/%d%s", base, batches["a"].Seq, query), "", tok, nil)
+		if code != http.StatusOK {
+			t.Fatalf("loading the batch = %d %v", code, out)
+		}
+		m, _ := out["intended"].(map[string]any)
+		return m
+	}
+	if got := intended(""); got != nil {
+		t.Errorf("a batch loaded without resume_workflow has intents: %v", got)
+	}
+	got := intended("?resume_workflow=" + wf)
+	if len(got) != 2 || got[ba.Resources[0].ID].(map[string]any)["operation"] != "create" ||
+		got[ba.Resources[1].ID].(map[string]any)["operation"] != "update" {
+		t.Errorf("intended = %v, want both intents", got)
+	}
+	if got := intended("?resume_workflow=another"); got != nil {
+		t.Errorf("another workflow's intended = %v, want none", got)
+	}
+	// The outcome of the first recorded: only the second is left.
+	body, _ := json.Marshal(map[string]any{"records": records(ba, "deployed")[:1]})
+	if code, out := f.callAs("POST", fmt.Sprintf("%s/%d/actions", base, batches["a"].Seq), string(body), tok, nil); code != http.StatusNoContent {
+		t.Fatalf("recording = %d %v", code, out)
+	}
+	if got := intended("?resume_workflow=" + wf); len(got) != 1 || got[ba.Resources[1].ID] == nil {
+		t.Errorf("intended after recording the first = %v, want the second only", got)
+	}
+	// A routine call: the audit trail keeps its refusals only.
+	_, audit := f.call("GET", "/api/v1/environments/"+e.Name+"/audit?limit=1000", "")
+	seen := map[string]int{}
+	for _, it := range audit["items"].([]any) {
+		a := it.(map[string]any)
+		seen[fmt.Sprintf("%s %v", a["action"], a["status"])]++
+	}
+	if seen["batch.intend 204"] != 0 || seen["batch.intend 422"] == 0 {
+		t.Errorf("audit trail = %v, want batch.intend's refusals and none of its 204s", seen)
+	}
+}

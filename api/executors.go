@@ -234,6 +234,11 @@ func (s *Server) loadBatch(w http.ResponseWriter, r *http.Request) error {
 		if b.Recorded, err = s.opts.Store.BatchRecorded(r.Context(), e.ID, wf, seq, b.Resources); err != nil {
 			return err
 		}
+		// And the changes its attempts intended and recorded no
+		// outcome of: an attempt that died may have made them.
+		if b.Intended, err = s.opts.Store.BatchIntended(r.Context(), e.ID, run, seq, wf, b.Recorded); err != nil {
+			return err
+		}
 	}
 	// What the environment's confinement refuses is recorded failed
 	// and not handed out, by the settings of now.
@@ -333,6 +338,73 @@ func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
 		return Validation("the records are not valid", errs...)
 	}
 	if err := s.opts.Store.RecordChunk(r.Context(), e.ID, req.Records, req.Again); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// MaxIntents bounds the intents of one POST .../intents (a wave holds at
+// most the executor's concurrency of them; the executor splits a larger
+// one).
+const MaxIntents = 1000
+
+// IntentsRequest is the body of POST .../executor/batches/{run}/{seq}/intents.
+type IntentsRequest struct {
+	Intents []ledger.Intent `json:"intents"`
+}
+
+// The operations an executor may intend.
+var intentOperations = []string{"create", "update", "delete"}
+
+// recordIntents answers POST .../executor/batches/{run}/{seq}/intents:
+// attempts on resources of the batch are about to change them. Recording
+// an intent twice is harmless.
+func (s *Server) recordIntents(w http.ResponseWriter, r *http.Request) error {
+	e, run, seq, err := s.batchOf(r)
+	if err != nil {
+		return err
+	}
+	head, err := s.opts.Store.BatchHead(r.Context(), e.ID, run, seq)
+	if err != nil {
+		return err
+	}
+	if err := servesAll(principal(r), []string{head.Agent}); err != nil {
+		return err
+	}
+	var req IntentsRequest
+	if err := Decode(r, &req, 1<<20); err != nil {
+		return err
+	}
+	if len(req.Intents) > MaxIntents {
+		return InvalidField("/intents", fmt.Sprintf("at most %d intents", MaxIntents))
+	}
+	var errs []FieldError
+	for i, in := range req.Intents {
+		f := func(field, format string, args ...any) {
+			if len(errs) < 20 {
+				errs = append(errs, FieldError{Field: fmt.Sprintf("/intents/%d/%s", i, field), Detail: fmt.Sprintf(format, args...)})
+			}
+		}
+		if _, ok := head.Hashes[in.ResourceID]; !ok {
+			f("resource_id", "%.200q is not a resource of batch %d of run %d", in.ResourceID, seq, run)
+		}
+		if head.Action == ledger.ActionDryrun {
+			f("operation", "a dry-run changes nothing")
+		} else if !slices.Contains(intentOperations, in.Operation) {
+			f("operation", "want %s", strings.Join(intentOperations, ", "))
+		}
+		if in.WorkflowID == "" || len(in.WorkflowID) > 1000 {
+			f("workflow_id", "the workflow id is required, at most 1000 characters")
+		}
+		if in.Attempt < 1 {
+			f("attempt", "attempts count from 1")
+		}
+	}
+	if len(errs) > 0 {
+		return Validation("the intents are not valid", errs...)
+	}
+	if err := s.opts.Store.RecordIntents(r.Context(), e.ID, run, seq, req.Intents); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

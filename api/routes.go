@@ -106,6 +106,7 @@ func (s *Server) Handler() http.Handler {
 				r.Method(http.MethodPost, "/registrations/{name}/stop", s.inEnv("executor.stop", executor, s.stopExecutor))
 				r.Method(http.MethodGet, "/batches/{run}/{seq}", s.inEnv("batch.load", executor, s.loadBatch).quietly())
 				r.Method(http.MethodPost, "/batches/{run}/{seq}/actions", s.inEnv("batch.record", executor, s.recordBatch).quietly())
+				r.Method(http.MethodPost, "/batches/{run}/{seq}/intents", s.inEnv("batch.intend", executor, s.recordIntents).quietly())
 			})
 		})
 	})

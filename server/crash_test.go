@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/server/servertest"
@@ -140,9 +142,12 @@ func checkFiles(t *testing.T, dir string, n int) {
 }
 
 // TestExecutorKilledMidBatch: kill -9 an executor in the middle of a run;
-// another executor of the same agent finishes it, nothing is lost.
+// another executor of the same agent finishes it, nothing is lost, and
+// the action log says what was done: every file was new, so each has a
+// create, whichever attempt made it (the one that died made some after
+// its last recorded chunk, and the next attempt finds them in place).
 func TestExecutorKilledMidBatch(t *testing.T) {
-	c, srv, _ := startServerDB(t)
+	c, srv, db := startServerDB(t)
 	ctx := context.Background()
 	_, hostPort, namespace := testenv.Temporal(t)
 	env := newEnv(t, c, "kill", map[string]any{"autostart_agents": []string{}, "deploy_interval": 0})
@@ -170,10 +175,39 @@ func TestExecutorKilledMidBatch(t *testing.T) {
 	if err != nil || len(items) != n {
 		t.Fatalf("%d compliant resources (%v), want %d", len(items), err, n)
 	}
+	checkCreates(t, db, env, n)
+}
+
+// checkCreates checks that each of the n resources of env, all created by
+// one run, has a create in the action log and no attempt that reports
+// having found it in place (operation none).
+func checkCreates(t *testing.T, db, env string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var creates, nones int
+	var example string
+	err = conn.QueryRow(ctx, `select count(distinct a.resource_id) filter (where a.operation = 'create'),
+		       count(*) filter (where a.operation = 'none'),
+		       coalesce(min(a.resource_id) filter (where a.operation = 'none'), '')
+		from resource_actions a join environments e on e.id = a.environment_id
+		where e.name = $1`, env).Scan(&creates, &nones, &example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if creates != n || nones != 0 {
+		t.Errorf("the action log has a create for %d of the %d new files and %d attempts that found one "+
+			"in place (operation none, e.g. %s); want a create for each and no none", creates, n, nones, example)
+	}
 }
 
 // TestServerKilledMidRun: kill -9 the server (API, workflows, embedded
-// executor) in the middle of a run; a new server finishes it.
+// executor) in the middle of a run; a new server finishes it, and the
+// action log has a create for every file.
 func TestServerKilledMidRun(t *testing.T) {
 	_, hostPort, namespace := testenv.Temporal(t)
 	db := testenv.Database(t)
@@ -203,6 +237,7 @@ func TestServerKilledMidRun(t *testing.T) {
 		t.Fatalf("run after the restart = %+v, want all %d deployed", run, n)
 	}
 	checkFiles(t, dir, n)
+	checkCreates(t, db, env, n)
 }
 
 func waitHealthy(t *testing.T, c *client.Client, p *servertest.Process) {

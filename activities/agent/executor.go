@@ -155,7 +155,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 	}
 	for len(todo) > 0 {
 		n := min(chunkSize, len(todo))
-		recs := e.runChunk(ctx, b, todo[:n], p, info)
+		recs := e.runChunk(ctx, b, in.Run, in.Seq, todo[:n], p, info)
 		for i := range recs {
 			recs[i].Executor = e.Name
 		}
@@ -224,8 +224,8 @@ func (e *Executor) untilReachable(ctx context.Context, p batchProgress, fn func(
 // resource waits for the resources of the chunk it requires (they come
 // earlier: batches are in dependency order); only running adapters take a
 // concurrency slot, waiting does not.
-func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, chunk []ledger.Resource, p batchProgress,
-	info activity.Info) []ledger.ActionRecord {
+func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, run int64, seq int, chunk []ledger.Resource,
+	p batchProgress, info activity.Info) []ledger.ActionRecord {
 	pos := make(map[string]int, len(chunk))
 	for i, r := range chunk {
 		pos[r.ID] = i
@@ -236,6 +236,14 @@ func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, chunk []ledger.
 		done[i] = make(chan struct{})
 	}
 	sem := make(chan struct{}, max(e.Concurrency, 1))
+	var intended *intents
+	if b.Action != ledger.ActionDryrun {
+		intended = newIntents(func(ctx context.Context, ins []ledger.Intent) error {
+			return e.untilReachable(ctx, p, func() error {
+				return e.Ledger.RecordIntents(ctx, b.EnvironmentID, run, seq, ins)
+			})
+		})
+	}
 	var wg sync.WaitGroup
 	for i := range chunk {
 		wg.Add(1)
@@ -264,7 +272,18 @@ func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, chunk []ledger.
 				}
 			}
 			sem <- struct{}{}
-			recs[i] = e.runOne(ctx, b, r, info)
+			var before adapters.BeforeChange
+			if intended != nil {
+				intended.started()
+				before = func(ctx context.Context, op adapters.Operation) error {
+					return intended.intend(ctx, ledger.Intent{ResourceID: r.ID, Operation: string(op),
+						WorkflowID: info.WorkflowExecution.ID, Attempt: int(info.Attempt)})
+				}
+			}
+			recs[i] = e.runOne(ctx, b, r, info, before)
+			if intended != nil {
+				intended.finished(ctx)
+			}
 			<-sem
 			// Keeps the activity alive through slow adapters; the details
 			// stay those of the last recorded chunk. The SDK throttles
@@ -318,15 +337,26 @@ func newRecord(b ledger.Batch, r ledger.Resource, info activity.Info) ledger.Act
 	}
 }
 
-// runOne performs one attempt on one resource and returns its action record.
-func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource, info activity.Info) ledger.ActionRecord {
+// runOne performs one attempt on one resource and returns its action
+// record; before (nil: none) is called before the adapter changes the
+// target.
+func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource, info activity.Info,
+	before adapters.BeforeChange) ledger.ActionRecord {
 	rec := newRecord(b, r, info)
 	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets), adapters.WithCallTimer(e.callTimer()),
 		adapters.WithTracer(e.Tracer), adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
-		adapters.WithEvent(r.Event && b.Action != ledger.ActionDryrun))
+		adapters.WithEvent(r.Event && b.Action != ledger.ActionDryrun), adapters.WithBeforeChange(before))
 	defer hc.Close()
 	outcome, err := e.safeApply(ctx, hc, b, r)
 	rec.FinishedAt = time.Now().UTC()
+	if in, ok := b.Intended[r.ID]; ok && err == nil && outcome.Action == adapters.OpNone && b.Action != ledger.ActionDryrun {
+		// An earlier attempt recorded its intent to make this change and
+		// died before it recorded its outcome: the change found in place
+		// is most likely its own.
+		outcome.Action, outcome.Changed = adapters.Operation(in.Operation), true
+		hc.Info("found in place: the attempt that died before recording its outcome made this change",
+			"operation", in.Operation, "attempt", in.Attempt)
+	}
 	rec.Changed = outcome.Changed
 	rec.Operation = string(outcome.Action)
 	rec.Result = ledger.ResultDeployed

@@ -130,6 +130,26 @@ func (r *Remote) RecordActions(ctx context.Context, envID string, run int64, seq
 	return nil
 }
 
+// maxIntentsPost bounds the intents of one POST (the server takes at
+// most api.MaxIntents); a wave holds at most the executor's concurrency
+// of them, so one POST as a rule.
+const maxIntentsPost = 1000
+
+// RecordIntents implements ledger.Ledger.
+func (r *Remote) RecordIntents(ctx context.Context, envID string, run int64, seq int, intents []ledger.Intent) error {
+	path := envPath(envID, "batches", strconv.FormatInt(run, 10), strconv.Itoa(seq), "intents")
+	for len(intents) > 0 {
+		n := min(len(intents), maxIntentsPost)
+		if err := r.do(ctx, http.MethodPost, path, struct {
+			Intents []ledger.Intent `json:"intents"`
+		}{intents[:n]}, nil); err != nil {
+			return err
+		}
+		intents = intents[n:]
+	}
+	return nil
+}
+
 // ReportExecutor implements ledger.Registry.
 func (r *Remote) ReportExecutor(ctx context.Context, env string, rep ledger.ExecutorReport) error {
 	body := struct {

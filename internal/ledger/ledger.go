@@ -65,6 +65,24 @@ type Batch struct {
 	// retried batch (another activity attempt) runs the others only.
 	// Filled in when LoadBatch is asked to resume.
 	Recorded map[string]Outcome `json:"recorded,omitempty"`
+	// Intended are the changes earlier attempts of the batch, in the
+	// deploy run's workflow, recorded the intent of (RecordIntents) and
+	// no outcome of: an attempt that died may have made them. Each
+	// resource has the intent of the latest attempt. Filled in when
+	// LoadBatch is asked to resume.
+	Intended map[string]Intent `json:"intended,omitempty"`
+}
+
+// Intent is an attempt's intent to change a resource, recorded before the
+// adapter changes it: when the attempt dies before it records its
+// outcome, the next attempt finds the change in place (operation none)
+// and records the change this intent names instead.
+type Intent struct {
+	ResourceID string `json:"resource_id"`
+	// Operation is create, update or delete.
+	Operation  string `json:"operation"`
+	WorkflowID string `json:"workflow_id"`
+	Attempt    int    `json:"attempt"`
 }
 
 // Outcome is what an attempt recorded.
@@ -137,6 +155,11 @@ type Ledger interface {
 	// already (a write whose answer was lost): it is then not recorded
 	// twice.
 	RecordActions(ctx context.Context, envID string, run int64, seq int, recs []ActionRecord, again bool) error
+	// RecordIntents records, before the adapter acts, that an attempt on
+	// batch seq of run is about to change these resources. Recording an
+	// intent twice is harmless (a write whose answer was lost is
+	// repeated).
+	RecordIntents(ctx context.Context, envID string, run int64, seq int, intents []Intent) error
 }
 
 // Heartbeat is how often an executor reports itself.

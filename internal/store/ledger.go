@@ -22,6 +22,9 @@ func (l storeLedger) LoadBatch(ctx context.Context, envID string, run int64, seq
 	b, err := l.s.LoadBatch(ctx, envID, run, seq)
 	if err == nil && resume != "" {
 		b.Recorded, err = l.s.BatchRecorded(ctx, envID, resume, seq, b.Resources)
+		if err == nil {
+			b.Intended, err = l.s.BatchIntended(ctx, envID, run, seq, resume, b.Recorded)
+		}
 	}
 	if err == nil {
 		var e Environment
@@ -30,6 +33,68 @@ func (l storeLedger) LoadBatch(ctx context.Context, envID string, run int64, seq
 		}
 	}
 	return b, ledgerError(err)
+}
+
+func (l storeLedger) RecordIntents(ctx context.Context, envID string, run int64, seq int, intents []ledger.Intent) error {
+	return ledgerError(l.s.RecordIntents(ctx, envID, run, seq, intents))
+}
+
+// RecordIntents records that attempts on batch seq of run are about to
+// change resources (ledger.Ledger.RecordIntents); an intent recorded
+// already is left as it is. The batch gone (its run finished) is
+// ErrNotFound.
+func (s *Store) RecordIntents(ctx context.Context, envID string, run int64, seq int, intents []ledger.Intent) error {
+	if len(intents) == 0 {
+		return nil
+	}
+	wfs := make([]string, len(intents))
+	ids := make([]string, len(intents))
+	attempts := make([]int32, len(intents))
+	ops := make([]string, len(intents))
+	for i, in := range intents {
+		wfs[i], ids[i], attempts[i], ops[i] = in.WorkflowID, in.ResourceID, int32(in.Attempt), in.Operation
+	}
+	_, err := s.pool.Exec(ctx, `insert into resource_intents (environment_id, run, seq, workflow_id, resource_id, attempt, operation)
+		select $1::uuid, $2, $3, w, r, a, o from unnest($4::text[], $5::text[], $6::int[], $7::text[]) as i(w, r, a, o)
+		on conflict do nothing`, envID, run, seq, wfs, ids, attempts, ops)
+	if isForeignKeyViolation(err) {
+		return NotFound("deploy run %d batch %d", run, seq)
+	}
+	if err != nil {
+		return fmt.Errorf("record the intents of batch %d: %w", seq, err)
+	}
+	return nil
+}
+
+// BatchIntended returns the intents attempts on batch seq of run recorded
+// in workflow workflowID, the latest attempt's per resource, of the
+// resources that have no outcome in recorded (what BatchRecorded
+// returned): what an attempt that died may have done.
+func (s *Store) BatchIntended(ctx context.Context, envID string, run int64, seq int, workflowID string,
+	recorded map[string]ledger.Outcome) (map[string]ledger.Intent, error) {
+	rows, err := s.pool.Query(ctx, `select distinct on (resource_id) resource_id, operation, attempt
+		from resource_intents
+		where environment_id = $1::uuid and run = $2 and seq = $3 and workflow_id = $4
+		order by resource_id, attempt desc`, envID, run, seq, workflowID)
+	if err != nil {
+		return nil, fmt.Errorf("what batch %d intended: %w", seq, err)
+	}
+	defer rows.Close()
+	var out map[string]ledger.Intent
+	for rows.Next() {
+		in := ledger.Intent{WorkflowID: workflowID}
+		if err := rows.Scan(&in.ResourceID, &in.Operation, &in.Attempt); err != nil {
+			return nil, err
+		}
+		if _, ok := recorded[in.ResourceID]; ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]ledger.Intent{}
+		}
+		out[in.ResourceID] = in
+	}
+	return out, rows.Err()
 }
 
 func (l storeLedger) RecordActions(ctx context.Context, envID string, _ int64, seq int, recs []ActionRecord, again bool) error {
