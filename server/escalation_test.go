@@ -111,7 +111,13 @@ func TestTenantCannotEscalate(t *testing.T) {
 	author := client.New(base)
 	author.Token = makeToken(t, admin, "alpha-author", "author", alphaID)
 	report := filepath.Join(targets, "alpha-report.txt")
-	script := fmt.Sprintf(`exec > %[1]s 2>&1
+	// What the attack printed (the admin token it made) is the first line
+	// of its standard output, which the action log keeps; it is made as
+	// the command runs (the command's text is the intent, which a read
+	// token reads).
+	const stolen = "intend_nekotnimdanelots"
+	script := fmt.Sprintf(`echo "made: intend_$(echo stolenadmintoken | rev)"
+exec > %[1]s 2>&1
 echo "uid=$(id -u) gid=$(id -g) ppid_is_server=$([ "$PPID" = "%[2]d" ] && echo yes || echo no)"
 if tr '\0' '\n' < /proc/%[2]d/environ >/dev/null 2>&1; then echo "server-environ=READ"; tr '\0' '\n' < /proc/%[2]d/environ; else echo "server-environ=denied"; fi
 if tr '\0' ' ' < /proc/%[2]d/cmdline | grep -q postgres; then echo "server-cmdline=HAS-DATABASE-URL"; else echo "server-cmdline=clean"; fi
@@ -149,6 +155,20 @@ echo done
 	for _, tok := range listTokens(t, admin) {
 		if tok == "evil" {
 			t.Error("a token named evil was made")
+		}
+	}
+
+	// What the command printed is the author's to read, not a read
+	// token's of the same environment.
+	reader := client.New(base)
+	reader.Token = makeToken(t, admin, "alpha-reader", "read", alphaID)
+	for who, cl := range map[string]*client.Client{"read": reader, "author": author} {
+		var raw json.RawMessage
+		if err := cl.Do(ctx, "GET", "/api/v1/environments/"+alpha+"/actions", nil, &raw); err != nil {
+			t.Fatal(err)
+		}
+		if shown := strings.Contains(string(raw), stolen); shown != (who == "author") {
+			t.Errorf("the action log as %s shows the command's output: %v, want %v\n%s", who, shown, who == "author", raw)
 		}
 	}
 }
