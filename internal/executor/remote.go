@@ -140,9 +140,17 @@ func (r *Remote) RecordIntents(ctx context.Context, envID string, run int64, seq
 	path := envPath(envID, "batches", strconv.FormatInt(run, 10), strconv.Itoa(seq), "intents")
 	for len(intents) > 0 {
 		n := min(len(intents), maxIntentsPost)
-		if err := r.do(ctx, http.MethodPost, path, struct {
+		err := r.do(ctx, http.MethodPost, path, struct {
 			Intents []ledger.Intent `json:"intents"`
-		}{intents[:n]}, nil); err != nil {
+		}{intents[:n]}, nil)
+		if errors.Is(err, ledger.ErrNotFound) {
+			// A server of before intents (a rolling upgrade updates the
+			// executors first, or the servers): the changes go on
+			// without them, as they did with that server; the batch
+			// itself, were it gone, fails its load or its records.
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		intents = intents[n:]

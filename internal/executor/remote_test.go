@@ -130,3 +130,28 @@ func TestRemoteErrors(t *testing.T) {
 		t.Errorf("no token: %v", err)
 	}
 }
+
+// TestRemoteIntentsOfAnOlderServer: a server of before intents answers
+// their route 404 (a rolling upgrade); the executor goes on without them
+// rather than failing every change. Other errors still stop the change.
+func TestRemoteIntentsOfAnOlderServer(t *testing.T) {
+	status := http.StatusNotFound
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"type":"about:blank","title":"Not Found","detail":"no route for POST ` + r.URL.Path + `"}`))
+	}))
+	defer srv.Close()
+	r, err := NewRemote(srv.URL, "intend_x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	intents := []ledger.Intent{{}}
+	if err := r.RecordIntents(context.Background(), "env", 1, 1, intents); err != nil {
+		t.Errorf("an older server's 404: %v, want the change to go on", err)
+	}
+	status = http.StatusForbidden
+	if err := r.RecordIntents(context.Background(), "env", 1, 1, intents); err == nil {
+		t.Error("a 403: nil, want the error")
+	}
+}
