@@ -38,18 +38,25 @@ func afterName(r *http.Request) (string, error) {
 	return after, nil
 }
 
-// listAgents answers GET .../agents: a page of agents by name, each with
-// the executors serving it.
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
+// namePage reads what a list paged by name asks: its environment, the
+// name to start after and the page's size.
+func (s *Server) namePage(r *http.Request) (store.Environment, string, int, error) {
 	e, err := s.env(r)
 	if err != nil {
-		return err
+		return e, "", 0, err
 	}
 	limit, err := listPage(r)
 	if err != nil {
-		return err
+		return e, "", 0, err
 	}
 	after, err := afterName(r)
+	return e, after, limit, err
+}
+
+// listAgents answers GET .../agents: a page of agents by name, each with
+// the executors serving it.
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	e, after, limit, err := s.namePage(r)
 	if err != nil {
 		return err
 	}
@@ -74,15 +81,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 // listExecutors answers GET .../executors: a page of the executors that
 // reported to the environment lately, stopped ones included, by name.
 func (s *Server) listExecutors(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.env(r)
-	if err != nil {
-		return err
-	}
-	limit, err := listPage(r)
-	if err != nil {
-		return err
-	}
-	after, err := afterName(r)
+	e, after, limit, err := s.namePage(r)
 	if err != nil {
 		return err
 	}
