@@ -54,28 +54,67 @@ var (
 	// sessions, and a copy in progress is not one.
 	dbSeq   atomic.Int64
 	nameSeq atomic.Int64
+	mainRan atomic.Bool
 )
 
 // Main starts the services, runs the tests, stops the services and exits
 // with the tests' status. Call it from TestMain and nowhere else.
 func Main(m *testing.M) {
+	mainRan.Store(true)
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "intend-testenv-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+	defer stop()
+	if fuzzing(os.Args[1:]) {
+		// A fuzzing run starts a coordinator and one worker process per
+		// core, each through this TestMain; most fuzz targets need no
+		// service, so they start on first use (start).
+		return m.Run()
+	}
+	if err := start(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: the integration test services did not start "+
+			"(`make tools` installs the PostgreSQL server and the pinned Temporal CLI):\n%v\n", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	return m.Run()
+}
+
+// fuzzing reports whether the test binary was started to fuzz (the go
+// command's -test.fuzz, or -test.fuzzworker for a worker).
+func fuzzing(args []string) bool {
+	for _, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if strings.HasPrefix(a, "test.fuzz=") || a == "test.fuzzworker" || strings.HasPrefix(a, "test.fuzzworker=") {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	startOnce sync.Once
+	startErr  error
+	tmpDir    string
+)
+
+// start starts PostgreSQL and the Temporal dev server, once per process.
+func start() error {
+	startOnce.Do(func() { startErr = startServices() })
+	return startErr
+}
+
+func startServices() error {
+	dir, err := os.MkdirTemp("", "intend-testenv-")
+	if err != nil {
+		return err
+	}
+	tmpDir = dir
 	// PostgreSQL runs as user postgres when we are root; it has to reach
 	// the cluster below this directory.
 	if err := os.Chmod(dir, 0o755); err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
-		return 1
+		return err
 	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	var pgErr, temporalErr error
@@ -83,13 +122,20 @@ func run(m *testing.M) int {
 	wg.Go(func() { cluster, pgErr = startPostgres(ctx, filepath.Join(dir, "pg")) })
 	wg.Go(func() { server, temporalErr = devtemporal.Start(ctx, devtemporal.Options{UIPort: -1}) })
 	wg.Wait()
-	defer stop()
-	if err := errors.Join(pgErr, temporalErr); err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: the integration test services did not start "+
-			"(`make tools` installs the PostgreSQL server and the pinned Temporal CLI):\n%v\n", err)
-		return 1
+	return errors.Join(pgErr, temporalErr)
+}
+
+// started makes sure the services run: Main started them, or this is a
+// fuzzing process that starts them now, at its first use.
+func started() error {
+	if !mainRan.Load() {
+		return errors.New("the package's TestMain must call testenv.Main")
 	}
-	return m.Run()
+	if err := start(); err != nil {
+		return fmt.Errorf("the integration test services did not start "+
+			"(`make tools` installs the PostgreSQL server and the pinned Temporal CLI): %w", err)
+	}
+	return nil
 }
 
 func startPostgres(ctx context.Context, dir string) (*pgcluster.Cluster, error) {
@@ -119,14 +165,17 @@ func stop() {
 			fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		}
 	}
+	if tmpDir != "" {
+		os.RemoveAll(tmpDir)
+	}
 }
 
 // Database creates a database of the newest schema for t alone and returns
 // its URL. It is dropped when t ends, open connections or not.
 func Database(t testing.TB) string {
 	t.Helper()
-	if cluster == nil {
-		t.Fatal("testenv.Database: the package's TestMain must call testenv.Main")
+	if err := started(); err != nil {
+		t.Fatalf("testenv.Database: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), dbTimeout)
 	defer cancel()
@@ -149,8 +198,8 @@ func Database(t testing.TB) string {
 // UniqueName for workflow ids and task queues.
 func Temporal(t testing.TB) (c client.Client, hostPort, namespace string) {
 	t.Helper()
-	if server == nil {
-		t.Fatal("testenv.Temporal: the package's TestMain must call testenv.Main")
+	if err := started(); err != nil {
+		t.Fatalf("testenv.Temporal: %v", err)
 	}
 	return server.Client(), server.HostPort(), server.Namespace()
 }

@@ -159,3 +159,21 @@ func exec(t *testing.T, url, sql string) {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+func TestFuzzingProcessesStartServicesOnFirstUse(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"-test.run=^$", "-test.fuzz=^FuzzX$", "-test.fuzztime=10s"}, true},
+		{[]string{"-test.fuzzworker", "-test.paniconexit0"}, true},
+		{[]string{"--test.fuzzworker=true"}, true},
+		{[]string{"-test.run=TestX", "-test.fuzzcachedir=/tmp/c"}, false},
+		{[]string{"-test.v", "-test.count=1"}, false},
+		{nil, false},
+	} {
+		if got := testenv.Fuzzing(c.args); got != c.want {
+			t.Errorf("fuzzing(%q) = %v, want %v", c.args, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,4 @@
+package testenv
+
+// Fuzzing exports fuzzing to the tests.
+var Fuzzing = fuzzing
