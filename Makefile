@@ -122,12 +122,15 @@ $(HELM):
 # the served OpenAPI document and builds the output in the module
 # api/testdata/oapi-codegen, whose dependencies are downloaded here so the
 # test builds offline. Seconds, once.
-oapi-codegen: $(OAPI_CODEGEN) ## install the pinned oapi-codegen into .tools/bin and the modules its output imports
+# Installed again when .tools/bin holds another version (the test refuses
+# any but the pinned one).
+oapi-codegen: ## install the pinned oapi-codegen into .tools/bin and the modules its output imports
+	@if ! $(OAPI_CODEGEN) -version 2>/dev/null | grep -qx '$(OAPI_CODEGEN_VERSION)'; then \
+		mkdir -p $(TOOLS)/bin && \
+		echo "installing oapi-codegen $(OAPI_CODEGEN_VERSION) into $(TOOLS)/bin" && \
+		GOBIN=$(TOOLS)/bin $(GO) install github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION); \
+	else echo "oapi-codegen: $(OAPI_CODEGEN) $(OAPI_CODEGEN_VERSION)"; fi
 	cd api/testdata/oapi-codegen && GOWORK=off $(GO) mod download
-
-$(OAPI_CODEGEN):
-	@mkdir -p $(TOOLS)/bin
-	GOBIN=$(TOOLS)/bin $(GO) install github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION)
 
 # deploy/prometheus's rules are checked and unit-tested with promtool
 # (deploy/prometheus/prometheus_test.go), and `intend dev-cluster` runs a
