@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
@@ -81,6 +82,7 @@ func (e *ModelError) Error() string { return "the model does not compile: " + e.
 // chunks, previewParallel at a time. A model that fails by itself is a
 // *ModelError.
 func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, after string, limit int) (ModelPreview, error) {
+	start := time.Now()
 	sum := sha256.Sum256(archive)
 	out := ModelPreview{Hash: hex.EncodeToString(sum[:])}
 	entities, err := l.Store.ListEntities(ctx, envID)
@@ -197,6 +199,8 @@ func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, af
 		}
 	}
 	out.Instances = results
+	l.log().Info("model previewed over the service instances", "environment", env.Name, "model", out.Hash,
+		"instances", len(results), "chunks", len(errs), "took", time.Since(start).Round(time.Millisecond))
 	return out, nil
 }
 

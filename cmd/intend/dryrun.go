@@ -40,8 +40,8 @@ uploaded): each instance whose resources the new model would change, with
 the resources added, removed and modified (attribute by attribute, as
 above), and each instance the new model refuses (failed, with the
 compile's errors), against the set in the released version; then a count
-per status. Nothing changes: no instance, no version, no desired state.
-A model change reaches the instances only once it is released.
+per status (--all lists the unchanged instances too). The preview itself
+changes nothing: no instance, no version, no desired state.
 
 ` + clientSettingsHelp + `
 
