@@ -195,6 +195,7 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	@if [ -d /dev/shm ]; then for a in 2 4; do $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -external 1 -agents $$a; done; fi   # the horizontal curve: 2 and 4 agents, an executor each
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000   # P7: 1,000 service instances at once, then single creates
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000 -engine server   # P7 on the standalone server
+	$(GO) run ./cmd/intend-bench -n 0 -preview 1000   # P13: preview of a model change over 1,000 live instances
 	$(GO) run ./cmd/intend-bench -n 0 -p9 5000    # P9: intend deploy of one change among 5,000 resources, whole command
 
 clean: ## remove build output and the embedded deploy's state
