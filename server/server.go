@@ -100,6 +100,11 @@ type Config struct {
 	// PostgreSQL, the workflows of live service instances that have none
 	// running (default 2 minutes; see reconcileInstances).
 	InstanceReconcileEvery time.Duration
+	// LSMWait bounds a lifecycle write (create, update, set-state,
+	// delete, expert, migrate) from sending it to the instance's workflow
+	// to its transfer written; past it the write answers 503 (default
+	// 30 s; see engine.LSM).
+	LSMWait time.Duration
 	// PruneEvery is how often the reconciler prunes what the
 	// environments' retention settings let go (default an hour; see
 	// prune.go).
@@ -354,7 +359,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, fetchHosts: fetchHosts, lsm: &engine.LSM{Temporal: tc, Store: st}, scheme: "http",
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, fetchHosts: fetchHosts, lsm: &engine.LSM{Temporal: tc, Store: st, Wait: cfg.LSMWait}, scheme: "http",
 		pruned: tel.PrunedRows}
 	s.orders = &engine.Orders{Temporal: tc, LSM: s.lsm}
 	s.sched = &engine.Schedulers{Temporal: tc, Deploy: cfg.Deploy, Poll: cfg.SchedulerPoll, Log: log,
