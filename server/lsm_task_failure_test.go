@@ -34,22 +34,29 @@ func TestLSMUpdateLostWithItsTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	const item = "/lsm/v1/service_inventory/vm/lost"
-	if r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/service_inventory/vm", "",
-		map[string]any{"attributes": map[string]any{"name": "lost", "memory": 2}}); r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
-	}
-	inst := waitState(t, c, env, "lost", "up", "rejected", "failed")
-	wfID := names.ServiceInstanceWorkflowID(env, "vm", inst.ID)
-
-	// One task lost: the update is sent again and applied.
+	// The create's task lost (the workflow's first, started with the
+	// update): the update with start is sent again and joins the run.
+	const id = "6f1c2a34-6b7d-4e8f-9a0b-1c2d3e4f5a6b"
+	wfID := names.ServiceInstanceWorkflowID(env, "vm", id)
 	clear := workflows.FailUpdateTasks(wfID, 1)
-	r := lsmDo(t, c, env, http.MethodPatch, item, "",
+	r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/service_inventory/vm", "",
+		map[string]any{"service_instance_id": id, "attributes": map[string]any{"name": "lost", "memory": 2}})
+	clear()
+	if r.status != http.StatusCreated {
+		t.Fatalf("create whose first task failed: %d %s", r.status, r.body)
+	}
+	failedTasks(t, s, wfID, 1)
+	inst := waitState(t, c, env, "lost", "up", "rejected", "failed")
+
+	// An update's task lost: the update is sent again and applied.
+	clear = workflows.FailUpdateTasks(wfID, 1)
+	r = lsmDo(t, c, env, http.MethodPatch, item, "",
 		map[string]any{"current_version": inst.Version, "attributes": map[string]any{"memory": 3}})
 	clear()
 	if r.status != http.StatusOK {
 		t.Fatalf("update whose first task failed: %d %s", r.status, r.body)
 	}
-	failedTasks(t, s, wfID, 1)
+	failedTasks(t, s, wfID, 2)
 	inst = waitState(t, c, env, "lost", "up", "rejected", "failed")
 	if got, _ := readFile(t, filepath.Join(root, "lost.conf")); got != "memory=3\n" {
 		t.Errorf("lost.conf = %q", got)
@@ -69,7 +76,7 @@ func TestLSMUpdateLostWithItsTask(t *testing.T) {
 		r.header.Get("Retry-After") == "" {
 		t.Fatalf("delete whose every task failed: %d (Retry-After %q) %s", r.status, r.header.Get("Retry-After"), r.body)
 	}
-	failedTasks(t, s, wfID, 2)
+	failedTasks(t, s, wfID, 3)
 
 	// The repeat, its first task lost too: applied once.
 	clear = workflows.FailUpdateTasks(wfID, 1)
