@@ -259,7 +259,8 @@ func (s *Server) engineProblem(w http.ResponseWriter, r *http.Request, req LSMRe
 	case errors.Is(err, ErrLSMUnavailable):
 		s.log.WarnContext(r.Context(), "lifecycle engine unavailable", "environment", req.Environment.Name, "service_entity", req.Entity.Name,
 			"service_instance", req.InstanceID, "error", err)
-		return Unavailable("the lifecycle engine (Temporal) is unavailable; try again later")
+		return Unavailable("the lifecycle engine (Temporal) is unavailable; try again later, with the same " +
+			IdempotencyKeyHeader + " if the request had one (Temporal may still apply it)")
 	}
 	return err
 }

@@ -49,6 +49,10 @@ type Options struct {
 	// on one replica is taken by another. Nil: a random key of this
 	// process (tests; a single server that may forget forms on restart).
 	Key []byte
+	// PreviousKeys are keys a rotation replaced (each at least 32 bytes):
+	// what they signed is still taken (a form rendered, a sign-in begun
+	// before the rotation), nothing is signed with them.
+	PreviousKeys [][]byte
 	// States records the OIDC sign-ins' states as used, so that each
 	// callback is taken once, on whichever replica it lands
 	// (store.UseOIDCState). Nil: in this process's memory (tests).
@@ -94,8 +98,10 @@ type Console struct {
 	opts  Options
 	pages map[string]*template.Template
 	// csrfKey signs the forms' anti-forgery tokens, the flash messages
-	// and the OIDC flow's cookie (Options.Key).
+	// and the OIDC flow's cookie (Options.Key); keys are the keys whose
+	// signatures are taken: csrfKey, then Options.PreviousKeys.
 	csrfKey []byte
+	keys    [][]byte
 	// oidcEnd are the OIDC issuer's endpoints, once discovered.
 	oidcMu  sync.Mutex
 	oidcEnd endpoints
@@ -120,6 +126,13 @@ func New(opts Options) (*Console, error) {
 		}
 	case len(c.csrfKey) < 32:
 		return nil, errors.New("console: the key must have at least 32 bytes")
+	}
+	c.keys = [][]byte{c.csrfKey}
+	for _, k := range opts.PreviousKeys {
+		if len(k) < 32 {
+			return nil, errors.New("console: a previous key must have at least 32 bytes")
+		}
+		c.keys = append(c.keys, k)
 	}
 	if c.opts.States == nil {
 		c.opts.States = &memoryStates{used: map[string]time.Time{}}
@@ -189,8 +202,10 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // csrf is the anti-forgery token of a form for the user holding token.
-func (c *Console) csrf(token string) string {
-	m := hmac.New(sha256.New, c.csrfKey)
+func (c *Console) csrf(token string) string { return csrfWith(c.csrfKey, token) }
+
+func csrfWith(key []byte, token string) string {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(token))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
@@ -199,13 +214,28 @@ func (c *Console) csrf(token string) string {
 // of its own (the parts are joined by NULs, which none of them holds:
 // they are tokens, base64 and texts of the server's).
 func (c *Console) mac(purpose string, parts ...string) string {
-	m := hmac.New(sha256.New, c.csrfKey)
+	return macWith(c.csrfKey, purpose, parts...)
+}
+
+func macWith(key []byte, purpose string, parts ...string) string {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(purpose))
 	for _, p := range parts {
 		m.Write([]byte{0})
 		m.Write([]byte(p))
 	}
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// validMAC reports whether got is mac(purpose, parts...) under one of
+// the console's keys (the current one or one a rotation replaced).
+func (c *Console) validMAC(got, purpose string, parts ...string) bool {
+	for _, k := range c.keys {
+		if hmac.Equal([]byte(got), []byte(macWith(k, purpose, parts...))) {
+			return true
+		}
+	}
+	return false
 }
 
 // flashURL is to with a flash message the server chose, signed for the
@@ -228,7 +258,7 @@ func (c *Console) flashURL(r *http.Request, to, msg string) string {
 func (c *Console) flashOf(r *http.Request) string {
 	u, q := userOf(r), r.URL.Query()
 	msg := q.Get("flash")
-	if u == nil || msg == "" || !hmac.Equal([]byte(q.Get("flash_sig")), []byte(c.mac("flash", u.token, msg))) {
+	if u == nil || msg == "" || !c.validMAC(q.Get("flash_sig"), "flash", u.token, msg) {
 		return ""
 	}
 	return msg
@@ -260,12 +290,17 @@ func (c *Console) loginToken(w http.ResponseWriter, r *http.Request) string {
 // pre-session cookie and the token bound to it.
 func (c *Console) checkLogin(r *http.Request) bool {
 	ck, err := r.Cookie(loginCookie)
-	return err == nil && len(ck.Value) >= 43 && hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(c.mac("login", ck.Value)))
+	return err == nil && len(ck.Value) >= 43 && c.validMAC(r.PostFormValue("csrf"), "login", ck.Value)
 }
 
 // checkCSRF refuses a form whose token is not the user's.
 func (c *Console) checkCSRF(r *http.Request, token string) bool {
-	return hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(c.csrf(token)))
+	for _, k := range c.keys {
+		if hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(csrfWith(k, token))) {
+			return true
+		}
+	}
+	return false
 }
 
 // setToken signs the user in (or out, with ""): the token lives in a

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"io"
 	"maps"
 	"net/http"
@@ -325,5 +326,64 @@ func TestFlashOnlyWhatTheServerSaid(t *testing.T) {
 	w = do(h, "GET", "/console/env/prod?"+loc.RawQuery, "good", nil)
 	if !strings.Contains(w.Body.String(), `<p class="flash" role="status">Deploy requested (request 7).</p>`) {
 		t.Errorf("the server's own flash is not shown:\n%.2000s", w.Body.String())
+	}
+}
+
+// TestKeyRotation: a console whose key was rotated (Options.Key the new
+// one, PreviousKeys the old) takes what the old key signed (a sign-out
+// form and a sign-in form rendered before the rotation, a flash message),
+// signs with the new key only, and refuses the old key's signatures once
+// it is no longer listed.
+func TestKeyRotation(t *testing.T) {
+	oldKey, newKey := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	before, err := New(Options{API: &fakeAPI{}, Key: oldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := New(Options{API: &fakeAPI{}, Key: newKey, PreviousKeys: [][]byte{oldKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := New(Options{API: &fakeAPI{}, Key: newKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{API: &fakeAPI{}, Key: newKey, PreviousKeys: [][]byte{[]byte("short")}}); err == nil {
+		t.Error("a previous key of 5 bytes was taken")
+	}
+	signOut := url.Values{"csrf": {before.csrf("good")}}
+	pre := randomString()
+	signIn := func(c *Console) *httptest.ResponseRecorder {
+		form := url.Values{"token": {"good"}, "csrf": {before.mac("login", pre)}}
+		r := httptest.NewRequest("POST", "/console/login", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.AddCookie(&http.Cookie{Name: loginCookie, Value: pre})
+		w := httptest.NewRecorder()
+		c.Handler().ServeHTTP(w, r)
+		return w
+	}
+	flash := "/console/?" + url.Values{"flash": {"Saved"}, "flash_sig": {before.mac("flash", "good", "Saved")}}.Encode()
+
+	if w := do(rotated.Handler(), "POST", "/console/logout", "good", signOut); w.Code != http.StatusSeeOther {
+		t.Errorf("a sign-out form of the old key, after the rotation: %d %.200s", w.Code, w.Body.String())
+	}
+	if w := signIn(rotated); w.Code != http.StatusSeeOther {
+		t.Errorf("a sign-in form of the old key, after the rotation: %d %.200s", w.Code, w.Body.String())
+	}
+	if w := do(rotated.Handler(), "GET", flash, "good", nil); !strings.Contains(w.Body.String(), "Saved") {
+		t.Errorf("a flash of the old key, after the rotation, is not shown")
+	}
+	if rotated.csrf("good") != csrfWith(newKey, "good") || rotated.mac("login", pre) != macWith(newKey, "login", pre) {
+		t.Error("the rotated console signs with the old key")
+	}
+
+	if w := do(after.Handler(), "POST", "/console/logout", "good", signOut); w.Code != http.StatusForbidden {
+		t.Errorf("a sign-out form of a key no longer listed: %d, want 403", w.Code)
+	}
+	if w := signIn(after); w.Code != http.StatusForbidden {
+		t.Errorf("a sign-in form of a key no longer listed: %d, want 403", w.Code)
+	}
+	if w := do(after.Handler(), "GET", flash, "good", nil); strings.Contains(w.Body.String(), "Saved") {
+		t.Errorf("a flash of a key no longer listed is shown")
 	}
 }

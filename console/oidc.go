@@ -122,9 +122,13 @@ func (c *Console) openFlow(v string) (oidcFlow, bool) {
 	if !ok || err1 != nil || err2 != nil {
 		return f, false
 	}
-	m := hmac.New(sha256.New, c.csrfKey)
-	m.Write(b)
-	if !hmac.Equal(m.Sum(nil), s) || json.Unmarshal(b, &f) != nil || time.Now().Unix() > f.Expires {
+	signed := false
+	for _, k := range c.keys {
+		m := hmac.New(sha256.New, k)
+		m.Write(b)
+		signed = signed || hmac.Equal(m.Sum(nil), s)
+	}
+	if !signed || json.Unmarshal(b, &f) != nil || time.Now().Unix() > f.Expires {
 		return f, false
 	}
 	return f, true

@@ -100,6 +100,11 @@ type Config struct {
 	// PostgreSQL, the workflows of live service instances that have none
 	// running (default 2 minutes; see reconcileInstances).
 	InstanceReconcileEvery time.Duration
+	// LSMWait bounds a lifecycle write (create, update, set-state,
+	// delete, expert, migrate) from sending it to the instance's workflow
+	// to its transfer written; past it the write answers 503 (default
+	// 30 s; see engine.LSM).
+	LSMWait time.Duration
 	// PruneEvery is how often the reconciler prunes what the
 	// environments' retention settings let go (default an hour; see
 	// prune.go).
@@ -141,6 +146,12 @@ type Config struct {
 	BootstrapToken string
 	// OIDC, when set, also accepts the JWTs of an OpenID Connect issuer.
 	OIDC *OIDCConfig
+	// ConsoleKeys, when set, are the web console's signing keys (each at
+	// least 32 bytes), the same on every replica: the first signs its
+	// forms' anti-forgery tokens, flash messages and OIDC sign-in cookie;
+	// the others, keys a rotation replaced, are still taken. Empty: the
+	// key in PostgreSQL, made by the first replica (store.ConsoleKey).
+	ConsoleKeys [][]byte
 	// TLSCert and TLSKey serve the API over TLS (reloaded when the files
 	// change); TLSClientCA also requires client certificates it signed.
 	TLSCert, TLSKey, TLSClientCA string
@@ -354,7 +365,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, fetchHosts: fetchHosts, lsm: &engine.LSM{Temporal: tc, Store: st}, scheme: "http",
+	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, fetchHosts: fetchHosts, lsm: &engine.LSM{Temporal: tc, Store: st, Wait: cfg.LSMWait}, scheme: "http",
 		pruned: tel.PrunedRows}
 	s.orders = &engine.Orders{Temporal: tc, LSM: s.lsm}
 	s.sched = &engine.Schedulers{Temporal: tc, Deploy: cfg.Deploy, Poll: cfg.SchedulerPoll, Log: log,
@@ -438,12 +449,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// the signed-in user's token.
 	// Its key and the OIDC states it took are in PostgreSQL: a form or a
 	// sign-in begun on one replica is taken by another, and only once.
-	conKey, err := st.ConsoleKey(ctx)
-	if err != nil {
-		return fail(fmt.Errorf("console key: %w", err))
+	// Configured keys (ConsoleKeys) come first.
+	conKeys := cfg.ConsoleKeys
+	if len(conKeys) == 0 {
+		k, err := st.ConsoleKey(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("console key: %w", err))
+		}
+		conKeys = [][]byte{k}
 	}
 	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log,
-		Key: conKey, States: st, MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
+		Key: conKeys[0], PreviousKeys: conKeys[1:], States: st, MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
 	if o := cfg.OIDC; o != nil {
 		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
 	}

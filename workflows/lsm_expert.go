@@ -78,6 +78,7 @@ func (w *instanceWorkflow) validateExpert(_ workflow.Context, req ExpertRequest)
 }
 
 func (w *instanceWorkflow) expert(ctx workflow.Context, req ExpertRequest) (ServiceInstanceRecord, error) {
+	failUpdateTask(ctx)
 	if err := w.validateExpert(ctx, req); err != nil {
 		return ServiceInstanceRecord{}, err
 	}

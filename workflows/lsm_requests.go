@@ -111,6 +111,7 @@ func invalid(err error) error {
 // not run, and an update the validator accepted must behave the same.
 
 func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (ServiceInstanceRecord, error) {
+	failUpdateTask(ctx)
 	if err := w.validateCreate(ctx, req); err != nil {
 		return ServiceInstanceRecord{}, err
 	}
@@ -141,6 +142,7 @@ func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (Serv
 }
 
 func (w *instanceWorkflow) update(ctx workflow.Context, req UpdateRequest) (ServiceInstanceRecord, error) {
+	failUpdateTask(ctx)
 	if err := w.validateUpdate(ctx, req); err != nil {
 		return ServiceInstanceRecord{}, err
 	}
@@ -151,6 +153,7 @@ func (w *instanceWorkflow) update(ctx workflow.Context, req UpdateRequest) (Serv
 }
 
 func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (ServiceInstanceRecord, error) {
+	failUpdateTask(ctx)
 	if err := w.validateSetState(ctx, req); err != nil {
 		return ServiceInstanceRecord{}, err
 	}
@@ -159,6 +162,7 @@ func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (
 }
 
 func (w *instanceWorkflow) delete(ctx workflow.Context, req DeleteRequest) (ServiceInstanceRecord, error) {
+	failUpdateTask(ctx)
 	if err := w.validateDelete(ctx, req); err != nil {
 		return ServiceInstanceRecord{}, err
 	}

@@ -61,6 +61,7 @@ func (w *instanceWorkflow) validateMigrate(_ workflow.Context, req MigrateReques
 }
 
 func (w *instanceWorkflow) migrate(ctx workflow.Context, req MigrateRequest) (ServiceInstanceRecord, error) {
+	failUpdateTask(ctx)
 	if err := w.validateMigrate(ctx, req); err != nil {
 		return ServiceInstanceRecord{}, err
 	}

@@ -34,6 +34,10 @@ func TestHelpOnEveryCommand(t *testing.T) {
 
 func TestFlagErrorsAreClear(t *testing.T) {
 	t.Parallel()
+	shortKey := filepath.Join(t.TempDir(), "console.key")
+	if err := os.WriteFile(shortKey, []byte("\nshort\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		want string
@@ -51,6 +55,9 @@ func TestFlagErrorsAreClear(t *testing.T) {
 		{[]string{"server", "--access-log", "loud"}, `--access-log "loud": want debug, info, warn or off`, "a bad access log level is named"},
 		{[]string{"server", "--oidc-issuer", "https://id.example.com", "--oidc-audience", "intend", "--oidc-client-secret-file", "/does/not/exist"},
 			"--oidc-client-secret-file", "a missing client secret file is named"},
+		{[]string{"server", "--console-key-file", "/does/not/exist"}, "--console-key-file", "a missing console key file is named"},
+		{[]string{"server", "--console-key-file", shortKey}, "line 2 of " + shortKey + ": a key of 5 bytes, want at least 32",
+			"a console key too short to sign is refused, its line named"},
 		{[]string{"deploy", "/does/not/exist"}, "/does/not/exist", "a missing path is named"},
 		{[]string{"nonsense"}, `unknown command "nonsense"`, "unknown commands are refused"},
 	}

@@ -261,6 +261,7 @@ type serverSecurity struct {
 	oidcRolesClaim, oidcName     string
 	oidcRoleMap                  string
 	oidcClientSecretFile         string
+	consoleKeyFile               string
 	// Limits per client (docs/security.md).
 	maxConnsPerClient, maxStreamsPerCaller int
 }
@@ -279,6 +280,8 @@ func (sec *serverSecurity) flags(cmd *cobra.Command, g *globals) {
 	g.envString(f, &sec.oidcName, "oidc-name-claim", "sub", "the claim that names the caller in the audit trail")
 	g.envString(f, &sec.oidcRoleMap, "oidc-role-map", "", "map values of the roles claim (say, groups) to roles: VALUE=ROLE[@ENV][+ROLE@ENV…],…")
 	g.envString(f, &sec.oidcClientSecretFile, "oidc-client-secret-file", "", "a file holding the web console's OIDC client secret (the client id is --oidc-audience; none: a public client, PKCE only)")
+	g.envString(f, &sec.consoleKeyFile, "console-key-file", "", "a file holding the web console's signing key, the same for every replica: one line of at least 32 bytes; "+
+		"during a rotation, the old key on a second line is still taken (default: a key the first replica makes in PostgreSQL)")
 	mc, err := strconv.Atoi(g.env("INTEND_MAX_CONNS_PER_CLIENT", strconv.Itoa(server.DefaultMaxConnsPerClient)))
 	if err != nil {
 		mc = -1 // refused with the usage error, naming the flag
@@ -320,6 +323,13 @@ func (sec *serverSecurity) apply(cfg *server.Config, getenv func(string) string)
 	}
 	cfg.MaxStreamsPerCaller = sec.maxStreamsPerCaller
 	cfg.BootstrapToken = getenv("INTEND_BOOTSTRAP_TOKEN")
+	if sec.consoleKeyFile != "" {
+		keys, err := readConsoleKeys(sec.consoleKeyFile)
+		if err != nil {
+			return fmt.Errorf("--console-key-file: %w", err)
+		}
+		cfg.ConsoleKeys = keys
+	}
 	if (sec.oidcIssuer == "") != (sec.oidcAudience == "") {
 		return fmt.Errorf("--oidc-issuer and --oidc-audience go together")
 	}
@@ -339,6 +349,33 @@ func (sec *serverSecurity) apply(cfg *server.Config, getenv func(string) string)
 		}
 	}
 	return nil
+}
+
+// readConsoleKeys reads the console's keys: one a line, the first the
+// signing one, blank lines skipped.
+func readConsoleKeys(file string) ([][]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var keys [][]byte
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		n++
+		k := strings.TrimSpace(line)
+		if k == "" {
+			continue
+		}
+		if len(k) < 32 {
+			return nil, fmt.Errorf("line %d of %s: a key of %d bytes, want at least 32 (say, openssl rand -base64 48)",
+				n, file, len(k))
+		}
+		keys = append(keys, []byte(k))
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s holds no key", file)
+	}
+	return keys, nil
 }
 
 // splitList splits a comma-separated variable ("" is none).

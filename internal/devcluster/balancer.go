@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,6 +24,9 @@ import (
 // sent to the next replica, and that replica is skipped for a second. A
 // replica that dies while it answers a request fails that request (502):
 // the client retries, as it would behind any load balancer.
+//
+// A request may choose its replica with the header ReplicaHeader; every
+// answer says in that header which replica gave it.
 type Balancer struct {
 	backends []*url.URL
 	next     atomic.Uint64
@@ -31,6 +35,12 @@ type Balancer struct {
 	mu   sync.Mutex
 	down map[int]time.Time // backend index → skipped until
 }
+
+// ReplicaHeader on a request sends it to that replica only ("1" is
+// server-1), without failover: a test (or a user reproducing what one
+// replica does) makes one replica render a form and the other take it.
+// On an answer it names the replica that gave it.
+const ReplicaHeader = "X-Intend-Replica"
 
 // downFor is how long a replica that refused a connection is skipped.
 const downFor = time.Second
@@ -112,9 +122,18 @@ func (f *failover) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	order := f.b.order()
+	if v := r.Header.Get(ReplicaHeader); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 || k > len(f.b.backends) {
+			return nil, fmt.Errorf("%s %q: want a replica from 1 to %d", ReplicaHeader, v, len(f.b.backends))
+		}
+		order = []int{k - 1}
+	}
 	var err error
-	for _, k := range f.b.order() {
+	for _, k := range order {
 		out := r.Clone(r.Context())
+		out.Header.Del(ReplicaHeader)
 		if body != nil {
 			out.Body = io.NopCloser(bytes.NewReader(body))
 		}
@@ -122,6 +141,7 @@ func (f *failover) RoundTrip(r *http.Request) (*http.Response, error) {
 		var resp *http.Response
 		resp, err = f.rt.RoundTrip(out)
 		if err == nil {
+			resp.Header.Set(ReplicaHeader, strconv.Itoa(k+1))
 			return resp, nil
 		}
 		if !refused(err) {

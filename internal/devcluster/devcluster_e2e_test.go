@@ -47,6 +47,8 @@ func buildIntend(t *testing.T, dir string) string {
 //   - 100 service instances are created, every other one through each
 //     replica, all at once: every request is answered 2xx and every
 //     instance reaches up;
+//   - the web console, in Chromium, takes each form on the other replica
+//     than the one that rendered it (consoleAcrossReplicas);
 //   - Prometheus scrapes all five intend processes and the Temporal
 //     server, and its rules load.
 func TestTopology(t *testing.T) {
@@ -70,6 +72,7 @@ func TestTopology(t *testing.T) {
 
 	t.Run("deploy through kills", func(t *testing.T) { deployThroughKills(t, c, dir) })
 	t.Run("service instances across replicas", func(t *testing.T) { instancesAcrossReplicas(t, c, dir) })
+	t.Run("console across replicas", func(t *testing.T) { consoleAcrossReplicas(t, c) })
 	t.Run("prometheus", func(t *testing.T) { checkPrometheus(t, c) })
 }
 
