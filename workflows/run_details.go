@@ -212,8 +212,18 @@ func (d *runDetails) markdown(kind string) string {
 				continue
 			}
 			fmt.Fprintf(&b, "\n%s:\n\n", part.title)
-			for _, line := range outcomeLines(part.rs, part.total) {
-				fmt.Fprintf(&b, "- %s\n", line)
+			for _, r := range part.rs {
+				fmt.Fprintf(&b, "- `%s` %s", r.ID, r.Result)
+				if r.Attempts > 1 {
+					fmt.Fprintf(&b, " (%d attempts)", r.Attempts)
+				}
+				if r.Error != "" {
+					fmt.Fprintf(&b, ": %s", strings.ReplaceAll(r.Error, "\n", " "))
+				}
+				b.WriteString("\n")
+			}
+			if part.total > len(part.rs) {
+				fmt.Fprintf(&b, "- and %d more\n", part.total-len(part.rs))
 			}
 		}
 		return b.String()

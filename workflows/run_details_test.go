@@ -243,8 +243,8 @@ func TestDeployRecordsItsOutcomeInHistory(t *testing.T) {
 		t.Errorf("memo = %v\nwant   %v", memo, want)
 	}
 	got := currentDetails(t, env)
-	if strings.Count(got, "x::R[h,n=a]") != 2 || !strings.Contains(got, "- x::R[h,n=a]: failed (3 attempts): boom 6") ||
-		!strings.Contains(got, "- x::R[h,n=b]: skipped_for_dependency") {
+	if strings.Count(got, "x::R[h,n=a]") != 2 || !strings.Contains(got, "- `x::R[h,n=a]` failed (3 attempts): boom 6") ||
+		!strings.Contains(got, "- `x::R[h,n=b]` skipped_for_dependency: requires") || !strings.Contains(got, "- and 24 more") {
 		t.Errorf("details, want the failure once and the skipped one (and the reason naming the failure):\n%s", got)
 	}
 }
