@@ -57,6 +57,7 @@ func (o *Orchestration) Register(w worker.ActivityRegistry) {
 		workflows.MarkBatchActivity:    o.MarkBatch,
 		workflows.PlanRetryActivity:    o.PlanRetry,
 		workflows.TakeRequestsActivity: o.TakeRequests,
+		workflows.RunOutcomeActivity:   o.RunOutcome,
 	})
 }
 
@@ -145,6 +146,27 @@ func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInp
 	}
 	o.tellInstances(ctx, in.EnvironmentID, in.Run)
 	return nil
+}
+
+// RunOutcome returns the resources a finished run did not deploy, one
+// entry per resource (its last attempt in the run), ids and errors cut
+// to workflows.MaxFailureError bytes: what the run writes to its memo.
+func (o *Orchestration) RunOutcome(ctx context.Context, in workflows.RunOutcomeInput) (workflows.RunOutcome, error) {
+	defer heartbeat(ctx)()
+	r, err := o.Store.RunNotDeployed(ctx, in.EnvironmentID, in.Run, max(in.Limit, 1))
+	if err != nil {
+		return workflows.RunOutcome{}, classify(err)
+	}
+	conv := func(rs []store.RunResource) []workflows.RunResource {
+		out := make([]workflows.RunResource, 0, len(rs))
+		for _, r := range rs {
+			f := workflows.AppendFailure(nil, 1, workflows.ResourceFailure{ID: r.ID, Result: r.Result, Error: r.Error})[0]
+			out = append(out, workflows.RunResource{ID: f.ID, Result: f.Result, Error: f.Error, Attempts: r.Attempts})
+		}
+		return out
+	}
+	return workflows.RunOutcome{Failed: conv(r.Failed), Skipped: conv(r.Skipped),
+		FailedCount: r.FailedCount, SkippedCount: r.SkippedCount}, nil
 }
 
 // tellInstances signals the workflows of the service instances whose

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,7 +283,14 @@ func DialTemporal(ctx context.Context, address, namespace string, log *slog.Logg
 	if ti != nil {
 		o.Interceptors = append(o.Interceptors, ti)
 	}
-	return temporalconn.Dial(ctx, o)
+	guard := newAttributeGuard(namespace, log)
+	o.Interceptors = append(o.Interceptors, guard)
+	c, err := temporalconn.Dial(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	guard.setClient(c)
+	return c, nil
 }
 
 // TraceRoots are the Temporal spans that begin a trace of their own
@@ -719,21 +728,28 @@ func (s *Server) reconcileModels(ctx context.Context) {
 // started from temporal.yaml has them already; a cluster set up before a
 // new one was added does not).
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	_, err := ensureSearchAttributes(ctx, c, namespace)
+	return err
+}
+
+// ensureSearchAttributes is EnsureSearchAttributes that returns the
+// names it added.
+func ensureSearchAttributes(ctx context.Context, c client.Client, namespace string) ([]string, error) {
 	cfg, err := intend.TemporalDevConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	want := make(map[string]enumspb.IndexedValueType, len(cfg.SearchAttributes))
 	for name, typ := range cfg.SearchAttributes {
 		t, err := enumspb.IndexedValueTypeFromString(typ)
 		if err != nil {
-			return fmt.Errorf("search attribute %s: %w", name, err)
+			return nil, fmt.Errorf("search attribute %s: %w", name, err)
 		}
 		want[name] = t
 	}
 	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {
-		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
+		return nil, fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
 	for name, typ := range want {
@@ -742,12 +758,12 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return nil, nil
 	}
 	if _, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
 		Namespace: namespace, SearchAttributes: missing,
 	}); err != nil {
-		return fmt.Errorf("add search attributes %v to namespace %s: %w", missing, namespace, err)
+		return nil, fmt.Errorf("add search attributes %v to namespace %s: %w", missing, namespace, err)
 	}
-	return nil
+	return slices.Sorted(maps.Keys(missing)), nil
 }

@@ -27,6 +27,7 @@ const (
 	FinishDeployActivity = "intend.FinishDeploy"
 	MarkBatchActivity    = "intend.MarkBatch"
 	PlanRetryActivity    = "intend.PlanRetry"
+	RunOutcomeActivity   = "intend.RunOutcome"
 	ExecuteBatchActivity = "intend.ExecuteBatch"
 )
 
@@ -46,7 +47,37 @@ const (
 	// SearchAttrRunKind is a deploy run's kind: RunKindDeploy,
 	// RunKindRepair or RunKindDryrun, the action its action records carry.
 	SearchAttrRunKind = "IntendRunKind"
+	// SearchAttrRunResult is how a deploy run (or dry-run) of
+	// DeployGeneration 1 or later ended: one of the RunResult values,
+	// upserted as it finishes (a run still running has none).
+	SearchAttrRunResult = "IntendRunResult"
 )
+
+// Run results (SearchAttrRunResult, DeployResult.Result). A run whose
+// workflow failed, was cancelled or terminated has none: its workflow
+// status says so.
+const (
+	// RunResultOK: every resource of the run was deployed (a dry-run's:
+	// would be).
+	RunResultOK = "ok"
+	// RunResultFailed: at least one resource failed or was unavailable
+	// (no executor took its batch).
+	RunResultFailed = "failed"
+	// RunResultSkipped: none failed, but some were not deployed: skipped
+	// for an undefined dependency, undefined, or report-only and
+	// different from their intent.
+	RunResultSkipped = "skipped"
+	// RunResultPreempted: nothing failed, and the run stopped before it
+	// attempted everything (a release came first, or the environment was
+	// halted); its requests went back to the queue.
+	RunResultPreempted = "preempted"
+)
+
+// DeployGeneration is the DeployInput.Generation of the runs this code
+// starts. 0: a run of before; 1: the run upserts IntendRunResult and,
+// when it left resources undeployed, asks for them (RunOutcomeActivity)
+// and writes them to its memo (run_details.go).
+const DeployGeneration = 1
 
 // Run kinds (SearchAttrRunKind): a run's action, as the API and the
 // action log name it.
@@ -182,6 +213,11 @@ type DeployInput struct {
 	// CarryFailures are the failures the run shows so far (its current
 	// details).
 	CarryFailures []ResourceFailure `json:",omitempty"`
+	// Generation is the behaviour the run was started with
+	// (DeployGeneration when started by this code). Recorded in the input,
+	// it lets a replay of an older run keep the older behaviour without a
+	// GetVersion marker (an event and a visibility write per run).
+	Generation int `json:",omitempty"`
 }
 
 // PlanRetryInput asks for a retry batch per agent of a level: the resources
@@ -218,6 +254,9 @@ type DeployResult struct {
 	Skipped     int
 	Unavailable int
 	Changed     int
+	// Result is the run's IntendRunResult (RunResultOK, ...); empty for a
+	// run of generation 0 and while the run goes on.
+	Result string `json:",omitempty"`
 }
 
 // PlanInput asks the orchestration worker to plan a run's batches.
@@ -305,6 +344,34 @@ type MarkBatchInput struct {
 // value (MarkBatch of before the counts) means the whole batch was marked.
 type MarkBatchResult struct {
 	Marked, Deployed, Failed, Skipped int
+}
+
+// RunOutcomeInput asks for the resources a finished run did not deploy,
+// at most Limit failed and Limit skipped.
+type RunOutcomeInput struct {
+	EnvironmentID string
+	Run           int64
+	Limit         int
+}
+
+// RunOutcome is what a run left undeployed, one entry per resource, by
+// resource id: the first failed ones (failed or unavailable: the last
+// attempt's error, and how many attempts the run made) and the first
+// skipped ones (with the reason), and how many there are in all. Ids and
+// errors are cut to MaxFailureError bytes.
+type RunOutcome struct {
+	Failed       []RunResource `json:",omitempty"`
+	Skipped      []RunResource `json:",omitempty"`
+	FailedCount  int
+	SkippedCount int
+}
+
+// RunResource is one resource a run did not deploy.
+type RunResource struct {
+	ID       string
+	Result   string
+	Error    string `json:",omitempty"`
+	Attempts int
 }
 
 // FinishInput closes a run.

@@ -62,8 +62,12 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	if plan.Halted {
 		log.Info("environment is halted; the run's requests go back to the queue", "run", in.Run)
 		res.Halted = true
+		conclude(local, ctx, in, d, &res)
+		if err := finish(local, ctx, in, "preempted", res); err != nil {
+			return res, err
+		}
 		d.show(ctx, "preempted: the environment is halted")
-		return res, finish(local, ctx, in, "preempted", res)
+		return res, nil
 	}
 	r := &deployRun{ctx: ctx, local: local, in: in, d: d, res: &res,
 		preempt:     workflow.GetSignalChannel(ctx, PreemptSignal),
@@ -123,6 +127,9 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 		status = "preempted"
 		res.Preempted = true
 	}
+	// Concluded before finish: once PostgreSQL says the run is done,
+	// its history holds its outcome.
+	conclude(local, ctx, in, d, &res)
 	if err := finish(local, ctx, in, status, res); err != nil {
 		return res, err
 	}

@@ -14,6 +14,8 @@ func TestReplayCommittedHistories(t *testing.T) {
 	t.Parallel()
 	for _, h := range []struct{ file, why string }{
 		{"testdata/deploy_quickstart.json", "the quick start: 4 resources in 3 requires levels, one purged"},
+		{"testdata/deploy_outcome_gen1.json", "TestRunResultInTemporalWithoutServer, generation 1: a command failing at " +
+			"its 3 attempts (2 retries within the run), a file skipped for it; RunOutcome, the memo and IntendRunResult upserted"},
 		{"testdata/lsm_site_lifecycle.json", "examples/lsm: a site created, updated, an update rejected by validation, deleted: terminated"},
 		{"testdata/lsm_order_compensated.json", "an all_or_nothing order of TestOrders: an update and two creates, " +
 			"one rejected by validation, a delete held back and skipped, all compensated"},

@@ -1,12 +1,16 @@
 package workflows
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/mock"
 	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 )
 
@@ -158,5 +162,144 @@ func TestAppendFailure(t *testing.T) {
 	if len(fs) != 2 || len(fs[0].ID) > MaxFailureError || len(fs[0].Error) > MaxFailureError {
 		t.Errorf("%d failures, id of %d bytes, error of %d; want 2, each at most %d", len(fs), len(fs[0].ID),
 			len(fs[0].Error), MaxFailureError)
+	}
+}
+
+// retriedFailure is a run of two levels: x::R[h,n=a] fails (transiently)
+// at level 0 and again at each of the run's two retries, with a new
+// error each time; x::R[h,n=b] at level 1 requires it and is skipped.
+func retriedFailure(gen int) (*fakeActivities, DeployInput) {
+	f := newFake([]BatchRef{
+		{Seq: 1, Agent: "a", Level: 0, Count: 1, First: "x::R[h,n=a]"},
+		{Seq: 2, Agent: "b", Level: 1, Count: 1, First: "x::R[h,n=b]"},
+	})
+	f.outcome = func(in BatchInput) (BatchResult, error) {
+		if in.Seq == 2 {
+			return BatchResult{Skipped: 1}, nil
+		}
+		return BatchResult{Failed: 1, Retry: 1, Failures: []ResourceFailure{
+			{ID: "x::R[h,n=a]", Result: "failed", Error: fmt.Sprintf("boom %d", in.Seq)}}}, nil
+	}
+	next := 3
+	f.planRetry = func(in PlanRetryInput) (PlanRetryResult, error) {
+		next++
+		return PlanRetryResult{Batches: []BatchRef{{Seq: next, Agent: "a", Level: 0, Count: 1, First: "x::R[h,n=a]"}},
+			Failed: 1}, nil
+	}
+	return f, DeployInput{EnvironmentName: "prod", Run: 8, RetryAttempts: 2, RetryBackoffSeconds: 1, Generation: gen}
+}
+
+// TestDeployRecordsItsOutcomeInHistory: a run of generation 1 ends by
+// upserting IntendRunResult and writing the resources it did not deploy
+// to its memo, each once (the failed one with its last error and its
+// three attempts, the one skipped for it with the reason), so the
+// Temporal UI shows them from the history, with no worker to answer a
+// query; the result carries IntendRunResult too.
+func TestDeployRecordsItsOutcomeInHistory(t *testing.T) {
+	t.Parallel()
+	f, in := retriedFailure(DeployGeneration)
+	outcome := RunOutcome{
+		Failed:      []RunResource{{ID: "x::R[h,n=a]", Result: "failed", Error: "boom 6", Attempts: 3}},
+		Skipped:     []RunResource{{ID: "x::R[h,n=b]", Result: "skipped_for_dependency", Error: "requires x::R[h,n=a], which is not deployed (failed)", Attempts: 1}},
+		FailedCount: 1, SkippedCount: 25,
+	}
+	var asked []RunOutcomeInput
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
+	f.register(env)
+	env.RegisterActivityWithOptions(func(_ context.Context, in RunOutcomeInput) (RunOutcome, error) {
+		asked = append(asked, in)
+		return outcome, nil
+	}, activity.RegisterOptions{Name: RunOutcomeActivity})
+	var memo map[string]any
+	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) { memo = args.Get(0).(map[string]any) }).Return(nil)
+	var result []string
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		v, _ := sa.GetKeyword(temporal.NewSearchAttributeKeyKeyword(SearchAttrRunResult))
+		result = append(result, v)
+	}).Return(nil)
+	env.ExecuteWorkflow(DeployWorkflowName, in)
+	var res DeployResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Result != RunResultFailed || res.Failed != 1 || res.Skipped != 1 {
+		t.Errorf("result = %+v, want failed: 1 failed, 1 skipped", res)
+	}
+	if len(result) != 1 || result[0] != RunResultFailed {
+		t.Errorf("IntendRunResult upserts = %q, want [failed]", result)
+	}
+	if len(asked) != 1 || asked[0].Limit != maxRunFailures || asked[0].Run != 8 {
+		t.Errorf("RunOutcome asked %+v, want once for run 8 with limit %d", asked, maxRunFailures)
+	}
+	want := map[string]any{
+		"failed": []string{"x::R[h,n=a]: failed (3 attempts): boom 6"},
+		"skipped": []string{"x::R[h,n=b]: skipped_for_dependency: requires x::R[h,n=a], which is not deployed (failed)",
+			"and 24 more"},
+	}
+	if fmt.Sprint(memo) != fmt.Sprint(want) {
+		t.Errorf("memo = %v\nwant   %v", memo, want)
+	}
+	got := currentDetails(t, env)
+	if strings.Count(got, "x::R[h,n=a]") != 2 || !strings.Contains(got, "- `x::R[h,n=a]` failed (3 attempts): boom 6") ||
+		!strings.Contains(got, "- `x::R[h,n=b]` skipped_for_dependency: requires") || !strings.Contains(got, "- and 24 more") {
+		t.Errorf("details, want the failure once and the skipped one (and the reason naming the failure):\n%s", got)
+	}
+}
+
+// TestDeployOfGenerationZeroReplaysAsBefore: a run started before
+// generations (a history being replayed) neither asks for its outcome
+// nor upserts anything; its current details list a resource retried
+// within the run once, with its last error.
+func TestDeployOfGenerationZeroReplaysAsBefore(t *testing.T) {
+	t.Parallel()
+	f, in := retriedFailure(0)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
+	f.register(env)
+	asked := 0
+	env.RegisterActivityWithOptions(func(_ context.Context, in RunOutcomeInput) (RunOutcome, error) {
+		asked++
+		return RunOutcome{}, nil
+	}, activity.RegisterOptions{Name: RunOutcomeActivity})
+	upserts := 0
+	env.OnUpsertMemo(mock.Anything).Run(func(mock.Arguments) { upserts++ }).Return(nil)
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(mock.Arguments) { upserts++ }).Return(nil)
+	env.ExecuteWorkflow(DeployWorkflowName, in)
+	var res DeployResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Result != "" || asked != 0 || upserts != 0 {
+		t.Errorf("generation 0: result %q, %d RunOutcome calls, %d upserts; want none", res.Result, asked, upserts)
+	}
+	got := currentDetails(t, env)
+	if n := strings.Count(got, "x::R[h,n=a]"); n != 1 || !strings.Contains(got, "- `x::R[h,n=a]` failed: boom 5") {
+		t.Errorf("details list x::R[h,n=a] %d times, want once with its last error:\n%s", n, got)
+	}
+}
+
+func TestRunResultOf(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		res  DeployResult
+		want string
+		why  string
+	}{
+		{DeployResult{Total: 3, Deployed: 3}, RunResultOK, "all deployed"},
+		{DeployResult{}, RunResultOK, "nothing to do"},
+		{DeployResult{Deployed: 1, Failed: 1, Skipped: 1}, RunResultFailed, "a failure"},
+		{DeployResult{Unavailable: 2}, RunResultFailed, "no executor took a batch"},
+		{DeployResult{Failed: 1, Preempted: true}, RunResultFailed, "a failure wins over the preemption"},
+		{DeployResult{Deployed: 1, Preempted: true}, RunResultPreempted, "preempted"},
+		{DeployResult{Halted: true, Skipped: 2}, RunResultPreempted, "halted: nothing attempted"},
+		{DeployResult{Deployed: 1, Skipped: 1}, RunResultSkipped, "an undefined or report-only resource"},
+	} {
+		if got := RunResultOf(c.res); got != c.want {
+			t.Errorf("RunResultOf(%+v) = %q, want %q (%s)", c.res, got, c.want, c.why)
+		}
 	}
 }

@@ -228,5 +228,6 @@ func startRun(ctx workflow.Context, st SchedulerInput, take TakeResult) workflow
 		EnvironmentID: st.EnvironmentID, EnvironmentName: st.EnvironmentName, Run: take.Run, Version: take.Version,
 		MaxInFlight: st.Deploy.MaxInFlight, Limits: st.Deploy.Limits, AgentWaitSeconds: agentWait,
 		RetryAttempts: take.RetryAttempts, RetryBackoffSeconds: take.RetryBackoff,
+		Generation: DeployGeneration,
 	})
 }

@@ -21,6 +21,7 @@ func TestSearchAttributesInTemporalYAML(t *testing.T) {
 		SearchAttrEnvironment:     "Keyword",
 		SearchAttrVersion:         "Int",
 		SearchAttrRunKind:         "Keyword",
+		SearchAttrRunResult:       "Keyword",
 		SearchAttrServiceEntity:   "Keyword",
 		SearchAttrServiceInstance: "Keyword",
 		SearchAttrInstanceState:   "Keyword",

@@ -114,7 +114,7 @@ func (s *Schedulers) StartDryrun(ctx context.Context, env store.Environment, run
 	}, workflows.DeployWorkflowName, workflows.DeployInput{
 		EnvironmentID: env.ID, EnvironmentName: env.Name, Run: run.Run, Version: run.Version,
 		MaxInFlight: s.Deploy.MaxInFlight, Limits: s.Deploy.Limits,
-		AgentWaitSeconds: env.Settings.AgentTimeout,
+		AgentWaitSeconds: env.Settings.AgentTimeout, Generation: workflows.DeployGeneration,
 	})
 	if err != nil {
 		return fmt.Errorf("start dry-run %d of %s: %w", run.Run, env.Name, err)
