@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -30,6 +31,9 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
 	if len(recs) == 0 {
 		return nil
+	}
+	if err := lockRunsOf(ctx, tx, envID, recs); err != nil {
+		return err
 	}
 	rows := make([][]any, len(recs))
 	ids := make([]string, 0, len(recs))
@@ -96,6 +100,39 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		return fmt.Errorf("update deploy state: %w", err)
 	}
 	return queueFollowUps(ctx, tx, envID, recs)
+}
+
+// lockRunsOf holds a share lock on the run of each record of a batch
+// (Batch > 0) until tx ends, and refuses the records of a run that no
+// longer exists: an environment cleared (ClearEnvironment deletes its
+// runs) while an executor was still working gets no action log, facts or
+// deploy state back from its late report.
+func lockRunsOf(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	var wfs []string
+	for _, r := range recs {
+		if r.Batch > 0 && !slices.Contains(wfs, r.WorkflowID) {
+			wfs = append(wfs, r.WorkflowID)
+		}
+	}
+	if len(wfs) == 0 {
+		return nil
+	}
+	sort.Strings(wfs)
+	rows, err := tx.Query(ctx, `select workflow_id from deploy_runs where environment_id = $1::uuid and workflow_id = any($2)
+		order by run for share`, envID, wfs)
+	if err != nil {
+		return fmt.Errorf("lock the runs: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("lock the runs: %w", err)
+	}
+	for _, wf := range wfs {
+		if !slices.Contains(found, wf) {
+			return NotFound("deploy run of workflow %s (the environment was cleared?)", wf)
+		}
+	}
+	return nil
 }
 
 // upsertFacts stores the facts of recs, keeping the last value per
