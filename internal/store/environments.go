@@ -581,21 +581,22 @@ func (s *Store) UpdateEnvironment(ctx context.Context, id string, p EnvironmentP
 }
 
 // DeleteEnvironment removes an environment and everything it holds; a
-// protected one is refused (*ProtectedError).
+// protected one is refused (*ProtectedError). The service inventory goes
+// first (what ClearEnvironment removes): its instances name their entity
+// without a cascade, which the environment's own cascade would trip over.
 func (s *Store) DeleteEnvironment(ctx context.Context, id string) error {
-	var name string
-	var protected bool
-	err := s.pool.QueryRow(ctx, `with gone as (delete from environments where id = $1::uuid and not protected returning name)
-		select e.name, e.protected from environments e where e.id = $1::uuid and not exists (select 1 from gone)
-		union all select name, false from gone`, id).Scan(&name, &protected)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return NotFound("environment %q", id)
-	}
-	if err != nil {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		e, err := lockEnvironment(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if e.Protected {
+			return &ProtectedError{Environment: e.Name, Operation: "delete"}
+		}
+		if err := clearEnvironment(ctx, tx, id, &Cleared{}); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `delete from environments where id = $1::uuid`, id)
 		return err
-	}
-	if protected {
-		return &ProtectedError{Environment: name, Operation: "delete"}
-	}
-	return nil
+	})
 }
