@@ -32,7 +32,7 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := lockRunsOf(ctx, tx, envID, recs); err != nil {
+	if err := lockVersionsOf(ctx, tx, envID, recs); err != nil {
 		return err
 	}
 	rows := make([][]any, len(recs))
@@ -102,34 +102,36 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 	return queueFollowUps(ctx, tx, envID, recs)
 }
 
-// lockRunsOf holds a share lock on the run of each record of a batch
-// (Batch > 0) until tx ends, and refuses the records of a run that no
-// longer exists: an environment cleared (ClearEnvironment deletes its
-// runs) while an executor was still working gets no action log, facts or
-// deploy state back from its late report.
-func lockRunsOf(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
-	var wfs []string
+// lockVersionsOf holds a key share lock on the version of each record of
+// a batch (Batch > 0) until tx ends, and refuses the records of a version
+// that no longer exists: an environment cleared (ClearEnvironment deletes
+// its versions; numbers are never reused) while an executor was still
+// working gets no action log, facts or deploy state back from its late
+// report. A version that an unfinished run uses is never pruned or
+// deleted otherwise.
+func lockVersionsOf(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	var vs []int64
 	for _, r := range recs {
-		if r.Batch > 0 && !slices.Contains(wfs, r.WorkflowID) {
-			wfs = append(wfs, r.WorkflowID)
+		if r.Batch > 0 && !slices.Contains(vs, r.Version) {
+			vs = append(vs, r.Version)
 		}
 	}
-	if len(wfs) == 0 {
+	if len(vs) == 0 {
 		return nil
 	}
-	sort.Strings(wfs)
-	rows, err := tx.Query(ctx, `select workflow_id from deploy_runs where environment_id = $1::uuid and workflow_id = any($2)
-		order by run for share`, envID, wfs)
+	slices.Sort(vs)
+	rows, err := tx.Query(ctx, `select version from versions where environment_id = $1::uuid and version = any($2)
+		order by version for key share`, envID, vs)
 	if err != nil {
-		return fmt.Errorf("lock the runs: %w", err)
+		return fmt.Errorf("lock the versions: %w", err)
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return fmt.Errorf("lock the runs: %w", err)
+		return fmt.Errorf("lock the versions: %w", err)
 	}
-	for _, wf := range wfs {
-		if !slices.Contains(found, wf) {
-			return NotFound("deploy run of workflow %s (the environment was cleared?)", wf)
+	for _, v := range vs {
+		if !slices.Contains(found, v) {
+			return NotFound("version %d (the environment was cleared?)", v)
 		}
 	}
 	return nil
