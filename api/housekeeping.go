@@ -149,8 +149,8 @@ func (s *Server) clearEnvironment(w http.ResponseWriter, r *http.Request) error 
 // decommissionEnvironment moves an environment's decommission one step:
 // it starts it (stops every workflow, releases the version that purges
 // everything: 202), reports its progress while the purge deploys (202),
-// deploys the resources that failed to purge again once the purge's run
-// is over (202), and clears the environment once everything is purged
+// deploys the resources not purged yet again once the purge's run is
+// over (202), and clears the environment once everything is purged
 // (200). The CLI calls it until it answers 200.
 func (s *Server) decommissionEnvironment(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.env(r)
@@ -184,10 +184,18 @@ func (s *Server) decommissionEnvironment(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return err
 	}
-	if ok && d.Resources == d.Purged {
+	if !ok {
+		// Its purge is not the released version (never so while the
+		// environment refuses other releases): say so, change nothing.
+		return Conflict("environment %s is being decommissioned, but version %d, its purge, is not the released one",
+			e.Name, *e.DecommissionVersion)
+	}
+	if d.Resources == d.Purged {
 		return s.decommissioned(w, r, e)
 	}
-	if ok && !d.Deploying && d.Failed > 0 {
+	if !d.Deploying {
+		// The purge's run is over and left resources (failed, or not
+		// tried: a paused agent): try them again.
 		req, err := s.opts.Store.RequestDeploy(ctx, e.ID, store.Request{Kind: "deploy",
 			Reason: "decommission: purge again what failed"})
 		if err != nil {

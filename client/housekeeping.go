@@ -34,7 +34,7 @@ func (c *Client) DecommissionStep(ctx context.Context, env string) (Decommission
 func (c *Client) Decommission(ctx context.Context, env string, timeout time.Duration,
 	progress func(Decommission, *DeployRun)) (Decommission, error) {
 	deadline := time.Now().Add(timeout)
-	retried := false
+	waited := 0
 	for {
 		d, err := c.DecommissionStep(ctx, env)
 		if err != nil {
@@ -48,13 +48,13 @@ func (c *Client) Decommission(ctx context.Context, env string, timeout time.Dura
 		}
 		switch {
 		case d.Request != nil:
-			if retried && d.Failed > 0 {
-				// The retry queued here is the second one: stop and say
-				// what does not go.
-				return d, fmt.Errorf("decommission of %s: %d resource(s) were not purged (%v); fix them and run it again",
-					env, d.Failed, d.FailedResources)
+			if waited == 2 {
+				// The purge and one retry did not remove everything:
+				// stop and say what is left.
+				return d, fmt.Errorf("decommission of %s: %d of %d resource(s) were not purged (failed: %v); "+
+					"fix them and run it again", env, d.Resources-d.Purged, d.Resources, d.FailedResources)
 			}
-			retried = d.Failed > 0
+			waited++
 			var onRun func(DeployRun)
 			if progress != nil {
 				onRun = func(r DeployRun) { progress(d, &r) }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,5 +206,45 @@ func TestDecommission(t *testing.T) {
 	}
 	if e.ReleasedVersion != nil || e.DecommissionVersion != nil {
 		t.Errorf("after decommission: %+v", e)
+	}
+}
+
+// TestDecommissionStopsOnWhatCannotBePurged: a resource whose removal
+// fails (a file that became a non-empty directory) stops the
+// decommission after the purge and one retry, naming it, with nothing
+// cleared; once the cause is gone, decommission again goes on and
+// clears the environment.
+func TestDecommissionStopsOnWhatCannotBePurged(t *testing.T) {
+	c, _ := startServer(t)
+	ctx := context.Background()
+	env := newEnv(t, c, "decfail", map[string]any{"deploy_interval": 0, "repair_interval": 0, "retry_attempts": 0})
+	dir := t.TempDir()
+	stuck, fine := filepath.Join(dir, "stuck"), filepath.Join(dir, "fine")
+	if run := deploy(t, c, env, body(t, file(stuck, "s\n", "0644"), file(fine, "f\n", "0644"))); run.Deployed != 2 {
+		t.Fatalf("deploy = %+v", run)
+	}
+	if err := os.Remove(stuck); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(stuck, "inside"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Decommission(ctx, env, 2*time.Minute, nil)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 resource(s) were not purged") ||
+		!strings.Contains(err.Error(), file(stuck, "", "").ID) {
+		t.Fatalf("decommission = %+v, %v; want it stopped naming %s", d, err, stuck)
+	}
+	if _, err := os.Stat(fine); !os.IsNotExist(err) {
+		t.Errorf("%s was not purged: %v", fine, err)
+	}
+	e, err := c.Environment(ctx, env)
+	if err != nil || e.DecommissionVersion == nil || e.ReleasedVersion == nil {
+		t.Fatalf("the environment was cleared although a resource is left: %+v %v", e, err)
+	}
+	if err := os.RemoveAll(stuck); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := c.Decommission(ctx, env, 2*time.Minute, nil); err != nil || d.State != "cleared" {
+		t.Fatalf("decommission again = %+v, %v", d, err)
 	}
 }
