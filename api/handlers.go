@@ -194,10 +194,11 @@ func (s *Server) deleteEnvironment(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if s.opts.Scheduler != nil {
-		if err := s.opts.Scheduler.Stop(r.Context(), e); err != nil {
-			return err
-		}
+	if err := refuseProtected(e, "delete"); err != nil {
+		return err
+	}
+	if err := s.stopWorkflows(r.Context(), e); err != nil {
+		return err
 	}
 	if err := s.opts.Store.DeleteEnvironment(r.Context(), e.ID); err != nil {
 		return err

@@ -55,6 +55,9 @@ func (s *Server) Handler() http.Handler {
 
 		r.Method(http.MethodPost, "/projects", s.global("project.create", admin, s.createProject))
 		r.Method(http.MethodGet, "/projects", s.anyEnv("project.list", read, s.listProjects))
+		r.Method(http.MethodGet, "/projects/{project}", s.anyEnv("project.read", read, s.getProject))
+		r.Method(http.MethodPatch, "/projects/{project}", s.global("project.update", admin, s.patchProject))
+		r.Method(http.MethodDelete, "/projects/{project}", s.global("project.delete", admin, s.deleteProject))
 
 		r.Method(http.MethodPost, "/environments", s.global("environment.create", admin, s.createEnvironment))
 		r.Method(http.MethodGet, "/environments", s.anyEnv("environment.list", read, s.listEnvironments))
@@ -63,11 +66,18 @@ func (s *Server) Handler() http.Handler {
 			r.Method(http.MethodPatch, "/", s.inEnv("environment.update", admin, s.patchEnvironment))
 			r.Method(http.MethodDelete, "/", s.inEnv("environment.delete", admin, s.deleteEnvironment))
 			r.Method(http.MethodGet, "/audit", s.inEnv("audit.read", admin, s.listAudit))
+			// Housekeeping (housekeeping.go): an environment's admin may
+			// protect it; only a global admin lifts the protection.
+			r.Method(http.MethodPost, "/clear", s.inEnv("environment.clear", admin, s.clearEnvironment))
+			r.Method(http.MethodPost, "/decommission", s.inEnv("environment.decommission", admin, s.decommissionEnvironment))
+			r.Method(http.MethodPost, "/protect", s.inEnv("environment.protect", admin, s.setProtected(true)))
+			r.Method(http.MethodPost, "/unprotect", s.global("environment.unprotect", admin, s.setProtected(false)))
 
 			r.Method(http.MethodPut, "/versions", s.inEnv("version.export", author, s.exportVersion).withBulkBody())
 			r.Method(http.MethodPut, "/versions/partial", s.inEnv("version.export_partial", author, s.exportPartial).withBulkBody())
 			r.Method(http.MethodGet, "/versions", s.inEnv("version.list", read, s.listVersions))
 			r.Method(http.MethodGet, "/versions/{version}", s.inEnv("version.read", read, s.getVersion))
+			r.Method(http.MethodDelete, "/versions/{version}", s.inEnv("version.delete", author, s.deleteVersion))
 			r.Method(http.MethodGet, "/versions/{version}/diff/{other}", s.inEnv("version.diff", read, s.diffVersions))
 			r.Method(http.MethodPost, "/versions/{version}/release", s.inEnv("version.release", operator, s.releaseVersion))
 			r.Method(http.MethodPost, "/versions/{version}/rollback", s.inEnv("version.rollback", operator, s.rollbackVersion))

@@ -32,7 +32,9 @@ type Scheduler interface {
 	// arrived (a running repair yields to it); halt that the environment
 	// was halted (the running run stops dispatching).
 	Wake(ctx context.Context, env store.Environment, reason string, release, halt bool) error
-	// Stop terminates it and its runs.
+	// Stop terminates every running workflow of the environment: the
+	// scheduler and its runs, the compile queue, dry-runs, service
+	// instances and orders.
 	Stop(ctx context.Context, env store.Environment) error
 }
 

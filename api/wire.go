@@ -34,6 +34,7 @@ func wireEnvironment(e store.Environment) client.Environment {
 		ID: e.ID, ProjectID: e.ProjectID, Name: e.Name, Description: e.Description,
 		Settings: wireSettings(e.Settings), Halted: e.Halted, LastVersion: e.LastVersion,
 		ReleasedVersion: e.ReleasedVersion, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		Protected: e.Protected, DecommissionVersion: e.DecommissionVersion,
 	}
 }
 

@@ -37,6 +37,35 @@ type Environment struct {
 	ReleasedVersion *int64    `json:"released_version"`
 	CreatedAt       time.Time `json:"created_at"`
 	UpdatedAt       time.Time `json:"updated_at"`
+	// Protected refuses clear, decommission and delete until a global
+	// admin lifts it.
+	Protected bool `json:"protected"`
+	// DecommissionVersion is the version a decommission under way
+	// released to purge everything; while set, the environment takes no
+	// other version.
+	DecommissionVersion *int64 `json:"decommission_version"`
+}
+
+// Cleared counts what clearing an environment removed.
+type Cleared struct {
+	Versions         int64 `json:"versions"`
+	Resources        int64 `json:"resources"`
+	ServiceInstances int64 `json:"service_instances"`
+}
+
+// Decommission is where an environment's decommission stands (POST
+// /api/v1/environments/{env}/decommission): "purging" while the version
+// that purges everything deploys, "cleared" once it is done.
+type Decommission struct {
+	State           string   `json:"state"`
+	Version         int64    `json:"version,omitempty"`
+	Request         *Request `json:"deploy_request,omitempty"`
+	Resources       int      `json:"resources"`
+	Purged          int      `json:"purged"`
+	Failed          int      `json:"failed"`
+	FailedResources []string `json:"failed_resources,omitempty"`
+	Deploying       bool     `json:"deploying"`
+	Cleared         *Cleared `json:"cleared,omitempty"`
 }
 
 // Settings are an environment's settings (intervals in seconds; docs/api.md

@@ -181,6 +181,7 @@ func (c *Console) Handler() http.Handler {
 		c.versionRoutes(r)
 		c.inventoryRoutes(r)
 		c.operateRoutes(r)
+		c.housekeepingRoutes(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Error: "There is no page " + r.URL.Path + "."})

@@ -30,6 +30,11 @@ func (s *Server) reconcileInstances(ctx context.Context, envs []store.Environmen
 		return
 	}
 	for _, e := range envs {
+		if e.DecommissionVersion != nil {
+			// Its instances' workflows were stopped for good: the purge
+			// removes their resources, the clear the instances.
+			continue
+		}
 		n, err := s.lsm.RestartInstances(ctx, e, s.cfg.InstanceReconcileEvery, s.log)
 		switch {
 		case err != nil && ctx.Err() == nil:

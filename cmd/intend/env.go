@@ -35,6 +35,7 @@ scheduler.
 	s := g.clientFlags(cmd)
 	cmd.AddCommand(envCreateCommand(s), envListCommand(s), envShowCommand(s), envDeleteCommand(s),
 		envSettingsCommand(s))
+	cmd.AddCommand(envClearCommand(s), envDecommissionCommand(s), envProtectCommand(s, true), envProtectCommand(s, false))
 	return cmd
 }
 
@@ -279,6 +280,7 @@ func showEnvironment(ctx context.Context, s *clientSettings, c *client.Client, r
 		"project", proj,
 		"description", e.Description,
 		"halted", yesNo(e.Halted),
+		"protected", yesNo(e.Protected),
 		"released version", versionNumber(e.ReleasedVersion),
 		"latest version", strconv.FormatInt(e.LastVersion, 10),
 		"created", shortTime(e.CreatedAt),

@@ -186,6 +186,7 @@ Exit codes:
 		compilesCommand(g),
 		lsmCommand(g),
 		envCommand(g),
+		projectCommand(g),
 		versionsCommand(g),
 		versionCommand(g),
 		rollbackCommand(g),

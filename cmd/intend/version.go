@@ -53,6 +53,7 @@ A version V is a number, or "latest" (the newest version) or "released"
 	s := g.clientFlags(cmd)
 	cmd.AddCommand(versionListCommand(s), versionShowCommand(s), versionReleaseCommand(s), versionRollbackCommand(s),
 		versionDiffCommand(s))
+	cmd.AddCommand(versionDeleteCommand(s))
 	return cmd
 }
 

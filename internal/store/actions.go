@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -30,6 +31,9 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
 	if len(recs) == 0 {
 		return nil
+	}
+	if err := lockVersionsOf(ctx, tx, envID, recs); err != nil {
+		return err
 	}
 	rows := make([][]any, len(recs))
 	ids := make([]string, 0, len(recs))
@@ -96,6 +100,41 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		return fmt.Errorf("update deploy state: %w", err)
 	}
 	return queueFollowUps(ctx, tx, envID, recs)
+}
+
+// lockVersionsOf holds a key share lock on the version of each record of
+// a batch (Batch > 0) until tx ends, and refuses the records of a version
+// that no longer exists: an environment cleared (ClearEnvironment deletes
+// its versions; numbers are never reused) while an executor was still
+// working gets no action log, facts or deploy state back from its late
+// report. A version that an unfinished run uses is never pruned or
+// deleted otherwise.
+func lockVersionsOf(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+	var vs []int64
+	for _, r := range recs {
+		if r.Batch > 0 && !slices.Contains(vs, r.Version) {
+			vs = append(vs, r.Version)
+		}
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	slices.Sort(vs)
+	rows, err := tx.Query(ctx, `select version from versions where environment_id = $1::uuid and version = any($2)
+		order by version for key share`, envID, vs)
+	if err != nil {
+		return fmt.Errorf("lock the versions: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("lock the versions: %w", err)
+	}
+	for _, v := range vs {
+		if !slices.Contains(found, v) {
+			return NotFound("version %d (the environment was cleared?)", v)
+		}
+	}
+	return nil
 }
 
 // upsertFacts stores the facts of recs, keeping the last value per

@@ -36,6 +36,13 @@ type Environment struct {
 	ReleasedVersion *int64    `json:"released_version"`
 	CreatedAt       time.Time `json:"created_at"`
 	UpdatedAt       time.Time `json:"updated_at"`
+	// Protected refuses clear, decommission and delete until a global
+	// admin lifts it (housekeeping.go).
+	Protected bool `json:"protected"`
+	// DecommissionVersion is the version a decommission under way
+	// released to purge everything (nil: none); while it is set the
+	// environment takes no other version.
+	DecommissionVersion *int64 `json:"decommission_version"`
 }
 
 // Settings are an environment's typed settings. Stored as JSON holding
@@ -431,7 +438,7 @@ func (s *Store) GetProject(ctx context.Context, ref string) (Project, error) {
 }
 
 const envColumns = `id::text, project_id::text, name, description, settings, halted,
-	last_version, released_version, created_at, updated_at`
+	last_version, released_version, created_at, updated_at, protected, decommission_version`
 
 // lockEnvironment reads an environment and locks its row for the rest of
 // tx: what changes its queue, versions or runs goes one at a time.
@@ -447,7 +454,7 @@ func scanEnvironment(row pgx.Row) (Environment, error) {
 	var e Environment
 	var raw []byte
 	if err := row.Scan(&e.ID, &e.ProjectID, &e.Name, &e.Description, &raw, &e.Halted,
-		&e.LastVersion, &e.ReleasedVersion, &e.CreatedAt, &e.UpdatedAt); err != nil {
+		&e.LastVersion, &e.ReleasedVersion, &e.CreatedAt, &e.UpdatedAt, &e.Protected, &e.DecommissionVersion); err != nil {
 		return e, err
 	}
 	e.Settings = DefaultSettings()
@@ -573,14 +580,23 @@ func (s *Store) UpdateEnvironment(ctx context.Context, id string, p EnvironmentP
 	return out, err
 }
 
-// DeleteEnvironment removes an environment and everything it holds.
+// DeleteEnvironment removes an environment and everything it holds; a
+// protected one is refused (*ProtectedError). The service inventory goes
+// first (what ClearEnvironment removes): its instances name their entity
+// without a cascade, which the environment's own cascade would trip over.
 func (s *Store) DeleteEnvironment(ctx context.Context, id string) error {
-	tag, err := s.pool.Exec(ctx, `delete from environments where id = $1::uuid`, id)
-	if err != nil {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		e, err := lockEnvironment(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if e.Protected {
+			return &ProtectedError{Environment: e.Name, Operation: "delete"}
+		}
+		if err := clearEnvironment(ctx, tx, id, &Cleared{}); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `delete from environments where id = $1::uuid`, id)
 		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return NotFound("environment %q", id)
-	}
-	return nil
+	})
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -159,9 +160,15 @@ func resourceCount(ctx context.Context, tx pgx.Tx, envID string, v int64) (int, 
 	if v == 0 {
 		return 0, nil
 	}
+	// The newest version up to v: when v itself was deleted (a deleted
+	// newest version, a cleared environment), the open rows are the
+	// newest remaining one's (DeleteVersion), or none.
 	var n int
-	err := tx.QueryRow(ctx, `select resource_count from versions where environment_id = $1::uuid and version = $2`,
-		envID, v).Scan(&n)
+	err := tx.QueryRow(ctx, `select resource_count from versions where environment_id = $1::uuid and version <= $2
+		order by version desc limit 1`, envID, v).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
 	return n, err
 }
 

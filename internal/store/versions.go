@@ -171,12 +171,19 @@ func membersOf(v intent.Version) []member {
 }
 
 // lockForExport locks the environment's row, which serialises the exports
-// (and prunes) of one environment, and returns its last version.
+// (and prunes) of one environment, and returns its last version. An
+// environment being decommissioned takes no export (DecommissioningError).
 func lockForExport(ctx context.Context, tx pgx.Tx, envID string) (int64, error) {
 	var last int64
-	err := tx.QueryRow(ctx, `select last_version from environments where id = $1::uuid for update`, envID).Scan(&last)
+	var name string
+	var decommission *int64
+	err := tx.QueryRow(ctx, `select last_version, name, decommission_version from environments where id = $1::uuid for update`,
+		envID).Scan(&last, &name, &decommission)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, NotFound("environment %q", envID)
+	}
+	if err == nil && decommission != nil {
+		return 0, decommissioning(name, *decommission, "new version")
 	}
 	return last, err
 }
@@ -493,6 +500,9 @@ func releaseVersion(ctx context.Context, tx pgx.Tx, envID string, version int64)
 	}
 	if prev == version {
 		return Release{Version: v, AlreadyReleased: true}, nil
+	}
+	if e.DecommissionVersion != nil && *e.DecommissionVersion != version {
+		return Release{}, decommissioning(e.Name, *e.DecommissionVersion, "other release")
 	}
 	if version < prev {
 		return Release{}, Conflict("version %d is older than the released version %d", version, prev)

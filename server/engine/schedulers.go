@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -122,13 +123,39 @@ func (s *Schedulers) StartDryrun(ctx context.Context, env store.Environment, run
 	return nil
 }
 
-// Stop terminates the environment's scheduler and, with it, its runs.
+// Stop terminates every running workflow of the environment: its
+// scheduler (and with it its deploy runs), its compile queue by their ids
+// (visibility may not list a workflow started a moment ago), and every
+// other one that carries its IntendEnvironment (dry-runs, service
+// instances, orders, model announcements). Workflows that are gone
+// already are no error. Activities in flight on executors may still
+// report; the store refuses their records once the runs are gone.
 func (s *Schedulers) Stop(ctx context.Context, env store.Environment) error {
-	err := s.Temporal.TerminateWorkflow(ctx, workflows.SchedulerWorkflowID(env.Name), "",
-		"environment "+env.Name+" deleted")
-	var nf *serviceerror.NotFound
-	if err != nil && !errors.As(err, &nf) {
-		return fmt.Errorf("stop scheduler of %s: %w", env.Name, err)
+	const reason = "environment stopped: deleted, cleared or decommissioned"
+	ids := []string{workflows.SchedulerWorkflowID(env.Name), workflows.CompileQueueWorkflowID(env.Name)}
+	query := fmt.Sprintf("ExecutionStatus = 'Running' AND %s = '%s'", workflows.SearchAttrEnvironment, env.Name)
+	var token []byte
+	for {
+		resp, err := s.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: query, PageSize: 1000, NextPageToken: token})
+		if err != nil {
+			return fmt.Errorf("list the workflows of %s: %w", env.Name, err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			if id := ex.GetExecution().GetWorkflowId(); !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	for _, id := range ids {
+		err := s.Temporal.TerminateWorkflow(ctx, id, "", reason)
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			return fmt.Errorf("stop %s: %w", id, err)
+		}
 	}
 	return nil
 }
