@@ -674,6 +674,7 @@ func (s *Server) reconcile(ctx context.Context) {
 	s.reconcileOrders(ctx)
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
+	s.reconcileNotifications(ctx, envs)
 	s.prune(ctx, envs)
 	if _, err := s.store.FlushAuditRefusals(ctx, s.cfg.AuditRefusalWindow); err != nil && ctx.Err() == nil {
 		s.log.Warn("reconcile: audit trail: summaries of refusals", "error", err)
