@@ -366,13 +366,14 @@ func (s *Store) FinishRun(ctx context.Context, envID string, run int64, status s
 		// Whether it was open before: a retried finish notifies nothing
 		// more.
 		var wasOpen bool
-		if err := tx.QueryRow(ctx, `with before as (
-				select status in ('pending', 'running') as open from deploy_runs
-				where environment_id = $1::uuid and run = $2 for update)
-			update deploy_runs set status = $3, finished_at = coalesce(finished_at, now()),
-			deployed = $4, failed = $5, skipped = $6, unavailable = $7 where environment_id = $1::uuid and run = $2
-			returning (select open from before)`,
-			envID, run, status, c.Deployed, c.Failed, c.Skipped, c.Unavailable).Scan(&wasOpen); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := tx.QueryRow(ctx, `select status in ('pending', 'running') from deploy_runs
+			where environment_id = $1::uuid and run = $2 for update`, envID, run).Scan(&wasOpen); err != nil &&
+			!errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `update deploy_runs set status = $3, finished_at = coalesce(finished_at, now()),
+			deployed = $4, failed = $5, skipped = $6, unavailable = $7 where environment_id = $1::uuid and run = $2`,
+			envID, run, status, c.Deployed, c.Failed, c.Skipped, c.Unavailable); err != nil {
 			return err
 		}
 		if wasOpen {

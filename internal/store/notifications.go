@@ -172,6 +172,9 @@ func runFinished(ctx context.Context, tx pgx.Tx, envID string, run int64, status
 		return resolveNotification(ctx, tx, envID, NotifyRunFailed)
 	case status == "failed" || c.Failed > 0:
 		msg := fmt.Sprintf("%d of %d resources failed in the %s of version %d", c.Failed, total, action, version)
+		if total < c.Failed {
+			msg = fmt.Sprintf("%d resources failed in the %s of version %d", c.Failed, action, version)
+		}
 		if c.Failed == 0 {
 			msg = fmt.Sprintf("the %s of version %d failed", action, version)
 		}
@@ -327,7 +330,7 @@ func (s *Store) pruneNotifications(ctx context.Context, envID string, before *ti
 	tag, err := s.pool.Exec(ctx, `delete from notifications where id = any(array(
 		select id from notifications where environment_id = $1::uuid and resolved_at is not null
 		  and ($2::timestamptz is not null and last_seen_at < $2
-		       or id not in (select id from notifications where environment_id = $1::uuid
+		       or id not in (select id from notifications where environment_id = $1::uuid and resolved_at is not null
 		                     order by created_at desc, id desc limit $3))))`,
 		envID, before, MaxNotificationsPerEnvironment)
 	if n := tag.RowsAffected(); n > 0 {
