@@ -196,6 +196,7 @@ Exit codes:
 		haltCommand(g, true),
 		haltCommand(g, false),
 		runsCommand(g),
+		notificationsCommand(g),
 		tokenCommand(g),
 		auditCommand(g),
 	)
