@@ -34,6 +34,9 @@ type page struct {
 	// OIDC: the sign-in page offers the OpenID Connect sign-in.
 	OIDC bool
 	Data any
+	// Unread counts the environment's unread notifications for its
+	// header ("": none, or unknown).
+	Unread string
 }
 
 var funcs = template.FuncMap{
@@ -112,6 +115,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		p.User, p.CSRF = &u.whoami, c.csrf(u.token)
 		if p.Env != "" {
 			p.Role = u.roleIn(p.Env)
+			p.Unread = unreadNotifications(r, u, p.Env)
 		} else {
 			p.Role = u.whoami.Role
 		}
