@@ -196,7 +196,7 @@ func TestNotificationWebhookSettings(t *testing.T) {
 		t.Fatalf("PUT = %v", set)
 	}
 	code, got := f.callAs("GET", hook, "", reader, nil)
-	if code != 200 || got["url"] != "https://hooks.example.com/n" || got["secret"] != nil ||
+	if code != 200 || got["url"] != "https://hooks.example.com/n" || got["secret"] != nil || got["service_entity"] != nil ||
 		strings.Contains(fmt.Sprint(got), secret) {
 		t.Errorf("GET as read = %d %v, want the URL and no secret", code, got)
 	}

@@ -32,7 +32,9 @@ create index notifications_environment on notifications (environment_id, created
 
 -- The notification webhook of an environment is a callback of its own
 -- kind: the LSM callbacks' outbox, signer and dispatcher deliver it, and
--- the LSM routes and transfers ignore it.
+-- the LSM routes and transfers ignore it. Its entity is '#notifications',
+-- which no service entity can be called, so that a server of the previous
+-- release (a rolling upgrade) sends it no transfer.
 alter table lsm_callbacks add column kind text not null default 'lsm' check (kind in ('lsm', 'notifications'));
 create unique index lsm_callbacks_notifications on lsm_callbacks (environment_id) where kind = 'notifications';
 

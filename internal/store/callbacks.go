@@ -452,8 +452,11 @@ func (s *Store) SetNotificationWebhook(ctx context.Context, envID, url, secret, 
 			return err
 		}
 		var id string
-		if err := tx.QueryRow(ctx, `insert into lsm_callbacks (environment_id, kind, url, description, secret, created_by)
-			values ($1::uuid, 'notifications', $2, 'notification webhook', $3, $4)
+		// The entity is one no service entity can be called: a server
+		// of the previous release (a rolling upgrade), which knows no
+		// kind, then sends it no transfer.
+		if err := tx.QueryRow(ctx, `insert into lsm_callbacks (environment_id, kind, entity, url, description, secret, created_by)
+			values ($1::uuid, 'notifications', '`+notificationWebhookEntity+`', $2, 'notification webhook', $3, $4)
 			on conflict (environment_id) where kind = 'notifications' do update
 			set url = excluded.url, secret = excluded.secret, created_by = excluded.created_by, created_at = now()
 			returning id::text`, envID, url, secret, createdBy).Scan(&id); err != nil {
@@ -472,8 +475,13 @@ func notificationWebhook(ctx context.Context, q querier, envID string) (Callback
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cb, NotFound("notification webhook: the environment has none")
 	}
+	cb.ServiceEntity = ""
 	return cb, err
 }
+
+// notificationWebhookEntity is the entity of a notification webhook's
+// row: not a name a service entity may have.
+const notificationWebhookEntity = "#notifications"
 
 // NotificationWebhook returns the environment's notification webhook
 // with its delivery counts (never its secret); ErrNotFound when it has
