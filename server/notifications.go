@@ -10,7 +10,10 @@ import (
 // reconcileNotifications notifies of the agents that have had no live
 // executor for longer than their environment's agent_timeout, and
 // resolves the notifications of those that have one again
-// (store.CheckAgentExecutors). Compile and run failures are notified
+// (store.CheckAgentExecutors), counting from this server's start at the
+// earliest: after an outage of the whole cluster the executors have
+// agent_timeout to report again before their agents are notified of.
+// Compile and run failures are notified
 // where they are recorded (store.FinishCompile, store.FinishRun). Every
 // replica's reconciler runs it: the store writes one notification per
 // agent and condition, whoever looks.
@@ -21,7 +24,7 @@ func (s *Server) reconcileNotifications(ctx context.Context, envs []store.Enviro
 		if timeout <= 0 {
 			timeout = time.Duration(store.DefaultSettings().AgentTimeout) * time.Second
 		}
-		checks = append(checks, store.AgentCheck{EnvironmentID: e.ID, Timeout: timeout})
+		checks = append(checks, store.AgentCheck{EnvironmentID: e.ID, Timeout: timeout, NotBefore: s.watchingSince})
 	}
 	n, err := s.store.CheckAgentExecutors(ctx, checks)
 	switch {

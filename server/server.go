@@ -240,6 +240,9 @@ type Server struct {
 	// lastInstances is when the reconciler last looked for instance
 	// workflows to restart (unix nanoseconds).
 	lastInstances atomic.Int64
+	// watchingSince is when the reconciler started: an agent counts as
+	// without executor from then at the earliest (notifications.go).
+	watchingSince time.Time
 	cancel        context.CancelFunc
 	wg            sync.WaitGroup
 
@@ -508,6 +511,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	s.watchingSince = time.Now()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

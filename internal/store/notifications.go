@@ -190,13 +190,19 @@ func runFinished(ctx context.Context, tx pgx.Tx, envID string, run int64, status
 type AgentCheck struct {
 	EnvironmentID string
 	Timeout       time.Duration
+	// NotBefore is when the caller started watching (zero: no bound):
+	// an agent counts as without executor from then at the earliest,
+	// so that executors that could not report while no server ran (an
+	// outage, an upgrade) are not taken for gone.
+	NotBefore time.Time
 }
 
 // CheckAgentExecutors notifies, in each environment of envs, of every
 // agent that the released version names and that has had no live
 // executor (ExecutorLiveWithin) for longer than the environment's
 // timeout: counted from the last time an executor serving it was seen
-// or stopped, or from when the agent appeared. An agent already notified
+// or stopped, or from when the agent appeared, and not before the
+// check's NotBefore. An agent already notified
 // of is not notified again while its notification is unresolved; one
 // that has a live executor again (or that the released version no
 // longer names) has its notification resolved. It returns how many
@@ -208,8 +214,12 @@ func (s *Store) CheckAgentExecutors(ctx context.Context, envs []AgentCheck) (int
 	}
 	ids := make([]string, len(envs))
 	secs := make([]float64, len(envs))
+	notBefore := make([]*time.Time, len(envs))
 	for i, e := range envs {
 		ids[i], secs[i] = e.EnvironmentID, e.Timeout.Seconds()
+		if !e.NotBefore.IsZero() {
+			notBefore[i] = &e.NotBefore
+		}
 	}
 	if _, err := s.pool.Exec(ctx, `update notifications n set resolved_at = now()
 		where n.environment_id = any($1::uuid[]) and n.kind = '`+NotifyAgentWithoutExecutor+`' and n.resolved_at is null
@@ -222,7 +232,7 @@ func (s *Store) CheckAgentExecutors(ctx context.Context, envs []AgentCheck) (int
 	}
 	var n int64
 	err := s.pool.QueryRow(ctx, `
-		with envs as (select * from unnest($1::uuid[], $2::float8[]) as t(id, timeout)),
+		with envs as (select * from unnest($1::uuid[], $2::float8[], $4::timestamptz[]) as t(id, timeout, not_before)),
 		-- per agent named by an executor: when one was last seen (or
 		-- stopped), and whether one is live: the executors' agents are
 		-- unnested and joined, not searched per agent (1,000 agents on
@@ -235,7 +245,7 @@ func (s *Store) CheckAgentExecutors(ctx context.Context, envs []AgentCheck) (int
 			      where environment_id in (select id from envs)) x
 			group by 1, 2),
 		lost as (
-			select a.environment_id, a.name, envs.timeout, greatest(a.first_seen, s.seen) as since
+			select a.environment_id, a.name, envs.timeout, greatest(a.first_seen, s.seen) as since, envs.not_before
 			from envs join agents a on a.environment_id = envs.id
 			left join served s on s.environment_id = a.environment_id and s.agent = a.name
 			where s.live is not true
@@ -249,12 +259,12 @@ func (s *Store) CheckAgentExecutors(ctx context.Context, envs []AgentCheck) (int
 				    to_char(since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
 				    ': its resources are not deployed (they are recorded unavailable after agent_timeout)',
 				name
-			from lost where since < now() - make_interval(secs => timeout)
+			from lost where greatest(since, not_before) < now() - make_interval(secs => timeout)
 			on conflict (environment_id, subject) where resolved_at is null do nothing
 			returning *, true as inserted)`+notifyOutbox+`,
 		woken as (`+notifyDispatchers+`)
 		select (select count(*) from n), (select count(*) from woken)`,
-		ids, secs, ExecutorLiveWithin.Seconds()).Scan(&n, new(int64))
+		ids, secs, ExecutorLiveWithin.Seconds(), notBefore).Scan(&n, new(int64))
 	if err != nil {
 		return 0, fmt.Errorf("notify of agents without executor: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/store"
@@ -94,5 +95,40 @@ func TestPruneNotifications(t *testing.T) {
 	}
 	if n := count(t, conn, `select count(*) from notifications where environment_id = $1::uuid and resolved_at is null`, e.ID); n != 1 {
 		t.Errorf("%d unresolved notifications left, want 1", n)
+	}
+}
+
+// TestAgentCheckCountsFromNotBefore: an agent whose executor was last
+// seen long ago is not notified of before the check's NotBefore (when
+// the server started watching) plus the timeout: executors that could
+// not report while no server ran are not taken for gone.
+func TestAgentCheckCountsFromNotBefore(t *testing.T) {
+	t.Parallel()
+	st, e := newStoreEnv(t)
+	ctx := context.Background()
+	v, err := intent.DecodeBytes([]byte(`{"resources": [{"id": "fs::File[h,path=/a]", "attributes": {"path": "/a"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.ExportPartial(ctx, e.ID, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
+		t.Fatal(err)
+	}
+	check := store.AgentCheck{EnvironmentID: e.ID, Timeout: time.Minute, NotBefore: time.Now()}
+	// The agent appeared now: within a minute of now, and of NotBefore.
+	if n, err := st.CheckAgentExecutors(ctx, []store.AgentCheck{check}); err != nil || n != 0 {
+		t.Fatalf("within the timeout: wrote %d (%v), want 0", n, err)
+	}
+	// A minute past the agent's appearance, but not of NotBefore.
+	check.Timeout, check.NotBefore = 0, time.Now().Add(time.Hour)
+	if n, err := st.CheckAgentExecutors(ctx, []store.AgentCheck{check}); err != nil || n != 0 {
+		t.Fatalf("before NotBefore: wrote %d (%v), want 0", n, err)
+	}
+	check.NotBefore = time.Time{}
+	if n, err := st.CheckAgentExecutors(ctx, []store.AgentCheck{check}); err != nil || n != 1 {
+		t.Fatalf("past the timeout: wrote %d (%v), want 1", n, err)
 	}
 }
