@@ -41,7 +41,8 @@ func (c *Console) notifications(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "notifications", page{Title: "Notifications of " + env, Env: env,
-		Data: notificationsData{Items: list.Items, Next: list.Next, Cleared: cleared}})
+		Data: notificationsData{Items: list.Items, Next: list.Next, Cleared: cleared},
+		Unread: unreadNotifications(r, userOf(r), env)})
 }
 
 // markNotification marks one notification read or cleared (the form's
@@ -78,7 +79,8 @@ func (c *Console) markNotification(w http.ResponseWriter, r *http.Request) {
 		fmt.Sprintf("Notification %q marked %s.", n.Title, done)), http.StatusSeeOther)
 }
 
-// unreadNotifications is the count the environment's header shows: "",
+// unreadNotifications is the count the header of the environment's page
+// and of its notifications' shows: "",
 // a number, or "100+"; "" too when the API does not answer (the page
 // itself says what is wrong).
 func unreadNotifications(r *http.Request, u *user, env string) string {

@@ -34,8 +34,9 @@ type page struct {
 	// OIDC: the sign-in page offers the OpenID Connect sign-in.
 	OIDC bool
 	Data any
-	// Unread counts the environment's unread notifications for its
-	// header ("": none, or unknown).
+	// Unread counts the environment's unread notifications for the
+	// header of its page and of its notifications' ("": none, or
+	// unknown; other pages do not ask).
 	Unread string
 }
 
@@ -115,7 +116,6 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		p.User, p.CSRF = &u.whoami, c.csrf(u.token)
 		if p.Env != "" {
 			p.Role = u.roleIn(p.Env)
-			p.Unread = unreadNotifications(r, u, p.Env)
 		} else {
 			p.Role = u.whoami.Role
 		}
@@ -245,7 +245,8 @@ func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, status
 	if d.Settings == nil {
 		d.Settings = settingsOf(d.Env.Settings)
 	}
-	c.render(w, r, status, "environment", page{Title: d.Env.Name, Env: env, Data: d, Error: errText})
+	c.render(w, r, status, "environment", page{Title: d.Env.Name, Env: env, Data: d, Error: errText,
+		Unread: unreadNotifications(r, u, env)})
 }
 
 // resourcesData is the resources page's: one page of the table, its
