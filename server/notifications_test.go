@@ -156,11 +156,13 @@ func TestRunFailureNotifiesTheWebhook(t *testing.T) {
 	if first.status != http.StatusInternalServerError || first.header.Get(callbacks.EventIDHeader) != n.ID {
 		t.Errorf("first delivery = %d %v, want the same event refused with 500", first.status, first.header)
 	}
-	var view client.CallbackView
-	if err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "notifications", "webhook"), nil, &view); err != nil ||
-		view.Stats.Delivered != 1 || view.Stats.Pending != 0 {
-		t.Errorf("webhook view = %+v %v, want one delivered", view, err)
-	}
+	// The dispatcher records the delivery once the receiver answered.
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		var view client.CallbackView
+		err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "notifications", "webhook"), nil, &view)
+		return err == nil && view.Stats.Delivered == 1 && view.Stats.Pending == 0,
+			fmt.Sprintf("webhook view = %+v %v, want one delivered", view, err)
+	})
 
 	// The cause fixed, a run without failures resolves it.
 	if err := os.Remove(blocker); err != nil {
