@@ -41,7 +41,7 @@ func (c *Console) notifications(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "notifications", page{Title: "Notifications of " + env, Env: env,
-		Data: notificationsData{Items: list.Items, Next: list.Next, Cleared: cleared},
+		Data:   notificationsData{Items: list.Items, Next: list.Next, Cleared: cleared},
 		Unread: unreadNotifications(r, userOf(r), env)})
 }
 
