@@ -109,6 +109,14 @@ func (s *Server) Handler() http.Handler {
 			r.Method(http.MethodPost, "/agents/{agent}/pause", s.inEnv("agent.pause", operator, s.setPaused(true)))
 			r.Method(http.MethodPost, "/agents/{agent}/unpause", s.inEnv("agent.unpause", operator, s.setPaused(false)))
 			r.Method(http.MethodGet, "/executors", s.inEnv("executor.list", read, s.listExecutors))
+			// Notifications (notifications.go): reading is read's, marking
+			// operator's, where the server sends them admin's.
+			r.Method(http.MethodGet, "/notifications", s.inEnv("notification.list", read, s.listNotifications))
+			r.Method(http.MethodGet, "/notifications/webhook", s.inEnv("notification.webhook.read", read, s.getNotificationWebhook))
+			r.Method(http.MethodPut, "/notifications/webhook", s.inEnv("notification.webhook.set", admin, s.putNotificationWebhook))
+			r.Method(http.MethodDelete, "/notifications/webhook", s.inEnv("notification.webhook.delete", admin, s.deleteNotificationWebhook))
+			r.Method(http.MethodGet, "/notifications/{notification}", s.inEnv("notification.read", read, s.getNotification))
+			r.Method(http.MethodPatch, "/notifications/{notification}", s.inEnv("notification.update", operator, s.markNotification))
 			// What executors on other hosts call (they hold no database
 			// credentials): an executor token reaches its own agents only.
 			r.Route("/executor", func(r chi.Router) {

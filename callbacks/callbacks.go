@@ -80,6 +80,32 @@ type Event struct {
 	Time time.Time `json:"time"`
 }
 
+// Notification is the body of a delivery to an environment's
+// notification webhook (PUT /api/v1/environments/{env}/notifications/webhook):
+// one new notification, sent with the same headers and signature as an
+// Event. Its EventID is the notification's id.
+type Notification struct {
+	EventID string `json:"event_id"`
+	// Environment is the environment's id, EnvironmentName its name.
+	Environment     string `json:"environment"`
+	EnvironmentName string `json:"environment_name"`
+	// ID is the notification's id (GET .../notifications/{id}).
+	ID string `json:"id"`
+	// Kind is compile_failed, run_failed or agent_without_executor.
+	Kind string `json:"kind"`
+	// Severity is error or warning.
+	Severity string `json:"severity"`
+	Title    string `json:"title"`
+	Message  string `json:"message"`
+	// Compile, Run and Agent name what it is about (nil or "": not that
+	// kind).
+	Compile *int64  `json:"compile"`
+	Run     *int64  `json:"run"`
+	Agent   *string `json:"agent"`
+	// Time is when the notification was written.
+	Time time.Time `json:"time"`
+}
+
 // Sign returns the X-Intend-Signature value of body signed at timestamp
 // (Unix seconds, as sent in X-Intend-Timestamp) with secret.
 func Sign(secret, timestamp string, body []byte) string {

@@ -127,6 +127,28 @@ func (c *Client) Executors(ctx context.Context, env string) ([]Executor, error) 
 	return listAll[Executor](ctx, c, EnvPath(env, "executors"), nil)
 }
 
+// Notifications returns the environment's notifications, newest first:
+// those not cleared, only the unread ones with unread, cleared ones too
+// with cleared; it follows the pages of GET .../notifications.
+func (c *Client) Notifications(ctx context.Context, env string, unread, cleared bool) ([]Notification, error) {
+	q := url.Values{}
+	if unread {
+		q.Set("unread", "true")
+	}
+	if cleared {
+		q.Set("cleared", "true")
+	}
+	return listAll[Notification](ctx, c, EnvPath(env, "notifications"), q)
+}
+
+// MarkNotification sets or takes off a notification's read and cleared
+// marks and returns it as it is then.
+func (c *Client) MarkNotification(ctx context.Context, env, id string, marks NotificationMarks) (Notification, error) {
+	var n Notification
+	err := c.Do(ctx, http.MethodPatch, EnvPath(env, "notifications", id), marks, &n)
+	return n, err
+}
+
 // Callbacks returns every LSM callback of the environment, oldest first;
 // it follows the pages of GET /lsm/v1/callbacks.
 func (c *Client) Callbacks(ctx context.Context, env string) ([]Callback, error) {

@@ -107,6 +107,9 @@ type Retention struct {
 	CompileRetention     int `json:"compile_retention"`
 	OrderRetention       int `json:"order_retention"`
 	InstanceLogRetention int `json:"instance_log_retention"`
+	// NotificationRetention: resolved notifications last seen longer
+	// ago go.
+	NotificationRetention int `json:"notification_retention"`
 }
 
 // VersionInfo describes one exported version of an environment.
@@ -665,6 +668,44 @@ type CreatedCallback struct {
 type CallbackView struct {
 	Callback
 	DeadEvents []CallbackEvent `json:"dead_events"`
+}
+
+// Notification is one notification of an environment (GET
+// .../notifications): a compile that failed, a run that finished with
+// failed resources, an agent without a live executor. One condition is
+// one notification; its occurrences count the times it happened again
+// while unresolved.
+type Notification struct {
+	ID string `json:"id"`
+	// Kind is compile_failed, run_failed or agent_without_executor.
+	Kind string `json:"kind"`
+	// Severity is error or warning.
+	Severity string `json:"severity"`
+	Title    string `json:"title"`
+	Message  string `json:"message"`
+	// Compile, Run and Agent name what it is about (the newest
+	// occurrence's compile or run).
+	Compile     *int64     `json:"compile,omitempty"`
+	Run         *int64     `json:"run,omitempty"`
+	Agent       string     `json:"agent,omitempty"`
+	Occurrences int        `json:"occurrences"`
+	CreatedAt   time.Time  `json:"created_at"`
+	LastSeenAt  time.Time  `json:"last_seen_at"`
+	ResolvedAt  *time.Time `json:"resolved_at,omitempty"`
+	ReadAt      *time.Time `json:"read_at,omitempty"`
+	ClearedAt   *time.Time `json:"cleared_at,omitempty"`
+}
+
+// NotificationMarks is the body of PATCH .../notifications/{id}: a mark
+// to set (true) or take off (false); absent leaves it.
+type NotificationMarks struct {
+	Read    *bool `json:"read,omitempty"`
+	Cleared *bool `json:"cleared,omitempty"`
+}
+
+// NotificationWebhook is the body of PUT .../notifications/webhook.
+type NotificationWebhook struct {
+	URL string `json:"url"`
 }
 
 // ModelSource is an environment's model source: a project archive uploaded

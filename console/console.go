@@ -178,6 +178,7 @@ func (c *Console) Handler() http.Handler {
 		c.runRoutes(r)
 		c.requestRoutes(r)
 		c.compileRoutes(r)
+		c.notificationRoutes(r)
 		c.versionRoutes(r)
 		c.inventoryRoutes(r)
 		c.operateRoutes(r)

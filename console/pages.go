@@ -34,6 +34,10 @@ type page struct {
 	// OIDC: the sign-in page offers the OpenID Connect sign-in.
 	OIDC bool
 	Data any
+	// Unread counts the environment's unread notifications for the
+	// header of its page and of its notifications' ("": none, or
+	// unknown; other pages do not ask).
+	Unread string
 }
 
 var funcs = template.FuncMap{
@@ -241,7 +245,8 @@ func (c *Console) environmentPage(w http.ResponseWriter, r *http.Request, status
 	if d.Settings == nil {
 		d.Settings = settingsOf(d.Env.Settings)
 	}
-	c.render(w, r, status, "environment", page{Title: d.Env.Name, Env: env, Data: d, Error: errText})
+	c.render(w, r, status, "environment", page{Title: d.Env.Name, Env: env, Data: d, Error: errText,
+		Unread: unreadNotifications(r, u, env)})
 }
 
 // resourcesData is the resources page's: one page of the table, its

@@ -253,6 +253,9 @@ type Server struct {
 	// lastInstances is when the reconciler last looked for instance
 	// workflows to restart (unix nanoseconds).
 	lastInstances atomic.Int64
+	// watchingSince is when the reconciler started: an agent counts as
+	// without executor from then at the earliest (notifications.go).
+	watchingSince time.Time
 	cancel        context.CancelFunc
 	wg            sync.WaitGroup
 
@@ -533,6 +536,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	s.watchingSince = time.Now()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -699,6 +703,7 @@ func (s *Server) reconcile(ctx context.Context) {
 	s.reconcileOrders(ctx)
 	s.reconcileCompiles(ctx)
 	s.reconcileModels(ctx)
+	s.reconcileNotifications(ctx, envs)
 	s.prune(ctx, envs)
 	if _, err := s.store.FlushAuditRefusals(ctx, s.cfg.AuditRefusalWindow); err != nil && ctx.Err() == nil {
 		s.log.Warn("reconcile: audit trail: summaries of refusals", "error", err)

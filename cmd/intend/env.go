@@ -357,7 +357,8 @@ GET /api/v1/environments/{env}. The settings are listed in docs/api.md
 (Settings): auto_deploy, deploy_interval, repair_interval,
 autostart_agents, keep_versions, agent_timeout, retry_attempts,
 retry_backoff, and the retentions action_log_retention, run_retention,
-compile_retention, order_retention and instance_log_retention.
+compile_retention, order_retention, instance_log_retention and
+notification_retention.
 
 Examples:
   intend env settings prod

@@ -197,6 +197,7 @@ Exit codes:
 		haltCommand(g, true),
 		haltCommand(g, false),
 		runsCommand(g),
+		notificationsCommand(g),
 		tokenCommand(g),
 		auditCommand(g),
 	)

@@ -11,7 +11,10 @@ import (
 )
 
 // LSM callbacks: URLs a client registers per environment or per service
-// entity, and their transactional outbox. Every transfer of an instance
+// entity, and their transactional outbox. An environment's notification
+// webhook (notifications.go) is a callback of kind notifications: the
+// same outbox and dispatcher deliver it, and everything LSM here
+// (transfers, the /lsm/v1/callbacks lists) leaves it out. Every transfer of an instance
 // (ApplyInstanceChange) writes, in the statement that writes its log row,
 // one lsm_callback_events row per matching callback with the JSON body
 // to send, and notifies CallbackChannel when there was one; the
@@ -86,7 +89,7 @@ func (s *Store) CreateCallback(ctx context.Context, envID string, nc NewCallback
 			return err
 		}
 		var n int
-		if err := tx.QueryRow(ctx, `select count(*) from lsm_callbacks where environment_id = $1::uuid`,
+		if err := tx.QueryRow(ctx, `select count(*) from lsm_callbacks where environment_id = $1::uuid and kind = 'lsm'`,
 			envID).Scan(&n); err != nil {
 			return err
 		}
@@ -141,7 +144,7 @@ func getCallback(ctx context.Context, q querier, envID, id string) (Callback, er
 		return Callback{}, NotFound("callback %s", id)
 	}
 	cb, err := scanCallback(q.QueryRow(ctx, `select `+callbackColumns+` `+callbackFrom+`
-		where c.environment_id = $1::uuid and c.id = $2::uuid`, envID, id))
+		where c.environment_id = $1::uuid and c.id = $2::uuid and c.kind = 'lsm'`, envID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cb, NotFound("callback %s", id)
 	}
@@ -173,7 +176,7 @@ func (s *Store) ListCallbacksPage(ctx context.Context, envID string, after *Page
 		at, id = &after.At, &after.ID
 	}
 	rows, err := s.pool.Query(ctx, `select `+callbackColumns+` `+callbackFrom+`
-		where c.environment_id = $1::uuid and ($2::timestamptz is null or (c.created_at, c.id) > ($2, $3::uuid))
+		where c.environment_id = $1::uuid and c.kind = 'lsm' and ($2::timestamptz is null or (c.created_at, c.id) > ($2, $3::uuid))
 		order by c.created_at, c.id limit nullif($4, 0)`, envID, at, id, limit)
 	if err != nil {
 		return nil, err
@@ -256,7 +259,7 @@ func logTransfer(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange
 					'actor', coalesce(nullif($8::jsonb->>'actor', ''), '`+SystemActor+`'),
 					'time', now())
 			from lsm_callbacks c
-			where c.environment_id = $1::uuid and (c.entity is null or c.entity = $10::text)
+			where c.environment_id = $1::uuid and c.kind = 'lsm' and (c.entity is null or c.entity = $10::text)
 			returning 1)
 		select pg_notify('`+CallbackChannel+`', $1::text) where exists (select 1 from outbox)`,
 		envID, ch.ID, ch.Version, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback, event,
@@ -436,4 +439,68 @@ func (s *Store) ListenCallbacks(ctx context.Context, notify func()) error {
 		}
 		notify()
 	}
+}
+
+// SetNotificationWebhook makes url, signed with secret, the
+// environment's notification webhook, replacing the one it had: the
+// notifications not yet delivered go to the new URL, signed with the new
+// secret.
+func (s *Store) SetNotificationWebhook(ctx context.Context, envID, url, secret, createdBy string) (Callback, error) {
+	var cb Callback
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
+			return err
+		}
+		var id string
+		// The entity is one no service entity can be called: a server
+		// of the previous release (a rolling upgrade), which knows no
+		// kind, then sends it no transfer.
+		if err := tx.QueryRow(ctx, `insert into lsm_callbacks (environment_id, kind, entity, url, description, secret, created_by)
+			values ($1::uuid, 'notifications', '`+notificationWebhookEntity+`', $2, 'notification webhook', $3, $4)
+			on conflict (environment_id) where kind = 'notifications' do update
+			set url = excluded.url, secret = excluded.secret, created_by = excluded.created_by, created_at = now()
+			returning id::text`, envID, url, secret, createdBy).Scan(&id); err != nil {
+			return fmt.Errorf("set the notification webhook: %w", err)
+		}
+		var err error
+		cb, err = notificationWebhook(ctx, tx, envID)
+		return err
+	})
+	return cb, err
+}
+
+func notificationWebhook(ctx context.Context, q querier, envID string) (Callback, error) {
+	cb, err := scanCallback(q.QueryRow(ctx, `select `+callbackColumns+` `+callbackFrom+`
+		where c.environment_id = $1::uuid and c.kind = 'notifications'`, envID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cb, NotFound("notification webhook: the environment has none")
+	}
+	cb.ServiceEntity = ""
+	return cb, err
+}
+
+// notificationWebhookEntity is the entity of a notification webhook's
+// row: not a name a service entity may have.
+const notificationWebhookEntity = "#notifications"
+
+// NotificationWebhook returns the environment's notification webhook
+// with its delivery counts (never its secret); ErrNotFound when it has
+// none.
+func (s *Store) NotificationWebhook(ctx context.Context, envID string) (Callback, error) {
+	return notificationWebhook(ctx, s.pool, envID)
+}
+
+// DeleteNotificationWebhook removes the environment's notification
+// webhook and its undelivered events.
+func (s *Store) DeleteNotificationWebhook(ctx context.Context, envID string) (Callback, error) {
+	var cb Callback
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if cb, err = notificationWebhook(ctx, tx, envID); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `delete from lsm_callbacks where id = $1::uuid`, cb.ID)
+		return err
+	})
+	return cb, err
 }

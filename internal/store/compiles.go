@@ -194,11 +194,14 @@ func (s *Store) TakeCompile(ctx context.Context, envID string) (CompileTake, err
 			return err
 		}
 		if e.Settings.RepoURL == "" {
-			_, err := scanCompile(tx.QueryRow(ctx, `update compiles
+			failed, err := scanCompile(tx.QueryRow(ctx, `update compiles
 				set status = 'failed', finished_at = now(), errors = $3
 				where environment_id = $1::uuid and id = $2 returning `+compileColumns,
 				envID, c.ID, CompileMessage(ErrNoRepository.Error()+", emptied after the compile was requested")))
-			return err
+			if err != nil {
+				return err
+			}
+			return compileFinished(ctx, tx, envID, failed)
 		}
 		out.Compile = &c
 		return nil
@@ -318,7 +321,9 @@ func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v int
 // FinishCompile ends a queued or running compile as succeeded or failed,
 // with its errors (nil: none) and whether its version was released (nil:
 // not applicable). Finishing a finished compile changes nothing and
-// returns it as it is, so a retry is harmless.
+// returns it as it is, so a retry is harmless. A failure notifies the
+// environment (notifications.go), a success resolves that notification,
+// in the same transaction.
 func (s *Store) FinishCompile(ctx context.Context, envID string, id int64, status string, errs json.RawMessage, released *bool) (Compile, error) {
 	if status != CompileSucceeded && status != CompileFailed {
 		return Compile{}, fmt.Errorf("finish compile %d: status %q is not succeeded or failed", id, status)
@@ -327,10 +332,20 @@ func (s *Store) FinishCompile(ctx context.Context, envID string, id int64, statu
 	if errs != nil {
 		errArg = string(errs)
 	}
-	c, err := scanCompile(s.pool.QueryRow(ctx, `update compiles
-		set status = $3, finished_at = now(), errors = $4::jsonb, released = $5
-		where environment_id = $1::uuid and id = $2 and status in ('queued', 'running')
-		returning `+compileColumns, envID, id, status, errArg, released))
+	var c Compile
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		c, err = scanCompile(tx.QueryRow(ctx, `update compiles
+			set status = $3, finished_at = now(), errors = $4::jsonb, released = $5
+			where environment_id = $1::uuid and id = $2 and status in ('queued', 'running')
+			returning `+compileColumns, envID, id, status, errArg, released))
+		if err != nil {
+			return err
+		}
+		// Only the call that finished it notifies: a retry finds it
+		// finished and changes nothing.
+		return compileFinished(ctx, tx, envID, c)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.GetCompile(ctx, envID, id)
 	}

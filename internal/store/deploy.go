@@ -358,13 +358,28 @@ func batchOrNil(seq int) any {
 
 // FinishRun marks a run done, failed or preempted with its totals and
 // drops its batches, which only a running run needs. A preempted run's
-// requests go back to the queue.
+// requests go back to the queue. A deploy or repair run with failures
+// notifies the environment (notifications.go), one without resolves
+// that notification.
 func (s *Store) FinishRun(ctx context.Context, envID string, run int64, status string, c RunCounts) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
+		// Whether it was open before: a retried finish notifies nothing
+		// more.
+		var wasOpen bool
+		if err := tx.QueryRow(ctx, `select status in ('pending', 'running') from deploy_runs
+			where environment_id = $1::uuid and run = $2 for update`, envID, run).Scan(&wasOpen); err != nil &&
+			!errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `update deploy_runs set status = $3, finished_at = coalesce(finished_at, now()),
 			deployed = $4, failed = $5, skipped = $6, unavailable = $7 where environment_id = $1::uuid and run = $2`,
 			envID, run, status, c.Deployed, c.Failed, c.Skipped, c.Unavailable); err != nil {
 			return err
+		}
+		if wasOpen {
+			if err := runFinished(ctx, tx, envID, run, status, c); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, `delete from deploy_batches where environment_id = $1::uuid and run = $2`, envID, run); err != nil {
 			return err

@@ -334,7 +334,8 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			}
 			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, allowed_commands, allowed_paths, " +
 				"auto_deploy, autostart_agents, " +
-				"compile_cpu_limit, compile_retention, deploy_interval, instance_log_retention, keep_versions, order_retention, " +
+				"compile_cpu_limit, compile_retention, deploy_interval, instance_log_retention, keep_versions, " +
+				"notification_retention, order_retention, " +
 				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff, run_retention)")
 		}
 	}

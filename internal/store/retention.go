@@ -33,6 +33,11 @@ type Retention struct {
 	// instance keeps its log from its last state change on), and a
 	// terminated instance last changed longer ago goes whole.
 	InstanceLogRetention int `json:"instance_log_retention"`
+	// NotificationRetention: resolved notifications last seen longer ago
+	// go (and the oldest resolved ones beyond
+	// MaxNotificationsPerEnvironment, whatever their age); unresolved
+	// ones stay.
+	NotificationRetention int `json:"notification_retention"`
 }
 
 const day = 24 * 3600
@@ -40,7 +45,7 @@ const day = 24 * 3600
 // DefaultRetention is the retention of a new environment.
 func DefaultRetention() Retention {
 	return Retention{ActionLogRetention: 7 * day, RunRetention: 30 * day, CompileRetention: 7 * day,
-		OrderRetention: 30 * day, InstanceLogRetention: 90 * day}
+		OrderRetention: 30 * day, InstanceLogRetention: 90 * day, NotificationRetention: 30 * day}
 }
 
 // The range of a retention other than 0 (keep all): at least an hour (the
@@ -56,7 +61,7 @@ var retentionRule = "must be a whole number of seconds from " + strconv.Itoa(Min
 
 // retentionKeys are the settings Retention holds, by name.
 var retentionKeys = []string{"action_log_retention", "compile_retention", "instance_log_retention",
-	"order_retention", "run_retention"}
+	"notification_retention", "order_retention", "run_retention"}
 
 // field returns the setting k of r, nil when k is not a retention.
 func (r *Retention) field(k string) *int {
@@ -71,6 +76,8 @@ func (r *Retention) field(k string) *int {
 		return &r.OrderRetention
 	case "instance_log_retention":
 		return &r.InstanceLogRetention
+	case "notification_retention":
+		return &r.NotificationRetention
 	}
 	return nil
 }

@@ -33,17 +33,18 @@ func (o PruneOptions) norm() PruneOptions {
 
 // The tables a prune deletes from, as they name the pruned rows.
 const (
-	TableActions      = "resource_actions"
-	TableRuns         = "deploy_runs"
-	TableRequests     = "deploy_requests"
-	TableCompiles     = "compiles"
-	TableOrders       = "lsm_orders"
-	TableOrderItems   = "lsm_order_items"
-	TableInstanceLog  = "service_instance_log"
-	TableInstances    = "service_instances"
-	TableIdempotent   = "lsm_requests"
-	TableCallbackEvts = "lsm_callback_events"
-	TableExecutors    = "executors"
+	TableActions       = "resource_actions"
+	TableRuns          = "deploy_runs"
+	TableRequests      = "deploy_requests"
+	TableCompiles      = "compiles"
+	TableOrders        = "lsm_orders"
+	TableOrderItems    = "lsm_order_items"
+	TableInstanceLog   = "service_instance_log"
+	TableInstances     = "service_instances"
+	TableIdempotent    = "lsm_requests"
+	TableCallbackEvts  = "lsm_callback_events"
+	TableExecutors     = "executors"
+	TableNotifications = "notifications"
 )
 
 // Pruned counts the rows a prune deleted, by table (Table*).
@@ -77,7 +78,8 @@ func (p Pruned) Total() int64 {
 //     state than its current one on (the engine reads when the instance
 //     entered its state from there); a terminated instance goes whole;
 //   - executor registrations: those seen (or stopped) within
-//     ExecutorForgetAfter, whatever the settings.
+//     ExecutorForgetAfter, whatever the settings;
+//   - notifications: unresolved ones (each holds its subject's place).
 //
 // Every part walks an index of its table in key order, a chunk at a time,
 // and stops at the first chunk that holds nothing old enough (keys grow
@@ -112,6 +114,15 @@ func (s *Store) PruneEnvironment(ctx context.Context, e Environment, o PruneOpti
 		if err := s.pruneInstanceLogs(ctx, e.ID, before, o.Chunk, out); err != nil {
 			return out, fmt.Errorf("prune service instance logs: %w", err)
 		}
+	}
+	// Notifications: at most MaxNotificationsPerEnvironment resolved
+	// ones whatever the setting, so one statement.
+	var before *time.Time
+	if b, ok := cutoff(o.Now, r.NotificationRetention); ok {
+		before = &b
+	}
+	if err := s.pruneNotifications(ctx, e.ID, before, out); err != nil {
+		return out, fmt.Errorf("prune notifications: %w", err)
 	}
 	// Executor registrations stopped or unseen for ExecutorForgetAfter:
 	// reports forget them too, but only in an environment still reported

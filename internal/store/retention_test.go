@@ -501,7 +501,7 @@ func TestPruneLockOneHolder(t *testing.T) {
 func TestRetentionSettings(t *testing.T) {
 	t.Parallel()
 	keys := []string{"action_log_retention", "run_retention", "compile_retention", "order_retention",
-		"instance_log_retention"}
+		"instance_log_retention", "notification_retention"}
 	for _, key := range keys {
 		for _, c := range []struct {
 			value string
@@ -541,7 +541,8 @@ func TestRetentionSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]int{"action_log_retention": 604800, "run_retention": 2592000,
-		"compile_retention": 604800, "order_retention": 2592000, "instance_log_retention": 7776000} {
+		"compile_retention": 604800, "order_retention": 2592000, "instance_log_retention": 7776000,
+		"notification_retention": 2592000} {
 		if !strings.Contains(string(raw), fmt.Sprintf(`"%s":%d`, key, want)) {
 			t.Errorf("a new environment's settings %s lack %s = %d", raw, key, want)
 		}
