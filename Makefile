@@ -8,9 +8,11 @@ TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL_SERVER_VERSION := v1.29.1
 STATICCHECK_VERSION  := v0.8.2
 HELM_VERSION         := v3.22.0
+OAPI_CODEGEN_VERSION := v2.8.2
 TEMPORAL     := $(TOOLS)/bin/temporal
 STATICCHECK  := $(TOOLS)/bin/staticcheck
 HELM         := $(TOOLS)/bin/helm
+OAPI_CODEGEN := $(TOOLS)/bin/oapi-codegen
 TEMPORAL_SERVER   := $(TOOLS)/bin/temporal-server
 TEMPORAL_SQL_TOOL := $(TOOLS)/bin/temporal-sql-tool
 TEMPORAL_UI_VERSION := v2.42.1
@@ -20,11 +22,12 @@ TEST_TIMEOUT ?= 30m
 
 export INTEND_TEMPORAL_CLI := $(TEMPORAL)
 export INTEND_HELM := $(HELM)
+export INTEND_OAPI_CODEGEN := $(OAPI_CODEGEN)
 export INTEND_TEMPORAL_SERVER := $(TEMPORAL_SERVER)
 export INTEND_TEMPORAL_SQL_TOOL := $(TEMPORAL_SQL_TOOL)
 export INTEND_TEMPORAL_UI := $(TEMPORAL_UI)
 
-.PHONY: all build test demo tools postgres sshd systemd prometheus helm chromium lint bench fuzz clean help
+.PHONY: all build test demo tools postgres sshd systemd prometheus helm oapi-codegen chromium lint bench fuzz clean help
 
 all: build
 
@@ -34,7 +37,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI) postgres sshd systemd prometheus helm chromium ## install the pinned Temporal CLI, server and UI, Helm, PostgreSQL, OpenSSH server, systemd-analyze, Prometheus and Chromium when missing
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI) postgres sshd systemd prometheus helm oapi-codegen chromium ## install the pinned Temporal CLI, server and UI, Helm, oapi-codegen, PostgreSQL, OpenSSH server, systemd-analyze, Prometheus and Chromium when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -115,6 +118,20 @@ $(HELM):
 	@mkdir -p $(TOOLS)/bin
 	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
+# api's TestOpenAPIGenerates runs the pinned oapi-codegen at its defaults on
+# the served OpenAPI document and builds the output in the module
+# api/testdata/oapi-codegen, whose dependencies are downloaded here so the
+# test builds offline. Seconds, once.
+# Installed again when .tools/bin holds another version (the test refuses
+# any but the pinned one).
+oapi-codegen: ## install the pinned oapi-codegen into .tools/bin and the modules its output imports
+	@if ! $(OAPI_CODEGEN) -version 2>/dev/null | grep -qx '$(OAPI_CODEGEN_VERSION)'; then \
+		mkdir -p $(TOOLS)/bin && \
+		echo "installing oapi-codegen $(OAPI_CODEGEN_VERSION) into $(TOOLS)/bin" && \
+		GOBIN=$(TOOLS)/bin $(GO) install github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION); \
+	else echo "oapi-codegen: $(OAPI_CODEGEN) $(OAPI_CODEGEN_VERSION)"; fi
+	cd api/testdata/oapi-codegen && GOWORK=off $(GO) mod download
+
 # deploy/prometheus's rules are checked and unit-tested with promtool
 # (deploy/prometheus/prometheus_test.go), and `intend dev-cluster` runs a
 # Prometheus that scrapes the cluster. Debian's prometheus package brings both; the package
@@ -178,6 +195,7 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	@if [ -d /dev/shm ]; then for a in 2 4; do $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -external 1 -agents $$a; done; fi   # the horizontal curve: 2 and 4 agents, an executor each
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000   # P7: 1,000 service instances at once, then single creates
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000 -engine server   # P7 on the standalone server
+	$(GO) run ./cmd/intend-bench -n 0 -preview 1000   # P13: preview of a model change over 1,000 live instances
 	$(GO) run ./cmd/intend-bench -n 0 -p9 5000    # P9: intend deploy of one change among 5,000 resources, whole command
 
 clean: ## remove build output and the embedded deploy's state

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -518,15 +519,36 @@ func (s *Server) resourceActions(w http.ResponseWriter, r *http.Request, e store
 }
 
 // writeActions renders one page of the action log, filtered by the query:
-// action, result, since and until (RFC 3339), before (cursor), limit.
+// action, result (one or several, comma-separated), run, since and until
+// (RFC 3339), before (cursor), limit.
 func (s *Server) writeActions(w http.ResponseWriter, r *http.Request, e store.Environment, rid string) error {
 	q := r.URL.Query()
 	limit, err := queryInt(r, "limit", 100, 1, 1000)
 	if err != nil {
 		return err
 	}
-	f := store.ActionFilter{ResourceID: rid, Action: q.Get("action"), Result: q.Get("result"), Limit: limit,
-		Outputs: outputsFor(r, e)}
+	f := store.ActionFilter{ResourceID: rid, Action: q.Get("action"), Limit: limit, Outputs: outputsFor(r, e)}
+	for _, res := range strings.Split(q.Get("result"), ",") {
+		if res = strings.TrimSpace(res); res != "" && !slices.Contains(f.Results, res) {
+			f.Results = append(f.Results, res)
+		}
+	}
+	if len(f.Results) > maxResultFilter {
+		return InvalidField("?result", fmt.Sprintf("at most %d results", maxResultFilter))
+	}
+	if v := q.Get("run"); v != "" {
+		// A run's records carry its workflow's id (a deploy run's, or a
+		// dry-run's): the run's number names it, the id is looked up.
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return InvalidField("?run", "must be a run number (a whole number from 1)")
+		}
+		run, err := s.opts.Store.GetRun(r.Context(), e.ID, n)
+		if err != nil {
+			return err
+		}
+		f.WorkflowID = run.WorkflowID
+	}
 	switch f.Action {
 	case "", string(ledger.ActionDeploy), string(ledger.ActionRepair), string(ledger.ActionDryrun):
 	default:
@@ -584,6 +606,9 @@ func (s *Server) writeFacts(w http.ResponseWriter, r *http.Request, e store.Envi
 	}, wireFact)
 	return nil
 }
+
+// maxResultFilter bounds the results one ?result= lists (there are five).
+const maxResultFilter = 10
 
 // The largest pages of the lists that are not paged by their own limit
 // parameter's range elsewhere.

@@ -142,7 +142,7 @@ func lsmDocument(e store.Environment, ents []store.ServiceEntity) (map[string]an
 		ok := func(status, what string) map[string]any {
 			return map[string]any{
 				status:    map[string]any{"description": what, "content": map[string]any{"application/json": map[string]any{"schema": ref("Instance")}}},
-				"default": map[string]any{"$ref": "#/components/responses/Problem"},
+				"default": map[string]any{"$ref": "#/components/responses/ProblemResponse"},
 			}
 		}
 		params := []any{

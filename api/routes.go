@@ -87,6 +87,7 @@ func (s *Server) Handler() http.Handler {
 
 			r.Method(http.MethodPost, "/deploy", s.inEnv("deploy.request", operator, s.deploy))
 			r.Method(http.MethodPost, "/dryrun", s.inEnv("dryrun.request", operator, s.createDryrun))
+			r.Method(http.MethodPost, "/lsm/preview", s.inEnv("lsm.preview", operator, s.previewModel).withBulkBody())
 			r.Method(http.MethodGet, "/dryrun/{dryrun}", s.inEnv("dryrun.read", read, s.getDryrun))
 			r.Method(http.MethodGet, "/requests/{request}", s.inEnv("request.read", read, s.getRequest))
 			r.Method(http.MethodGet, "/runs", s.inEnv("run.list", read, s.listRuns))

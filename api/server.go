@@ -52,6 +52,9 @@ type Options struct {
 	// LSMPreview serves the service instances' dry-runs; without it they
 	// answer 503.
 	LSMPreview LSMPreviewer
+	// ModelPreview serves the previews of a model change over the live
+	// service instances; without it they answer 503.
+	ModelPreview ModelPreviewer
 	// LSMMigrate maps instances' attributes to newer entity versions;
 	// without it migrations answer 503.
 	LSMMigrate LSMMigrator

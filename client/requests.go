@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // The bodies of the requests the typed helpers send. Do takes any other
@@ -130,4 +131,50 @@ func (c *Client) Executors(ctx context.Context, env string) ([]Executor, error) 
 // it follows the pages of GET /lsm/v1/callbacks.
 func (c *Client) Callbacks(ctx context.Context, env string) ([]Callback, error) {
 	return listAll[Callback](ctx, c.lsm(env), "/lsm/v1/callbacks", nil)
+}
+
+// ActionQuery filters the action log (GET .../actions); the zero value
+// is the newest page of every action.
+type ActionQuery struct {
+	// Resource keeps one resource's actions.
+	Resource string
+	// Action is deploy, repair or dryrun.
+	Action string
+	// Results keeps the actions with any of these results ("failed",
+	// "skipped", "skipped_for_dependency", "unavailable", "deployed").
+	Results []string
+	// Run keeps the actions of one deploy run or dry-run (its number).
+	Run int64
+	// Before is the cursor: the Next of the previous page.
+	Before string
+	// Limit is the page's size (the server's default when 0).
+	Limit int
+}
+
+// Actions returns one page of the environment's action log, newest
+// first, and the cursor of the next ("" at the end).
+func (c *Client) Actions(ctx context.Context, env string, q ActionQuery) ([]Action, string, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"resource": q.Resource, "action": q.Action, "before": q.Before,
+		"result": strings.Join(q.Results, ",")} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.Run > 0 {
+		v.Set("run", strconv.FormatInt(q.Run, 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	path := EnvPath(env, "actions")
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var page struct {
+		Items []Action `json:"items"`
+		Next  string   `json:"next"`
+	}
+	err := c.Do(ctx, http.MethodGet, path, nil, &page)
+	return page.Items, page.Next, err
 }

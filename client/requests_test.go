@@ -60,6 +60,24 @@ func TestHelpersSendAndDecode(t *testing.T) {
 				r := v.(Rollback)
 				return r.Version.Version == 9 && r.Request != nil && r.Request.ID == 5 && r.From == 8
 			}},
+		{"the failures of a run: its number and the results, comma-separated",
+			`{"items":[{"id":3,"resource_id":"fs::File[web,path=/a]","result":"failed","error":"boom"}],"next":"3"}`,
+			func(c *Client) (any, error) {
+				acts, next, err := c.Actions(context.Background(), "prod", ActionQuery{Run: 12,
+					Results: []string{"failed", "skipped"}, Limit: 50})
+				return struct {
+					acts []Action
+					next string
+				}{acts, next}, err
+			},
+			sent{"GET", "/api/v1/environments/prod/actions?limit=50&result=failed%2Cskipped&run=12", ""},
+			func(v any) bool {
+				p := v.(struct {
+					acts []Action
+					next string
+				})
+				return len(p.acts) == 1 && p.acts[0].Result == "failed" && *p.acts[0].Error == "boom" && p.next == "3"
+			}},
 		{"whoami",
 			`{"kind":"token","name":"ci","actor":"token:ci","role":"none","environments":{"prod":"author"}}`,
 			func(c *Client) (any, error) { return c.Whoami(context.Background()) },
@@ -71,6 +89,9 @@ func TestHelpersSendAndDecode(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
 			got = sent{r.Method, r.URL.Path, string(b)}
+			if r.URL.RawQuery != "" {
+				got.path += "?" + r.URL.RawQuery
+			}
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, tc.answer)
 		}))

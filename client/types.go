@@ -730,3 +730,52 @@ type ResourceDiagnosis struct {
 	Error *string         `json:"error,omitempty"`
 	Logs  json.RawMessage `json:"logs,omitempty"`
 }
+
+// ModelPreview is POST /api/v1/environments/{env}/lsm/preview: what a
+// model (the project archive sent) would do to the live service
+// instances whose state exports resources, one page of them, changing
+// nothing (docs/lsm.md, "Preview of a model change").
+type ModelPreview struct {
+	// Model is the SHA-256 of the archive previewed.
+	Model string `json:"model"`
+	// BaseVersion is the version each instance's set is compared with:
+	// the released one (the newest when none is released).
+	BaseVersion int64 `json:"base_version"`
+	// Instances are the page's instances, by entity and id.
+	Instances []InstancePreview `json:"instances"`
+	// Counts are the page's instances by status.
+	Counts map[string]int `json:"counts"`
+	// Skipped counts the live instances of the page's range whose state
+	// exports nothing (start, acknowledged, rejected in lsm.simple): the
+	// new model reaches them at their next validation.
+	Skipped int `json:"skipped"`
+	// Next, when more instances follow, is the cursor of the next page
+	// (?after=).
+	Next string `json:"next,omitempty"`
+}
+
+// InstancePreview is what a model would do to one service instance's
+// resources: Status unchanged, changed (Added, Removed, Modified with the
+// per-attribute changes) or failed (the new model refuses the instance's
+// attributes, or the export would fail: Errors, the compile's).
+type InstancePreview struct {
+	ServiceEntity string `json:"service_entity"`
+	ID            string `json:"id"`
+	Identity      string `json:"identity,omitempty"`
+	State         string `json:"state"`
+	// EntityVersion is the version of the entity its active set is of.
+	EntityVersion int                `json:"service_entity_version"`
+	Status        string             `json:"status"`
+	Errors        json.RawMessage    `json:"errors,omitempty"`
+	Added         []string           `json:"added,omitempty"`
+	Removed       []string           `json:"removed,omitempty"`
+	Modified      []ModifiedResource `json:"modified,omitempty"`
+	Unchanged     int                `json:"unchanged"`
+}
+
+// The statuses of an InstancePreview.
+const (
+	PreviewUnchanged = "unchanged"
+	PreviewChanged   = "changed"
+	PreviewFailed    = "failed"
+)

@@ -210,6 +210,22 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("after Repair the browser is at %s, want the run's page", repaired)
 	}
 
+	// Halt asks first, on a page of its own (no script needed); then the
+	// environment's page offers Resume.
+	run(t, ctx,
+		chromedp.Navigate(base+"env/"+env),
+		chromedp.Click(`//button[text()="Halt…"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//h1[text()="Halt environment `+env+`?"]`, chromedp.BySearch),
+		shot(t, ctx, "halt-confirm"),
+	)
+	accessible(t, ctx, "the halt's confirmation")
+	run(t, ctx,
+		chromedp.Click(`//section[contains(@class, "confirm")]//button`, chromedp.BySearch),
+		chromedp.WaitVisible(`//p[@class="flash" and contains(text(), "halted")]`, chromedp.BySearch),
+		chromedp.Click(`//button[text()="Resume"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//p[@class="flash" and contains(text(), "resumed")]`, chromedp.BySearch),
+	)
+
 	// An admin edits the settings: a refused value is shown next to its
 	// field, as typed; a good one is saved.
 	var fieldErr, typed string
@@ -317,6 +333,33 @@ func TestConsoleInABrowser(t *testing.T) {
 	accessible(t, ctx, "resource with its graph")
 	if !strings.Contains(graph, "Required by") || !strings.Contains(graph, cmdID) || !strings.Contains(attrs, `"content": "hello\n"`) {
 		t.Errorf("the file's page: graph %q, attributes %q", graph, attrs)
+	}
+
+	// A run that fails: marked in the list, its page lists the failure
+	// with its error.
+	blocked := filepath.Join(dir, "a-directory")
+	if err := os.Mkdir(blocked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	failing, _ := json.Marshal(map[string]any{"resources": []any{
+		map[string]any{"id": rid, "attributes": map[string]any{"path": file, "content": "hello\n", "mode": "0644"}},
+		map[string]any{"id": "fs::File[localhost,path=" + blocked + "]", "attributes": map[string]any{"path": blocked, "content": "x\n"}}}})
+	failed, err := c.WaitRequest(context.Background(), env, servertest.Release(t, c, env, failing), time.Minute, nil)
+	if err != nil || failed.Failed != 1 {
+		t.Fatalf("the failing run: %+v %v", failed, err)
+	}
+	run(t, ctx,
+		chromedp.Navigate(base+"env/"+env+"/runs"),
+		chromedp.WaitVisible(`//tr[@class="trouble"]//a[text()="`+fmt.Sprint(failed.Run)+`"]`, chromedp.BySearch),
+		shot(t, ctx, "runs"),
+		chromedp.Click(`//tr[@class="trouble"]//a[text()="`+fmt.Sprint(failed.Run)+`"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//h2[text()="What did not deploy"]`, chromedp.BySearch),
+		chromedp.Text(`table.failures`, &text, chromedp.ByQuery),
+		shot(t, ctx, "run-failures"),
+	)
+	accessible(t, ctx, "a run's failures")
+	if !strings.Contains(text, blocked) || !strings.Contains(text, "is a directory") {
+		t.Errorf("the failed run's page lists:\n%s", text)
 	}
 
 	// Sign out; a read token sees the environment but no button.

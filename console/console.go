@@ -167,6 +167,7 @@ func (c *Console) Handler() http.Handler {
 		c.compileRoutes(r)
 		c.versionRoutes(r)
 		c.inventoryRoutes(r)
+		c.operateRoutes(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Error: "There is no page " + r.URL.Path + "."})

@@ -43,6 +43,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = io.WriteString(w, `{"id":7,"kind":"deploy","reason":"user deploy","requested_at":"2026-11-25T00:00:00Z","auto":false,"run":null}`)
 	default:
+		if r.Method != http.MethodGet {
+			f.deploys = append(f.deploys, r.Method+" "+r.URL.Path)
+		}
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = io.WriteString(w, `{"type":"urn:intend:problem:not-found","title":"Not found","status":404,"detail":"environment \"nope\" not found"}`)
@@ -127,6 +130,19 @@ func TestConsoleRefusesBadInput(t *testing.T) {
 		{"the events of a run, signed out", "GET", "/console/env/prod/runs/1/events", "", nil, 303, "/console/login"},
 		{"the events of an unknown instance: the API's problem", "GET", "/console/env/prod/inventory/vm/nope/events", "good", nil, 404, "not found"},
 		{"the events of an instance, signed out", "GET", "/console/env/prod/inventory/vm/web/events", "", nil, 303, "/console/login"},
+		{"halt without the form token", "POST", "/console/env/prod/halt", "good", url.Values{"confirm": {"yes"}}, 403, "stale"},
+		{"halt unconfirmed: asked, not done", "POST", "/console/env/prod/halt", "good", url.Values{"csrf": {c.csrf("good")}}, 200, "Halt environment prod?"},
+		{"halt confirmed by GET", "GET", "/console/env/prod/halt?confirm=yes", "good", nil, 405, ""},
+		{"resume without the form token", "POST", "/console/env/prod/resume", "good", url.Values{}, 403, "stale"},
+		{"pause without the form token", "POST", "/console/env/prod/agents/pause", "good", url.Values{"agent": {"a"}, "confirm": {"yes"}}, 403, "stale"},
+		{"pause of no agent", "POST", "/console/env/prod/agents/pause", "good", url.Values{"csrf": {c.csrf("good")}, "confirm": {"yes"}}, 422, "name the agent"},
+		{"pause unconfirmed: asked, not done", "POST", "/console/env/prod/agents/pause", "good", url.Values{"csrf": {c.csrf("good")}, "agent": {"a/../b"}}, 200,
+			`<input type="hidden" name="agent" value="a/../b">`},
+		{"unpause of no agent", "POST", "/console/env/prod/agents/unpause", "good", url.Values{"csrf": {c.csrf("good")}}, 422, "name the agent"},
+		{"deploy of one resource without the form token", "POST", "/console/env/prod/resource/deploy", "good", url.Values{"id": {"x"}, "mode": {"full"}}, 403, "stale"},
+		{"deploy of no resource", "POST", "/console/env/prod/resource/deploy", "good", url.Values{"csrf": {c.csrf("good")}, "mode": {"full"}}, 422, "name the resource"},
+		{"deploy of one resource in an unknown mode", "POST", "/console/env/prod/resource/deploy", "good",
+			url.Values{"csrf": {c.csrf("good")}, "id": {"x"}, "mode": {"all"}}, 422, "incremental or full"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var w *httptest.ResponseRecorder
@@ -151,6 +167,13 @@ func TestConsoleRefusesBadInput(t *testing.T) {
 	if w.Code != 303 || !strings.Contains(w.Header().Get("Location"), "Repair+requested+%28request+7%29") || len(api.deploys) != 1 ||
 		!strings.Contains(api.deploys[0], `"mode":"full"`) {
 		t.Errorf("a good repair = %d %q, API saw %v", w.Code, w.Header().Get("Location"), api.deploys)
+	}
+	// One resource: the request names it alone.
+	api.deploys = nil
+	w = do(h, "POST", "/console/env/prod/resource/deploy", "good", url.Values{"csrf": {c.csrf("good")}, "id": {"fs::File[h,path=/x]"}, "mode": {"incremental"}})
+	if w.Code != 303 || !strings.Contains(w.Header().Get("Location"), "/console/env/prod/requests/7?flash=Deploy+of+fs") || len(api.deploys) != 1 ||
+		api.deploys[0] != `{"mode":"incremental","resource_ids":["fs::File[h,path=/x]"]}` {
+		t.Errorf("a deploy of one resource = %d %q, API saw %v", w.Code, w.Header().Get("Location"), api.deploys)
 	}
 	// Settings: a number that does not parse is refused before the API,
 	// next to its field; a good change sends only what changed.

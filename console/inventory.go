@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -358,8 +357,6 @@ type instanceData struct {
 	// failed validation and its resources not deployed as intended (nil
 	// when it has neither).
 	Diagnosis *client.Diagnosis
-	// ValidationErrors are that validation's errors, indented.
-	ValidationErrors string
 }
 
 // logRow is one version of the instance's log, with the transfer that
@@ -429,12 +426,6 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status in
 	}
 	if diag.Validation != nil || len(diag.Resources) > 0 {
 		d.Diagnosis = &diag
-		if diag.Validation != nil {
-			var b bytes.Buffer
-			if json.Indent(&b, diag.Validation.Errors, "", "  ") == nil {
-				d.ValidationErrors = b.String()
-			}
-		}
 	}
 	for _, e := range log.Items {
 		row := logRow{InstanceLogEntry: e}
@@ -693,6 +684,11 @@ func (c *Console) transferInstance(w http.ResponseWriter, r *http.Request) {
 func (c *Console) deleteInstance(w http.ResponseWriter, r *http.Request) {
 	u, env, entity, id, version, ok := c.instanceForm(w, r)
 	if !ok {
+		return
+	}
+	if !c.confirmed(w, r, fmt.Sprintf("Delete %s %s?", entity, id),
+		"Its lifecycle's delete transfer runs: the instance's resources are removed from their targets.",
+		"Delete "+id, "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity)+"/"+url.PathEscape(id)) {
 		return
 	}
 	out, err := u.api.DeleteInstance(r.Context(), env, entity, id, version)

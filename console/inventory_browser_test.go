@@ -266,6 +266,9 @@ func TestInventoryInABrowser(t *testing.T) {
 		chromedp.Click(`//a[text()="web"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//button[text()="Delete"]`, chromedp.BySearch),
 		chromedp.Click(`//button[text()="Delete"]`, chromedp.BySearch),
+		// It asks first.
+		chromedp.WaitVisible(`//section[contains(@class, "confirm")]//button`, chromedp.BySearch),
+		chromedp.Click(`//section[contains(@class, "confirm")]//button`, chromedp.BySearch),
 		chromedp.WaitVisible(`p.flash`, chromedp.ByQuery),
 		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
 	)

@@ -93,13 +93,19 @@ func (f *fakeLSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"items":[`+fakeInstance+`]}`)
 	case "/lsm/v1/service_inventory/vm/web", "/lsm/v1/service_inventory/vm/" + fakeID:
 		_, _ = io.WriteString(w, fakeInstance)
-	case "/lsm/v1/service_inventory/vm/" + fakeID + "/log", "/lsm/v1/service_inventory/vm/" + fakeID + "/resources":
+	case "/lsm/v1/service_inventory/vm/" + fakeID + "/resources":
 		_, _ = io.WriteString(w, `{"items":[]}`)
+	case "/lsm/v1/service_inventory/vm/" + fakeID + "/log":
+		_, _ = io.WriteString(w, `{"items":[{"version":3,"state":"rejected","candidate_attributes":{"memory":99},`+
+			`"event":{"source":"start","target":"rejected","trigger":"create","error":true},`+
+			`"errors":[{"path":"parameter.memory","message":"invalid value 99 (out of bound <=64)",`+
+			`"positions":[{"file":"vm.cue","line":7,"column":11}]}],"timestamp":"2026-11-25T00:00:00Z"}]}`)
 	case "/lsm/v1/service_inventory/vm/" + fakeID + "/diagnose":
-		_, _ = io.WriteString(w, `{"id":"`+fakeID+`","state":"failed","version":4,"validation":{"version":3,"errors":[{"message":"memory: too big"}]},`+
+		_, _ = io.WriteString(w, `{"id":"`+fakeID+`","state":"failed","version":4,"validation":{"version":3,"errors":[{"message":"memory: too big",`+
+			`"instance":"vm web","positions":[{"file":"vm.cue","line":7,"column":11}]}]},`+
 			`"resources":[{"id":"fs::File[h,path=/web.conf]","type":"fs::File","agent":"h","intent_version":2,"intent_hash":"","deployed_hash":"",`+
 			`"last_result":"failed","compliance":"non_compliant","blocked":false,"orphan":false,"last_attempt":null,"last_success":null,`+
-			`"last_produced_change":false,"error":"permission denied"}]}`)
+			`"last_produced_change":false,"error":"permission denied","logs":[{"level":"error","msg":"open failed","attrs":{"path":"/web.conf"}}]}]}`)
 	default:
 		problem(404, `{"type":"urn:intend:problem:not-found","title":"Not found","status":404,"detail":"service entity \"nope\" not found"}`)
 	}
@@ -198,6 +204,20 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 		!strings.Contains(body, "permission denied") {
 		t.Errorf("a failed instance's page lacks its diagnosis:\n%s", body)
 	}
+	// Read as text, not JSON: each problem with where it is, the failed
+	// resource's adapter log, the log's errors likewise.
+	for _, want := range []string{
+		"<li><code>vm web</code>: memory: too big\n    <br><small>at <code>vm.cue:7:11</code></small></li>",
+		"error open failed path=/web.conf",
+		"<li><code>parameter.memory</code>: invalid value 99 (out of bound &lt;=64)\n    <br><small>at <code>vm.cue:7:11</code></small></li>",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a failed instance's page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `&#34;message&#34;`) || strings.Contains(body, `"message"`) {
+		t.Errorf("a failed instance's page shows its errors as JSON:\n%s", body)
+	}
 	w = do(h, "GET", base+"/vm/web", "reader", nil)
 	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "<button type=\"submit\"") && strings.Count(body, "<button") > 1 ||
 		strings.Contains(body, "Move to") || strings.Contains(body, "Delete</button>") {
@@ -207,6 +227,18 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "New vm") || !strings.Contains(body, "integer (≥1, ≤64)") ||
 		!strings.Contains(body, `role="img"`) || !strings.Contains(body, `class="lc-name">failed</text>`) {
 		t.Errorf("the catalog for a reader: %d\n%s", w.Code, body)
+	}
+
+	// Delete asks first: a page whose form posts the same fields again,
+	// confirmed, with the user's form token; the API hears nothing yet.
+	api.writes = nil
+	w = do(h, "POST", base+"/vm/web/delete", "good", url.Values{"csrf": {good}, "current_version": {"5"}})
+	if body := w.Body.String(); w.Code != 200 || len(api.writes) != 0 ||
+		!strings.Contains(body, `<form method="post" action="/console/env/prod/inventory/vm/web/delete">`) ||
+		!strings.Contains(body, `<input type="hidden" name="confirm" value="yes">`) ||
+		!strings.Contains(body, `<input type="hidden" name="current_version" value="5">`) ||
+		!strings.Contains(body, `name="csrf" value="`+good+`"`) {
+		t.Errorf("an unconfirmed delete = %d, the API got %q:\n%s", w.Code, api.writes, body)
 	}
 
 	// Good forms: what the API gets, and where the browser goes.
@@ -222,7 +254,7 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 			`PATCH /lsm/v1/service_inventory/vm/` + fakeID + ` {"current_version":5,"attributes":{"memory":8}}`, "Update+requested"},
 		{base + "/vm/web/state", url.Values{"csrf": {good}, "current_version": {"5"}, "target": {"creating"}},
 			`POST /lsm/v1/services/vm/web/state {"current_version":5,"target_state":"creating"}`, "Moved+to"},
-		{base + "/vm/web/delete", url.Values{"csrf": {good}, "current_version": {"5"}},
+		{base + "/vm/web/delete", url.Values{"csrf": {good}, "current_version": {"5"}, "confirm": {"yes"}},
 			`DELETE /lsm/v1/service_inventory/vm/web?current_version=5 `, "Delete+requested"},
 	} {
 		api.writes = nil

@@ -286,6 +286,8 @@ type resourceData struct {
 	// it holds none; Attributes is its attributes, indented.
 	Intent     *client.ResourceIntent
 	Attributes string
+	// Operator: the page offers to deploy or repair the resource.
+	Operator bool
 }
 
 func (c *Console) resource(w http.ResponseWriter, r *http.Request) {
@@ -295,7 +297,7 @@ func (c *Console) resource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := "/api/v1/environments/" + url.PathEscape(env) + "/resources/" + url.PathEscape(id)
-	var d resourceData
+	d := resourceData{Operator: u.may(env, auth.RoleOperator)}
 	if err := u.api.Do(r.Context(), http.MethodGet, base, nil, &d.Resource); err != nil {
 		c.fail(w, r, err)
 		return

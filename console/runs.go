@@ -36,7 +36,19 @@ type runData struct {
 	Workflow string `json:"workflow"`
 	Done     bool   `json:"done"`
 	Percent  int    `json:"percent"`
+	// Failures are the run's attempts that did not deploy, newest first
+	// (the page's, not the event stream's); Before is the cursor they
+	// start from, FailuresNext that of the older ones.
+	Failures     []client.Action `json:"-"`
+	Before       string          `json:"-"`
+	FailuresNext string          `json:"-"`
 }
+
+// notDeployed are the results of an attempt that did not deploy.
+var notDeployed = []string{"failed", "skipped", "skipped_for_dependency", "unavailable"}
+
+// failuresPage is how many of a run's failures its page lists at once.
+const failuresPage = 100
 
 // runNumber is the {run} of the path, a positive whole number.
 func runNumber(r *http.Request) (int64, bool) {
@@ -73,7 +85,23 @@ func (c *Console) run(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "run", page{Title: fmt.Sprintf("Run %d of %s", n, env), Env: env, Data: c.runPage(run)})
+	d := c.runPage(run)
+	if before := r.URL.Query().Get("before"); run.Failed+run.Skipped+run.Unavailable > 0 || before != "" {
+		if before != "" {
+			if _, err := positive("cursor", before); err != nil {
+				c.invalid(w, r, http.StatusBadRequest, err)
+				return
+			}
+		}
+		d.Before = before
+		d.Failures, d.FailuresNext, err = userOf(r).api.Actions(r.Context(), env,
+			client.ActionQuery{Run: n, Results: notDeployed, Before: before, Limit: failuresPage})
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+	}
+	c.render(w, r, http.StatusOK, "run", page{Title: fmt.Sprintf("Run %d of %s", n, env), Env: env, Data: d})
 }
 
 // runEvents streams the run's progress (stream): "progress" whenever it

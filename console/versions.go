@@ -154,6 +154,11 @@ func (c *Console) releaseOrRollback(action string) http.HandlerFunc {
 		if !c.form(w, r) {
 			return
 		}
+		if action == "rollback" && !c.confirmed(w, r, fmt.Sprintf("Roll back %s to version %d?", env, v),
+			fmt.Sprintf("This makes a new version, a copy of version %d, and releases it: what changed since is undone on the targets.", v),
+			fmt.Sprintf("Roll back to version %d", v), "/console/env/"+url.PathEscape(env)+"/versions") {
+			return
+		}
 		var flash string
 		if action == "release" {
 			rel, err := u.api.Release(r.Context(), env, v)

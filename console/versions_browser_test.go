@@ -89,8 +89,15 @@ func TestVersionsInABrowser(t *testing.T) {
 	if !strings.Contains(text, "Version 2 released (deploy request") {
 		t.Errorf("after Release the page says %q", text)
 	}
+	// Rollback asks first, on a page of its own; then it is done.
 	run(t, b,
 		chromedp.Click(`//button[@aria-label="Roll back to version 1"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//h1[contains(text(), "to version 1?")]`, chromedp.BySearch),
+		shot(t, b, "confirm"),
+	)
+	accessible(t, b, "the rollback's confirmation")
+	run(t, b,
+		chromedp.Click(`//section[contains(@class, "confirm")]//button[text()="Roll back to version 1"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//p[@class="flash" and contains(text(), "Rolled back")]`, chromedp.BySearch),
 		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
 	)

@@ -131,7 +131,10 @@ func TestVersionPagesRefuseBadInput(t *testing.T) {
 		{"a diff of a version the API lacks", "GET", "/console/env/prod/diff?from=1&to=7", nil, 404, "version 7 not found"},
 		{"a diff", "GET", "/console/env/prod/diff?from=1&to=2", nil, 200, `<span class="del">-two</span><span class="add">&#43;2</span>`},
 		{"release", "POST", "/console/env/prod/versions/3/release", good, 303, "Version+3+released+%28deploy+request+9%29"},
-		{"rollback", "POST", "/console/env/prod/versions/1/rollback", good, 303, "Rolled+back+to+version+1%3A+version+4"},
+		{"rollback asks first: the form again, confirmed", "POST", "/console/env/prod/versions/1/rollback", good, 200,
+			`<input type="hidden" name="confirm" value="yes">`},
+		{"rollback, confirmed", "POST", "/console/env/prod/versions/1/rollback",
+			url.Values{"csrf": good["csrf"], "confirm": {"yes"}}, 303, "Rolled+back+to+version+1%3A+version+4"},
 		{"dry-run", "POST", "/console/env/prod/dryrun", url.Values{"csrf": good["csrf"], "version": {"2"}}, 303, "/console/env/prod/dryrun/5?flash=Dry-run+5+of+version+2"},
 		{"a running dry-run", "GET", "/console/env/prod/dryrun/5", nil, 200, "still running"},
 	} {
@@ -145,6 +148,15 @@ func TestVersionPagesRefuseBadInput(t *testing.T) {
 	}
 	if n := len(api.calls); n == 0 || !strings.Contains(api.calls[n-2], `POST /api/v1/environments/prod/dryrun {"version":2}`) {
 		t.Errorf("the dry-run asked the API %q", api.calls)
+	}
+	rollbacks := 0
+	for _, call := range api.calls {
+		if strings.Contains(call, "/rollback") {
+			rollbacks++
+		}
+	}
+	if rollbacks != 1 {
+		t.Errorf("the API was asked %d rollbacks, want 1 (the confirmed one): %q", rollbacks, api.calls)
 	}
 }
 

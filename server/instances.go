@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/intendhq/intend/activities"
@@ -58,4 +59,22 @@ func (p lsmPreviewer) PreviewInstance(ctx context.Context, envID, entity, instan
 	}
 	return api.LSMPreview{OK: pv.Validation.OK, Errors: pv.Validation.Errors, ReadOnly: pv.Validation.ReadOnly,
 		Resources: pv.Resources, RenderErrors: pv.RenderErrors}, nil
+}
+
+// PreviewModel serves the previews of a model change with the lifecycle
+// engine's own rendering (activities.LSM.PreviewModel).
+func (p lsmPreviewer) PreviewModel(ctx context.Context, envID string, archive []byte, after string, limit int) (api.ModelPreview, error) {
+	mp, err := p.l.PreviewModel(ctx, envID, archive, after, limit)
+	if me, ok := errors.AsType[*activities.ModelError](err); ok {
+		return api.ModelPreview{}, &api.ModelFailure{Message: me.Errors.Error()}
+	}
+	if err != nil {
+		return api.ModelPreview{}, err
+	}
+	out := api.ModelPreview{Hash: mp.Hash, BaseVersion: mp.BaseVersion, Skipped: mp.Skipped, Next: mp.Next,
+		Instances: make([]api.PreviewedInstance, len(mp.Instances))}
+	for i, fi := range mp.Instances {
+		out.Instances[i] = api.PreviewedInstance{Instance: fi.Instance, Failed: fi.Failed, Errors: fi.Errors, Comparison: fi.Comparison}
+	}
+	return out, nil
 }

@@ -420,7 +420,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s.sched, Dryruns: s.sched, Log: log, Telemetry: tel, Tracer: cfg.Tracing.Tracer(),
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
-		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
+		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, ModelPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller, AuditRefusalWindow: cfg.AuditRefusalWindow,
 		CompileFetchHosts: s.fetchHosts,

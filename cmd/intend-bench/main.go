@@ -40,6 +40,7 @@ func main() {
 	lsmN := flag.Int("lsm", 0, "P7: service instances to create at once after the other workloads (0: no P7; with -n 0, P7 only)")
 	lsmParallel := flag.Int("lsm-parallel", 32, "P7: creates in flight at once")
 	flag.IntVar(&orderN, "order", 0, "P7o: items of one order creating that many service instances (with -n 0: after P7, if any)")
+	flag.IntVar(&previewN, "preview", 0, "P13: service instances to create, then preview a model change over (with -n 0: after P7 and P7o, if any)")
 	flag.IntVar(&orderChain, "order-chain", 1, "P7o: items per dependency chain (1: no dependencies; 10: item i depends on i-1 within each 10)")
 	flag.IntVar(&compileWorkers, "compile-workers", 2, "the server's model compiles at once (intend server --compile-workers)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -71,7 +72,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "intend-bench:", err)
 			os.Exit(1)
 		}
-		if *n == 0 && *lsmN == 0 && orderN == 0 {
+		if *n == 0 && *lsmN == 0 && orderN == 0 && previewN == 0 {
 			return
 		}
 	}
@@ -212,6 +213,13 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 				return fmt.Errorf("P7o: %w", err)
 			}
 			rows = append(rows, p7o...)
+		}
+		if previewN > 0 {
+			p13, err := benchPreview(ctx, c, files, previewN, lsmParallel)
+			if err != nil {
+				return fmt.Errorf("P13: %w", err)
+			}
+			rows = append(rows, p13...)
 		}
 		return table(out, rows)
 	}

@@ -645,6 +645,22 @@ func TestCLIAgainstServer(t *testing.T) {
 	if !strings.Contains(out, "failed") || !strings.Contains(out, "error (") {
 		t.Errorf("resource logs of the failed resource:\n%s", out)
 	}
+	// The failed run: runs show lists what did not deploy, with its
+	// error; resource logs --run keeps that run's attempts.
+	jsonOf(t, ok(t, withEnv, "runs", "list", "--limit", "1", "--json"), &runs)
+	failedRun := fmt.Sprint(runs[0]["run"])
+	out = ok(t, withEnv, "runs", "show", failedRun)
+	if row := rowOf(t, out, id(dir)); len(row) < 3 || row[1] != "failed" || !strings.Contains(out, "(permanent)") {
+		t.Errorf("runs show of the failed run lacks its failure:\n%s", out)
+	}
+	jsonOf(t, ok(t, withEnv, "resource", "logs", id(dir), "--run", failedRun, "--json"), &actions)
+	if len(actions) != 1 || actions[0]["result"] != "failed" {
+		t.Errorf("resource logs --run %s of the failed resource = %v", failedRun, actions)
+	}
+	jsonOf(t, ok(t, withEnv, "resource", "logs", id(motd), "--run", failedRun, "--json"), &actions)
+	if len(actions) != 0 {
+		t.Errorf("resource logs --run %s of motd (not in that run) = %v, want []", failedRun, actions)
+	}
 
 	// Delete: refused without --yes, then gone.
 	fails(t, vars, exitUsage, []string{"--yes"}, "env", "delete", envName)

@@ -322,18 +322,15 @@ func (d *deployer) deploy(res *compiler.Result) error {
 }
 
 // printFailures prints the run's failed attempts not printed yet, oldest
-// first.
+// first (the newest 50 of the run's: ?run= keeps another run's out).
 func (d *deployer) printFailures(run client.DeployRun, seen map[int64]bool) {
-	var page struct {
-		Items []client.Action `json:"items"`
-	}
-	q := url.Values{"result": {"failed"}, "limit": {"50"}}
-	if err := d.c.Do(d.ctx, "GET", "/api/v1/environments/"+url.PathEscape(d.env)+"/actions?"+q.Encode(), nil, &page); err != nil {
+	acts, _, err := d.c.Actions(d.ctx, d.env, client.ActionQuery{Run: run.Run, Results: []string{"failed"}, Limit: 50})
+	if err != nil {
 		return
 	}
-	for i := len(page.Items) - 1; i >= 0; i-- {
-		a := page.Items[i]
-		if a.WorkflowID != run.WorkflowID || seen[a.ID] {
+	for i := len(acts) - 1; i >= 0; i-- {
+		a := acts[i]
+		if seen[a.ID] {
 			continue
 		}
 		seen[a.ID] = true

@@ -170,6 +170,9 @@ Example:
 	return cmd
 }
 
+// notDeployed are the results of an attempt that did not deploy.
+var notDeployed = []string{"failed", "skipped", "skipped_for_dependency", "unavailable"}
+
 // runsCommand is `intend runs`: an environment's deploy runs.
 func runsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -236,7 +239,10 @@ Examples:
 		Use:   "show RUN",
 		Short: "Show one run",
 		Long: `Show run RUN of the environment: its status, workflow, timing and
-counters. GET /api/v1/environments/{env}/runs/{run}.
+counters (GET /api/v1/environments/{env}/runs/{run}), then, when some
+did not deploy, the newest 100 attempts of the run that failed or were
+skipped, each with its error (GET .../actions?run=RUN&result=failed,...;
+intend resource logs RID --run RUN shows one's whole record).
 
 Example:
   intend runs show 12 -e prod`,
@@ -261,7 +267,7 @@ Example:
 			if err := decode(raw, &r); err != nil {
 				return err
 			}
-			return writeFields(s.stdout,
+			if err := writeFields(s.stdout,
 				"run", strconv.FormatInt(r.Run, 10),
 				"workflow", r.WorkflowID,
 				"action", r.Action,
@@ -277,7 +283,25 @@ Example:
 				"failed", strconv.Itoa(r.Failed),
 				"skipped", strconv.Itoa(r.Skipped),
 				"unavailable", strconv.Itoa(r.Unavailable),
-			)
+			); err != nil || r.Failed+r.Skipped+r.Unavailable == 0 {
+				return err
+			}
+			acts, next, err := c.Actions(cmd.Context(), env, client.ActionQuery{Run: n, Results: notDeployed, Limit: 100})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(s.stdout)
+			t := newTable(s.stdout, "RESOURCE", "RESULT", "STARTED", "ERROR")
+			for _, a := range acts {
+				t.row(a.ResourceID, a.Result, shortTime(a.StartedAt), firstLine(actionError(a)))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if next != "" {
+				fmt.Fprintf(s.stdout, "(the newest %d; intend resource logs RID --run %d shows one resource's)\n", len(acts), n)
+			}
+			return nil
 		},
 	}
 	cmd.AddCommand(list, show)

@@ -36,14 +36,24 @@ coloured on a terminal: red removed, green added, cyan hunk headers;
 off; a value too large or sensitive by its sizes and hashes), then a count per
 status. --all also lists the unmodified ones.
 
+With live service instances, it first previews the model change over every
+one of them (POST /api/v1/environments/{env}/lsm/preview, before anything is
+uploaded): each instance whose resources the new model would change, with
+the resources added, removed and modified (attribute by attribute, as
+above), and each instance the new model refuses (failed, with the
+compile's errors), against the set in the released version; then a count
+per status (--all lists the unchanged instances too). The preview itself
+changes nothing: no instance, no version, no desired state.
+
 ` + clientSettingsHelp + `
 
 Exit codes: 0 the dry-run finished (whatever it found); 1 the model does not
 compile, the server refused it, or the dry-run failed; 2 usage; 3 the server
 could not be reached. With --detailed-exitcode, for scripts and CI as
-Terraform's plan: 0 nothing would change, 2 something would (printed as
-usual, nothing on standard error), 1 an error (a usage error is still 2,
-with its message on standard error).
+Terraform's plan: 0 nothing would change, 2 something would (a resource,
+or a service instance changed or failed; printed as usual, nothing on
+standard error), 1 an error (a usage error is still 2, with its message on
+standard error).
 
 Examples:
   intend dryrun
@@ -52,7 +62,7 @@ Examples:
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, env, res, v, err := s.push(ctx, g.stdout, s.projectArg(args), false, nil, releaseNot)
+			c, env, res, fleet, v, err := s.pushPreviewed(ctx, g.stdout, s.projectArg(args))
 			if err != nil {
 				return err
 			}
@@ -64,11 +74,18 @@ Examples:
 				return err
 			}
 			if s.structured() {
-				err = s.write(map[string]any{"version": v.Version, "run": run, "results": results})
+				out := map[string]any{"version": v.Version, "run": run, "results": results}
+				if fleet != nil {
+					out["instances"] = fleet
+				}
+				err = s.write(out)
 			} else {
+				if fleet != nil {
+					printFleet(g.stdout, s.palette(), *fleet, all)
+				}
 				err = printDryrun(g.stdout, s.palette(), run, results, all)
 			}
-			if err == nil && detailed && wouldChange(results) {
+			if err == nil && detailed && (wouldChange(results) || fleet.wouldChange()) {
 				return &exitError{code: exitChanges, quiet: true, err: fmt.Errorf("dry-run %d: changes pending", run.Run)}
 			}
 			return err

@@ -182,9 +182,10 @@ func actionError(a client.Action) string {
 
 func resourceLogsCommand(s *clientSettings) *cobra.Command {
 	var limit int
+	var run int64
 	var action, result string
 	cmd := &cobra.Command{
-		Use:   "logs RID [--limit N] [--action A] [--result R]",
+		Use:   "logs RID [--limit N] [--action A] [--result R] [--run N]",
 		Short: "Show a resource's action log with changes and log lines",
 		Long: `Show the last --limit actions on resource RID (oldest of them first, as a
 log reads), each with what it changed, the log lines its adapter wrote and
@@ -197,7 +198,8 @@ newest first.
 
 Examples:
   intend resource logs 'fs::File[web1,path=/etc/motd]' -e prod
-  intend resource logs 'fs::File[web1,path=/etc/motd]' --result failed --limit 5`,
+  intend resource logs 'fs::File[web1,path=/etc/motd]' --result failed --limit 5
+  intend resource logs 'fs::File[web1,path=/etc/motd]' --run 12   # its attempts in run 12`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 1 {
@@ -213,6 +215,12 @@ Examples:
 			}
 			if result != "" {
 				q.Set("result", result)
+			}
+			if run != 0 {
+				if run < 1 {
+					return usageErrorf("--run %d: want a run number", run)
+				}
+				q.Set("run", strconv.FormatInt(run, 10))
 			}
 			items, err := c.List(cmd.Context(), client.EnvPath(env, "resources", args[0], "actions"), q, "before", limit)
 			if err != nil {
@@ -239,7 +247,8 @@ Examples:
 	f.IntVar(&limit, "limit", 20, "how many of the newest actions to show")
 	s.colorFlag(cmd)
 	f.StringVar(&action, "action", "", "only actions of this kind: deploy, repair or dryrun")
-	f.StringVar(&result, "result", "", "only actions with this result, such as deployed or failed")
+	f.StringVar(&result, "result", "", "only actions with this result, such as deployed or failed (several: comma-separated)")
+	f.Int64Var(&run, "run", 0, "only the actions of this deploy run or dry-run (intend runs list)")
 	return cmd
 }
 

@@ -6,10 +6,13 @@ package helm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -163,10 +166,11 @@ func TestTemplate(t *testing.T) {
 		fullname  string
 		https     bool
 		monitor   bool
+		execPort  int // the executors' --listen port
 	}{
-		{name: "defaults: servers, Service and migrations only", fullname: "rel-intend"},
+		{name: "defaults: servers, Service and migrations only", fullname: "rel-intend", execPort: 9464},
 		{name: "every option", args: []string{"-f", "testdata/full-values.yaml"},
-			executors: []string{"web", "db"}, fullname: "rel-orchestrator", https: true, monitor: true},
+			executors: []string{"web", "db"}, fullname: "rel-orchestrator", https: true, monitor: true, execPort: 9500},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -208,9 +212,14 @@ func TestTemplate(t *testing.T) {
 			if _, ok := objs["Service/"+c.fullname]; !ok {
 				t.Errorf("no Service %s", c.fullname)
 			}
-			if _, ok := objs["ServiceMonitor/"+c.fullname]; ok != c.monitor {
+			if sm, ok := objs["ServiceMonitor/"+c.fullname]; ok != c.monitor {
 				t.Errorf("ServiceMonitor rendered: %v, want %v", ok, c.monitor)
+			} else if ok {
+				if got := relabelled(at(sm, "spec", "endpoints", 0))["job"]; got != "intend-server" {
+					t.Errorf("ServiceMonitor's job %q, want intend-server (rules.yml's)", got)
+				}
 			}
+			checkBudget(t, objs, c.fullname+"-server", server)
 
 			job, ok := objs["Job/"+c.fullname+"-migrate"]
 			if !ok {
@@ -236,12 +245,31 @@ func TestTemplate(t *testing.T) {
 				}
 				groups = append(groups, group)
 				ec := at(containers(d), 0)
-				if e := env(ec); e["INTEND_DATABASE_URL"] != nil {
+				e := env(ec)
+				if e["INTEND_DATABASE_URL"] != nil {
 					t.Errorf("executor %s holds database credentials", group)
 				} else if str(e["INTEND_TOKEN"], "valueFrom", "secretKeyRef", "name") == "" {
 					t.Errorf("executor %s has no token from a Secret", group)
 				} else if str(e["INTEND_AGENTS"], "value") == "" || str(e["INTEND_ENVIRONMENT"], "value") == "" {
 					t.Errorf("executor %s has no agents or environment", group)
+				}
+				checkExecutorListens(t, group, ec, c.execPort)
+				checkBudget(t, objs, name, d)
+				if pm, ok := objs["PodMonitor/"+name]; ok != c.monitor {
+					t.Errorf("executor %s: PodMonitor rendered: %v, want %v", group, ok, c.monitor)
+				} else if ok {
+					if !equalLabels(at(pm, "spec", "selector", "matchLabels"), at(d, "spec", "template", "metadata", "labels")) {
+						t.Errorf("executor %s: the PodMonitor's selector %v does not select the pods", group, at(pm, "spec", "selector"))
+					}
+					ep := at(pm, "spec", "podMetricsEndpoints", 0)
+					if str(ep, "port") != "metrics" || str(ep, "path") != "/metrics" {
+						t.Errorf("executor %s: the PodMonitor scrapes %s on %s, want /metrics on metrics", group, str(ep, "path"), str(ep, "port"))
+					}
+					want := map[string]string{"job": "intend-executor", "executor_group": group,
+						"executor_environment": str(e["INTEND_ENVIRONMENT"], "value"), "executor_agents": str(e["INTEND_AGENTS"], "value")}
+					if got := relabelled(ep); !maps.Equal(got, want) {
+						t.Errorf("executor %s: the PodMonitor's target labels %v, want %v", group, got, want)
+					}
 				}
 			}
 			slices.Sort(groups)
@@ -300,6 +328,176 @@ func TestExecutorDefaults(t *testing.T) {
 	}
 	if got := at(d, "spec", "replicas"); got != 1 {
 		t.Errorf("replicas %v, want 1", got)
+	}
+	checkExecutorListens(t, "a", at(containers(d), 0), 9464)
+	checkBudget(t, objs, "rel-intend-executor-a", d)
+	if got := at(objs["PodDisruptionBudget/rel-intend-executor-a"], "spec", "maxUnavailable"); got != 1 {
+		t.Errorf("the executor group's PodDisruptionBudget lets %v go at once, want 1", got)
+	}
+	if _, ok := objs["PodMonitor/rel-intend-executor-a"]; ok {
+		t.Error("a PodMonitor by default (it needs prometheus-operator's CRDs)")
+	}
+	off := render(t, "--set", "executors[0].name=a", "--set", "executors[0].environment=prod", "--set", "executors[0].agents={a1}",
+		"--set", "executors[0].tokenSecret.name=tok", "--set", "executorPod.podDisruptionBudget.enabled=false",
+		"--set", "server.podDisruptionBudget.enabled=false")
+	if pdbs := ofKind(off, "PodDisruptionBudget"); len(pdbs) != 0 {
+		t.Errorf("PodDisruptionBudgets %v with both turned off", keys(pdbs))
+	}
+}
+
+// checkExecutorListens: an executor serves --listen on a container port
+// named metrics, and its liveness and readiness probes ask /healthz there,
+// over HTTP (the listener has no TLS).
+func checkExecutorListens(t *testing.T, group string, c any, port int) {
+	t.Helper()
+	if got := str(env(c)["INTEND_EXECUTOR_LISTEN"], "value"); got != fmt.Sprintf("0.0.0.0:%d", port) {
+		t.Errorf("executor %s: INTEND_EXECUTOR_LISTEN = %q, want 0.0.0.0:%d", group, got, port)
+	}
+	var named any
+	for _, p := range list(c, "ports") {
+		if str(p, "name") == "metrics" {
+			named = at(p, "containerPort")
+		}
+	}
+	if named != port {
+		t.Errorf("executor %s: container port metrics = %v, want %d", group, named, port)
+	}
+	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+		h := at(c, probe, "httpGet")
+		if str(h, "path") != "/healthz" || str(h, "port") != "metrics" || (str(h, "scheme") != "" && str(h, "scheme") != "HTTP") {
+			t.Errorf("executor %s: %s %v, want GET /healthz on port metrics", group, probe, h)
+		}
+		if at(c, probe, "periodSeconds") == nil || at(c, probe, "failureThreshold") == nil {
+			t.Errorf("executor %s: %s has no timing", group, probe)
+		}
+	}
+}
+
+// checkBudget: a PodDisruptionBudget of the workload's name selects its
+// pods.
+func checkBudget(t *testing.T, objs map[string]object, name string, workload object) {
+	t.Helper()
+	pdb, ok := objs["PodDisruptionBudget/"+name]
+	if !ok {
+		t.Errorf("no PodDisruptionBudget %s", name)
+		return
+	}
+	if !equalLabels(at(pdb, "spec", "selector", "matchLabels"), at(workload, "spec", "template", "metadata", "labels")) {
+		t.Errorf("PodDisruptionBudget %s selects %v, not the pods of its Deployment", name, at(pdb, "spec", "selector"))
+	}
+	if at(pdb, "spec", "maxUnavailable") == nil {
+		t.Errorf("PodDisruptionBudget %s has no maxUnavailable", name)
+	}
+}
+
+// equalLabels: selector's labels are all on the pods' (and there are some).
+func equalLabels(selector, pods any) bool {
+	sel, _ := selector.(map[string]any)
+	have, _ := pods.(map[string]any)
+	for k, v := range sel {
+		if have[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
+}
+
+// relabelled returns the labels a monitor endpoint's relabelings set to a
+// fixed value.
+func relabelled(endpoint any) map[string]string {
+	out := map[string]string{}
+	for _, r := range list(endpoint, "relabelings") {
+		if at(r, "sourceLabels") == nil {
+			out[str(r, "targetLabel")] = str(r, "replacement")
+		}
+	}
+	return out
+}
+
+// TestMonitorsMatchRules: the jobs and labels deploy/prometheus/rules.yml
+// reads are the ones the chart's monitors give their targets, so its
+// IntendServerDown and IntendExecutorsDown see what the chart runs.
+func TestMonitorsMatchRules(t *testing.T) {
+	t.Parallel()
+	objs := render(t, "-f", "testdata/full-values.yaml")
+	set := map[string]bool{}
+	jobs := map[string]bool{}
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor"} {
+		for _, m := range ofKind(objs, kind) {
+			for _, ep := range append(list(m, "spec", "endpoints"), list(m, "spec", "podMetricsEndpoints")...) {
+				for label, value := range relabelled(ep) {
+					set[label] = true
+					if label == "job" {
+						jobs[value] = true
+					}
+				}
+			}
+		}
+	}
+	b, err := os.ReadFile("../prometheus/rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			for _, m := range regexp.MustCompile(`job="([^"]+)"`).FindAllStringSubmatch(r.Expr, -1) {
+				read++
+				if !jobs[m[1]] {
+					t.Errorf("%s reads job %s, which no monitor of the chart sets (%v)", r.Alert, m[1], jobs)
+				}
+			}
+			if r.Alert != "IntendExecutorsDown" {
+				continue
+			}
+			m := regexp.MustCompile(`by \(([^)]*)\)`).FindStringSubmatch(r.Expr)
+			if m == nil {
+				t.Fatalf("IntendExecutorsDown sums by nothing: %s", r.Expr)
+			}
+			for _, label := range strings.Split(m[1], ",") {
+				if label = strings.TrimSpace(label); !set[label] {
+					t.Errorf("IntendExecutorsDown sums by %s, which the PodMonitors do not set", label)
+				}
+			}
+		}
+	}
+	if read < 3 {
+		t.Errorf("rules.yml reads %d jobs: the pattern misses them", read)
+	}
+}
+
+// TestValuesSchema: values.schema.json refuses values that would be
+// ignored or break the manifests, with a message naming them.
+func TestValuesSchema(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		reason string
+		args   []string
+		want   string
+	}{
+		{"a misspelt key", []string{"--set", "server.replica=3"}, "replica"},
+		{"a misspelt top-level key", []string{"--set", "executor.port=1"}, "executor"},
+		{"a count that is not a number", []string{"--set", "server.replicas=two"}, "/server/replicas"},
+		{"a port out of range", []string{"--set", "executorPod.port=70000"}, "/executorPod/port"},
+		{"a budget neither a number nor a percentage", []string{"--set", "server.podDisruptionBudget.maxUnavailable=half"}, "maxUnavailable"},
+		{"an unknown pull policy", []string{"--set", "image.pullPolicy=Sometimes"}, "pullPolicy"},
+		{"a group name Kubernetes refuses in names", []string{"--set", "executors[0].name=Web_1", "--set", "executors[0].environment=prod",
+			"--set", "executors[0].agents={a1}", "--set", "executors[0].tokenSecret.name=tok"}, "/executors/0/name"},
+		{"a group without agents", []string{"--set", "executors[0].name=a", "--set", "executors[0].environment=prod",
+			"--set", "executors[0].agents=", "--set", "executors[0].tokenSecret.name=tok"}, "/executors/0/agents"},
+	} {
+		out, err := helm(t, append([]string{"template", "rel", "intend"}, c.args...)...)
+		if err == nil || !strings.Contains(out, "schema") || !strings.Contains(out, c.want) {
+			t.Errorf("%s: err = %v, want the schema refusing %q\n%s", c.reason, err, c.want, out)
+		}
 	}
 }
 

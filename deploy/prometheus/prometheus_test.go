@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/intendhq/intend/executor"
 	"github.com/intendhq/intend/internal/testenv"
@@ -70,22 +73,119 @@ func TestRulesCatchABrokenRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broken := bytes.Replace(rules, []byte("expr: intend_agent_executors == 0"), []byte("expr: intend_agent_executors > 0"), 1)
-	if bytes.Equal(broken, rules) {
-		t.Fatal("the rule to break is not in rules.yml")
-	}
-	dir := t.TempDir()
-	for name, b := range map[string][]byte{"rules.yml": broken, "rules_test.yml": tests} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		reason, alert, expr, broken string
+	}{
+		{"the comparison turned", "IntendAgentWithoutExecutor",
+			`expr: intend_agent_executors == 0`, `expr: intend_agent_executors > 0`},
+		// The usual mistake: absent() of the series is quiet while every
+		// replica's scrape fails, for up == 0 is a series.
+		{"absent() of the targets, not of the live ones", "IntendServerDown",
+			`expr: absent(up{job="intend-server"} == 1)`, `expr: absent(up{job="intend-server"})`},
+		{"a sum over every executor, whatever its agents", "IntendExecutorsDown",
+			`expr: sum by (executor_environment, executor_agents) (up{job="intend-executor"}) == 0`,
+			`expr: sum(up{job="intend-executor"}) == 0`},
+	} {
+		broken := bytes.Replace(rules, []byte(c.expr), []byte(c.broken), 1)
+		if bytes.Equal(broken, rules) {
+			t.Fatalf("%s: the rule to break is not in rules.yml", c.reason)
+		}
+		dir := t.TempDir()
+		for name, b := range map[string][]byte{"rules.yml": broken, "rules_test.yml": tests} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(promtool(t), "test", "rules", "rules_test.yml")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), c.alert) {
+			t.Errorf("%s: promtool test rules on a broken %s: %v, want a failure naming the alert\n%s", c.reason, c.alert, err, out)
 		}
 	}
-	cmd := exec.Command(promtool(t), "test", "rules", "rules_test.yml")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "IntendAgentWithoutExecutor") {
-		t.Errorf("promtool test rules on a broken rule: %v, want a failure naming the alert\n%s", err, out)
+}
+
+// runbooks is where every alert's runbook_url points: a section of
+// docs/operations.md, on the repository's default branch.
+const runbooks = "https://github.com/intendhq/intend/blob/main/docs/operations.md#"
+
+// TestRunbooks: every alert has a runbook_url into docs/operations.md, and
+// the section it names exists there (the anchor GitHub gives a heading).
+func TestRunbooks(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := headingAnchors(string(doc))
+	alerts := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts++
+			url := r.Annotations["runbook_url"]
+			anchor, ok := strings.CutPrefix(url, runbooks)
+			switch {
+			case !ok:
+				t.Errorf("%s: runbook_url %q, want one in %s", r.Alert, url, runbooks)
+			case !anchors[anchor]:
+				t.Errorf("%s: runbook_url %q names no section of docs/operations.md", r.Alert, url)
+			case anchor != strings.ToLower(r.Alert):
+				t.Errorf("%s: runbook_url %q, want the section of its name (#%s)", r.Alert, url, strings.ToLower(r.Alert))
+			}
+		}
+	}
+	if alerts < 13 {
+		t.Errorf("found %d alerts in rules.yml: the parse misses them", alerts)
 	}
 }
+
+// headingAnchors returns the anchors GitHub gives the Markdown headings of
+// doc: the text lower-cased, without punctuation, spaces as dashes, a
+// repeated anchor suffixed -1, -2, …; code blocks hold no headings.
+func headingAnchors(doc string) map[string]bool {
+	out := map[string]bool{}
+	fence := false
+	for line := range strings.Lines(doc) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+			continue
+		}
+		m := heading.FindStringSubmatch(line)
+		if fence || m == nil {
+			continue
+		}
+		slug := strings.ReplaceAll(punctuation.ReplaceAllString(strings.ToLower(m[1]), ""), " ", "-")
+		a := slug
+		for n := 1; out[a]; n++ {
+			a = fmt.Sprintf("%s-%d", slug, n)
+		}
+		out[a] = true
+	}
+	return out
+}
+
+var (
+	heading     = regexp.MustCompile(`^#{1,6} +(.+?) *#*$`)
+	punctuation = regexp.MustCompile(`[^\p{L}\p{N}\p{M} _-]`)
+)
 
 var listenLog = regexp.MustCompile(`msg="serving /metrics and /healthz" listen=(\S+)`)
 

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -446,6 +448,34 @@ func checkPrometheus(t *testing.T, c *devcluster.Cluster) {
 	}
 	if n == 0 {
 		t.Fatal("Prometheus loaded no rules")
+	}
+	// The executors' targets carry the labels rules.yml's
+	// IntendExecutorsDown sums by: one sum per agent, each of its
+	// executors counted.
+	agents := map[string]int{}
+	for _, e := range c.Executors {
+		agents[e.Agent]++
+	}
+	var sums struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  []any             `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	getJSON(t, c.PrometheusURL+"/api/v1/query?query="+url.QueryEscape(`sum by (executor_environment, executor_agents) (up{job="intend-executor"})`), &sums)
+	got := map[string]int{}
+	for _, r := range sums.Data.Result {
+		if r.Metric["executor_environment"] != devcluster.Environment || len(r.Value) != 2 {
+			t.Errorf("executors' up summed as IntendExecutorsDown does: %+v, want environment %s", r, devcluster.Environment)
+			continue
+		}
+		n, _ := strconv.Atoi(fmt.Sprint(r.Value[1]))
+		got[r.Metric["executor_agents"]] = n
+	}
+	if !maps.Equal(got, agents) {
+		t.Errorf("executors up by agent %v, want %v", got, agents)
 	}
 	// Every process's own metrics are there.
 	var res struct {

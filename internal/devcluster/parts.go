@@ -155,12 +155,13 @@ func (c *Cluster) startPrometheus(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), rules(), 0o644); err != nil {
 		return err
 	}
-	var servers, executors []string
+	var servers []string
 	for _, s := range c.Servers {
 		servers = append(servers, hostOf(s.MetricsURL))
 	}
+	var executors []executorTarget
 	for _, e := range c.Executors {
-		executors = append(executors, hostOf(e.MetricsURL))
+		executors = append(executors, executorTarget{hostOf(e.MetricsURL), e.Agent})
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"),
 		[]byte(prometheusConfig(servers, executors, hostOf(c.Temporal().MetricsURL()))), 0o644); err != nil {
@@ -177,9 +178,21 @@ func (c *Cluster) startPrometheus(ctx context.Context) error {
 	return c.Prometheus.Start(ctx)
 }
 
+// executorTarget is an executor's metrics address and the agent it serves.
+type executorTarget struct{ addr, agent string }
+
 // prometheusConfig scrapes the replicas, the executors and the Temporal
-// server every 5 s.
-func prometheusConfig(servers, executors []string, temporal string) string {
+// server every 5 s. Each executor's target carries the labels the Helm
+// chart's PodMonitors give theirs (executor_environment, executor_agents,
+// executor_group), so rules.yml's IntendExecutorsDown sums per agent here
+// too.
+func prometheusConfig(servers []string, executors []executorTarget, temporal string) string {
+	var ex strings.Builder
+	for _, e := range executors {
+		fmt.Fprintf(&ex, `      - targets: [%s]
+        labels: {executor_environment: %s, executor_agents: %s, executor_group: %s}
+`, e.addr, Environment, e.agent, e.agent)
+	}
 	return fmt.Sprintf(`# Written by intend dev-cluster at every start: edits are lost.
 global:
   scrape_interval: 5s
@@ -191,11 +204,10 @@ scrape_configs:
       - targets: [%s]
   - job_name: intend-executor
     static_configs:
-      - targets: [%s]
-  - job_name: temporal
+%s  - job_name: temporal
     static_configs:
       - targets: [%s]
-`, strings.Join(servers, ", "), strings.Join(executors, ", "), temporal)
+`, strings.Join(servers, ", "), ex.String(), temporal)
 }
 
 func hostOf(u string) string {

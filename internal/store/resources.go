@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,6 +154,12 @@ type ActionFilter struct {
 	Until      *time.Time // started before
 	Before     int64      // cursor: the last id of the previous page; 0 = newest
 	Limit      int
+	// Results, when not empty, keeps the actions with any of these
+	// results (with Result, those of both).
+	Results []string
+	// WorkflowID keeps the actions of one workflow: a deploy run's
+	// (its workflow_id), or a dry-run's.
+	WorkflowID string
 	// Outputs says whether the records' sensitive outputs are returned;
 	// the zero value redacts them.
 	Outputs Outputs
@@ -205,6 +212,18 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 	}
 	if f.Result != "" {
 		add("result = $%d", f.Result)
+	}
+	if len(f.Results) > 0 {
+		add("result = any($%d)", f.Results)
+		if !slices.Contains(f.Results, string(ledger.ResultDeployed)) {
+			// Said outright, so that the planner may take the partial
+			// index of what did not deploy (migration 027): a run's
+			// failures, among its thousands deployed.
+			where += " and result <> 'deployed'"
+		}
+	}
+	if f.WorkflowID != "" {
+		add("workflow_id = $%d", f.WorkflowID)
 	}
 	if f.Since != nil {
 		add("started_at >= $%d", *f.Since)

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+
+	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/store"
+)
+
+// The preview of a model change over the fleet (docs/lsm.md, "Preview of
+// a model change"): POST .../lsm/preview takes a project archive, as PUT
+// .../model does, and answers what it would do to each live service
+// instance's resources, a page of instances at a time, storing nothing.
+
+// ModelPreviewer evaluates a model over the live service instances.
+type ModelPreviewer interface {
+	// PreviewModel evaluates the project archive (checked) for the live
+	// instances after the cursor after (at most limit of those whose
+	// state exports resources), as their exports would once the model
+	// reaches them, and compares each set with the released version's,
+	// changing nothing. A model that does not compile by itself is a
+	// *ModelFailure.
+	PreviewModel(ctx context.Context, envID string, archive []byte, after string, limit int) (ModelPreview, error)
+}
+
+// ModelPreview is a page of a preview.
+type ModelPreview struct {
+	Hash        string
+	BaseVersion int64
+	Instances   []PreviewedInstance
+	Skipped     int
+	Next        string
+}
+
+// PreviewedInstance is one instance's outcome: Failed with Errors, or
+// the comparison of its set.
+type PreviewedInstance struct {
+	Instance   store.ServiceInstance
+	Failed     bool
+	Errors     json.RawMessage
+	Comparison store.SetComparison
+}
+
+// ModelFailure is a previewed model that fails by itself, whoever's
+// attributes it is given: Message is its compile's errors.
+type ModelFailure struct{ Message string }
+
+func (e *ModelFailure) Error() string { return e.Message }
+
+const (
+	// DefaultPreviewLimit and MaxPreviewLimit bound the instances a page
+	// of a preview evaluates.
+	DefaultPreviewLimit = 200
+	MaxPreviewLimit     = 1000
+	// MaxPreviewBytes bounds a page's answer: a page whose instances'
+	// changes would pass it ends early (next says where to go on), after
+	// one instance at least.
+	MaxPreviewBytes = 8 << 20
+)
+
+// previewModel answers POST /api/v1/environments/{env}/lsm/preview.
+func (s *Server) previewModel(w http.ResponseWriter, r *http.Request) error {
+	if s.opts.ModelPreview == nil {
+		return Unavailable("the lifecycle engine is not running in this server")
+	}
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", DefaultPreviewLimit, 1, MaxPreviewLimit)
+	if err != nil {
+		return err
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/gzip" && mt != "application/x-gzip" {
+		return UnsupportedMediaType("send the project archive (a gzipped tar, as intend export makes) as application/gzip")
+	}
+	if r.ContentLength > project.MaxArchiveBytes {
+		return BodyTooLarge(project.MaxArchiveBytes)
+	}
+	archive, err := io.ReadAll(io.LimitReader(r.Body, project.MaxArchiveBytes+1))
+	if err != nil {
+		return BadRequest("request body could not be read")
+	}
+	if len(archive) > project.MaxArchiveBytes {
+		return BodyTooLarge(project.MaxArchiveBytes)
+	}
+	dir, err := os.MkdirTemp("", "intend-preview-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := checkArchive(archive, dir); err != nil {
+		return err
+	}
+	p, err := s.opts.ModelPreview.PreviewModel(r.Context(), e.ID, archive, r.URL.Query().Get("after"), limit)
+	if mf, ok := errors.AsType[*ModelFailure](err); ok {
+		return Validation("the model does not compile on the server: " + mf.Message)
+	}
+	if err != nil {
+		return err
+	}
+	noteAudit(r, map[string]any{"model": p.Hash, "instances": len(p.Instances)})
+	WriteJSON(w, http.StatusOK, wireModelPreview(p, MaxPreviewBytes))
+	return nil
+}
+
+// wireModelPreview is a page of a preview on the wire, its instances
+// cut after the one that takes the answer past maxBytes (next then
+// points after the last one kept).
+func wireModelPreview(p ModelPreview, maxBytes int) client.ModelPreview {
+	out := client.ModelPreview{Model: p.Hash, BaseVersion: p.BaseVersion, Instances: []client.InstancePreview{},
+		Counts: map[string]int{}, Skipped: p.Skipped, Next: p.Next}
+	size := 0
+	for i, pi := range p.Instances {
+		in := wirePreviewedInstance(pi)
+		if b, err := json.Marshal(in); err == nil {
+			size += len(b)
+		}
+		out.Instances = append(out.Instances, in)
+		out.Counts[in.Status]++
+		if size > maxBytes && i < len(p.Instances)-1 {
+			out.Next = PreviewCursor(in.ServiceEntity, in.ID)
+			break
+		}
+	}
+	return out
+}
+
+// PreviewCursor is the cursor of an instance in a preview's order.
+func PreviewCursor(entity, id string) string { return entity + "/" + id }
+
+func wirePreviewedInstance(pi PreviewedInstance) client.InstancePreview {
+	i := pi.Instance
+	out := client.InstancePreview{ServiceEntity: i.Entity, ID: i.ID, Identity: i.Identity, State: i.State,
+		EntityVersion: i.EntityVersion, Status: client.PreviewUnchanged}
+	if pi.Failed {
+		out.Status, out.Errors = client.PreviewFailed, pi.Errors
+		return out
+	}
+	c := pi.Comparison
+	out.Added, out.Removed, out.Unchanged = c.Added, c.Removed, c.Unchanged
+	if len(c.Modified) > 0 {
+		out.Modified = wireModified(c.Modified)
+	}
+	if c.Changed() {
+		out.Status = client.PreviewChanged
+	}
+	return out
+}
