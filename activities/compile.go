@@ -57,8 +57,8 @@ type Compiler struct {
 	// Wake tells the environment's scheduler that a release queued a
 	// deploy; nil: the scheduler finds the request when it polls.
 	Wake func(ctx context.Context, env store.Environment, reason string) error
-	// ModelChanged announces a model source the compile made the newest
-	// to the environment's service instances (api.LSMEngine's); nil: the
+	// ModelChanged announces a model source a compile's release made the
+	// service instances' model to them (api.LSMEngine's); nil: the
 	// server's reconciler does.
 	ModelChanged func(ctx context.Context, env store.Environment, hash string) error
 	// GitTimeout bounds one git command, a fetch included (0:
@@ -138,7 +138,9 @@ func (c *Compiler) FetchCompile(ctx context.Context, in workflows.CompileInput) 
 	if comp.Status != store.CompileRunning {
 		return workflows.FetchCompileResult{Failed: comp.Status != store.CompileSucceeded, Commit: comp.Commit}, nil
 	}
-	if comp.Commit != "" {
+	if comp.Commit != "" || comp.ModelHash != "" {
+		// A compile of a model source (for facts, in push mode) fetches
+		// nothing: the source is in PostgreSQL.
 		return workflows.FetchCompileResult{Commit: comp.Commit}, nil
 	}
 	defer heartbeat(ctx)()
@@ -188,6 +190,9 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 		failed, err := c.outcome(ctx, in.EnvironmentID, in.ID, err)
 		return workflows.BuildCompileResult{Failed: failed}, err
 	}
+	if comp.ModelHash != "" {
+		return c.buildModelSource(ctx, env, comp, tree, fail)
+	}
 	if err := c.checkout(ctx, in.EnvironmentID, comp, in.Commit, work, tree); err != nil {
 		return fail(err)
 	}
@@ -225,15 +230,9 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 		}
 		return workflows.BuildCompileResult{}, classify(err)
 	}
-	if src.AnnouncedAt == nil && c.ModelChanged != nil {
-		if env, err := c.Store.GetEnvironment(ctx, in.EnvironmentID); err != nil {
-			return workflows.BuildCompileResult{}, classify(err)
-		} else if err := c.ModelChanged(ctx, env, packed.Hash); err != nil {
-			c.log().Warn("model source not announced to the service instances yet; the reconciler retries",
-				"environment", env.Name, "model", packed.Hash, "error", err)
-		}
-	}
-	comp, err = c.Store.ExportCompile(ctx, in.EnvironmentID, in.ID, v)
+	// The source becomes the live instances' model when the version
+	// built from it is released (ReleaseCompile), not now.
+	comp, err = c.Store.ExportCompile(ctx, in.EnvironmentID, in.ID, v, src.Hash)
 	if errors.Is(err, store.ErrConflict) {
 		return workflows.BuildCompileResult{Failed: true}, nil // finished meanwhile
 	}
@@ -252,6 +251,48 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	return buildResult(comp), nil
 }
 
+// buildModelSource is BuildCompile of a compile for facts in push mode:
+// it compiles the stored model source comp.ModelHash (the released
+// version's) in tree with the environment's facts and exports the
+// version, which records the same source. The catalog is left alone:
+// facts do not change it.
+func (c *Compiler) buildModelSource(ctx context.Context, env store.Environment, comp store.Compile, tree string,
+	fail func(error) (workflows.BuildCompileResult, error)) (workflows.BuildCompileResult, error) {
+	archive, err := c.Store.ModelArchive(ctx, env.ID, comp.ModelHash)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail(&failure{msg: "model source " + comp.ModelHash + " is no longer stored",
+			errs: store.CompileMessage("model source " + comp.ModelHash + " is no longer stored")})
+	}
+	if err != nil {
+		return workflows.BuildCompileResult{}, classify(err)
+	}
+	if err := project.Extract(archive, tree); err != nil {
+		return fail(&failure{msg: err.Error(), errs: store.CompileMessage(err.Error())})
+	}
+	facts, err := envFacts(ctx, c.Store, env.ID)
+	if err != nil {
+		return workflows.BuildCompileResult{}, err
+	}
+	res, err := c.compile(ctx, env, compiler.Options{Dir: tree, Facts: facts, SourceKey: comp.ModelHash})
+	if err != nil {
+		return fail(err)
+	}
+	v, err := intent.DecodeBytes(res.Export())
+	if err != nil {
+		return fail(exportErrors(err, res))
+	}
+	comp, err = c.Store.ExportCompile(ctx, env.ID, comp.ID, v, comp.ModelHash)
+	if errors.Is(err, store.ErrConflict) {
+		return workflows.BuildCompileResult{Failed: true}, nil // finished meanwhile
+	}
+	if err != nil {
+		return workflows.BuildCompileResult{}, classify(err)
+	}
+	c.log().Info("compiled the model source for facts", "environment", env.Name, "compile", comp.ID,
+		"model", comp.ModelHash, "version", *comp.Version, "exported", *comp.Exported, "undefined", res.Undefined)
+	return buildResult(comp), nil
+}
+
 func buildResult(c store.Compile) workflows.BuildCompileResult {
 	out := workflows.BuildCompileResult{Version: *c.Version}
 	if c.Exported != nil {
@@ -267,23 +308,39 @@ func buildResult(c store.Compile) workflows.BuildCompileResult {
 // does: with auto_deploy on, the release queues a deploy and the
 // scheduler is woken. A newer version released meanwhile is not an error:
 // the compile's version is simply not released.
+//
+// A halted environment releases nothing: the version is held
+// (store.ReleaseUnlessHalted) and resuming releases it. The model source a
+// release makes the service instances' is announced to them after the
+// commit (the server's reconciler announces it if this fails).
 func (c *Compiler) ReleaseCompile(ctx context.Context, in workflows.ReleaseCompileInput) (workflows.ReleaseCompileResult, error) {
-	rel, err := c.Store.ReleaseVersion(ctx, in.EnvironmentID, in.Version)
+	env, err := c.Store.GetEnvironment(ctx, in.EnvironmentID)
+	if err != nil {
+		return workflows.ReleaseCompileResult{}, classify(err)
+	}
+	rel, held, err := c.Store.ReleaseUnlessHalted(ctx, in.EnvironmentID, in.Version)
 	if errors.Is(err, store.ErrConflict) {
 		return workflows.ReleaseCompileResult{}, nil
 	}
 	if err != nil {
 		return workflows.ReleaseCompileResult{}, classify(err)
 	}
+	if held {
+		c.log().Info("environment halted: the compile's version is held until it is resumed",
+			"environment", env.Name, "compile", in.ID, "version", in.Version)
+		return workflows.ReleaseCompileResult{}, nil
+	}
 	out := workflows.ReleaseCompileResult{Released: true}
+	if rel.Model != "" && c.ModelChanged != nil {
+		if err := c.ModelChanged(ctx, env, rel.Model); err != nil {
+			c.log().Warn("model source not announced to the service instances yet; the reconciler retries",
+				"environment", env.Name, "model", rel.Model, "error", err)
+		}
+	}
 	if rel.Request != nil {
 		out.DeployRequest = rel.Request.ID
 		if c.Wake != nil {
-			env, err := c.Store.GetEnvironment(ctx, in.EnvironmentID)
-			if err == nil {
-				err = c.Wake(ctx, env, rel.Request.Reason)
-			}
-			if err != nil {
+			if err := c.Wake(ctx, env, rel.Request.Reason); err != nil {
 				// The request is queued; the scheduler's poll finds it.
 				c.log().Warn("scheduler not woken after a compile's release", "compile", in.ID, "error", err)
 			}

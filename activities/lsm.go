@@ -330,8 +330,10 @@ func ownsAny(errs compiler.Errors, entity, id string) bool {
 	return false
 }
 
-// compileModel compiles the environment's newest model source with the
-// given service instances. A model that does not compile is no activity
+// compileModel compiles the environment's released model source
+// (store.ReleasedModelSource: the newest a released version was built
+// from, never a newer upload nobody released) with the given service
+// instances. A model that does not compile is no activity
 // error: its errors are returned (one without position when the source is
 // missing or does not load).
 func (l *LSM) compileModel(ctx context.Context, envID string, instances, related map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
@@ -344,7 +346,7 @@ func (l *LSM) compileModel(ctx context.Context, envID string, instances, related
 // compile is focused on (compiler.Options.Focus; nil: none).
 func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances map[string]map[string]json.RawMessage, versions map[string]map[string]int,
 	related map[string]map[string]json.RawMessage, focus *compiler.Focus) (*compiler.Result, compiler.Errors, error) {
-	src, err := l.Store.LatestModelSource(ctx, envID)
+	src, err := l.Store.ReleasedModelSource(ctx, envID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, compiler.Errors{{Message: "the environment has no model source to compile the instance with (intend export uploads one)"}}, nil
 	}

@@ -52,10 +52,11 @@ func instanceVersion(entity, id string, version int) map[string]map[string]int {
 
 // MigrateAttributes maps an instance's attributes of version from of its
 // entity to version to with the CUE migrations of the environment's
-// newest model source (compiler.Migrate). A mapping the model refuses is
-// returned as compiler.Errors.
+// released model source (store.ReleasedModelSource), the one its
+// instances compile with (compiler.Migrate). A mapping the model refuses
+// is returned as compiler.Errors.
 func (l *LSM) MigrateAttributes(ctx context.Context, envID, entity string, from, to int, attrs map[string]any) (map[string]any, error) {
-	src, err := l.Store.LatestModelSource(ctx, envID)
+	src, err := l.Store.ReleasedModelSource(ctx, envID)
 	if err != nil {
 		return nil, fmt.Errorf("model source: %w", err)
 	}

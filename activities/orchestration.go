@@ -44,6 +44,11 @@ type Orchestration struct {
 	// that id; nil: the instances waiting for a run find its outcome at
 	// their next poll.
 	SignalDeployed func(ctx context.Context, workflowID string) error
+	// FactsArrived is told of every finished run: facts the run reported
+	// may define resources the released version left undefined, and it
+	// queues a compile for them (store.RequestFactsCompile). Best
+	// effort; nil: none.
+	FactsArrived func(ctx context.Context, envID string) error
 }
 
 // deployedSignals bounds the signals FinishDeploy sends at a time.
@@ -145,6 +150,12 @@ func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInp
 		}
 	}
 	o.tellInstances(ctx, in.EnvironmentID, in.Run)
+	if o.FactsArrived != nil {
+		if err := o.FactsArrived(ctx, in.EnvironmentID); err != nil {
+			activity.GetLogger(ctx).Warn("facts: no compile queued for them; the next run's end tries again",
+				"run", in.Run, "error", err)
+		}
+	}
 	return nil
 }
 

@@ -175,7 +175,7 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 	if err := refuseGlobalAdminSettings(r, e.Settings, req.Settings); err != nil {
 		return err
 	}
-	out, err := s.opts.Store.UpdateEnvironment(r.Context(), e.ID, store.EnvironmentPatch{
+	out, rel, err := s.opts.Store.UpdateEnvironmentReleasing(r.Context(), e.ID, store.EnvironmentPatch{
 		Description: req.Description, Halted: req.Halted, Settings: req.Settings,
 	})
 	if err != nil {
@@ -184,6 +184,9 @@ func (s *Server) patchEnvironment(w http.ResponseWriter, r *http.Request) error 
 	noteAudit(r, map[string]any{"settings": req.Settings, "halted": req.Halted, "description": req.Description != nil})
 	if out.Halted != e.Halted || len(req.Settings) > 0 {
 		s.wake(r, out, "environment settings changed", false, out.Halted && !e.Halted)
+	}
+	if e.Halted && !out.Halted {
+		s.resumed(r, out, rel)
 	}
 	WriteJSON(w, http.StatusOK, wireEnvironment(out))
 	return nil
@@ -226,11 +229,24 @@ func (s *Server) exportVersion(w http.ResponseWriter, r *http.Request) error {
 	if err := refuseConfined(e, body, v.Resources); err != nil {
 		return err
 	}
-	info, err := s.opts.Store.ExportVersion(r.Context(), e.ID, v)
+	model, err := s.modelSourceParam(r, e)
 	if err != nil {
 		return err
 	}
-	noteAudit(r, map[string]any{"version": info.Version, "resources": info.ResourceCount})
+	release, err := releaseParam(r, e)
+	if err != nil {
+		return err
+	}
+	info, err := s.opts.Store.ExportVersionOf(r.Context(), e.ID, v, model)
+	if err != nil {
+		return err
+	}
+	noteAudit(r, map[string]any{"version": info.Version, "resources": info.ResourceCount, "release": release})
+	if release {
+		if info, err = s.releasePushed(r, e, info); err != nil {
+			return err
+		}
+	}
 	s.prune(r, e)
 	WriteJSON(w, http.StatusCreated, wireVersionInfo(info))
 	return nil
@@ -347,9 +363,7 @@ func (s *Server) releaseVersion(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	noteAudit(r, map[string]any{"version": v})
-	if rel.Request != nil {
-		s.wake(r, e, rel.Request.Reason, true, false)
-	}
+	s.released(r, e, rel)
 	WriteJSON(w, http.StatusOK, wireRelease(rel))
 	return nil
 }
@@ -367,9 +381,7 @@ func (s *Server) rollbackVersion(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	noteAudit(r, map[string]any{"version": rb.Version.Version, "rolled_back_from": v})
-	if rb.Request != nil {
-		s.wake(r, e, rb.Request.Reason, true, false)
-	}
+	s.released(r, e, rb.Release)
 	s.prune(r, e)
 	WriteJSON(w, http.StatusCreated, wireRollback(rb))
 	return nil

@@ -79,20 +79,97 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	// Announced after the commit; if the server dies first, the
-	// reconciler announces it.
-	if m.AnnouncedAt == nil && s.opts.LSM != nil {
-		// The live instances export their resources again, built by it.
-		if err := s.opts.LSM.ModelChanged(r.Context(), e, hash); err != nil {
-			s.log.WarnContext(r.Context(), "model source not announced to the service instances yet; the reconciler retries",
-				"environment", e.Name, "model", hash, "error", err)
-		} else {
-			now := time.Now()
-			m.AnnouncedAt = &now
-		}
-	}
+	// Not announced to the live instances: the source becomes theirs
+	// when a version built from it is released (released).
 	WriteJSON(w, http.StatusCreated, wireModelSource(m))
 	return nil
+}
+
+// released finishes a release after its commit: it wakes the scheduler
+// for the deploy the release queued and announces to the live service
+// instances the model source the release made theirs (they export their
+// resources again, built by it). A halted environment is told nothing
+// until it is resumed; a failed announcement is the reconciler's to
+// retry.
+func (s *Server) released(r *http.Request, e store.Environment, rel store.Release) {
+	if rel.Request != nil {
+		s.wake(r, e, rel.Request.Reason, true, false)
+	}
+	s.announce(r, e, rel.Model)
+}
+
+// announce tells e's live service instances of the model source hash
+// ("": nothing to tell), unless e is halted.
+func (s *Server) announce(r *http.Request, e store.Environment, hash string) {
+	if hash == "" || e.Halted || s.opts.LSM == nil {
+		return
+	}
+	if err := s.opts.LSM.ModelChanged(r.Context(), e, hash); err != nil {
+		s.log.WarnContext(r.Context(), "model source not announced to the service instances yet; the reconciler retries",
+			"environment", e.Name, "model", hash, "error", err)
+	}
+}
+
+// modelSourceParam reads ?model_source, the model source a pushed
+// version was compiled from ("" when absent), which must be stored.
+func (s *Server) modelSourceParam(r *http.Request, e store.Environment) (string, error) {
+	hash := r.URL.Query().Get("model_source")
+	if hash == "" {
+		return "", nil
+	}
+	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return "", InvalidField("?model_source", "must be a model source's hash (64 lower-case hex digits)")
+	}
+	ok, err := s.opts.Store.HasModelSource(r.Context(), e.ID, hash)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", InvalidField("?model_source", "the environment stores no model source "+hash+" (upload it first: PUT .../model)")
+	}
+	return hash, nil
+}
+
+// releaseParam reads ?release of a pushed version: true releases it,
+// false does not (a dry-run's), absent leaves it to the environment's
+// auto_release.
+func releaseParam(r *http.Request, e store.Environment) (bool, error) {
+	switch r.URL.Query().Get("release") {
+	case "":
+		return e.Settings.AutoRelease, nil
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, InvalidField("?release", "must be true or false")
+}
+
+// releasePushed releases a pushed version as ?release and auto_release
+// say: an explicit ?release=true as POST .../release does; auto_release
+// unless the environment is halted (then the version is held until it
+// is resumed). It returns the version as it is now.
+func (s *Server) releasePushed(r *http.Request, e store.Environment, info store.VersionInfo) (store.VersionInfo, error) {
+	explicit := r.URL.Query().Get("release") == "true"
+	var rel store.Release
+	var err error
+	if explicit {
+		rel, err = s.opts.Store.ReleaseVersion(r.Context(), e.ID, info.Version)
+	} else {
+		var held bool
+		rel, held, err = s.opts.Store.ReleaseUnlessHalted(r.Context(), e.ID, info.Version)
+		if err == nil && held {
+			return info, nil
+		}
+	}
+	if err != nil {
+		return info, err
+	}
+	s.released(r, e, rel)
+	kept := info.KeptInstanceResources
+	info = rel.Version
+	info.KeptInstanceResources = kept
+	return info, nil
 }
 
 // DefaultCompileTimeout bounds the compile of an uploaded model unless

@@ -30,9 +30,22 @@ func (s *Server) exportPartial(w http.ResponseWriter, r *http.Request) error {
 	if err := refuseConfined(e, body, v.Resources); err != nil {
 		return err
 	}
-	info, err := s.opts.Store.ExportPartial(r.Context(), e.ID, v, removed)
+	model, err := s.modelSourceParam(r, e)
+	if err != nil {
+		return err
+	}
+	release, err := releaseParam(r, e)
+	if err != nil {
+		return err
+	}
+	info, err := s.opts.Store.ExportPartialOf(r.Context(), e.ID, v, removed, model)
 	if err != nil {
 		return err // a merge refusal renders like a decoding one (storeProblem)
+	}
+	if release {
+		if info, err = s.releasePushed(r, e, info); err != nil {
+			return err
+		}
 	}
 	s.prune(r, e)
 	WriteJSON(w, http.StatusCreated, wireVersionInfo(info))

@@ -75,7 +75,7 @@ func (s *Server) setHalted(halted bool) handlerFunc {
 		if err != nil {
 			return err
 		}
-		out, err := s.opts.Store.SetHalted(r.Context(), e.ID, halted)
+		out, rel, err := s.opts.Store.UpdateEnvironmentReleasing(r.Context(), e.ID, store.EnvironmentPatch{Halted: &halted})
 		if err != nil {
 			return err
 		}
@@ -84,9 +84,29 @@ func (s *Server) setHalted(halted bool) handlerFunc {
 			reason = "environment halted"
 		}
 		s.wake(r, out, reason, false, halted)
+		if !halted {
+			s.resumed(r, out, rel)
+		}
 		WriteJSON(w, http.StatusOK, wireEnvironment(out))
 		return nil
 	}
+}
+
+// resumed takes a resumed environment's pipeline from where the halt held
+// it: the release the resume made of a held version (rel, nil: none), and
+// the announcement of a released model source the halt kept from the
+// live service instances.
+func (s *Server) resumed(r *http.Request, e store.Environment, rel *store.Release) {
+	if rel != nil {
+		s.released(r, e, *rel)
+	}
+	hash, err := s.opts.Store.UnannouncedModelOf(r.Context(), e.ID)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "resume: the model source to announce could not be read; the reconciler retries",
+			"environment", e.Name, "error", err)
+		return
+	}
+	s.announce(r, e, hash)
 }
 
 // setPaused serves POST .../agents/{agent}/pause and .../unpause.

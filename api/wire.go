@@ -18,7 +18,7 @@ func wireProject(p store.Project) client.Project { return client.Project(p) }
 
 func wireSettings(s store.Settings) client.Settings {
 	return client.Settings{
-		AutoDeploy: s.AutoDeploy, DeployInterval: s.DeployInterval, RepairInterval: s.RepairInterval,
+		AutoDeploy: s.AutoDeploy, AutoRelease: s.AutoRelease, DeployInterval: s.DeployInterval, RepairInterval: s.RepairInterval,
 		AutostartAgents: s.AutostartAgents, AgentTimeout: s.AgentTimeout, KeepVersions: s.KeepVersions,
 		RetryAttempts: s.RetryAttempts, RetryBackoff: s.RetryBackoff, RepoURL: s.RepoURL, RepoBranch: s.RepoBranch,
 		RecompileInterval: s.RecompileInterval, AllowPush: s.AllowPush, CompileCPULimit: s.CompileCPULimit,

@@ -73,6 +73,7 @@ type Decommission struct {
 // redacted.
 type Settings struct {
 	AutoDeploy        bool     `json:"auto_deploy"`
+	AutoRelease       bool     `json:"auto_release"`
 	DeployInterval    int      `json:"deploy_interval"`
 	RepairInterval    int      `json:"repair_interval"`
 	AutostartAgents   []string `json:"autostart_agents"`
@@ -351,17 +352,20 @@ type AuditEntry struct {
 
 // Compile is one compile of an environment's model repository.
 type Compile struct {
-	ID            int64           `json:"id"`
-	Status        string          `json:"status"`
-	Reason        string          `json:"reason"`
-	Merged        int             `json:"merged"`
-	RequestedAt   time.Time       `json:"requested_at"`
-	StartedAt     *time.Time      `json:"started_at"`
-	FinishedAt    *time.Time      `json:"finished_at"`
-	Success       *bool           `json:"success"`
-	RepoURL       string          `json:"repo_url"`
-	Branch        string          `json:"branch"`
-	Commit        string          `json:"commit,omitempty"`
+	ID          int64      `json:"id"`
+	Status      string     `json:"status"`
+	Reason      string     `json:"reason"`
+	Merged      int        `json:"merged"`
+	RequestedAt time.Time  `json:"requested_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Success     *bool      `json:"success"`
+	RepoURL     string     `json:"repo_url"`
+	Branch      string     `json:"branch"`
+	Commit      string     `json:"commit,omitempty"`
+	// ModelHash is the model source a compile for facts in push mode
+	// compiled (RepoURL and Branch are then empty).
+	ModelHash     string          `json:"model_source,omitempty"`
 	Version       *int64          `json:"version"`
 	Exported      *bool           `json:"exported,omitempty"`
 	Released      *bool           `json:"released,omitempty"`

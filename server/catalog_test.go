@@ -44,6 +44,27 @@ func uploadModel(t *testing.T, c *client.Client, env, mainCUE string) error {
 		client.Raw{ContentType: "application/gzip", Body: modelArchive(t, mainCUE).Archive}, nil)
 }
 
+// releaseModel uploads main.cue's project as the model source and
+// releases a version built from it (with no resources of the model's
+// own, as intend export -d of a model of service entities alone): the
+// source becomes the live instances' model.
+func releaseModel(t *testing.T, c *client.Client, env, mainCUE string) error {
+	t.Helper()
+	ctx := context.Background()
+	packed := modelArchive(t, mainCUE)
+	if err := c.Do(ctx, http.MethodPut, client.EnvPath(env, "model"),
+		client.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
+		return err
+	}
+	var v client.VersionInfo
+	if err := c.Do(ctx, http.MethodPut, client.EnvPath(env, "versions")+"?model_source="+packed.Hash,
+		[]byte(`{"resources": []}`), &v); err != nil {
+		return err
+	}
+	_, err := c.Release(ctx, env, v.Version)
+	return err
+}
+
 // modelArchive archives a project with main.cue.
 func modelArchive(t *testing.T, mainCUE string) project.Packed {
 	t.Helper()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -424,11 +425,11 @@ func TestServiceInventoryFailedDeploy(t *testing.T) {
 	}
 }
 
-// TestServiceInventoryModelChange: uploading a changed model makes the
-// live instances export their resources again, built by it, without a
-// request and without a transfer (the instance stays up at its version).
-// A source stored but never announced (the server died in between) is
-// announced by the reconciler.
+// TestServiceInventoryModelChange: releasing a version built from a
+// changed model makes the live instances export their resources again,
+// built by it, without a request and without a transfer (the instance
+// stays up at its version). A release whose source was never announced
+// (the server died in between) is announced by the reconciler.
 func TestServiceInventoryModelChange(t *testing.T) {
 	c, _, db := startServerDB(t)
 	env := newEnv(t, c, "lsmmodel", nil)
@@ -449,7 +450,7 @@ func TestServiceInventoryModelChange(t *testing.T) {
 	if changed == model {
 		t.Fatal("the model was not changed")
 	}
-	if err := uploadModel(t, c, env, changed); err != nil {
+	if err := releaseModel(t, c, env, changed); err != nil {
 		t.Fatal(err)
 	}
 	waitContent := func(want string) {
@@ -472,11 +473,20 @@ func TestServiceInventoryModelChange(t *testing.T) {
 		t.Errorf("after the new model: %+v, %v; want up at version %d", inst, err, up.Version)
 	}
 
-	// Stored, not announced: as if the server died right after storing.
+	// Released, not announced: as if the server died right after the
+	// release's commit.
 	st, e := envStore(t, db, env)
+	ctx := context.Background()
 	packed := modelArchive(t, strings.Replace(changed, `"mem=`, `"m=`, 1))
-	if m, err := st.PutModelSource(context.Background(), e.ID, packed.Hash, packed.Archive, packed.Files, "cli"); err != nil || m.AnnouncedAt != nil {
+	if m, err := st.PutModelSource(ctx, e.ID, packed.Hash, packed.Archive, packed.Files, "cli"); err != nil || m.AnnouncedAt != nil {
 		t.Fatalf("store the third model: %+v, %v", m, err)
+	}
+	v, err := st.ExportVersionOf(ctx, e.ID, intent.Version{}, packed.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel, err := st.ReleaseVersion(ctx, e.ID, v.Version); err != nil || rel.Model != packed.Hash {
+		t.Fatalf("release the third model: %+v, %v", rel, err)
 	}
 	waitContent("m=3\n")
 }

@@ -98,6 +98,12 @@ type Config struct {
 	// ReconcileEvery is the period of the reconciler (default 15 s), which
 	// makes sure every environment's scheduler runs.
 	ReconcileEvery time.Duration
+	// NoFactsCompiles turns off the compile for facts (a run that
+	// reported facts undefined resources of the released version wait
+	// for queues a compile: store.RequestFactsCompile). intend deploy's
+	// embedded server sets it: the command compiles again itself, with
+	// the project on disk, and a server compile beside it would race it.
+	NoFactsCompiles bool
 	// InstanceReconcileEvery is how often the reconciler restarts, from
 	// PostgreSQL, the workflows of live service instances that have none
 	// running (default 2 minutes; see reconcileInstances).
@@ -394,7 +400,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	registerOrchestration(s.worker, &activities.Orchestration{Store: st, Metrics: tel,
 		SignalDeployed: func(ctx context.Context, workflowID string) error {
 			return s.lsm.Signal(ctx, workflowID, workflows.DeployedSignal, nil)
-		}})
+		},
+		FactsArrived: s.factsArrived})
 	s.compiles = &bounded.Pool{Memory: cfg.CompileMemory, Workers: cfg.CompileWorkers,
 		CacheResources: lsmCacheResources, Log: log}
 	s.known = &compiler.Known{Next: s.compiles}
@@ -710,9 +717,30 @@ func (s *Server) reconcile(ctx context.Context) {
 	}
 }
 
-// reconcileModels announces the newest model sources that were not
-// announced to their environments' service instances (a crash between
-// storing one and announcing it).
+// factsArrived queues a compile of the environment's model when facts
+// arrived that resources of its released version wait for
+// (store.RequestFactsCompile) and wakes its compile queue; the
+// reconciler starts a queue that missed the wake-up.
+func (s *Server) factsArrived(ctx context.Context, envID string) error {
+	if s.cfg.NoFactsCompiles {
+		return nil
+	}
+	c, queued, err := s.store.RequestFactsCompile(ctx, envID)
+	if err != nil || !queued {
+		return err
+	}
+	env, err := s.store.GetEnvironment(ctx, envID)
+	if err != nil {
+		return err
+	}
+	s.log.Info("facts arrived for undefined resources: compile queued", "environment", env.Name, "compile", c.ID)
+	return s.sched.WakeCompiles(ctx, env, "facts")
+}
+
+// reconcileModels announces the newest released model sources that were
+// not announced to their environments' service instances (a crash
+// between the release of a version built from one and announcing it);
+// a halted environment's wait for its resume.
 func (s *Server) reconcileModels(ctx context.Context) {
 	ms, err := s.store.UnannouncedModels(ctx)
 	if err != nil {

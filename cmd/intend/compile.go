@@ -171,7 +171,10 @@ func exportCommand(g *globals) *cobra.Command {
 with the facts the environment already knows, and upload the resources as
 the environment's next version (PUT /api/v1/environments/{env}/versions).
 With -d the version is also released, which deploys it when the
-environment's auto_deploy is on (the default).
+environment's auto_deploy is on (the default). Without -d it is released
+only when the environment's auto_release is on (off by default). Only a
+released version makes its model the live service instances' model
+(docs/lsm.md).
 
 --partial uploads only resource sets (PUT .../versions/partial): the sets
 named with --set (default: every set the model has; a refinement instance's
@@ -218,7 +221,13 @@ Examples:
 				fmt.Fprintf(g.stderr, "wrote %d resources to %s (%s)\n", len(res.Resources), file, compileSummary(res))
 				return nil
 			}
-			c, env, res, v, err := s.push(ctx, g.stdout, dir, partial, sets)
+			// -d releases below, by hand; without it the environment's
+			// auto_release decides.
+			how := releaseBySetting
+			if release {
+				how = releaseNot
+			}
+			c, env, res, v, err := s.push(ctx, g.stdout, dir, partial, sets, how)
 			if err != nil {
 				return err
 			}
@@ -236,6 +245,8 @@ Examples:
 			fmt.Fprintf(g.stdout, "%s\nexported version %d of %s: %d resources, %d changed\n",
 				compileSummary(res), v.Version, env, v.ResourceCount, v.ChangedCount)
 			switch {
+			case rel == nil && v.ReleasedAt != nil:
+				fmt.Fprintf(g.stdout, "released version %d (the environment's auto_release is on)\n", v.Version)
 			case rel == nil:
 				fmt.Fprintf(g.stdout, "not released; release it with: intend versions release %d -e %s\n", v.Version, env)
 			case rel.Request != nil:
@@ -268,7 +279,11 @@ func (s *clientSettings) projectArg(args []string) string {
 // push compiles the project in dir with the environment's facts and
 // uploads the result as a new version (of the named sets, if partial).
 // Compile errors are printed to w as JSON or YAML when -o asks.
-func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, partial bool, sets []string) (
+//
+// The version records the model source it was built from: releasing it
+// makes that source the live service instances' model (docs/lsm.md).
+// how says whether the server may release it (a dry-run's: never).
+func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, partial bool, sets []string, how releaseHow) (
 	c *client.Client, env string, res *compiler.Result, v client.VersionInfo, err error) {
 	if c, env, err = s.envClient(nil); err != nil {
 		return
@@ -281,21 +296,34 @@ func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, part
 		err = compileFailed(w, s.output, err)
 		return
 	}
-	if err = uploadSource(ctx, c, env, dir); err != nil {
+	model, err := uploadSource(ctx, c, env, dir)
+	if err != nil {
 		return
 	}
-	v, err = upload(ctx, c, env, res, partial, sets)
+	v, err = upload(ctx, c, env, res, partial, sets, model, how)
 	return
 }
 
+// releaseHow says whether the server may release a pushed version.
+type releaseHow string
+
+const (
+	// releaseBySetting leaves it to the environment's auto_release.
+	releaseBySetting releaseHow = ""
+	// releaseNot: the server does not release it (a dry-run's, or one
+	// the command releases itself).
+	releaseNot releaseHow = "false"
+)
+
 // uploadSource sends the project as the environment's model source, which
-// the server compiles service instances from.
-func uploadSource(ctx context.Context, c *client.Client, env, dir string) error {
+// the server compiles service instances from once a version built from it
+// is released, and returns its hash.
+func uploadSource(ctx context.Context, c *client.Client, env, dir string) (string, error) {
 	packed, err := project.Archive(dir)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return putSource(ctx, c, env, packed)
+	return packed.Hash, putSource(ctx, c, env, packed)
 }
 
 // putSource uploads a packed project as env's model source.
@@ -307,10 +335,24 @@ func putSource(ctx context.Context, c *client.Client, env string, packed project
 }
 
 // upload exports a compile result as a full or partial version.
-func upload(ctx context.Context, c *client.Client, env string, res *compiler.Result, partial bool, sets []string) (client.VersionInfo, error) {
+// The version records model, the source it was compiled from ("": none);
+// how says whether the server may release it.
+func upload(ctx context.Context, c *client.Client, env string, res *compiler.Result, partial bool, sets []string,
+	model string, how releaseHow) (client.VersionInfo, error) {
+	q := url.Values{}
+	if model != "" {
+		q.Set("model_source", model)
+	}
+	if how != releaseBySetting {
+		q.Set("release", string(how))
+	}
+	query := ""
+	if len(q) > 0 {
+		query = "?" + q.Encode()
+	}
+	var v client.VersionInfo
 	if !partial {
-		v, err := c.ExportVersion(ctx, env, res.Export())
-		if err != nil {
+		if err := c.Do(ctx, "PUT", "/api/v1/environments/"+url.PathEscape(env)+"/versions"+query, res.Export(), &v); err != nil {
 			return v, fmt.Errorf("export to %s: %w", env, err)
 		}
 		return v, nil
@@ -319,8 +361,7 @@ func upload(ctx context.Context, c *client.Client, env string, res *compiler.Res
 	if err != nil {
 		return client.VersionInfo{}, err
 	}
-	var v client.VersionInfo
-	if err := c.Do(ctx, "PUT", "/api/v1/environments/"+url.PathEscape(env)+"/versions/partial", body, &v); err != nil {
+	if err := c.Do(ctx, "PUT", "/api/v1/environments/"+url.PathEscape(env)+"/versions/partial"+query, body, &v); err != nil {
 		return v, fmt.Errorf("partial export to %s: %w", env, err)
 	}
 	return v, nil

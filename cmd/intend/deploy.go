@@ -267,7 +267,8 @@ func (d *deployer) export(res *compiler.Result) (client.VersionInfo, error) {
 	if err := putSource(d.ctx, d.c, d.env, packed); err != nil {
 		return client.VersionInfo{}, err
 	}
-	v, err := upload(d.ctx, d.c, d.env, res, false, nil)
+	// Released by deploy, by hand (a dry-run's never is).
+	v, err := upload(d.ctx, d.c, d.env, res, false, nil, packed.Hash, releaseNot)
 	if err != nil {
 		return v, err
 	}

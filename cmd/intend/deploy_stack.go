@@ -92,6 +92,8 @@ func startStack(ctx context.Context, out io.Writer, o stackOptions) (st *stack, 
 		TemporalAddress: st.ts.HostPort(), TemporalNamespace: st.ts.Namespace(), TemporalUI: st.ts.UIAddress(),
 		EmbeddedExecutor: true, Log: o.log, ReconcileEvery: 5 * time.Second,
 		DataDir: filepath.Join(dataDir, "server"),
+		// The command compiles again with the facts a deploy reported.
+		NoFactsCompiles: true,
 	}
 	// One user on one machine: the executor (a child process, as always)
 	// runs the resources as the user who runs intend deploy.

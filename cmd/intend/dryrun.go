@@ -24,7 +24,9 @@ func dryrunCommand(g *globals) *cobra.Command {
 		Use:   "dryrun [DIR]",
 		Short: "Show what deploying the project would change, resource by resource",
 		Long: `Compile the project in DIR (default: the current directory, or --project-dir),
-upload it as a new version without releasing it, and dry-run that version
+upload it as a new version that is never released (whatever the
+environment's auto_release; its model source does not become the service
+instances' model either), and dry-run that version
 (POST /api/v1/environments/{env}/dryrun): the executors observe every
 resource and compute the difference, changing nothing. Prints each resource
 that would change with its attribute changes (from → to; text of several

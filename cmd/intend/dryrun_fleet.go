@@ -59,7 +59,7 @@ func (s *clientSettings) pushPreviewed(ctx context.Context, w io.Writer, dir str
 	if err = putSource(ctx, c, env, packed); err != nil {
 		return
 	}
-	v, err = upload(ctx, c, env, res, false, nil)
+	v, err = upload(ctx, c, env, res, false, nil, packed.Hash, releaseNot) // a dry-run's: never released
 	return
 }
 

@@ -354,7 +354,7 @@ func envSettingsCommand(s *clientSettings) *cobra.Command {
 		Short: "Show an environment's settings; 'settings set' changes them",
 		Long: `Show the settings of environment ENV (default the resolved environment):
 GET /api/v1/environments/{env}. The settings are listed in docs/api.md
-(Settings): auto_deploy, deploy_interval, repair_interval,
+(Settings): auto_deploy, auto_release, deploy_interval, repair_interval,
 autostart_agents, keep_versions, agent_timeout, retry_attempts,
 retry_backoff, and the retentions action_log_retention, run_retention,
 compile_retention, order_retention, instance_log_retention and

@@ -31,7 +31,7 @@ const (
 type Compile struct {
 	ID     int64  `json:"id"`
 	Status string `json:"status"`
-	// Reason is what asked for it first: api or schedule.
+	// Reason is what asked for it first: api, schedule or facts.
 	Reason string `json:"reason"`
 	// Merged counts the further requests merged into it while queued.
 	Merged      int        `json:"merged"`
@@ -44,6 +44,9 @@ type Compile struct {
 	Branch  string `json:"branch"`
 	// Commit is the sha compiled, once fetched.
 	Commit string `json:"commit,omitempty"`
+	// ModelHash is the model source a push-mode compile for facts
+	// compiles (RequestFactsCompile); "": the branch.
+	ModelHash string `json:"model_source,omitempty"`
 	// Version holds the compiled resources: the version exported, or the
 	// newest version when the compile produced exactly it (Exported false).
 	Version  *int64 `json:"version"`
@@ -63,7 +66,7 @@ type Compile struct {
 func CompileWorkflowID(env string, id int64) string { return fmt.Sprintf("env/%s/compile/%d", env, id) }
 
 const compileColumns = `id, status, reason, merged, requested_at, started_at, finished_at, repo_url, branch,
-	commit, version, exported, released, resource_count, errors, workflow_id`
+	commit, version, exported, released, resource_count, errors, workflow_id, coalesce(model_hash, '')`
 
 func scanCompile(row pgx.Row) (Compile, error) {
 	var c Compile
@@ -71,7 +74,7 @@ func scanCompile(row pgx.Row) (Compile, error) {
 	var errs []byte
 	if err := row.Scan(&c.ID, &c.Status, &c.Reason, &c.Merged, &c.RequestedAt, &c.StartedAt, &c.FinishedAt,
 		&c.RepoURL, &c.Branch, &commit, &c.Version, &c.Exported, &c.Released, &c.ResourceCount, &errs,
-		&c.WorkflowID); err != nil {
+		&c.WorkflowID, &c.ModelHash); err != nil {
 		return c, err
 	}
 	if commit != nil {
@@ -85,6 +88,68 @@ func scanCompile(row pgx.Row) (Compile, error) {
 		c.Success = &ok
 	}
 	return c, nil
+}
+
+// RequestFactsCompile queues a compile for facts that arrived: when the
+// released version has undefined resources and a fact changed after that
+// version was made (and after the last compile for facts was asked
+// for), the model is compiled again with the facts, as intend
+// deploy does on a laptop. In autonomous mode that is a compile of the
+// branch; in push mode a compile of the model source the released version
+// was built from, but only while that version is the newest (a newer one
+// pushed and not released awaits its own release, which a compile of the
+// older source would pass). The compile releases what it makes as every
+// compile does: not while the environment is halted (ReleaseUnlessHalted).
+// queued is false when nothing was due; a request merges into a queued
+// compile.
+func (s *Store) RequestFactsCompile(ctx context.Context, envID string) (c Compile, queued bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		e, err := lockEnvironment(ctx, tx, envID)
+		if err != nil || e.ReleasedVersion == nil {
+			return err
+		}
+		released := *e.ReleasedVersion
+		var due bool
+		var model *string
+		var last int64
+		if err := tx.QueryRow(ctx, `select
+				exists (select 1 from version_resources vr join resource_contents rc
+				        on rc.environment_id = vr.environment_id and rc.hash = vr.hash
+				    where vr.environment_id = $1::uuid and vr.first_version <= $2
+				      and (vr.last_version is null or vr.last_version > $2) and rc.undefined)
+				and exists (select 1 from facts f where f.environment_id = $1::uuid
+				    and f.updated_at > greatest(
+				        (select created_at from versions where environment_id = $1::uuid and version = $2),
+				        (select max(requested_at) from compiles where environment_id = $1::uuid and reason = 'facts'))),
+				(select model_hash from versions where environment_id = $1::uuid and version = $2),
+				(select coalesce(max(version), 0) from versions where environment_id = $1::uuid)`,
+			envID, released).Scan(&due, &model, &last); err != nil {
+			return err
+		}
+		if !due {
+			return nil
+		}
+		if e.Settings.RepoURL != "" {
+			c, _, err = requestCompile(ctx, tx, e, "facts")
+			queued = err == nil
+			return err
+		}
+		if model == nil || last != released {
+			return nil
+		}
+		c, err = scanCompile(tx.QueryRow(ctx, `update compiles set merged = merged + 1
+			where environment_id = $1::uuid and status = 'queued' returning `+compileColumns, e.ID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			c, err = scanCompile(tx.QueryRow(ctx, `
+				with n as (select nextval(pg_get_serial_sequence('compiles', 'id')) as id)
+				insert into compiles (id, environment_id, reason, repo_url, branch, workflow_id, model_hash)
+				select n.id, $1::uuid, 'facts', '', '', $2 || n.id, $3 from n
+				returning `+compileColumns, e.ID, "env/"+e.Name+"/compile/", *model))
+		}
+		queued = err == nil
+		return err
+	})
+	return c, queued, err
 }
 
 // RequestCompile queues a compile of the environment's branch, or, when
@@ -183,8 +248,12 @@ func (s *Store) TakeCompile(ctx context.Context, envID string) (CompileTake, err
 			out.NextSchedule = max(time.Second, time.Duration(math.Ceil(wait))*time.Second)
 		}
 
+		// A compile of a model source (for facts, in push mode) keeps its
+		// empty repository.
 		c, err := scanCompile(tx.QueryRow(ctx, `update compiles
-			set status = 'running', started_at = now(), repo_url = $2, branch = $3
+			set status = 'running', started_at = now(),
+			    repo_url = case when model_hash is null then $2 else '' end,
+			    branch = case when model_hash is null then $3 else '' end
 			where environment_id = $1::uuid and status = 'queued' returning `+compileColumns,
 			envID, e.Settings.RepoURL, e.Settings.RepoBranch))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -193,7 +262,7 @@ func (s *Store) TakeCompile(ctx context.Context, envID string) (CompileTake, err
 		if err != nil {
 			return err
 		}
-		if e.Settings.RepoURL == "" {
+		if e.Settings.RepoURL == "" && c.ModelHash == "" {
 			failed, err := scanCompile(tx.QueryRow(ctx, `update compiles
 				set status = 'failed', finished_at = now(), errors = $3
 				where environment_id = $1::uuid and id = $2 returning `+compileColumns,
@@ -275,7 +344,11 @@ func (s *Store) RecordCompileCommit(ctx context.Context, envID string, id int64,
 // intent hashes), nothing is exported and the compile records the newest
 // version with exported false, so a recompile of an unchanged branch adds
 // no version.
-func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v intent.Version) (Compile, error) {
+//
+// model is the model source the compile stored (PutModel), which the
+// version records ("": none): releasing the version makes it the live
+// service instances' model. A version found identical records it too.
+func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v intent.Version, model string) (Compile, error) {
 	var out Compile
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		c, err := runningCompile(ctx, tx, envID, id)
@@ -309,6 +382,11 @@ func (s *Store) ExportCompile(ctx context.Context, envID string, id int64, v int
 				return err
 			}
 			version, exported = info.Version, true
+		}
+		if version > 0 {
+			if err := setVersionModel(ctx, tx, envID, version, model); err != nil {
+				return err
+			}
 		}
 		out, err = scanCompile(tx.QueryRow(ctx, `update compiles set version = $3, exported = $4, resource_count = $5
 			where environment_id = $1::uuid and id = $2 returning `+compileColumns,

@@ -93,13 +93,13 @@ func TestCompileQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := files(t, 3, nil)
-	got, err := st.ExportCompile(ctx, e.ID, c1.ID, v)
+	got, err := st.ExportCompile(ctx, e.ID, c1.ID, v, "")
 	if err != nil || got.Version == nil || *got.Version != 1 || !*got.Exported || *got.ResourceCount != 3 ||
 		got.Commit != sha {
 		t.Fatalf("export = %+v %v", got, err)
 	}
 	// A retried export finds the version recorded and writes nothing.
-	if got, err := st.ExportCompile(ctx, e.ID, c1.ID, files(t, 4, nil)); err != nil || *got.Version != 1 {
+	if got, err := st.ExportCompile(ctx, e.ID, c1.ID, files(t, 4, nil), ""); err != nil || *got.Version != 1 {
 		t.Fatalf("export again = %+v %v", got, err)
 	}
 	released := true
@@ -112,7 +112,7 @@ func TestCompileQueue(t *testing.T) {
 		again.Status != store.CompileSucceeded || again.Errors != nil {
 		t.Fatalf("finish a finished compile = %+v %v, want it unchanged", again, err)
 	}
-	if _, err := st.ExportCompile(ctx, e.ID, c1.ID, v); !errors.Is(err, store.ErrConflict) {
+	if _, err := st.ExportCompile(ctx, e.ID, c1.ID, v, ""); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("export of a finished compile without a version: %v, want ErrConflict", err)
 	}
 
@@ -121,7 +121,7 @@ func TestCompileQueue(t *testing.T) {
 	if err != nil || take.Compile == nil || take.Compile.ID != c2.ID {
 		t.Fatalf("take = %+v %v, want %d", take, err, c2.ID)
 	}
-	got, err = st.ExportCompile(ctx, e.ID, c2.ID, files(t, 3, nil))
+	got, err = st.ExportCompile(ctx, e.ID, c2.ID, files(t, 3, nil), "")
 	if err != nil || *got.Version != 1 || *got.Exported {
 		t.Fatalf("unchanged export = %+v %v, want version 1 not exported", got, err)
 	}

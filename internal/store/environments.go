@@ -50,6 +50,12 @@ type Environment struct {
 type Settings struct {
 	// AutoDeploy starts a deploy when a version is released.
 	AutoDeploy bool `json:"auto_deploy"`
+	// AutoRelease releases a pushed version (intend export, PUT
+	// .../versions) as it is stored, as export -d would; off (the
+	// default), a pushed version waits for a release. A dry-run's
+	// version is never released. A halted environment holds the release
+	// until it is resumed.
+	AutoRelease bool `json:"auto_release"`
 	// DeployInterval is the retry period for non-compliant resources, in
 	// seconds; 0 turns periodic retry off.
 	DeployInterval int `json:"deploy_interval"`
@@ -215,6 +221,10 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			if json.Unmarshal(raw, &s.AutoDeploy) != nil {
 				bad("must be a boolean")
 			}
+		case "auto_release":
+			if json.Unmarshal(raw, &s.AutoRelease) != nil {
+				bad("must be a boolean")
+			}
 		case "allow_push":
 			if json.Unmarshal(raw, &s.AllowPush) != nil {
 				bad("must be a boolean")
@@ -333,7 +343,7 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				continue
 			}
 			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, allowed_commands, allowed_paths, " +
-				"auto_deploy, autostart_agents, " +
+				"auto_deploy, auto_release, autostart_agents, " +
 				"compile_cpu_limit, compile_retention, deploy_interval, instance_log_retention, keep_versions, " +
 				"notification_retention, order_retention, " +
 				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff, run_retention)")
@@ -549,7 +559,18 @@ type EnvironmentPatch struct {
 
 // UpdateEnvironment applies a patch and returns the new environment.
 func (s *Store) UpdateEnvironment(ctx context.Context, id string, p EnvironmentPatch) (Environment, error) {
+	out, _, err := s.UpdateEnvironmentReleasing(ctx, id, p)
+	return out, err
+}
+
+// UpdateEnvironmentReleasing is UpdateEnvironment that also returns what
+// a resume released: a patch that resumes a halted environment releases,
+// in the same transaction, the version a compile or auto_release would
+// have released while it was halted (HoldRelease), unless a newer one
+// was released meanwhile. nil: nothing was released.
+func (s *Store) UpdateEnvironmentReleasing(ctx context.Context, id string, p EnvironmentPatch) (Environment, *Release, error) {
 	var out Environment
+	var rel *Release
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		e, err := scanEnvironment(tx.QueryRow(ctx,
 			`select `+envColumns+` from environments where id = $1::uuid for update`, id))
@@ -573,12 +594,59 @@ func (s *Store) UpdateEnvironment(ctx context.Context, id string, p EnvironmentP
 		if err != nil {
 			return err
 		}
+		resumed := p.Halted != nil && !*p.Halted
 		out, err = scanEnvironment(tx.QueryRow(ctx, `
 			update environments set description = $2, halted = $3, settings = $4, updated_at = now()
 			where id = $1::uuid returning `+envColumns, id, e.Description, e.Halted, raw))
+		if err != nil || !resumed {
+			return err
+		}
+		var held *int64
+		if err := tx.QueryRow(ctx, `select held_version from environments where id = $1::uuid`, id).Scan(&held); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `update environments set held_version = null where id = $1::uuid`, id); err != nil {
+			return err
+		}
+		if held == nil || (out.ReleasedVersion != nil && *held <= *out.ReleasedVersion) {
+			return nil
+		}
+		r, err := releaseVersion(ctx, tx, id, *held)
+		if errors.Is(err, ErrNotFound) {
+			return nil // deleted meanwhile (delete a version)
+		}
+		if err != nil {
+			return fmt.Errorf("release the held version %d: %w", *held, err)
+		}
+		rel = &r
+		out, err = scanEnvironment(tx.QueryRow(ctx, `select `+envColumns+` from environments where id = $1::uuid`, id))
 		return err
 	})
-	return out, err
+	return out, rel, err
+}
+
+// ReleaseUnlessHalted is ReleaseVersion for a release nobody asked for
+// by hand (a compile's, auto_release's, a fact's recompile): a halted
+// environment releases nothing but holds the version (held true), under
+// its lock, so a halt that commits first is never passed. Resuming
+// releases the newest held version (UpdateEnvironmentReleasing); a
+// release of it or of a newer one meanwhile ends the hold.
+func (s *Store) ReleaseUnlessHalted(ctx context.Context, envID string, version int64) (rel Release, held bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		e, err := lockEnvironment(ctx, tx, envID)
+		if err != nil {
+			return err
+		}
+		if !e.Halted {
+			rel, err = releaseVersion(ctx, tx, envID, version)
+			return err
+		}
+		held = true
+		_, err = tx.Exec(ctx, `update environments set held_version = greatest(held_version, $2)
+			where id = $1::uuid and (released_version is null or released_version < $2)`, envID, version)
+		return err
+	})
+	return rel, held, err
 }
 
 // DeleteEnvironment removes an environment and everything it holds; a

@@ -19,10 +19,14 @@ type ModelSource struct {
 	Size       int       `json:"size"`
 	Origin     string    `json:"origin"`
 	UploadedAt time.Time `json:"uploaded_at"`
-	// AnnouncedAt is when the source, as the newest, was announced to the
-	// environment's live service instances; nil: not yet (or not since
-	// it became the newest again).
+	// AnnouncedAt is when the source, as the newest released one, was
+	// announced to the environment's live service instances; nil: not
+	// yet (or not since it became the newest released again).
 	AnnouncedAt *time.Time `json:"announced_at"`
+	// ReleasedAt is when a version built from the source was last
+	// released (nil: never). The newest released source is the one the
+	// service instances compile with (ReleasedModelSource).
+	ReleasedAt *time.Time `json:"-"`
 	// Replaced (PutModel and PutModelSource only): it became the newest
 	// model source in place of another one (or of none).
 	Replaced bool `json:"-"`
@@ -50,9 +54,9 @@ type NewModel struct {
 // source (as PutModelSource), in one transaction under the environment's
 // lock. So the catalog is always the one of the newest source: a failure
 // changes neither, and of concurrent uploads the last to commit is both
-// the newest source and the catalog. Announcing the source to the live
-// instances is the caller's, after the commit (the reconciler announces
-// one left unannounced: UnannouncedModels).
+// the newest source and the catalog. An upload is not announced to the
+// live instances: the source becomes their model when a version built
+// from it is released (ReleaseVersion, Release.Model).
 func (s *Store) PutModel(ctx context.Context, envID string, m NewModel) (ModelSource, error) {
 	var src ModelSource
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -72,10 +76,9 @@ func (s *Store) PutModel(ctx context.Context, envID string, m NewModel) (ModelSo
 // PutModelSource stores a project archive as the environment's newest
 // model source. Storing one already stored (same hash) makes it the newest
 // again and changes nothing else. Older ones beyond the few kept go.
-// Replaced says whether the newest source changed; a source that becomes
-// the newest (again) is not announced (AnnouncedAt nil) until
-// MarkModelAnnounced. It leaves the catalog alone: uploads and compiles
-// use PutModel.
+// Replaced says whether the newest source changed. It leaves the catalog
+// alone (uploads and compiles use PutModel) and the live instances too:
+// a source is theirs once a version built from it is released.
 func (s *Store) PutModelSource(ctx context.Context, envID, hash string, archive []byte, files int, origin string) (ModelSource, error) {
 	var m ModelSource
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -108,17 +111,20 @@ func putModelSource(ctx context.Context, tx pgx.Tx, envID, hash string, archive 
 	// null).
 	err = tx.QueryRow(ctx, `
 		insert into model_sources (environment_id, hash, archive, files, size, origin, uploaded_at)
-		values ($1::uuid, $2, $3, $4, $5, $6, greatest(clock_timestamp(), $8::timestamptz + interval '1 microsecond'))
-		on conflict (environment_id, hash) do update set uploaded_at = excluded.uploaded_at, origin = excluded.origin,
-			announced_at = case when $7 then null else model_sources.announced_at end
-		returning hash, files, size, origin, uploaded_at, announced_at`,
-		envID, hash, archive, files, len(archive), origin, m.Replaced, newestAt).
-		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt)
+		values ($1::uuid, $2, $3, $4, $5, $6, greatest(clock_timestamp(), $7::timestamptz + interval '1 microsecond'))
+		on conflict (environment_id, hash) do update set uploaded_at = excluded.uploaded_at, origin = excluded.origin
+		returning `+modelSourceColumns,
+		envID, hash, archive, files, len(archive), origin, newestAt).
+		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt, &m.ReleasedAt)
 	if err != nil {
 		return m, fmt.Errorf("store model source: %w", err)
 	}
+	// The newest released source stays whatever is uploaded after it:
+	// it is the live instances' model until another one is released.
 	_, err = tx.Exec(ctx, `delete from model_sources where environment_id = $1::uuid and hash not in (
-		select hash from model_sources where environment_id = $1::uuid order by uploaded_at desc limit $2)`,
+		select hash from model_sources where environment_id = $1::uuid order by uploaded_at desc limit $2)
+		and hash is distinct from (select hash from model_sources where environment_id = $1::uuid
+			and released_at is not null order by released_at desc limit 1)`,
 		envID, keepModelSources)
 	return m, err
 }
@@ -127,13 +133,72 @@ func putModelSource(ctx context.Context, tx pgx.Tx, envID, hash string, archive 
 // ErrNotFound when it has none.
 func (s *Store) LatestModelSource(ctx context.Context, envID string) (ModelSource, error) {
 	var m ModelSource
-	err := s.pool.QueryRow(ctx, `select hash, files, size, origin, uploaded_at, announced_at from model_sources
+	err := s.pool.QueryRow(ctx, `select `+modelSourceColumns+` from model_sources
 		where environment_id = $1::uuid order by uploaded_at desc limit 1`, envID).
-		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt)
+		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt, &m.ReleasedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return m, NotFound("the environment has no model source (intend export uploads one)")
 	}
 	return m, err
+}
+
+const modelSourceColumns = `hash, files, size, origin, uploaded_at, announced_at, released_at`
+
+// ReleasedModelSource returns the model source the environment's service
+// instances compile with: the newest one a released version was built
+// from. An environment that never released such a version compiles them
+// with its newest source (an upload before the first release: nothing is
+// live yet that it could change). ErrNotFound: no source at all.
+func (s *Store) ReleasedModelSource(ctx context.Context, envID string) (ModelSource, error) {
+	var m ModelSource
+	err := s.pool.QueryRow(ctx, `select `+modelSourceColumns+` from model_sources
+		where environment_id = $1::uuid order by released_at desc nulls last, uploaded_at desc limit 1`, envID).
+		Scan(&m.Hash, &m.Files, &m.Size, &m.Origin, &m.UploadedAt, &m.AnnouncedAt, &m.ReleasedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return m, NotFound("the environment has no model source (intend export uploads one)")
+	}
+	return m, err
+}
+
+// HasModelSource reports whether the environment stores the model source
+// hash.
+func (s *Store) HasModelSource(ctx context.Context, envID, hash string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `select exists (select 1 from model_sources where environment_id = $1::uuid and hash = $2)`,
+		envID, hash).Scan(&ok)
+	return ok, err
+}
+
+// releaseModel makes the model source version was built from (if it
+// records one that is still stored) the newest released source, in tx,
+// which releases version under the environment's lock. It returns the
+// source's hash when the live instances have not been told of it yet
+// (a source that becomes the newest released again is told again), ""
+// otherwise.
+func releaseModel(ctx context.Context, tx pgx.Tx, envID string, version int64) (string, error) {
+	var hash *string
+	if err := tx.QueryRow(ctx, `select model_hash from versions where environment_id = $1::uuid and version = $2`,
+		envID, version).Scan(&hash); err != nil || hash == nil {
+		return "", err
+	}
+	var current *string
+	err := tx.QueryRow(ctx, `select hash from model_sources where environment_id = $1::uuid and released_at is not null
+		order by released_at desc limit 1`, envID).Scan(&current)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	var announced *time.Time
+	err = tx.QueryRow(ctx, `update model_sources set released_at = clock_timestamp(),
+			announced_at = case when $3 then announced_at else null end
+		where environment_id = $1::uuid and hash = $2 returning announced_at`,
+		envID, *hash, current != nil && *current == *hash).Scan(&announced)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil // pruned: the instances keep the model they have
+	}
+	if err != nil || announced != nil {
+		return "", err
+	}
+	return *hash, nil
 }
 
 // ModelArchive returns the archive of one of the environment's model
@@ -156,20 +221,38 @@ func (s *Store) MarkModelAnnounced(ctx context.Context, envID, hash string) erro
 	return err
 }
 
-// UnannouncedModel is an environment whose newest model source was not
-// announced to its live service instances.
+// UnannouncedModelOf returns the environment's newest released model
+// source if its live service instances were not told of it ("" when
+// they were, or when none was released).
+func (s *Store) UnannouncedModelOf(ctx context.Context, envID string) (string, error) {
+	var hash string
+	var announced *time.Time
+	err := s.pool.QueryRow(ctx, `select hash, announced_at from model_sources
+		where environment_id = $1::uuid and released_at is not null order by released_at desc limit 1`, envID).
+		Scan(&hash, &announced)
+	if errors.Is(err, pgx.ErrNoRows) || announced != nil {
+		return "", nil
+	}
+	return hash, err
+}
+
+// UnannouncedModel is an environment whose newest released model source
+// was not announced to its live service instances.
 type UnannouncedModel struct {
 	Environment Environment
 	Hash        string
 }
 
-// UnannouncedModels lists the environments whose newest model source was
-// not announced, for the reconciler.
+// UnannouncedModels lists the environments whose newest released model
+// source was not announced, for the reconciler (a release announces its
+// source after its commit; this finds one a crash left unannounced).
+// Halted environments are left out: resuming announces.
 func (s *Store) UnannouncedModels(ctx context.Context) ([]UnannouncedModel, error) {
 	rows, err := s.pool.Query(ctx, `select environment_id, hash from (
 			select distinct on (environment_id) environment_id, hash, announced_at
-			from model_sources order by environment_id, uploaded_at desc) newest
-		where announced_at is null`)
+			from model_sources where released_at is not null order by environment_id, released_at desc) newest
+		where announced_at is null
+		  and not exists (select 1 from environments e where e.id = newest.environment_id and e.halted)`)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,21 @@ import (
 // for intent.DecodePartial's result is the body's order), and stores
 // nothing.
 func (s *Store) ExportPartial(ctx context.Context, envID string, partial intent.Version, removedSets []string) (VersionInfo, error) {
-	return s.exportPartial(ctx, envID, partial, removedSets, false)
+	return s.ExportPartialOf(ctx, envID, partial, removedSets, "")
+}
+
+// ExportPartialOf is ExportPartial of sets compiled from the model source
+// model ("": none known), which the version records (ExportVersionOf).
+func (s *Store) ExportPartialOf(ctx context.Context, envID string, partial intent.Version, removedSets []string, model string) (VersionInfo, error) {
+	var info VersionInfo
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if info, err = exportPartialTx(ctx, tx, envID, partial, removedSets, false); err != nil {
+			return err
+		}
+		return setVersionModel(ctx, tx, envID, info.Version, model)
+	})
+	return info, err
 }
 
 // ExportInstanceSets is ExportPartial for the lifecycle engine, and
@@ -52,17 +66,8 @@ func (s *Store) ExportInstanceSets(ctx context.Context, envID string, partial in
 	return rel, err
 }
 
-func (s *Store) exportPartial(ctx context.Context, envID string, partial intent.Version, removedSets []string, onReleased bool) (VersionInfo, error) {
-	var info VersionInfo
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		info, err = exportPartialTx(ctx, tx, envID, partial, removedSets, onReleased)
-		return err
-	})
-	return info, err
-}
-
-// exportPartialTx is exportPartial in tx.
+// exportPartialTx is ExportPartial in tx (onReleased: on the released
+// version, as ExportInstanceSets).
 func exportPartialTx(ctx context.Context, tx pgx.Tx, envID string, partial intent.Version, removedSets []string, onReleased bool) (VersionInfo, error) {
 	last, err := lockForExport(ctx, tx, envID)
 	if err != nil {

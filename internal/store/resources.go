@@ -217,7 +217,7 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 		add("result = any($%d)", f.Results)
 		if !slices.Contains(f.Results, string(ledger.ResultDeployed)) {
 			// Said outright, so that the planner may take the partial
-			// index of what did not deploy (migration 027): a run's
+			// index of what did not deploy (migration 024): a run's
 			// failures, among its thousands deployed.
 			where += " and result <> 'deployed'"
 		}

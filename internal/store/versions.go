@@ -55,6 +55,15 @@ type VersionResource struct {
 // keep their open membership row, contents are stored once per hash.
 // Exports of one environment are serialised by a lock on its row.
 func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Version) (VersionInfo, error) {
+	return s.ExportVersionOf(ctx, envID, v, "")
+}
+
+// ExportVersionOf is ExportVersion of a version compiled from the model
+// source model ("": none known), which the version records: releasing
+// it makes that source the live service instances' model
+// (ReleaseVersion). A model the environment does not store is refused
+// (ErrInvalid).
+func (s *Store) ExportVersionOf(ctx context.Context, envID string, v intent.Version, model string) (VersionInfo, error) {
 	var info VersionInfo
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		last, err := lockForExport(ctx, tx, envID)
@@ -67,9 +76,29 @@ func (s *Store) ExportVersion(ctx context.Context, envID string, v intent.Versio
 		}
 		info, err = writeVersion(ctx, tx, envID, last+1, len(open), open, members)
 		info.KeptInstanceResources = kept
-		return err
+		if err != nil {
+			return err
+		}
+		return setVersionModel(ctx, tx, envID, info.Version, model)
 	})
 	return info, err
+}
+
+// setVersionModel records the model source a version was compiled from,
+// in tx; "" records nothing.
+func setVersionModel(ctx context.Context, tx pgx.Tx, envID string, version int64, model string) error {
+	if model == "" {
+		return nil
+	}
+	tag, err := tx.Exec(ctx, `update versions set model_hash = $3 where environment_id = $1::uuid and version = $2
+		and exists (select 1 from model_sources where environment_id = $1::uuid and hash = $3)`, envID, version, model)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return NotFound("model source %s (upload it first: PUT .../model)", model)
+	}
+	return nil
 }
 
 // fullMembers makes the members of a full export of v: v's resources and
@@ -463,6 +492,12 @@ type Release struct {
 	Request *Request `json:"deploy_request"`
 	// AlreadyReleased is true when the version was the released one already.
 	AlreadyReleased bool `json:"already_released"`
+	// Model is the model source the release made the live service
+	// instances' model and that they were not told of yet: the caller
+	// announces it after the commit, unless the environment is halted
+	// (the server's reconciler announces one a crash left untold; a
+	// resume announces). "": nothing to announce.
+	Model string `json:"-"`
 }
 
 // ReleaseVersion makes version the one the orchestrator enforces: the
@@ -499,7 +534,10 @@ func releaseVersion(ctx context.Context, tx pgx.Tx, envID string, version int64)
 		prev = *e.ReleasedVersion
 	}
 	if prev == version {
-		return Release{Version: v, AlreadyReleased: true}, nil
+		// Released again: a compile of a source whose resources are the
+		// same may have recorded a newer source on it.
+		model, err := releaseModel(ctx, tx, envID, version)
+		return Release{Version: v, AlreadyReleased: true, Model: model}, err
 	}
 	if e.DecommissionVersion != nil && *e.DecommissionVersion != version {
 		return Release{}, decommissioning(e.Name, *e.DecommissionVersion, "other release")
@@ -547,11 +585,18 @@ func releaseVersion(ctx context.Context, tx pgx.Tx, envID string, version int64)
 		ActorOf(ctx)).Scan(&v.ReleasedAt, &v.ReleasedBy); err != nil {
 		return Release{}, err
 	}
-	if _, err := tx.Exec(ctx, `update environments set released_version = $2, updated_at = now() where id = $1::uuid`,
-		envID, version); err != nil {
+	// A release held by a halt (HoldRelease) that this one passes is
+	// done with.
+	if _, err := tx.Exec(ctx, `update environments set released_version = $2, updated_at = now(),
+			held_version = case when held_version <= $2 then null else held_version end
+		where id = $1::uuid`, envID, version); err != nil {
 		return Release{}, err
 	}
-	out := Release{Version: v, Changed: changed}
+	model, err := releaseModel(ctx, tx, envID, version)
+	if err != nil {
+		return Release{}, fmt.Errorf("release the model source: %w", err)
+	}
+	out := Release{Version: v, Changed: changed, Model: model}
 	if e.Settings.AutoDeploy {
 		req, err := insertRequest(ctx, tx, envID, Request{Kind: "deploy", Reason: fmt.Sprintf("new version %d", version)})
 		if err != nil {
