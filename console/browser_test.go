@@ -58,6 +58,23 @@ func run(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
 	}
 }
 
+// navigate is chromedp.Navigate, tried again when Chrome reports the
+// navigation aborted (net::ERR_ABORTED): right after a form's redirect
+// lands, Chrome sometimes aborts the next navigation it is asked for,
+// which says nothing about the page.
+func navigate(url string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		for range 3 {
+			if err = chromedp.Navigate(url).Do(ctx); err == nil || !strings.Contains(err.Error(), "ERR_ABORTED") {
+				return err
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return err
+	})
+}
+
 // signIn signs the browser out (when it is in) and in again with token,
 // and waits for the environments page to list env.
 func signIn(base, token, env string) chromedp.Tasks {
@@ -230,7 +247,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// field, as typed; a good one is saved.
 	var fieldErr, typed string
 	run(t, ctx,
-		chromedp.Navigate(base+"env/"+env),
+		navigate(base+"env/"+env),
 		chromedp.SetValue(`#s-deploy_interval`, "-1", chromedp.ByID),
 		chromedp.Click(`//button[text()="Save settings"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#s-deploy_interval-error`, chromedp.ByID),
