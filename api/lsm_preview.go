@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"mime"
 	"net/http"
 	"os"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -78,18 +75,9 @@ func (s *Server) previewModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/gzip" && mt != "application/x-gzip" {
-		return UnsupportedMediaType("send the project archive (a gzipped tar, as intend export makes) as application/gzip")
-	}
-	if r.ContentLength > project.MaxArchiveBytes {
-		return BodyTooLarge(project.MaxArchiveBytes)
-	}
-	archive, err := io.ReadAll(io.LimitReader(r.Body, project.MaxArchiveBytes+1))
+	archive, err := readArchive(r)
 	if err != nil {
-		return BadRequest("request body could not be read")
-	}
-	if len(archive) > project.MaxArchiveBytes {
-		return BodyTooLarge(project.MaxArchiveBytes)
+		return err
 	}
 	dir, err := os.MkdirTemp("", "intend-preview-")
 	if err != nil {

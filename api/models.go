@@ -33,18 +33,9 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	if err := refusePush(e, "models"); err != nil {
 		return err
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/gzip" && mt != "application/x-gzip" {
-		return UnsupportedMediaType("send the project archive (a gzipped tar, as intend export makes) as application/gzip")
-	}
-	if r.ContentLength > project.MaxArchiveBytes {
-		return BodyTooLarge(project.MaxArchiveBytes)
-	}
-	archive, err := io.ReadAll(io.LimitReader(r.Body, project.MaxArchiveBytes+1))
+	archive, err := readArchive(r)
 	if err != nil {
-		return BadRequest("request body could not be read")
-	}
-	if len(archive) > project.MaxArchiveBytes {
-		return BodyTooLarge(project.MaxArchiveBytes)
+		return err
 	}
 	dir, err := os.MkdirTemp("", "intend-model-")
 	if err != nil {
@@ -55,11 +46,20 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var stage bool
+	switch r.URL.Query().Get("stage") {
+	case "", "false":
+	case "true":
+		stage = true
+	default:
+		return InvalidField("?stage", "must be true or false")
+	}
 	sum := sha256.Sum256(archive)
 	hash := hex.EncodeToString(sum[:])
-	// The model's service entities become the catalog and its archive the
-	// model source, in one transaction, unless that would break live
-	// instances: then neither changes.
+	// The model's service entities become the catalog (with ?stage=true:
+	// once a version built from it is released) and its archive the model
+	// source, in one transaction, unless that would break live instances:
+	// then neither changes.
 	res, err := s.compile(r, e, compiler.Options{Dir: dir, SourceKey: hash})
 	if err != nil {
 		if errs, ok := errors.AsType[compiler.Errors](err); ok {
@@ -72,6 +72,7 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	m, err := s.opts.Store.PutModel(r.Context(), e.ID, store.NewModel{
 		Hash: hash, Archive: archive, Files: files, Origin: "cli", Entities: slices.Concat(res.Services, res.PreviousServices),
+		Stage: stage,
 	})
 	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
@@ -195,6 +196,25 @@ func breakingProblem(be *store.BreakingChangesError) *Problem {
 		lines = append(lines, fmt.Sprintf("%s: %s (instances %s)", c.Entity, c.Detail, strings.Join(c.Instances, ", ")))
 	}
 	return Conflict("the service catalog update would break live instances: %s", strings.Join(lines, "; "))
+}
+
+// readArchive reads a request's body: a project archive (a gzipped tar,
+// as intend export makes it) of at most project.MaxArchiveBytes.
+func readArchive(r *http.Request) ([]byte, error) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/gzip" && mt != "application/x-gzip" {
+		return nil, UnsupportedMediaType("send the project archive (a gzipped tar, as intend export makes) as application/gzip")
+	}
+	if r.ContentLength > project.MaxArchiveBytes {
+		return nil, BodyTooLarge(project.MaxArchiveBytes)
+	}
+	archive, err := io.ReadAll(io.LimitReader(r.Body, project.MaxArchiveBytes+1))
+	if err != nil {
+		return nil, BadRequest("request body could not be read")
+	}
+	if len(archive) > project.MaxArchiveBytes {
+		return nil, BodyTooLarge(project.MaxArchiveBytes)
+	}
+	return archive, nil
 }
 
 // checkArchive unpacks an archive into dir and reads its intend.yaml: what

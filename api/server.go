@@ -240,6 +240,10 @@ func storeProblem(err error) error {
 		return NotFound("%s", nf.What)
 	case errors.As(err, &ce):
 		return Conflict("%s", ce.What)
+	case errors.As(err, new(*store.BreakingChangesError)):
+		// A release whose staged model would break live instances now.
+		be, _ := errors.AsType[*store.BreakingChangesError](err)
+		return breakingProblem(be)
 	case errors.As(err, &eo):
 		return Forbidden("%s", eo.Error())
 	case errors.As(err, &el):

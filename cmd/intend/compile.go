@@ -328,7 +328,9 @@ func uploadSource(ctx context.Context, c *client.Client, env, dir string) (strin
 
 // putSource uploads a packed project as env's model source.
 func putSource(ctx context.Context, c *client.Client, env string, packed project.Packed) error {
-	if err := c.Do(ctx, "PUT", client.EnvPath(env, "model"), client.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
+	// Staged: its service entities become the catalog when a version
+	// built from it is released, with the source (a dry-run's never is).
+	if err := c.Do(ctx, "PUT", client.EnvPath(env, "model")+"?stage=true", client.Raw{ContentType: "application/gzip", Body: packed.Archive}, nil); err != nil {
 		return fmt.Errorf("upload the model source to %s: %w", env, err)
 	}
 	return nil

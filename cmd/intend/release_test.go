@@ -62,7 +62,11 @@ func TestPreviewReleasesNothing(t *testing.T) {
 	change := func(field string) {
 		t.Helper()
 		src := strings.Replace(string(orig), "workers: parameter.workers\n", "workers: parameter.workers\n\t\t\t\t"+field+": true\n", 1)
-		if src == string(orig) {
+		// and the site entity an optional attribute, which the catalog
+		// shows once the model is released.
+		src = strings.Replace(src, "\t\tworkers: *2 | int & >=1 & <=16 @lsm(rw+)\n",
+			"\t\tworkers: *2 | int & >=1 & <=16 @lsm(rw+)\n\t\t"+field+": *false | bool @lsm(rw+)\n", 1)
+		if src == string(orig) || !strings.Contains(src, field+": *false") {
 			t.Fatal("the model was not changed")
 		}
 		if err := os.WriteFile(model, []byte(src), 0o644); err != nil {
@@ -103,6 +107,10 @@ func TestPreviewReleasesNothing(t *testing.T) {
 		if e, err := c.Environment(ctx, envName); err != nil || e.ReleasedVersion == nil || *e.ReleasedVersion != released {
 			t.Errorf("after %s: released version %v, %v; want %d still", what, e.ReleasedVersion, err, released)
 		}
+		// The catalog is still the released model's.
+		if out := ok(t, vars, "lsm", "catalog", "site"); strings.Contains(out, "gzip") || strings.Contains(out, "brotli") {
+			t.Errorf("after %s: the site entity has the unreleased model's attribute:\n%s", what, out)
+		}
 	}
 
 	// (a) The dry-run. Whether it reports the sites' change is the fleet
@@ -136,6 +144,9 @@ func TestPreviewReleasesNothing(t *testing.T) {
 		if strings.Contains(config(name), "gzip") {
 			t.Errorf("site %s carries the dry-run's change: %s", name, config(name))
 		}
+	}
+	if out := ok(t, vars, "lsm", "catalog", "site"); !strings.Contains(out, "brotli") || strings.Contains(out, "gzip") {
+		t.Errorf("the site entity after export -d: want brotli, not the dry-run's gzip:\n%s", out)
 	}
 	system := false
 	for _, v := range versions(t, c, envName) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -46,6 +47,11 @@ type NewModel struct {
 	// Origin is cli (intend export) or compile (autonomous).
 	Origin   string
 	Entities []lsm.Entity
+	// Stage leaves the catalog as it is until a version built from the
+	// source is released (releaseModel registers the entities then); the
+	// entities are checked against the live instances all the same. An
+	// environment that has released no source yet registers them at once.
+	Stage bool
 }
 
 // PutModel makes m the environment's model: its service entities the
@@ -63,11 +69,36 @@ func (s *Store) PutModel(ctx context.Context, envID string, m NewModel) (ModelSo
 		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
 			return err
 		}
-		if err := registerEntities(ctx, tx, envID, m.Hash, m.Entities); err != nil {
+		stage := m.Stage
+		if stage {
+			var released bool
+			if err := tx.QueryRow(ctx, `select exists (select 1 from model_sources
+				where environment_id = $1::uuid and released_at is not null)`, envID).Scan(&released); err != nil {
+				return err
+			}
+			stage = released
+		}
+		var staged []byte
+		if stage {
+			live, err := liveInstances(ctx, tx, envID)
+			if err != nil {
+				return err
+			}
+			if changes := breakingChanges(m.Entities, live); len(changes) > 0 {
+				return &BreakingChangesError{Changes: changes}
+			}
+			if staged, err = json.Marshal(m.Entities); err != nil {
+				return err
+			}
+		} else if err := registerEntities(ctx, tx, envID, m.Hash, m.Entities); err != nil {
 			return err
 		}
 		var err error
-		src, err = putModelSource(ctx, tx, envID, m.Hash, m.Archive, m.Files, m.Origin)
+		if src, err = putModelSource(ctx, tx, envID, m.Hash, m.Archive, m.Files, m.Origin); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `update model_sources set staged_entities = $3
+			where environment_id = $1::uuid and hash = $2`, envID, m.Hash, staged)
 		return err
 	})
 	return src, err
@@ -187,14 +218,31 @@ func releaseModel(ctx context.Context, tx pgx.Tx, envID string, version int64) (
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return "", err
 	}
-	var announced *time.Time
-	err = tx.QueryRow(ctx, `update model_sources set released_at = clock_timestamp(),
-			announced_at = case when $3 then announced_at else null end
-		where environment_id = $1::uuid and hash = $2 returning announced_at`,
-		envID, *hash, current != nil && *current == *hash).Scan(&announced)
+	// A staged upload's entities become the catalog now (checked again:
+	// instances may have changed since the upload).
+	var staged []byte
+	err = tx.QueryRow(ctx, `select staged_entities from model_sources where environment_id = $1::uuid and hash = $2`,
+		envID, *hash).Scan(&staged)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil // pruned: the instances keep the model they have
 	}
+	if err != nil {
+		return "", err
+	}
+	if staged != nil {
+		var entities []lsm.Entity
+		if err := json.Unmarshal(staged, &entities); err != nil {
+			return "", fmt.Errorf("staged service entities of model source %s: %w", *hash, err)
+		}
+		if err := registerEntities(ctx, tx, envID, *hash, entities); err != nil {
+			return "", err
+		}
+	}
+	var announced *time.Time
+	err = tx.QueryRow(ctx, `update model_sources set released_at = clock_timestamp(), staged_entities = null,
+			announced_at = case when $3 then announced_at else null end
+		where environment_id = $1::uuid and hash = $2 returning announced_at`,
+		envID, *hash, current != nil && *current == *hash).Scan(&announced)
 	if err != nil || announced != nil {
 		return "", err
 	}

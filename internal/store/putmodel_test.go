@@ -157,3 +157,77 @@ func TestPutModelConcurrently(t *testing.T) {
 		t.Errorf("unannounced %s; uploads are no release", hash)
 	}
 }
+
+// TestStagedModelWaitsForItsRelease: a staged upload (a dry-run's, a plain
+// export's) leaves the catalog as the released model has it, refuses what
+// would break live instances all the same, and becomes the catalog when a
+// version built from it is released.
+func TestStagedModelWaitsForItsRelease(t *testing.T) {
+	t.Parallel()
+	st, e := newStoreEnv(t)
+	ctx := context.Background()
+	staged := func(m store.NewModel) store.NewModel { m.Stage = true; return m }
+	release := func(hash string) {
+		t.Helper()
+		info, err := st.ExportVersionOf(ctx, e.ID, files(t, 1, map[int]string{0: hash}), hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	catalog := func(want []string, wantHash, why string) {
+		t.Helper()
+		if names, hashes := catalogOf(t, st, e.ID); !slices.Equal(names, want) || !slices.Equal(hashes, []string{wantHash}) {
+			t.Errorf("%s: catalog %v from %v; want %v from %s", why, names, hashes, want, wantHash)
+		}
+	}
+	// No source released yet: a staged upload registers at once.
+	if _, err := st.PutModel(ctx, e.ID, staged(modelOf("a", []string{"vm"}))); err != nil {
+		t.Fatal(err)
+	}
+	catalog([]string{"vm"}, "a", "first staged upload")
+	release("a")
+	const id = "7a1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f"
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "vm", ID: id, Version: 1, State: "up",
+		Identity: "web", Sets: lsm.Sets{Active: map[string]any{"name": "web", "memory": 2.0}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Staged once a source is released: the catalog stays a's.
+	if _, err := st.PutModel(ctx, e.ID, staged(modelOf("b", []string{"vm", "db"}))); err != nil {
+		t.Fatal(err)
+	}
+	catalog([]string{"vm"}, "a", "staged b")
+	// Breaking the live instance is refused when staged too.
+	if _, err := st.PutModel(ctx, e.ID, staged(modelOf("c", []string{"db"}))); !errors.As(err, new(*store.BreakingChangesError)) {
+		t.Errorf("staged model dropping vm: %v, want a *BreakingChangesError", err)
+	}
+	catalog([]string{"vm"}, "a", "refused c")
+	// The release of a version of b makes b's entities the catalog, once.
+	release("b")
+	catalog([]string{"db", "vm"}, "b", "b released")
+	release("b")
+	catalog([]string{"db", "vm"}, "b", "b released again")
+	// Staged without db while no db is live; a db instance created
+	// before the release makes the release break it: refused, and
+	// nothing is released.
+	if _, err := st.PutModel(ctx, e.ID, staged(modelOf("d", []string{"vm"}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyInstanceChange(ctx, e.ID, store.InstanceChange{Entity: "db", ID: "8b2d2c9f-5f54-4a8b-8b66-1b2c3d4e5f60",
+		Version: 1, State: "up", Identity: "main", Sets: lsm.Sets{Active: map[string]any{"name": "main", "memory": 2.0}}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.ExportVersionOf(ctx, e.ID, files(t, 1, map[int]string{0: "d"}), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); !errors.As(err, new(*store.BreakingChangesError)) {
+		t.Errorf("release of d with a live db: %v, want a *BreakingChangesError", err)
+	}
+	catalog([]string{"db", "vm"}, "b", "d refused at its release")
+	if env, err := st.GetEnvironment(ctx, e.ID); err != nil || env.ReleasedVersion == nil || *env.ReleasedVersion == info.Version {
+		t.Errorf("d refused at its release: released version %v, %v", env.ReleasedVersion, err)
+	}
+}
