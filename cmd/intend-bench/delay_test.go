@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/intendhq/intend/adapters"
+)
+
+func TestDelayAdapterWaits(t *testing.T) {
+	a := &delayAdapter{delay: 30 * time.Millisecond}
+	ctx := context.Background()
+	start := time.Now()
+	obs, err := a.Observe(ctx, nil, adapters.Resource{})
+	if err != nil || obs.Exists {
+		t.Fatalf("Observe = %+v, %v; want absent, nil", obs, err)
+	}
+	if err := a.Create(ctx, nil, adapters.Resource{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(ctx, nil, adapters.Resource{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 90*time.Millisecond {
+		t.Errorf("three calls took %v, want at least 3 × 30ms", d)
+	}
+	if n := a.calls.Load(); n != 3 {
+		t.Errorf("calls = %d, want 3", n)
+	}
+}
+
+func TestDelayAdapterHonoursCancellation(t *testing.T) {
+	a := &delayAdapter{delay: time.Hour}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := a.Create(ctx, nil, adapters.Resource{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Create = %v, want the context's error", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Create returned after %v, want soon after the cancellation", d)
+	}
+	if _, err := a.Observe(ctx, nil, adapters.Resource{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Observe on a done context = %v, want its error", err)
+	}
+	if n := a.calls.Load(); n != 0 {
+		t.Errorf("calls = %d, want 0 (none waited its delay)", n)
+	}
+}
