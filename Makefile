@@ -27,7 +27,7 @@ export INTEND_TEMPORAL_SERVER := $(TEMPORAL_SERVER)
 export INTEND_TEMPORAL_SQL_TOOL := $(TEMPORAL_SQL_TOOL)
 export INTEND_TEMPORAL_UI := $(TEMPORAL_UI)
 
-.PHONY: all build test demo tools postgres sshd systemd prometheus helm oapi-codegen chromium lint bench fuzz clean help
+.PHONY: all build test demo tools postgres sshd systemd prometheus helm oapi-codegen chromium lint bench bench-delay fuzz clean help
 
 all: build
 
@@ -197,6 +197,9 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000 -engine server   # P7 on the standalone server
 	$(GO) run ./cmd/intend-bench -n 0 -preview 1000   # P13: preview of a model change over 1,000 live instances
 	$(GO) run ./cmd/intend-bench -n 0 -p9 5000    # P9: intend deploy of one change among 5,000 resources, whole command
+
+bench-delay: tools ## issue 28's curve: 10,000 bench::Delay resources at 10 ms per call over 1, 4, 16, 64 and 256 agents
+	for a in 1 4 16 64 256; do $(GO) run ./cmd/intend-bench -n 10000 -delay 10ms -agents $$a || exit 1; done
 
 clean: ## remove build output and the embedded deploy's state
 	rm -rf bin data examples/*/data

@@ -2,10 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/executor"
+	"github.com/intendhq/intend/internal/plan"
 )
 
 // delayType is the resource type of the delay adapter. It is registered
@@ -54,4 +61,87 @@ func (a *delayAdapter) Update(ctx context.Context, _ *adapters.Context, _ adapte
 // Delete waits.
 func (a *delayAdapter) Delete(ctx context.Context, _ *adapters.Context, _ adapters.Resource) error {
 	return a.wait(ctx)
+}
+
+// delayInFlight is the operations in flight the configuration allows for n
+// resources spread round robin over agents, each agent served by
+// executors executors of batches batches × concurrency resources, a run
+// dispatching at most maxInFlight batches of at most batchMax resources:
+//
+//	in flight = Σ over the batches running at once of min(its resources, concurrency),
+//	batches running at once = min(maxInFlight, Σ_agents min(⌈n_agent ÷ batchMax⌉, executors × batches))
+//
+// (one resource's calls run one after the other, so a resource is one
+// operation in flight).
+func delayInFlight(n, agents, executors, batches, concurrency, maxInFlight, batchMax int) int {
+	agents = max(agents, 1)
+	total, running := 0, 0
+	for a := range agents {
+		na := n / agents
+		if a < n%agents {
+			na++
+		}
+		for b := 0; b < min((na+batchMax-1)/batchMax, executors*batches) && running < maxInFlight; b++ {
+			size := min(batchMax, na-b*batchMax)
+			total += min(size, concurrency)
+			running++
+		}
+	}
+	return total
+}
+
+// benchDelay deploys n bench::Delay resources, spread round robin over the
+// agents, on the external executors that host a, and reports the run's
+// time against the ideal: the operations × a.delay ÷ the operations in
+// flight (delayInFlight).
+func benchDelay(ctx context.Context, c *client.Client, a *delayAdapter, n, executors, maxInFlight int) ([]row, error) {
+	type res struct {
+		ID         string         `json:"id"`
+		Attributes map[string]any `json:"attributes"`
+	}
+	rs := make([]res, n)
+	for i := range rs {
+		name := fmt.Sprintf("d%06d", i)
+		rs[i] = res{ID: delayType + "[" + benchAgent(i) + ",name=" + name + "]", Attributes: map[string]any{"name": name}}
+	}
+	body, _ := json.Marshal(map[string]any{"resources": rs})
+	v, err := c.ExportVersion(ctx, "bench", body)
+	if err != nil {
+		return nil, err
+	}
+	before := a.calls.Load()
+	t0 := time.Now()
+	run, err := releaseAndWait(ctx, c, v.Version)
+	if err != nil {
+		return nil, err
+	}
+	measured := time.Since(t0)
+	if run.Deployed != n {
+		return nil, fmt.Errorf("delay deploy: %+v, want %d deployed", run, n)
+	}
+	ops := a.calls.Load() - before
+	cfg := executor.DefaultConfig()
+	inFlight := delayInFlight(n, agents, executors, cfg.Batches, cfg.Concurrency, maxInFlight, plan.DefaultLimits.MaxResources)
+	ideal := time.Duration(ops) * a.delay / time.Duration(inFlight)
+	where := fmt.Sprintf("%d resources, %d agent(s) × %d executor(s)", n, max(agents, 1), executors)
+	return []row{
+		{"delay: operations (adapter calls)", fmt.Sprint(ops), fmt.Sprintf("%s, %v each", where, a.delay)},
+		{"delay: operations in flight allowed", fmt.Sprint(inFlight), fmt.Sprintf("concurrency %d × min(max in flight %d, Σ agents min(batches of ≤ %d, executors × %d))",
+			cfg.Concurrency, maxInFlight, plan.DefaultLimits.MaxResources, cfg.Batches)},
+		{"delay: ideal time", ideal.Round(time.Millisecond).String(), "operations × delay ÷ in flight"},
+		{"delay: measured, release → all recorded", measured.Round(time.Millisecond).String(), fmt.Sprintf("ratio %.2f to the ideal", measured.Seconds()/ideal.Seconds())},
+	}, nil
+}
+
+// loadavg is the machine's load averages (1, 5, 15 minutes), or "?".
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -50,3 +50,16 @@ func TestDelayAdapterHonoursCancellation(t *testing.T) {
 		t.Errorf("calls = %d, want 0 (none waited its delay)", n)
 	}
 }
+
+func TestDelayInFlight(t *testing.T) {
+	for _, c := range []struct{ n, agents, want int }{
+		{10000, 1, 4 * 16},   // one agent: its executor's 4 batches of 16
+		{10000, 4, 8 * 16},   // the run's 8 batches at once
+		{10000, 256, 8 * 16}, // idem
+		{40, 4, 4 * 10},      // batches of 10 resources
+	} {
+		if got := delayInFlight(c.n, c.agents, 1, 4, 16, 8, 500); got != c.want {
+			t.Errorf("delayInFlight(%d resources, %d agents) = %d, want %d", c.n, c.agents, got, c.want)
+		}
+	}
+}

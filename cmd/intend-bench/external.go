@@ -17,8 +17,8 @@ import (
 // intend server's executor API, with an executor token and no database
 // credentials), after keeping every agent out of the server's embedded
 // executor. It returns once they have registered; they stop when ctx is
-// done.
-func externals(ctx context.Context, c *client.Client, serverURL, temporalAddr, namespace, env string, k int) error {
+// done. opts are given to every executor, after the built-in adapters.
+func externals(ctx context.Context, c *client.Client, serverURL, temporalAddr, namespace, env string, k int, opts ...executor.Option) error {
 	if err := c.Do(ctx, http.MethodPatch, "/api/v1/environments/"+env,
 		map[string]any{"settings": map[string]any{"autostart_agents": []string{}}}, nil); err != nil {
 		return err
@@ -41,7 +41,7 @@ func externals(ctx context.Context, c *client.Client, serverURL, temporalAddr, n
 		cfg.Server.URL, cfg.Server.Token = serverURL, tok.Secret
 		cfg.Temporal.Address, cfg.Temporal.Namespace = temporalAddr, namespace
 		go func() {
-			if err := executor.Run(ctx, cfg, executor.WithBuiltins(), executor.WithLogger(log)); err != nil && ctx.Err() == nil {
+			if err := executor.Run(ctx, cfg, append([]executor.Option{executor.WithBuiltins(), executor.WithLogger(log)}, opts...)...); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "intend-bench: executor %s: %v\n", cfg.Name, err)
 			}
 		}()

@@ -29,6 +29,7 @@ import (
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/temporalserver"
 	"github.com/intendhq/intend/server"
+	"github.com/intendhq/intend/workflows"
 )
 
 func main() {
@@ -54,7 +55,13 @@ func main() {
 		"directory (with -n 0: P9 only)")
 	p9Runs := flag.Int("p9-runs", 10, "P9: deploys of a change timed")
 	p9Bin := flag.String("intend", "", "P9: the intend binary (default: go build ./cmd/intend)")
+	flag.DurationVar(&delay, "delay", 0, "instead of P1–P5, deploy -n bench::Delay resources whose adapter only waits this long per call "+
+		"(on -external executors, at least 1 per agent), and report the time against the ideal (issue 28)")
+	flag.IntVar(&maxInFlight, "max-in-flight", 8, "the batches a deploy run dispatches at once (the server's Deploy.MaxInFlight)")
 	flag.Parse()
+	if delay > 0 && *external < 1 {
+		*external = 1 // the embedded executor hosts the built-in adapters only
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -82,6 +89,12 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// delay is -delay: 0, or the delay of the bench::Delay adapter.
+var delay time.Duration
+
+// maxInFlight is -max-in-flight, the server's Deploy.MaxInFlight.
+var maxInFlight = 8
 
 // compileWorkers is the server's --compile-workers.
 var compileWorkers = 2
@@ -161,6 +174,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		BootstrapToken: token,
 		Listen:         "127.0.0.1:0", DatabaseURL: pg.URL("intend"), TemporalAddress: ts.HostPort(),
 		TemporalNamespace: ts.Namespace(), EmbeddedExecutor: true, CompileWorkers: compileWorkers,
+		Deploy:       workflows.DeployOptions{MaxInFlight: maxInFlight},
 		ExecutorUser: strconv.Itoa(os.Geteuid()),
 		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -185,6 +199,22 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		defer os.RemoveAll(files)
 	}
 	where := "the server's embedded executor"
+	delays := &delayAdapter{delay: delay}
+	if delay > 0 {
+		where = fmt.Sprintf("%d external executor(s) per agent hosting %s", external, delayType)
+		if err := externals(ctx, c, srv.URL(), ts.HostPort(), ts.Namespace(), "bench", external,
+			executor.WithAdapter(delayType, delays)); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%d %s resources over %d agent(s), run by %s, Temporal %s; load %s\n",
+			n, delayType, max(agents, 1), where, engine, loadavg())
+		rows, err := benchDelay(ctx, c, delays, n, external, maxInFlight)
+		if err != nil {
+			return fmt.Errorf("delay: %w", err)
+		}
+		rows = append(rows, row{"load average after", loadavg(), "1, 5, 15 minutes"})
+		return table(out, rows)
+	}
 	if external > 0 {
 		where = fmt.Sprintf("%d external executor(s) over the executor API", external)
 		if _, err := c.EnsureEnvironment(ctx, "bench", "chain"); err != nil {
