@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -93,8 +94,9 @@ func delayInFlight(n, agents, executors, batches, concurrency, maxInFlight, batc
 // benchDelay deploys n bench::Delay resources, spread round robin over the
 // agents, on the external executors that host a, and reports the run's
 // time against the ideal: the operations × a.delay ÷ the operations in
-// flight (delayInFlight).
-func benchDelay(ctx context.Context, c *client.Client, a *delayAdapter, n, executors, maxInFlight int) ([]row, error) {
+// flight (delayInFlight). It prints where the run's time went (breakdown,
+// from the database at pgURL) to out.
+func benchDelay(ctx context.Context, c *client.Client, pgURL string, out io.Writer, a *delayAdapter, n, executors, maxInFlight int) ([]row, error) {
 	type res struct {
 		ID         string         `json:"id"`
 		Attributes map[string]any `json:"attributes"`
@@ -120,6 +122,9 @@ func benchDelay(ctx context.Context, c *client.Client, a *delayAdapter, n, execu
 		return nil, fmt.Errorf("delay deploy: %+v, want %d deployed", run, n)
 	}
 	ops := a.calls.Load() - before
+	if err := breakdown(ctx, pgURL, run.WorkflowID, out); err != nil {
+		return nil, err
+	}
 	cfg := executor.DefaultConfig()
 	inFlight := delayInFlight(n, agents, executors, cfg.Batches, cfg.Concurrency, maxInFlight, plan.DefaultLimits.MaxResources)
 	ideal := time.Duration(ops) * a.delay / time.Duration(inFlight)

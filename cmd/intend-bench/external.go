@@ -23,22 +23,28 @@ func externals(ctx context.Context, c *client.Client, serverURL, temporalAddr, n
 		map[string]any{"settings": map[string]any{"autostart_agents": []string{}}}, nil); err != nil {
 		return err
 	}
-	var tok struct {
-		Secret string `json:"token"`
-	}
 	agentsOf := benchAgents()
 	if env != "bench" {
 		agentsOf = []string{"bench"} // the chain's resources
 	}
-	if err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", map[string]any{"name": "bench-executor-" + env,
-		"role": "executor", "environments": []string{env}, "agents": agentsOf}, &tok); err != nil {
-		return err
+	// A token has at most 64 live executors in an environment: one token
+	// per agent, as one per host would be.
+	tokens := make([]string, len(agentsOf))
+	for j, a := range agentsOf {
+		var tok struct {
+			Secret string `json:"token"`
+		}
+		if err := c.Do(ctx, http.MethodPost, "/api/v1/tokens", map[string]any{"name": "bench-executor-" + env + "-" + a,
+			"role": "executor", "environments": []string{env}, "agents": []string{a}}, &tok); err != nil {
+			return err
+		}
+		tokens[j] = tok.Secret
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for i := range k * len(agentsOf) {
 		cfg := executor.DefaultConfig()
 		cfg.Environment, cfg.Agents, cfg.Name = env, []string{agentsOf[i%len(agentsOf)]}, fmt.Sprintf("bench-%s-%d", env, i)
-		cfg.Server.URL, cfg.Server.Token = serverURL, tok.Secret
+		cfg.Server.URL, cfg.Server.Token = serverURL, tokens[i%len(agentsOf)]
 		cfg.Temporal.Address, cfg.Temporal.Namespace = temporalAddr, namespace
 		go func() {
 			if err := executor.Run(ctx, cfg, append([]executor.Option{executor.WithBuiltins(), executor.WithLogger(log)}, opts...)...); err != nil && ctx.Err() == nil {

@@ -170,13 +170,18 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 	}
 	defer ts.Stop()
 	token := auth.NewSecret()
+	maxConns := 0 // the default
+	if delay > 0 {
+		maxConns = -1 // the executors of every agent connect from 127.0.0.1; in production each host is a client of its own
+	}
 	srv, err := server.Start(ctx, server.Config{
 		BootstrapToken: token,
 		Listen:         "127.0.0.1:0", DatabaseURL: pg.URL("intend"), TemporalAddress: ts.HostPort(),
 		TemporalNamespace: ts.Namespace(), EmbeddedExecutor: true, CompileWorkers: compileWorkers,
-		Deploy:       workflows.DeployOptions{MaxInFlight: maxInFlight},
-		ExecutorUser: strconv.Itoa(os.Geteuid()),
-		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Deploy:            workflows.DeployOptions{MaxInFlight: maxInFlight},
+		MaxConnsPerClient: maxConns,
+		ExecutorUser:      strconv.Itoa(os.Geteuid()),
+		Log:               slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err
@@ -208,7 +213,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		}
 		fmt.Fprintf(out, "%d %s resources over %d agent(s), run by %s, Temporal %s; load %s\n",
 			n, delayType, max(agents, 1), where, engine, loadavg())
-		rows, err := benchDelay(ctx, c, delays, n, external, maxInFlight)
+		rows, err := benchDelay(ctx, c, pg.URL("intend"), out, delays, n, external, maxInFlight)
 		if err != nil {
 			return fmt.Errorf("delay: %w", err)
 		}
