@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/intendhq/intend/client"
@@ -82,6 +84,26 @@ func TestModelSource(t *testing.T) {
 		var p *client.Problem
 		if !errors.As(err, &p) || p.Status != tc.status {
 			t.Errorf("%s: %v, want status %d", tc.why, err, tc.status)
+		}
+	}
+	// ?stage takes true or false only: anything else is refused before
+	// the archive (a good one, another than the stored) is read.
+	other := t.TempDir()
+	for name, text := range map[string]string{"intend.yaml": "name: m\n", "main.cue": "package main\n\nx: 1\n"} {
+		if err := os.WriteFile(filepath.Join(other, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	otherPacked, err := project.Archive(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"maybe", "1", "TRUE"} {
+		err := c.Do(ctx, http.MethodPut, client.EnvPath(env, "model")+"?stage="+q,
+			client.Raw{ContentType: "application/gzip", Body: otherPacked.Archive}, nil)
+		var p *client.Problem
+		if !errors.As(err, &p) || p.Status != 422 || !strings.Contains(p.Detail+fmt.Sprint(p.Errors), "stage") {
+			t.Errorf("?stage=%s: %v, want a 422 naming ?stage", q, err)
 		}
 	}
 	// The refused uploads left the stored one alone.
