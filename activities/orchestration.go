@@ -139,6 +139,11 @@ func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInp
 		before, err := o.Store.RunTiming(ctx, in.EnvironmentID, in.Run)
 		first = err == nil && before.FinishedAt == nil
 	}
+	if in.Stages != nil {
+		if err := o.Store.RecordRunStages(ctx, in.EnvironmentID, in.Run, *in.Stages); err != nil {
+			return classify(err)
+		}
+	}
 	if err := o.Store.FinishRun(ctx, in.EnvironmentID, in.Run, in.Status,
 		store.RunCounts{Deployed: in.Deployed, Failed: in.Failed, Skipped: in.Skipped, Unavailable: in.Unavailable}); err != nil {
 		return classify(err)
@@ -147,6 +152,9 @@ func (o *Orchestration) FinishDeploy(ctx context.Context, in workflows.FinishInp
 		if t, err := o.Store.RunTiming(ctx, in.EnvironmentID, in.Run); err == nil && t.FinishedAt != nil {
 			o.Metrics.DeployRunDuration.WithLabelValues(t.EnvironmentName, t.Action, t.Status).
 				Observe(t.Duration().Seconds())
+			if in.Stages != nil {
+				o.Metrics.BatchStages.AddRun(t.EnvironmentName, *in.Stages)
+			}
 		}
 	}
 	o.tellInstances(ctx, in.EnvironmentID, in.Run)

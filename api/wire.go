@@ -59,7 +59,17 @@ func wireRollback(r store.Rollback) client.Rollback {
 	return client.Rollback{Release: wireRelease(r.Release), From: r.From, KeptInstanceResources: r.KeptInstanceResources}
 }
 
-func wireDeployRun(r store.DeployRun) client.DeployRun { return client.DeployRun(r) }
+func wireDeployRun(r store.DeployRun) client.DeployRun {
+	out := client.DeployRun{Run: r.Run, Version: r.Version, Action: r.Action, Reason: r.Reason, Status: r.Status,
+		RequestedAt: r.RequestedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Total: r.Total,
+		Deployed: r.Deployed, Failed: r.Failed, Skipped: r.Skipped, Unavailable: r.Unavailable, WorkflowID: r.WorkflowID}
+	if st := r.Stages; st != nil {
+		out.Stages = &client.RunStages{Queued: client.StageStats(st.Queued), PollWait: client.StageStats(st.PollWait),
+			Execute: client.StageStats(st.Execute), Record: client.StageStats(st.Record),
+			MaxInFlight: st.MaxInFlight, HistoryEvents: st.HistoryEvents, Segments: st.Segments}
+	}
+	return out
+}
 
 func wireResourceState(r store.ResourceState) client.ResourceState { return client.ResourceState(r) }
 

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -193,6 +194,68 @@ type DeployRun struct {
 	Skipped     int        `json:"skipped"`
 	Unavailable int        `json:"unavailable"`
 	WorkflowID  string     `json:"workflow_id"`
+	// Stages is where the run's batches spent their time, recorded when
+	// the run finished (nil: still running, dispatched nothing, or a run
+	// of before the field).
+	Stages *RunStages `json:"stages,omitempty"`
+}
+
+// RunStages is where a finished run's batches spent their time: queued in
+// the workflow (for a dispatch slot), waiting for a poller of their agent's
+// task queue, executing, recording their outcomes.
+type RunStages struct {
+	Queued   StageStats `json:"queued"`
+	PollWait StageStats `json:"poll_wait"`
+	Execute  StageStats `json:"execute"`
+	Record   StageStats `json:"record"`
+	// MaxInFlight is the most batches the run had dispatched at once.
+	MaxInFlight int `json:"max_in_flight"`
+	// HistoryEvents counts the events of the run's workflow histories,
+	// Segments the histories (continue-as-new starts another).
+	HistoryEvents int `json:"history_events"`
+	Segments      int `json:"segments"`
+}
+
+// StageBounds are the upper bounds, in seconds, of StageStats.Buckets
+// (a last bucket holds what is above them).
+var StageBounds = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800}
+
+// StageStats is one stage's time over a run's batches.
+type StageStats struct {
+	Count int     `json:"count"`
+	Sum   float64 `json:"sum_seconds"`
+	Max   float64 `json:"max_seconds"`
+	// Buckets counts the batches per bucket of StageBounds (not
+	// cumulative).
+	Buckets []int `json:"buckets,omitempty"`
+}
+
+// Mean is the average time of a batch in the stage.
+func (s StageStats) Mean() float64 {
+	if s.Count == 0 {
+		return 0
+	}
+	return s.Sum / float64(s.Count)
+}
+
+// Quantile estimates the q-quantile (0 < q <= 1): the upper bound of the
+// bucket that holds it, never more than Max.
+func (s StageStats) Quantile(q float64) float64 {
+	if s.Count == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(q * float64(s.Count)))
+	seen := 0
+	for i, n := range s.Buckets {
+		seen += n
+		if seen >= rank {
+			if i < len(StageBounds) {
+				return min(StageBounds[i], s.Max)
+			}
+			break
+		}
+	}
+	return s.Max
 }
 
 // Request is a queued deploy or repair. Run is the run that took it (nil

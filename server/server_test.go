@@ -212,6 +212,15 @@ func TestDeployThroughTemporal(t *testing.T) {
 	if _, err := os.Stat(dPath); !os.IsNotExist(err) {
 		t.Errorf("d was written although c failed: %v", err)
 	}
+	// The run records where its batches spent their time: two agents,
+	// two batches, each queued, polled, executed and recorded.
+	if st := run.Stages; st == nil {
+		t.Errorf("run 2 recorded no stages: %+v", run)
+	} else if st.Queued.Count < 2 || st.PollWait.Count < 2 || st.Execute.Count < 2 || st.Record.Count < 2 ||
+		st.PollWait.Sum <= 0 || st.Execute.Sum <= 0 || st.Record.Sum <= 0 || st.Execute.Max <= 0 ||
+		st.MaxInFlight < 1 || st.HistoryEvents <= 0 || st.Segments != 1 {
+		t.Errorf("run 2 stages = %+v, want every batch in every stage, non-zero times, in flight and history", *st)
+	}
 	if st, acts := getResource(t, c, env, d.ID); st.LastResult != "skipped_for_dependency" || len(acts) != 1 ||
 		acts[0].Error == nil || !strings.Contains(*acts[0].Error, "c.txt") {
 		t.Errorf("d = %+v %+v, want skipped_for_dependency naming c", st, acts)
@@ -269,6 +278,11 @@ func TestDeployThroughTemporal(t *testing.T) {
 		`intend_resources{compliance="compliant",environment="` + env + `",result="deployed"} 3`,
 		`intend_deploy_requests_queued{environment="` + env + `"} 0`,
 		`intend_deploy_run_duration_seconds_count{action="deploy",environment="` + env + `",status="done"} 2`,
+		`intend_batch_stage_seconds_count{environment="` + env + `",stage="queued"}`,
+		`intend_batch_stage_seconds_count{environment="` + env + `",stage="poll_wait"}`,
+		`intend_batch_stage_seconds_count{environment="` + env + `",stage="execute"}`,
+		`intend_batch_stage_seconds_count{environment="` + env + `",stage="record"}`,
+		`intend_executor_batches_in_flight{agent="localhost",environment="` + env + `"} 0`,
 		`intend_adapter_call_duration_seconds_count{operation="observe",type="fs::File"}`,
 		`temporal_workflow_completed_total`,
 		`temporal_activity_execution_latency_seconds_bucket`,

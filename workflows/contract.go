@@ -10,6 +10,7 @@ import (
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/plan"
+	"github.com/intendhq/intend/internal/runstages"
 )
 
 // TaskQueue is the task queue of the orchestration worker run by
@@ -257,6 +258,9 @@ type DeployResult struct {
 	// Result is the run's IntendRunResult (RunResultOK, ...); empty for a
 	// run of generation 0 and while the run goes on.
 	Result string `json:",omitempty"`
+	// Stages is where the run's batches spent their time, carried
+	// across continue-as-new (nil in histories from before the field).
+	Stages *runstages.Run `json:",omitempty"`
 }
 
 // PlanInput asks the orchestration worker to plan a run's batches.
@@ -314,6 +318,10 @@ type BatchResult struct {
 	// MaxFailureError bytes): what the run shows in the Temporal UI.
 	// Empty in histories from before the field.
 	Failures []ResourceFailure `json:",omitempty"`
+	// Stages is what the executor measured of the batch: the wait for
+	// its poller, its run, its recording (zero in histories from before
+	// the field).
+	Stages runstages.Batch `json:",omitempty"`
 }
 
 // ResourceFailure is one resource a batch did not deploy, and why.
@@ -383,4 +391,7 @@ type FinishInput struct {
 	Failed        int
 	Skipped       int
 	Unavailable   int
+	// Stages is where the run's batches spent their time (nil from a
+	// workflow of before the field: the run records none).
+	Stages *runstages.Run `json:",omitempty"`
 }

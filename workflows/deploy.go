@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/ledger"
+	"github.com/intendhq/intend/internal/runstages"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -108,6 +109,7 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 				break
 			}
 			next := in
+			res.Stages = endSegment(ctx, res.Stages)
 			next.FromLevel, next.Carry, next.CarryFailures = level, &res, d.failures
 			return res, workflow.NewContinueAsNewError(ctx, DeployWorkflowName, next)
 		}
@@ -140,9 +142,11 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 }
 
 func finish(local, ctx workflow.Context, in DeployInput, status string, res DeployResult) error {
+	res.Stages = endSegment(ctx, res.Stages)
 	if err := workflow.ExecuteActivity(local, FinishDeployActivity, FinishInput{
 		EnvironmentID: in.EnvironmentID, Run: in.Run, Status: status,
 		Deployed: res.Deployed, Failed: res.Failed, Skipped: res.Skipped, Unavailable: res.Unavailable,
+		Stages: res.Stages,
 	}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("finish: %w", err)
 	}
@@ -246,11 +250,18 @@ func (r *deployRun) runLevel(batches []BatchRef, st *levelStats) error {
 	sel.AddReceive(r.preempt, r.onPreempt)
 	inFlight := 0
 	var fatal error
+	// The level's batches are ready from now: until a slot frees they
+	// are queued in the workflow (workflow.Now: the time of the workflow
+	// task, the same on replay).
+	ready := workflow.Now(ctx)
+	stages := r.stages()
 	for i := 0; (i < len(batches) && !r.preempted) || inFlight > 0; {
 		if i < len(batches) && !r.preempted && inFlight < r.maxInFlight {
 			b := batches[i]
 			i++
 			inFlight++
+			stages.MaxInFlight = max(stages.MaxInFlight, inFlight)
+			stages.Queued.Observe(workflow.Now(ctx).Sub(ready).Seconds())
 			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 				TaskQueue:              AgentTaskQueue(in.EnvironmentName, b.Agent),
 				ScheduleToStartTimeout: agentWait,
@@ -270,6 +281,9 @@ func (r *deployRun) runLevel(batches []BatchRef, st *levelStats) error {
 				var br BatchResult
 				err := f.Get(ctx, &br)
 				if err == nil {
+					stages.PollWait.Observe(br.Stages.PollWait)
+					stages.Execute.Observe(br.Stages.Execute)
+					stages.Record.Observe(br.Stages.Record)
 					res.Deployed += br.Deployed
 					res.Failed += br.Failed
 					res.Skipped += br.Skipped
@@ -315,6 +329,26 @@ func (r *deployRun) runLevel(batches []BatchRef, st *levelStats) error {
 		}
 	}
 	return fatal
+}
+
+// stages returns the run's stage measurements, started on first use.
+func (r *deployRun) stages() *runstages.Run {
+	if r.res.Stages == nil {
+		r.res.Stages = &runstages.Run{}
+	}
+	return r.res.Stages
+}
+
+// endSegment adds the length of this history to the run's stages, before
+// it finishes or continues as new. A run that dispatched nothing has none.
+func endSegment(ctx workflow.Context, s *runstages.Run) *runstages.Run {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.HistoryEvents += workflow.GetInfo(ctx).GetCurrentHistoryLength()
+	c.Segments++
+	return &c
 }
 
 func batchSummary(b BatchRef) string {

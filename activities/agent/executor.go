@@ -25,6 +25,7 @@ import (
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/ledger"
+	"github.com/intendhq/intend/internal/runstages"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
 )
@@ -126,6 +127,12 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 	started := time.Now()
 	info := activity.GetInfo(ctx)
 	p := batchProgress{NotDeployed: map[string]string{}}
+	if e.Metrics != nil {
+		inFlight := e.Metrics.BatchesInFlight.WithLabelValues(in.EnvironmentName, in.Agent)
+		inFlight.Inc()
+		defer inFlight.Dec()
+	}
+	var recording time.Duration
 	var resume string
 	if info.Attempt > 1 || activity.HasHeartbeatDetails(ctx) {
 		resume = info.WorkflowExecution.ID
@@ -162,9 +169,11 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		if err := ctx.Err(); err != nil {
 			return p.Result, err
 		}
+		t := time.Now()
 		if err := e.record(ctx, in, p, recs); err != nil {
 			return p.Result, fmt.Errorf("record outcomes: %w", err)
 		}
+		recording += time.Since(t)
 		for _, r := range recs {
 			p.tally(r.ResourceID, ledger.Outcome{Result: r.Result, ErrorClass: r.ErrorClass, Changed: r.Changed},
 				r.Error, r.RetryAfter, b.Action == ledger.ActionDryrun)
@@ -175,9 +184,18 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		todo = todo[n:]
 		activity.RecordHeartbeat(ctx, p)
 	}
+	took := time.Since(started)
 	if e.Metrics != nil {
-		e.Metrics.BatchDuration.WithLabelValues(in.EnvironmentName, in.Agent).Observe(time.Since(started).Seconds())
+		e.Metrics.BatchDuration.WithLabelValues(in.EnvironmentName, in.Agent).Observe(took.Seconds())
 		e.Metrics.BatchSize.WithLabelValues(in.EnvironmentName).Observe(float64(len(b.Resources)))
+	}
+	// Where the batch spent its time, for the run's record: the wait for
+	// this executor's poller (Temporal's times of this attempt), its run,
+	// its recording (the ledger writes of its outcomes).
+	p.Result.Stages = runstages.Batch{
+		PollWait: max(info.StartedTime.Sub(info.ScheduledTime), 0).Seconds(),
+		Execute:  (took - recording).Seconds(),
+		Record:   recording.Seconds(),
 	}
 	return p.Result, nil
 }

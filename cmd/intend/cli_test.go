@@ -639,6 +639,15 @@ func TestCLIAgainstServer(t *testing.T) {
 	if field(t, out, "action") != "repair" || field(t, out, "status") != "done" {
 		t.Errorf("runs show:\n%s", out)
 	}
+	// Where its batches spent their time: every stage, at least one batch.
+	for _, stage := range []string{"queued", "poll_wait", "execute", "record"} {
+		if row := rowOf(t, out, stage); len(row) != 7 || row[1] == "0" {
+			t.Errorf("runs show: stage %s = %v, want its batches and times:\n%s", stage, row, out)
+		}
+	}
+	if !strings.Contains(out, "batches in flight at most ") {
+		t.Errorf("runs show lacks the batches in flight:\n%s", out)
+	}
 
 	// A resource that cannot be deployed (its path is a directory): the
 	// run fails and deploy-now --wait exits 1.

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -239,7 +240,11 @@ Examples:
 		Use:   "show RUN",
 		Short: "Show one run",
 		Long: `Show run RUN of the environment: its status, workflow, timing and
-counters (GET /api/v1/environments/{env}/runs/{run}), then, when some
+counters (GET /api/v1/environments/{env}/runs/{run}); for a finished
+run, where its batches spent their time (queued in the workflow for a
+dispatch slot, waiting for an executor to poll, executing, recording:
+mean, estimated median and 95th percentile, max, total), the most
+batches in flight at once and its workflow history events; then, when some
 did not deploy, the newest 100 attempts of the run that failed or were
 skipped, each with its error (GET .../actions?run=RUN&result=failed,...;
 intend resource logs RID --run RUN shows one's whole record).
@@ -283,8 +288,16 @@ Example:
 				"failed", strconv.Itoa(r.Failed),
 				"skipped", strconv.Itoa(r.Skipped),
 				"unavailable", strconv.Itoa(r.Unavailable),
-			); err != nil || r.Failed+r.Skipped+r.Unavailable == 0 {
+			); err != nil {
 				return err
+			}
+			if r.Stages != nil {
+				if err := writeStages(s.stdout, *r.Stages); err != nil {
+					return err
+				}
+			}
+			if r.Failed+r.Skipped+r.Unavailable == 0 {
+				return nil
 			}
 			acts, next, err := c.Actions(cmd.Context(), env, client.ActionQuery{Run: n, Results: notDeployed, Limit: 100})
 			if err != nil {
@@ -306,4 +319,28 @@ Example:
 	}
 	cmd.AddCommand(list, show)
 	return cmd
+}
+
+// writeStages writes where a finished run's batches spent their time.
+func writeStages(w io.Writer, st client.RunStages) error {
+	fmt.Fprintln(w)
+	t := newTable(w, "STAGE", "BATCHES", "MEAN", "P50", "P95", "MAX", "TOTAL")
+	for _, x := range []struct {
+		name string
+		s    client.StageStats
+	}{{"queued", st.Queued}, {"poll_wait", st.PollWait}, {"execute", st.Execute}, {"record", st.Record}} {
+		t.row(x.name, strconv.Itoa(x.s.Count), seconds(x.s.Mean()), seconds(x.s.Quantile(0.5)),
+			seconds(x.s.Quantile(0.95)), seconds(x.s.Max), seconds(x.s.Sum))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "batches in flight at most %d; workflow history events %d in %d segment(s)\n",
+		st.MaxInFlight, st.HistoryEvents, st.Segments)
+	return err
+}
+
+// seconds formats a time in seconds, to the millisecond.
+func seconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
 }

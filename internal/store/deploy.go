@@ -10,6 +10,7 @@ import (
 
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/plan"
+	"github.com/intendhq/intend/internal/runstages"
 )
 
 // BatchLimits bound what one executor activity receives.
@@ -393,6 +394,13 @@ func (s *Store) FinishRun(ctx context.Context, envID string, run int64, status s
 		}
 		return nil
 	})
+}
+
+// RecordRunStages records where a run's batches spent their time.
+func (s *Store) RecordRunStages(ctx context.Context, envID string, run int64, st runstages.Run) error {
+	_, err := s.pool.Exec(ctx, `update deploy_runs set stages = $3 where environment_id = $1::uuid and run = $2`,
+		envID, run, st)
+	return err
 }
 
 // GetRun returns one deploy run.

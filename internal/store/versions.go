@@ -13,6 +13,7 @@ import (
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/names"
+	"github.com/intendhq/intend/internal/runstages"
 )
 
 // VersionInfo describes one desired-state version.
@@ -480,6 +481,10 @@ type DeployRun struct {
 	Skipped     int        `json:"skipped"`
 	Unavailable int        `json:"unavailable"`
 	WorkflowID  string     `json:"workflow_id"`
+	// Stages is where the run's batches spent their time, recorded when
+	// it finished (nil: a run of before, one that dispatched nothing,
+	// or one still running).
+	Stages *runstages.Run `json:"stages,omitempty"`
 }
 
 // Release is what ReleaseVersion did.
@@ -613,12 +618,12 @@ func scanVersion(row pgx.Row) (VersionInfo, error) {
 }
 
 const runColumns = `run, version, action, reason, status, requested_at, started_at, finished_at,
-	total, deployed, failed, skipped, unavailable, workflow_id`
+	total, deployed, failed, skipped, unavailable, workflow_id, stages`
 
 func scanRun(row pgx.Row) (DeployRun, error) {
 	var r DeployRun
 	return r, row.Scan(&r.Run, &r.Version, &r.Action, &r.Reason, &r.Status, &r.RequestedAt, &r.StartedAt,
-		&r.FinishedAt, &r.Total, &r.Deployed, &r.Failed, &r.Skipped, &r.Unavailable, &r.WorkflowID)
+		&r.FinishedAt, &r.Total, &r.Deployed, &r.Failed, &r.Skipped, &r.Unavailable, &r.WorkflowID, &r.Stages)
 }
 
 // insertRun records a pending deploy run; the caller holds the environment

@@ -7,6 +7,7 @@ import (
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/runstages"
 	"github.com/intendhq/intend/internal/telemetry"
 )
 
@@ -183,4 +184,25 @@ type noValidation struct{ *capableHandler }
 func (n *noValidation) Validate(context.Context, *adapters.Context, adapters.Resource) error {
 	n.calls["validate"]++
 	return nil
+}
+
+// TestBatchStages: a finished run's stages add up, per environment and
+// stage, with the run's own buckets.
+func TestBatchStages(t *testing.T) {
+	t.Parallel()
+	tel := newTelemetry(t)
+	var r runstages.Run
+	r.Execute.Observe(2)
+	r.Execute.Observe(40)
+	r.Record.Observe(0.01)
+	tel.BatchStages.AddRun("prod", r)
+	tel.BatchStages.AddRun("prod", r)
+	got := series(t, tel, "intend_batch_stage_seconds")
+	if len(got) != 2 || got["environment=prod,stage=execute"] != 4 || got["environment=prod,stage=record"] != 2 {
+		t.Errorf("batch stages %v, want 4 executions and 2 recordings of prod, no empty stage", got)
+	}
+	tel.BatchesInFlight.WithLabelValues("prod", "web").Inc()
+	if got := series(t, tel, "intend_executor_batches_in_flight"); got["agent=web,environment=prod"] != 1 {
+		t.Errorf("batches in flight %v", got)
+	}
 }

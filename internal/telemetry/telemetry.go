@@ -63,6 +63,16 @@ type Telemetry struct {
 	// resources, as intend_executor_batch_duration_seconds{environment,agent}.
 	BatchDuration *prometheus.HistogramVec
 
+	// BatchesInFlight is the number of batches an executor runs now, as
+	// intend_executor_batches_in_flight{environment,agent}.
+	BatchesInFlight *prometheus.GaugeVec
+
+	// BatchStages is where the batches of finished deploy runs spent
+	// their time, as intend_batch_stage_seconds{environment,stage}: the
+	// orchestration worker adds a run's batches when FinishDeploy records
+	// its end (AddRunStages).
+	BatchStages *StageHistograms
+
 	// BatchSize observes how many resources one executor batch held, as
 	// intend_executor_batch_resources{environment}.
 	BatchSize *prometheus.HistogramVec
@@ -118,6 +128,11 @@ func New() (*Telemetry, error) {
 			Help:    "Time an executor took for one batch of resources.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
 		}, []string{"environment", "agent"}),
+		BatchesInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "intend_executor_batches_in_flight",
+			Help: "Batches an executor runs now, by environment and agent.",
+		}, []string{"environment", "agent"}),
+		BatchStages: newStageHistograms(),
 		BatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "intend_executor_batch_resources",
 			Help:    "Number of resources in one executor batch.",
@@ -168,7 +183,7 @@ func New() (*Telemetry, error) {
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		t.DeployedResources, t.BatchDuration, t.BatchSize,
+		t.DeployedResources, t.BatchDuration, t.BatchSize, t.BatchesInFlight, t.BatchStages,
 		t.DeployRunDuration, t.AdapterCallDuration, t.LSMTransfers, t.LSMStateDuration,
 		t.PrunedRows, t.httpRequests, t.httpDuration, t.buildInfo,
 	} {
