@@ -221,6 +221,14 @@ func TestDeployThroughTemporal(t *testing.T) {
 		st.MaxInFlight < 1 || st.HistoryEvents <= 0 || st.Segments != 1 {
 		t.Errorf("run 2 stages = %+v, want every batch in every stage, non-zero times, in flight and history", *st)
 	}
+	// The list of runs leaves the stages out (a run's page has them).
+	var listed client.List[client.DeployRun]
+	if err := c.Do(context.Background(), http.MethodGet, "/api/v1/environments/"+env+"/runs?limit=5", nil, &listed); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Items) == 0 || listed.Items[0].Run != run.Run || listed.Items[0].Stages != nil {
+		t.Errorf("listed runs = %+v, want run %d first and no stages in the list", listed.Items, run.Run)
+	}
 	if st, acts := getResource(t, c, env, d.ID); st.LastResult != "skipped_for_dependency" || len(acts) != 1 ||
 		acts[0].Error == nil || !strings.Contains(*acts[0].Error, "c.txt") {
 		t.Errorf("d = %+v %+v, want skipped_for_dependency naming c", st, acts)

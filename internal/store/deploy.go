@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -413,9 +414,14 @@ func (s *Store) GetRun(ctx context.Context, envID string, run int64) (DeployRun,
 	return r, err
 }
 
-// ListRuns returns the environment's newest deploy runs first.
+// runListColumns is runColumns without the stages: a list shows the runs,
+// one run's page shows where it waited (about a kilobyte each).
+var runListColumns = strings.Replace(runColumns, "workflow_id, stages", "workflow_id, null::jsonb", 1)
+
+// ListRuns returns the environment's newest deploy runs first, without
+// their stages (GetRun has them).
 func (s *Store) ListRuns(ctx context.Context, envID string, limit int) ([]DeployRun, error) {
-	rows, err := s.pool.Query(ctx, `select `+runColumns+` from deploy_runs
+	rows, err := s.pool.Query(ctx, `select `+runListColumns+` from deploy_runs
 		where environment_id = $1::uuid order by run desc limit $2`, envID, limit)
 	if err != nil {
 		return nil, err
