@@ -49,6 +49,9 @@ type Orchestration struct {
 	// queues a compile for them (store.RequestFactsCompile). Best
 	// effort; nil: none.
 	FactsArrived func(ctx context.Context, envID string) error
+	// Routing is what the server knows about its embedded executors, for
+	// the routes of the runs' agents (store.AgentRoutes).
+	Routing store.RouteOptions
 }
 
 // deployedSignals bounds the signals FinishDeploy sends at a time.
@@ -63,6 +66,7 @@ func (o *Orchestration) Register(w worker.ActivityRegistry) {
 		workflows.PlanRetryActivity:    o.PlanRetry,
 		workflows.TakeRequestsActivity: o.TakeRequests,
 		workflows.RunOutcomeActivity:   o.RunOutcome,
+		workflows.RouteAgentsActivity:  o.RouteAgents,
 	})
 }
 
@@ -122,8 +126,46 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 	if err != nil {
 		return workflows.PlanResult{}, classify(err)
 	}
+	routes, err := o.routes(ctx, in.EnvironmentID, p.Batches)
+	if err != nil {
+		return workflows.PlanResult{}, err
+	}
 	return workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total, NextSeq: p.NextSeq,
-		Undefined: p.Undefined, Batches: p.Batches}, nil
+		Undefined: p.Undefined, Batches: p.Batches, Routes: routes}, nil
+}
+
+// routes are the task queues of the agents of batches.
+func (o *Orchestration) routes(ctx context.Context, envID string, batches []workflows.BatchRef) (workflows.Routes, error) {
+	seen := map[string]bool{}
+	var agents []string
+	for _, b := range batches {
+		if !seen[b.Agent] {
+			seen[b.Agent] = true
+			agents = append(agents, b.Agent)
+		}
+	}
+	rs, err := o.Store.AgentRoutes(ctx, envID, agents, o.Routing)
+	if err != nil {
+		return workflows.Routes{}, classify(err)
+	}
+	return workflows.NewRoutes(rs.Queues), nil
+}
+
+// RouteAgents returns the task queues of agents now: a batch that waited
+// its agent_timeout in a queue nobody polled goes where an executor of
+// its agent polls since.
+func (o *Orchestration) RouteAgents(ctx context.Context, in workflows.RouteAgentsInput) (workflows.RouteAgentsResult, error) {
+	rs, err := o.Store.AgentRoutes(ctx, in.EnvironmentID, in.Agents, o.Routing)
+	if err != nil {
+		return workflows.RouteAgentsResult{}, classify(err)
+	}
+	out := workflows.RouteAgentsResult{Routes: workflows.NewRoutes(rs.Queues)}
+	for _, a := range in.Agents {
+		if rs.Live[a] {
+			out.Live = append(out.Live, a)
+		}
+	}
+	return out, nil
 }
 
 // FinishDeploy records a run's totals and observes its duration (from

@@ -276,6 +276,7 @@ func TestExecutorAPIRefusesBadInput(t *testing.T) {
 		{"NUL in a log", "POST", actions, rec(func(m map[string]any) { m["error"] = "a\u0000b" }), 400, ""},
 		{"a registration with an empty agent", "PUT", base + "/registrations/x", `{"hostname":"h","pid":1,"version":"v","agents":[""],"first":true}`, 422, "/agents/0"},
 		{"a registration with a negative pid", "PUT", base + "/registrations/x", `{"hostname":"h","pid":-1,"version":"v","agents":["a"],"first":true}`, 422, "/pid"},
+		{"a registration with a pool that is not a name", "PUT", base + "/registrations/x", `{"hostname":"h","pid":1,"version":"v","agents":["a"],"first":true,"pool":"../x"}`, 422, "/pool"},
 		{"a name too long", "PUT", base + "/registrations/" + strings.Repeat("n", 300), `{"hostname":"h","pid":1,"version":"v","agents":["a"],"first":true}`, 400, ""},
 		{"a registration with an unknown field", "PUT", base + "/registrations/x", `{"hostname":"h","pid":1,"version":"v","agents":["a"],"db":"x"}`, 422, "/db"},
 		{"a resume workflow id too long", "GET", fmt.Sprintf("%s/batches/%d/%d?resume_workflow=%s", base, run, batches["a"].Seq,

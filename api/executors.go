@@ -12,6 +12,7 @@ import (
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/ledger"
+	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -134,6 +135,8 @@ type ExecutorRegistration struct {
 	Agents   []string `json:"agents"`
 	// First marks the executor's first report since it started.
 	First bool `json:"first"`
+	// Pool is the executor's pool (empty: the default of its agents).
+	Pool string `json:"pool,omitempty"`
 }
 
 // reportExecutor answers PUT .../executor/registrations/{name}: the
@@ -157,6 +160,9 @@ func (s *Server) reportExecutor(w http.ResponseWriter, r *http.Request) error {
 	if req.PID < 0 {
 		errs = append(errs, FieldError{Field: "/pid", Detail: "must not be negative"})
 	}
+	if err := names.CheckPool(req.Pool); err != nil {
+		errs = append(errs, FieldError{Field: "/pool", Detail: err.Error()})
+	}
 	if len(req.Agents) > store.MaxExecutorAgents {
 		errs = append(errs, FieldError{Field: "/agents",
 			Detail: fmt.Sprintf("%d agents: a registration has at most %d", len(req.Agents), store.MaxExecutorAgents)})
@@ -174,7 +180,7 @@ func (s *Server) reportExecutor(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := s.opts.Store.RegisterExecutor(r.Context(), e.Name, store.ExecutorReport{Name: name,
 		Hostname: req.Hostname, PID: req.PID, Version: req.Version, Agents: req.Agents, First: req.First,
-		Embedded: OverLocalSocket(r.Context())}, registrant(r, e)); err != nil {
+		Embedded: OverLocalSocket(r.Context()), Pool: req.Pool}, registrant(r, e)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

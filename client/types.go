@@ -361,6 +361,8 @@ type Executor struct {
 	// that registered it (only that token updates or stops it), or
 	// "system:intend" for a server's in-process embedded executor.
 	RegisteredBy string `json:"registered_by,omitempty"`
+	// TaskQueue is the Temporal task queue it polls for all its agents.
+	TaskQueue string `json:"task_queue,omitempty"`
 }
 
 // Token is an API token, never with its secret.

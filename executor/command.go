@@ -16,15 +16,18 @@ import (
 // configEnv names the config file when --config is not given.
 const configEnv = "INTEND_CONFIG"
 
-const longHelp = `Run an executor for some agents of one environment. It polls the Temporal
-task queues agent/<environment>/<agent>, loads each batch of resources from
-the intend server, runs them through its adapters and sends the outcomes
-back for the server to record. It holds no database credentials: an
-executor token (intend token create --role executor --environments ENV
---agents A,B) lets it reach the batches of its own agents and nothing else. Run it
-where the agents' targets are; exclude those agents from the server's
-embedded executor with the environment setting autostart_agents. Executors
-serving the same agent share its batches.
+const longHelp = `Run an executor for some agents of one environment. It polls one Temporal
+task queue for all of them (executors/<environment>/pool/<pool>; for one
+agent alone, agent/<environment>/<agent>), loads each batch of resources
+from the intend server, runs them through its adapters and sends the
+outcomes back for the server to record. It holds no database credentials:
+an executor token (intend token create --role executor --environments ENV
+--agents A,B) lets it reach the batches of its own agents and nothing else.
+Run it where the agents' targets are. A live executor takes its agents'
+batches from the server's embedded executor; remove those agents from the
+environment setting autostart_agents too, so that the server does not
+take them back while it is down. Executors serving the same agents (or
+naming the same pool) share their batches.
 
 Adapters: %s.
 
@@ -38,7 +41,9 @@ config file (--config), else its default. The config file is YAML:
   agents: [web1, web2]
   name: web1-executor            # default <hostname>-<pid>
   concurrency: 16
-  batches: 4
+  batches: 4                     # per agent, at most max_batches in all
+  max_batches: 64
+  pool: web                      # default: one pool per set of agents
   secrets_dir: /etc/intend/secrets  # file: secret references, inside it only
   secret_env_prefix: INTEND_SECRET_ # env: secret references, these variables only
   server:

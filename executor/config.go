@@ -12,7 +12,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	intend "github.com/intendhq/intend"
+	"github.com/intendhq/intend/activities/agent"
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/temporalconn"
 )
 
@@ -29,8 +31,18 @@ type Config struct {
 	Name string `yaml:"name"`
 	// Concurrency bounds the resources one batch handles at once.
 	Concurrency int `yaml:"concurrency"`
-	// Batches bounds the batches one agent runs at once.
+	// Batches sizes the executor: it runs Batches × its agents batches at
+	// once, at most MaxBatches. (A deploy run sends one agent at most
+	// its agent_max_in_flight batches at once.)
 	Batches int `yaml:"batches"`
+	// MaxBatches bounds the batches the executor runs at once, over all
+	// its agents.
+	MaxBatches int `yaml:"max_batches"`
+	// Pool names the executor's pool: executors of one pool poll one task
+	// queue and must serve the same agents. Empty: executors serving the
+	// same agents form a pool (and one serving a single agent polls that
+	// agent's queue, agent/<environment>/<agent>).
+	Pool string `yaml:"pool"`
 	// SecretsDir is the directory file: secret references name files
 	// in; empty means no file: reference resolves.
 	SecretsDir string `yaml:"secrets_dir"`
@@ -113,6 +125,7 @@ func DefaultConfig() Config {
 	return Config{
 		Concurrency:     16,
 		Batches:         4,
+		MaxBatches:      agent.DefaultMaxBatches,
 		SecretEnvPrefix: adapters.DefaultSecretEnvPrefix,
 		Server:          ServerConfig{URL: DefaultServerURL},
 		Temporal:        TemporalConfig{Address: "127.0.0.1:7233", Namespace: ns},
@@ -178,6 +191,12 @@ func (c Config) check(supervised bool) error {
 	if c.Batches < 1 {
 		errs = append(errs, fmt.Errorf("batches %d: want at least 1", c.Batches))
 	}
+	if c.MaxBatches < 1 {
+		errs = append(errs, fmt.Errorf("max_batches %d: want at least 1", c.MaxBatches))
+	}
+	if err := names.CheckPool(c.Pool); err != nil {
+		errs = append(errs, fmt.Errorf("pool: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -202,8 +221,12 @@ func settings() []setting {
 			func(c *Config) any { return &c.Name }},
 		{"concurrency", "INTEND_CONCURRENCY", "resources one batch handles at once",
 			func(c *Config) any { return &c.Concurrency }},
-		{"batches", "INTEND_BATCHES", "batches one agent runs at once",
+		{"batches", "INTEND_BATCHES", "batches per agent served that the executor runs at once (at most --max-batches)",
 			func(c *Config) any { return &c.Batches }},
+		{"max-batches", "INTEND_MAX_BATCHES", "batches the executor runs at once, over all its agents",
+			func(c *Config) any { return &c.MaxBatches }},
+		{"pool", "INTEND_EXECUTOR_POOL", "pool to join: executors of a pool share one task queue and must serve the same agents (default: one pool per set of agents)",
+			func(c *Config) any { return &c.Pool }},
 		{"secrets-dir", "INTEND_SECRETS_DIR", "directory that file: secret references are read from, and only from",
 			func(c *Config) any { return &c.SecretsDir }},
 		{"secret-env-prefix", "INTEND_SECRET_ENV_PREFIX", "prefix of the variables that env: secret references may read",

@@ -255,14 +255,14 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	acts := &agent.Executor{Ledger: remote, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
 		Metrics: tel, Tracer: tp.Tracer(), Cache: cache, Name: id.Name}
 	acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir, EnvPrefix: cfg.SecretEnvPrefix}
-	m := agent.NewManager(tc, acts, log, cfg.Batches)
+	m := agent.NewManager(tc, acts, log, agent.Options{BatchesPerAgent: cfg.Batches, MaxBatches: cfg.MaxBatches,
+		Embedded: o.supervised != nil, Pool: cfg.Pool})
 	defer m.Stop()
-	for _, a := range cfg.Agents {
-		if err := m.Serve(env.Name, a); err != nil {
-			return err
-		}
+	if err := m.ServeOnly(env.Name, cfg.Agents); err != nil {
+		return err
 	}
-	rep := &iexec.Reporter{Registry: remote, Identity: id, Served: m.Served, Log: log, Every: o.heartbeat}
+	rep := &iexec.Reporter{Registry: remote, Identity: id, Served: m.Served, Pool: cfg.Pool, Log: log, Every: o.heartbeat}
+	m.Notify(rep.Wake)
 	// Registered once the workers poll, so an executor that shows up is
 	// one that takes work.
 	if err := rep.Report(ctx); err != nil {
@@ -270,6 +270,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	}
 	p.ready.Store(true)
 	log.Info("executor started", "executor", id.Name, "environment", env.Name, "agents", cfg.Agents,
+		"task_queue", m.TaskQueue(env.Name, cfg.Agents),
 		"adapters", reg.Types(), "server", cfg.Server.URL, "temporal", cfg.Temporal.Address, "namespace", cfg.Temporal.Namespace,
 		"temporal_connection", sec.Mode(), "version", o.version)
 
@@ -281,7 +282,9 @@ func run(ctx context.Context, cfg Config, o *options) error {
 		case <-ctx.Done():
 			done = true
 		case agents := <-o.supervised:
-			serveOnly(m, env.Name, agents, log)
+			if err := m.ServeOnly(env.Name, agents); err != nil {
+				log.Error("serve agents", "environment", env.Name, "agents", len(agents), "error", err)
+			}
 		}
 	}
 	p.ready.Store(false)
@@ -292,21 +295,6 @@ func run(ctx context.Context, cfg Config, o *options) error {
 		log.Warn("registration not marked stopped", "executor", id.Name, "error", err)
 	}
 	return nil
-}
-
-// serveOnly makes m serve exactly agents in env: the new ones start
-// polling, the others stop.
-func serveOnly(m *agent.Manager, env string, agents []string, log *slog.Logger) {
-	for _, a := range agents {
-		if err := m.Serve(env, a); err != nil {
-			log.Error("serve agent", "environment", env, "agent", a, "error", err)
-		}
-	}
-	for _, a := range m.Served()[env] {
-		if !slices.Contains(agents, a) {
-			m.Unserve(env, a)
-		}
-	}
 }
 
 // startTracing sets up the executor's tracing from the OTEL_* variables

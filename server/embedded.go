@@ -46,7 +46,7 @@ import (
 
 // DefaultMaxEmbeddedAgents bounds the agents one environment's embedded
 // executor serves (Config.MaxEmbeddedAgents).
-const DefaultMaxEmbeddedAgents = 256
+const DefaultMaxEmbeddedAgents = store.MaxExecutorAgents
 
 // embeddedTokenTTL is how long an embedded executor's token lives without
 // being renewed; the supervisor renews it at half that age.
@@ -229,6 +229,16 @@ func (s *Server) startEmbedded(ctx context.Context, handler http.Handler, tel *t
 	return nil
 }
 
+// embeddedLimit is the most agents of one environment the embedded
+// executors serve.
+func (c Config) embeddedLimit() int {
+	limit := c.MaxEmbeddedAgents
+	if limit <= 0 {
+		limit = DefaultMaxEmbeddedAgents
+	}
+	return min(limit, store.MaxExecutorAgents)
+}
+
 // tokenPrefix starts the names of this server's embedded executors'
 // tokens.
 func (e *embedded) tokenPrefix() string { return "embedded-executor/" + e.name + "/" }
@@ -248,11 +258,7 @@ func (s *Server) autostart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := s.cfg.MaxEmbeddedAgents
-	if limit <= 0 {
-		limit = DefaultMaxEmbeddedAgents
-	}
-	limit = min(limit, store.MaxExecutorAgents)
+	limit := s.cfg.embeddedLimit()
 	want := map[string][]string{}
 	byID := map[string]store.Environment{}
 	for _, env := range envs {

@@ -401,7 +401,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		SignalDeployed: func(ctx context.Context, workflowID string) error {
 			return s.lsm.Signal(ctx, workflowID, workflows.DeployedSignal, nil)
 		},
-		FactsArrived: s.factsArrived})
+		FactsArrived: s.factsArrived,
+		Routing:      store.RouteOptions{Embedded: cfg.EmbeddedExecutor, EmbeddedLimit: cfg.embeddedLimit()}})
 	s.compiles = &bounded.Pool{Memory: cfg.CompileMemory, Workers: cfg.CompileWorkers,
 		CacheResources: lsmCacheResources, Log: log}
 	s.known = &compiler.Known{Next: s.compiles}

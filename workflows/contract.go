@@ -5,6 +5,8 @@
 package workflows
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/intendhq/intend/internal/ledger"
@@ -29,6 +31,7 @@ const (
 	MarkBatchActivity    = "intend.MarkBatch"
 	PlanRetryActivity    = "intend.PlanRetry"
 	RunOutcomeActivity   = "intend.RunOutcome"
+	RouteAgentsActivity  = "intend.RouteAgents"
 	ExecuteBatchActivity = "intend.ExecuteBatch"
 )
 
@@ -77,8 +80,12 @@ const (
 // DeployGeneration is the DeployInput.Generation of the runs this code
 // starts. 0: a run of before; 1: the run upserts IntendRunResult and,
 // when it left resources undeployed, asks for them (RunOutcomeActivity)
-// and writes them to its memo (run_details.go).
-const DeployGeneration = 1
+// and writes them to its memo (run_details.go); 2: it dispatches up to 256
+// batches at once (MaxInFlight's default), at most 4 of one agent
+// (AgentMaxInFlight's default), and a batch that waited its agent_timeout
+// in its queue is routed again (RouteAgentsActivity) rather than marked
+// unavailable while a live executor serves its agent.
+const DeployGeneration = 2
 
 // Run kinds (SearchAttrRunKind): a run's action, as the API and the
 // action log name it.
@@ -115,6 +122,7 @@ type Wake struct {
 // DeployOptions tune the deploy runs a scheduler starts.
 type DeployOptions struct {
 	MaxInFlight      int
+	AgentMaxInFlight int `json:",omitempty"`
 	Limits           BatchLimits
 	AgentWaitSeconds int
 }
@@ -188,8 +196,14 @@ type DeployInput struct {
 	EnvironmentName string
 	Run             int64
 	Version         int64
-	// MaxInFlight bounds the batches dispatched at once (0 = default 8).
+	// MaxInFlight bounds the batches dispatched at once (0 = the default:
+	// 256; 8 before DeployGeneration 2).
 	MaxInFlight int
+	// AgentMaxInFlight bounds the batches of one agent dispatched at once
+	// (0 = the default: 4; none before DeployGeneration 2), so that one
+	// agent's batches never take every slot of the executors its queue
+	// shares with other agents.
+	AgentMaxInFlight int `json:",omitempty"`
 	// Limits bound each batch (zero = the store's defaults).
 	Limits BatchLimits
 	// AgentWait is how long a batch may wait for an executor of its agent
@@ -288,6 +302,73 @@ type PlanResult struct {
 	// Total, and the run counts them as skipped. (Zero in histories from
 	// before the field existed.)
 	Undefined int
+	// Routes are the task queues of the plan's agents: Queues[Routes[a]]
+	// is agent a's (store.AgentRoutes). An agent without one goes to its
+	// own queue, AgentTaskQueue (every agent, in histories from before).
+	Routes Routes `json:",omitempty"`
+}
+
+// Routes are task queues by agent: each queue once, and an index into
+// them per agent, so that a thousand agents of one embedded executor
+// cost a few bytes each in the history.
+type Routes struct {
+	Queues []string       `json:",omitempty"`
+	Agents map[string]int `json:",omitempty"`
+}
+
+// NewRoutes packs queues by agent.
+func NewRoutes(byAgent map[string]string) Routes {
+	r := Routes{Agents: make(map[string]int, len(byAgent))}
+	at := map[string]int{}
+	for _, a := range slices.Sorted(maps.Keys(byAgent)) {
+		q := byAgent[a]
+		i, ok := at[q]
+		if !ok {
+			i = len(r.Queues)
+			at[q] = i
+			r.Queues = append(r.Queues, q)
+		}
+		r.Agents[a] = i
+	}
+	return r
+}
+
+// Queue is agent's task queue in environment env.
+func (r Routes) Queue(env, agent string) string {
+	if i, ok := r.Agents[agent]; ok && i >= 0 && i < len(r.Queues) {
+		return r.Queues[i]
+	}
+	return AgentTaskQueue(env, agent)
+}
+
+// with returns r with agent's queue set to queue (r itself unchanged:
+// its map may be shared with the plan).
+func (r Routes) with(agent, queue string) Routes {
+	out := Routes{Queues: slices.Clone(r.Queues), Agents: maps.Clone(r.Agents)}
+	if out.Agents == nil {
+		out.Agents = map[string]int{}
+	}
+	i := slices.Index(out.Queues, queue)
+	if i < 0 {
+		i = len(out.Queues)
+		out.Queues = append(out.Queues, queue)
+	}
+	out.Agents[agent] = i
+	return out
+}
+
+// RouteAgentsInput asks again where the batches of agents go (a batch
+// that waited its agent_timeout in its queue).
+type RouteAgentsInput struct {
+	EnvironmentID string
+	Agents        []string
+}
+
+// RouteAgentsResult is where the batches of the agents go now, and which
+// of them a live executor serves.
+type RouteAgentsResult struct {
+	Routes Routes
+	Live   []string `json:",omitempty"`
 }
 
 // BatchInput is what an executor activity receives: a reference it resolves

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/intendhq/intend/internal/ledger"
@@ -25,8 +26,12 @@ func workflowRegisterOptions() workflow.RegisterOptions {
 }
 
 const (
-	defaultMaxInFlight = 8
-	defaultAgentWait   = 10 * time.Minute
+	defaultMaxInFlight = 256
+	// gen1MaxInFlight is the default of runs of DeployGeneration 1 and
+	// before, which replay with it.
+	gen1MaxInFlight         = 8
+	defaultAgentMaxInFlight = 4
+	defaultAgentWait        = 10 * time.Minute
 )
 
 // Deploy runs one deploy run: it asks the orchestration worker for the plan
@@ -72,9 +77,18 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	}
 	r := &deployRun{ctx: ctx, local: local, in: in, d: d, res: &res,
 		preempt:     workflow.GetSignalChannel(ctx, PreemptSignal),
-		maxInFlight: in.MaxInFlight, agentWait: time.Duration(in.AgentWaitSeconds) * time.Second}
-	if r.maxInFlight <= 0 {
-		r.maxInFlight = defaultMaxInFlight
+		maxInFlight: in.MaxInFlight, agentWait: time.Duration(in.AgentWaitSeconds) * time.Second,
+		routes: plan.Routes}
+	if in.Generation >= 2 {
+		r.agentMaxInFlight, r.reroute = in.AgentMaxInFlight, true
+		if r.agentMaxInFlight <= 0 {
+			r.agentMaxInFlight = defaultAgentMaxInFlight
+		}
+		if r.maxInFlight <= 0 {
+			r.maxInFlight = defaultMaxInFlight
+		}
+	} else if r.maxInFlight <= 0 {
+		r.maxInFlight = gen1MaxInFlight
 	}
 	if r.agentWait <= 0 {
 		r.agentWait = defaultAgentWait
@@ -162,11 +176,21 @@ type deployRun struct {
 	d           *runDetails
 	res         *DeployResult
 	maxInFlight int
-	agentWait   time.Duration
-	preempt     workflow.ReceiveChannel
-	preempted   bool
-	nextSeq     int
+	// agentMaxInFlight bounds one agent's batches in flight (0: none).
+	agentMaxInFlight int
+	agentWait        time.Duration
+	// routes are the agents' task queues; reroute: a batch that waited
+	// agentWait is routed again (DeployGeneration 2).
+	routes    Routes
+	reroute   bool
+	preempt   workflow.ReceiveChannel
+	preempted bool
+	nextSeq   int
 }
+
+// maxReroutes bounds how often one batch is sent to a new queue, or to
+// its queue again, after waiting agentWait there.
+const maxReroutes = 10
 
 // levelStats is what the batches of a level report about retrying.
 type levelStats struct {
@@ -241,94 +265,177 @@ func (r *deployRun) onPreempt(c workflow.ReceiveChannel, _ bool) {
 	workflow.GetLogger(r.ctx).Info("deploy run preempted", "run", r.in.Run, "reason", reason)
 }
 
-// runLevel dispatches the batches of one requires level, at most maxInFlight
-// at a time, and waits for those dispatched. A preempt signal stops the
+// runLevel dispatches the batches of one requires level, at most
+// maxInFlight at a time and at most agentMaxInFlight of one agent, in
+// order (a batch whose agent is at its bound lets the next ones go
+// first), and waits for those dispatched. A preempt signal stops the
 // dispatching; the batches in flight finish.
 func (r *deployRun) runLevel(batches []BatchRef, st *levelStats) error {
-	ctx, in, d, res, agentWait := r.ctx, r.in, r.d, r.res, r.agentWait
+	ctx := r.ctx
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(r.preempt, r.onPreempt)
-	inFlight := 0
-	var fatal error
+	l := &levelRun{r: r, st: st, sel: sel, perAgent: map[string]int{}}
 	// The level's batches are ready from now: until a slot frees they
 	// are queued in the workflow (workflow.Now: the time of the workflow
 	// task, the same on replay).
-	ready := workflow.Now(ctx)
-	stages := r.stages()
-	for i := 0; (i < len(batches) && !r.preempted) || inFlight > 0; {
-		if i < len(batches) && !r.preempted && inFlight < r.maxInFlight {
-			b := batches[i]
-			i++
-			inFlight++
-			stages.MaxInFlight = max(stages.MaxInFlight, inFlight)
-			stages.Queued.Observe(workflow.Now(ctx).Sub(ready).Seconds())
-			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-				TaskQueue:              AgentTaskQueue(in.EnvironmentName, b.Agent),
-				ScheduleToStartTimeout: agentWait,
-				StartToCloseTimeout:    30 * time.Minute,
-				HeartbeatTimeout:       20 * time.Second,
-				RetryPolicy: &temporal.RetryPolicy{
-					InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
-				},
-				Summary: batchSummary(b),
-			})
-			f := workflow.ExecuteActivity(actx, ExecuteBatchActivity, BatchInput{
-				EnvironmentID: in.EnvironmentID, EnvironmentName: in.EnvironmentName,
-				Run: in.Run, Seq: b.Seq, Agent: b.Agent,
-			})
-			sel.AddFuture(f, func(f workflow.Future) {
-				inFlight--
-				var br BatchResult
-				err := f.Get(ctx, &br)
-				if err == nil {
-					stages.PollWait.Observe(br.Stages.PollWait)
-					stages.Execute.Observe(br.Stages.Execute)
-					stages.Record.Observe(br.Stages.Record)
-					res.Deployed += br.Deployed
-					res.Failed += br.Failed
-					res.Skipped += br.Skipped
-					res.Changed += br.Changed
-					st.retry += br.Retry
-					st.retryAfter = max(st.retryAfter, br.RetryAfterSeconds)
-					d.add(br.Failures)
-					d.show(ctx, d.status)
-					return
-				}
-				result, reason := string(ledger.ResultFailed), "executor gave up: "+rootMessage(err)
-				if isScheduleToStartTimeout(err) {
-					result = string(ledger.ResultUnavailable)
-					reason = fmt.Sprintf("no executor polled task queue %s within %s",
-						AgentTaskQueue(in.EnvironmentName, b.Agent), agentWait)
-				}
-				var mr MarkBatchResult
-				if merr := workflow.ExecuteActivity(r.local, MarkBatchActivity, MarkBatchInput{
-					EnvironmentID: in.EnvironmentID, Run: in.Run, Seq: b.Seq, Result: result, Reason: reason,
-				}).Get(ctx, &mr); merr != nil {
-					fatal = fmt.Errorf("mark batch %d %s: %w", b.Seq, result, merr)
-					return
-				}
-				if mr == (MarkBatchResult{}) {
-					mr.Marked = b.Count // recorded before MarkBatch counted
-				}
-				if result == string(ledger.ResultUnavailable) {
-					res.Unavailable += mr.Marked
+	l.ready = workflow.Now(ctx)
+	pending := batches
+	if r.agentMaxInFlight > 0 {
+		pending = slices.Clone(batches)
+	}
+	for (len(pending) > 0 && !r.preempted) || l.inFlight > 0 {
+		if len(pending) > 0 && !r.preempted && l.inFlight < r.maxInFlight {
+			i := 0
+			if r.agentMaxInFlight > 0 {
+				i = slices.IndexFunc(pending, func(b BatchRef) bool { return l.perAgent[b.Agent] < r.agentMaxInFlight })
+			}
+			if i >= 0 {
+				b := pending[i]
+				if r.agentMaxInFlight > 0 {
+					pending = slices.Delete(pending, i, i+1)
 				} else {
-					res.Failed += mr.Marked
+					pending = pending[1:]
 				}
-				res.Deployed += mr.Deployed
-				res.Failed += mr.Failed
-				res.Skipped += mr.Skipped
-				d.add([]ResourceFailure{{ID: batchSummary(b), Result: result, Error: reason}})
-				d.show(ctx, d.status)
-			})
-			continue
+				r.stages().Queued.Observe(workflow.Now(ctx).Sub(l.ready).Seconds())
+				l.dispatch(b, 0)
+				continue
+			}
 		}
 		sel.Select(ctx)
-		if fatal != nil {
-			return fatal
+		if l.fatal != nil {
+			return l.fatal
 		}
 	}
-	return fatal
+	return l.fatal
+}
+
+// levelRun is one level's dispatching: its selector, the batches in
+// flight (in all and per agent), and the first error that ends the run.
+type levelRun struct {
+	r        *deployRun
+	st       *levelStats
+	sel      workflow.Selector
+	ready    time.Time
+	inFlight int
+	perAgent map[string]int
+	fatal    error
+}
+
+// dispatch sends batch b to its agent's task queue; reroutes counts the
+// times it was sent again after waiting there.
+func (l *levelRun) dispatch(b BatchRef, reroutes int) {
+	r, ctx, in := l.r, l.r.ctx, l.r.in
+	l.inFlight++
+	l.perAgent[b.Agent]++
+	stages := r.stages()
+	stages.MaxInFlight = max(stages.MaxInFlight, l.inFlight)
+	queue := r.routes.Queue(in.EnvironmentName, b.Agent)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              queue,
+		ScheduleToStartTimeout: r.agentWait,
+		StartToCloseTimeout:    30 * time.Minute,
+		HeartbeatTimeout:       20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10,
+		},
+		Summary: batchSummary(b),
+	})
+	f := workflow.ExecuteActivity(actx, ExecuteBatchActivity, BatchInput{
+		EnvironmentID: in.EnvironmentID, EnvironmentName: in.EnvironmentName,
+		Run: in.Run, Seq: b.Seq, Agent: b.Agent,
+	})
+	l.sel.AddFuture(f, func(f workflow.Future) {
+		l.inFlight--
+		l.perAgent[b.Agent]--
+		var br BatchResult
+		err := f.Get(ctx, &br)
+		if err == nil {
+			l.done(br)
+			return
+		}
+		result, reason := string(ledger.ResultFailed), "executor gave up: "+rootMessage(err)
+		if isScheduleToStartTimeout(err) {
+			if r.reroute && reroutes < maxReroutes {
+				again, err := l.routeAgain(b, queue)
+				if err != nil {
+					l.fatal = err
+					return
+				}
+				if again {
+					l.dispatch(b, reroutes+1)
+					return
+				}
+			}
+			result = string(ledger.ResultUnavailable)
+			reason = fmt.Sprintf("no executor polled task queue %s within %s", queue, r.agentWait)
+		}
+		l.mark(b, result, reason)
+	})
+}
+
+// routeAgain asks where b's agent's batches go now, after b waited
+// agentWait in queue: again when that is another queue, or when a live
+// executor serves the agent (its batches wait behind others, it is not
+// gone). It updates the run's routes.
+func (l *levelRun) routeAgain(b BatchRef, queue string) (bool, error) {
+	r := l.r
+	var rr RouteAgentsResult
+	if err := workflow.ExecuteActivity(r.local, RouteAgentsActivity, RouteAgentsInput{
+		EnvironmentID: r.in.EnvironmentID, Agents: []string{b.Agent},
+	}).Get(r.ctx, &rr); err != nil {
+		return false, fmt.Errorf("route agent %s: %w", b.Agent, err)
+	}
+	now := rr.Routes.Queue(r.in.EnvironmentName, b.Agent)
+	if now != r.routes.Queue(r.in.EnvironmentName, b.Agent) {
+		r.routes = r.routes.with(b.Agent, now)
+	}
+	again := now != queue || slices.Contains(rr.Live, b.Agent)
+	workflow.GetLogger(r.ctx).Info("batch waited its agent timeout in its task queue", "run", r.in.Run,
+		"batch", b.Seq, "agent", b.Agent, "task_queue", queue, "now", now, "again", again)
+	return again, nil
+}
+
+// done adds a batch's outcome to the run.
+func (l *levelRun) done(br BatchResult) {
+	r, st := l.r, l.st
+	stages := r.stages()
+	stages.PollWait.Observe(br.Stages.PollWait)
+	stages.Execute.Observe(br.Stages.Execute)
+	stages.Record.Observe(br.Stages.Record)
+	r.res.Deployed += br.Deployed
+	r.res.Failed += br.Failed
+	r.res.Skipped += br.Skipped
+	r.res.Changed += br.Changed
+	st.retry += br.Retry
+	st.retryAfter = max(st.retryAfter, br.RetryAfterSeconds)
+	r.d.add(br.Failures)
+	r.d.show(r.ctx, r.d.status)
+}
+
+// mark records every resource of a batch that no executor ran (result
+// unavailable) or whose executor gave up (failed).
+func (l *levelRun) mark(b BatchRef, result, reason string) {
+	r, ctx, in, res := l.r, l.r.ctx, l.r.in, l.r.res
+	var mr MarkBatchResult
+	if merr := workflow.ExecuteActivity(r.local, MarkBatchActivity, MarkBatchInput{
+		EnvironmentID: in.EnvironmentID, Run: in.Run, Seq: b.Seq, Result: result, Reason: reason,
+	}).Get(ctx, &mr); merr != nil {
+		l.fatal = fmt.Errorf("mark batch %d %s: %w", b.Seq, result, merr)
+		return
+	}
+	if mr == (MarkBatchResult{}) {
+		mr.Marked = b.Count // recorded before MarkBatch counted
+	}
+	if result == string(ledger.ResultUnavailable) {
+		res.Unavailable += mr.Marked
+	} else {
+		res.Failed += mr.Marked
+	}
+	res.Deployed += mr.Deployed
+	res.Failed += mr.Failed
+	res.Skipped += mr.Skipped
+	r.d.add([]ResourceFailure{{ID: batchSummary(b), Result: result, Error: reason}})
+	r.d.show(ctx, r.d.status)
 }
 
 // stages returns the run's stage measurements, started on first use.

@@ -32,6 +32,15 @@ type fakeActivities struct {
 	// planRetry answers PlanRetry (nil: no retry batches).
 	planRetry func(in PlanRetryInput) (PlanRetryResult, error)
 	retries   []PlanRetryInput
+	// queues are the task queues of the dispatches, per agent in order;
+	// agentRunning and agentMax the batches of each agent running now and
+	// at most.
+	queues       map[string][]string
+	agentRunning map[string]int
+	agentMax     map[string]int
+	// route answers RouteAgents (nil: every agent's own queue, none live).
+	route  func(in RouteAgentsInput) RouteAgentsResult
+	routed []RouteAgentsInput
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
@@ -49,10 +58,14 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.started = append(f.started, in.Seq)
 		f.running++
 		f.maxSeen = max(f.maxSeen, f.running)
+		f.queues[in.Agent] = append(f.queues[in.Agent], activity.GetInfo(ctx).TaskQueue)
+		f.agentRunning[in.Agent]++
+		f.agentMax[in.Agent] = max(f.agentMax[in.Agent], f.agentRunning[in.Agent])
 		f.mu.Unlock()
 		time.Sleep(5 * time.Millisecond) // let concurrent batches overlap
 		res, err := f.outcome(in)
 		f.mu.Lock()
+		f.agentRunning[in.Agent]--
 		f.running--
 		f.doneLvl[lvl]++
 		f.mu.Unlock()
@@ -77,6 +90,15 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.finished = &in
 		return nil
 	}, activity.RegisterOptions{Name: FinishDeployActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in RouteAgentsInput) (RouteAgentsResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.routed = append(f.routed, in)
+		if f.route == nil {
+			return RouteAgentsResult{}, nil
+		}
+		return f.route(in), nil
+	}, activity.RegisterOptions{Name: RouteAgentsActivity})
 }
 
 func (f *fakeActivities) countLevel(l int) int {
@@ -90,7 +112,8 @@ func (f *fakeActivities) countLevel(l int) int {
 }
 
 func newFake(batches []BatchRef) *fakeActivities {
-	f := &fakeActivities{levelOf: map[int]int{}, doneLvl: map[int]int{}}
+	f := &fakeActivities{levelOf: map[int]int{}, doneLvl: map[int]int{}, queues: map[string][]string{},
+		agentRunning: map[string]int{}, agentMax: map[string]int{}}
 	total := 0
 	for _, b := range batches {
 		f.levelOf[b.Seq] = b.Level
@@ -276,5 +299,134 @@ func TestDeployContinuesAsNewBetweenLevels(t *testing.T) {
 	}
 	if len(f2.started) != 3 || res.Deployed != 40 || f2.finished == nil || f2.finished.Deployed != 40 {
 		t.Errorf("resumed: started %v, result %+v, finish %+v", f2.started, res, f2.finished)
+	}
+}
+
+// TestDeployBoundsEachAgent: a run of DeployGeneration 2 sends one
+// agent at most AgentMaxInFlight batches at once, and lets the batches of
+// other agents go past those waiting for it, so that an agent with many
+// batches never holds every slot of a queue it shares (the embedded
+// executor serves every agent from one queue). Each batch goes to its
+// agent's route.
+func TestDeployBoundsEachAgent(t *testing.T) {
+	t.Parallel()
+	var batches []BatchRef
+	for i := range 12 {
+		batches = append(batches, BatchRef{Seq: i + 1, Agent: "big", Level: 0, Count: 10, First: "x"})
+	}
+	for i, a := range []string{"s1", "s2", "s3"} {
+		batches = append(batches, BatchRef{Seq: 13 + i, Agent: a, Level: 0, Count: 1, First: "y"})
+	}
+	f := newFake(batches)
+	f.plan.Routes = NewRoutes(map[string]string{"big": "executors/env/embedded", "s1": "executors/env/embedded",
+		"s2": "executors/env/pool/p"})
+	res, err := run(t, f, DeployInput{EnvironmentID: "e", EnvironmentName: "env", Run: 1, Generation: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 123 || len(f.started) != 15 {
+		t.Fatalf("result %+v, started %v: want all 15 batches deployed", res, f.started)
+	}
+	if f.agentMax["big"] != defaultAgentMaxInFlight {
+		t.Errorf("agent big ran %d batches at once, want %d (AgentMaxInFlight's default)", f.agentMax["big"], defaultAgentMaxInFlight)
+	}
+	// The small agents' batches came in the first wave, not after the
+	// big agent's twelve.
+	for i, seq := range f.started {
+		if seq > 12 && i >= 4+3 {
+			t.Errorf("batch %d of a small agent started %dth (order %v), want among the first 7", seq, i+1, f.started)
+		}
+	}
+	want := map[string]string{"big": "executors/env/embedded", "s1": "executors/env/embedded",
+		"s2": "executors/env/pool/p", "s3": "agent/env/s3"}
+	for a, q := range want {
+		for _, got := range f.queues[a] {
+			if got != q {
+				t.Errorf("a batch of agent %s went to %s, want %s", a, got, q)
+			}
+		}
+	}
+
+	// Before generation 2, one agent's batches take what the run allows.
+	f1 := newFake(batches)
+	if _, err := run(t, f1, DeployInput{EnvironmentID: "e", EnvironmentName: "env", Run: 1, Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if f1.agentMax["big"] <= defaultAgentMaxInFlight || f1.maxSeen > gen1MaxInFlight {
+		t.Errorf("generation 1: agent big ran %d at once, the run %d; want more than %d and at most %d",
+			f1.agentMax["big"], f1.maxSeen, defaultAgentMaxInFlight, gen1MaxInFlight)
+	}
+}
+
+// TestDeployRoutesAgainAfterAgentTimeout: a batch that waited its agent
+// timeout in its queue is routed again (generation 2): to the queue an
+// executor of its agent polls since; to the same queue while a live
+// executor serves the agent (it waited behind other batches); and it is
+// unavailable only when no live executor serves its agent.
+func TestDeployRoutesAgainAfterAgentTimeout(t *testing.T) {
+	t.Parallel()
+	batches := []BatchRef{
+		{Seq: 1, Agent: "moved", Level: 0, Count: 2, First: "m"},
+		{Seq: 2, Agent: "busy", Level: 0, Count: 3, First: "b"},
+		{Seq: 3, Agent: "gone", Level: 0, Count: 4, First: "g"},
+	}
+	setup := func() *fakeActivities {
+		f := newFake(batches)
+		attempts := map[string]int{}
+		f.outcome = func(in BatchInput) (BatchResult, error) {
+			f.mu.Lock()
+			attempts[in.Agent]++
+			n, q := attempts[in.Agent], f.queues[in.Agent][len(f.queues[in.Agent])-1]
+			f.mu.Unlock()
+			switch {
+			case in.Agent == "moved" && q == "agent/env/moved",
+				in.Agent == "busy" && n == 1,
+				in.Agent == "gone":
+				return BatchResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+			}
+			for _, b := range batches {
+				if b.Seq == in.Seq {
+					return BatchResult{Deployed: b.Count}, nil
+				}
+			}
+			return BatchResult{}, errors.New("unknown batch")
+		}
+		f.route = func(in RouteAgentsInput) RouteAgentsResult {
+			out := RouteAgentsResult{Routes: NewRoutes(map[string]string{"moved": "executors/env/pool/new"})}
+			for _, a := range in.Agents {
+				if a != "gone" {
+					out.Live = append(out.Live, a)
+				}
+			}
+			return out
+		}
+		return f
+	}
+	f := setup()
+	res, err := run(t, f, DeployInput{EnvironmentID: "e", EnvironmentName: "env", Run: 1, Generation: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 5 || res.Unavailable != 4 {
+		t.Errorf("result %+v, want moved and busy deployed (5), gone unavailable (4)", res)
+	}
+	if q := f.queues["moved"]; len(q) != 2 || q[1] != "executors/env/pool/new" {
+		t.Errorf("moved went to %v, want its own queue, then executors/env/pool/new", q)
+	}
+	if q := f.queues["busy"]; len(q) != 2 || q[0] != q[1] {
+		t.Errorf("busy went to %v, want its queue twice", q)
+	}
+	if len(f.marked) != 1 || f.marked[0].Seq != 3 || f.marked[0].Result != "unavailable" {
+		t.Errorf("marked %+v, want batch 3 (gone) unavailable", f.marked)
+	}
+
+	// Generation 1 marks every batch that waited unavailable at once.
+	f1 := setup()
+	res, err = run(t, f1, DeployInput{EnvironmentID: "e", EnvironmentName: "env", Run: 1, Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unavailable != 9 || len(f1.routed) != 0 {
+		t.Errorf("generation 1: result %+v, routed %v; want all 9 unavailable, never routed again", res, f1.routed)
 	}
 }

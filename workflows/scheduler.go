@@ -226,7 +226,8 @@ func startRun(ctx workflow.Context, st SchedulerInput, take TakeResult) workflow
 	}
 	return workflow.ExecuteChildWorkflow(cctx, DeployWorkflowName, DeployInput{
 		EnvironmentID: st.EnvironmentID, EnvironmentName: st.EnvironmentName, Run: take.Run, Version: take.Version,
-		MaxInFlight: st.Deploy.MaxInFlight, Limits: st.Deploy.Limits, AgentWaitSeconds: agentWait,
+		MaxInFlight: st.Deploy.MaxInFlight, AgentMaxInFlight: st.Deploy.AgentMaxInFlight,
+		Limits: st.Deploy.Limits, AgentWaitSeconds: agentWait,
 		RetryAttempts: take.RetryAttempts, RetryBackoffSeconds: take.RetryBackoff,
 		Generation: DeployGeneration,
 	})

@@ -67,14 +67,15 @@ func (a *delayAdapter) Delete(ctx context.Context, _ *adapters.Context, _ adapte
 // delayInFlight is the operations in flight the configuration allows for n
 // resources spread round robin over agents, each agent served by
 // executors executors of batches batches × concurrency resources, a run
-// dispatching at most maxInFlight batches of at most batchMax resources:
+// dispatching at most maxInFlight batches, at most agentMax of one agent,
+// of at most batchMax resources:
 //
 //	in flight = Σ over the batches running at once of min(its resources, concurrency),
-//	batches running at once = min(maxInFlight, Σ_agents min(⌈n_agent ÷ batchMax⌉, executors × batches))
+//	batches running at once = min(maxInFlight, Σ_agents min(⌈n_agent ÷ batchMax⌉, executors × batches, agentMax))
 //
 // (one resource's calls run one after the other, so a resource is one
 // operation in flight).
-func delayInFlight(n, agents, executors, batches, concurrency, maxInFlight, batchMax int) int {
+func delayInFlight(n, agents, executors, batches, concurrency, maxInFlight, agentMax, batchMax int) int {
 	agents = max(agents, 1)
 	total, running := 0, 0
 	for a := range agents {
@@ -82,7 +83,7 @@ func delayInFlight(n, agents, executors, batches, concurrency, maxInFlight, batc
 		if a < n%agents {
 			na++
 		}
-		for b := 0; b < min((na+batchMax-1)/batchMax, executors*batches) && running < maxInFlight; b++ {
+		for b := 0; b < min((na+batchMax-1)/batchMax, executors*batches, agentMax) && running < maxInFlight; b++ {
 			size := min(batchMax, na-b*batchMax)
 			total += min(size, concurrency)
 			running++
@@ -126,13 +127,13 @@ func benchDelay(ctx context.Context, c *client.Client, pgURL string, out io.Writ
 		return nil, err
 	}
 	cfg := executor.DefaultConfig()
-	inFlight := delayInFlight(n, agents, executors, cfg.Batches, cfg.Concurrency, maxInFlight, plan.DefaultLimits.MaxResources)
+	inFlight := delayInFlight(n, agents, executors, cfg.Batches, cfg.Concurrency, maxInFlight, agentMaxInFlight, plan.DefaultLimits.MaxResources)
 	ideal := time.Duration(ops) * a.delay / time.Duration(inFlight)
 	where := fmt.Sprintf("%d resources, %d agent(s) × %d executor(s)", n, max(agents, 1), executors)
 	return []row{
 		{"delay: operations (adapter calls)", fmt.Sprint(ops), fmt.Sprintf("%s, %v each", where, a.delay)},
-		{"delay: operations in flight allowed", fmt.Sprint(inFlight), fmt.Sprintf("concurrency %d × min(max in flight %d, Σ agents min(batches of ≤ %d, executors × %d))",
-			cfg.Concurrency, maxInFlight, plan.DefaultLimits.MaxResources, cfg.Batches)},
+		{"delay: operations in flight allowed", fmt.Sprint(inFlight), fmt.Sprintf("concurrency %d × min(max in flight %d, Σ agents min(batches of ≤ %d, executors × %d, %d per agent))",
+			cfg.Concurrency, maxInFlight, plan.DefaultLimits.MaxResources, cfg.Batches, agentMaxInFlight)},
 		{"delay: ideal time", ideal.Round(time.Millisecond).String(), "operations × delay ÷ in flight"},
 		{"delay: measured, release → all recorded", measured.Round(time.Millisecond).String(), fmt.Sprintf("ratio %.2f to the ideal", measured.Seconds()/ideal.Seconds())},
 	}, nil

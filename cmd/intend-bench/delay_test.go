@@ -52,14 +52,17 @@ func TestDelayAdapterHonoursCancellation(t *testing.T) {
 }
 
 func TestDelayInFlight(t *testing.T) {
-	for _, c := range []struct{ n, agents, want int }{
-		{10000, 1, 4 * 16},   // one agent: its executor's 4 batches of 16
-		{10000, 4, 8 * 16},   // the run's 8 batches at once
-		{10000, 256, 8 * 16}, // idem
-		{40, 4, 4 * 10},      // batches of 10 resources
+	for _, c := range []struct{ n, agents, maxInFlight, want int }{
+		{10000, 1, 8, 4 * 16},       // one agent: its executor's 4 batches of 16
+		{10000, 4, 8, 8 * 16},       // the run's 8 batches at once
+		{10000, 256, 8, 8 * 16},     // idem
+		{40, 4, 8, 4 * 10},          // batches of 10 resources
+		{10000, 16, 256, 32 * 16},   // 16 agents, 2 batches each (500 + 125)
+		{10000, 256, 256, 256 * 16}, // 256 agents of one batch of 39–40
+		{100000, 4, 256, 16 * 16},   // 4 agents of 50 batches: 4 each at once
 	} {
-		if got := delayInFlight(c.n, c.agents, 1, 4, 16, 8, 500); got != c.want {
-			t.Errorf("delayInFlight(%d resources, %d agents) = %d, want %d", c.n, c.agents, got, c.want)
+		if got := delayInFlight(c.n, c.agents, 1, 4, 16, c.maxInFlight, 4, 500); got != c.want {
+			t.Errorf("delayInFlight(%d resources, %d agents, %d in flight) = %d, want %d", c.n, c.agents, c.maxInFlight, got, c.want)
 		}
 	}
 }

@@ -57,7 +57,8 @@ func main() {
 	p9Bin := flag.String("intend", "", "P9: the intend binary (default: go build ./cmd/intend)")
 	flag.DurationVar(&delay, "delay", 0, "instead of P1–P5, deploy -n bench::Delay resources whose adapter only waits this long per call "+
 		"(on -external executors, at least 1 per agent), and report the time against the ideal (issue 28)")
-	flag.IntVar(&maxInFlight, "max-in-flight", 8, "the batches a deploy run dispatches at once (the server's Deploy.MaxInFlight)")
+	flag.IntVar(&maxInFlight, "max-in-flight", 256, "the batches a deploy run dispatches at once (intend server --deploy-max-in-flight)")
+	flag.IntVar(&agentMaxInFlight, "agent-max-in-flight", 4, "the batches of one agent a deploy run dispatches at once (intend server --agent-max-in-flight)")
 	flag.Parse()
 	if delay > 0 && *external < 1 {
 		*external = 1 // the embedded executor hosts the built-in adapters only
@@ -93,8 +94,9 @@ func main() {
 // delay is -delay: 0, or the delay of the bench::Delay adapter.
 var delay time.Duration
 
-// maxInFlight is -max-in-flight, the server's Deploy.MaxInFlight.
-var maxInFlight = 8
+// maxInFlight is -max-in-flight, the server's Deploy.MaxInFlight;
+// agentMaxInFlight is -agent-max-in-flight, its Deploy.AgentMaxInFlight.
+var maxInFlight, agentMaxInFlight = 256, 4
 
 // compileWorkers is the server's --compile-workers.
 var compileWorkers = 2
@@ -178,7 +180,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		BootstrapToken: token,
 		Listen:         "127.0.0.1:0", DatabaseURL: pg.URL("intend"), TemporalAddress: ts.HostPort(),
 		TemporalNamespace: ts.Namespace(), EmbeddedExecutor: true, CompileWorkers: compileWorkers,
-		Deploy:            workflows.DeployOptions{MaxInFlight: maxInFlight},
+		Deploy:            workflows.DeployOptions{MaxInFlight: maxInFlight, AgentMaxInFlight: agentMaxInFlight},
 		MaxConnsPerClient: maxConns,
 		ExecutorUser:      strconv.Itoa(os.Geteuid()),
 		Log:               slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

@@ -32,6 +32,7 @@ func serverCommand(g *globals) *cobra.Command {
 	var fhf fetchHostFlags
 	var accessLog, temporalUI string
 	var ex embeddedFlags
+	var maxInFlight, agentMaxInFlight int
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the API, the orchestration worker and the embedded executor",
@@ -82,6 +83,10 @@ it does not show in ps. See docs/security.md.`,
 			if scfg.CompileMemory, err = parseBytes(compileMemory); err != nil {
 				return usageErrorf("--compile-memory: %v", err)
 			}
+			if maxInFlight < 1 || agentMaxInFlight < 1 {
+				return usageErrorf("--deploy-max-in-flight and --agent-max-in-flight must be at least 1")
+			}
+			scfg.Deploy.MaxInFlight, scfg.Deploy.AgentMaxInFlight = maxInFlight, agentMaxInFlight
 			if compileTimeout <= 0 || compileWorkers < 1 {
 				return usageErrorf("--compile-timeout must be positive and --compile-workers at least 1")
 			}
@@ -139,6 +144,12 @@ it does not show in ps. See docs/security.md.`,
 	cw, _ := strconv.Atoi(g.env("INTEND_COMPILE_WORKERS", "2"))
 	cmd.Flags().IntVar(&compileWorkers, "compile-workers", cw,
 		"model compiles run at once, each in a child process of its own (env INTEND_COMPILE_WORKERS)")
+	mif, _ := strconv.Atoi(g.env("INTEND_DEPLOY_MAX_IN_FLIGHT", "256"))
+	cmd.Flags().IntVar(&maxInFlight, "deploy-max-in-flight", mif,
+		"batches one deploy run dispatches at once (env INTEND_DEPLOY_MAX_IN_FLIGHT)")
+	amif, _ := strconv.Atoi(g.env("INTEND_AGENT_MAX_IN_FLIGHT", "4"))
+	cmd.Flags().IntVar(&agentMaxInFlight, "agent-max-in-flight", amif,
+		"batches of one agent a deploy run dispatches at once (env INTEND_AGENT_MAX_IN_FLIGHT)")
 	ar, err := time.ParseDuration(g.env("INTEND_AUDIT_RETENTION", "0s"))
 	if err != nil {
 		ar = -1 // refused with the usage error, naming the flag

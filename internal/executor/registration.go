@@ -49,6 +49,9 @@ type Reporter struct {
 	Identity Identity
 	// Served returns the agents served, by environment name.
 	Served func() map[string][]string
+	// Pool is the executor's pool (empty: the default); with the agents,
+	// it tells the server which task queue the executor polls.
+	Pool string
 	// Every is the heartbeat period (default ledger.Heartbeat).
 	Every time.Duration
 	Log   *slog.Logger
@@ -87,7 +90,7 @@ func (r *Reporter) Report(ctx context.Context) error {
 		first := !r.reported[env]
 		r.mu.Unlock()
 		rep := ledger.ExecutorReport{Name: r.Identity.Name, Hostname: r.Identity.Hostname, PID: r.Identity.PID,
-			Version: r.Identity.Version, Agents: served[env], Embedded: r.Identity.Embedded, First: first}
+			Version: r.Identity.Version, Agents: served[env], Embedded: r.Identity.Embedded, Pool: r.Pool, First: first}
 		if err := r.Registry.ReportExecutor(ctx, env, rep); err != nil {
 			errs = append(errs, err)
 			continue

@@ -166,7 +166,8 @@ func (r *Remote) ReportExecutor(ctx context.Context, env string, rep ledger.Exec
 		Version  string   `json:"version"`
 		Agents   []string `json:"agents"`
 		First    bool     `json:"first"`
-	}{rep.Hostname, rep.PID, rep.Version, rep.Agents, rep.First}
+		Pool     string   `json:"pool,omitempty"`
+	}{rep.Hostname, rep.PID, rep.Version, rep.Agents, rep.First, rep.Pool}
 	if body.Agents == nil {
 		body.Agents = []string{}
 	}

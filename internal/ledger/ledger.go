@@ -176,6 +176,10 @@ type ExecutorReport struct {
 	Agents   []string `json:"agents"`
 	// Embedded: the executor of an intend server.
 	Embedded bool `json:"embedded,omitempty"`
+	// Pool is the pool the executor joined (empty: the default one of its
+	// agents); the server derives the task queue it polls from it
+	// (names.ExecutorTaskQueue).
+	Pool string `json:"pool,omitempty"`
 	// First marks the executor's first report to the environment: it
 	// (re)sets started_at.
 	First bool `json:"first,omitempty"`

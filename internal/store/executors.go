@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/ledger"
+	"github.com/intendhq/intend/internal/names"
 )
 
 // ExecutorHeartbeat is how often an executor reports itself.
@@ -42,6 +43,9 @@ type Executor struct {
 	// RegisteredBy owns the registration (Registrant.Owner): "token:<id>",
 	// or "system:intend" for the server's in-process embedded executor.
 	RegisteredBy string `json:"registered_by,omitempty"`
+	// TaskQueue is the Temporal task queue it polls for all its agents
+	// (empty: a registration of before).
+	TaskQueue string `json:"task_queue,omitempty"`
 }
 
 // The bounds of executor registrations (docs/security.md, "Executors").
@@ -101,6 +105,10 @@ func (s *Store) RegisterExecutor(ctx context.Context, env string, r ExecutorRepo
 	if agents == nil {
 		agents = []string{}
 	}
+	if err := names.CheckPool(r.Pool); err != nil {
+		return fmt.Errorf("executor %s: pool %w", r.Name, err)
+	}
+	queue := names.ExecutorTaskQueue(env, r.Pool, agents, r.Embedded)
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		envID, err := executorEnv(ctx, tx, env, r.Name)
 		if err != nil {
@@ -131,15 +139,16 @@ func (s *Store) RegisterExecutor(ctx context.Context, env string, r ExecutorRepo
 		// The condition again, for a row inserted since the select by
 		// another owner's report.
 		tag, err := tx.Exec(ctx, `
-			insert into executors (environment_id, name, hostname, pid, version, agents, embedded, owner)
-			values ($1::uuid, $2, $4, $5, $6, $7, $8, $3)
+			insert into executors (environment_id, name, hostname, pid, version, agents, embedded, owner, task_queue)
+			values ($1::uuid, $2, $4, $5, $6, $7, $8, $3, $10)
 			on conflict (environment_id, name) do update set
 			  hostname = excluded.hostname, pid = excluded.pid, version = excluded.version,
 			  agents = excluded.agents, embedded = excluded.embedded, owner = excluded.owner,
+			  task_queue = excluded.task_queue,
 			  last_seen = now(), stopped_at = null,
 			  started_at = case when $9 then now() else executors.started_at end
 			where `+mayTakeSQL,
-			envID, r.Name, by.Owner, r.Hostname, r.PID, r.Version, agents, r.Embedded, r.First)
+			envID, r.Name, by.Owner, r.Hostname, r.PID, r.Version, agents, r.Embedded, r.First, queue)
 		if err != nil {
 			return fmt.Errorf("report executor %s: %w", r.Name, err)
 		}
@@ -262,12 +271,12 @@ func (s *Store) StopRegistration(ctx context.Context, env, name string, by Regis
 // executorColumns are the columns of an Executor, in scan order ($1 is
 // ExecutorLiveWithin in seconds).
 const executorColumns = `name, hostname, pid, version, agents, embedded, started_at, last_seen, stopped_at,
-	stopped_at is null and last_seen > now() - make_interval(secs => $1), coalesce(owner, '')`
+	stopped_at is null and last_seen > now() - make_interval(secs => $1), coalesce(owner, ''), coalesce(task_queue, '')`
 
 func scanExecutor(r pgx.CollectableRow) (Executor, error) {
 	var e Executor
 	return e, r.Scan(&e.Name, &e.Hostname, &e.PID, &e.Version, &e.Agents, &e.Embedded, &e.StartedAt,
-		&e.LastSeen, &e.StoppedAt, &e.Live, &e.RegisteredBy)
+		&e.LastSeen, &e.StoppedAt, &e.Live, &e.RegisteredBy, &e.TaskQueue)
 }
 
 // ListExecutors returns the executors that reported to the environment

@@ -114,7 +114,7 @@ func (s *Schedulers) StartDryrun(ctx context.Context, env store.Environment, run
 		StaticSummary:            fmt.Sprintf("dry-run %d of version %d", run.Run, run.Version),
 	}, workflows.DeployWorkflowName, workflows.DeployInput{
 		EnvironmentID: env.ID, EnvironmentName: env.Name, Run: run.Run, Version: run.Version,
-		MaxInFlight: s.Deploy.MaxInFlight, Limits: s.Deploy.Limits,
+		MaxInFlight: s.Deploy.MaxInFlight, AgentMaxInFlight: s.Deploy.AgentMaxInFlight, Limits: s.Deploy.Limits,
 		AgentWaitSeconds: env.Settings.AgentTimeout, Generation: workflows.DeployGeneration,
 	})
 	if err != nil {

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/intendhq/intend/internal/names"
+)
+
+// RouteOptions is what the server that plans a run knows about its
+// embedded executors.
+type RouteOptions struct {
+	// Embedded: the server runs embedded executors, which serve the
+	// agents the environment's autostart_agents setting lists, at most
+	// EmbeddedLimit of them (the first by name).
+	Embedded      bool
+	EmbeddedLimit int
+}
+
+// AgentRoutes returns the task queue each of agents' batches go to
+// (docs/architecture.md, "Dispatch at scale"), the first rule that
+// applies winning:
+//  1. the queue of a live executor registration that serves the agent
+//     (not an embedded one), the most recently seen first;
+//  2. the environment's embedded queue, for an agent its embedded
+//     executors serve;
+//  3. the queue of any other registration that served it (stopped, or
+//     not seen for a while, within ExecutorForgetAfter): it comes back
+//     to the queue it left;
+//  4. the agent's own queue, names.AgentTaskQueue, which an executor of
+//     that one agent polls.
+//
+// Live holds the agents whose queue a live executor polls now.
+func (s *Store) AgentRoutes(ctx context.Context, envID string, agents []string, o RouteOptions) (Routes, error) {
+	e, err := s.GetEnvironment(ctx, envID)
+	if err != nil {
+		return Routes{}, err
+	}
+	out := Routes{Queues: make(map[string]string, len(agents)), Live: map[string]bool{}}
+	if len(agents) == 0 {
+		return out, nil
+	}
+	type reg struct {
+		queue string
+		live  bool
+	}
+	regs := map[string]reg{}
+	liveEmbedded := map[string]bool{}
+	rows, err := s.pool.Query(ctx, `select a, task_queue, embedded,
+		  stopped_at is null and last_seen > now() - make_interval(secs => $3) as live
+		from executors, unnest(agents) a
+		where environment_id = $1::uuid and agents && $2 and a = any($2) and task_queue is not null
+		order by live desc, last_seen desc, name`, envID, agents, ExecutorLiveWithin.Seconds())
+	if err != nil {
+		return Routes{}, fmt.Errorf("route agents: %w", err)
+	}
+	for rows.Next() {
+		var a string
+		var r reg
+		var embedded bool
+		if err := rows.Scan(&a, &r.queue, &embedded, &r.live); err != nil {
+			return Routes{}, fmt.Errorf("route agents: %w", err)
+		}
+		if embedded {
+			liveEmbedded[a] = liveEmbedded[a] || r.live
+			continue
+		}
+		if _, seen := regs[a]; !seen {
+			regs[a] = r // the first row of an agent is its best
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Routes{}, fmt.Errorf("route agents: %w", err)
+	}
+	var embedded func(string) bool
+	if o.Embedded {
+		embedded, err = s.embeddedServes(ctx, e, o.EmbeddedLimit)
+		if err != nil {
+			return Routes{}, err
+		}
+	}
+	for _, a := range agents {
+		r, registered := regs[a]
+		switch {
+		case registered && r.live:
+			out.Queues[a], out.Live[a] = r.queue, true
+		case embedded != nil && embedded(a):
+			out.Queues[a], out.Live[a] = names.EmbeddedTaskQueue(e.Name), liveEmbedded[a]
+		case registered:
+			out.Queues[a] = r.queue
+		default:
+			out.Queues[a] = names.AgentTaskQueue(e.Name, a)
+		}
+	}
+	return out, nil
+}
+
+// Routes are the task queues of agents, and whether a live executor
+// polls each.
+type Routes struct {
+	Queues map[string]string
+	Live   map[string]bool
+}
+
+// embeddedServes returns whether the embedded executors of e serve an
+// agent: one its setting lists, among the first limit such agents of
+// the released resources by name (as the server's autostart decides).
+func (s *Store) embeddedServes(ctx context.Context, e Environment, limit int) (func(string) bool, error) {
+	if !slices.Contains(e.Settings.AutostartAgents, "*") && len(e.Settings.AutostartAgents) <= limit {
+		// Fewer names listed than the limit: every one is served.
+		return e.Settings.ServesAgent, nil
+	}
+	rows, err := s.pool.Query(ctx, `select a.name from agents a
+		where a.environment_id = $1::uuid and exists (select 1 from resource_state rs
+		  where rs.environment_id = a.environment_id and rs.agent = a.name and rs.intent_hash is not null)
+		order by a.name collate "C"`, e.ID)
+	if err != nil {
+		return nil, fmt.Errorf("route agents: the embedded executor's: %w", err)
+	}
+	var served []string
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			return nil, fmt.Errorf("route agents: the embedded executor's: %w", err)
+		}
+		if e.Settings.ServesAgent(a) && len(served) < limit {
+			served = append(served, a)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("route agents: the embedded executor's: %w", err)
+	}
+	return func(a string) bool { _, ok := slices.BinarySearch(served, a); return ok }, nil
+}
