@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/intendhq/intend/internal/names"
