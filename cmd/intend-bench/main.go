@@ -27,6 +27,7 @@ import (
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
+	"github.com/intendhq/intend/internal/runstages"
 	"github.com/intendhq/intend/internal/temporalserver"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/workflows"
@@ -476,6 +477,19 @@ func breakdown(ctx context.Context, url, workflowID string, out io.Writer) error
 	}
 	fmt.Fprintf(out, "%s: planned after %.3fs, first resource at %.3fs, last at %.3fs, finished at %.3fs (from release)\n",
 		workflowID, plan, first, last, finish)
+	var st *runstages.Run
+	if err := conn.QueryRow(ctx, `select stages from deploy_runs where workflow_id = $1`, workflowID).Scan(&st); err != nil {
+		return err
+	}
+	if st != nil {
+		fmt.Fprintf(out, "%s: %d batches, at most %d in flight, %d history events; per batch mean (max):", workflowID,
+			st.Execute.Count, st.MaxInFlight, st.HistoryEvents)
+		for _, name := range []string{runstages.Queued, runstages.PollWait, runstages.Execute, runstages.Record} {
+			s := st.Stage(name)
+			fmt.Fprintf(out, " %s %.3fs (%.3fs)", name, s.Mean(), s.Max)
+		}
+		fmt.Fprintln(out)
+	}
 	return nil
 }
 

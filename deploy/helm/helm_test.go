@@ -323,6 +323,10 @@ func TestExecutorDefaults(t *testing.T) {
 	if got := str(e["INTEND_AGENTS"], "value"); got != "a1,a2" {
 		t.Errorf("INTEND_AGENTS = %q, want a1,a2", got)
 	}
+	// The group's replicas poll one task queue, named after the group.
+	if got := str(e["INTEND_EXECUTOR_POOL"], "value"); got != "a" {
+		t.Errorf("INTEND_EXECUTOR_POOL = %q, want the group's name a", got)
+	}
 	if got := str(e["INTEND_TOKEN"], "valueFrom", "secretKeyRef", "key"); got != "token" {
 		t.Errorf("token key %q, want the default token", got)
 	}
