@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -126,19 +127,18 @@ func (p *batchProgress) tally(id string, o ledger.Outcome, errMsg string, retryA
 func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (workflows.BatchResult, error) {
 	started := time.Now()
 	info := activity.GetInfo(ctx)
-	p := batchProgress{NotDeployed: map[string]string{}}
+	pr := &progress{p: batchProgress{NotDeployed: map[string]string{}}}
 	if e.Metrics != nil {
 		inFlight := e.Metrics.BatchesInFlight.WithLabelValues(in.EnvironmentName, in.Agent)
 		inFlight.Inc()
 		defer inFlight.Dec()
 	}
-	var recording time.Duration
 	var resume string
 	if info.Attempt > 1 || activity.HasHeartbeatDetails(ctx) {
 		resume = info.WorkflowExecution.ID
 	}
 	var b ledger.Batch
-	err := e.untilReachable(ctx, p, func() (err error) {
+	err := e.untilReachable(ctx, pr, func() (err error) {
 		b, err = e.Ledger.LoadBatch(ctx, in.EnvironmentID, in.Run, in.Seq, resume)
 		return err
 	})
@@ -150,7 +150,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		todo = make([]ledger.Resource, 0, len(b.Resources)-len(b.Recorded))
 		for _, r := range b.Resources {
 			if o, ok := b.Recorded[r.ID]; ok {
-				p.tally(r.ID, o, o.Error, 0, b.Action == ledger.ActionDryrun)
+				pr.p.tally(r.ID, o, o.Error, 0, b.Action == ledger.ActionDryrun)
 			} else {
 				todo = append(todo, r)
 			}
@@ -160,29 +160,9 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 				"recorded", len(b.Recorded), "to_run", len(todo))
 		}
 	}
-	for len(todo) > 0 {
-		n := min(chunkSize, len(todo))
-		recs := e.runChunk(ctx, b, in.Run, in.Seq, todo[:n], p, info)
-		for i := range recs {
-			recs[i].Executor = e.Name
-		}
-		if err := ctx.Err(); err != nil {
-			return p.Result, err
-		}
-		t := time.Now()
-		if err := e.record(ctx, in, p, recs); err != nil {
-			return p.Result, fmt.Errorf("record outcomes: %w", err)
-		}
-		recording += time.Since(t)
-		for _, r := range recs {
-			p.tally(r.ResourceID, ledger.Outcome{Result: r.Result, ErrorClass: r.ErrorClass, Changed: r.Changed},
-				r.Error, r.RetryAfter, b.Action == ledger.ActionDryrun)
-			if e.Metrics != nil {
-				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, string(r.Action), string(r.Result)).Inc()
-			}
-		}
-		todo = todo[n:]
-		activity.RecordHeartbeat(ctx, p)
+	ran, err := e.runBatch(ctx, b, in, todo, pr, info)
+	if err != nil {
+		return pr.result(), err
 	}
 	took := time.Since(started)
 	if e.Metrics != nil {
@@ -190,23 +170,55 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 		e.Metrics.BatchSize.WithLabelValues(in.EnvironmentName).Observe(float64(len(b.Resources)))
 	}
 	// Where the batch spent its time, for the run's record: the wait for
-	// this executor's poller (Temporal's times of this attempt), its run,
-	// its recording (the ledger writes of its outcomes).
-	p.Result.Stages = runstages.Batch{
-		PollWait: max(info.StartedTime.Sub(info.ScheduledTime), 0).Seconds(),
-		Execute:  (took - recording).Seconds(),
-		Record:   recording.Seconds(),
+	// this executor's poller (Temporal's times of this attempt), its run
+	// (loaded, to its last resource done), and the wait for its last
+	// outcomes to be recorded (the recording of the others overlaps the
+	// run).
+	res := pr.result()
+	execute := took
+	if !ran.IsZero() {
+		execute = ran.Sub(started)
 	}
-	return p.Result, nil
+	res.Stages = runstages.Batch{
+		PollWait: max(info.StartedTime.Sub(info.ScheduledTime), 0).Seconds(),
+		Execute:  execute.Seconds(),
+		Record:   max(took-execute, 0).Seconds(),
+	}
+	return res, nil
 }
+
+// progress is a batch's batchProgress, shared by the goroutines that run
+// its resources and the one that records them.
+type progress struct {
+	mu sync.Mutex
+	p  batchProgress
+}
+
+// heartbeat sends the recorded progress to Temporal (the SDK throttles).
+func (pr *progress) heartbeat(ctx context.Context) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	activity.RecordHeartbeat(ctx, pr.p)
+}
+
+// result is the batch's result so far.
+func (pr *progress) result() workflows.BatchResult {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.p.Result
+}
+
+// flushAfter bounds how long a finished resource's outcome waits for
+// others to fill its chunk before it is recorded.
+const flushAfter = time.Second
 
 // record records the outcomes of a chunk, waiting for the ledger when it
 // is unreachable. A write cut off by a lost connection may have happened:
 // the writes after the first say so, and the ledger does not record the
 // chunk twice.
-func (e *Executor) record(ctx context.Context, in workflows.BatchInput, p batchProgress, recs []ledger.ActionRecord) error {
+func (e *Executor) record(ctx context.Context, in workflows.BatchInput, pr *progress, recs []ledger.ActionRecord) error {
 	again := false
-	return e.untilReachable(ctx, p, func() error {
+	return e.untilReachable(ctx, pr, func() error {
 		err := e.Ledger.RecordActions(ctx, in.EnvironmentID, in.Run, in.Seq, recs, again)
 		again = true
 		return err
@@ -214,9 +226,9 @@ func (e *Executor) record(ctx context.Context, in workflows.BatchInput, p batchP
 }
 
 // untilReachable calls fn until it returns nil or an error other than
-// the ledger being unavailable, or ctx ends; it heartbeats p (the last
-// recorded progress) while it waits.
-func (e *Executor) untilReachable(ctx context.Context, p batchProgress, fn func() error) error {
+// the ledger being unavailable, or ctx ends; it heartbeats the recorded
+// progress while it waits.
+func (e *Executor) untilReachable(ctx context.Context, pr *progress, fn func() error) error {
 	wait := dbRetryFirst
 	for {
 		err := fn()
@@ -226,7 +238,7 @@ func (e *Executor) untilReachable(ctx context.Context, p batchProgress, fn func(
 		if e.Log != nil {
 			e.Log.WarnContext(ctx, "the ledger is unavailable; the batch waits", "error", err.Error(), "retry_in", wait.String())
 		}
-		activity.RecordHeartbeat(ctx, p)
+		pr.heartbeat(ctx)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -238,37 +250,64 @@ func (e *Executor) untilReachable(ctx context.Context, p batchProgress, fn func(
 	}
 }
 
-// runChunk runs the resources of one chunk and returns their records. Each
-// resource waits for the resources of the chunk it requires (they come
-// earlier: batches are in dependency order); only running adapters take a
-// concurrency slot, waiting does not.
-func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, run int64, seq int, chunk []ledger.Resource,
-	p batchProgress, info activity.Info) []ledger.ActionRecord {
-	pos := make(map[string]int, len(chunk))
-	for i, r := range chunk {
+// runBatch runs the resources todo of batch b and records their outcomes,
+// and returns when all are recorded, with the time the last of them
+// finished (zero for none). The resources run at most Concurrency at once,
+// each once those of the batch it requires are done (waiting takes no
+// slot), with no pause between chunks: one goroutine records their
+// outcomes in the order they finish, in chunks of at most chunkSize (or
+// what finished within flushAfter), while the others run. A resource
+// finishes after those it requires, so an outcome is never recorded before
+// those of its dependencies. What is not recorded when the attempt ends
+// (killed, cancelled) is run again by the next one.
+func (e *Executor) runBatch(ctx context.Context, b ledger.Batch, in workflows.BatchInput, todo []ledger.Resource,
+	pr *progress, info activity.Info) (time.Time, error) {
+	if len(todo) == 0 {
+		return time.Time{}, nil
+	}
+	dryrun := b.Action == ledger.ActionDryrun
+	pos := make(map[string]int, len(todo))
+	for i, r := range todo {
 		pos[r.ID] = i
 	}
-	recs := make([]ledger.ActionRecord, len(chunk))
-	done := make([]chan struct{}, len(chunk))
+	// The batch's resources that earlier attempts recorded not deployed
+	// (the others are in todo, read through recs).
+	pr.mu.Lock()
+	earlier := maps.Clone(pr.p.NotDeployed)
+	pr.mu.Unlock()
+	recs := make([]ledger.ActionRecord, len(todo))
+	done := make([]chan struct{}, len(todo))
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
+	finished := make(chan int, len(todo))
+	recorded := make(chan error, 1)
+	go func() { recorded <- e.recordAsDone(ctx, in, b, recs, finished, pr) }()
+
 	sem := make(chan struct{}, max(e.Concurrency, 1))
 	var intended *intents
-	if b.Action != ledger.ActionDryrun {
+	if !dryrun {
 		intended = newIntents(func(ctx context.Context, ins []ledger.Intent) error {
-			return e.untilReachable(ctx, p, func() error {
-				return e.Ledger.RecordIntents(ctx, b.EnvironmentID, run, seq, ins)
+			return e.untilReachable(ctx, pr, func() error {
+				return e.Ledger.RecordIntents(ctx, b.EnvironmentID, in.Run, in.Seq, ins)
 			})
 		})
 	}
 	var wg sync.WaitGroup
-	for i := range chunk {
+	var lastMu sync.Mutex
+	var last time.Time
+	for i := range todo {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			defer close(done[i])
-			r := chunk[i]
+			defer func() {
+				close(done[i])
+				lastMu.Lock()
+				last = time.Now()
+				lastMu.Unlock()
+				finished <- i
+			}()
+			r := todo[i]
 			for _, q := range r.Requires {
 				if j, ok := pos[q]; ok && j < i {
 					<-done[j]
@@ -276,13 +315,14 @@ func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, run int64, seq 
 			}
 			// A dry-run diffs every resource: nothing is deployed, so
 			// nothing can be missing.
-			if dep, result := blockedBy(r, i, pos, recs, b.Blocked, p.NotDeployed); dep != "" && b.Action != ledger.ActionDryrun {
+			if dep, result := blockedBy(r, i, pos, recs, b.Blocked, earlier); dep != "" && !dryrun {
 				recs[i] = skipped(b, r, info, dep, result)
+				recs[i].Executor = e.Name
 				return
 			}
 			if r.ReceiveEvents && !r.Event {
 				// A dependency in this batch that just changed is an event
-				// too (its state is recorded with the chunk, later).
+				// too (its state is recorded with its chunk).
 				for _, q := range r.Requires {
 					if j, ok := pos[q]; ok && j < i && recs[j].Changed {
 						r.Event = true
@@ -299,18 +339,86 @@ func (e *Executor) runChunk(ctx context.Context, b ledger.Batch, run int64, seq 
 				}
 			}
 			recs[i] = e.runOne(ctx, b, r, info, before)
+			recs[i].Executor = e.Name
 			if intended != nil {
 				intended.finished(ctx)
 			}
 			<-sem
 			// Keeps the activity alive through slow adapters; the details
-			// stay those of the last recorded chunk. The SDK throttles
-			// heartbeats.
-			activity.RecordHeartbeat(ctx, p)
+			// stay those of the last recorded chunk.
+			pr.heartbeat(ctx)
 		}(i)
 	}
 	wg.Wait()
-	return recs
+	close(finished)
+	err := <-recorded
+	if cerr := ctx.Err(); cerr != nil {
+		return last, cerr
+	}
+	if err != nil {
+		return last, fmt.Errorf("record outcomes: %w", err)
+	}
+	return last, nil
+}
+
+// recordAsDone records the outcomes of a batch's resources as their
+// indices arrive on finished, in chunks, until finished closes. After an
+// error it records nothing more (what is left is run again by the next
+// attempt) and returns the error.
+func (e *Executor) recordAsDone(ctx context.Context, in workflows.BatchInput, b ledger.Batch, recs []ledger.ActionRecord,
+	finished <-chan int, pr *progress) error {
+	dryrun := b.Action == ledger.ActionDryrun
+	var pending []int
+	var due <-chan time.Time
+	var failed error
+	flush := func() {
+		n := min(chunkSize, len(pending))
+		chunk := make([]ledger.ActionRecord, n)
+		for k, i := range pending[:n] {
+			chunk[k] = recs[i]
+		}
+		pending = pending[n:]
+		due = nil
+		if len(pending) > 0 {
+			due = time.After(flushAfter)
+		}
+		if failed != nil {
+			return
+		}
+		if err := e.record(ctx, in, pr, chunk); err != nil {
+			failed = err
+			return
+		}
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		for _, r := range chunk {
+			pr.p.tally(r.ResourceID, ledger.Outcome{Result: r.Result, ErrorClass: r.ErrorClass, Changed: r.Changed},
+				r.Error, r.RetryAfter, dryrun)
+			if e.Metrics != nil {
+				e.Metrics.DeployedResources.WithLabelValues(in.EnvironmentName, string(r.Action), string(r.Result)).Inc()
+			}
+		}
+		activity.RecordHeartbeat(ctx, pr.p)
+	}
+	for open := true; open || len(pending) > 0; {
+		if open && len(pending) < chunkSize {
+			select {
+			case i, ok := <-finished:
+				if !ok {
+					open = false
+					continue
+				}
+				pending = append(pending, i)
+				if len(pending) == 1 {
+					due = time.After(flushAfter)
+				}
+				continue
+			case <-due:
+			}
+		}
+		flush()
+	}
+	return failed
 }
 
 // blockedBy returns the first required resource of r that is not deployed,

@@ -65,31 +65,42 @@ func (a *delayAdapter) Delete(ctx context.Context, _ *adapters.Context, _ adapte
 }
 
 // delayInFlight is the operations in flight the configuration allows for n
-// resources spread round robin over agents, each agent served by
-// executors executors of batches batches × concurrency resources, a run
-// dispatching at most maxInFlight batches, at most agentMax of one agent,
-// of at most batchMax resources:
+// resources spread round robin over agents, in batches of at most
+// batchMax resources running concurrency resources at once, at most
+// perAgent batches of one agent and total batches in all at once:
 //
 //	in flight = Σ over the batches running at once of min(its resources, concurrency),
-//	batches running at once = min(maxInFlight, Σ_agents min(⌈n_agent ÷ batchMax⌉, executors × batches, agentMax))
+//	batches running at once = min(total, Σ_agents min(⌈n_agent ÷ batchMax⌉, perAgent))
 //
 // (one resource's calls run one after the other, so a resource is one
-// operation in flight).
-func delayInFlight(n, agents, executors, batches, concurrency, maxInFlight, agentMax, batchMax int) int {
+// operation in flight). perAgent is the run's bound per agent, and with
+// an executor per agent also those executors' slots; total is the run's
+// bound, and with pooled executors also their slots.
+func delayInFlight(n, agents, perAgent, total, concurrency, batchMax int) int {
 	agents = max(agents, 1)
-	total, running := 0, 0
+	sum, running := 0, 0
 	for a := range agents {
 		na := n / agents
 		if a < n%agents {
 			na++
 		}
-		for b := 0; b < min((na+batchMax-1)/batchMax, executors*batches, agentMax) && running < maxInFlight; b++ {
+		for b := 0; b < min((na+batchMax-1)/batchMax, perAgent) && running < total; b++ {
 			size := min(batchMax, na-b*batchMax)
-			total += min(size, concurrency)
+			sum += min(size, concurrency)
 			running++
 		}
 	}
-	return total
+	return sum
+}
+
+// delayBounds are delayInFlight's perAgent and total for k executors
+// serving the agents: one pool of k executors serving every agent
+// (pooled), or k executors per agent.
+func delayBounds(k, agents, batches, maxBatches int, pooled bool) (perAgent, total int) {
+	if pooled {
+		return agentMaxInFlight, min(maxInFlight, k*min(maxBatches, batches*max(agents, 1)))
+	}
+	return min(agentMaxInFlight, k*batches), maxInFlight
 }
 
 // benchDelay deploys n bench::Delay resources, spread round robin over the
@@ -127,13 +138,17 @@ func benchDelay(ctx context.Context, c *client.Client, pgURL string, out io.Writ
 		return nil, err
 	}
 	cfg := executor.DefaultConfig()
-	inFlight := delayInFlight(n, agents, executors, cfg.Batches, cfg.Concurrency, maxInFlight, agentMaxInFlight, plan.DefaultLimits.MaxResources)
+	perAgent, total := delayBounds(executors, agents, cfg.Batches, cfg.MaxBatches, pooled)
+	inFlight := delayInFlight(n, agents, perAgent, total, cfg.Concurrency, plan.DefaultLimits.MaxResources)
 	ideal := time.Duration(ops) * a.delay / time.Duration(inFlight)
 	where := fmt.Sprintf("%d resources, %d agent(s) × %d executor(s)", n, max(agents, 1), executors)
+	if pooled {
+		where = fmt.Sprintf("%d resources, %d agent(s) on one pool of %d executor(s)", n, max(agents, 1), executors)
+	}
 	return []row{
 		{"delay: operations (adapter calls)", fmt.Sprint(ops), fmt.Sprintf("%s, %v each", where, a.delay)},
-		{"delay: operations in flight allowed", fmt.Sprint(inFlight), fmt.Sprintf("concurrency %d × min(max in flight %d, Σ agents min(batches of ≤ %d, executors × %d, %d per agent))",
-			cfg.Concurrency, maxInFlight, plan.DefaultLimits.MaxResources, cfg.Batches, agentMaxInFlight)},
+		{"delay: operations in flight allowed", fmt.Sprint(inFlight), fmt.Sprintf("concurrency %d × min(%d at once, Σ agents min(batches of ≤ %d, %d))",
+			cfg.Concurrency, total, plan.DefaultLimits.MaxResources, perAgent)},
 		{"delay: ideal time", ideal.Round(time.Millisecond).String(), "operations × delay ÷ in flight"},
 		{"delay: measured, release → all recorded", measured.Round(time.Millisecond).String(), fmt.Sprintf("ratio %.2f to the ideal", measured.Seconds()/ideal.Seconds())},
 	}, nil

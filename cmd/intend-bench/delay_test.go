@@ -52,17 +52,32 @@ func TestDelayAdapterHonoursCancellation(t *testing.T) {
 }
 
 func TestDelayInFlight(t *testing.T) {
-	for _, c := range []struct{ n, agents, maxInFlight, want int }{
-		{10000, 1, 8, 4 * 16},       // one agent: its executor's 4 batches of 16
-		{10000, 4, 8, 8 * 16},       // the run's 8 batches at once
-		{10000, 256, 8, 8 * 16},     // idem
-		{40, 4, 8, 4 * 10},          // batches of 10 resources
-		{10000, 16, 256, 32 * 16},   // 16 agents, 2 batches each (500 + 125)
-		{10000, 256, 256, 256 * 16}, // 256 agents of one batch of 39–40
-		{100000, 4, 256, 16 * 16},   // 4 agents of 50 batches: 4 each at once
+	for _, c := range []struct{ n, agents, perAgent, total, want int }{
+		{10000, 1, 4, 8, 4 * 16},       // one agent: its executor's 4 batches of 16
+		{10000, 4, 4, 8, 8 * 16},       // the run's 8 batches at once
+		{10000, 256, 4, 8, 8 * 16},     // idem
+		{40, 4, 4, 8, 4 * 10},          // batches of 10 resources
+		{10000, 16, 4, 256, 32 * 16},   // 16 agents, 2 batches each (500 + 125)
+		{10000, 256, 4, 256, 256 * 16}, // 256 agents of one batch of 39–40
+		{100000, 4, 4, 256, 16 * 16},   // 4 agents of 50 batches: 4 each at once
+		{10000, 256, 4, 64, 64 * 16},   // one pooled executor: its 64 slots
 	} {
-		if got := delayInFlight(c.n, c.agents, 1, 4, 16, c.maxInFlight, 4, 500); got != c.want {
-			t.Errorf("delayInFlight(%d resources, %d agents, %d in flight) = %d, want %d", c.n, c.agents, c.maxInFlight, got, c.want)
+		if got := delayInFlight(c.n, c.agents, c.perAgent, c.total, 16, 500); got != c.want {
+			t.Errorf("delayInFlight(%d resources, %d agents, %d per agent, %d in all) = %d, want %d",
+				c.n, c.agents, c.perAgent, c.total, got, c.want)
 		}
+	}
+}
+
+func TestDelayBounds(t *testing.T) {
+	maxInFlight, agentMaxInFlight = 256, 4
+	if p, tot := delayBounds(1, 256, 4, 64, true); p != 4 || tot != 64 {
+		t.Errorf("one pooled executor of 256 agents: %d per agent, %d in all; want 4, 64", p, tot)
+	}
+	if p, tot := delayBounds(2, 4, 4, 64, true); p != 4 || tot != 32 {
+		t.Errorf("two pooled executors of 4 agents: %d per agent, %d in all; want 4, 2 × 16", p, tot)
+	}
+	if p, tot := delayBounds(1, 16, 4, 64, false); p != 4 || tot != 256 {
+		t.Errorf("an executor per agent: %d per agent, %d in all; want 4, 256", p, tot)
 	}
 }

@@ -59,10 +59,18 @@ func main() {
 	flag.DurationVar(&delay, "delay", 0, "instead of P1–P5, deploy -n bench::Delay resources whose adapter only waits this long per call "+
 		"(on -external executors, at least 1 per agent), and report the time against the ideal (issue 28)")
 	flag.IntVar(&maxInFlight, "max-in-flight", 256, "the batches a deploy run dispatches at once (intend server --deploy-max-in-flight)")
+	flag.BoolVar(&pooled, "pool", false, "the -external executors serve every agent, as one pool (default: each serves one agent; with -delay: pooled)")
 	flag.IntVar(&agentMaxInFlight, "agent-max-in-flight", 4, "the batches of one agent a deploy run dispatches at once (intend server --agent-max-in-flight)")
 	flag.Parse()
 	if delay > 0 && *external < 1 {
 		*external = 1 // the embedded executor hosts the built-in adapters only
+	}
+	if delay > 0 {
+		explicit := false
+		flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "pool" })
+		if !explicit {
+			pooled = true
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -98,6 +106,9 @@ var delay time.Duration
 // maxInFlight is -max-in-flight, the server's Deploy.MaxInFlight;
 // agentMaxInFlight is -agent-max-in-flight, its Deploy.AgentMaxInFlight.
 var maxInFlight, agentMaxInFlight = 256, 4
+
+// pooled is -pool: the external executors serve every agent, one pool.
+var pooled bool
 
 // compileWorkers is the server's --compile-workers.
 var compileWorkers = 2
