@@ -295,3 +295,58 @@ func (r recordOrder) Create(ctx context.Context, hc *adapters.Context, res adapt
 	r.mu.Unlock()
 	return r.thing.Create(ctx, hc, res)
 }
+
+// gate is a fake adapter whose first resource (t000) waits, in Observe,
+// until a resource of the batch's second hundred has started.
+type gate struct {
+	thing
+	later chan struct{}
+	once  sync.Once
+}
+
+func (g *gate) Observe(ctx context.Context, hc *adapters.Context, r adapters.Resource) (adapters.Observation, error) {
+	if r.ID.Value >= "t100" {
+		g.once.Do(func() { close(g.later) })
+	}
+	if r.ID.Value == "t000" {
+		select {
+		case <-g.later:
+		case <-time.After(20 * time.Second):
+			return adapters.Observation{}, adapters.Permanent(errors.New("no resource after the first hundred started"))
+		case <-ctx.Done():
+			return adapters.Observation{}, ctx.Err()
+		}
+	}
+	return g.thing.Observe(ctx, hc, r)
+}
+
+// TestExecuteBatchRunsPastASlowResource: a batch runs its resources with
+// no pause between chunks of records (issue 28): one slow resource holds
+// its slot, not the resources after the first hundred (before, each
+// chunk of 100 had to finish, and be recorded, before the next started).
+func TestExecuteBatchRunsPastASlowResource(t *testing.T) {
+	t.Parallel()
+	st, e, run, plan := setup(t, 250)
+	g := &gate{thing: thing{state: map[string]string{}, calls: map[string]int{}}, later: make(chan struct{})}
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", g)
+	ex := executor(st, reg, 8)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: plan.Batches[0].Seq, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 250 || res.Failed != 0 {
+		t.Errorf("result = %+v, want all 250 deployed (t000 waited for a resource past the first hundred)", res)
+	}
+	if st := res.Stages; st.Execute <= 0 || st.Record < 0 {
+		t.Errorf("stages = %+v, want the run's time and the wait for its last records", st)
+	}
+}
