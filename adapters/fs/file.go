@@ -577,13 +577,16 @@ func createTemp(fs fsys.FS, path string) (fsys.WriteFile, string, error) {
 // writeAtomic writes content to a temporary file next to path, sets its
 // owners and mode and renames it over path, so readers see the old or the
 // new file, never a partial one. It does not fsync: after a crash the
-// executor observes again. Missing parent directories are created (the
-// temporary file's creation tells them missing: no stat of the parent
-// for a file whose directory exists). It returns what the written file
-// is (size, mtime), or nil when the file system cannot tell.
+// executor observes again. Missing parent directories are created, once
+// the temporary file's creation failed: no stat of the parent for a file
+// whose directory exists. It returns what the written file is (size,
+// mtime), or nil when the file system cannot tell.
 func writeAtomic(hc *adapters.Context, fs fsys.FS, path, content string, perm iofs.FileMode, o owners) (_ iofs.FileInfo, err error) {
 	tmp, name, err := createTemp(fs, path)
-	if isAbsent(err) {
+	if err != nil {
+		// The parent may be missing (which an SFTP server may report as
+		// a failure of any kind): see to it, then try again. Its errors
+		// come first, as when it was checked before the creation.
 		if err := ensureParent(hc, fs, path); err != nil {
 			return nil, err
 		}
