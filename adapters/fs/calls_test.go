@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -226,5 +227,25 @@ func TestLocalFiles(t *testing.T) {
 	var pe *iofs.PathError
 	if !errors.Is(err, iofs.ErrNotExist) || !errors.As(err, &pe) || pe.Path != missing {
 		t.Errorf("Open of a missing file: %v, want a PathError of ErrNotExist", err)
+	}
+}
+
+// TestFileUnderAFile checks that a file whose parent is a regular file
+// fails as it did when the parent was looked at before the write: a
+// permanent error naming the parent.
+func TestFileUnderAFile(t *testing.T) {
+	dir := t.TempDir()
+	parent := filepath.Join(dir, "p")
+	if err := os.WriteFile(parent, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := adapters.Run(context.Background(), File{}, adapters.NewContext(),
+		desiredFile(filepath.Join(parent, "f"), "x"), false)
+	if adapters.ClassOf(err) != adapters.ClassPermanent || err == nil ||
+		!strings.Contains(err.Error(), "parent "+parent+" of "+filepath.Join(parent, "f")+" is not a directory") {
+		t.Errorf("a file under a file: %v, want a permanent error naming the parent", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the directory holds %d entries, want the parent only", len(entries))
 	}
 }
