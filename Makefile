@@ -185,6 +185,7 @@ lint: $(STATICCHECK) ## go vet and staticcheck
 BENCH_N ?= 10000
 bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./adapters/... ./internal/intent/
+	CI=$${CI:-1} $(GO) test -run '^$$' -bench 'RunOne|DecodeBatch' -benchmem ./activities/agent/   # an executor's attempt on an unchanged file, a batch of 100 decoded
 	$(GO) test -run '^$$' -bench P8 -benchtime 5x -benchmem ./internal/compiler/   # P8: compile of 1 / 1,000 service instances
 	CI=$${CI:-1} $(GO) test -run '^$$' -bench 'Authenticate|GuardedRead' -benchtime 2000x ./api/   # what authentication adds per request
 	CI=$${CI:-1} $(GO) test -run '^$$' -bench ConsolePages -benchtime 20x ./console/   # the console's pages at 10,000 resources

@@ -644,6 +644,14 @@ func ComputeDiff(desired, observed map[string]any) Diff {
 }
 
 func jsonEqual(a, b any) bool {
+	// Equal strings have equal JSON forms (most attributes are strings,
+	// equal when nothing drifted): no encoding. Different ones may not
+	// (invalid UTF-8 encodes as U+FFFD): they take the long way.
+	if sa, ok := a.(string); ok {
+		if sb, ok := b.(string); ok && sa == sb {
+			return true
+		}
+	}
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	if err1 != nil || err2 != nil {

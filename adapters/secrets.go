@@ -192,6 +192,14 @@ func hasDotDot(p string) bool {
 // one, and the values (to mask). An unresolvable reference is a permanent
 // error naming the attribute: retrying cannot set a variable.
 func (s *Secrets) resolve(attrs map[string]any) (map[string]any, map[string]bool, []string, error) {
+	if !hasContainer(attrs) {
+		// No map, no list: no reference (most resources). The copy only.
+		out := make(map[string]any, len(attrs))
+		for k, v := range attrs {
+			out[k] = v
+		}
+		return out, nil, nil, nil
+	}
 	var values []string
 	var errs []error
 	secret := map[string]bool{}
@@ -240,6 +248,18 @@ func (s *Secrets) resolve(attrs map[string]any) (map[string]any, map[string]bool
 	// Longest first, so a secret containing another is masked whole.
 	sort.Slice(values, func(i, j int) bool { return len(values[i]) > len(values[j]) })
 	return out, secret, values, nil
+}
+
+// hasContainer reports whether a value of attrs is a map or a list, which
+// may hold a secret reference.
+func hasContainer(attrs map[string]any) bool {
+	for _, v := range attrs {
+		switch v.(type) {
+		case map[string]any, []any:
+			return true
+		}
+	}
+	return false
 }
 
 // Masked is what a secret value is replaced with in diffs, logs and facts.

@@ -157,13 +157,22 @@ func numberProblem(body []byte) *Problem {
 	return p
 }
 
-// mayOverflow reports whether body may hold a number beyond float64: a
-// digit followed by an exponent, or a run of maxFloat64Digits digits. It
-// looks at strings too, so it may say yes wrongly, never no.
+// mayOverflow reports whether body, valid JSON, may hold a number beyond
+// float64: a digit followed by an exponent, or a run of maxFloat64Digits
+// digits, outside strings. It may say yes wrongly, never no. Strings are
+// skipped: a timestamp or a base64 hash in a string ("…7e…") made every
+// chunk of records an executor sent walked a second time (issue 28).
 func mayOverflow(body []byte) bool {
 	run := 0
-	for _, c := range body {
-		switch {
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case c == '"':
+			for i++; i < len(body) && body[i] != '"'; i++ {
+				if body[i] == '\\' {
+					i++
+				}
+			}
+			run = 0
 		case c >= '0' && c <= '9':
 			if run++; run >= maxFloat64Digits {
 				return true

@@ -149,6 +149,16 @@ func TestExecutorAPIReachesOwnAgentsOnly(t *testing.T) {
 		!strings.Contains(err.Error(), "403") {
 		t.Errorf("recording into agent b's batch = %v, want 403", err)
 	}
+	// The caller's problem comes before its body's: a malformed body to
+	// another agent's batch is a 403 (the server reads the body first,
+	// for the hashes of its resources only).
+	for _, what := range []string{"actions", "intents"} {
+		code, out := f.callAs("POST", fmt.Sprintf("/api/v1/environments/%s/executor/batches/%d/%d/%s", e.Name, run,
+			batches["b"].Seq, what), `{"records": [`, tokA, nil)
+		if code != 403 {
+			t.Errorf("malformed %s into agent b's batch = %d %v, want 403", what, code, out)
+		}
+	}
 	if n := countActions(t, f, e); n != 0 {
 		t.Fatalf("%d actions recorded after the refusals, want 0", n)
 	}

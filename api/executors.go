@@ -287,16 +287,23 @@ func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	head, err := s.opts.Store.BatchHead(r.Context(), e.ID, run, seq)
+	// The body first, to read the hashes of its resources only; its
+	// problems are answered after those of the batch and the caller.
+	var req RecordRequest
+	decodeErr := Decode(r, &req, MaxRecordBytes)
+	ids := make([]string, len(req.Records))
+	for i, rec := range req.Records {
+		ids[i] = rec.ResourceID
+	}
+	head, err := s.opts.Store.BatchHead(r.Context(), e.ID, run, seq, ids)
 	if err != nil {
 		return err
 	}
 	if err := servesAll(principal(r), []string{head.Agent}); err != nil {
 		return err
 	}
-	var req RecordRequest
-	if err := Decode(r, &req, MaxRecordBytes); err != nil {
-		return err
+	if decodeErr != nil {
+		return decodeErr
 	}
 	var errs []FieldError
 	for i, rec := range req.Records {
@@ -370,16 +377,22 @@ func (s *Server) recordIntents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	head, err := s.opts.Store.BatchHead(r.Context(), e.ID, run, seq)
+	// As recordBatch: the body first, its problems answered last.
+	var req IntentsRequest
+	decodeErr := Decode(r, &req, 1<<20)
+	ids := make([]string, len(req.Intents))
+	for i, in := range req.Intents {
+		ids[i] = in.ResourceID
+	}
+	head, err := s.opts.Store.BatchHead(r.Context(), e.ID, run, seq, ids)
 	if err != nil {
 		return err
 	}
 	if err := servesAll(principal(r), []string{head.Agent}); err != nil {
 		return err
 	}
-	var req IntentsRequest
-	if err := Decode(r, &req, 1<<20); err != nil {
-		return err
+	if decodeErr != nil {
+		return decodeErr
 	}
 	if len(req.Intents) > MaxIntents {
 		return InvalidField("/intents", fmt.Sprintf("at most %d intents", MaxIntents))

@@ -6,7 +6,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -598,10 +597,8 @@ func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b ledger.Bat
 		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("no adapter for type %s on this executor (it has %v)",
 			id.Type, e.Adapters.Types()))
 	}
-	attrs := map[string]any{}
-	dec := json.NewDecoder(bytes.NewReader(r.Attributes))
-	dec.UseNumber()
-	if err := dec.Decode(&attrs); err != nil {
+	attrs, err := decodeAttributes(r.Attributes)
+	if err != nil {
 		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("attributes: %w", err))
 	}
 	return adapters.Run(ctx, h, hc, adapters.Resource{ID: id, Attributes: attrs, Purged: r.Purged},

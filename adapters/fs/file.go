@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -145,8 +146,10 @@ func (h File) parse(desired adapters.Resource) (fileSpec, error) {
 			break
 		}
 		spec.content, spec.hasContent = s, true
-		if sum := contentHash(s); spec.hasHash && sum != spec.hash {
-			errs = append(errs, fmt.Errorf("attribute %q: %s is not the hash of content, which is %s", attrContentHash, spec.hash, sum))
+		if spec.hasHash {
+			if sum := contentHash(s); sum != spec.hash {
+				errs = append(errs, fmt.Errorf("attribute %q: %s is not the hash of content, which is %s", attrContentHash, spec.hash, sum))
+			}
 		}
 	}
 
@@ -208,7 +211,10 @@ func parseMode(v any, typ string) (iofs.FileMode, error) {
 }
 
 // formatMode renders the permission bits of m as 4 octal digits ("0644").
-func formatMode(m iofs.FileMode) string { return fmt.Sprintf("%04o", uint32(m.Perm())) }
+func formatMode(m iofs.FileMode) string {
+	p := m.Perm()
+	return string([]byte{'0', byte('0' + p>>6&7), byte('0' + p>>3&7), byte('0' + p&7)})
+}
 
 func quoteAll(names []string) string {
 	q := make([]string, len(names))
@@ -344,17 +350,25 @@ func readContent(fs fsys.FS, spec fileSpec, fi iofs.FileInfo) (content, hash str
 	return content, digest, nil
 }
 
-// equalContent reports whether r yields exactly want.
+// equalContent reports whether r, a file whose size is len(want), yields
+// exactly want. A read shorter than asked that ends at len(want) is the
+// end of the file, so an unchanged file is read in one call.
 func equalContent(r io.Reader, want string) (bool, error) {
-	buf := make([]byte, 64<<10)
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := *bp
 	off := 0
 	for {
-		n, err := r.Read(buf)
+		ask := min(len(buf), len(want)-off+1)
+		n, err := r.Read(buf[:ask])
 		if n > 0 {
 			if off+n > len(want) || string(buf[:n]) != want[off:off+n] {
 				return false, nil
 			}
 			off += n
+			if n < ask && off == len(want) {
+				return true, nil
+			}
 		}
 		if err == io.EOF {
 			return off == len(want), nil
@@ -364,6 +378,13 @@ func equalContent(r io.Reader, want string) (bool, error) {
 		}
 	}
 }
+
+// readBuffers holds the buffers equalContent reads into: a buffer of its
+// own per observed file was half of what an executor allocated.
+var readBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 64<<10)
+	return &b
+}}
 
 // Create writes the file, creating missing parent directories with mode
 // 0755. It is idempotent: a repeat overwrites the file with the same content.
@@ -483,10 +504,8 @@ func write(ctx context.Context, hc *adapters.Context, fs fsys.FS, spec fileSpec,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ensureParent(hc, fs, spec.path); err != nil {
-		return err
-	}
-	if err := writeAtomic(hc, fs, spec.path, spec.content, perm, o); err != nil {
+	fi, err := writeAtomic(hc, fs, spec.path, spec.content, perm, o)
+	if err != nil {
 		return err
 	}
 	args := []any{"path", spec.path, "bytes", len(spec.content), "mode", formatMode(perm)}
@@ -498,7 +517,7 @@ func write(ctx context.Context, hc *adapters.Context, fs fsys.FS, spec fileSpec,
 	}
 	hc.Info("wrote file", args...)
 	// The facts Observe set describe the file before the write.
-	if fi, err := fs.Lstat(spec.path); err == nil {
+	if fi != nil {
 		setFileFacts(hc, fi)
 	}
 	return nil
@@ -541,7 +560,7 @@ func tempName(path string) string {
 }
 
 // createTemp makes a new temporary file next to path, retrying names that
-// are taken, and returns it with its name.
+// are taken, and returns it with its name. Its error is the file system's.
 func createTemp(fs fsys.FS, path string) (fsys.WriteFile, string, error) {
 	for try := 0; ; try++ {
 		name := tempName(path)
@@ -550,7 +569,7 @@ func createTemp(fs fsys.FS, path string) (fsys.WriteFile, string, error) {
 			return f, name, nil
 		}
 		if !errors.Is(err, iofs.ErrExist) || try == 100 {
-			return nil, "", classify("create temporary file for", path, err)
+			return nil, "", err
 		}
 	}
 }
@@ -558,11 +577,23 @@ func createTemp(fs fsys.FS, path string) (fsys.WriteFile, string, error) {
 // writeAtomic writes content to a temporary file next to path, sets its
 // owners and mode and renames it over path, so readers see the old or the
 // new file, never a partial one. It does not fsync: after a crash the
-// executor observes again.
-func writeAtomic(hc *adapters.Context, fs fsys.FS, path, content string, perm iofs.FileMode, o owners) (err error) {
+// executor observes again. Missing parent directories are created, once
+// the temporary file's creation failed: no stat of the parent for a file
+// whose directory exists. It returns what the written file is (size,
+// mtime), or nil when the file system cannot tell.
+func writeAtomic(hc *adapters.Context, fs fsys.FS, path, content string, perm iofs.FileMode, o owners) (_ iofs.FileInfo, err error) {
 	tmp, name, err := createTemp(fs, path)
 	if err != nil {
-		return err
+		// The parent may be missing (which an SFTP server may report as
+		// a failure of any kind): see to it, then try again. Its errors
+		// come first, as when it was checked before the creation.
+		if err := ensureParent(hc, fs, path); err != nil {
+			return nil, err
+		}
+		tmp, name, err = createTemp(fs, path)
+	}
+	if err != nil {
+		return nil, classify("create temporary file for", path, err)
 	}
 	closed := false
 	defer func() {
@@ -574,13 +605,13 @@ func writeAtomic(hc *adapters.Context, fs fsys.FS, path, content string, perm io
 		}
 	}()
 	if _, err := io.WriteString(tmp, content); err != nil {
-		return classify("write", path, err)
+		return nil, classify("write", path, err)
 	}
 	// Chown before chmod, since a chown may clear set-id bits.
 	if o.uid >= 0 || o.gid >= 0 {
 		if err := tmp.Chown(o.uid, o.gid); err != nil {
 			if !o.kept || o.desired || !errors.Is(err, iofs.ErrPermission) {
-				return classify("chown", path, err)
+				return nil, classify("chown", path, err)
 			}
 			// Keeping the owner of the replaced file is a courtesy when the
 			// owner is not managed; the executor may not be allowed to.
@@ -589,16 +620,29 @@ func writeAtomic(hc *adapters.Context, fs fsys.FS, path, content string, perm io
 	}
 	// Chmod rather than a mode at creation: chmod ignores the umask.
 	if err := tmp.Chmod(perm); err != nil {
-		return classify("chmod", path, err)
+		return nil, classify("chmod", path, err)
+	}
+	// The written file's size and mtime, which neither the close nor the
+	// rename changes: no stat of path after the rename.
+	var fi iofs.FileInfo
+	if st, ok := tmp.(interface{ Stat() (iofs.FileInfo, error) }); ok {
+		if sfi, err := st.Stat(); err == nil {
+			fi = sfi
+		}
 	}
 	closed = true
 	if err := tmp.Close(); err != nil {
-		return classify("write", path, err)
+		return nil, classify("write", path, err)
 	}
 	if err := fs.Rename(name, path); err != nil {
-		return classify("rename into", path, err)
+		return nil, classify("rename into", path, err)
 	}
-	return nil
+	if fi == nil {
+		if lfi, err := fs.Lstat(path); err == nil {
+			fi = lfi
+		}
+	}
+	return fi, nil
 }
 
 // Delete removes the file. A file that is already gone is success.

@@ -34,7 +34,7 @@ var _ fsys.FS = localFS{}
 func (localFS) Name() string                                { return "" }
 func (localFS) Lstat(path string) (iofs.FileInfo, error)    { return os.Lstat(path) }
 func (localFS) Stat(path string) (iofs.FileInfo, error)     { return os.Stat(path) }
-func (localFS) SameFile(a, b iofs.FileInfo) bool            { return os.SameFile(a, b) }
+func (localFS) SameFile(a, b iofs.FileInfo) bool            { return sameFile(a, b) }
 func (localFS) Rename(oldpath, newpath string) error        { return os.Rename(oldpath, newpath) }
 func (localFS) Remove(path string) error                    { return os.Remove(path) }
 func (localFS) Mkdir(path string) error                     { return os.Mkdir(path, 0o700) }
@@ -51,21 +51,8 @@ func (localFS) Owner(fi iofs.FileInfo) (uid, gid uint32) {
 	return 0, 0
 }
 
-func (localFS) Open(path string) (fsys.ReadFile, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-func (localFS) CreateExcl(path string) (fsys.WriteFile, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
-}
+func (localFS) Open(path string) (fsys.ReadFile, error)        { return openRead(path) }
+func (localFS) CreateExcl(path string) (fsys.WriteFile, error) { return createExcl(path) }
 
 func (localFS) IsEmptyDir(path string) (bool, error) {
 	f, err := os.Open(path)

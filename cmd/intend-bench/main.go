@@ -46,6 +46,7 @@ func main() {
 	flag.IntVar(&orderChain, "order-chain", 1, "P7o: items per dependency chain (1: no dependencies; 10: item i depends on i-1 within each 10)")
 	flag.IntVar(&compileWorkers, "compile-workers", 2, "the server's model compiles at once (intend server --compile-workers)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file (at its end)")
 	flag.StringVar(&engine, "engine", "dev", "Temporal to run on: dev (the pinned CLI's dev server, SQLite, as intend deploy) "+
 		"or server (the standalone server on this PostgreSQL, as production and intend dev-cluster)")
 	flag.IntVar(&agents, "agents", 1, "spread the resources of P1–P4 round robin over this many agents (bench-0, bench-1, …), "+
@@ -84,6 +85,9 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *memProfile != "" {
+		defer writeMemProfile(*memProfile)
+	}
 	if *p9N > 0 {
 		if err := p9(context.Background(), *p9N, *p9Runs, *p9Bin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "intend-bench:", err)
@@ -97,6 +101,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "intend-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
+	}
+}
+
+// writeMemProfile writes the allocations of the whole run (pprof's allocs
+// profile: alloc_space and alloc_objects since the start) to path.
+func writeMemProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "intend-bench: memprofile:", err)
 	}
 }
 

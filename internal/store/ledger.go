@@ -164,7 +164,7 @@ func ledgerError(err error) error {
 
 // BatchHead is what the attempts an executor reports for a batch are
 // checked against: the batch's agent, its run's version, action and
-// reason, and the hash of each of its resources.
+// reason, and the hash of each of the resources asked about that it has.
 type BatchHead struct {
 	Agent   string
 	Version int64
@@ -173,15 +173,23 @@ type BatchHead struct {
 	Hashes  map[string][]byte
 }
 
-// BatchHead reads the head of batch seq of run; a missing one is
-// ErrNotFound.
-func (s *Store) BatchHead(ctx context.Context, envID string, run int64, seq int) (BatchHead, error) {
+// BatchHead reads the head of batch seq of run, with the hashes of those
+// of resourceIDs that are resources of the batch (the others are not in
+// Hashes); a missing batch is ErrNotFound. Only the resources asked
+// about are read out: a chunk of 100 records of a batch of thousands
+// read all of their ids and hashes (issue 28).
+func (s *Store) BatchHead(ctx context.Context, envID string, run int64, seq int, resourceIDs []string) (BatchHead, error) {
 	var h BatchHead
 	var ids []string
 	var hashes [][]byte
-	err := s.pool.QueryRow(ctx, `select b.agent, r.version, r.action, r.reason, b.resource_ids, b.hashes
+	if resourceIDs == nil {
+		resourceIDs = []string{}
+	}
+	err := s.pool.QueryRow(ctx, `select b.agent, r.version, r.action, r.reason, u.ids, u.hashes
 		from deploy_batches b join deploy_runs r on r.environment_id = b.environment_id and r.run = b.run
-		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
+		cross join lateral (select array_agg(x.id) as ids, array_agg(x.hash) as hashes
+			from unnest(b.resource_ids, b.hashes) as x(id, hash) where x.id = any($4::text[])) u
+		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq, resourceIDs).
 		Scan(&h.Agent, &h.Version, &h.Action, &h.Reason, &ids, &hashes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return h, NotFound("deploy run %d batch %d", run, seq)
