@@ -132,14 +132,32 @@ func cut(all []Item, run []int, limits Limits) ([]int, []Batch) {
 		stage   int
 		members []int
 		bytes   int
+		size    int // the most members it takes
+	}
+	// A group of g resources is cut into ⌈g ÷ MaxResources⌉ batches of
+	// even size (625: 313 and 312, not 500 and 125), so that its batches,
+	// which run at once, end together. left[i] is what is left of item i's
+	// group from i on.
+	left := make([]int, n)
+	for b := n - 1; b >= 0; b-- {
+		i := byGroup[b]
+		left[i] = 1
+		if b+1 < n {
+			if j := byGroup[b+1]; stage[j] == stage[i] && items[j].Agent == items[i].Agent {
+				left[i] = left[j] + 1
+			}
+		}
 	}
 	var cuts []group
 	for _, i := range byGroup {
 		k := len(cuts) - 1
 		if k < 0 || cuts[k].stage != stage[i] || cuts[k].agent != items[i].Agent ||
-			len(cuts[k].members) >= limits.MaxResources ||
+			len(cuts[k].members) >= cuts[k].size ||
 			(limits.MaxBytes > 0 && cuts[k].bytes+items[i].Size > limits.MaxBytes && len(cuts[k].members) > 0) {
-			cuts = append(cuts, group{agent: items[i].Agent, stage: stage[i]})
+			// An even share of what is left: the batches still to cut
+			// from it, each at most MaxResources.
+			rest := (left[i] + limits.MaxResources - 1) / limits.MaxResources
+			cuts = append(cuts, group{agent: items[i].Agent, stage: stage[i], size: (left[i] + rest - 1) / rest})
 			k++
 		}
 		cuts[k].members = append(cuts[k].members, i)

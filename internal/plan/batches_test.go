@@ -72,3 +72,34 @@ func TestCutTiesByAgentThenID(t *testing.T) {
 			"level 0 holds x's batch then y's, each in id order", got, res.Batches, want)
 	}
 }
+
+// TestCutEvenly: a group is cut into as few batches as its limit allows,
+// of even size, so that its batches, which run at once, end together
+// (issue 28: 625 resources of an agent were 500 and 125, and the run
+// waited for the 500 alone).
+func TestCutEvenly(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n, max int
+		want   []int
+	}{
+		{625, 500, []int{313, 312}},
+		{1000, 500, []int{500, 500}},
+		{1001, 500, []int{334, 334, 333}},
+		{39, 500, []int{39}},
+		{7, 3, []int{3, 2, 2}},
+	} {
+		items := make([]Item, c.n)
+		for i := range items {
+			items[i] = Item{ID: fmt.Sprintf("r%05d", i), Agent: "a", Size: 10}
+		}
+		res := Make(items, nil, Limits{MaxResources: c.max})
+		var got []int
+		for _, b := range res.Batches {
+			got = append(got, b.Count)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%d resources, at most %d a batch: batches of %v, want %v", c.n, c.max, got, c.want)
+		}
+	}
+}
