@@ -45,14 +45,9 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	d := &runDetails{in: in, res: &res, failures: in.CarryFailures}
 	d.show(ctx, "planning")
 
-	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           TaskQueue,
-		StartToCloseTimeout: 2 * time.Minute,
-		HeartbeatTimeout:    OrchestrationHeartbeat,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
-	})
+	local := orchestration(ctx, in.Generation >= 2)
 	var plan PlanResult
-	if err := workflow.ExecuteActivity(local, PlanDeployActivity, PlanInput{
+	if err := orch(local, PlanDeployActivity, PlanInput{
 		EnvironmentID: in.EnvironmentID, Run: in.Run, Limits: in.Limits,
 	}).Get(ctx, &plan); err != nil {
 		return res, fmt.Errorf("plan: %w", err)
@@ -155,9 +150,43 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	return res, nil
 }
 
+// localKey marks a context whose orchestration activities run as local
+// activities.
+type localKey struct{}
+
+// orchestration returns the context of a run's orchestration activities
+// (plan, finish, mark, retry, route, outcome): on the task queue "intend",
+// or, from DeployGeneration 2, as local activities of the worker that runs
+// the workflow, which saves a workflow task and its round trips through
+// Temporal per call (they all touch PostgreSQL only, and are idempotent).
+func orchestration(ctx workflow.Context, local bool) workflow.Context {
+	retry := &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute}
+	if local {
+		ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: 2 * time.Minute, RetryPolicy: retry,
+		})
+		return workflow.WithValue(ctx, localKey{}, true)
+	}
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           TaskQueue,
+		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    OrchestrationHeartbeat,
+		RetryPolicy:         retry,
+	})
+}
+
+// orch runs the orchestration activity name in a context of
+// orchestration.
+func orch(ctx workflow.Context, name string, in any) workflow.Future {
+	if local, _ := ctx.Value(localKey{}).(bool); local {
+		return workflow.ExecuteLocalActivity(ctx, name, in)
+	}
+	return workflow.ExecuteActivity(ctx, name, in)
+}
+
 func finish(local, ctx workflow.Context, in DeployInput, status string, res DeployResult) error {
 	res.Stages = endSegment(ctx, res.Stages)
-	if err := workflow.ExecuteActivity(local, FinishDeployActivity, FinishInput{
+	if err := orch(local, FinishDeployActivity, FinishInput{
 		EnvironmentID: in.EnvironmentID, Run: in.Run, Status: status,
 		Deployed: res.Deployed, Failed: res.Failed, Skipped: res.Skipped, Unavailable: res.Unavailable,
 		Stages: res.Stages,
@@ -233,7 +262,7 @@ func (r *deployRun) retryLevel(batches []BatchRef, st levelStats) error {
 			seqs[i] = b.Seq
 		}
 		var rp PlanRetryResult
-		if err := workflow.ExecuteActivity(r.local, PlanRetryActivity, PlanRetryInput{
+		if err := orch(r.local, PlanRetryActivity, PlanRetryInput{
 			EnvironmentID: in.EnvironmentID, Run: in.Run, Seqs: seqs, NextSeq: r.nextSeq,
 		}).Get(ctx, &rp); err != nil {
 			return fmt.Errorf("plan retry: %w", err)
@@ -380,7 +409,7 @@ func (l *levelRun) dispatch(b BatchRef, reroutes int) {
 func (l *levelRun) routeAgain(b BatchRef, queue string) (bool, error) {
 	r := l.r
 	var rr RouteAgentsResult
-	if err := workflow.ExecuteActivity(r.local, RouteAgentsActivity, RouteAgentsInput{
+	if err := orch(r.local, RouteAgentsActivity, RouteAgentsInput{
 		EnvironmentID: r.in.EnvironmentID, Agents: []string{b.Agent},
 	}).Get(r.ctx, &rr); err != nil {
 		return false, fmt.Errorf("route agent %s: %w", b.Agent, err)
@@ -417,7 +446,7 @@ func (l *levelRun) done(br BatchResult) {
 func (l *levelRun) mark(b BatchRef, result, reason string) {
 	r, ctx, in, res := l.r, l.r.ctx, l.r.in, l.r.res
 	var mr MarkBatchResult
-	if merr := workflow.ExecuteActivity(r.local, MarkBatchActivity, MarkBatchInput{
+	if merr := orch(r.local, MarkBatchActivity, MarkBatchInput{
 		EnvironmentID: in.EnvironmentID, Run: in.Run, Seq: b.Seq, Result: result, Reason: reason,
 	}).Get(ctx, &mr); merr != nil {
 		l.fatal = fmt.Errorf("mark batch %d %s: %w", b.Seq, result, merr)

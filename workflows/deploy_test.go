@@ -41,10 +41,16 @@ type fakeActivities struct {
 	// route answers RouteAgents (nil: every agent's own queue, none live).
 	route  func(in RouteAgentsInput) RouteAgentsResult
 	routed []RouteAgentsInput
+	// localPlan, localFinish: the plan and the finish ran as local
+	// activities.
+	localPlan, localFinish bool
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	env.RegisterActivityWithOptions(func(ctx context.Context, in PlanInput) (PlanResult, error) {
+		f.mu.Lock()
+		f.localPlan = activity.GetInfo(ctx).IsLocalActivity
+		f.mu.Unlock()
 		return f.plan, nil
 	}, activity.RegisterOptions{Name: PlanDeployActivity})
 	env.RegisterActivityWithOptions(func(ctx context.Context, in BatchInput) (BatchResult, error) {
@@ -88,6 +94,7 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	}, activity.RegisterOptions{Name: PlanRetryActivity})
 	env.RegisterActivityWithOptions(func(ctx context.Context, in FinishInput) error {
 		f.finished = &in
+		f.localFinish = activity.GetInfo(ctx).IsLocalActivity
 		return nil
 	}, activity.RegisterOptions{Name: FinishDeployActivity})
 	env.RegisterActivityWithOptions(func(ctx context.Context, in RouteAgentsInput) (RouteAgentsResult, error) {
@@ -347,10 +354,18 @@ func TestDeployBoundsEachAgent(t *testing.T) {
 		}
 	}
 
-	// Before generation 2, one agent's batches take what the run allows.
+	if !f.localPlan || !f.localFinish {
+		t.Errorf("generation 2: plan local %v, finish local %v; want both local activities", f.localPlan, f.localFinish)
+	}
+
+	// Before generation 2, one agent's batches take what the run allows,
+	// and the orchestration activities are activities of their own.
 	f1 := newFake(batches)
 	if _, err := run(t, f1, DeployInput{EnvironmentID: "e", EnvironmentName: "env", Run: 1, Generation: 1}); err != nil {
 		t.Fatal(err)
+	}
+	if f1.localPlan || f1.localFinish {
+		t.Errorf("generation 1: plan local %v, finish local %v; want neither", f1.localPlan, f1.localFinish)
 	}
 	if f1.agentMax["big"] <= defaultAgentMaxInFlight || f1.maxSeen > gen1MaxInFlight {
 		t.Errorf("generation 1: agent big ran %d at once, the run %d; want more than %d and at most %d",

@@ -127,7 +127,7 @@ func conclude(local, ctx workflow.Context, in DeployInput, d *runDetails, res *D
 	res.Result = RunResultOf(*res)
 	if res.Failed+res.Unavailable+res.Skipped > 0 {
 		var o RunOutcome
-		if err := workflow.ExecuteActivity(local, RunOutcomeActivity, RunOutcomeInput{
+		if err := orch(local, RunOutcomeActivity, RunOutcomeInput{
 			EnvironmentID: in.EnvironmentID, Run: in.Run, Limit: maxRunFailures,
 		}).Get(ctx, &o); err != nil {
 			log.Warn("cannot read the resources the run did not deploy", "run", in.Run, "error", err)

@@ -23,11 +23,12 @@ type RouteOptions struct {
 // applies winning:
 //  1. the queue of a live executor registration that serves the agent
 //     (not an embedded one), the most recently seen first;
-//  2. the environment's embedded queue, for an agent its embedded
-//     executors serve;
+//  2. the environment's embedded queue, for an agent this server's
+//     embedded executors serve (o), or a live embedded executor (of
+//     another replica) serves;
 //  3. the queue of any other registration that served it (stopped, or
 //     not seen for a while, within ExecutorForgetAfter): it comes back
-//     to the queue it left;
+//     to the queue it left; an external one before an embedded one;
 //  4. the agent's own queue, names.AgentTaskQueue, which an executor of
 //     that one agent polls.
 //
@@ -46,7 +47,9 @@ func (s *Store) AgentRoutes(ctx context.Context, envID string, agents []string, 
 		live  bool
 	}
 	regs := map[string]reg{}
-	liveEmbedded := map[string]bool{}
+	// embeddedRegs: the agents an embedded registration serves, and
+	// whether a live one does.
+	embeddedRegs := map[string]bool{}
 	rows, err := s.pool.Query(ctx, `select a, task_queue, embedded,
 		  stopped_at is null and last_seen > now() - make_interval(secs => $3) as live
 		from executors, unnest(agents) a
@@ -63,7 +66,7 @@ func (s *Store) AgentRoutes(ctx context.Context, envID string, agents []string, 
 			return Routes{}, fmt.Errorf("route agents: %w", err)
 		}
 		if embedded {
-			liveEmbedded[a] = liveEmbedded[a] || r.live
+			embeddedRegs[a] = embeddedRegs[a] || r.live
 			continue
 		}
 		if _, seen := regs[a]; !seen {
@@ -82,13 +85,16 @@ func (s *Store) AgentRoutes(ctx context.Context, envID string, agents []string, 
 	}
 	for _, a := range agents {
 		r, registered := regs[a]
+		liveEmbedded, embeddedRegistered := embeddedRegs[a]
 		switch {
 		case registered && r.live:
 			out.Queues[a], out.Live[a] = r.queue, true
-		case embedded != nil && embedded(a):
-			out.Queues[a], out.Live[a] = names.EmbeddedTaskQueue(e.Name), liveEmbedded[a]
+		case embedded != nil && embedded(a), liveEmbedded:
+			out.Queues[a], out.Live[a] = names.EmbeddedTaskQueue(e.Name), liveEmbedded
 		case registered:
 			out.Queues[a] = r.queue
+		case embeddedRegistered:
+			out.Queues[a] = names.EmbeddedTaskQueue(e.Name)
 		default:
 			out.Queues[a] = names.AgentTaskQueue(e.Name, a)
 		}

@@ -22,7 +22,7 @@ func TestAgentRoutes(t *testing.T) {
 	e := newEnv(t, st)
 	ctx := context.Background()
 	body := `{"resources":[`
-	for i, a := range []string{"a", "b", "c", "d", "e"} {
+	for i, a := range []string{"a", "b", "c", "d", "e", "g"} {
 		if i > 0 {
 			body += ","
 		}
@@ -45,7 +45,7 @@ func TestAgentRoutes(t *testing.T) {
 	if _, err := conn.Exec(ctx, `update executors set last_seen = now() - interval '31 seconds' where name = 'ext-quiet'`); err != nil {
 		t.Fatal(err)
 	}
-	agents := []string{"a", "b", "c", "d", "e", "f"}
+	agents := []string{"a", "b", "c", "d", "e", "f", "g"}
 	pool := names.PoolTaskQueue(e.Name, names.DefaultPool([]string{"a", "d"}))
 	emb := names.EmbeddedTaskQueue(e.Name)
 	check := func(o store.RouteOptions, queues map[string]string, live map[string]bool) {
@@ -68,17 +68,35 @@ func TestAgentRoutes(t *testing.T) {
 	}
 	check(store.RouteOptions{Embedded: true, EmbeddedLimit: 3},
 		map[string]string{"a": pool, "b": emb, "c": emb, "d": pool, "e": names.PoolTaskQueue(e.Name, "p"),
-			"f": names.AgentTaskQueue(e.Name, "f")},
+			"f": names.AgentTaskQueue(e.Name, "f"), "g": names.AgentTaskQueue(e.Name, "g")},
 		map[string]bool{"a": true, "b": true, "c": true, "d": true})
-	// The limit cuts the embedded executors' agents by name.
-	check(store.RouteOptions{Embedded: true, EmbeddedLimit: 2},
-		map[string]string{"a": pool, "b": emb, "c": names.AgentTaskQueue(e.Name, "c"), "d": pool,
-			"e": names.PoolTaskQueue(e.Name, "p"), "f": names.AgentTaskQueue(e.Name, "f")},
-		map[string]bool{"a": true, "b": true, "d": true})
-	// A server without embedded executors routes by registrations alone.
+	// The limit cuts the embedded executors' agents by name: g is the
+	// sixth released agent, the registrations know nothing of it.
+	// (e, whose external executor is not live, goes to the embedded
+	// executors, which its setting lets serve it.)
+	check(store.RouteOptions{Embedded: true, EmbeddedLimit: 6},
+		map[string]string{"a": pool, "b": emb, "c": emb, "d": pool, "e": emb,
+			"f": names.AgentTaskQueue(e.Name, "f"), "g": emb},
+		map[string]bool{"a": true, "b": true, "c": true, "d": true})
+	// A server without embedded executors (a replica configured so, or
+	// during a rolling change) routes by registrations alone: those of
+	// the other replicas' embedded executors too, or their agents' batches
+	// would wait in queues nobody polls (TestLSMUpdateLostWithItsTask, a
+	// second replica without one, planned a delete's purge so).
 	check(store.RouteOptions{},
-		map[string]string{"a": pool, "b": names.AgentTaskQueue(e.Name, "b"), "c": names.AgentTaskQueue(e.Name, "c"),
-			"d": pool, "e": names.PoolTaskQueue(e.Name, "p"), "f": names.AgentTaskQueue(e.Name, "f")},
+		map[string]string{"a": pool, "b": emb, "c": emb,
+			"d": pool, "e": names.PoolTaskQueue(e.Name, "p"), "f": names.AgentTaskQueue(e.Name, "f"),
+			"g": names.AgentTaskQueue(e.Name, "g")},
+		map[string]bool{"a": true, "b": true, "c": true, "d": true})
+	// An embedded registration that is not live still keeps its agents
+	// in the embedded queue, after the external ones.
+	if _, err := conn.Exec(ctx, `update executors set last_seen = now() - interval '31 seconds' where name = 'emb'`); err != nil {
+		t.Fatal(err)
+	}
+	check(store.RouteOptions{},
+		map[string]string{"a": pool, "b": emb, "c": emb,
+			"d": pool, "e": names.PoolTaskQueue(e.Name, "p"), "f": names.AgentTaskQueue(e.Name, "f"),
+			"g": names.AgentTaskQueue(e.Name, "g")},
 		map[string]bool{"a": true, "d": true})
 	// The registrations show the queue each executor polls.
 	xs, err := st.ListExecutors(ctx, e.ID)
