@@ -14,14 +14,14 @@ import (
 // (Options.Instances, JSON parameters), each refined on its own into three
 // resources, besides the model's two plain resources.
 
-func benchmarkCompile(b *testing.B, n int) {
+func benchmarkCompile(b *testing.B, n int, models *Models) {
 	model := strings.Split(siteModel, "\tinstances: [N=string]")[0] + "}\n"
 	dir := writeProject(b, map[string]string{"main.cue": model})
 	insts := map[string]json.RawMessage{}
 	for i := range n {
 		insts[fmt.Sprintf("s%d", i)] = json.RawMessage(fmt.Sprintf(`{"name": %q, "title": "Site %d"}`, letters(i), i))
 	}
-	opts := Options{Dir: dir, Instances: map[string]map[string]json.RawMessage{"site": insts}}
+	opts := Options{Dir: dir, Instances: map[string]map[string]json.RawMessage{"site": insts}, Models: models, SourceKey: "m1"}
 	b.ResetTimer()
 	for b.Loop() {
 		res, err := Compile(context.Background(), opts)
@@ -34,8 +34,12 @@ func benchmarkCompile(b *testing.B, n int) {
 	}
 }
 
-func BenchmarkCompileP8One(b *testing.B)      { benchmarkCompile(b, 1) }
-func BenchmarkCompileP8Thousand(b *testing.B) { benchmarkCompile(b, 1000) }
+func BenchmarkCompileP8One(b *testing.B)      { benchmarkCompile(b, 1, nil) }
+func BenchmarkCompileP8Thousand(b *testing.B) { benchmarkCompile(b, 1000, nil) }
+
+// BenchmarkCompileP8OneBuilt: the same with the model built once
+// (Options.Models), as a compile worker of the lifecycle engine compiles.
+func BenchmarkCompileP8OneBuilt(b *testing.B) { benchmarkCompile(b, 1, NewModels(1)) }
 
 // letters names i with lower-case letters only, as the model's names must be.
 func letters(i int) string {
@@ -51,14 +55,24 @@ func letters(i int) string {
 // BenchmarkCompileP8CachedThousand: the lifecycle engine's validation of
 // one instance among 1,000 whose outputs are cached from an earlier
 // compile of the same model.
-func BenchmarkCompileP8CachedThousand(b *testing.B) { benchmarkCached(b, 1000, false) }
+func BenchmarkCompileP8CachedThousand(b *testing.B) { benchmarkCached(b, 1000, false, nil) }
 
 // BenchmarkCompileP7CachedTenThousandFocused: the same with 10,000 live
 // instances, focused as a validation's compile is (P7's bar: one update
 // among 10,000 live instances up in 1 s).
-func BenchmarkCompileP7CachedTenThousandFocused(b *testing.B) { benchmarkCached(b, 10000, true) }
+func BenchmarkCompileP7CachedTenThousandFocused(b *testing.B) { benchmarkCached(b, 10000, true, nil) }
 
-func benchmarkCached(b *testing.B, n int, focus bool) {
+// BenchmarkCompileP8CachedThousandBuilt and
+// BenchmarkCompileP7CachedTenThousandFocusedBuilt: the same with the
+// model built once (Options.Models), as a compile worker compiles.
+func BenchmarkCompileP8CachedThousandBuilt(b *testing.B) {
+	benchmarkCached(b, 1000, false, NewModels(1))
+}
+func BenchmarkCompileP7CachedTenThousandFocusedBuilt(b *testing.B) {
+	benchmarkCached(b, 10000, true, NewModels(1))
+}
+
+func benchmarkCached(b *testing.B, n int, focus bool, models *Models) {
 	model := strings.Split(siteModel, "\tinstances: [N=string]")[0] + "}\n"
 	dir := writeProject(b, map[string]string{"main.cue": model})
 	insts := map[string]json.RawMessage{}
@@ -66,7 +80,7 @@ func benchmarkCached(b *testing.B, n int, focus bool) {
 		insts[fmt.Sprintf("s%d", i)] = json.RawMessage(fmt.Sprintf(`{"name": %q, "title": "Site %d"}`, letters(i), i))
 	}
 	cache := NewCache(1 << 20)
-	opts := Options{Dir: dir, Instances: map[string]map[string]json.RawMessage{"site": insts}, Cache: cache, SourceKey: "m1"}
+	opts := Options{Dir: dir, Instances: map[string]map[string]json.RawMessage{"site": insts}, Cache: cache, SourceKey: "m1", Models: models}
 	if _, err := Compile(context.Background(), opts); err != nil {
 		b.Fatal(err)
 	}

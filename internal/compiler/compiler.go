@@ -88,6 +88,11 @@ type Options struct {
 	// compile of the same model. Without a SourceKey nothing is cached.
 	Cache     *Cache
 	SourceKey string
+	// Models, with SourceKey, keeps the model built (loaded, parsed,
+	// evaluated) for the next compiles of the same source in the same
+	// directory (models.go). Not for a directory whose files change
+	// under the same SourceKey.
+	Models *Models
 	// Focus, when set, keeps only what concerns one service instance in
 	// the Result: the resources of its set and its parameters. The compile
 	// still evaluates and checks every instance (a duplicate resource id
@@ -207,10 +212,11 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Cache != nil {
 		hint = int(opts.Cache.outputs.Load())
 	}
-	c, proj, v, err := loadModel(ctx, opts, hint)
+	c, proj, v, release, err := loadModel(ctx, opts, hint)
 	if err != nil || c == nil {
 		return nil, err
 	}
+	defer release()
 	if _, err := v.Fields(); err != nil {
 		c.errs.addCUE("", err)
 		return nil, c.errs.err()
@@ -278,33 +284,58 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 
 // loadModel loads the project at opts.Dir and builds its model: the
 // compilation that goes on with it (its tables sized for hint
-// resources), the project and the model's value. A model that does not
-// load returns its errors; c is nil then.
-func loadModel(ctx context.Context, opts Options, hint int) (c *compilation, proj project.Project, v cue.Value, err error) {
+// resources), the project and the model's value, taken from opts.Models
+// when it holds the source's; release gives a model taken or built for
+// opts.Models back once the compile is done with it. A model that does
+// not load returns its errors; c is nil then.
+func loadModel(ctx context.Context, opts Options, hint int) (c *compilation, proj project.Project, v cue.Value, release func(), err error) {
+	release = func() {}
 	root, err := filepath.Abs(opts.Dir)
 	if err != nil {
-		return nil, proj, v, err
+		return nil, proj, v, release, err
+	}
+	newCompilation := func() *compilation {
+		return &compilation{
+			ctx:   ctx,
+			opts:  opts,
+			errs:  &errorList{root: root, stdAt: filepath.Join(root, "cue.mod", "pkg", filepath.FromSlash(StdModule))},
+			files: map[string]*ast.File{},
+			ids:   make(map[string]int, hint),
+			out:   make([]Resource, 0, hint),
+		}
+	}
+	models := opts.Models
+	if opts.SourceKey == "" {
+		models = nil
+	}
+	if models != nil {
+		if b := models.take(opts.SourceKey, root); b != nil {
+			c = newCompilation()
+			c.files, c.std, c.allowed, c.cue = b.files, b.std, b.allowed, b.cue
+			return c, b.proj, b.value, b.mu.Unlock, nil
+		}
 	}
 	if proj, err = project.Load(root); err != nil {
-		return nil, proj, v, err
+		return nil, proj, v, release, err
 	}
-	c = &compilation{
-		ctx:   ctx,
-		opts:  opts,
-		errs:  &errorList{root: root, stdAt: filepath.Join(root, "cue.mod", "pkg", filepath.FromSlash(StdModule))},
-		files: map[string]*ast.File{},
-		ids:   make(map[string]int, hint),
-		out:   make([]Resource, 0, hint),
-	}
+	c = newCompilation()
 	inst, err := c.load(root, proj)
 	if err != nil {
-		return nil, proj, v, err
+		return nil, proj, v, release, err
 	}
 	if inst == nil {
-		return nil, proj, v, c.errs.err()
+		return nil, proj, v, release, c.errs.err()
 	}
 	c.cue = cuecontext.New()
-	return c, proj, c.cue.BuildInstance(inst), nil
+	v = c.cue.BuildInstance(inst)
+	if models != nil {
+		c.allowed = map[string]map[string]bool{}
+		b := &builtModel{proj: proj, root: root, cue: c.cue, value: v, files: c.files, std: c.std, allowed: c.allowed}
+		b.mu.Lock()
+		models.put(opts.SourceKey, root, b)
+		release = b.mu.Unlock
+	}
+	return c, proj, v, release, nil
 }
 
 type compilation struct {

@@ -147,10 +147,11 @@ func Migrate(ctx context.Context, opts MigrateOptions) (map[string]any, error) {
 	if opts.To <= opts.From {
 		return nil, fmt.Errorf("version %d is not newer than %d", opts.To, opts.From)
 	}
-	c, _, v, err := loadModel(ctx, Options{Dir: opts.Dir}, 0)
+	c, _, v, release, err := loadModel(ctx, Options{Dir: opts.Dir}, 0)
 	if err != nil || c == nil {
 		return nil, err
 	}
+	defer release()
 	path := "services." + cue.MakePath(cue.Str(opts.Entity)).String()
 	ent := v.LookupPath(cue.MakePath(cue.Str("services"), cue.Str(opts.Entity)))
 	if !ent.Exists() {
