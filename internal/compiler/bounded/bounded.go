@@ -12,7 +12,10 @@
 // its compiler cache between compiles (the lifecycle engine's warm cache).
 // A compile over its time is killed with its worker; a worker whose heap
 // passes the memory limit, or whose compile passes its CPU time limit,
-// exits at once; either way the next compile gets a fresh worker.
+// exits at once; either way the next compile gets a fresh worker. A
+// worker also keeps the models it built (compiler.Models) and the
+// inventories it was sent, so that the next compile of the same source
+// for the same environment is sent only what changed (inventory.go).
 //
 // The workers are shared by every environment, so the pool hands a free
 // one to the environment with the fewest compiles running (first come
@@ -90,6 +93,12 @@ type Pool struct {
 	mu    sync.Mutex
 	idle  []*worker
 	slots fairSlots
+
+	// noDelta sends every inventory in full (tests compare).
+	noDelta bool
+	// fulls and deltas count the inventories sent in full and as
+	// deltas, resends the deltas a worker asked to have in full.
+	fulls, deltas, resends atomic.Int64
 }
 
 func (p *Pool) init() {
@@ -118,13 +127,12 @@ func (p *Pool) Compile(ctx context.Context, opts compiler.Options, job compiler.
 		return nil, err
 	}
 	defer p.slots.release(job.Environment)
-	w, err := p.take(opts.SourceKey)
+	key := invKey{Env: job.Environment, Source: opts.SourceKey}
+	w, err := p.take(key)
 	if err != nil {
 		return nil, err
 	}
-	res, err := w.compile(ctx, request{Dir: opts.Dir, Facts: opts.Facts, Instances: opts.Instances, InstanceVersions: opts.InstanceVersions,
-		Related: opts.Related, SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "", Focus: opts.Focus,
-		CPU: job.CPU}, job.Timeout, p.Memory)
+	res, err := p.send(ctx, w, key, opts, job)
 	if w.alive() {
 		p.mu.Lock()
 		p.idle = append(p.idle, w)
@@ -139,17 +147,75 @@ func (p *Pool) Queue() (running, waiting int) {
 	return p.slots.counts()
 }
 
-// take returns an idle worker, the one that last compiled sourceKey if
-// there is one (its cache is warm), or starts one.
-func (p *Pool) take(sourceKey string) (*worker, error) {
+// send has w compile opts: the inventory as a delta from what w kept of
+// key, or in full when it keeps nothing of it (or asks for it again).
+func (p *Pool) send(ctx context.Context, w *worker, key invKey, opts compiler.Options, job compiler.Job) (*compiler.Result, error) {
+	cur := &inventory{Facts: opts.Facts, Instances: opts.Instances, InstanceVersions: opts.InstanceVersions, Related: opts.Related}
+	// An empty inventory (a model upload's compile) is not worth a
+	// worker's slot, unless it is what a kept one became.
+	retain := key.Source != "" && !p.noDelta && (!cur.empty() || w.sent.has(key))
+	for {
+		req := request{Dir: opts.Dir, SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "",
+			Focus: opts.Focus, CPU: job.CPU, Env: key.Env}
+		var was *kept
+		if retain {
+			w.gen++
+			req.Gen = w.gen
+			if was = w.sent.get(key); was != nil {
+				req.Delta = diffInventory(was.gen, was.inv, cur)
+			}
+		}
+		if req.Delta == nil {
+			req.Facts, req.Instances, req.InstanceVersions, req.Related = cur.Facts, cur.Instances, cur.InstanceVersions, cur.Related
+			p.fulls.Add(1)
+		} else {
+			p.deltas.Add(1)
+		}
+		// A resend is answered at once, nothing compiled: the limit
+		// holds for the compile.
+		res, held, err := w.compile(ctx, req, job.Timeout, p.Memory)
+		switch {
+		case errors.Is(err, errResend):
+			// The worker lacks the generation the delta applies to:
+			// the whole inventory, once.
+			p.resends.Add(1)
+			w.sent.drop(key)
+			if was == nil {
+				return nil, errors.New("the compile worker asked again for an inventory sent in full")
+			}
+			continue
+		case !w.alive() || !retain:
+		case !held:
+			w.sent.drop(key)
+		case was != nil:
+			applyInventory(was.inv, req.Delta, true)
+			was.gen = req.Gen
+		default:
+			w.sent.put(key, req.Gen, copyInventory(cur))
+		}
+		return res, err
+	}
+}
+
+// take returns an idle worker: the one that keeps key's inventory if
+// there is one (it is sent what changed), else one that last compiled
+// its source (its cache is warm), else any; or starts one.
+func (p *Pool) take(key invKey) (*worker, error) {
 	p.mu.Lock()
-	pick := -1
+	pick, best := -1, -1
 	for i, w := range p.idle {
 		if !w.alive() {
 			continue
 		}
-		if pick < 0 || (sourceKey != "" && w.lastKey == sourceKey) {
-			pick = i
+		score := 0
+		switch {
+		case key.Source != "" && w.sent.has(key):
+			score = 2
+		case key.Source != "" && w.lastKey == key.Source:
+			score = 1
+		}
+		if score > best {
+			pick, best = i, score
 		}
 	}
 	var w *worker
@@ -198,6 +264,15 @@ type request struct {
 	Focus            *compiler.Focus                       `json:"focus,omitempty"`
 	// CPU is the CPU time the compile may use (0: no limit).
 	CPU time.Duration `json:"cpu,omitempty"`
+	// Env is the environment the compile is for: with SourceKey, the
+	// key of the inventory the worker keeps (inventory.go).
+	Env string `json:"env,omitempty"`
+	// Gen, when not 0, asks the worker to keep this compile's inventory
+	// as generation Gen of its key.
+	Gen uint64 `json:"gen,omitempty"`
+	// Delta, instead of Facts, Instances, InstanceVersions and Related,
+	// is the inventory as a change of the one the worker keeps.
+	Delta *delta `json:"delta,omitempty"`
 }
 
 // response is a compile's outcome, as a worker writes it.
@@ -209,7 +284,16 @@ type response struct {
 	// Err is another error that is not the model's (an unreadable
 	// directory).
 	Err string `json:"err,omitempty"`
+	// Kept: the worker keeps the compile's inventory as its request's
+	// generation.
+	Kept bool `json:"kept,omitempty"`
+	// Resend: the worker does not keep the generation the delta applies
+	// to, and compiled nothing; the inventory must come in full.
+	Resend bool `json:"resend,omitempty"`
 }
+
+// errResend is a worker's answer to a delta it cannot apply.
+var errResend = errors.New("the compile worker asks for the whole inventory")
 
 // result is compiler.Result on the wire: Origin is not part of a
 // resource's JSON, so it travels beside it.
@@ -255,6 +339,10 @@ type worker struct {
 	stderr  *childproc.Tail
 	exited  chan struct{}
 	lastKey string
+	// sent is what this worker keeps of each inventory it was sent, and
+	// gen the last generation given (inventory.go); its compile's.
+	sent retained
+	gen  uint64
 
 	mu   sync.Mutex
 	dead bool
@@ -317,8 +405,9 @@ func (w *worker) stop() {
 	<-w.exited
 }
 
-// compile sends one compile and waits for its answer, at most limit.
-func (w *worker) compile(ctx context.Context, req request, limit time.Duration, memory int64) (*compiler.Result, error) {
+// compile sends one compile and waits for its answer, at most limit;
+// kept says whether the worker keeps its inventory (as req.Gen).
+func (w *worker) compile(ctx context.Context, req request, limit time.Duration, memory int64) (_ *compiler.Result, kept bool, _ error) {
 	w.lastKey = req.SourceKey
 	type answer struct {
 		resp response
@@ -345,30 +434,33 @@ func (w *worker) compile(ctx context.Context, req request, limit time.Duration, 
 			state := w.cmd.ProcessState
 			msg := w.stderr.String()
 			if state != nil && state.ExitCode() == exitMemory || strings.Contains(msg, "out of memory") {
-				return nil, &compiler.LimitError{Kind: "memory", Limit: bytesText(memory)}
+				return nil, false, &compiler.LimitError{Kind: "memory", Limit: bytesText(memory)}
 			}
 			if state != nil && state.ExitCode() == exitCPU {
-				return nil, &compiler.LimitError{Kind: "cpu", Limit: req.CPU.String()}
+				return nil, false, &compiler.LimitError{Kind: "cpu", Limit: req.CPU.String()}
 			}
-			return nil, fmt.Errorf("the compile worker died: %v: %s", a.err, strings.TrimSpace(msg))
+			return nil, false, fmt.Errorf("the compile worker died: %v: %s", a.err, strings.TrimSpace(msg))
 		}
+		kept := a.resp.Kept
 		switch {
+		case a.resp.Resend:
+			return nil, false, errResend
 		case len(a.resp.Errors) > 0:
-			return nil, a.resp.Errors
+			return nil, kept, a.resp.Errors
 		case a.resp.Project != nil:
-			return nil, a.resp.Project
+			return nil, kept, a.resp.Project
 		case a.resp.Err != "":
-			return nil, errors.New(a.resp.Err)
+			return nil, kept, errors.New(a.resp.Err)
 		case a.resp.Result == nil:
-			return nil, errors.New("the compile worker answered nothing")
+			return nil, kept, errors.New("the compile worker answered nothing")
 		}
-		return a.resp.Result.toResult(), nil
+		return a.resp.Result.toResult(), kept, nil
 	case <-timer.C:
 		w.stop()
-		return nil, &compiler.LimitError{Kind: "time", Limit: limit.String()}
+		return nil, false, &compiler.LimitError{Kind: "time", Limit: limit.String()}
 	case <-ctx.Done():
 		w.stop()
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 }
 
@@ -393,7 +485,9 @@ func serveMain() int {
 	}
 	cpu := &cpuWatch{}
 	go cpu.watch(5 * time.Millisecond)
-	if err := serve(os.Stdin, os.Stdout, cache, cpu); err != nil {
+	// The inventories it keeps between compiles take at most an eighth
+	// of its memory: maxRetained of a 32nd each.
+	if err := serve(os.Stdin, os.Stdout, cache, cpu, int(memory/32)); err != nil {
 		fmt.Fprintln(os.Stderr, "intend compile worker:", err)
 		return 1
 	}
@@ -421,11 +515,18 @@ func profile(path string, every time.Duration) {
 }
 
 // serve answers compiles until in closes, each within its CPU time limit
-// (cpu; nil: none).
-func serve(in io.Reader, out io.Writer, cache *compiler.Cache, cpu *cpuWatch) error {
+// (cpu; nil: none), keeping the models it builds for compiles that use
+// the cache, and the inventories it is asked to keep, each of at most
+// keepBytes (inventory.go).
+func serve(in io.Reader, out io.Writer, cache *compiler.Cache, cpu *cpuWatch, keepBytes int) error {
 	dec := json.NewDecoder(bufio.NewReaderSize(in, 1<<16))
 	bw := bufio.NewWriterSize(out, 1<<16)
 	enc := json.NewEncoder(bw)
+	var models *compiler.Models
+	if cache != nil {
+		models = compiler.NewModels(maxRetained)
+	}
+	var held retained
 	for {
 		var req request
 		if err := dec.Decode(&req); err != nil {
@@ -434,12 +535,36 @@ func serve(in io.Reader, out io.Writer, cache *compiler.Cache, cpu *cpuWatch) er
 			}
 			return err
 		}
-		opts := compiler.Options{Dir: req.Dir, Facts: req.Facts, Instances: req.Instances, InstanceVersions: req.InstanceVersions,
-			Related: req.Related, SourceKey: req.SourceKey, Focus: req.Focus}
-		if req.UseCache {
-			opts.Cache = cache
-		}
 		var resp response
+		key := invKey{Env: req.Env, Source: req.SourceKey}
+		inv := &inventory{Facts: req.Facts, Instances: req.Instances, InstanceVersions: req.InstanceVersions, Related: req.Related}
+		switch {
+		case req.Delta != nil:
+			k := held.get(key)
+			if k == nil || k.gen != req.Delta.Base || req.Gen == 0 {
+				held.drop(key)
+				resp.Resend = true
+				if err := answer(enc, bw, resp); err != nil {
+					return err
+				}
+				continue
+			}
+			applyInventory(k.inv, req.Delta, false)
+			k.gen, inv = req.Gen, k.inv
+			resp.Kept = true
+		case req.Gen != 0 && req.SourceKey != "":
+			held.put(key, req.Gen, inv)
+			resp.Kept = true
+		}
+		if resp.Kept && inv.size() > keepBytes {
+			held.drop(key)
+			resp.Kept = false
+		}
+		opts := compiler.Options{Dir: req.Dir, Facts: inv.Facts, Instances: inv.Instances, InstanceVersions: inv.InstanceVersions,
+			Related: inv.Related, SourceKey: req.SourceKey, Focus: req.Focus}
+		if req.UseCache {
+			opts.Cache, opts.Models = cache, models
+		}
 		if cpu != nil {
 			cpu.arm(req.CPU)
 		}
@@ -459,13 +584,39 @@ func serve(in io.Reader, out io.Writer, cache *compiler.Cache, cpu *cpuWatch) er
 		default:
 			resp.Err = err.Error()
 		}
-		if err := enc.Encode(resp); err != nil {
-			return err
+		// What a worker keeps between compiles must leave the next
+		// compile, maybe another environment's, its memory: past a
+		// quarter of the limit live, it keeps nothing (and says so:
+		// the next compile sends its inventory in full).
+		if liveHeap() > int64(keepBytes)*8 {
+			held.clear()
+			resp.Kept = false
+			if models != nil {
+				models.Clear()
+			}
 		}
-		if err := bw.Flush(); err != nil {
+		if err := answer(enc, bw, resp); err != nil {
 			return err
 		}
 	}
+}
+
+// liveHeap is the heap the last collection found live, in bytes.
+func liveHeap() int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}
+
+// answer writes resp.
+func answer(enc *json.Encoder, bw *bufio.Writer, resp response) error {
+	if err := enc.Encode(resp); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // watchMemory ends the process with exitMemory once the memory its heap
