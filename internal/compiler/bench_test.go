@@ -102,3 +102,27 @@ func benchmarkCached(b *testing.B, n int, focus bool, models *Models) {
 		}
 	}
 }
+
+// BenchmarkCompileServiceOne: a validation's compile with one service
+// instance of vmModel's entity (the compile extracts the entity for the
+// catalog, its lifecycle and JSON Schema, every time); Built: with the
+// model built once, and the entity extracted once, as a compile worker
+// compiles.
+func BenchmarkCompileServiceOne(b *testing.B)      { benchmarkService(b, nil) }
+func BenchmarkCompileServiceOneBuilt(b *testing.B) { benchmarkService(b, NewModels(1)) }
+
+func benchmarkService(b *testing.B, models *Models) {
+	dir := writeProject(b, map[string]string{"main.cue": vmModel})
+	cache := NewCache(1 << 10)
+	opts := Options{Dir: dir, Instances: map[string]map[string]json.RawMessage{"vm": {"a": json.RawMessage(`{"name": "a", "size": "s"}`)}},
+		Cache: cache, SourceKey: "m1", Models: models}
+	for b.Loop() {
+		res, err := Compile(context.Background(), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Resources) != 2 || len(res.Services) != 1 {
+			b.Fatalf("%d resources, %d services", len(res.Resources), len(res.Services))
+		}
+	}
+}

@@ -228,6 +228,7 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("facts: %w", err)
 		}
 		v = v.FillPath(cue.MakePath(cue.Str("facts")), c.cue.CompileBytes(facts))
+		c.model = nil // what it extracted of the model is not this value's
 	}
 	if opts.Cache != nil && opts.SourceKey != "" {
 		// A model that does not declare facts cannot read them: the
@@ -311,7 +312,7 @@ func loadModel(ctx context.Context, opts Options, hint int) (c *compilation, pro
 	if models != nil {
 		if b := models.take(opts.SourceKey, root); b != nil {
 			c = newCompilation()
-			c.files, c.std, c.allowed, c.cue = b.files, b.std, b.allowed, b.cue
+			c.files, c.std, c.allowed, c.cue, c.model = b.files, b.std, b.allowed, b.cue, b
 			return c, b.proj, b.value, b.mu.Unlock, nil
 		}
 	}
@@ -330,7 +331,9 @@ func loadModel(ctx context.Context, opts Options, hint int) (c *compilation, pro
 	v = c.cue.BuildInstance(inst)
 	if models != nil {
 		c.allowed = map[string]map[string]bool{}
-		b := &builtModel{proj: proj, root: root, cue: c.cue, value: v, files: c.files, std: c.std, allowed: c.allowed}
+		b := &builtModel{proj: proj, root: root, cue: c.cue, value: v, files: c.files, std: c.std, allowed: c.allowed,
+			entities: map[string]*extracted{}}
+		c.model = b
 		b.mu.Lock()
 		models.put(opts.SourceKey, root, b)
 		release = b.mu.Unlock
@@ -339,8 +342,11 @@ func loadModel(ctx context.Context, opts Options, hint int) (c *compilation, pro
 }
 
 type compilation struct {
-	ctx       context.Context
-	keys      *cacheKeyer // nil: no cache
+	ctx  context.Context
+	keys *cacheKeyer // nil: no cache
+	// model is the built model the compile evaluates as built (nil: none,
+	// or with facts filled in), which keeps what is pure per model.
+	model     *builtModel
 	cue       *cue.Context
 	opts      Options
 	errs      *errorList

@@ -85,9 +85,14 @@ type errorList struct {
 	stdAt string // where the standard library is overlaid, absolute
 	list  Errors
 	seen  map[string]bool
+	// record, when set, gets every error added, a duplicate too.
+	record *[]*Error
 }
 
 func (l *errorList) add(e *Error) {
+	if l.record != nil {
+		*l.record = append(*l.record, e)
+	}
 	key := e.Instance + "\x00" + e.Path + "\x00" + e.Message
 	if l.seen == nil {
 		l.seen = map[string]bool{}

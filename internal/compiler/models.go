@@ -15,8 +15,10 @@ import (
 // loads, parses and builds a model once per source instead of once per
 // compile (with one instance among many, a third of its CPU). What it
 // keeps is pure per source and directory: the project, the CUE files
-// parsed with the standard library overlaid, the model built from them
-// and the attributes of the standard types it uses. Everything else, the
+// parsed with the standard library overlaid, the model built from them,
+// the attributes of the standard types it uses and its service entities
+// as extracted for the catalog (with their errors; not when the facts are
+// filled in, which the entities could read). Everything else, the
 // facts, the instances and their evaluations, is the compile's own: a
 // compile fills the built model into new values and never changes it.
 //
@@ -51,6 +53,8 @@ type builtModel struct {
 	files   map[string]*ast.File
 	std     map[string]*build.Instance
 	allowed map[string]map[string]bool
+	// entities are the model's service entities as extracted, by name.
+	entities map[string]*extracted
 }
 
 // NewModels returns a cache of at most n built models (at least 1).

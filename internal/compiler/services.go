@@ -45,13 +45,13 @@ func (c *compilation) services(svcs, refs cue.Value) error {
 			c.errs.addf("", path, c.modelPos(ent), "refinements.%s has this name too: their instances and resource sets would mix", name)
 			continue
 		}
-		svc, ok := c.service(name, path, ent)
+		x := c.entity(name, path, ent)
 		c.entityNames = append(c.entityNames, name)
-		if svc.Attributes == nil {
+		if x.svc.Attributes == nil {
 			continue // no parameter or output to evaluate instances with
 		}
-		versions, good := c.versions(name, path, ent, &svc)
-		if ok && good {
+		svc, versions := x.svc, x.versions
+		if x.ok {
 			c.svcs = append(c.svcs, svc)
 		}
 		extra := c.opts.Instances[name]
@@ -76,6 +76,57 @@ func (c *compilation) services(svcs, refs cue.Value) error {
 	}
 	c.checkReferencedEntities()
 	return nil
+}
+
+// extracted is what extracting an entity gave (service, then versions):
+// pure per model, so a built model keeps it for the compiles after
+// (models.go) when they evaluate the model as built (no facts filled in).
+type extracted struct {
+	svc      Service
+	versions map[int]entityVersion
+	ok       bool // the entity and its versions are right: it is in the catalog
+	// errs, refs and prev are what the extraction added to the
+	// compilation's errors (every one, before they are deduplicated),
+	// its references to check and its previous versions.
+	errs []*Error
+	refs []pendingRef
+	prev []Service
+}
+
+// entity extracts an entity, or takes what an earlier compile of the
+// built model extracted, and adds its errors, references and previous
+// versions to the compilation's.
+func (c *compilation) entity(name, path string, ent cue.Value) *extracted {
+	if c.model != nil {
+		if x, ok := c.model.entities[name]; ok {
+			for _, e := range x.errs {
+				copied := *e
+				c.errs.add(&copied)
+			}
+			c.refs = append(c.refs, x.refs...)
+			c.addPrevious(x.prev)
+			return x
+		}
+	}
+	x := &extracted{}
+	refs, prev := len(c.refs), c.prev
+	c.prev = nil
+	c.errs.record = &x.errs
+	svc, ok := c.service(name, path, ent)
+	good := true
+	if svc.Attributes != nil {
+		x.versions, good = c.versions(name, path, ent, &svc)
+	}
+	c.errs.record = nil
+	x.svc, x.ok = svc, ok && good
+	x.refs = slices.Clone(c.refs[refs:])
+	x.prev = c.prev
+	c.prev = prev
+	c.addPrevious(x.prev)
+	if c.model != nil {
+		c.model.entities[name] = x
+	}
+	return x
 }
 
 // knownAttributes refuses the attributes of an instance that its entity

@@ -84,13 +84,22 @@ func (c *compilation) versions(name, path string, ent cue.Value, svc *Service) (
 		out[n] = entityVersion{svc: old, value: v}
 		c.prev = append(c.prev, old)
 	}
+	return out, ok
+}
+
+// addPrevious adds an entity's previous versions to the compilation's,
+// sorted by entity and version.
+func (c *compilation) addPrevious(prev []Service) {
+	if len(prev) == 0 {
+		return
+	}
+	c.prev = append(c.prev, prev...)
 	slices.SortFunc(c.prev, func(a, b Service) int {
 		if a.Name != b.Name {
 			return strings.Compare(a.Name, b.Name)
 		}
 		return a.Version - b.Version
 	})
-	return out, ok
 }
 
 // versionOf reads an entity's version (1 when it has none).
