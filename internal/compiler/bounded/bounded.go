@@ -151,9 +151,12 @@ func (p *Pool) Queue() (running, waiting int) {
 // key, or in full when it keeps nothing of it (or asks for it again).
 func (p *Pool) send(ctx context.Context, w *worker, key invKey, opts compiler.Options, job compiler.Job) (*compiler.Result, error) {
 	cur := &inventory{Facts: opts.Facts, Instances: opts.Instances, InstanceVersions: opts.InstanceVersions, Related: opts.Related}
-	// An empty inventory (a model upload's compile) is not worth a
-	// worker's slot, unless it is what a kept one became.
-	retain := key.Source != "" && !p.noDelta && (!cur.empty() || w.sent.has(key))
+	// The lifecycle engine's compiles (those with the cache: validations
+	// and exports, one inventory changing a little from one to the next)
+	// are kept; not an upload's, a preview's chunk or an autonomous
+	// compile's, which would take their slots. Nor an empty inventory,
+	// unless it is what a kept one became.
+	retain := opts.Cache != nil && key.Source != "" && !p.noDelta && (!cur.empty() || w.sent.has(key))
 	for {
 		req := request{Dir: opts.Dir, SourceKey: opts.SourceKey, UseCache: opts.Cache != nil && opts.SourceKey != "",
 			Focus: opts.Focus, CPU: job.CPU, Env: key.Env}

@@ -318,6 +318,21 @@ func TestDeltaFallsBackToFull(t *testing.T) {
 	if p.deltas.Load() < 4 {
 		t.Errorf("%d deltas: the pool did not go back to deltas", p.deltas.Load())
 	}
+
+	// A compile that is not the lifecycle engine's (no cache: an upload,
+	// a preview's chunk) is sent in full and not kept.
+	fulls, deltas := p.fulls.Load(), p.deltas.Load()
+	for range 2 {
+		opts := compiler.Options{Dir: dir, Instances: ri.inv.Instances, InstanceVersions: ri.inv.InstanceVersions,
+			Related: ri.inv.Related, Facts: ri.inv.Facts, SourceKey: "preview"}
+		want := outcome(compiler.Compile(ctx, opts))
+		if got := outcome(p.Compile(ctx, opts, compiler.Job{Environment: "e", Timeout: time.Minute})); got != want {
+			t.Fatalf("without the cache: the worker compiled\n%s\nwant\n%s", got, want)
+		}
+	}
+	if p.fulls.Load() != fulls+2 || p.deltas.Load() != deltas || idle().sent.has(invKey{Env: "e", Source: "preview"}) {
+		t.Errorf("compiles without the cache: %d full, %d deltas more; want 2 full, none kept", p.fulls.Load()-fulls, p.deltas.Load()-deltas)
+	}
 }
 
 // TestDeltaKeepsEnvironmentsApart: environments with the same model
