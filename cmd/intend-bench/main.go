@@ -294,6 +294,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 	var rows []row
 
 	// P1: first deploy of n independent files.
+	cpu0 := treeCPU()
 	body := version(files, n, -1)
 	t0 := time.Now()
 	v, err := c.ExportVersion(ctx, "bench", body)
@@ -407,6 +408,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		return fmt.Errorf("chain: %+v, want 1000 deployed", run)
 	}
 	rows = append(rows, row{"P5 chain of 1,000, release → recorded", time.Since(t3).Round(time.Millisecond).String(), "bar ≤ 30 s"})
+	rows = append(rows, cpuRow("CPU of the process tree, P1–P5", cpu0, treeCPU()))
 
 	// P7: service instances through the lifecycle engine.
 	if lsmN > 0 {

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is the kernel's USER_HZ: /proc times are in these.
+const clockTicks = 100
+
+// treeCPU is the CPU time of this process and its descendants, by part:
+// "postgres" (PostgreSQL's processes), "temporal" (the Temporal dev or
+// standalone server) and "intend" (this process, its executors and
+// compile workers). A process counts its own time and that of the
+// children it reaped (cutime, cstime), so a process that ended between
+// two samples still counts, in its parent.
+func treeCPU() map[string]time.Duration {
+	type proc struct {
+		ppid  int
+		comm  string
+		ticks int64
+	}
+	procs := map[int]proc{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		f := strings.Fields(s[closing+1:])
+		// After the comm: state ppid … utime(14) stime(15) cutime(16)
+		// cstime(17), counted from 1 in proc(5).
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var ticks int64
+		for _, k := range []int{11, 12, 13, 14} {
+			v, _ := strconv.ParseInt(f[k], 10, 64)
+			ticks += v
+		}
+		procs[pid] = proc{ppid: ppid, comm: s[open+1 : closing], ticks: ticks}
+	}
+	self := os.Getpid()
+	in := func(pid int) bool {
+		for range 64 {
+			if pid == self {
+				return true
+			}
+			p, ok := procs[pid]
+			if !ok || p.ppid == 0 {
+				return false
+			}
+			pid = p.ppid
+		}
+		return false
+	}
+	out := map[string]time.Duration{}
+	for pid, p := range procs {
+		if !in(pid) {
+			continue
+		}
+		part := "intend"
+		switch {
+		case p.comm == "postgres":
+			part = "postgres"
+		case strings.HasPrefix(p.comm, "temporal"):
+			part = "temporal"
+		}
+		out[part] += time.Duration(p.ticks) * time.Second / clockTicks
+	}
+	return out
+}
+
+// cpuRow is the CPU the process tree used between two treeCPU samples.
+func cpuRow(what string, before, after map[string]time.Duration) row {
+	var total time.Duration
+	parts := make([]string, 0, 3)
+	for _, k := range []string{"intend", "postgres", "temporal"} {
+		d := max(after[k]-before[k], 0)
+		total += d
+		parts = append(parts, fmt.Sprintf("%s %.1f s", k, d.Seconds()))
+	}
+	return row{what, fmt.Sprintf("%.1f s", total.Seconds()), strings.Join(parts, ", ")}
+}
