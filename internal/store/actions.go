@@ -24,18 +24,24 @@ func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRe
 	if len(recs) == 0 {
 		return nil
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error { return recordActions(ctx, tx, envID, recs) })
+	return s.inTx(ctx, func(tx pgx.Tx) error { return recordActions(ctx, tx, envID, recs, !s.perResource) })
 }
 
-// recordActions is RecordActions in the caller's transaction.
-func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
+// recordActions is RecordActions in the caller's transaction; with
+// compact, the unchanged attempts share rows (action_log.go).
+func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord, compact bool) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	if err := lockVersionsOf(ctx, tx, envID, recs); err != nil {
 		return err
 	}
-	rows := make([][]any, len(recs))
+	actionIDs, err := reserveActionIDs(ctx, tx, len(recs))
+	if err != nil {
+		return err
+	}
+	inSet := compactable(recs, compact)
+	rows := make([][]any, 0, len(recs))
 	ids := make([]string, 0, len(recs))
 	hashes := make([][]byte, 0, len(recs))
 	results := make([]string, 0, len(recs))
@@ -53,9 +59,11 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		if r.ErrorClass != "" && r.Result == "failed" {
 			class = r.ErrorClass
 		}
-		rows[i] = []any{envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
-			op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, class, r.WorkflowID, r.RunID, r.Attempt,
-			executorOrNil(r.Executor), batchOrNil(r.Batch)}
+		if !inSet[i] {
+			rows = append(rows, []any{actionIDs[i], envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
+				op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, class, r.WorkflowID, r.RunID, r.Attempt,
+				executorOrNil(r.Executor), batchOrNil(r.Batch)})
+		}
 		if r.Action == ledger.ActionDryrun {
 			continue
 		}
@@ -66,11 +74,14 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		finished = append(finished, r.FinishedAt)
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
-		[]string{"environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
+		[]string{"id", "environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
 			"result", "operation", "changes", "logs", "error", "error_class", "workflow_id", "run_id", "attempt",
 			"executor", "batch"},
 		pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("append action log: %w", err)
+	}
+	if err := insertUnchanged(ctx, tx, envID, recs, actionIDs, inSet); err != nil {
+		return err
 	}
 	if err := countProgress(ctx, tx, envID, recs); err != nil {
 		return err
@@ -81,7 +92,7 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `
+	_, err = tx.Exec(ctx, `
 		update resource_state rs set
 		  last_result = u.result,
 		  last_attempt = u.finished,
