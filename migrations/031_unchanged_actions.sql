@@ -48,7 +48,16 @@ create view action_log as
     cross join lateral unnest(u.resource_ids, u.ids, u.started_at, u.finished_at)
         as m(resource_id, id, started_at, finished_at);
 
+-- Recording an attempt that changed nothing updates its resource's
+-- last_attempt and last_success only: with room on the page, PostgreSQL
+-- writes that new row version beside the old one and touches no index
+-- (a HOT update); full pages (fillfactor 100) made every repair rewrite
+-- the four indexes of each resource's row.
+alter table resource_state set (fillfactor = 70);
+
 ---- create above / drop below ----
+
+alter table resource_state reset (fillfactor);
 
 drop view action_log;
 insert into resource_actions (id, environment_id, resource_id, version, action, reason, started_at, finished_at,

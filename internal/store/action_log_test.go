@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -243,4 +244,74 @@ func actionLogAnswers(t *testing.T, perResource bool) ([]string, logRows) {
 		t.Errorf("a record without an id")
 	}
 	return out, rows
+}
+
+// BenchmarkRecordUnchanged records a repair of 10,000 resources that
+// found all unchanged, in chunks of 100 as an executor does, a row each
+// (as before migration 031) and compacted.
+func BenchmarkRecordUnchanged(b *testing.B) {
+	for _, c := range []struct {
+		name        string
+		perResource bool
+	}{{"row_each", true}, {"compacted", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			st, _ := openStore(b)
+			if c.perResource {
+				store.RecordPerResource(st)
+			}
+			e := newEnv(b, st)
+			const n = 10_000
+			var sb strings.Builder
+			sb.WriteString(`{"resources":[`)
+			for i := range n {
+				if i > 0 {
+					sb.WriteString(",")
+				}
+				fmt.Fprintf(&sb, `{"id":"fs::File[h,path=/f%d]","attributes":{"path":"/f%d","content":"x"}}`, i, i)
+			}
+			v, err := intent.DecodeBytes([]byte(sb.String() + "]}"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			info, err := st.ExportVersion(ctx, e.ID, v)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
+				b.Fatal(err)
+			}
+			take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
+			if err != nil || take.Run == nil {
+				b.Fatalf("take = %+v, %v", take, err)
+			}
+			p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.DefaultBatchLimits, store.Caller{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var res []ledger.Resource
+			for _, bt := range p.Batches {
+				lb, err := st.LoadBatch(ctx, e.ID, take.Run.Run, bt.Seq)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res = append(res, lb.Resources...)
+			}
+			at := time.Now()
+			for i := 0; b.Loop(); i++ {
+				wf := fmt.Sprintf("env/p/e/repair/%d", i)
+				for start := 0; start < len(res); start += 100 {
+					recs := make([]store.ActionRecord, 0, 100)
+					for _, r := range res[start:min(start+100, len(res))] {
+						recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: info.Version,
+							Action: "repair", Reason: "repair_interval", StartedAt: at, FinishedAt: at, Result: "deployed",
+							Operation: "none", WorkflowID: wf, RunID: "r", Attempt: 1, Executor: "x"})
+					}
+					if err := st.RecordActions(ctx, e.ID, recs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }

@@ -19,7 +19,9 @@ import (
 // compliant when deployed, undefined when undefined, else non_compliant. A
 // resource whose intent changed meanwhile keeps compliance has_update.
 // Facts are upserted for every action kind, dry-runs included: they are
-// observations of the target, not changes to it.
+// observations of the target, not changes to it. The attempts that
+// changed nothing share one row (action_log.go); the state update is one
+// statement for the whole chunk.
 func (s *Store) RecordActions(ctx context.Context, envID string, recs []ActionRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -73,12 +75,14 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		changed = append(changed, r.Changed)
 		finished = append(finished, r.FinishedAt)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
-		[]string{"id", "environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
-			"result", "operation", "changes", "logs", "error", "error_class", "workflow_id", "run_id", "attempt",
-			"executor", "batch"},
-		pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("append action log: %w", err)
+	if len(rows) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"resource_actions"},
+			[]string{"id", "environment_id", "resource_id", "version", "action", "reason", "started_at", "finished_at",
+				"result", "operation", "changes", "logs", "error", "error_class", "workflow_id", "run_id", "attempt",
+				"executor", "batch"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("append action log: %w", err)
+		}
 	}
 	if err := insertUnchanged(ctx, tx, envID, recs, actionIDs, inSet); err != nil {
 		return err
