@@ -87,14 +87,11 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 	if err := insertUnchanged(ctx, tx, envID, recs, actionIDs, inSet); err != nil {
 		return err
 	}
-	if err := countProgress(ctx, tx, envID, recs); err != nil {
-		return err
-	}
 	if err := upsertFacts(ctx, tx, envID, recs); err != nil {
 		return err
 	}
 	if len(ids) == 0 {
-		return nil
+		return countProgress(ctx, tx, envID, recs)
 	}
 	_, err = tx.Exec(ctx, `
 		update resource_state rs set
@@ -114,7 +111,14 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 	if err != nil {
 		return fmt.Errorf("update deploy state: %w", err)
 	}
-	return queueFollowUps(ctx, tx, envID, recs)
+	if err := queueFollowUps(ctx, tx, envID, recs); err != nil {
+		return err
+	}
+	// Last: the run's row is locked until the commit, and every chunk of
+	// the run's batches in flight updates it; taken first, it made them
+	// wait for each other's whole transaction (issue 28: 19 ms a chunk
+	// under 8 batches in flight, pg_stat_statements).
+	return countProgress(ctx, tx, envID, recs)
 }
 
 // lockVersionsOf holds a key share lock on the version of each record of
