@@ -315,3 +315,80 @@ func BenchmarkRecordUnchanged(b *testing.B) {
 		})
 	}
 }
+
+// TestUnchangedRepairUpdatesNoIndex: recording a repair that found every
+// resource unchanged moves only their last_attempt and last_success, and
+// PostgreSQL writes those new row versions on the page of the old ones
+// (HOT updates: no index entry written). At fillfactor 100 the pages of
+// resource_state were full, and each such update wrote its row on
+// another page and an entry in every index.
+func TestUnchangedRepairUpdatesNoIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _, conn := open(t)
+	e := newEnv(t, st)
+	const n = 600
+	started := startRun(t, st, e.ID, files(t, n, nil))
+	p, err := st.PlanDeploy(ctx, e.ID, started.Run, store.DefaultBatchLimits, store.Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res []ledger.Resource
+	var version int64
+	for _, bt := range p.Batches {
+		lb, err := st.LoadBatch(ctx, e.ID, started.Run, bt.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, version = append(res, lb.Resources...), lb.Version
+	}
+	at := time.Now()
+	repair := func(wf string) {
+		t.Helper()
+		at = at.Add(time.Minute)
+		for start := 0; start < len(res); start += 100 {
+			var recs []store.ActionRecord
+			for _, r := range res[start:min(start+100, len(res))] {
+				recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: version,
+					Action: "repair", Reason: "test", StartedAt: at, FinishedAt: at, Result: "deployed", Operation: "none",
+					WorkflowID: wf, RunID: "r", Attempt: 1})
+			}
+			if err := st.RecordActions(ctx, e.ID, recs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pages := func() map[string]string {
+		t.Helper()
+		rows, err := conn.Query(ctx, `select resource_id, split_part(trim(ctid::text, '()'), ',', 1)
+			from resource_state where environment_id = $1::uuid`, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for rows.Next() {
+			var id, page string
+			if err := rows.Scan(&id, &page); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = page
+		}
+		return out
+	}
+	// The first deploy state of each resource (new to deployed) moves
+	// indexed columns; the repairs after it do not.
+	repair("env/p/e/repair/1")
+	before := pages()
+	repair("env/p/e/repair/2")
+	repair("env/p/e/repair/3")
+	moved := 0
+	for id, page := range pages() {
+		if before[id] != page {
+			moved++
+		}
+	}
+	if len(before) != n || moved > n/10 {
+		t.Errorf("%d of the %d rows of resource_state moved to another page in two unchanged repairs, "+
+			"want nearly none (HOT updates)", moved, len(before))
+	}
+}
