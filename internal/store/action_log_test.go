@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/ledger"
@@ -256,7 +260,7 @@ func BenchmarkRecordUnchanged(b *testing.B) {
 	}{{"row_each", true}, {"compacted", false}} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
-			st, _ := openStore(b)
+			st, url := openStore(b)
 			if c.perResource {
 				store.RecordPerResource(st)
 			}
@@ -297,6 +301,12 @@ func BenchmarkRecordUnchanged(b *testing.B) {
 				}
 				res = append(res, lb.Resources...)
 			}
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			cpu0 := backendCPU(b, conn)
 			at := time.Now()
 			for i := 0; b.Loop(); i++ {
 				wf := fmt.Sprintf("env/p/e/repair/%d", i)
@@ -312,6 +322,7 @@ func BenchmarkRecordUnchanged(b *testing.B) {
 					}
 				}
 			}
+			b.ReportMetric(float64((backendCPU(b, conn)-cpu0).Milliseconds())/float64(b.N), "pg-cpu-ms/op")
 		})
 	}
 }
@@ -391,4 +402,33 @@ func TestUnchangedRepairUpdatesNoIndex(t *testing.T) {
 		t.Errorf("%d of the %d rows of resource_state moved to another page in two unchanged repairs, "+
 			"want nearly none (HOT updates)", moved, len(before))
 	}
+}
+
+// backendCPU is the CPU time the database's client backends (the store's
+// pool) spent so far, from /proc.
+func backendCPU(tb testing.TB, conn *pgx.Conn) time.Duration {
+	tb.Helper()
+	rows, err := conn.Query(context.Background(), `select pid from pg_stat_activity
+		where datname = current_database() and pid <> pg_backend_pid()`)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var ticks int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone
+		}
+		// After the command's closing parenthesis: utime and stime are
+		// the 12th and 13th fields.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + s
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ 100
 }
