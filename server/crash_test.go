@@ -194,7 +194,7 @@ func checkCreates(t *testing.T, db, env string, n int) {
 	err = conn.QueryRow(ctx, `select count(distinct a.resource_id) filter (where a.operation = 'create'),
 		       count(*) filter (where a.operation = 'none'),
 		       coalesce(min(a.resource_id) filter (where a.operation = 'none'), '')
-		from resource_actions a join environments e on e.id = a.environment_id
+		from action_log a join environments e on e.id = a.environment_id
 		where e.name = $1`, env).Scan(&creates, &nones, &example)
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 func recordsBy(t *testing.T, conn *pgx.Conn, envName, where string) map[string]int {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), `select coalesce(a.executor, ''), count(*)
-		from resource_actions a join environments e on e.id = a.environment_id
+		from action_log a join environments e on e.id = a.environment_id
 		where e.name = $1 and `+where+` group by 1`, envName)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 		t.Errorf("exec-b recorded no second attempt: it did not resume the batch exec-a was running")
 	}
 	var distinct int
-	if err := conn.QueryRow(ctx, `select count(distinct resource_id) from resource_actions
+	if err := conn.QueryRow(ctx, `select count(distinct resource_id) from action_log
 		where result = 'deployed'`).Scan(&distinct); err != nil || distinct != n {
 		t.Errorf("%d resources have a deployed record (%v), want %d", distinct, err, n)
 	}

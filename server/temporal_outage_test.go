@@ -73,7 +73,7 @@ func checkActionLog(t *testing.T, db string, n int) {
 		from (select resource_id,
 		             count(*) filter (where result = 'deployed') as deployed,
 		             count(*) filter (where result <> 'deployed') as not_deployed
-		      from resource_actions group by resource_id) a`).Scan(&resources, &oneDeployed, &other); err != nil {
+		      from action_log group by resource_id) a`).Scan(&resources, &oneDeployed, &other); err != nil {
 		t.Fatal(err)
 	}
 	if resources != n || oneDeployed != n || other != 0 {

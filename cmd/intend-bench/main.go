@@ -501,7 +501,7 @@ func breakdown(ctx context.Context, url, workflowID string, out io.Writer) error
 		extract(epoch from min(a.started_at) - r.requested_at),
 		extract(epoch from max(a.finished_at) - r.requested_at),
 		extract(epoch from r.finished_at - r.requested_at)
-		from deploy_runs r join resource_actions a on a.workflow_id = r.workflow_id
+		from deploy_runs r join action_log a on a.workflow_id = r.workflow_id
 		where r.workflow_id = $1 group by r.requested_at, r.started_at, r.finished_at`, workflowID).
 		Scan(&plan, &first, &last, &finish)
 	if err != nil {

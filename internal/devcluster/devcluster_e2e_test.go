@@ -236,17 +236,17 @@ func checkOnce(t *testing.T, c *devcluster.Cluster) {
 	defer conn.Close(ctx)
 	const env = `(select id from environments where name = $1)`
 	var createdTwice, recordedTwice, deployed int
-	if err := conn.QueryRow(ctx, `select count(*) from (select resource_id from resource_actions
+	if err := conn.QueryRow(ctx, `select count(*) from (select resource_id from action_log
 		where environment_id = `+env+` and operation = 'create' group by resource_id having count(*) > 1) x`,
 		devcluster.Environment).Scan(&createdTwice); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.QueryRow(ctx, `select count(*) from (select 1 from resource_actions
+	if err := conn.QueryRow(ctx, `select count(*) from (select 1 from action_log
 		where environment_id = `+env+` group by resource_id, workflow_id, run_id, attempt, batch having count(*) > 1) x`,
 		devcluster.Environment).Scan(&recordedTwice); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.QueryRow(ctx, `select count(distinct resource_id) from resource_actions
+	if err := conn.QueryRow(ctx, `select count(distinct resource_id) from action_log
 		where environment_id = `+env+` and result = 'deployed'`, devcluster.Environment).Scan(&deployed); err != nil {
 		t.Fatal(err)
 	}

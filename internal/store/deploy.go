@@ -186,7 +186,7 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		}
 		// Recorded once the run is running, so that its live counters
 		// count them.
-		return recordActions(ctx, tx, envID, heldRecords(items, made.Held, p, workflowID, by))
+		return recordActions(ctx, tx, envID, heldRecords(items, made.Held, p, workflowID, by), true)
 	})
 	return p, err
 }

@@ -98,7 +98,7 @@ func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after stri
 		            when result in ('skipped_for_dependency', 'skipped_for_undefined') then 'skipped'
 		            else result end,
 		       changes, error
-		from resource_actions
+		from action_log
 		where environment_id = $1::uuid and workflow_id = $2 and resource_id > $3
 		order by resource_id, id desc limit $4`, envID, workflowID, after, limit)
 	if err != nil {

@@ -113,7 +113,7 @@ func (s *Store) BatchRecorded(ctx context.Context, envID, workflowID string, seq
 	}
 	rows, err := s.pool.Query(ctx, `select distinct on (resource_id) resource_id, result, coalesce(error_class, ''),
 		       result = 'deployed' and coalesce(operation, '') in ('create', 'update', 'delete')
-		from resource_actions
+		from action_log
 		where workflow_id = $1 and resource_id = any($2) and environment_id = $3::uuid and batch = $4
 		order by resource_id, id desc`, workflowID, ids, envID, seq)
 	if err != nil {

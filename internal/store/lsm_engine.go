@@ -266,10 +266,17 @@ func (s *Store) ResourceSetDeploy(ctx context.Context, envID, set string, since 
 		                and not exists (
 		                    select 1 from deploy_runs r
 		                    where r.environment_id = vr.environment_id and r.status in ('pending', 'running')
-		                      and r.workflow_id = (select a.workflow_id from resource_actions a
-		                                           where a.environment_id = vr.environment_id
-		                                             and a.resource_id = vr.resource_id
-		                                           order by a.id desc limit 1)), false)
+		                      and r.workflow_id = (select workflow_id from (
+		                          (select a.workflow_id, a.id from resource_actions a
+		                           where a.environment_id = vr.environment_id and a.resource_id = vr.resource_id
+		                           order by a.id desc limit 1)
+		                          union all
+		                          -- a row of unchanged_actions orders by its id among the
+		                          -- other rows of a resource (action_log.go)
+		                          (select u.workflow_id, u.id from unchanged_actions u
+		                           where u.environment_id = vr.environment_id and u.resource_ids @> array[vr.resource_id]
+		                           order by u.id desc limit 1)) last
+		                        order by last.id desc limit 1)), false)
 		from version_resources vr
 		left join resource_state rs on rs.environment_id = vr.environment_id and rs.resource_id = vr.resource_id
 		where vr.environment_id = $1::uuid and vr.resource_set = $2 and vr.last_version is null

@@ -29,7 +29,7 @@ func (s *Store) RunServiceInstances(ctx context.Context, envID string, run int64
 		), sets as (
 			select distinct vr.resource_set
 			from r
-			join resource_actions a on a.workflow_id = r.workflow_id and a.environment_id = $1::uuid
+			join action_log a on a.workflow_id = (select workflow_id from r) and a.environment_id = $1::uuid
 			-- The set the resource is in now, or was in at the action's
 			-- version: a run's plan takes the resources' intent when it is
 			-- planned (resource_state) while its actions carry the version

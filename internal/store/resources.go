@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -238,13 +239,25 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) {
+	acts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Action, error) {
 		var a Action
 		err := r.Scan(&a.ID, &a.ResourceID, &a.Version, &a.Action, &a.Reason, &a.StartedAt, &a.FinishedAt,
 			&a.Result, &a.Changes, &a.Logs, &a.Error, &a.ErrorClass, &a.WorkflowID, &a.RunID, &a.Attempt, &a.Executor)
 		f.Outputs.redact(&a.Logs, &a.Changes)
 		return a, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	more, err := s.listUnchanged(ctx, envID, before, f)
+	if err != nil || len(more) == 0 {
+		return acts, err
+	}
+	// Both lists are newest first: their merge's first Limit are the
+	// newest Limit records of the log (listUnchanged says why).
+	acts = append(acts, more...)
+	slices.SortFunc(acts, func(a, b Action) int { return cmp.Compare(b.ID, a.ID) })
+	return acts[:min(len(acts), f.Limit)], nil
 }
 
 // Fact is one value an adapter discovered on the target of a resource.

@@ -22,6 +22,8 @@ import (
 // keepDays days.
 type history struct {
 	resources, actions, runs, compiles, orders, instances, logs int
+	// unchanged is the unchanged_actions rows of 100 attempts per action.
+	unchanged int
 }
 
 // fillHistory writes h into environment envID with set-based inserts
@@ -40,6 +42,17 @@ func fillHistory(tb testing.TB, conn *pgx.Conn, envID string, h history) {
 		       'deployed', 'none', 'env/e/deploy/' || n, 'r', 1,
 		       '[{"level": "info", "msg": "observed: up to date"}]'
 		from generate_series(1, @actions) n, generate_series(1, @resources) r order by n, r`,
+		// And unchanged attempts of other resources, 100 a row (migration
+		// 031), unchanged rows per action.
+		`insert into unchanged_actions (id, environment_id, version, action, reason, result, operation, workflow_id,
+			run_id, attempt, resource_ids, ids, started_at, finished_at)
+		select s.base, @env::uuid, s.n, 'repair', 'repair_interval', 'deployed', 'none', 'env/e/deploy/' || s.n, 'r', 1,
+		       array(select 'test::Thing[u,name=t' || (s.c * 100 + k) || ']' from generate_series(1, 100) k),
+		       array(select s.base + k - 1 from generate_series(1, 100) k),
+		       array_fill(now() - make_interval(days => @actions - s.n), array[100]),
+		       array_fill(now() - make_interval(days => @actions - s.n), array[100])
+		from (select nextval(pg_get_serial_sequence('resource_actions', 'id')) as base, n, c
+		      from generate_series(1, @actions) n, generate_series(0, @unchanged - 1) c order by n, c) s`,
 		`insert into deploy_runs (environment_id, run, version, action, reason, status, requested_at, started_at,
 			finished_at, total, deployed, workflow_id)
 		select @env::uuid, n, n, 'repair', 'repair_interval', 'done', now() - make_interval(hours => @runs - n),
@@ -84,7 +97,7 @@ func fillHistory(tb testing.TB, conn *pgx.Conn, envID string, h history) {
 	} {
 		if _, err := conn.Exec(ctx, q, pgx.NamedArgs{"env": envID, "resources": h.resources, "actions": h.actions,
 			"runs": h.runs, "compiles": h.compiles, "orders": h.orders, "instances": h.instances,
-			"logs": h.logs}); err != nil {
+			"logs": h.logs, "unchanged": h.unchanged}); err != nil {
 			tb.Fatalf("fill: %v\n%s", err, q)
 		}
 	}
@@ -129,7 +142,8 @@ func retentionStore(tb testing.TB, names ...string) (*Store, *pgx.Conn, []Enviro
 func TestPruneStatementsUseIndexes(t *testing.T) {
 	t.Parallel()
 	_, conn, envs := retentionStore(t, "a", "b")
-	h := history{resources: 4000, actions: 5, runs: 20000, compiles: 20000, orders: 20000, instances: 4000, logs: 5}
+	h := history{resources: 4000, actions: 5, runs: 20000, compiles: 20000, orders: 20000, instances: 4000, logs: 5,
+		unchanged: 40}
 	for _, e := range envs {
 		fillHistory(t, conn, e.ID, h)
 	}
@@ -142,6 +156,7 @@ func TestPruneStatementsUseIndexes(t *testing.T) {
 		args []any
 	}{
 		{"action log", pruneActionsSQL, []any{envs[0].ID, 0, DefaultPruneChunk, before, []string{"x"}, time.Now()}},
+		{"unchanged actions", pruneUnchangedSQL, []any{envs[0].ID, 0, DefaultPruneChunk / 100, before, []string{"x"}, time.Now()}},
 		{"runs", pruneRunsSQL, []any{envs[0].ID, 0, DefaultPruneChunk, before, []int64{1}}},
 		{"requests", pruneRequestsSQL, []any{envs[0].ID, 0, DefaultPruneChunk, before, []int64{1}}},
 		{"compiles", pruneCompilesSQL, []any{envs[0].ID, 0, DefaultPruneChunk, before}},

@@ -161,9 +161,13 @@ const (
 			where s.finished_at < $4 and not (s.workflow_id = any($5))
 			  -- a scalar subquery, not exists: PostgreSQL would make that
 			  -- a hash join reading the environment's whole log per chunk
-			  and (select n.id from resource_actions n
-			       where n.environment_id = $1::uuid and n.resource_id = s.resource_id and n.id > s.id
-			       limit 1) is not null))
+			  and ((select n.id from resource_actions n
+			        where n.environment_id = $1::uuid and n.resource_id = s.resource_id and n.id > s.id
+			        limit 1) is not null
+			       -- or a newer unchanged attempt (action_log.go)
+			       or exists (select 1 from unchanged_actions n
+			                  where n.environment_id = $1::uuid and n.resource_ids @> array[s.resource_id]
+			                    and n.id > s.id))))
 		returning 1
 	)
 	select count(*), count(*) filter (where finished_at < $4 or finished_at > $6), max(id), (select count(*) from gone)
@@ -275,7 +279,7 @@ func (s *Store) pruneActions(ctx context.Context, envID string, now, before time
 		}
 		out[TableActions] += w.deleted
 		if !w.more(chunk) {
-			return nil
+			return s.pruneUnchanged(ctx, envID, before, future, open, chunk, out)
 		}
 		after = *last
 	}

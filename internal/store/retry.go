@@ -43,7 +43,7 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 				where b.environment_id = $1::uuid and b.run = $2 and b.seq = any($3)
 			), last as (
 				select distinct on (a.resource_id) a.resource_id, a.result, a.error_class
-				from resource_actions a
+				from action_log a
 				where a.environment_id = $1::uuid and a.workflow_id = $4
 				  and a.resource_id in (select rid from src)
 				order by a.resource_id, a.id desc

@@ -50,7 +50,7 @@ func (s *Store) RunNotDeployed(ctx context.Context, envID string, run int64, lim
 		with last as (
 			select distinct on (resource_id) resource_id, result, coalesce(error, '') as error,
 			       count(*) over (partition by resource_id) as attempts
-			from resource_actions
+			from action_log
 			where environment_id = $1::uuid and workflow_id = $2
 			order by resource_id, id desc
 		), kinds as (

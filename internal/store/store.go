@@ -31,6 +31,9 @@ type Store struct {
 	// live keeps the live service instances as LiveServiceInstances
 	// decoded them last, so that the next read decodes only the changed.
 	live liveCache
+	// perResource records every attempt in a row of its own, unchanged
+	// ones too (as before migration 031): for tests that compare.
+	perResource bool
 }
 
 // Open connects to databaseURL and checks the connection.

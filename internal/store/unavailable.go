@@ -45,7 +45,7 @@ func IsUnavailable(err error) bool {
 // apart by its workflow, run, activity attempt and start time.
 func (s *Store) ActionRecorded(ctx context.Context, envID string, rec ActionRecord) (bool, error) {
 	var found bool
-	err := s.pool.QueryRow(ctx, `select exists (select 1 from resource_actions
+	err := s.pool.QueryRow(ctx, `select exists (select 1 from action_log
 		where workflow_id = $2 and resource_id = $3 and environment_id = $1::uuid
 		  and run_id = $4 and attempt = $5 and started_at = $6)`,
 		envID, rec.WorkflowID, rec.ResourceID, rec.RunID, rec.Attempt, rec.StartedAt).Scan(&found)
