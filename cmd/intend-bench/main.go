@@ -240,6 +240,9 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 	delays := &delayAdapter{delay: delay}
 	if delay > 0 {
 		where = fmt.Sprintf("%d external executor(s) per agent hosting %s", external, delayType)
+		if pooled {
+			where = fmt.Sprintf("one pool of %d external executor(s) serving every agent, hosting %s", external, delayType)
+		}
 		if err := externals(ctx, c, srv.URL(), ts.HostPort(), ts.Namespace(), "bench", external,
 			executor.WithAdapter(delayType, delays)); err != nil {
 			return err
