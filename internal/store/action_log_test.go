@@ -387,11 +387,13 @@ func TestUnchangedRepairUpdatesNoIndex(t *testing.T) {
 		return out
 	}
 	// The first deploy state of each resource (new to deployed) moves
-	// indexed columns; the repairs after it do not.
+	// indexed columns; the repair after it does not. (One repair: a
+	// second one in the same pages needs the first one's old versions
+	// pruned, which any snapshot open in the database defers; with the
+	// tests in parallel, one was, in CI.)
 	repair("env/p/e/repair/1")
 	before := pages()
 	repair("env/p/e/repair/2")
-	repair("env/p/e/repair/3")
 	moved := 0
 	for id, page := range pages() {
 		if before[id] != page {
@@ -399,7 +401,7 @@ func TestUnchangedRepairUpdatesNoIndex(t *testing.T) {
 		}
 	}
 	if len(before) != n || moved > n/10 {
-		t.Errorf("%d of the %d rows of resource_state moved to another page in two unchanged repairs, "+
+		t.Errorf("%d of the %d rows of resource_state moved to another page in an unchanged repair, "+
 			"want nearly none (HOT updates)", moved, len(before))
 	}
 }
