@@ -1,11 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/intendhq/intend/internal/ledger"
@@ -162,6 +166,47 @@ func BenchmarkDecodeRecords100(b *testing.B) {
 		for b.Loop() {
 			var req RecordRequest
 			if err := decodeRecords(body, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestReadAllAsReadAll: readAll reads what io.ReadAll reads, whatever the
+// announced length says.
+func TestReadAllAsReadAll(t *testing.T) {
+	t.Parallel()
+	body := sampleRecords(40)
+	for _, announced := range []int64{-1, 0, 1, int64(len(body)) - 1, int64(len(body)), int64(len(body)) + 1, 10 << 20} {
+		got, err := readAll(iotest.HalfReader(bytes.NewReader(body)), announced)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("announced %d: %d bytes, %v; want %d", announced, len(got), err, len(body))
+		}
+		if cap(got) > maxPresize+1 {
+			t.Fatalf("announced %d: a buffer of %d bytes for %d, beyond maxPresize", announced, cap(got), len(body))
+		}
+	}
+	if _, err := readAll(iotest.ErrReader(errors.New("cut")), 10); err == nil {
+		t.Fatal("a read error was lost")
+	}
+}
+
+// BenchmarkReadBody: a chunk of 100 records read as before (io.ReadAll)
+// and now (readAll with its Content-Length).
+func BenchmarkReadBody(b *testing.B) {
+	body := sampleRecords(100)
+	b.Run("io.ReadAll", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := io.ReadAll(bytes.NewReader(body)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("readAll", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := readAll(bytes.NewReader(body), int64(len(body))); err != nil {
 				b.Fatal(err)
 			}
 		}
