@@ -120,12 +120,20 @@ func plainString(s string) bool {
 }
 
 // plainRaw reports whether json.Marshal writes the raw JSON v as it is:
-// valid, printable ASCII, with no white space to compact and nothing it
-// escapes.
+// valid, printable ASCII, with no white space to compact (outside its
+// strings) and nothing it escapes.
 func plainRaw(v json.RawMessage) bool {
-	for _, c := range v {
-		if c <= ' ' || c >= 0x80 || c == '<' || c == '>' || c == '&' {
+	inString := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c < ' ' || c >= 0x80 || c == '<' || c == '>' || c == '&':
 			return false
+		case c == ' ' && !inString:
+			return false
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString:
+			i++ // the escaped character, a quote perhaps
 		}
 	}
 	return json.Valid(v)

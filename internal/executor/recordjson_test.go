@@ -50,6 +50,11 @@ func TestAppendRecordAsMarshal(t *testing.T) {
 		func(r *ledger.ActionRecord) { r.Changes = json.RawMessage(`{"a": "b"}`) },
 		func(r *ledger.ActionRecord) { r.Logs = json.RawMessage(`["<b>"]`) },
 		func(r *ledger.ActionRecord) {
+			r.Logs = json.RawMessage(`[{"msg":"created the file \"a b\" ","x":" "}]`)
+		},
+		func(r *ledger.ActionRecord) { r.Logs = json.RawMessage(`[{"msg":"a\\"} ,1]`) },
+		func(r *ledger.ActionRecord) { r.Logs = json.RawMessage(`["a\"", 1]`) }, // an escaped quote ends no string
+		func(r *ledger.ActionRecord) {
 			r.Facts = map[string]json.RawMessage{"z": json.RawMessage(`1`), "<a>": json.RawMessage(`2`)}
 		},
 		func(r *ledger.ActionRecord) { r.Facts = map[string]json.RawMessage{"bad": json.RawMessage(`{`)} },
