@@ -404,3 +404,35 @@ func TestExecutorAPIRecordsIntents(t *testing.T) {
 		t.Errorf("audit trail = %v, want batch.intend's refusals and none of its 204s", seen)
 	}
 }
+
+// TestExecutorAPIRevokedTokenRefusedAtOnce: the executor API's requests
+// are the hottest the server answers (a POST per chunk of records), and
+// none of the caching done for them (issue 28) covers the token: an
+// executor token revoked between two chunks is refused on the next one
+// (docs/security.md, "API tokens").
+func TestExecutorAPIRevokedTokenRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	e, run, batches := plannedRun(t, f, "exec-revoked", 2)
+	tok := executorToken(t, f, e, "a")
+	ctx := context.Background()
+	ba, err := f.st.LoadBatch(ctx, e.ID, run, batches["a"].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := fmt.Sprintf("/api/v1/environments/%s/executor/batches/%d/%d/actions", e.Name, run, batches["a"].Seq)
+	recs := records(ba, "deployed")
+	chunk := func(i int) string {
+		body, _ := json.Marshal(map[string]any{"records": recs[i : i+1]})
+		return string(body)
+	}
+	if code, out := f.callAs("POST", path, chunk(0), tok, nil); code != http.StatusNoContent {
+		t.Fatalf("the first chunk = %d %v, want 204", code, out)
+	}
+	if _, err := f.st.RevokeToken(ctx, "exec-a-"+e.Name); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := f.callAs("POST", path, chunk(1), tok, nil); code != http.StatusUnauthorized {
+		t.Fatalf("the next chunk with the revoked token = %d %v, want 401", code, out)
+	}
+}

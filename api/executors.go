@@ -290,7 +290,10 @@ func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
 	// The body first, to read the hashes of its resources only; its
 	// problems are answered after those of the batch and the caller.
 	var req RecordRequest
-	decodeErr := Decode(r, &req, MaxRecordBytes)
+	body, decodeErr := ReadBody(r, MaxRecordBytes)
+	if decodeErr == nil {
+		decodeErr = decodeRecords(body, &req)
+	}
 	ids := make([]string, len(req.Records))
 	for i, rec := range req.Records {
 		ids[i] = rec.ResourceID
@@ -379,7 +382,10 @@ func (s *Server) recordIntents(w http.ResponseWriter, r *http.Request) error {
 	}
 	// As recordBatch: the body first, its problems answered last.
 	var req IntentsRequest
-	decodeErr := Decode(r, &req, 1<<20)
+	body, decodeErr := ReadBody(r, 1<<20)
+	if decodeErr == nil {
+		decodeErr = decodeIntents(body, &req)
+	}
 	ids := make([]string, len(req.Intents))
 	for i, in := range req.Intents {
 		ids[i] = in.ResourceID

@@ -104,7 +104,7 @@ func (r *Remote) RecordActions(ctx context.Context, envID string, run int64, seq
 	path := envPath(envID, "batches", strconv.FormatInt(run, 10), strconv.Itoa(seq), "actions")
 	enc := make([][]byte, len(recs))
 	for i := range recs {
-		b, err := json.Marshal(recs[i])
+		b, err := appendRecord(make([]byte, 0, 512), &recs[i])
 		if err != nil {
 			return fmt.Errorf("encode the record of %s: %w", recs[i].ResourceID, err)
 		}

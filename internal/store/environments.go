@@ -468,8 +468,8 @@ func scanEnvironment(row pgx.Row) (Environment, error) {
 		&e.LastVersion, &e.ReleasedVersion, &e.CreatedAt, &e.UpdatedAt, &e.Protected, &e.DecommissionVersion); err != nil {
 		return e, err
 	}
-	e.Settings = DefaultSettings()
-	if err := json.Unmarshal(raw, &e.Settings); err != nil {
+	var err error
+	if e.Settings, err = decodedSettings.decode(raw); err != nil {
 		return e, fmt.Errorf("environment %s: stored settings: %w", e.Name, err)
 	}
 	// Unconfined either way; [] is what the API shows.
