@@ -67,3 +67,46 @@ func TestRecordActionsUpsertsFacts(t *testing.T) {
 		t.Errorf("after the last fact: %+v, %v", last, err)
 	}
 }
+
+// TestUnchangedFactsAreNotWritten checks that recording a fact again with
+// the value it has leaves its row alone (issue 28: every chunk of a
+// repair upserted its facts, and on conflict locked each row, a write
+// with its WAL record, even where the update did nothing), while a
+// changed one is updated.
+func TestUnchangedFactsAreNotWritten(t *testing.T) {
+	t.Parallel()
+	st, _, conn := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	rec := func(rid, size string) store.ActionRecord {
+		now := time.Now().UTC()
+		return store.ActionRecord{ResourceID: rid, Hash: []byte("h"), Version: 1, Action: ledger.ActionRepair, Reason: "test",
+			StartedAt: now, FinishedAt: now, Result: "deployed", Operation: "none",
+			Facts:      map[string]json.RawMessage{"size": json.RawMessage(size)},
+			WorkflowID: "wf", RunID: "run", Attempt: 1}
+	}
+	a, b := "fs::File[a,path=/a]", "fs::File[a,path=/b]"
+	if err := st.RecordActions(ctx, e.ID, []store.ActionRecord{rec(a, `1`), rec(b, `2`)}); err != nil {
+		t.Fatal(err)
+	}
+	// xmax is set on a row version by whoever locks, updates or deletes it.
+	rowOf := func(rid string) (row struct{ ctid, xmax, value string }) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, `select ctid::text, xmax::text, value::text from facts
+			where environment_id = $1::uuid and resource_id = $2 and name = 'size'`, e.ID, rid).
+			Scan(&row.ctid, &row.xmax, &row.value); err != nil {
+			t.Fatal(err)
+		}
+		return row
+	}
+	beforeA, beforeB := rowOf(a), rowOf(b)
+	if err := st.RecordActions(ctx, e.ID, []store.ActionRecord{rec(a, `1`), rec(b, `3`)}); err != nil {
+		t.Fatal(err)
+	}
+	if afterA := rowOf(a); afterA != beforeA || afterA.xmax != "0" {
+		t.Errorf("the unchanged fact's row %+v became %+v: written (or locked) again", beforeA, afterA)
+	}
+	if afterB := rowOf(b); afterB.value != "3" || afterB.ctid == beforeB.ctid {
+		t.Errorf("the changed fact's row %+v became %+v, want value 3 in a new row version", beforeB, afterB)
+	}
+}
