@@ -189,13 +189,9 @@ func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionReco
 	if _, err := tx.Exec(ctx, `insert into facts (environment_id, resource_id, name, value)
 		select $1::uuid, u.rid, u.name, u.value::jsonb
 		from unnest($2::text[], $3::text[], $4::text[]) as u(rid, name, value)
-		-- An unchanged fact (the common case in a repair) is not written at
-		-- all: read first, as on conflict would lock its row (a write and
-		-- its WAL record) even where its update does nothing.
-		where not exists (select 1 from facts f
-			where f.environment_id = $1::uuid and f.resource_id = u.rid and f.name = u.name and f.value = u.value::jsonb)
 		on conflict (environment_id, resource_id, name)
 		do update set value = excluded.value, updated_at = now()
+		-- An unchanged fact (the common case in a repair) rewrites no row.
 		where facts.value is distinct from excluded.value`,
 		envID, rids, names, values); err != nil {
 		return fmt.Errorf("record facts: %w", err)
