@@ -94,7 +94,15 @@ create trigger environment_rows_fixed after update of environment_id on resource
 create trigger environment_rows_delete after delete on environments
     for each row execute function environment_rows_delete();
 
+-- Also (issue 28): every chunk of records with a change asks which of
+-- the changed resources send events (actions.go, sendersSQL), a probe of
+-- resource_contents and its row per resource; the contents that send
+-- events are few, and this index holds them alone.
+create index resource_contents_send_event on resource_contents (environment_id, hash) where send_event;
+
 ---- create above / drop below ----
+
+drop index resource_contents_send_event;
 
 drop trigger environment_rows_delete on environments;
 
