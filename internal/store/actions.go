@@ -243,9 +243,7 @@ func queueFollowUps(ctx context.Context, tx pgx.Tx, envID string, recs []ActionR
 	for k, i := range t.Changed {
 		changed[k], changedHashes[k] = recs[i].ResourceID, recs[i].Hash
 	}
-	rows, err := tx.Query(ctx, `select u.rid from unnest($2::text[], $3::bytea[]) as u(rid, hash)
-		join resource_contents c on c.environment_id = $1::uuid and c.hash = u.hash
-		where c.send_event order by 1`, envID, changed, changedHashes)
+	rows, err := tx.Query(ctx, sendersSQL, envID, changed, changedHashes)
 	if err != nil {
 		return err
 	}
@@ -262,6 +260,15 @@ func queueFollowUps(ctx context.Context, tx pgx.Tx, envID string, recs []ActionR
 	}
 	return nil
 }
+
+// sendersSQL reads which of the resources that changed ($2, with their
+// hashes $3) send events: every chunk with a change asks, and the
+// contents that send events are few; their partial index
+// (resource_contents_send_event, migration 032) answers without reading
+// a content of each resource (issue 28; TestSendersReadTheirIndex).
+const sendersSQL = `select u.rid from unnest($2::text[], $3::bytea[]) as u(rid, hash)
+		join resource_contents c on c.environment_id = $1::uuid and c.hash = u.hash
+		where c.send_event order by 1`
 
 // queueFollowUp queues an automatic request.
 func queueFollowUp(ctx context.Context, tx pgx.Tx, envID string, f plan.FollowUp) error {

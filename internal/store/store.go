@@ -31,6 +31,8 @@ type Store struct {
 	// live keeps the live service instances as LiveServiceInstances
 	// decoded them last, so that the next read decodes only the changed.
 	live liveCache
+	// batches keeps the ids and hashes of batches for BatchHead.
+	batches batchHashes
 	// perResource records every attempt in a row of its own, unchanged
 	// ones too (as before migration 031): for tests that compare.
 	perResource bool
