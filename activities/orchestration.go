@@ -121,13 +121,37 @@ func (o *Orchestration) PlanDeploy(ctx context.Context, in workflows.PlanInput) 
 		limits = store.DefaultBatchLimits
 	}
 	info := activity.GetInfo(ctx)
-	p, err := o.Store.PlanDeploy(ctx, in.EnvironmentID, in.Run, limits,
-		store.Caller{RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt)})
+	// Grouped (DeployGeneration 3), the agents are routed before they
+	// are cut: the agents whose batches go to one shared queue (the
+	// embedded executors', a pool's) share batches. An agent's own queue
+	// (an executor of that agent alone) is no group.
+	var planned map[string]string
+	var group store.Grouper
+	if in.Group {
+		group = func(ctx context.Context, agents []string) (map[string]string, error) {
+			rs, err := o.Store.AgentRoutes(ctx, in.EnvironmentID, agents, o.Routing)
+			if err != nil {
+				return nil, err
+			}
+			planned = rs.Queues
+			groups := make(map[string]string, len(rs.Queues))
+			for a, q := range rs.Queues {
+				if q != names.AgentTaskQueue(env.Name, a) {
+					groups[a] = q
+				}
+			}
+			return groups, nil
+		}
+	}
+	p, err := o.Store.PlanDeployGrouped(ctx, in.EnvironmentID, in.Run, limits,
+		store.Caller{RunID: info.WorkflowExecution.RunID, Attempt: int(info.Attempt)}, group)
 	if err != nil {
 		return workflows.PlanResult{}, classify(err)
 	}
-	routes, err := o.routes(ctx, in.EnvironmentID, p.Batches)
-	if err != nil {
+	var routes workflows.Routes
+	if planned != nil {
+		routes = workflows.NewRoutes(planned)
+	} else if routes, err = o.routes(ctx, in.EnvironmentID, p.Batches); err != nil {
 		return workflows.PlanResult{}, err
 	}
 	return workflows.PlanResult{Version: p.Version, Action: p.Action, Total: p.Total, NextSeq: p.NextSeq,
@@ -139,9 +163,11 @@ func (o *Orchestration) routes(ctx context.Context, envID string, batches []work
 	seen := map[string]bool{}
 	var agents []string
 	for _, b := range batches {
-		if !seen[b.Agent] {
-			seen[b.Agent] = true
-			agents = append(agents, b.Agent)
+		for _, a := range b.AgentsOf() {
+			if !seen[a] {
+				seen[a] = true
+				agents = append(agents, a)
+			}
 		}
 	}
 	rs, err := o.Store.AgentRoutes(ctx, envID, agents, o.Routing)

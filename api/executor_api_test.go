@@ -436,3 +436,78 @@ func TestExecutorAPIRevokedTokenRefusedAtOnce(t *testing.T) {
 		t.Fatalf("the next chunk with the revoked token = %d %v, want 401", code, out)
 	}
 }
+
+// TestExecutorAPISharedBatchNeedsEveryAgent: a batch of several agents
+// (the agents one executor serves share batches, issue 28) is an
+// executor's only when its token serves every one of them: a token of
+// one of them can neither read it nor record into it.
+func TestExecutorAPISharedBatchNeedsEveryAgent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, api.Options{})
+	f.env("exec-shared")
+	e, err := f.st.GetEnvironment(ctx, "exec-shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := intent.DecodeBytes([]byte(version(
+		`{"id":"fs::File[a,path=/srv/a]","attributes":{"path":"/srv/a","content":"x"}}`,
+		`{"id":"fs::File[b,path=/srv/b]","attributes":{"path":"/srv/b","content":"x"}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := f.st.ExportVersion(ctx, e.ID, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
+		t.Fatal(err)
+	}
+	take, err := f.st.TakeRequests(ctx, e.ID, "test-shared", nil, false)
+	if err != nil || take.Run == nil {
+		t.Fatalf("take: %+v %v", take, err)
+	}
+	run := take.Run.Run
+	plan, err := f.st.PlanDeployGrouped(ctx, e.ID, run, store.DefaultBatchLimits, store.Caller{},
+		func(context.Context, []string) (map[string]string, error) {
+			return map[string]string{"a": "executors/exec-shared/embedded", "b": "executors/exec-shared/embedded"}, nil
+		})
+	if err != nil || len(plan.Batches) != 1 || len(plan.Batches[0].Agents) != 2 {
+		t.Fatalf("plan = %+v, %v; want one batch of agents a and b", plan.Batches, err)
+	}
+	seq := plan.Batches[0].Seq
+
+	remoteA, err := iexec.NewRemote(f.srv.URL, executorToken(t, f, e, "a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remoteA.LoadBatch(ctx, e.ID, run, seq, ""); err == nil || !strings.Contains(err.Error(), "403") ||
+		!strings.Contains(err.Error(), `serves agents a, not "b"`) {
+		t.Errorf("the shared batch with a token of agent a = %v, want 403 naming b", err)
+	}
+	remoteAB, err := iexec.NewRemote(f.srv.URL, executorToken(t, f, e, "a", "b"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := remoteAB.LoadBatch(ctx, e.ID, run, seq, "")
+	if err != nil || strings.Join(b.Agents, ",") != "a,b" || b.Agent != "a" || len(b.Resources) != 2 {
+		t.Fatalf("the shared batch with a token of a and b = %+v, %v", b, err)
+	}
+	recs := records(b, "deployed")[:1] // a's file
+	if !strings.HasPrefix(recs[0].ResourceID, "fs::File[a,") {
+		t.Fatalf("first record is %s, want a's", recs[0].ResourceID)
+	}
+	if err := remoteA.RecordActions(ctx, e.ID, run, seq, recs, false); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("recording a's file into the shared batch with a token of a = %v, want 403", err)
+	}
+	if err := remoteA.RecordIntents(ctx, e.ID, run, seq, []ledger.Intent{{ResourceID: recs[0].ResourceID,
+		Operation: "create", WorkflowID: "w", Attempt: 1}}); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("an intent into the shared batch with a token of a = %v, want 403", err)
+	}
+	if n := countActions(t, f, e); n != 0 {
+		t.Fatalf("%d actions recorded after the refusals, want 0", n)
+	}
+	if err := remoteAB.RecordActions(ctx, e.ID, run, seq, records(b, "deployed"), false); err != nil {
+		t.Errorf("recording the shared batch with a token of a and b: %v", err)
+	}
+}

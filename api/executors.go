@@ -227,7 +227,7 @@ func (s *Server) loadBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := servesAll(principal(r), []string{b.Agent}); err != nil {
+	if err := servesAll(principal(r), b.AgentsOf()); err != nil {
 		return err
 	}
 	if wf := r.URL.Query().Get("resume_workflow"); wf != "" {
@@ -302,7 +302,7 @@ func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := servesAll(principal(r), []string{head.Agent}); err != nil {
+	if err := servesAll(principal(r), head.AgentsOf()); err != nil {
 		return err
 	}
 	if decodeErr != nil {
@@ -394,7 +394,7 @@ func (s *Server) recordIntents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := servesAll(principal(r), []string{head.Agent}); err != nil {
+	if err := servesAll(principal(r), head.AgentsOf()); err != nil {
 		return err
 	}
 	if decodeErr != nil {

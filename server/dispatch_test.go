@@ -65,7 +65,10 @@ func TestOneTaskQueueForManyAgents(t *testing.T) {
 	for i := range embedded {
 		served = append(served, fmt.Sprintf("a%03d", i))
 	}
-	env := newEnv(t, c, "route", map[string]any{"autostart_agents": served, "deploy_interval": 0, "agent_timeout": 10})
+	// agent_timeout 20 s: the external executor, started once the
+	// embedded agents' files arrive, registers within it on a loaded
+	// machine too (at 10 s it did not once, at a load of 14).
+	env := newEnv(t, c, "route", map[string]any{"autostart_agents": served, "deploy_interval": 0, "agent_timeout": 20})
 	dir := t.TempDir()
 	var rs []res
 	for i, a := range served {
@@ -101,6 +104,17 @@ func TestOneTaskQueueForManyAgents(t *testing.T) {
 			t.Fatalf("%d of the embedded agents' %d files deployed", n, 2*embedded)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The agents one queue serves share batches (DeployGeneration 3): the
+	// 120 agents' 240 files are one batch, not 120.
+	var batches int
+	if err := conn.QueryRow(ctx, `select count(distinct a.batch) from action_log a
+		join environments e on e.id = a.environment_id
+		where e.name = $1 and a.result = 'deployed' and a.resource_id like 'fs::File[a%'`, env).Scan(&batches); err != nil {
+		t.Fatal(err)
+	}
+	if batches != 1 {
+		t.Errorf("the embedded agents' files were deployed in %d batches, want 1 of all 120 agents", batches)
 	}
 	if got := pollers(t, tc, namespace, names.EmbeddedTaskQueue(env)); len(got) == 0 {
 		t.Errorf("nothing polls %s", names.EmbeddedTaskQueue(env))
@@ -146,5 +160,16 @@ func TestOneTaskQueueForManyAgents(t *testing.T) {
 	run, err = c.WaitRequest(ctx, env, req.ID, 60*time.Second, nil)
 	if err != nil || run.Unavailable != 0 || run.Deployed != len(rs) {
 		t.Errorf("repair = %+v (%v), want all %d deployed", run, err, len(rs))
+	}
+	// Planned to the pool, the two remote agents share one batch, which
+	// their executor (its token serves both) ran.
+	if err := conn.QueryRow(ctx, `select count(distinct a.batch) from action_log a
+		join environments e on e.id = a.environment_id
+		where e.name = $1 and a.result = 'deployed' and a.resource_id like 'fs::File[x%' and a.executor = 'remote-exec'
+		  and a.action = 'repair'`, env).Scan(&batches); err != nil {
+		t.Fatal(err)
+	}
+	if batches != 1 {
+		t.Errorf("the repair of the remote agents' files ran in %d batches of remote-exec, want 1 of both agents", batches)
 	}
 }

@@ -84,8 +84,10 @@ const (
 // batches at once (MaxInFlight's default), at most 4 of one agent
 // (AgentMaxInFlight's default), and a batch that waited its agent_timeout
 // in its queue is routed again (RouteAgentsActivity) rather than marked
-// unavailable while a live executor serves its agent.
-const DeployGeneration = 2
+// unavailable while a live executor serves its agent; 3: the agents that
+// share a task queue share batches (PlanInput.Group): 1,000 agents of 20
+// resources on one executor are 40 batches, not 1,000.
+const DeployGeneration = 3
 
 // Run kinds (SearchAttrRunKind): a run's action, as the API and the
 // action log name it.
@@ -282,6 +284,9 @@ type PlanInput struct {
 	EnvironmentID string
 	Run           int64
 	Limits        BatchLimits
+	// Group: the agents that share a task queue (an executor, or a pool
+	// of them, serves them all) share batches (DeployGeneration 3).
+	Group bool `json:",omitempty"`
 }
 
 // BatchRef names one planned batch (the planner's and the store's type).
@@ -379,6 +384,17 @@ type BatchInput struct {
 	Run             int64
 	Seq             int
 	Agent           string
+	// Agents are the agents of a batch of several (DeployGeneration 3;
+	// nil: Agent alone).
+	Agents []string `json:",omitempty"`
+}
+
+// AgentsOf returns the batch's agents: Agents, or Agent alone.
+func (in BatchInput) AgentsOf() []string {
+	if len(in.Agents) > 0 {
+		return in.Agents
+	}
+	return []string{in.Agent}
 }
 
 // BatchResult counts a batch's outcomes.

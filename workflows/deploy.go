@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/intendhq/intend/internal/ledger"
@@ -48,7 +49,7 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	local := orchestration(ctx, in.Generation >= 2)
 	var plan PlanResult
 	if err := orch(local, PlanDeployActivity, PlanInput{
-		EnvironmentID: in.EnvironmentID, Run: in.Run, Limits: in.Limits,
+		EnvironmentID: in.EnvironmentID, Run: in.Run, Limits: in.Limits, Group: in.Generation >= 3,
 	}).Get(ctx, &plan); err != nil {
 		return res, fmt.Errorf("plan: %w", err)
 	}
@@ -316,7 +317,7 @@ func (r *deployRun) runLevel(batches []BatchRef, st *levelStats) error {
 		if len(pending) > 0 && !r.preempted && l.inFlight < r.maxInFlight {
 			i := 0
 			if r.agentMaxInFlight > 0 {
-				i = slices.IndexFunc(pending, func(b BatchRef) bool { return l.perAgent[b.Agent] < r.agentMaxInFlight })
+				i = slices.IndexFunc(pending, l.mayGo)
 			}
 			if i >= 0 {
 				b := pending[i]
@@ -350,12 +351,35 @@ type levelRun struct {
 	fatal    error
 }
 
-// dispatch sends batch b to its agent's task queue; reroutes counts the
-// times it was sent again after waiting there.
+// mayGo reports whether every agent of batch b has fewer than
+// agentMaxInFlight batches in flight: a batch of several agents counts
+// against each of them.
+func (l *levelRun) mayGo(b BatchRef) bool {
+	if len(b.Agents) == 0 {
+		return l.perAgent[b.Agent] < l.r.agentMaxInFlight
+	}
+	for _, a := range b.Agents {
+		if l.perAgent[a] >= l.r.agentMaxInFlight {
+			return false
+		}
+	}
+	return true
+}
+
+// count adds n to the batches in flight of each agent of b.
+func (l *levelRun) count(b BatchRef, n int) {
+	for _, a := range b.AgentsOf() {
+		l.perAgent[a] += n
+	}
+}
+
+// dispatch sends batch b to its agent's task queue (a batch of several
+// agents: the queue they share); reroutes counts the times it was sent
+// again after waiting there.
 func (l *levelRun) dispatch(b BatchRef, reroutes int) {
 	r, ctx, in := l.r, l.r.ctx, l.r.in
 	l.inFlight++
-	l.perAgent[b.Agent]++
+	l.count(b, 1)
 	stages := r.stages()
 	stages.MaxInFlight = max(stages.MaxInFlight, l.inFlight)
 	queue := r.routes.Queue(in.EnvironmentName, b.Agent)
@@ -371,11 +395,11 @@ func (l *levelRun) dispatch(b BatchRef, reroutes int) {
 	})
 	f := workflow.ExecuteActivity(actx, ExecuteBatchActivity, BatchInput{
 		EnvironmentID: in.EnvironmentID, EnvironmentName: in.EnvironmentName,
-		Run: in.Run, Seq: b.Seq, Agent: b.Agent,
+		Run: in.Run, Seq: b.Seq, Agent: b.Agent, Agents: b.Agents,
 	})
 	l.sel.AddFuture(f, func(f workflow.Future) {
 		l.inFlight--
-		l.perAgent[b.Agent]--
+		l.count(b, -1)
 		var br BatchResult
 		err := f.Get(ctx, &br)
 		if err == nil {
@@ -384,8 +408,10 @@ func (l *levelRun) dispatch(b BatchRef, reroutes int) {
 		}
 		result, reason := string(ledger.ResultFailed), "executor gave up: "+rootMessage(err)
 		if isScheduleToStartTimeout(err) {
+			result = string(ledger.ResultUnavailable)
+			reason = fmt.Sprintf("no executor polled task queue %s within %s", queue, r.agentWait)
 			if r.reroute && reroutes < maxReroutes {
-				again, err := l.routeAgain(b, queue)
+				again, apart, err := l.routeAgain(b, queue)
 				if err != nil {
 					l.fatal = err
 					return
@@ -394,34 +420,48 @@ func (l *levelRun) dispatch(b BatchRef, reroutes int) {
 					l.dispatch(b, reroutes+1)
 					return
 				}
+				if apart != "" {
+					reason = apart
+				}
 			}
-			result = string(ledger.ResultUnavailable)
-			reason = fmt.Sprintf("no executor polled task queue %s within %s", queue, r.agentWait)
 		}
 		l.mark(b, result, reason)
 	})
 }
 
-// routeAgain asks where b's agent's batches go now, after b waited
+// routeAgain asks where b's agents' batches go now, after b waited
 // agentWait in queue: again when that is another queue, or when a live
-// executor serves the agent (its batches wait behind others, it is not
-// gone). It updates the run's routes.
-func (l *levelRun) routeAgain(b BatchRef, queue string) (bool, error) {
+// executor serves an agent of it (its batches wait behind others, it is
+// not gone). It updates the run's routes. A batch of several agents that
+// now go to different queues cannot go to any of them whole (an executor
+// runs the batches of its own agents only): apart says why, and the
+// batch is marked unavailable (the next deploy routes its agents apart).
+func (l *levelRun) routeAgain(b BatchRef, queue string) (again bool, apart string, err error) {
 	r := l.r
+	agents := b.AgentsOf()
 	var rr RouteAgentsResult
 	if err := orch(r.local, RouteAgentsActivity, RouteAgentsInput{
-		EnvironmentID: r.in.EnvironmentID, Agents: []string{b.Agent},
+		EnvironmentID: r.in.EnvironmentID, Agents: agents,
 	}).Get(r.ctx, &rr); err != nil {
-		return false, fmt.Errorf("route agent %s: %w", b.Agent, err)
+		return false, "", fmt.Errorf("route agent %s: %w", strings.Join(agents, ", "), err)
 	}
 	now := rr.Routes.Queue(r.in.EnvironmentName, b.Agent)
-	if now != r.routes.Queue(r.in.EnvironmentName, b.Agent) {
-		r.routes = r.routes.with(b.Agent, now)
+	for _, a := range agents {
+		q := rr.Routes.Queue(r.in.EnvironmentName, a)
+		if q != r.routes.Queue(r.in.EnvironmentName, a) {
+			r.routes = r.routes.with(a, q)
+		}
+		if q != now && apart == "" {
+			apart = fmt.Sprintf("no executor polled task queue %s within %s, and the batch's agents go to different "+
+				"queues now (%s: %s, %s: %s)", queue, r.agentWait, b.Agent, now, a, q)
+		}
 	}
-	again := now != queue || slices.Contains(rr.Live, b.Agent)
+	if apart == "" {
+		again = now != queue || slices.ContainsFunc(agents, func(a string) bool { return slices.Contains(rr.Live, a) })
+	}
 	workflow.GetLogger(r.ctx).Info("batch waited its agent timeout in its task queue", "run", r.in.Run,
-		"batch", b.Seq, "agent", b.Agent, "task_queue", queue, "now", now, "again", again)
-	return again, nil
+		"batch", b.Seq, "agents", agents, "task_queue", queue, "now", now, "again", again, "apart", apart != "")
+	return again, apart, nil
 }
 
 // done adds a batch's outcome to the run.

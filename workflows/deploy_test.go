@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,12 +45,15 @@ type fakeActivities struct {
 	// localPlan, localFinish: the plan and the finish ran as local
 	// activities.
 	localPlan, localFinish bool
+	// grouped: the plan was asked to group agents (PlanInput.Group).
+	grouped bool
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	env.RegisterActivityWithOptions(func(ctx context.Context, in PlanInput) (PlanResult, error) {
 		f.mu.Lock()
 		f.localPlan = activity.GetInfo(ctx).IsLocalActivity
+		f.grouped = in.Group
 		f.mu.Unlock()
 		return f.plan, nil
 	}, activity.RegisterOptions{Name: PlanDeployActivity})
@@ -64,14 +68,18 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.started = append(f.started, in.Seq)
 		f.running++
 		f.maxSeen = max(f.maxSeen, f.running)
-		f.queues[in.Agent] = append(f.queues[in.Agent], activity.GetInfo(ctx).TaskQueue)
-		f.agentRunning[in.Agent]++
-		f.agentMax[in.Agent] = max(f.agentMax[in.Agent], f.agentRunning[in.Agent])
+		for _, a := range in.AgentsOf() {
+			f.queues[a] = append(f.queues[a], activity.GetInfo(ctx).TaskQueue)
+			f.agentRunning[a]++
+			f.agentMax[a] = max(f.agentMax[a], f.agentRunning[a])
+		}
 		f.mu.Unlock()
 		time.Sleep(5 * time.Millisecond) // let concurrent batches overlap
 		res, err := f.outcome(in)
 		f.mu.Lock()
-		f.agentRunning[in.Agent]--
+		for _, a := range in.AgentsOf() {
+			f.agentRunning[a]--
+		}
 		f.running--
 		f.doneLvl[lvl]++
 		f.mu.Unlock()
@@ -443,5 +451,88 @@ func TestDeployRoutesAgainAfterAgentTimeout(t *testing.T) {
 	}
 	if res.Unavailable != 9 || len(f1.routed) != 0 {
 		t.Errorf("generation 1: result %+v, routed %v; want all 9 unavailable, never routed again", res, f1.routed)
+	}
+}
+
+// TestDeployBatchesOfSeveralAgents: a run of DeployGeneration 3 asks for
+// a plan whose agents that share a queue share batches; a batch of
+// several agents goes to their queue with all of them named, counts
+// against each agent's bound, and, when its agents go to different
+// queues after it waited its agent timeout, is marked unavailable saying
+// so (no one executor may run it whole).
+func TestDeployBatchesOfSeveralAgents(t *testing.T) {
+	t.Parallel()
+	var batches []BatchRef
+	for i := range 6 {
+		batches = append(batches, BatchRef{Seq: i + 1, Agent: "p", Agents: []string{"p", "q"}, Count: 10, First: "x"})
+	}
+	batches = append(batches, BatchRef{Seq: 7, Agent: "q", Count: 1, First: "y"},
+		BatchRef{Seq: 8, Agent: "r", Agents: []string{"r", "s"}, Count: 5, First: "z"})
+	f := newFake(batches)
+	f.plan.Routes = NewRoutes(map[string]string{"p": "executors/env/embedded", "q": "executors/env/embedded",
+		"r": "executors/env/pool/old", "s": "executors/env/pool/old"})
+	var seen [][]string
+	f.outcome = func(in BatchInput) (BatchResult, error) {
+		f.mu.Lock()
+		seen = append(seen, in.AgentsOf())
+		f.mu.Unlock()
+		if in.Seq == 8 {
+			return BatchResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+		}
+		for _, b := range batches {
+			if b.Seq == in.Seq {
+				return BatchResult{Deployed: b.Count}, nil
+			}
+		}
+		return BatchResult{}, errors.New("unknown batch")
+	}
+	f.route = func(in RouteAgentsInput) RouteAgentsResult {
+		// r and s, both served by live executors, now apart.
+		return RouteAgentsResult{Routes: NewRoutes(map[string]string{"r": "executors/env/pool/r", "s": "executors/env/pool/s"}),
+			Live: in.Agents}
+	}
+	res, err := run(t, f, DeployInput{EnvironmentID: "e", EnvironmentName: "env", Run: 1, Generation: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.grouped {
+		t.Error("generation 3 did not ask the plan to group agents")
+	}
+	if res.Deployed != 61 || res.Unavailable != 5 {
+		t.Errorf("result %+v, want 61 deployed, batch 8's 5 unavailable", res)
+	}
+	if f.agentMax["p"] > defaultAgentMaxInFlight || f.agentMax["q"] > defaultAgentMaxInFlight || f.agentMax["q"] < 2 {
+		t.Errorf("agents p and q ran %d and %d batches at once, want at most %d each (a shared batch counts for both)",
+			f.agentMax["p"], f.agentMax["q"], defaultAgentMaxInFlight)
+	}
+	for _, q := range f.queues["q"] {
+		if q != "executors/env/embedded" {
+			t.Errorf("a batch of q went to %s, want executors/env/embedded", q)
+		}
+	}
+	shared := 0
+	for _, agents := range seen {
+		if len(agents) == 2 && agents[0] == "p" && agents[1] == "q" {
+			shared++
+		}
+	}
+	if shared != 6 {
+		t.Errorf("the executor saw the agents %v, want p and q named in 6 batches", seen)
+	}
+	if len(f.routed) != 1 || len(f.routed[0].Agents) != 2 {
+		t.Errorf("routed %+v, want batch 8's two agents routed once", f.routed)
+	}
+	if len(f.marked) != 1 || f.marked[0].Seq != 8 || f.marked[0].Result != "unavailable" ||
+		!strings.Contains(f.marked[0].Reason, "different queues") {
+		t.Errorf("marked %+v, want batch 8 unavailable: its agents go to different queues", f.marked)
+	}
+
+	// Generation 2 plans each agent's batches apart.
+	f2 := newFake(batches[6:7])
+	if _, err := run(t, f2, DeployInput{EnvironmentID: "e", EnvironmentName: "env", Run: 1, Generation: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if f2.grouped {
+		t.Error("generation 2 asked the plan to group agents")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,9 +129,12 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 	info := activity.GetInfo(ctx)
 	pr := &progress{p: batchProgress{NotDeployed: map[string]string{}}}
 	if e.Metrics != nil {
-		inFlight := e.Metrics.BatchesInFlight.WithLabelValues(in.EnvironmentName, in.Agent)
-		inFlight.Inc()
-		defer inFlight.Dec()
+		// A batch of several agents is in flight for each of them.
+		for _, a := range in.AgentsOf() {
+			inFlight := e.Metrics.BatchesInFlight.WithLabelValues(in.EnvironmentName, a)
+			inFlight.Inc()
+			defer inFlight.Dec()
+		}
 	}
 	var resume string
 	if info.Attempt > 1 || activity.HasHeartbeatDetails(ctx) {
@@ -165,7 +169,9 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 	}
 	took := time.Since(started)
 	if e.Metrics != nil {
-		e.Metrics.BatchDuration.WithLabelValues(in.EnvironmentName, in.Agent).Observe(took.Seconds())
+		for _, a := range in.AgentsOf() {
+			e.Metrics.BatchDuration.WithLabelValues(in.EnvironmentName, a).Observe(took.Seconds())
+		}
 		e.Metrics.BatchSize.WithLabelValues(in.EnvironmentName).Observe(float64(len(b.Resources)))
 	}
 	// Where the batch spent its time, for the run's record: the wait for
@@ -316,7 +322,7 @@ func (e *Executor) runBatch(ctx context.Context, b ledger.Batch, in workflows.Ba
 	recorded := make(chan error, 1)
 	go func() { recorded <- e.recordAsDone(ctx, in, b, recs, finished, pr) }()
 
-	sem := make(chan struct{}, max(e.Concurrency, 1))
+	slots := e.slots(b)
 	var intended *intents
 	if !dryrun {
 		intended = newIntents(func(ctx context.Context, ins []ledger.Intent) error {
@@ -361,6 +367,7 @@ func (e *Executor) runBatch(ctx context.Context, b ledger.Batch, in workflows.Ba
 					}
 				}
 			}
+			sem := slots(r.ID)
 			sem <- struct{}{}
 			var before adapters.BeforeChange
 			if intended != nil {
@@ -391,6 +398,46 @@ func (e *Executor) runBatch(ctx context.Context, b ledger.Batch, in workflows.Ba
 		return last, fmt.Errorf("record outcomes: %w", err)
 	}
 	return last, nil
+}
+
+// slots returns the semaphore of a resource of batch b, by its id: the
+// resources of one agent run at most Concurrency at once, in a batch of
+// several agents as in a batch of one (a batch of n agents runs up to n
+// × Concurrency).
+func (e *Executor) slots(b ledger.Batch) func(id string) chan struct{} {
+	size := max(e.Concurrency, 1)
+	if len(b.Agents) == 0 {
+		sem := make(chan struct{}, size)
+		return func(string) chan struct{} { return sem }
+	}
+	sems := make(map[string]chan struct{}, len(b.Agents))
+	for _, a := range b.Agents {
+		sems[a] = make(chan struct{}, size)
+	}
+	// An id whose agent the batch does not name (it cannot be: the
+	// store cuts batches by agent) shares one semaphore more.
+	other := make(chan struct{}, size)
+	return func(id string) chan struct{} {
+		if sem, ok := sems[agentOf(id)]; ok {
+			return sem
+		}
+		return other
+	}
+}
+
+// agentOf returns the agent of resource id <Type>[<Agent>,…] without
+// parsing the rest ("" when it has none).
+func agentOf(id string) string {
+	i := strings.IndexByte(id, '[')
+	if i < 0 {
+		return ""
+	}
+	rest := id[i+1:]
+	j := strings.IndexByte(rest, ',')
+	if j < 0 {
+		return ""
+	}
+	return rest[:j]
 }
 
 // recordAsDone records the outcomes of a batch's resources as their

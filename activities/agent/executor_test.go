@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -348,5 +349,79 @@ func TestExecuteBatchRunsPastASlowResource(t *testing.T) {
 	}
 	if st := res.Stages; st.Execute <= 0 || st.Record < 0 {
 		t.Errorf("stages = %+v, want the run's time and the wait for its last records", st)
+	}
+}
+
+// counting is an adapter that counts the resources of each agent in
+// flight at once (each Observe waits a little) and the most of them.
+type counting struct {
+	thing
+	cmu         sync.Mutex
+	now, most   map[string]int
+	total, peak int
+}
+
+func (c *counting) Observe(ctx context.Context, hc *adapters.Context, r adapters.Resource) (adapters.Observation, error) {
+	c.cmu.Lock()
+	c.now[r.ID.Agent]++
+	c.total++
+	c.most[r.ID.Agent] = max(c.most[r.ID.Agent], c.now[r.ID.Agent])
+	c.peak = max(c.peak, c.total)
+	c.cmu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	c.cmu.Lock()
+	c.now[r.ID.Agent]--
+	c.total--
+	c.cmu.Unlock()
+	return c.thing.Observe(ctx, hc, r)
+}
+
+// TestBatchOfSeveralAgentsBoundsEachAgent: the agents that one executor
+// serves share batches (issue 28), and in a batch of several each agent
+// runs at most Concurrency resources at once, as in a batch of its own:
+// neither one agent past its bound, nor the agents held to one bound.
+func TestBatchOfSeveralAgentsBoundsEachAgent(t *testing.T) {
+	t.Parallel()
+	var rs []string
+	for _, a := range []string{"a", "b"} {
+		for i := range 30 {
+			rs = append(rs, fmt.Sprintf(`{"id":"test::Thing[%s,name=%s%03d]","attributes":{"name":"%s%03d","v":"1"}}`, a, a, i, a, i))
+		}
+	}
+	st, e, run, plan := storetest.ReleasedGrouped(t, rs, func(_ context.Context, agents []string) (map[string]string, error) {
+		g := map[string]string{}
+		for _, a := range agents {
+			g[a] = "executors/shared"
+		}
+		return g, nil
+	})
+	if len(plan.Batches) != 1 || !slices.Equal(plan.Batches[0].Agents, []string{"a", "b"}) || plan.Batches[0].Agent != "a" {
+		t.Fatalf("batches = %+v, want one of agents a and b", plan.Batches)
+	}
+	c := &counting{thing: thing{state: map[string]string{}, calls: map[string]int{}}, now: map[string]int{}, most: map[string]int{}}
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", c)
+	ex := executor(st, reg, 4)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	b := plan.Batches[0]
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: b.Seq, Agent: b.Agent, Agents: b.Agents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 60 {
+		t.Errorf("result = %+v, want all 60 deployed", res)
+	}
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	if c.most["a"] > 4 || c.most["b"] > 4 || c.peak <= 4 {
+		t.Errorf("at most %v of one agent and %d in all at once, want at most 4 of each agent, more than 4 in all",
+			c.most, c.peak)
 	}
 }

@@ -227,12 +227,17 @@ type servesOnlyActivity struct {
 // that does not serve its agent.
 const NotServedError = "AgentNotServed"
 
-// ExecuteActivity runs the activity if its batch's agent is served.
+// ExecuteActivity runs the activity if its batch's agents are served.
 func (a *servesOnlyActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	if len(in.Args) == 1 {
-		if b, ok := in.Args[0].(workflows.BatchInput); ok && !a.s.m.Serves(a.s.env, b.Agent) {
-			return nil, temporal.NewApplicationError(fmt.Sprintf("executor %s does not serve agent %s of %s",
-				a.s.m.activities.Name, b.Agent, a.s.env), NotServedError)
+		if b, ok := in.Args[0].(workflows.BatchInput); ok {
+			// A batch of several agents: every one of them.
+			for _, agent := range b.AgentsOf() {
+				if !a.s.m.Serves(a.s.env, agent) {
+					return nil, temporal.NewApplicationError(fmt.Sprintf("executor %s does not serve agent %s of %s",
+						a.s.m.activities.Name, agent, a.s.env), NotServedError)
+				}
+			}
 		}
 	}
 	return a.Next.ExecuteActivity(ctx, in)

@@ -59,7 +59,10 @@ type Batch struct {
 	Action        Action            `json:"action"`
 	Reason        string            `json:"reason"`
 	Agent         string            `json:"agent"`
-	Resources     []Resource        `json:"resources"`
+	// Agents are the agents of a batch of several (nil: Agent alone);
+	// its executor serves them all, each with its own concurrency.
+	Agents    []string   `json:"agents,omitempty"`
+	Resources []Resource `json:"resources"`
 	// Recorded are the resources this batch has recorded an attempt of
 	// already, in the deploy run's workflow, with their outcome: a
 	// retried batch (another activity attempt) runs the others only.
@@ -71,6 +74,14 @@ type Batch struct {
 	// resource has the intent of the latest attempt. Filled in when
 	// LoadBatch is asked to resume.
 	Intended map[string]Intent `json:"intended,omitempty"`
+}
+
+// AgentsOf returns the batch's agents: Agents, or Agent alone.
+func (b Batch) AgentsOf() []string {
+	if len(b.Agents) > 0 {
+		return b.Agents
+	}
+	return []string{b.Agent}
 }
 
 // Intent is an attempt's intent to change a resource, recorded before the

@@ -1,12 +1,16 @@
 package plan
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // cut orders the items of a run that go in batches (run: indices into
 // all) and cuts them into batches.
 //
-// A batch holds resources of one agent, and may hold resources that require
-// each other: the executor runs a batch in dependency order. So a chain of
+// A batch holds resources of one agent, or of the agents of one group
+// (Item.Group: agents one executor serves), and may hold resources that
+// require each other: the executor runs a batch in dependency order. So a chain of
 // resources on one agent is one batch, not one batch per link. Batches get
 // a level: every batch a batch depends on (through requires between
 // resources of different batches) has a lower level, and batches of one
@@ -18,8 +22,8 @@ import "sort"
 //  2. give each resource a stage: the most agent changes along any requires
 //     path into it, so resources of one agent that depend on each other
 //     share a stage;
-//  3. cut each (stage, agent) group, in topological order, into batches
-//     within the limits;
+//  3. cut each (stage, agent or group) set, in topological order, into
+//     batches within the limits;
 //  4. a batch's level is one more than the highest level of a batch it
 //     depends on (0 if none).
 //
@@ -116,7 +120,15 @@ func cut(all []Item, run []int, limits Limits) ([]int, []Batch) {
 		}
 	}
 
-	// 3. Cut (stage, agent) groups in topological order.
+	// 3. Cut (stage, agent or group) sets in topological order.
+	key := make([]string, n)
+	for i, it := range items {
+		if it.Group != "" {
+			key[i] = "g" + it.Group
+		} else {
+			key[i] = "a" + it.Agent
+		}
+	}
 	byGroup := make([]int, n)
 	copy(byGroup, order)
 	sort.SliceStable(byGroup, func(a, b int) bool {
@@ -124,11 +136,11 @@ func cut(all []Item, run []int, limits Limits) ([]int, []Batch) {
 		if stage[x] != stage[y] {
 			return stage[x] < stage[y]
 		}
-		return items[x].Agent < items[y].Agent
+		return key[x] < key[y]
 	})
 	batchOf := make([]int, n)
 	type group struct {
-		agent   string
+		key     string
 		stage   int
 		members []int
 		bytes   int
@@ -143,7 +155,7 @@ func cut(all []Item, run []int, limits Limits) ([]int, []Batch) {
 		i := byGroup[b]
 		left[i] = 1
 		if b+1 < n {
-			if j := byGroup[b+1]; stage[j] == stage[i] && items[j].Agent == items[i].Agent {
+			if j := byGroup[b+1]; stage[j] == stage[i] && key[j] == key[i] {
 				left[i] = left[j] + 1
 			}
 		}
@@ -151,13 +163,13 @@ func cut(all []Item, run []int, limits Limits) ([]int, []Batch) {
 	var cuts []group
 	for _, i := range byGroup {
 		k := len(cuts) - 1
-		if k < 0 || cuts[k].stage != stage[i] || cuts[k].agent != items[i].Agent ||
+		if k < 0 || cuts[k].stage != stage[i] || cuts[k].key != key[i] ||
 			len(cuts[k].members) >= cuts[k].size ||
 			(limits.MaxBytes > 0 && cuts[k].bytes+items[i].Size > limits.MaxBytes && len(cuts[k].members) > 0) {
 			// An even share of what is left: the batches still to cut
 			// from it, each at most MaxResources.
 			rest := (left[i] + limits.MaxResources - 1) / limits.MaxResources
-			cuts = append(cuts, group{agent: items[i].Agent, stage: stage[i], size: (left[i] + rest - 1) / rest})
+			cuts = append(cuts, group{key: key[i], stage: stage[i], size: (left[i] + rest - 1) / rest})
 			k++
 		}
 		cuts[k].members = append(cuts[k].members, i)
@@ -165,7 +177,7 @@ func cut(all []Item, run []int, limits Limits) ([]int, []Batch) {
 		batchOf[i] = k
 	}
 
-	// 4. Levels: cuts are in (stage, agent, topological) order, so every
+	// 4. Levels: cuts are in (stage, key, topological) order, so every
 	// batch a cut depends on comes before it.
 	level := make([]int, len(cuts))
 	for k, c := range cuts {
@@ -190,8 +202,29 @@ func cut(all []Item, run []int, limits Limits) ([]int, []Batch) {
 		for _, i := range c.members {
 			out = append(out, run[i])
 		}
-		refs = append(refs, Batch{Seq: seq + 1, Agent: c.agent, Level: level[k], Count: len(c.members),
-			First: items[c.members[0]].ID})
+		b := Batch{Seq: seq + 1, Level: level[k], Count: len(c.members), First: items[c.members[0]].ID}
+		b.Agent, b.Agents = agentsOf(items, c.members)
+		refs = append(refs, b)
 	}
 	return out, refs
+}
+
+// agentsOf returns the first agent by name of members, and all of them,
+// sorted, when there are several (nil for one).
+func agentsOf(items []Item, members []int) (string, []string) {
+	first := items[members[0]].Agent
+	var several []string
+	for _, i := range members[1:] {
+		if a := items[i].Agent; a != first && !slices.Contains(several, a) {
+			if several == nil {
+				several = []string{first}
+			}
+			several = append(several, a)
+		}
+	}
+	if several == nil {
+		return first, nil
+	}
+	slices.Sort(several)
+	return several[0], several
 }

@@ -20,10 +20,15 @@ var DefaultLimits = Limits{MaxResources: 500, MaxBytes: 1 << 20}
 // about it. (No JSON tags: it travels in Temporal payloads, whose field
 // names histories already hold.)
 type Batch struct {
-	Seq   int
+	Seq int
+	// Agent is the batch's agent; of a batch of several agents (Agents),
+	// the first of them by name.
 	Agent string
-	Level int
-	Count int
+	// Agents are the agents of a batch of several, sorted; nil for a
+	// batch of one agent (every batch before DeployGeneration 3).
+	Agents []string `json:",omitempty"`
+	Level  int
+	Count  int
 	// First is the first resource id, for the activity's summary.
 	First string
 }
@@ -32,6 +37,11 @@ type Batch struct {
 type Item struct {
 	ID    string
 	Agent string
+	// Group, when not empty, names the agents whose resources may share
+	// a batch: one executor serves them all (their task queue). Items of
+	// one group and one stage are cut into batches together; the items
+	// of an agent without a group are cut alone.
+	Group string
 	// Requires are the ids of the resources it requires; those not in
 	// the run are deployed already (or held: see Outside).
 	Requires []string
@@ -58,6 +68,14 @@ type Held struct {
 	Result string
 	// Why is the action record's error text.
 	Why string
+}
+
+// AgentsOf returns the agents of batch b: Agents, or Agent alone.
+func (b Batch) AgentsOf() []string {
+	if len(b.Agents) > 0 {
+		return b.Agents
+	}
+	return []string{b.Agent}
 }
 
 // Result is a run's plan.

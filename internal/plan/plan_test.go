@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,20 @@ func randomRun(r *rand.Rand, max int, cycles bool) run {
 	limits := Limits{MaxResources: 1 + r.IntN(60), MaxBytes: r.IntN(5000)}
 	if r.IntN(10) == 0 {
 		limits = Limits{}
+	}
+	if r.IntN(3) == 0 {
+		// The agents share task queues: each agent is in a group (its
+		// route), or none.
+		groups := 1 + r.IntN(2)
+		group := map[string]string{}
+		for a := range agents {
+			if g := r.IntN(groups + 1); g > 0 {
+				group[fmt.Sprintf("a%d", a)] = fmt.Sprintf("q%d", g)
+			}
+		}
+		for i := range items {
+			items[i].Group = group[items[i].Agent]
+		}
 	}
 	r.Shuffle(n, func(i, j int) { items[i], items[j] = items[j], items[i] })
 	return run{items, outside, limits}
@@ -134,8 +149,9 @@ func checkPlan(items []Item, outside map[string]bool, limits Limits, res Result)
 		}
 	}
 
-	// Batches: numbered from 1, levels in order, one agent each, within
-	// the limits, and covering Order.
+	// Batches: numbered from 1, levels in order, one agent each or the
+	// agents of one group (Agents naming them, sorted), within the
+	// limits, and covering Order.
 	total := 0
 	for _, b := range res.Batches {
 		total += b.Count
@@ -154,13 +170,24 @@ func checkPlan(items []Item, outside map[string]bool, limits Limits, res Result)
 			return fmt.Errorf("batch %d of level %d after level %d", b.Seq, b.Level, res.Batches[k-1].Level)
 		}
 		bytes := 0
+		agents := map[string]bool{}
+		first := items[res.Order[at]]
 		for p, i := range res.Order[at : at+b.Count] {
 			it := items[i]
-			if it.Agent != b.Agent {
-				return fmt.Errorf("batch %d of agent %s holds %s of agent %s", b.Seq, b.Agent, it.ID, it.Agent)
+			agents[it.Agent] = true
+			if it.Agent != first.Agent && (it.Group == "" || it.Group != first.Group) {
+				return fmt.Errorf("batch %d holds %s of agent %s (group %q) and %s of agent %s (group %q)",
+					b.Seq, first.ID, first.Agent, first.Group, it.ID, it.Agent, it.Group)
+			}
+			if !contains(b.AgentsOf(), it.Agent) {
+				return fmt.Errorf("batch %d of agents %v holds %s of agent %s", b.Seq, b.AgentsOf(), it.ID, it.Agent)
 			}
 			batch[it.ID], pos[it.ID] = k, p
 			bytes += it.Size
+		}
+		if len(agents) != len(b.AgentsOf()) || (len(b.Agents) == 1) ||
+			!slices.IsSorted(b.AgentsOf()) || b.Agent != b.AgentsOf()[0] {
+			return fmt.Errorf("batch %d names agent %s and agents %v, holds %d agents", b.Seq, b.Agent, b.Agents, len(agents))
 		}
 		if limits.MaxBytes > 0 && b.Count > 1 && bytes > limits.MaxBytes {
 			return fmt.Errorf("batch %d holds %d bytes, more than %d", b.Seq, bytes, limits.MaxBytes)

@@ -71,6 +71,20 @@ type Caller struct {
 // behalf of by; no executor or adapter ever sees them. Plan.Undefined
 // counts them.
 func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits BatchLimits, by Caller) (Plan, error) {
+	return s.PlanDeployGrouped(ctx, envID, run, limits, by, nil)
+}
+
+// Grouper returns the group of each of agents whose batches one executor
+// may run together (plan.Item.Group: its task queue), "" or absent for an
+// agent whose batches are its own.
+type Grouper func(ctx context.Context, agents []string) (map[string]string, error)
+
+// PlanDeployGrouped is PlanDeploy with the agents of the run grouped by
+// group (nil: none), so that a batch may hold the resources of several
+// agents of one group (issue 28). A repeat returns the batches planned
+// before, whatever group says now.
+func (s *Store) PlanDeployGrouped(ctx context.Context, envID string, run int64, limits BatchLimits, by Caller,
+	group Grouper) (Plan, error) {
 	var p Plan
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var status, workflowID string
@@ -148,6 +162,23 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 		for i, it := range items {
 			in[i] = it.Item
 		}
+		if group != nil && len(items) > 0 {
+			var agents []string
+			seen := map[string]bool{}
+			for _, it := range items {
+				if !seen[it.Agent] {
+					seen[it.Agent] = true
+					agents = append(agents, it.Agent)
+				}
+			}
+			groups, err := group(ctx, agents)
+			if err != nil {
+				return err
+			}
+			for i := range in {
+				in[i].Group = groups[in[i].Agent]
+			}
+		}
 		outside, err := undefinedOutside(ctx, tx, envID, p, plan.Outside(in))
 		if err != nil {
 			return err
@@ -171,11 +202,11 @@ func (s *Store) PlanDeploy(ctx context.Context, envID string, run int64, limits 
 				hashes = append(hashes, items[i].hash)
 			}
 			at += b.Count
-			copyRows = append(copyRows, []any{envID, run, b.Seq, b.Agent, b.Level, ids, hashes})
+			copyRows = append(copyRows, []any{envID, run, b.Seq, b.Agent, b.Agents, b.Level, ids, hashes})
 		}
 		if len(copyRows) > 0 {
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"deploy_batches"},
-				[]string{"environment_id", "run", "seq", "agent", "level", "resource_ids", "hashes"},
+				[]string{"environment_id", "run", "seq", "agent", "agents", "level", "resource_ids", "hashes"},
 				pgx.CopyFromRows(copyRows)); err != nil {
 				return fmt.Errorf("store batches: %w", err)
 			}
@@ -244,14 +275,14 @@ func existingPlan(ctx context.Context, tx pgx.Tx, envID string, run int64, workf
 		where environment_id = $1::uuid and run = $2`, envID, run).Scan(&p.NextSeq); err != nil {
 		return err
 	}
-	rows, err := tx.Query(ctx, `select seq, agent, level, cardinality(resource_ids), resource_ids[1]
+	rows, err := tx.Query(ctx, `select seq, agent, agents, level, cardinality(resource_ids), resource_ids[1]
 		from deploy_batches where environment_id = $1::uuid and run = $2 and retry = 0 order by seq`, envID, run)
 	if err != nil {
 		return err
 	}
 	p.Batches, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchRef, error) {
 		var b BatchRef
-		return b, r.Scan(&b.Seq, &b.Agent, &b.Level, &b.Count, &b.First)
+		return b, r.Scan(&b.Seq, &b.Agent, &b.Agents, &b.Level, &b.Count, &b.First)
 	})
 	if err != nil {
 		return err
@@ -278,10 +309,10 @@ type Batch = ledger.Batch
 // LoadBatch reads one batch with the content of its resources.
 func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error) {
 	b := Batch{EnvironmentID: envID}
-	err := s.pool.QueryRow(ctx, `select r.version, r.action, r.reason, b.agent
+	err := s.pool.QueryRow(ctx, `select r.version, r.action, r.reason, b.agent, b.agents
 		from deploy_batches b join deploy_runs r on r.environment_id = b.environment_id and r.run = b.run
 		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
-		Scan(&b.Version, &b.Action, &b.Reason, &b.Agent)
+		Scan(&b.Version, &b.Action, &b.Reason, &b.Agent, &b.Agents)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, NotFound("deploy run %d batch %d", run, seq)
 	}

@@ -168,11 +168,21 @@ func ledgerError(err error) error {
 // checked against: the batch's agent, its run's version, action and
 // reason, and the hash of each of the resources asked about that it has.
 type BatchHead struct {
-	Agent   string
+	Agent string
+	// Agents are the agents of a batch of several (nil: Agent alone).
+	Agents  []string
 	Version int64
 	Action  ledger.Action
 	Reason  string
 	Hashes  map[string][]byte
+}
+
+// AgentsOf returns the batch's agents: Agents, or Agent alone.
+func (h BatchHead) AgentsOf() []string {
+	if len(h.Agents) > 0 {
+		return h.Agents
+	}
+	return []string{h.Agent}
 }
 
 // BatchHead reads the head of batch seq of run, with the hashes of those
@@ -191,17 +201,17 @@ func (s *Store) BatchHead(ctx context.Context, envID string, run int64, seq int,
 	all, kept := s.batches.get(key)
 	var err error
 	if kept {
-		err = s.pool.QueryRow(ctx, `select b.agent, r.version, r.action, r.reason
+		err = s.pool.QueryRow(ctx, `select b.agent, b.agents, r.version, r.action, r.reason
 			from deploy_batches b join deploy_runs r on r.environment_id = b.environment_id and r.run = b.run
 			where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
-			Scan(&h.Agent, &h.Version, &h.Action, &h.Reason)
+			Scan(&h.Agent, &h.Agents, &h.Version, &h.Action, &h.Reason)
 	} else {
 		var ids []string
 		var hashes [][]byte
-		err = s.pool.QueryRow(ctx, `select b.agent, r.version, r.action, r.reason, b.resource_ids, b.hashes
+		err = s.pool.QueryRow(ctx, `select b.agent, b.agents, r.version, r.action, r.reason, b.resource_ids, b.hashes
 			from deploy_batches b join deploy_runs r on r.environment_id = b.environment_id and r.run = b.run
 			where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
-			Scan(&h.Agent, &h.Version, &h.Action, &h.Reason, &ids, &hashes)
+			Scan(&h.Agent, &h.Agents, &h.Version, &h.Action, &h.Reason, &ids, &hashes)
 		if err == nil {
 			all = make(map[string][]byte, len(ids))
 			for i, id := range ids {

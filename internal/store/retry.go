@@ -37,7 +37,7 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		}
 		rows, err := tx.Query(ctx, `
 			with src as (
-				select b.seq, b.agent, b.level, b.retry, u.rid, u.hash, u.ord
+				select b.seq, b.agent, b.agents, b.level, b.retry, u.rid, u.hash, u.ord
 				from deploy_batches b
 				cross join lateral unnest(b.resource_ids, b.hashes) with ordinality as u(rid, hash, ord)
 				where b.environment_id = $1::uuid and b.run = $2 and b.seq = any($3)
@@ -48,7 +48,7 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 				  and a.resource_id in (select rid from src)
 				order by a.resource_id, a.id desc
 			)
-			select src.seq, src.agent, src.level, src.retry, src.rid, src.hash, last.result
+			select src.seq, src.agent, src.agents, src.level, src.retry, src.rid, src.hash, last.result
 			from src join last on last.resource_id = src.rid
 			where (last.result = 'failed' and last.error_class in ('transient', 'throttled'))
 			   or last.result = 'skipped_for_dependency'
@@ -58,6 +58,7 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		}
 		type batch struct {
 			agent        string
+			agents       []string
 			level, retry int
 			ids          []string
 			hashes       [][]byte
@@ -68,12 +69,15 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		for rows.Next() {
 			var seq, level, retry int
 			var agent, rid, result string
+			var agents []string
 			var hash []byte
-			if err := rows.Scan(&seq, &agent, &level, &retry, &rid, &hash, &result); err != nil {
+			if err := rows.Scan(&seq, &agent, &agents, &level, &retry, &rid, &hash, &result); err != nil {
 				return err
 			}
 			if seq != curSeq {
-				cur = &batch{agent: agent, level: level, retry: retry + 1}
+				// A retry batch has its batch's agents (the route they
+				// were planned to), whichever of them it retries.
+				cur = &batch{agent: agent, agents: agents, level: level, retry: retry + 1}
 				batches = append(batches, cur)
 				curSeq = seq
 			}
@@ -92,14 +96,15 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		for i, b := range batches {
 			seq := nextSeq + i
 			tag, err := tx.Exec(ctx, `insert into deploy_batches
-				(environment_id, run, seq, agent, level, resource_ids, hashes, retry)
-				values ($1::uuid, $2, $3, $4, $5, $6, $7, $8) on conflict do nothing`,
-				envID, run, seq, b.agent, b.level, b.ids, b.hashes, b.retry)
+				(environment_id, run, seq, agent, agents, level, resource_ids, hashes, retry)
+				values ($1::uuid, $2, $3, $4, $5, $6, $7, $8, $9) on conflict do nothing`,
+				envID, run, seq, b.agent, b.agents, b.level, b.ids, b.hashes, b.retry)
 			if err != nil {
 				return fmt.Errorf("store retry batch: %w", err)
 			}
 			made += int(tag.RowsAffected())
-			p.Batches = append(p.Batches, BatchRef{Seq: seq, Agent: b.agent, Level: b.level, Count: len(b.ids), First: b.ids[0]})
+			p.Batches = append(p.Batches, BatchRef{Seq: seq, Agent: b.agent, Agents: b.agents, Level: b.level,
+				Count: len(b.ids), First: b.ids[0]})
 		}
 		if made == 0 {
 			return nil // nothing to retry, or made by an earlier call

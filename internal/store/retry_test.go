@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func TestPlanRetry(t *testing.T) {
 	}
 
 	again, err := st.PlanRetry(ctx, e.ID, run, []int{p.Batches[0].Seq}, p.NextSeq)
-	if err != nil || !slices.Equal(again.Batches, rp.Batches) || again.Failed != 2 {
+	if err != nil || !reflect.DeepEqual(again.Batches, rp.Batches) || again.Failed != 2 {
 		t.Fatalf("PlanRetry again = %+v, %v; want the same plan", again, err)
 	}
 	if f, s := counters(); f != 1 || s != 1 {

@@ -49,6 +49,13 @@ func Things(n int) []string {
 // a fresh environment (Env) and plans its deploy run.
 func Released(t testing.TB, resources []string) (*store.Store, store.Environment, int64, store.Plan) {
 	t.Helper()
+	return ReleasedGrouped(t, resources, nil)
+}
+
+// ReleasedGrouped is Released with the run's agents grouped by group
+// (store.PlanDeployGrouped).
+func ReleasedGrouped(t testing.TB, resources []string, group store.Grouper) (*store.Store, store.Environment, int64, store.Plan) {
+	t.Helper()
 	ctx := context.Background()
 	st, e := Env(t, nil)
 	v, err := intent.DecodeBytes([]byte(`{"resources":[` + strings.Join(resources, ",") + `]}`))
@@ -66,7 +73,7 @@ func Released(t testing.TB, resources []string) (*store.Store, store.Environment
 	if err != nil || take.Run == nil {
 		t.Fatalf("take: %+v %v", take, err)
 	}
-	p, err := st.PlanDeploy(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000}, store.Caller{})
+	p, err := st.PlanDeployGrouped(ctx, e.ID, take.Run.Run, store.BatchLimits{MaxResources: 1000}, store.Caller{}, group)
 	if err != nil {
 		t.Fatal(err)
 	}
