@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,66 @@ func delayInFlight(n, agents, perAgent, total, concurrency, batchMax int) int {
 	return sum
 }
 
+// delaySharedInFlight is delayInFlight for agents that share batches (one
+// pool serves them all, DeployGeneration 3): the run's n resources, by
+// agent name, are cut into ⌈n ÷ batchMax⌉ batches of even size, and each
+// agent of a batch runs min(its resources there, concurrency) at once;
+// the batches go in order while each of their agents has fewer than
+// perAgent in flight and fewer than total run in all.
+func delaySharedInFlight(n, agents, perAgent, total, concurrency, batchMax int) int {
+	agents = max(agents, 1)
+	names := make([]string, agents)
+	size := make(map[string]int, agents)
+	for a := range agents {
+		names[a] = fmt.Sprintf("bench-%d", a)
+		size[names[a]] = n / agents
+		if a < n%agents {
+			size[names[a]]++
+		}
+	}
+	slices.Sort(names)
+	cut := (n + batchMax - 1) / batchMax
+	if cut == 0 {
+		return 0
+	}
+	per := (n + cut - 1) / cut
+	// batches[k][agent]: the resources of agent in batch k.
+	var batches []map[string]int
+	room := 0
+	for _, a := range names {
+		for left := size[a]; left > 0; {
+			if room == 0 {
+				batches = append(batches, map[string]int{})
+				room = per
+			}
+			take := min(left, room)
+			batches[len(batches)-1][a] += take
+			left -= take
+			room -= take
+		}
+	}
+	sum, running := 0, 0
+	inFlight := map[string]int{}
+	for _, b := range batches {
+		if running >= total {
+			break
+		}
+		ok := true
+		for a := range b {
+			ok = ok && inFlight[a] < perAgent
+		}
+		if !ok {
+			continue
+		}
+		running++
+		for a, c := range b {
+			inFlight[a]++
+			sum += min(c, concurrency)
+		}
+	}
+	return sum
+}
+
 // delayBounds are delayInFlight's perAgent and total for k executors
 // serving the agents: one pool of k executors serving every agent
 // (pooled), or k executors per agent.
@@ -140,6 +201,10 @@ func benchDelay(ctx context.Context, c *client.Client, pgURL string, out io.Writ
 	cfg := executor.DefaultConfig()
 	perAgent, total := delayBounds(executors, agents, cfg.Batches, cfg.MaxBatches, pooled)
 	inFlight := delayInFlight(n, agents, perAgent, total, cfg.Concurrency, plan.DefaultLimits.MaxResources)
+	if pooled {
+		// One pool serves every agent: its agents share batches.
+		inFlight = delaySharedInFlight(n, agents, perAgent, total, cfg.Concurrency, plan.DefaultLimits.MaxResources)
+	}
 	ideal := time.Duration(ops) * a.delay / time.Duration(inFlight)
 	where := fmt.Sprintf("%d resources, %d agent(s) × %d executor(s)", n, max(agents, 1), executors)
 	if pooled {
@@ -147,8 +212,7 @@ func benchDelay(ctx context.Context, c *client.Client, pgURL string, out io.Writ
 	}
 	return []row{
 		{"delay: operations (adapter calls)", fmt.Sprint(ops), fmt.Sprintf("%s, %v each", where, a.delay)},
-		{"delay: operations in flight allowed", fmt.Sprint(inFlight), fmt.Sprintf("concurrency %d × min(%d at once, Σ agents min(batches of ≤ %d, %d))",
-			cfg.Concurrency, total, plan.DefaultLimits.MaxResources, perAgent)},
+		{"delay: operations in flight allowed", fmt.Sprint(inFlight), inFlightNote(pooled, cfg.Concurrency, total, perAgent)},
 		{"delay: ideal time", ideal.Round(time.Millisecond).String(), "operations × delay ÷ in flight"},
 		{"delay: measured, release → all recorded", measured.Round(time.Millisecond).String(), fmt.Sprintf("ratio %.2f to the ideal", measured.Seconds()/ideal.Seconds())},
 	}, nil
@@ -165,4 +229,14 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// inFlightNote says how delayInFlight or delaySharedInFlight counted.
+func inFlightNote(pooled bool, concurrency, total, perAgent int) string {
+	if pooled {
+		return fmt.Sprintf("Σ over the batches at once (≤ %d) of Σ their agents' min(resources there, concurrency %d): the agents share batches",
+			total, concurrency)
+	}
+	return fmt.Sprintf("concurrency %d × min(%d at once, Σ agents min(batches of ≤ %d, %d))",
+		concurrency, total, plan.DefaultLimits.MaxResources, perAgent)
 }

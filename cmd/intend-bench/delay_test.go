@@ -69,6 +69,21 @@ func TestDelayInFlight(t *testing.T) {
 	}
 }
 
+func TestDelaySharedInFlight(t *testing.T) {
+	for _, c := range []struct{ n, agents, perAgent, total, want int }{
+		{10000, 1, 4, 64, 4 * 16},       // one agent: 4 of its 20 batches at once
+		{10000, 256, 4, 64, 4286},       // 20 batches of 500, 16 of each agent, and more of the 19 agents two batches split
+		{10000, 16, 4, 64, 16 * 2 * 16}, // 625 each: 16 agents in 20 batches of 500, each in 2 of them
+		{40, 4, 4, 64, 4 * 10},          // one batch of 4 agents of 10
+		{10000, 256, 4, 1, 13 * 16},     // one batch at once: its 12–13 agents (13 here)
+	} {
+		if got := delaySharedInFlight(c.n, c.agents, c.perAgent, c.total, 16, 500); got != c.want {
+			t.Errorf("delaySharedInFlight(%d resources, %d agents, %d per agent, %d in all) = %d, want %d",
+				c.n, c.agents, c.perAgent, c.total, got, c.want)
+		}
+	}
+}
+
 func TestDelayBounds(t *testing.T) {
 	maxInFlight, agentMaxInFlight = 256, 4
 	if p, tot := delayBounds(1, 256, 4, 64, true); p != 4 || tot != 64 {
