@@ -30,6 +30,13 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, credential string) (auth.Principal, error)
 }
 
+// EnvironmentAuthenticator is an Authenticator that reads the request's
+// environment (its id or name) with the credential, in one query
+// (auth.Authenticator): env is nil when it did not (read it as usual).
+type EnvironmentAuthenticator interface {
+	AuthenticateIn(ctx context.Context, credential, envRef string) (p auth.Principal, env *store.Environment, err error)
+}
+
 // Scope is where a route's role must hold.
 type Scope int
 
@@ -121,7 +128,11 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serve(rt.h)(w, r)
 		return
 	}
-	p, err := s.authenticate(r)
+	var ref string // the environment the route names, read with the credential
+	if rt.Scope == ScopePath || rt.Scope == ScopeHeader {
+		ref, _ = envRef(r, rt.Scope)
+	}
+	p, prefetched, err := s.authenticate(r, ref)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="intend"`)
 		WriteError(w, r, s.log, err)
@@ -146,7 +157,7 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return forbidden(rt, p.Global(), "any environment")
 			}
 		case ScopePath, ScopeHeader:
-			e, err := s.resolveEnv(r, rt.Scope, p)
+			e, err := s.resolveEnv(r, rt.Scope, p, prefetched)
 			if e.ID != "" {
 				// Audited there, a probe from another tenant included.
 				env = &e
@@ -183,57 +194,78 @@ func forbidden(rt *Route, have auth.Role, where string) error {
 // authenticate reads the bearer credential and asks the authenticator
 // who it names. Without an authenticator nobody is anyone: intend fails
 // closed.
-func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
+//
+// With envRef (the environment the route names, "" for none) and an
+// EnvironmentAuthenticator, the environment is read with the credential
+// and returned (nil when it was not, or does not exist).
+func (s *Server) authenticate(r *http.Request, envRef string) (auth.Principal, *store.Environment, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return auth.Principal{}, Unauthenticated("send \"Authorization: Bearer TOKEN\" with an API token " +
+		return auth.Principal{}, nil, Unauthenticated("send \"Authorization: Bearer TOKEN\" with an API token " +
 			"(the CLI sends --token or INTEND_TOKEN; an admin makes one with `intend token create`)")
 	}
 	scheme, cred, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
-		return auth.Principal{}, Unauthenticated("the Authorization header must be \"Bearer TOKEN\"")
+		return auth.Principal{}, nil, Unauthenticated("the Authorization header must be \"Bearer TOKEN\"")
 	}
 	if s.opts.Auth == nil {
-		return auth.Principal{}, Unauthenticated("this server accepts no credentials")
+		return auth.Principal{}, nil, Unauthenticated("this server accepts no credentials")
 	}
-	p, err := s.opts.Auth.Authenticate(r.Context(), strings.TrimSpace(cred))
+	var p auth.Principal
+	var env *store.Environment
+	var err error
+	if ea, ok := s.opts.Auth.(EnvironmentAuthenticator); ok && envRef != "" {
+		p, env, err = ea.AuthenticateIn(r.Context(), strings.TrimSpace(cred), envRef)
+	} else {
+		p, err = s.opts.Auth.Authenticate(r.Context(), strings.TrimSpace(cred))
+	}
 	switch {
 	case err == nil:
-		return p, nil
+		return p, env, nil
 	case errors.Is(err, auth.ErrUnauthenticated):
-		return p, Unauthenticated("%s", err.Error())
+		return p, nil, Unauthenticated("%s", err.Error())
 	case errors.Is(err, auth.ErrUnavailable):
 		s.log.WarnContext(r.Context(), "authentication unavailable", "error", err)
-		return p, Unavailable("credentials cannot be checked now; retry later")
+		return p, nil, Unavailable("credentials cannot be checked now; retry later")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return p, Unavailable("the request was cancelled or timed out")
+		return p, nil, Unavailable("the request was cancelled or timed out")
 	case store.IsUnavailable(err):
 		// The token lookup is every request's first query: PostgreSQL
 		// down is the server's fault, and worth a retry.
 		s.log.WarnContext(r.Context(), "authentication unavailable", "error", err)
-		return p, Unavailable("the database cannot be reached now; retry later")
+		return p, nil, Unavailable("the database cannot be reached now; retry later")
 	}
-	return p, fmt.Errorf("authenticate: %w", err)
+	return p, nil, fmt.Errorf("authenticate: %w", err)
+}
+
+// envRef is the environment (its id or name) a route of scope names.
+func envRef(r *http.Request, scope Scope) (string, error) {
+	if scope == ScopeHeader {
+		ref := r.Header.Get(EnvironmentHeader)
+		if ref == "" {
+			return "", BadRequest("the %s header is missing: name the environment (its id or name)", EnvironmentHeader)
+		}
+		return ref, nil
+	}
+	return pathParam(chi.URLParam(r, "env"))
 }
 
 // resolveEnv finds the route's environment. One the caller may not see
 // is "not found", worded exactly as one that does not exist, so that
 // names do not leak across tenants.
-func (s *Server) resolveEnv(r *http.Request, scope Scope, p auth.Principal) (store.Environment, error) {
-	var ref string
-	if scope == ScopeHeader {
-		ref = r.Header.Get(EnvironmentHeader)
-		if ref == "" {
-			return store.Environment{}, BadRequest("the %s header is missing: name the environment (its id or name)", EnvironmentHeader)
-		}
-	} else {
-		v, err := pathParam(chi.URLParam(r, "env"))
-		if err != nil {
-			return store.Environment{}, err
-		}
-		ref = v
+// prefetched, when not nil, is the environment authenticate read with
+// the credential.
+func (s *Server) resolveEnv(r *http.Request, scope Scope, p auth.Principal, prefetched *store.Environment) (store.Environment, error) {
+	ref, err := envRef(r, scope)
+	if err != nil {
+		return store.Environment{}, err
 	}
-	e, err := s.opts.Store.GetEnvironment(r.Context(), ref)
+	var e store.Environment
+	if prefetched != nil {
+		e = *prefetched
+	} else {
+		e, err = s.opts.Store.GetEnvironment(r.Context(), ref)
+	}
 	if err == nil && p.In(e.ID, e.Name) == auth.RoleNone {
 		err = store.NotFound("environment %q", ref)
 	}

@@ -37,6 +37,12 @@ type TokenSource interface {
 	TokenByHash(ctx context.Context, hash []byte) (store.Token, error)
 }
 
+// TokenEnvironmentSource is a TokenSource that reads a token and an
+// environment in one query (the store): see AuthenticateIn.
+type TokenEnvironmentSource interface {
+	TokenByHashIn(ctx context.Context, hash []byte, envRef string) (store.Token, store.Environment, bool, error)
+}
+
 // OIDCOptions turns an OIDC issuer's JWTs into principals.
 type OIDCOptions struct {
 	Verifier *oidc.Verifier
@@ -72,8 +78,32 @@ func (a *Authenticator) Authenticate(ctx context.Context, credential string) (Pr
 	return p, err
 }
 
+// AuthenticateIn is Authenticate for a request to environment envRef (its
+// id or name): an API token of a TokenEnvironmentSource and the
+// environment are read in one query, and env is the environment when
+// there is one (nil: read it as usual). The token is still read on every
+// request, so a revocation holds at once.
+func (a *Authenticator) AuthenticateIn(ctx context.Context, credential, envRef string) (p Principal, env *store.Environment, err error) {
+	src, ok := a.Tokens.(TokenEnvironmentSource)
+	jwt := strings.Count(credential, ".") == 2 && !strings.HasPrefix(credential, TokenPrefix)
+	if !ok || jwt || envRef == "" {
+		p, err = a.Authenticate(ctx, credential)
+		return p, nil, err
+	}
+	t, e, found, err := src.TokenByHashIn(ctx, Hash(credential), envRef)
+	if p, err = principalOf(t, err); err != nil || !found {
+		return p, nil, err
+	}
+	return p, &e, nil
+}
+
 func (a *Authenticator) token(ctx context.Context, secret string) (Principal, error) {
 	t, err := a.Tokens.TokenByHash(ctx, Hash(secret))
+	return principalOf(t, err)
+}
+
+// principalOf is the principal of a token the store looked up.
+func principalOf(t store.Token, err error) (Principal, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return Principal{}, fmt.Errorf("%w: unknown, expired or revoked token", ErrUnauthenticated)
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	// connection (scram-sha-256) instead of trusting local ones, as a
 	// production server does; URL then carries it.
 	Password string
+	// Settings are more server settings, "name=value" each (passed as
+	// postgres -c), e.g. shared_preload_libraries=pg_stat_statements.
+	Settings []string
 }
 
 // Cluster is a running PostgreSQL server started by Start. Its methods are
@@ -238,6 +241,9 @@ func (c *Cluster) start(ctx context.Context, bin string, owner *runAs, port int,
 	}
 	if !opts.Fsync {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for _, s := range opts.Settings {
+		args = append(args, "-c", s)
 	}
 
 	c.tail = &childproc.Tail{Max: logTailBytes}

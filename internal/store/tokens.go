@@ -148,12 +148,78 @@ func (s *Store) TokenByHash(ctx context.Context, hash []byte) (Token, error) {
 	if err != nil {
 		return t, err
 	}
+	return t, s.markTokenUsed(ctx, t)
+}
+
+// markTokenUsed sets a token's last use to now, at most once a minute.
+func (s *Store) markTokenUsed(ctx context.Context, t Token) error {
 	if t.LastUsedAt == nil || time.Since(*t.LastUsedAt) > time.Minute {
 		if _, err := s.pool.Exec(ctx, `update api_tokens set last_used_at = now() where id = $1`, t.ID); err != nil {
-			return t, fmt.Errorf("mark token used: %w", err)
+			return fmt.Errorf("mark token used: %w", err)
 		}
 	}
-	return t, nil
+	return nil
+}
+
+// TokenByHashIn is TokenByHash that also reads, in the same statement,
+// the environment envRef names (GetEnvironment's id or name): found
+// reports whether there is one. A request to an environment's routes
+// named both, and each was a query (issue 28: 3,300 of each over
+// intend-bench P1–P5, most of them the executor API's). The token is
+// still read on every request, so a revocation holds at once; the
+// environment too, so a change of its settings does, on every server.
+func (s *Store) TokenByHashIn(ctx context.Context, hash []byte, envRef string) (t Token, e Environment, found bool, err error) {
+	rows, err := s.pool.Query(ctx, `select env.id is not null, tok.*, env.*
+		from (select `+tokenColumns+` from api_tokens
+		      where hash = $1 and revoked_at is null and (expires_at is null or expires_at > now())) tok
+		left join lateral (select `+envColumns+` from environments where id::text = $2 or name = $2 limit 1) env on true`,
+		hash, envRef)
+	if err != nil {
+		return t, e, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return t, e, false, err
+		}
+		return t, e, false, NotFound("token")
+	}
+	if err := rows.Scan(append([]any{&found}, make([]any, len(rows.FieldDescriptions())-1)...)...); err != nil {
+		return t, e, false, err
+	}
+	tok := &rowPart{rows: rows, from: 1}
+	if t, err = scanToken(tok); err != nil {
+		return t, e, false, err
+	}
+	if found {
+		if e, err = scanEnvironment(&rowPart{rows: rows, from: 1 + tok.n}); err != nil {
+			return t, e, false, err
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return t, e, false, err
+	}
+	return t, e, found, s.markTokenUsed(ctx, t)
+}
+
+// rowPart scans the columns of rows' current row from the from-th on
+// into the destinations it is given, skipping the others: a row that
+// joins two tables is scanned by each table's scan function in turn.
+type rowPart struct {
+	rows pgx.Rows
+	from int
+	n    int // the columns the last Scan read
+}
+
+func (p *rowPart) Scan(dest ...any) error {
+	all := make([]any, len(p.rows.FieldDescriptions()))
+	if p.from+len(dest) > len(all) {
+		return fmt.Errorf("scan %d columns from column %d of %d", len(dest), p.from, len(all))
+	}
+	copy(all[p.from:], dest)
+	p.n = len(dest)
+	return p.rows.Scan(all...)
 }
 
 // ListTokens returns the tokens, newest first; revoked ones only with
