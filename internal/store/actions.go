@@ -114,10 +114,8 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 	if err := queueFollowUps(ctx, tx, envID, recs); err != nil {
 		return err
 	}
-	// Last: the run's row is locked until the commit, and every chunk of
-	// the run's batches in flight updates it; taken first, it made them
-	// wait for each other's whole transaction (issue 28: 19 ms a chunk
-	// under 8 batches in flight, pg_stat_statements).
+	// Last: the counters' row is locked until the commit (the batch's,
+	// or the run's for the plan's records).
 	return countProgress(ctx, tx, envID, recs)
 }
 
@@ -289,16 +287,23 @@ func dependentsOf(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]plan
 	})
 }
 
-// countProgress moves the live counters of the runs the records belong to.
+// countProgress moves the live counters of the runs the records belong to:
+// those of the record's batch (a running run's counters add its batches',
+// runColumns), or the run's own for a record of no batch (the plan's).
 // They show progress while a run works; FinishRun sets the exact totals.
 func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRecord) error {
 	type counts struct{ deployed, failed, skipped, unavailable int }
-	byWorkflow := map[string]*counts{}
+	type key struct {
+		workflow string
+		batch    int
+	}
+	byWorkflow := map[key]*counts{}
 	for _, r := range recs {
-		c := byWorkflow[r.WorkflowID]
+		k := key{r.WorkflowID, max(r.Batch, 0)}
+		c := byWorkflow[k]
 		if c == nil {
 			c = &counts{}
-			byWorkflow[r.WorkflowID] = c
+			byWorkflow[k] = c
 		}
 		switch r.Result {
 		case ledger.ResultDeployed:
@@ -311,11 +316,21 @@ func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 			c.failed++
 		}
 	}
-	for wf, c := range byWorkflow {
-		if _, err := tx.Exec(ctx, `update deploy_runs set deployed = deployed + $3, failed = failed + $4,
+	for k, c := range byWorkflow {
+		q := `update deploy_runs set deployed = deployed + $3, failed = failed + $4,
 			skipped = skipped + $5, unavailable = unavailable + $6
-			where environment_id = $1::uuid and workflow_id = $2 and status = 'running'`,
-			envID, wf, c.deployed, c.failed, c.skipped, c.unavailable); err != nil {
+			where environment_id = $1::uuid and workflow_id = $2 and status = 'running' and $7::int = 0`
+		if k.batch > 0 {
+			// The batch's row, which only its own chunks (one after
+			// another) update: the batches in flight never wait for each
+			// other here.
+			q = `update deploy_batches b set deployed = b.deployed + $3, failed = b.failed + $4,
+				skipped = b.skipped + $5, unavailable = b.unavailable + $6
+				from deploy_runs r
+				where r.environment_id = $1::uuid and r.workflow_id = $2 and r.status = 'running'
+				  and b.environment_id = r.environment_id and b.run = r.run and b.seq = $7`
+		}
+		if _, err := tx.Exec(ctx, q, envID, k.workflow, c.deployed, c.failed, c.skipped, c.unavailable, k.batch); err != nil {
 			return fmt.Errorf("count progress: %w", err)
 		}
 	}

@@ -66,6 +66,10 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		var batches []*batch
 		var cur *batch
 		curSeq := -1
+		// moved counts, per batch retried, its failures and skips the
+		// retry takes back from its live counters.
+		type moved struct{ failed, skipped int }
+		from := map[int]*moved{}
 		for rows.Next() {
 			var seq, level, retry int
 			var agent, rid, result string
@@ -83,10 +87,17 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 			}
 			cur.ids = append(cur.ids, rid)
 			cur.hashes = append(cur.hashes, hash)
+			m := from[seq]
+			if m == nil {
+				m = &moved{}
+				from[seq] = m
+			}
 			if result == "failed" {
 				p.Failed++
+				m.failed++
 			} else {
 				p.Skipped++
+				m.skipped++
 			}
 		}
 		if err := rows.Err(); err != nil {
@@ -109,9 +120,16 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		if made == 0 {
 			return nil // nothing to retry, or made by an earlier call
 		}
-		_, err = tx.Exec(ctx, `update deploy_runs set failed = greatest(failed - $3, 0), skipped = greatest(skipped - $4, 0)
-			where environment_id = $1::uuid and run = $2`, envID, run, p.Failed, p.Skipped)
-		return err
+		// Their live counters are their batches' (countProgress); a
+		// batch's may go below zero where the run's row counted them (a
+		// run recorded before migration 034): the run's sum stays right.
+		for seq, m := range from {
+			if _, err := tx.Exec(ctx, `update deploy_batches set failed = failed - $4, skipped = skipped - $5
+				where environment_id = $1::uuid and run = $2 and seq = $3`, envID, run, seq, m.failed, m.skipped); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	return p, err
 }

@@ -617,8 +617,24 @@ func scanVersion(row pgx.Row) (VersionInfo, error) {
 	return v, row.Scan(&v.Version, &v.CreatedAt, &v.ReleasedAt, &v.ResourceCount, &v.ChangedCount, &v.ExportedBy, &v.ReleasedBy)
 }
 
-const runColumns = `run, version, action, reason, status, requested_at, started_at, finished_at,
+// runColumns are the columns of a DeployRun (scanRun) from deploy_runs:
+// a running run's counters are its row's plus its batches'
+// (countProgress).
+var runColumns = `run, version, action, reason, status, requested_at, started_at, finished_at,
+	total, ` + liveCounter("deployed") + `, ` + liveCounter("failed") + `, ` + liveCounter("skipped") + `, ` +
+	liveCounter("unavailable") + `, workflow_id, stages`
+
+// runRowColumns are runColumns of a run that has no batches (one just
+// made).
+const runRowColumns = `run, version, action, reason, status, requested_at, started_at, finished_at,
 	total, deployed, failed, skipped, unavailable, workflow_id, stages`
+
+// liveCounter is a running run's counter c: its row's plus its batches'.
+func liveCounter(c string) string {
+	return c + ` + case when deploy_runs.status = 'running' then (select coalesce(sum(b.` + c + `), 0)
+		from deploy_batches b where b.environment_id = deploy_runs.environment_id and b.run = deploy_runs.run)
+		else 0 end`
+}
 
 func scanRun(row pgx.Row) (DeployRun, error) {
 	var r DeployRun
@@ -639,6 +655,6 @@ func insertRun(ctx context.Context, tx pgx.Tx, e Environment, version int64, act
 		wf = names.DryrunWorkflowID(e.Name, run)
 	}
 	return scanRun(tx.QueryRow(ctx, `insert into deploy_runs (environment_id, run, version, action, reason, workflow_id, token)
-		values ($1::uuid, $2, $3, $4, $5, $6, $7) returning `+runColumns,
+		values ($1::uuid, $2, $3, $4, $5, $6, $7) returning `+runRowColumns,
 		e.ID, run, version, action, reason, wf, token))
 }
