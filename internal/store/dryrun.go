@@ -109,7 +109,7 @@ func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after stri
 // resources after $3, without expanding every unchanged_actions row of
 // the run (each holds up to a block of attempts, in the order recorded,
 // not by resource; migration 035 gives each its least and greatest
-// resource id):
+// resource id and its count of attempts):
 //
 //   - first: the rows reaching past $3 that start at or before it, and
 //     the others in the order of their least resource until they hold
@@ -122,7 +122,7 @@ func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after stri
 //     $4 resources of resource_actions, the newest attempt per resource.
 const dryrunResultsSQL = `
 	with cand as materialized (
-		select u.id, u.least_resource_id as least, cardinality(u.resource_ids) as n
+		select u.id, u.least_resource_id as least, u.members as n
 		from unchanged_actions u
 		where u.environment_id = $1::uuid and u.workflow_id = $2 and u.greatest_resource_id > $3
 	), first as (
