@@ -12,11 +12,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // -pprof
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -47,6 +48,8 @@ func main() {
 	flag.IntVar(&compileWorkers, "compile-workers", 2, "the server's model compiles at once (intend server --compile-workers)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file (at its end)")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) during the run: "+
+		"the server's heap or CPU at a moment, since the server runs in this process")
 	flag.StringVar(&engine, "engine", "dev", "Temporal to run on: dev (the pinned CLI's dev server, SQLite, as intend deploy) "+
 		"or server (the standalone server on this PostgreSQL, as production and intend dev-cluster)")
 	flag.IntVar(&agents, "agents", 1, "spread the resources of P1–P4 round robin over this many agents (bench-0, bench-1, …), "+
@@ -90,6 +93,9 @@ func main() {
 	}
 	if *memProfile != "" {
 		defer writeMemProfile(*memProfile)
+	}
+	if *pprofAddr != "" {
+		go func() { fmt.Fprintln(os.Stderr, "intend-bench: pprof:", http.ListenAndServe(*pprofAddr, nil)) }()
 	}
 	if *p9N > 0 {
 		if err := p9(context.Background(), *p9N, *p9Runs, *p9Bin, os.Stdout); err != nil {
@@ -453,15 +459,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		}
 	}
 	rows = append(rows, row{"largest workflow history", fmt.Sprintf("%d events", maxEvents), maxID + " (limit 51,200)"})
-	var rss string
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "VmHWM:") {
-				rss = strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:"))
-			}
-		}
-	}
-	rows = append(rows, row{"peak RSS of server + executor + this client", rss, "bar: server ≤ 256 MiB at 100,000"})
+	rows = append(rows, rssRows()...)
 	return table(out, rows)
 }
 
@@ -478,21 +476,33 @@ func table(out io.Writer, rows []row) error {
 // version builds a version of n files under dir; the file at index change
 // (if ≥ 0) gets different content.
 func version(dir string, n, change int) []byte {
-	type res struct {
-		ID         string         `json:"id"`
-		Attributes map[string]any `json:"attributes"`
+	// Written out rather than marshalled from a slice of maps: at 100,000
+	// resources those cost the benchmark's process (which the server
+	// shares) tens of MiB that its RSS would count.
+	str := func(b []byte, s string) []byte {
+		q, _ := json.Marshal(s)
+		return append(b, q...)
 	}
-	rs := make([]res, n)
-	for i := range rs {
+	b := make([]byte, 0, n*(2*len(dir)+100)+32)
+	b = append(b, `{"resources":[`...)
+	for i := range n {
 		p := filepath.Join(dir, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%06d", i))
 		content := fmt.Sprintf("file %d\n", i)
 		if i == change {
 			content = "changed\n"
 		}
-		rs[i] = res{ID: "fs::File[" + benchAgent(i) + ",path=" + p + "]", Attributes: map[string]any{"path": p, "content": content, "mode": "0644"}}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = str(b, "fs::File["+benchAgent(i)+",path="+p+"]")
+		b = append(b, `,"attributes":{"content":`...)
+		b = str(b, content)
+		b = append(b, `,"mode":"0644","path":`...)
+		b = str(b, p)
+		b = append(b, "}}"...)
 	}
-	b, _ := json.Marshal(map[string]any{"resources": rs})
-	return b
+	return append(b, "]}"...)
 }
 
 // countWrites counts the attempts of a run that changed something.

@@ -460,6 +460,13 @@ func (s *Store) ListRuns(ctx context.Context, envID string, limit int) ([]Deploy
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeployRun, error) { return scanRun(r) })
 }
 
+// servedAgentsSQL lists the agents of released resources by environment:
+// a probe of resource_state per agent (releasedAgent).
+const servedAgentsSQL = `select e.name, a.name from agents a
+	join environments e on e.id = a.environment_id
+	cross join lateral (` + releasedAgent + `) r
+	order by 1, 2`
+
 // ServedAgents lists, per environment name, the agents of the released
 // resources and the environments' settings, for the embedded executor to
 // decide which task queues to poll.
@@ -474,11 +481,7 @@ func (s *Store) ServedAgents(ctx context.Context) (map[string][]string, map[stri
 	}
 	// Only the agents of released resources: an agent no released version
 	// names any more costs no executor a worker.
-	rows, err := s.pool.Query(ctx, `select e.name, a.name from agents a
-		join environments e on e.id = a.environment_id
-		where exists (select 1 from resource_state rs where rs.environment_id = a.environment_id
-		              and rs.agent = a.name and rs.intent_hash is not null)
-		order by 1, 2`)
+	rows, err := s.pool.Query(ctx, servedAgentsSQL)
 	if err != nil {
 		return nil, nil, err
 	}

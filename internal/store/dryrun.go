@@ -88,19 +88,10 @@ type DryrunResult struct {
 
 // DryrunResults returns a page of a dry-run's results in id order, the
 // last attempt per resource, with the sensitive outputs among their
-// changes as outputs says.
+// changes as outputs says. It reads about a page's worth of the run's
+// attempts, not all of them (dryrunResultsSQL).
 func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after string, limit int, outputs Outputs) ([]DryrunResult, error) {
-	rows, err := s.pool.Query(ctx, `
-		select distinct on (resource_id) resource_id,
-		       case when result = 'deployed' then
-		              case operation when 'create' then 'added' when 'update' then 'modified'
-		                             when 'delete' then 'deleted' else 'unmodified' end
-		            when result in ('skipped_for_dependency', 'skipped_for_undefined') then 'skipped'
-		            else result end,
-		       changes, error
-		from action_log
-		where environment_id = $1::uuid and workflow_id = $2 and resource_id > $3
-		order by resource_id, id desc limit $4`, envID, workflowID, after, limit)
+	rows, err := s.pool.Query(ctx, dryrunResultsSQL, envID, workflowID, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -112,3 +103,59 @@ func (s *Store) DryrunResults(ctx context.Context, envID, workflowID, after stri
 		return d, err
 	})
 }
+
+// dryrunResultsSQL is DryrunResults' page ($1 environment, $2 workflow,
+// $3 after, $4 limit): what the action log view gives for the run's
+// resources after $3, without expanding every unchanged_actions row of
+// the run (each holds up to a block of attempts, in the order recorded,
+// not by resource; migration 035 gives each its least and greatest
+// resource id and its count of attempts):
+//
+//   - first: the rows reaching past $3 that start at or before it, and
+//     the others in the order of their least resource until they hold
+//     twice $4 attempts, all after $3 (twice: a resource may repeat);
+//   - bound: the $4th resource after $3 among those. No resource after it
+//     is on the page, and every attempt of a resource up to it lies in a
+//     row whose least resource is at most the bound. (Fewer than $4
+//     resources among them: no bound, every row of the run.)
+//   - the page: the rows up to the bound expanded, merged with the first
+//     $4 resources of resource_actions, the newest attempt per resource.
+const dryrunResultsSQL = `
+	with cand as materialized (
+		select u.id, u.least_resource_id as least, u.members as n
+		from unchanged_actions u
+		where u.environment_id = $1::uuid and u.workflow_id = $2 and u.greatest_resource_id > $3
+	), first as (
+		select id from cand where least <= $3
+		union all
+		select id from (select id, sum(n) over (order by least, id) - n as before from cand where least > $3) f
+		where before < 2 * $4
+	), near as (
+		select distinct m.resource_id
+		from unchanged_actions u cross join lateral unnest(u.resource_ids) as m(resource_id)
+		where u.id in (select id from first) and m.resource_id > $3
+		order by m.resource_id limit $4
+	), bound as (
+		select max(resource_id) as last from near having count(*) = $4
+	), attempts as (
+		select m.resource_id, m.id, u.result, u.operation, null::jsonb as changes, null::text as error
+		from cand c
+		join unchanged_actions u on u.id = c.id
+		cross join lateral unnest(u.resource_ids, u.ids) as m(resource_id, id)
+		where c.least <= coalesce((select last from bound), c.least)
+		  and m.resource_id > $3 and m.resource_id <= coalesce((select last from bound), m.resource_id)
+		union all
+		(select distinct on (resource_id) resource_id, id, result, operation, changes, error
+		 from resource_actions
+		 where environment_id = $1::uuid and workflow_id = $2 and resource_id > $3
+		 order by resource_id, id desc limit $4)
+	)
+	select distinct on (resource_id) resource_id,
+	       case when result = 'deployed' then
+	              case operation when 'create' then 'added' when 'update' then 'modified'
+	                             when 'delete' then 'deleted' else 'unmodified' end
+	            when result in ('skipped_for_dependency', 'skipped_for_undefined') then 'skipped'
+	            else result end,
+	       changes, error
+	from attempts
+	order by resource_id, id desc limit $4`
