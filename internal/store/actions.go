@@ -43,6 +43,10 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		return err
 	}
 	inSet := compactable(recs, compact)
+	env, err := copyUUID(envID)
+	if err != nil {
+		return err
+	}
 	rows := make([][]any, 0, len(recs))
 	ids := make([]string, 0, len(recs))
 	hashes := make([][]byte, 0, len(recs))
@@ -62,7 +66,7 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 			class = r.ErrorClass
 		}
 		if !inSet[i] {
-			rows = append(rows, []any{actionIDs[i], envID, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
+			rows = append(rows, []any{actionIDs[i], env, r.ResourceID, r.Version, r.Action, r.Reason, r.StartedAt, r.FinishedAt, r.Result,
 				op, jsonOrNil(r.Changes), jsonOrNil(r.Logs), errText, class, r.WorkflowID, r.RunID, r.Attempt,
 				executorOrNil(r.Executor), batchOrNil(r.Batch)})
 		}
