@@ -13,10 +13,12 @@ import (
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/testenv"
 	"github.com/intendhq/intend/server/servertest"
+	"github.com/intendhq/intend/workflows"
 )
 
 // pollers returns the identities of the activity pollers of a task queue.
@@ -135,6 +137,10 @@ func TestOneTaskQueueForManyAgents(t *testing.T) {
 	if run.Status != "done" || run.Deployed != len(rs) || run.Unavailable != 0 || run.Failed != 0 {
 		t.Fatalf("run = %+v, want all %d deployed, none unavailable\nexecutor:\n%s", run, len(rs), ex.Out.String())
 	}
+	// Its history replays (DeployGeneration 3: a batch of 120 agents, the
+	// remote agents' batches routed again); INTEND_RECORD_DEPLOY_HISTORY=FILE
+	// writes it (workflows/testdata/deploy_gen3_shared.json).
+	replayHistory(t, srv, run.WorkflowID, "INTEND_RECORD_DEPLOY_HISTORY", func(r worker.WorkflowReplayer) { workflows.Register(r) })
 	if by := recordsBy(t, conn, env, "a.resource_id like 'fs::File[x%' and a.result = 'deployed'"); by["remote-exec"] != 10 {
 		t.Errorf("the remote agents' deployed records by executor = %v, want 10 by remote-exec", by)
 	}

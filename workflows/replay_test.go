@@ -16,6 +16,9 @@ func TestReplayCommittedHistories(t *testing.T) {
 		{"testdata/deploy_quickstart.json", "the quick start: 4 resources in 3 requires levels, one purged"},
 		{"testdata/deploy_outcome_gen1.json", "TestRunResultInTemporalWithoutServer, generation 1: a command failing at " +
 			"its 3 attempts (2 retries within the run), a file skipped for it; RunOutcome, the memo and IntendRunResult upserted"},
+		{"testdata/deploy_gen3_shared.json", "TestOneTaskQueueForManyAgents, generation 3: one batch of 120 agents " +
+			"on the embedded queue; two agents' batches that waited their agent_timeout in their own queues, routed " +
+			"again (local activities) to the pool an executor started since"},
 		{"testdata/lsm_site_lifecycle.json", "examples/lsm: a site created, updated, an update rejected by validation, deleted: terminated"},
 		{"testdata/lsm_order_compensated.json", "an all_or_nothing order of TestOrders: an update and two creates, " +
 			"one rejected by validation, a delete held back and skipped, all compensated"},
