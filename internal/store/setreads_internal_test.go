@@ -1,0 +1,151 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/testenv"
+)
+
+// TestSetReadsReadTheSetAlone: the lifecycle engine's reads of one
+// instance's resource set (its deploy state, its resources, its open
+// hashes before an export) read that set's rows of version_resources, not
+// every open row of the environment. Each runs once or twice per
+// instance create (P7), so an environment-wide scan made a burst of
+// 1,000 creates quadratic: in intend-bench the deploy check alone took
+// 8.3 s of PostgreSQL's time, 4 ms a call. It happened while the table
+// had no statistics yet (a new environment's first burst, before
+// autovacuum's first analyze), where the planner took the index on
+// (environment_id, resource_id) for the order by resource_id, and in the
+// generic plan of a query with "$2 = ” or resource_set = $2". Checked
+// as the store runs them (prepared statements, whose generic plan pgx's
+// statement cache ends up with), before and after an analyze.
+func TestSetReadsReadTheSetAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Database(t)
+	st, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.CreateProject(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sets, per = 200, 3
+	var body strings.Builder
+	body.WriteString(`{"resources":[`)
+	for i := range sets {
+		for j := range per {
+			if i+j > 0 {
+				body.WriteString(",")
+			}
+			fmt.Fprintf(&body, `{"id":"fs::File[a,path=/i%03d/%d]","attributes":{"path":"/i%03d/%d","content":"x"},"resource_set":"vm/i%03d"}`,
+				i, j, i, j, i)
+		}
+	}
+	body.WriteString(`]}`)
+	v, err := intent.DecodeBytes([]byte(body.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ExportInstanceSets(ctx, e.ID, v, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The store's own reads answer right.
+	sd, err := st.ResourceSetDeploy(ctx, e.ID, "vm/i007", time.Time{})
+	if err != nil || sd.Total != per {
+		t.Fatalf("ResourceSetDeploy = %+v, %v; want %d resources", sd, err, per)
+	}
+	content, err := st.ResourceSetContent(ctx, e.ID, "vm/i007")
+	if err != nil || len(content.Hashes) != per {
+		t.Fatalf("ResourceSetContent = %d hashes, %v; want %d", len(content.Hashes), err, per)
+	}
+	if rs, err := st.SetResources(ctx, e.ID, "vm/i007"); err != nil || len(rs) != per {
+		t.Fatalf("SetResources = %d, %v; want %d", len(rs), err, per)
+	}
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "set plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	queries := []struct {
+		name, sql, types, args string
+	}{
+		{"ResourceSetDeploy", resourceSetDeploySQL, "uuid, text, timestamptz", fmt.Sprintf("'%s', 'vm/i007', now()", e.ID)},
+		{"SetResources", setResourcesSQL, "uuid, text", fmt.Sprintf("'%s', 'vm/i007'", e.ID)},
+		{"openHashes of a set", openSetHashesSQL, "uuid, text", fmt.Sprintf("'%s', 'vm/i007'", e.ID)},
+	}
+	for _, when := range []string{"before an analyze", "after an analyze"} {
+		if when == "after an analyze" {
+			if _, err := conn.Exec(ctx, "analyze version_resources; analyze resource_state"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, q := range queries {
+			name := fmt.Sprintf("q%d_%d", i, len(when))
+			if _, err := conn.Exec(ctx, fmt.Sprintf("prepare %s(%s) as %s", name, q.types, q.sql)); err != nil {
+				t.Fatalf("%s: %v", q.name, err)
+			}
+			var plan []byte
+			if err := conn.QueryRow(ctx, fmt.Sprintf("explain (analyze, format json) execute %s(%s)", name, q.args),
+				pgx.QueryExecModeSimpleProtocol).Scan(&plan); err != nil {
+				t.Fatalf("%s: %v", q.name, err)
+			}
+			if read := rowsRead(t, plan, "version_resources"); read > per {
+				t.Errorf("%s, %s: read %d rows of version_resources for a set of %d (of %d open rows): %s",
+					q.name, when, read, per, sets*per, plan)
+			}
+		}
+	}
+}
+
+// rowsRead adds up the rows the scans of table in an EXPLAIN (ANALYZE,
+// FORMAT JSON) plan returned and removed by a filter, over their loops.
+func rowsRead(t *testing.T, plan []byte, table string) int {
+	t.Helper()
+	var doc []struct {
+		Plan json.RawMessage `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &doc); err != nil || len(doc) != 1 {
+		t.Fatalf("plan %s: %v", plan, err)
+	}
+	type node struct {
+		Relation string  `json:"Relation Name"`
+		Rows     float64 `json:"Actual Rows"`
+		Removed  float64 `json:"Rows Removed by Filter"`
+		Loops    float64 `json:"Actual Loops"`
+		Plans    []json.RawMessage
+	}
+	var walk func(raw json.RawMessage) int
+	walk = func(raw json.RawMessage) int {
+		var n node
+		if err := json.Unmarshal(raw, &n); err != nil {
+			t.Fatal(err)
+		}
+		sum := 0
+		if n.Relation == table {
+			sum += int((n.Rows + n.Removed) * n.Loops)
+		}
+		for _, c := range n.Plans {
+			sum += walk(c)
+		}
+		return sum
+	}
+	return walk(doc[0].Plan)
+}
