@@ -115,6 +115,81 @@ func TestSetReadsReadTheSetAlone(t *testing.T) {
 	}
 }
 
+// TestReferrersReadTheReferrersAlone: the read of an instance's referrers,
+// which every transfer that promotes a set makes (notifyReferrers: once
+// per instance create), reads the references to the instance and those
+// referrers' rows, not every instance of the environment.
+func TestReferrersReadTheReferrersAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Database(t)
+	st, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.CreateProject(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const live = 500
+	// Instances i0…, of which i1 and i2 reference i0.
+	if _, err := conn.Exec(ctx, `insert into service_entities (environment_id, name, attributes, lifecycle, model_hash)
+		values ($1::uuid, 'vm', '[]', '{}', 'h')`, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `insert into service_instances (environment_id, entity, id, state, version)
+		select $1::uuid, 'vm', ('00000000-0000-0000-0000-' || lpad(n::text, 12, '0'))::uuid, 'up', 1
+		from generate_series(0, $2 - 1) n`, e.ID, live); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `insert into service_instance_references (environment_id, referrer_id, attribute, target_id)
+		select $1::uuid, ('00000000-0000-0000-0000-' || lpad(n::text, 12, '0'))::uuid, 'site',
+		       '00000000-0000-0000-0000-000000000000'::uuid
+		from generate_series(1, 2) n`, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := st.ReferencedBy(ctx, e.ID, "00000000-0000-0000-0000-000000000000"); err != nil || len(rs) != 2 {
+		t.Fatalf("ReferencedBy = %+v, %v; want the 2 referrers", rs, err)
+	}
+	if _, err := conn.Exec(ctx, "set plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	for _, when := range []string{"before an analyze", "after an analyze"} {
+		if when == "after an analyze" {
+			if _, err := conn.Exec(ctx, "analyze service_instances; analyze service_instance_references"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		name := fmt.Sprintf("r%d", len(when))
+		if _, err := conn.Exec(ctx, fmt.Sprintf("prepare %s(uuid, uuid) as %s", name, referrersSQL)); err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range []struct {
+			id        string
+			referrers int
+		}{{"00000000-0000-0000-0000-000000000000", 2}, {"00000000-0000-0000-0000-000000000007", 0}} {
+			var plan []byte
+			if err := conn.QueryRow(ctx, fmt.Sprintf("explain (analyze, format json) execute %s('%s', '%s')", name, e.ID, target.id),
+				pgx.QueryExecModeSimpleProtocol).Scan(&plan); err != nil {
+				t.Fatal(err)
+			}
+			if read := rowsRead(t, plan, "service_instances"); read > target.referrers {
+				t.Errorf("referrers of %s, %s: read %d rows of service_instances for %d referrers (of %d instances): %s",
+					target.id, when, read, target.referrers, live, plan)
+			}
+		}
+	}
+}
+
 // rowsRead adds up the rows the scans of table in an EXPLAIN (ANALYZE,
 // FORMAT JSON) plan returned and removed by a filter, over their loops.
 func rowsRead(t *testing.T, plan []byte, table string) int {
