@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -186,6 +188,82 @@ func TestReferrersReadTheReferrersAlone(t *testing.T) {
 				t.Errorf("referrers of %s, %s: read %d rows of service_instances for %d referrers (of %d instances): %s",
 					target.id, when, read, target.referrers, live, plan)
 			}
+		}
+	}
+}
+
+// TestEntityDefinitionsCountNothing: what the lifecycle engine's writes
+// read of the catalog (an instance create: its API write, the
+// validation, the config sync) is the entity without the live instance
+// counts, which read every live instance of the entity, three times per
+// create; the definition is GetEntity's otherwise.
+func TestEntityDefinitionsCountNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testenv.Database(t)
+	st, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.CreateProject(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RegisterEntities(ctx, e.ID, "h", []lsm.Entity{{Name: "vm", Attributes: []lsm.AttributeSpec{}, Lifecycle: lsm.Simple()}}); err != nil {
+		t.Fatal(err)
+	}
+	const live = 300
+	for i := range live {
+		ch := InstanceChange{Entity: "vm", ID: fmt.Sprintf("00000001-0000-4000-8000-%012d", i), Version: 1, State: "start",
+			Sets:  lsm.Sets{Candidate: map[string]any{"name": fmt.Sprint(i)}},
+			Event: json.RawMessage(`{"trigger": "create", "target": "start", "error": false, "operations": []}`)}
+		if _, err := st.ApplyInstanceChange(ctx, e.ID, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full, err := st.GetEntity(ctx, e.ID, "vm")
+	if err != nil || full.Instances["start"] != live {
+		t.Fatalf("GetEntity = %+v, %v; want %d instances in start", full.Instances, err, live)
+	}
+	def, err := st.GetEntityDefinition(ctx, e.ID, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := st.ListEntityDefinitions(ctx, e.ID)
+	if err != nil || len(defs) != 1 {
+		t.Fatalf("ListEntityDefinitions = %+v, %v", defs, err)
+	}
+	full.Instances = nil
+	for _, got := range []ServiceEntity{def, defs[0]} {
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(full)
+		if string(a) != string(b) {
+			t.Errorf("the definition is\n%s\nwant GetEntity's without its counts\n%s", a, b)
+		}
+	}
+	if _, err := st.GetEntityDefinition(ctx, e.ID, "nosuch"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetEntityDefinition of no entity: %v, want ErrNotFound", err)
+	}
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []struct {
+		sql  string
+		read bool
+	}{{entitiesCountedSQL, true}, {entitiesUncountedSQL, false}} {
+		var plan []byte
+		if err := conn.QueryRow(ctx, "explain (analyze, format json) "+q.sql, e.ID, "vm").Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		if read := rowsRead(t, plan, "service_instances"); (read > 0) != q.read {
+			t.Errorf("%s\nread %d rows of service_instances", q.sql, read)
 		}
 	}
 }
