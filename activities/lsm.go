@@ -196,7 +196,7 @@ func (l *LSM) ValidateInstance(ctx context.Context, in workflows.ValidateInstanc
 // validate is ValidateInstance, which also returns the compile's result
 // when the validation succeeded.
 func (l *LSM) validate(ctx context.Context, in workflows.ValidateInstanceInput) (workflows.ValidateInstanceResult, *compiler.Result, error) {
-	entities, err := l.Store.ListEntities(ctx, in.EnvironmentID)
+	entities, err := l.Store.ListEntityDefinitions(ctx, in.EnvironmentID)
 	if err != nil {
 		return workflows.ValidateInstanceResult{}, nil, classify(err)
 	}

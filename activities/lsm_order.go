@@ -302,7 +302,7 @@ func (o *LSMOrders) runItem(ctx context.Context, w *watcher, in workflows.RunOrd
 	if r.env, err = o.Store.GetEnvironment(ctx, in.EnvironmentID); err != nil {
 		return workflows.RunOrderItemResult{}, classify(err)
 	}
-	ent, err := o.Store.GetEntity(ctx, in.EnvironmentID, it.Entity)
+	ent, err := o.Store.GetEntityDefinition(ctx, in.EnvironmentID, it.Entity)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return o.finish(ctx, r, failedStatus(in), nil, fmt.Sprintf("service entity %s is not in the catalog", it.Entity))

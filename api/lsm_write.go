@@ -144,7 +144,7 @@ func (s *Server) beginWrite(w http.ResponseWriter, r *http.Request) (lw lsmWrite
 	if err != nil {
 		return lw, false, err
 	}
-	if lw.entity, err = s.opts.Store.GetEntity(r.Context(), lw.env.ID, name); err != nil {
+	if lw.entity, err = s.opts.Store.GetEntityDefinition(r.Context(), lw.env.ID, name); err != nil {
 		return lw, false, err
 	}
 	if lw.body, err = ReadBody(r, s.opts.MaxBodyBytes); err != nil {

@@ -77,6 +77,7 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmPara
 	}
 
 	// 1,000 creates at once, lsmParallel at a time, then wait for all up.
+	cpu0 := treeCPU()
 	t0 := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -123,6 +124,7 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmPara
 		time.Sleep(100 * time.Millisecond)
 	}
 	all := time.Since(t0)
+	cpuAll := cpuRow(fmt.Sprintf("CPU of the process tree, P7's %s creates → all up", fmtInt(n)), cpu0, treeCPU())
 	if breakdown != nil {
 		breakdown(ctx, false)
 	}
@@ -195,6 +197,7 @@ func benchLSM(ctx context.Context, c *apiclient.Client, files string, n, lsmPara
 	return []row{
 		{fmt.Sprintf("P7 %s service instances (3 files each) created at once → all up", fmtInt(n)), all.Round(time.Millisecond).String(),
 			fmt.Sprintf("creates answered in %v, %d at a time (bar ≤ 30 s for 1,000)", createdAt.Round(time.Millisecond), lsmParallel)},
+		cpuAll,
 		{"P7 one instance create → up, idle", p50.Round(time.Millisecond).String(),
 			fmt.Sprintf("p50 of %d, max %v (bar ≤ 300 ms)", lsmSingles, worst.Round(time.Millisecond))},
 		{fmt.Sprintf("P7 one update → up among %s live instances", fmtInt(n+lsmSingles)), ulat[len(ulat)/2].Round(time.Millisecond).String(),

@@ -44,6 +44,7 @@ func benchOrder(ctx context.Context, c *client.Client, srv *server.Server, files
 		}
 		items[i] = it
 	}
+	cpu0 := treeCPU()
 	t0 := time.Now()
 	var o client.Order
 	if err := lsmCall(ctx, c, http.MethodPost, "/lsm/v1/orders", map[string]any{"policy": "best_effort", "items": items}, &o); err != nil {
@@ -60,6 +61,7 @@ func benchOrder(ctx context.Context, c *client.Client, srv *server.Server, files
 		}
 	}
 	all := time.Since(t0)
+	cpuAll := cpuRow("CPU of the process tree, P7o", cpu0, treeCPU())
 	if o.Status != lsm.OrderSucceeded {
 		return nil, fmt.Errorf("order %s %s: %v", o.ID, o.Status, o.Counts)
 	}
@@ -75,5 +77,6 @@ func benchOrder(ctx context.Context, c *client.Client, srv *server.Server, files
 		{fmt.Sprintf("P7o order of %d creates (%s), POST → all up", n, shape), all.Round(time.Millisecond).String(),
 			fmt.Sprintf("POST answered in %v (checks and write); %s events in the last run's history; bar ≤ 60 s at 1,000",
 				posted.Round(time.Millisecond), events)},
+		cpuAll,
 	}, nil
 }

@@ -296,12 +296,29 @@ func jsonKind(v any) string {
 
 // ListEntities returns the catalog, by name, with live instance counts.
 func (s *Store) ListEntities(ctx context.Context, envID string) ([]ServiceEntity, error) {
-	return s.entities(ctx, envID, "")
+	return s.entities(ctx, envID, "", true)
 }
 
 // GetEntity returns one service entity with its live instance counts.
 func (s *Store) GetEntity(ctx context.Context, envID, name string) (ServiceEntity, error) {
-	es, err := s.entities(ctx, envID, name)
+	return s.getEntity(ctx, envID, name, true)
+}
+
+// ListEntityDefinitions is ListEntities without the live instance counts
+// (Instances nil), and GetEntityDefinition GetEntity: what the lifecycle
+// engine's writes and validations read. The counts read every live
+// instance of the entity, three times per instance create.
+func (s *Store) ListEntityDefinitions(ctx context.Context, envID string) ([]ServiceEntity, error) {
+	return s.entities(ctx, envID, "", false)
+}
+
+// GetEntityDefinition: see ListEntityDefinitions.
+func (s *Store) GetEntityDefinition(ctx context.Context, envID, name string) (ServiceEntity, error) {
+	return s.getEntity(ctx, envID, name, false)
+}
+
+func (s *Store) getEntity(ctx context.Context, envID, name string, counts bool) (ServiceEntity, error) {
+	es, err := s.entities(ctx, envID, name, counts)
 	if err != nil {
 		return ServiceEntity{}, err
 	}
@@ -311,17 +328,30 @@ func (s *Store) GetEntity(ctx context.Context, envID, name string) (ServiceEntit
 	return es[0], nil
 }
 
-func (s *Store) entities(ctx context.Context, envID, name string) ([]ServiceEntity, error) {
-	rows, err := s.pool.Query(ctx, `
+// entitiesSQL reads the catalog ($1 environment, $2 one entity or "").
+// The live instance counts, the last column, are left null, or filled
+// in where the query has %s.
+const entitiesSQL = `
 		select e.name, e.description, coalesce(e.identity, ''), e.attributes, e.lifecycle, e.model_hash,
-		       e.registered_at, e.updated_at, e.config, e.version,
-		       coalesce((select jsonb_object_agg(state, n) from (
-		           select state, count(*) as n from service_instances i
-		           where i.environment_id = e.environment_id and i.entity = e.name and not i.deleted
-		           group by state) c), '{}')
+		       e.registered_at, e.updated_at, e.config, e.version, %s
 		from service_entities e
 		where e.environment_id = $1::uuid and ($2 = '' or e.name = $2)
-		order by e.name`, envID, name)
+		order by e.name`
+
+var (
+	entitiesCountedSQL = fmt.Sprintf(entitiesSQL, `coalesce((select jsonb_object_agg(state, n) from (
+		           select state, count(*) as n from service_instances i
+		           where i.environment_id = e.environment_id and i.entity = e.name and not i.deleted
+		           group by state) c), '{}')`)
+	entitiesUncountedSQL = fmt.Sprintf(entitiesSQL, `null::jsonb`)
+)
+
+func (s *Store) entities(ctx context.Context, envID, name string, counts bool) ([]ServiceEntity, error) {
+	q := entitiesUncountedSQL
+	if counts {
+		q = entitiesCountedSQL
+	}
+	rows, err := s.pool.Query(ctx, q, envID, name)
 	if err != nil {
 		return nil, err
 	}

@@ -75,12 +75,21 @@ type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func referrers(ctx context.Context, q queryer, envID, id string) ([]Referrer, error) {
-	rows, err := q.Query(ctx, `select i.entity, i.id::text, coalesce(i.identity, ''), r.attribute, i.state
+// referrersSQL is referrers' read ($1 environment, $2 target): the
+// references to the target, and each one's referrer looked up by key (a
+// lateral subquery the planner keeps apart, offset 0). Joined directly,
+// the order by made the planner walk every instance of the environment
+// in (entity, id) order while the tables had no statistics yet, once per
+// instance create (notifyReferrers; TestReferrersReadTheReferrersAlone).
+const referrersSQL = `select i.entity, i.id::text, coalesce(i.identity, ''), r.attribute, i.state
 		from service_instance_references r
-		join service_instances i on i.environment_id = r.environment_id and i.id = r.referrer_id
+		cross join lateral (select entity, id, identity, state from service_instances
+		                    where environment_id = r.environment_id and id = r.referrer_id offset 0) i
 		where r.environment_id = $1::uuid and r.target_id = $2::uuid
-		order by i.entity, i.id, r.attribute`, envID, id)
+		order by i.entity, i.id, r.attribute`
+
+func referrers(ctx context.Context, q queryer, envID, id string) ([]Referrer, error) {
+	rows, err := q.Query(ctx, referrersSQL, envID, id)
 	if err != nil {
 		return nil, err
 	}

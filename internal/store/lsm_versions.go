@@ -138,7 +138,7 @@ func (s *Store) entityVersions(ctx context.Context, envID, entity string, versio
 // as the lifecycle engine takes it.
 func (s *Store) EntityAt(ctx context.Context, envID, entity string, version int) (lsm.Entity, error) {
 	if version == 0 {
-		e, err := s.GetEntity(ctx, envID, entity)
+		e, err := s.GetEntityDefinition(ctx, envID, entity)
 		return e.Entity, err
 	}
 	v, err := s.GetEntityVersion(ctx, envID, entity, version)

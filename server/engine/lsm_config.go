@@ -60,7 +60,7 @@ func (e *LSM) signalConfig(ctx context.Context, env store.Environment, entity, i
 // when it is not what the create started it with. Best effort: a failure
 // is left to the next config change (or a repeat of it).
 func (e *LSM) syncConfig(ctx context.Context, req api.LSMRequest) {
-	ent, err := e.Store.GetEntity(ctx, req.Environment.ID, req.Entity.Name)
+	ent, err := e.Store.GetEntityDefinition(ctx, req.Environment.ID, req.Entity.Name)
 	if err != nil || !ent.Config.AutoTransfers == req.AutoTransfersOff {
 		return // the workflow started with the config there is
 	}

@@ -97,8 +97,9 @@ type Pool struct {
 	// noDelta sends every inventory in full (tests compare).
 	noDelta bool
 	// fulls and deltas count the inventories sent in full and as
-	// deltas, resends the deltas a worker asked to have in full.
-	fulls, deltas, resends atomic.Int64
+	// deltas, resends the deltas a worker asked to have in full, and
+	// changes the entries the deltas carried.
+	fulls, deltas, resends, changes atomic.Int64
 }
 
 func (p *Pool) init() {
@@ -127,7 +128,7 @@ func (p *Pool) Compile(ctx context.Context, opts compiler.Options, job compiler.
 		return nil, err
 	}
 	defer p.slots.release(job.Environment)
-	key := invKey{Env: job.Environment, Source: opts.SourceKey}
+	key := invKey{Env: job.Environment, Source: opts.SourceKey, Focused: opts.Focus != nil}
 	w, err := p.take(key)
 	if err != nil {
 		return nil, err
@@ -173,6 +174,7 @@ func (p *Pool) send(ctx context.Context, w *worker, key invKey, opts compiler.Op
 			p.fulls.Add(1)
 		} else {
 			p.deltas.Add(1)
+			p.changes.Add(int64(req.Delta.changes()))
 		}
 		// A resend is answered at once, nothing compiled: the limit
 		// holds for the compile.
@@ -539,7 +541,7 @@ func serve(in io.Reader, out io.Writer, cache *compiler.Cache, cpu *cpuWatch, ke
 			return err
 		}
 		var resp response
-		key := invKey{Env: req.Env, Source: req.SourceKey}
+		key := invKey{Env: req.Env, Source: req.SourceKey, Focused: req.Focus != nil}
 		inv := &inventory{Facts: req.Facts, Instances: req.Instances, InstanceVersions: req.InstanceVersions, Related: req.Related}
 		switch {
 		case req.Delta != nil:

@@ -29,10 +29,18 @@ import (
 // environment is part of the key on both sides, and a delta applies only
 // to the copy of its own key and generation.
 
-// invKey names a retained inventory.
+// invKey names a retained inventory. The lifecycle engine compiles two
+// series of inventories with one source: a validation's, focused on its
+// instance, holds every live instance; an export's (or an instance
+// preview's) holds its instance alone. Kept under one key, each was a
+// delta of the whole other (every live instance removed, then put back),
+// and a burst of creates, which alternates them, sent the inventory in
+// full in all but name; so Focused, which tells them apart, is part of
+// the key.
 type invKey struct {
-	Env    string `json:"env"`
-	Source string `json:"source"`
+	Env     string `json:"env"`
+	Source  string `json:"source"`
+	Focused bool   `json:"focused,omitempty"`
 }
 
 // maxRetained is how many inventories a worker keeps (and the server
@@ -95,6 +103,11 @@ type mapDelta[V any] struct {
 type innerDelta[V any] struct {
 	Put map[string]V `json:"put,omitempty"`
 	Del []string     `json:"del,omitempty"`
+}
+
+// changes is how many entries d adds, changes or removes.
+func (d *delta) changes() int {
+	return d.Facts.changes() + d.Instances.changes() + d.InstanceVersions.changes() + d.Related.changes()
 }
 
 // changes is how many entries d adds, changes or removes.

@@ -232,19 +232,21 @@ func TestDeltaCompilesAsFull(t *testing.T) {
 	steps, fulls := 0, 0
 	for seed := range uint64(4) {
 		ri := &randomInventory{r: rand.New(rand.NewPCG(seed, 28))}
-		sent := false // anything yet: an empty inventory is sent in full, and not kept
+		// Anything yet, focused or not (each is its own series): an
+		// empty inventory is sent in full, and not kept.
+		sent := map[bool]bool{}
 		for i := range 60 {
 			what := ri.step()
-			if !sent {
-				fulls++
-				sent = !ri.inv.empty()
-			}
 			opts := compiler.Options{Dir: dir, Facts: ri.inv.Facts, Instances: ri.inv.Instances, InstanceVersions: ri.inv.InstanceVersions,
 				Related: ri.inv.Related, SourceKey: "src1"}
 			if i%3 == 0 {
 				if id := ri.pick(ri.inv.Instances, "vm"); id != "" {
 					opts.Focus = &compiler.Focus{Entity: "vm", Instance: id}
 				}
+			}
+			if focused := opts.Focus != nil; !sent[focused] {
+				fulls++
+				sent[focused] = !ri.inv.empty()
 			}
 			want := outcome(compiler.Compile(ctx, opts))
 			opts.Cache = compiler.NewCache(1) // the worker's cache, as the lifecycle engine asks for it
@@ -257,7 +259,7 @@ func TestDeltaCompilesAsFull(t *testing.T) {
 	}
 	t.Logf("%d compiles: %d inventories sent in full, %d as deltas, %d sent again", steps, p.fulls.Load(), p.deltas.Load(), p.resends.Load())
 	if p.fulls.Load() != int64(fulls) || p.deltas.Load() != int64(steps-fulls) || p.resends.Load() != 0 {
-		t.Errorf("%d full, %d deltas, %d resends; want %d full (the first of each environment), the rest deltas",
+		t.Errorf("%d full, %d deltas, %d resends; want %d full (the first of each environment, focused or not), the rest deltas",
 			p.fulls.Load(), p.deltas.Load(), p.resends.Load(), fulls)
 	}
 }
@@ -332,6 +334,48 @@ func TestDeltaFallsBackToFull(t *testing.T) {
 	}
 	if p.fulls.Load() != fulls+2 || p.deltas.Load() != deltas || idle().sent.has(invKey{Env: "e", Source: "preview"}) {
 		t.Errorf("compiles without the cache: %d full, %d deltas more; want 2 full, none kept", p.fulls.Load()-fulls, p.deltas.Load()-deltas)
+	}
+}
+
+// TestDeltaKeepsValidationsApartFromExports: a burst of creates
+// alternates a validation (focused on its instance, every live instance
+// in the inventory) and an export (its instance alone) on one source.
+// Each validation's delta carries the instance it adds, not every live
+// instance again: the export's inventory is not the validation's base.
+func TestDeltaKeepsValidationsApartFromExports(t *testing.T) {
+	t.Parallel()
+	p := &Pool{Workers: 1, CacheResources: 10000}
+	defer p.Close()
+	dir := writeProject(t, inventoryModel)
+	ctx := context.Background()
+	const live = 40
+	all := map[string]map[string]json.RawMessage{"vm": {}}
+	for i := range live {
+		all["vm"][fmt.Sprintf("i%03d", i)] = json.RawMessage(fmt.Sprintf(`{"name":"n%03d","ram":1}`, i))
+	}
+	compile := func(opts compiler.Options) {
+		t.Helper()
+		want := outcome(compiler.Compile(ctx, opts))
+		opts.Cache = compiler.NewCache(1)
+		if got := outcome(p.Compile(ctx, opts, compiler.Job{Environment: "e", Timeout: time.Minute})); got != want {
+			t.Fatalf("the worker compiled\n%s\nwant\n%s", got, want)
+		}
+	}
+	for i := range 4 {
+		id := fmt.Sprintf("new%d", i)
+		attrs := json.RawMessage(fmt.Sprintf(`{"name":"new%d","ram":2}`, i))
+		all["vm"][id] = attrs
+		before, deltas := p.changes.Load(), p.deltas.Load()
+		compile(compiler.Options{Dir: dir, Instances: all, SourceKey: "src1", Focus: &compiler.Focus{Entity: "vm", Instance: id}})
+		if i > 0 {
+			if p.deltas.Load() != deltas+1 {
+				t.Fatalf("validation %d was sent in full", i)
+			}
+			if n := p.changes.Load() - before; n > 2 {
+				t.Errorf("validation %d: its delta carried %d entries; want the instance it adds (the inventory of %d live instances sent again)", i, n, live+i)
+			}
+		}
+		compile(compiler.Options{Dir: dir, Instances: map[string]map[string]json.RawMessage{"vm": {id: attrs}}, SourceKey: "src1"})
 	}
 }
 
