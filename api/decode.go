@@ -89,16 +89,19 @@ func ReadBody(r *http.Request, maxBytes int64) ([]byte, error) {
 	return body, nil
 }
 
-// maxPresize bounds the buffer readAll sizes by a body's announced length.
-const maxPresize = 1 << 20
+// maxPresize bounds the buffer readAll sizes by a body's announced length
+// before any of it has arrived: a client that announces 1 MiB and sends
+// it slowly, or never, holds 64 KiB per connection, not what it announced.
+const maxPresize = 64 << 10
 
 // readAll is io.ReadAll into a buffer of the announced length (when
 // known) and one byte more, to see the end: io.ReadAll starts at 512
-// bytes and doubles, which copied and allocated each executor's chunk of
-// records about twice over (issue 28). The announcement is trusted up to
-// maxPresize only: a client that announces much and sends little must
-// not make the server allocate what it announced; beyond, the buffer
-// grows as io.ReadAll's does.
+// bytes and grows as append does, which copied and allocated each
+// executor's chunk of records about twice over (issue 28). The
+// announcement is trusted up to maxPresize only; beyond, the buffer
+// doubles as the bytes arrive, to the announced length (and the byte
+// that sees the end) at most while the body keeps to it: a body as long
+// as announced ends in a buffer of its length, after a few copies.
 func readAll(r io.Reader, length int64) ([]byte, error) {
 	size := 512
 	if length > 0 {
@@ -115,7 +118,13 @@ func readAll(r io.Reader, length int64) ([]byte, error) {
 			return b, err
 		}
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			c := 2 * cap(b)
+			if end := length + 1; end > int64(len(b)) && end < int64(c) {
+				c = int(end)
+			}
+			grown := make([]byte, len(b), c)
+			copy(grown, b)
+			b = grown
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -366,6 +367,57 @@ func TestReadBody(t *testing.T) {
 				t.Fatalf("%s: ReadBody() error = %v, want status %d %q", tt.reason, err, tt.wantStatus, tt.wantDetail)
 			}
 		})
+	}
+}
+
+// firstReadReader records the buffer the first Read is offered: what the
+// server holds for a body before any byte of it has arrived.
+type firstReadReader struct {
+	r     io.Reader
+	first int // len of the first Read's buffer; 0: not read yet
+}
+
+func (f *firstReadReader) Read(p []byte) (int, error) {
+	if f.first == 0 {
+		f.first = len(p)
+	}
+	return f.r.Read(p)
+}
+
+// TestReadBodyAnnouncedIsNotHeld: a client that announces a large body
+// and sends a little of it (slowly) must not make the server hold what it
+// announced: at most 64 KiB before the bytes arrive, more only as they
+// do. Before, a 1 MiB announcement held 1 MiB per connection at once.
+func TestReadBodyAnnouncedIsNotHeld(t *testing.T) {
+	t.Parallel()
+	for _, announced := range []int64{1 << 20, 32 << 20} {
+		probe := &firstReadReader{r: strings.NewReader("{}")}
+		r := newJSONRequest("application/json", "")
+		r.Body, r.ContentLength = io.NopCloser(probe), announced
+		body, err := ReadBody(r, 32<<20)
+		if err != nil || string(body) != "{}" {
+			t.Fatalf("announced %d: ReadBody() = %q, %v; want {}", announced, body, err)
+		}
+		if probe.first > 64<<10+1 {
+			t.Errorf("announced %d, sent 2 bytes: %d bytes held before the first byte arrived, want at most 64 KiB", announced, probe.first)
+		}
+		if cap(body) > 64<<10+1 {
+			t.Errorf("announced %d, sent 2 bytes: a buffer of %d bytes, want at most 64 KiB", announced, cap(body))
+		}
+	}
+	// A body as large as announced still arrives whole, in a buffer that
+	// grew with it to what was announced (and the byte that sees the end),
+	// not beyond.
+	big := bytes.Repeat([]byte(" "), 3<<20+5)
+	big[0], big[len(big)-1] = '[', ']'
+	r := newJSONRequest("application/json", "")
+	r.Body, r.ContentLength = io.NopCloser(iotest.HalfReader(bytes.NewReader(big))), int64(len(big))
+	body, err := ReadBody(r, 32<<20)
+	if err != nil || !bytes.Equal(body, big) {
+		t.Fatalf("announced and sent %d bytes: got %d, %v", len(big), len(body), err)
+	}
+	if cap(body) != len(big)+1 {
+		t.Errorf("announced and sent %d bytes: a buffer of %d, want %d", len(big), cap(body), len(big)+1)
 	}
 }
 

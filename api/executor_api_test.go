@@ -22,7 +22,7 @@ import (
 // agents a and b in environment name, and plans its deploy run as the
 // scheduler would; it returns the environment, the run and the batch of
 // each agent.
-func plannedRun(t *testing.T, f *fixture, name string, n int) (store.Environment, int64, map[string]store.BatchRef) {
+func plannedRun(t testing.TB, f *fixture, name string, n int) (store.Environment, int64, map[string]store.BatchRef) {
 	t.Helper()
 	ctx := context.Background()
 	f.env(name)
@@ -67,7 +67,7 @@ func plannedRun(t *testing.T, f *fixture, name string, n int) (store.Environment
 }
 
 // executorToken stores an executor token of env limited to agents.
-func executorToken(t *testing.T, f *fixture, env store.Environment, agents ...string) string {
+func executorToken(t testing.TB, f *fixture, env store.Environment, agents ...string) string {
 	t.Helper()
 	secret := auth.NewSecret()
 	if _, err := f.st.CreateToken(context.Background(), store.NewToken{Name: "exec-" + strings.Join(agents, "-") + "-" + env.Name,

@@ -390,7 +390,9 @@ func (s *Server) recordIntents(w http.ResponseWriter, r *http.Request) error {
 	for i, in := range req.Intents {
 		ids[i] = in.ResourceID
 	}
-	head, err := s.opts.Store.BatchHead(r.Context(), e.ID, run, seq, ids)
+	// The head as read for the batch's first intent: a batch gone since
+	// is the insert's 404 (store.IntentHead).
+	head, err := s.opts.Store.IntentHead(r.Context(), e.ID, run, seq, ids)
 	if err != nil {
 		return err
 	}

@@ -430,6 +430,9 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 	if run.Deployed != 1000 {
 		return fmt.Errorf("chain: %+v, want 1000 deployed", run)
 	}
+	if err := breakdown(ctx, pg.URL("intend"), run.WorkflowID, out); err != nil {
+		return err
+	}
 	rows = append(rows, row{"P5 chain of 1,000, release → recorded", time.Since(t3).Round(time.Millisecond).String(), "bar ≤ 30 s"})
 	rows = append(rows, cpuRow("CPU of the process tree, P1–P5", cpu0, treeCPU()))
 	if err := pgStatReport(ctx, pg.URL("intend"), out); err != nil {

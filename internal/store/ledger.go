@@ -60,7 +60,9 @@ func (s *Store) RecordIntents(ctx context.Context, envID string, run int64, seq 
 		select $1::uuid, $2, $3, w, r, a, o from unnest($4::text[], $5::text[], $6::int[], $7::text[]) as i(w, r, a, o)
 		on conflict do nothing`, envID, run, seq, wfs, ids, attempts, ops)
 	if isForeignKeyViolation(err) {
-		return NotFound("deploy run %d batch %d", run, seq)
+		err = NotFound("deploy run %d batch %d", run, seq)
+		s.forgetBatch(envID, run, seq, err)
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("record the intents of batch %d: %w", seq, err)

@@ -33,6 +33,8 @@ type Store struct {
 	live liveCache
 	// batches keeps the ids and hashes of batches for BatchHead.
 	batches batchHashes
+	// heads keeps the heads of batches for IntentHead.
+	heads batchHeads
 	// perResource records every attempt in a row of its own, unchanged
 	// ones too (as before migration 031): for tests that compare.
 	perResource bool
@@ -44,6 +46,12 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	return OpenConfig(ctx, cfg)
+}
+
+// OpenConfig is Open with a parsed pool configuration (tests set a
+// tracer on it to count the statements of a path).
+func OpenConfig(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8
 	}
