@@ -543,12 +543,18 @@ func (s *Store) ListEnvironmentsPage(ctx context.Context, project, after string,
 // GetEnvironment finds an environment by id or name.
 func (s *Store) GetEnvironment(ctx context.Context, ref string) (Environment, error) {
 	e, err := scanEnvironment(s.pool.QueryRow(ctx,
-		`select `+envColumns+` from environments where id::text = $1 or name = $1`, ref))
+		`select `+envColumns+` from environments where `+envRef, ref))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, NotFound("environment %q", ref)
 	}
 	return e, err
 }
+
+// envRef matches an environment by $1, its id (as its text, lowercase) or
+// its name, with an index either way: "id::text = $1" could use none, so
+// every lookup (one per API request) read the whole table.
+const envRef = `(id = case when $1 ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then $1::uuid end
+	or name = $1)`
 
 // EnvironmentPatch holds the fields PATCH may change; nil means unchanged.
 type EnvironmentPatch struct {

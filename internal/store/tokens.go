@@ -161,6 +161,9 @@ func (s *Store) markTokenUsed(ctx context.Context, t Token) error {
 	return nil
 }
 
+// tokenEnvRef is envRef of $2.
+var tokenEnvRef = strings.ReplaceAll(envRef, "$1", "$2")
+
 // TokenByHashIn is TokenByHash that also reads, in the same statement,
 // the environment envRef names (GetEnvironment's id or name): found
 // reports whether there is one. A request to an environment's routes
@@ -172,7 +175,7 @@ func (s *Store) TokenByHashIn(ctx context.Context, hash []byte, envRef string) (
 	rows, err := s.pool.Query(ctx, `select env.id is not null, tok.*, env.*
 		from (select `+tokenColumns+` from api_tokens
 		      where hash = $1 and revoked_at is null and (expires_at is null or expires_at > now())) tok
-		left join lateral (select `+envColumns+` from environments where id::text = $2 or name = $2 limit 1) env on true`,
+		left join lateral (select `+envColumns+` from environments where `+tokenEnvRef+` limit 1) env on true`,
 		hash, envRef)
 	if err != nil {
 		return t, e, false, err
