@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/testenv"
 )
 
@@ -23,24 +22,12 @@ import (
 func TestBatchHeadKeepsTheBatchHashes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testenv.Database(t)
-	st, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, e, url := internalEnv(t, "e")
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var body strings.Builder
 	body.WriteString(`{"resources":[`)
 	for i := range 20 {
@@ -49,22 +36,8 @@ func TestBatchHeadKeepsTheBatchHashes(t *testing.T) {
 		}
 		fmt.Fprintf(&body, `{"id":"fs::File[a,path=/f%d]","attributes":{"path":"/f%d","content":"x"}}`, i, i)
 	}
-	v, err := intent.DecodeBytes([]byte(body.String() + "]}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.ExportVersion(ctx, e.ID, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
-		t.Fatal(err)
-	}
-	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
-	if err != nil || take.Run == nil {
-		t.Fatalf("take = %+v, %v", take, err)
-	}
-	run := take.Run.Run
+	taken := releasedRun(t, st, e, body.String()+"]}")
+	run := taken.Run
 	p, err := st.PlanDeploy(ctx, e.ID, run, DefaultBatchLimits, Caller{})
 	if err != nil || len(p.Batches) != 1 {
 		t.Fatalf("plan = %+v, %v; want one batch", p, err)
@@ -80,7 +53,7 @@ func TestBatchHeadKeepsTheBatchHashes(t *testing.T) {
 	}
 	asked := []string{"fs::File[a,path=/f1]", "fs::File[a,path=/f19]", "fs::File[a,path=/nope]"}
 	h, err := st.BatchHead(ctx, e.ID, run, seq, asked)
-	if err != nil || h.Agent != "a" || h.Version != info.Version || len(h.Hashes) != 2 {
+	if err != nil || h.Agent != "a" || h.Version != taken.Version || len(h.Hashes) != 2 {
 		t.Fatalf("second head = %+v, %v", h, err)
 	}
 	if !bytes.Equal(h.Hashes[asked[0]], first.Hashes[asked[0]]) || bytes.Equal(h.Hashes[asked[1]], []byte{0}) {

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/ledger"
-	"github.com/intendhq/intend/internal/testenv"
 )
 
 // TestBatchesInFlightRecordWithoutWaitingForEachOther: the records of a
@@ -22,18 +20,7 @@ import (
 func TestBatchesInFlightRecordWithoutWaitingForEachOther(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := Open(ctx, testenv.Database(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e, _ := internalEnv(t, "e")
 	var body strings.Builder
 	body.WriteString(`{"resources":[`)
 	for i := range 20 {
@@ -43,22 +30,8 @@ func TestBatchesInFlightRecordWithoutWaitingForEachOther(t *testing.T) {
 		a := []string{"a", "b"}[i%2]
 		fmt.Fprintf(&body, `{"id":"fs::File[%s,path=/f%d]","attributes":{"path":"/f%d","content":"x"}}`, a, i, i)
 	}
-	v, err := intent.DecodeBytes([]byte(body.String() + "]}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.ExportVersion(ctx, e.ID, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.ReleaseVersion(ctx, e.ID, info.Version); err != nil {
-		t.Fatal(err)
-	}
-	take, err := st.TakeRequests(ctx, e.ID, "t", nil, false)
-	if err != nil || take.Run == nil {
-		t.Fatalf("take: %+v %v", take, err)
-	}
-	run := take.Run.Run
+	taken := releasedRun(t, st, e, body.String()+"]}")
+	run := taken.Run
 	p, err := st.PlanDeploy(ctx, e.ID, run, DefaultBatchLimits, Caller{})
 	if err != nil || len(p.Batches) != 2 {
 		t.Fatalf("plan = %+v, %v; want a batch of a and one of b", p.Batches, err)
@@ -72,7 +45,7 @@ func TestBatchesInFlightRecordWithoutWaitingForEachOther(t *testing.T) {
 		var recs []ActionRecord
 		for _, r := range b.Resources {
 			recs = append(recs, ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: ledger.ActionDeploy,
-				Reason: "test", StartedAt: now, FinishedAt: now, Result: result, WorkflowID: take.Run.WorkflowID,
+				Reason: "test", StartedAt: now, FinishedAt: now, Result: result, WorkflowID: taken.WorkflowID,
 				RunID: "r", Attempt: 1, Batch: seq})
 		}
 		return recs

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/intendhq/intend/internal/testenv"
 )
 
 // TestEnvironmentLookupUsesAnIndex: an environment named by its id or its
@@ -18,19 +16,7 @@ import (
 func TestEnvironmentLookupUsesAnIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testenv.Database(t)
-	st, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "lookup"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e, url := internalEnv(t, "lookup")
 	for _, ref := range []string{e.ID, e.Name} {
 		got, err := st.GetEnvironment(ctx, ref)
 		if err != nil || got.ID != e.ID {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/testenv"
 )
 
 // TestSetReadsReadTheSetAlone: the lifecycle engine's reads of one
@@ -32,19 +31,7 @@ import (
 func TestSetReadsReadTheSetAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testenv.Database(t)
-	st, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e, url := internalEnv(t, "e")
 	const sets, per = 200, 3
 	var body strings.Builder
 	body.WriteString(`{"resources":[`)
@@ -124,19 +111,7 @@ func TestSetReadsReadTheSetAlone(t *testing.T) {
 func TestReferrersReadTheReferrersAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testenv.Database(t)
-	st, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e, url := internalEnv(t, "e")
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -200,19 +175,7 @@ func TestReferrersReadTheReferrersAlone(t *testing.T) {
 func TestEntityDefinitionsCountNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testenv.Database(t)
-	st, err := Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.CreateProject(ctx, "p"); err != nil {
-		t.Fatal(err)
-	}
-	e, err := st.CreateEnvironment(ctx, NewEnvironment{Project: "p", Name: "e"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, e, url := internalEnv(t, "e")
 	if err := st.RegisterEntities(ctx, e.ID, "h", []lsm.Entity{{Name: "vm", Attributes: []lsm.AttributeSpec{}, Lifecycle: lsm.Simple()}}); err != nil {
 		t.Fatal(err)
 	}
