@@ -29,7 +29,8 @@ type Config struct {
 	// Name is the name the executor registers under, unique in the
 	// environment; empty means <hostname>-<pid>.
 	Name string `yaml:"name"`
-	// Concurrency bounds the resources one batch handles at once.
+	// Concurrency bounds the resources of one agent one batch handles at
+	// once (a batch of several agents: each of them).
 	Concurrency int `yaml:"concurrency"`
 	// Batches sizes the executor: it runs Batches × its agents batches at
 	// once, at most MaxBatches. (A deploy run sends one agent at most
@@ -219,7 +220,7 @@ func settings() []setting {
 			func(c *Config) any { return &c.Agents }},
 		{"name", "INTEND_EXECUTOR_NAME", "name to register under, unique in the environment (default <hostname>-<pid>)",
 			func(c *Config) any { return &c.Name }},
-		{"concurrency", "INTEND_CONCURRENCY", "resources one batch handles at once",
+		{"concurrency", "INTEND_CONCURRENCY", "resources of one agent one batch handles at once",
 			func(c *Config) any { return &c.Concurrency }},
 		{"batches", "INTEND_BATCHES", "batches per agent served that the executor runs at once (at most --max-batches)",
 			func(c *Config) any { return &c.Batches }},

@@ -82,7 +82,8 @@ type Config struct {
 	// MaxEmbeddedAgents bounds the agents of one environment the embedded
 	// executor serves (default DefaultMaxEmbeddedAgents).
 	MaxEmbeddedAgents int
-	// ExecutorConcurrency bounds resources handled at once per batch.
+	// ExecutorConcurrency bounds resources handled at once per agent of a
+	// batch.
 	ExecutorConcurrency int
 	// ExecutorName is the name the embedded executor registers under
 	// (default <hostname>-<pid>); Version is the version it reports.

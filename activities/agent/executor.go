@@ -54,7 +54,8 @@ type Executor struct {
 	// for the others.
 	Ledger   ledger.Ledger
 	Adapters *adapters.Registry
-	// Concurrency bounds the resources of one batch handled at once.
+	// Concurrency bounds the resources of one agent of a batch handled at
+	// once (a batch of several agents runs each within its own bound).
 	Concurrency int
 	Log         *slog.Logger
 	Metrics     *telemetry.Telemetry // may be nil

@@ -125,7 +125,7 @@ it does not show in ps. See docs/security.md.`,
 	cmd.Flags().BoolVar(&embedded, "embedded-executor", def,
 		"run an executor in the server for autostarted agents (env INTEND_EMBEDDED_EXECUTOR)")
 	cmd.Flags().IntVar(&concurrency, "executor-concurrency", 16,
-		"resources one batch handles at once in the embedded executor")
+		"resources of one agent one batch handles at once in the embedded executor")
 	g.envString(cmd.Flags(), &executorName, "executor-name", "", "name the embedded executor registers under (default <hostname>-<pid>)")
 	g.envString(cmd.Flags(), &secretsDir, "secrets-dir", "", "directory that the embedded executor reads file: secret references from, and only from")
 	g.envString(cmd.Flags(), &secretEnvPrefix, "secret-env-prefix", adapters.DefaultSecretEnvPrefix,
