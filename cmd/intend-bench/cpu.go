@@ -24,24 +24,10 @@ func treeCPU() map[string]time.Duration {
 		ticks int64
 	}
 	procs := map[int]proc{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		f := strings.Fields(s[closing+1:])
+	for _, st := range procStats() {
 		// After the comm: state ppid … utime(14) stime(15) cutime(16)
 		// cstime(17), counted from 1 in proc(5).
+		f := st.fields
 		if len(f) < 15 {
 			continue
 		}
@@ -51,7 +37,7 @@ func treeCPU() map[string]time.Duration {
 			v, _ := strconv.ParseInt(f[k], 10, 64)
 			ticks += v
 		}
-		procs[pid] = proc{ppid: ppid, comm: s[open+1 : closing], ticks: ticks}
+		procs[st.pid] = proc{ppid: ppid, comm: st.comm, ticks: ticks}
 	}
 	self := os.Getpid()
 	in := func(pid int) bool {
@@ -94,4 +80,36 @@ func cpuRow(what string, before, after map[string]time.Duration) row {
 		parts = append(parts, fmt.Sprintf("%s %.1f s", k, d.Seconds()))
 	}
 	return row{what, fmt.Sprintf("%.1f s", total.Seconds()), strings.Join(parts, ", ")}
+}
+
+// procStat is a process's /proc/PID/stat: its command name and the fields
+// after it (state, ppid, …).
+type procStat struct {
+	pid    int
+	comm   string
+	fields []string
+}
+
+// procStats reads /proc/PID/stat of every process (those that end while
+// it reads are left out).
+func procStats() []procStat {
+	var out []procStat
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		out = append(out, procStat{pid: pid, comm: s[open+1 : closing], fields: strings.Fields(s[closing+1:])})
+	}
+	return out
 }

@@ -61,26 +61,12 @@ func executorPids() []int {
 	}
 	me := strconv.Itoa(os.Getpid())
 	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
+	for _, st := range procStats() {
+		// fields: state ppid …
+		if st.pid == os.Getpid() || len(st.fields) < 2 || st.fields[1] != me || st.comm != strings.TrimSpace(string(self)) {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		f := strings.Fields(s[closing+1:]) // state ppid …
-		if len(f) < 2 || f[1] != me || s[open+1:closing] != strings.TrimSpace(string(self)) {
-			continue
-		}
-		out = append(out, pid)
+		out = append(out, st.pid)
 	}
 	return out
 }
