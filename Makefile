@@ -27,7 +27,7 @@ export INTEND_TEMPORAL_SERVER := $(TEMPORAL_SERVER)
 export INTEND_TEMPORAL_SQL_TOOL := $(TEMPORAL_SQL_TOOL)
 export INTEND_TEMPORAL_UI := $(TEMPORAL_UI)
 
-.PHONY: all build test demo tools postgres sshd systemd prometheus helm oapi-codegen chromium lint bench bench-delay fuzz clean help
+.PHONY: all build test demo tools postgres sshd systemd prometheus helm oapi-codegen chromium apiservers netconfd lint bench bench-delay fuzz clean help
 
 all: build
 
@@ -37,7 +37,7 @@ help: ## list the targets
 build: ## build bin/intend
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/intend ./cmd/intend
 
-tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI) postgres sshd systemd prometheus helm oapi-codegen chromium ## install the pinned Temporal CLI, server and UI, Helm, oapi-codegen, PostgreSQL, OpenSSH server, systemd-analyze, Prometheus and Chromium when missing
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI) postgres sshd systemd prometheus helm oapi-codegen chromium apiservers netconfd ## install the pinned Temporal CLI, server and UI, Helm, oapi-codegen, PostgreSQL, OpenSSH server, systemd-analyze, Prometheus, Chromium, the REST adapter's test servers and netconfd when missing
 
 # The Temporal CLI is built from source with `go install` (nothing is
 # downloaded from GitHub releases); ~5 minutes on 2 cores, once.
@@ -96,6 +96,34 @@ chromium: ## make sure Debian's chromium exists
 		echo "Chromium missing: installing Debian's chromium with apt-get"; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; \
+	fi
+
+# The rest:: adapter is tested against real HTTP APIs (adapters/rest):
+# RabbitMQ's management API, etcd's v3 JSON gateway, Prometheus
+# Alertmanager's silences API, and nginx in front of them for throttling
+# and API-key checks. The tests start their own servers on loopback ports.
+APISERVERS := /usr/sbin/rabbitmq-server:rabbitmq-server /usr/bin/etcd:etcd-server \
+	/usr/bin/prometheus-alertmanager:prometheus-alertmanager /usr/sbin/nginx:nginx-light
+apiservers: ## make sure RabbitMQ, etcd, Alertmanager and nginx exist (the rest:: adapter's tests)
+	@missing=; for p in $(APISERVERS); do [ -x "$${p%%:*}" ] || missing="$$missing $${p#*:}"; done; \
+	if [ -z "$$missing" ]; then \
+		echo "REST test servers: rabbitmq-server, etcd, prometheus-alertmanager, nginx"; \
+	else \
+		echo "REST test servers missing:$$missing: installing with apt-get"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $$missing; \
+	fi
+
+# The netconf:: adapter is tested against yuma123's netconfd, reached over
+# sshd's netconf subsystem (adapters/netconf). Not the netconfd-module-*
+# packages: their ietf-interfaces instrumentation aborts here.
+netconfd: ## make sure netconfd and netconf-subsystem (yuma123) exist
+	@if [ -x /usr/sbin/netconfd ] && [ -x /usr/sbin/netconf-subsystem ]; then \
+		echo "netconfd: /usr/sbin/netconfd"; \
+	else \
+		echo "netconfd missing: installing with apt-get"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends netconfd; \
 	fi
 
 # deploy's tests check the systemd units with systemd-analyze.
