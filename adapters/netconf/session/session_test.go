@@ -357,3 +357,25 @@ func TestHostKeyChecked(t *testing.T) {
 		t.Errorf("Lock after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestPersistedConfirmedCommit: a confirmed commit made with persist
+// survives its session and is confirmed from another one by persist-id.
+func TestPersistedConfirmedCommit(t *testing.T) {
+	s := netconftest.Shared(t)
+	a := dial(t, s)
+	ctx := ctxT(t)
+	name := ifName(t)
+	if err := a.EditConfig(ctx, session.Candidate, iface(name, "persisted"), session.EditOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, session.CommitOptions{Confirmed: true, Timeout: 3 * time.Second, Persist: "p-" + name}); err != nil {
+		t.Fatalf("confirmed commit with persist: %v", err)
+	}
+	a.Close()
+	b := dial(t, s)
+	if err := b.Commit(ctx, session.CommitOptions{PersistID: "p-" + name}); err != nil {
+		t.Fatalf("confirming by persist-id from another session: %v", err)
+	}
+	time.Sleep(4 * time.Second) // past the timeout, idle: still there
+	waitRunning(t, b, name, true, 0)
+}
