@@ -73,32 +73,62 @@ func (s *Server) Attrs() map[string]any {
 // Log returns the end of the server's log, for failure messages.
 func (s *Server) Log() string { return s.log.String() }
 
+// Options change the server's configuration.
+type Options struct {
+	// Config returns lines added to sshd_config, given the port the server
+	// will listen on (a Subsystem line whose command needs the port, say).
+	Config func(port int) string
+}
+
 // Start runs an sshd for the test and stops it when the test ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Server {
 	t.Helper()
-	bin, err := findSshd()
+	s, err := New(t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// New runs an sshd whose files live in dir, for a server shared by the
+// tests of one binary (started from TestMain); Stop stops it.
+func New(dir string, o Options) (*Server, error) {
+	bin, err := findSshd()
+	if err != nil {
+		return nil, err
+	}
 	// Privilege separation needs this directory; packages create it at boot.
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-		t.Fatalf("sshtest: create /run/sshd for sshd's privilege separation: %v", err)
+		return nil, fmt.Errorf("sshtest: create /run/sshd for sshd's privilege separation: %w", err)
 	}
 	me, err := user.Current()
 	if err != nil {
-		t.Fatalf("sshtest: current user: %v", err)
+		return nil, fmt.Errorf("sshtest: current user: %w", err)
 	}
-	dir := t.TempDir()
 	s := &Server{Host: "127.0.0.1", User: me.Username, Dir: dir, log: &childproc.Tail{Max: 16 << 10}}
 
-	hostPEM, hostPub := newKey(t)
-	clientPEM, clientPub := newKey(t)
+	hostPEM, hostPub, err := generateKey()
+	if err != nil {
+		return nil, err
+	}
+	clientPEM, clientPub, err := generateKey()
+	if err != nil {
+		return nil, err
+	}
 	s.ClientKey = string(clientPEM)
 	s.HostKey = strings.TrimSpace(string(gossh.MarshalAuthorizedKey(hostPub)))
 	s.ClientKeyFile = filepath.Join(dir, "client_key")
-	write(t, s.ClientKeyFile, clientPEM)
-	write(t, filepath.Join(dir, "ssh_host_ed25519_key"), hostPEM)
-	write(t, filepath.Join(dir, "authorized_keys"), gossh.MarshalAuthorizedKey(clientPub))
+	if err := writeFiles(map[string][]byte{
+		s.ClientKeyFile: clientPEM,
+		filepath.Join(dir, "ssh_host_ed25519_key"): hostPEM,
+		filepath.Join(dir, "authorized_keys"):      gossh.MarshalAuthorizedKey(clientPub),
+	}); err != nil {
+		return nil, err
+	}
 	extra := ""
 	if newerThan(bin, 9, 8) {
 		// OpenSSH 9.8 refuses for a while a source whose connections fail
@@ -109,14 +139,19 @@ func Start(t testing.TB) *Server {
 	for try := 0; ; try++ {
 		port, err := childproc.FreePort(s.Host)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		s.Port = port
 		s.KnownHosts = filepath.Join(dir, "known_hosts")
 		line := knownhosts.Line([]string{net.JoinHostPort(s.Host, strconv.Itoa(port))}, hostPub)
-		write(t, s.KnownHosts, []byte(line+"\n"))
+		more := extra
+		if o.Config != nil {
+			more += o.Config(port) + "\n"
+		}
 		config := filepath.Join(dir, "sshd_config")
-		write(t, config, []byte(fmt.Sprintf(`ListenAddress %s:%d
+		if err := writeFiles(map[string][]byte{
+			s.KnownHosts: []byte(line + "\n"),
+			config: []byte(fmt.Sprintf(`ListenAddress %s:%d
 HostKey %s
 PidFile %s
 AuthorizedKeysFile %s
@@ -132,19 +167,24 @@ MaxSessions 50
 Subsystem sftp internal-sftp
 LogLevel VERBOSE
 %s`, s.Host, port, filepath.Join(dir, "ssh_host_ed25519_key"), filepath.Join(dir, "sshd.pid"),
-			filepath.Join(dir, "authorized_keys"), extra)))
+				filepath.Join(dir, "authorized_keys"), more)),
+		}); err != nil {
+			return nil, err
+		}
 
 		err = s.start(bin, config)
 		if err == nil {
-			break
+			return s, nil
 		}
 		if try == 4 || !strings.Contains(s.log.String(), "Address already in use") {
-			t.Fatalf("sshtest: %v\nsshd log:\n%s", err, s.log.String())
+			return nil, fmt.Errorf("sshtest: %w\nsshd log:\n%s", err, s.log.String())
 		}
 	}
-	t.Cleanup(s.stop)
-	return s
 }
+
+// Stop stops a server New started, and the processes serving its
+// connections.
+func (s *Server) Stop() { s.stop() }
 
 // findSshd returns the sshd binary, or an error that says what to install.
 func findSshd() (string, error) { return findSshdAt(Sshd) }
@@ -316,35 +356,40 @@ func alive(pid int) bool {
 	return i >= 0 && !strings.HasPrefix(strings.TrimSpace(string(b[i+1:])), "Z")
 }
 
-// newKey returns a new ed25519 key as OpenSSH PEM and its public key.
-func newKey(t testing.TB) ([]byte, gossh.PublicKey) {
-	t.Helper()
+// generateKey returns a new ed25519 key as OpenSSH PEM and its public key.
+func generateKey() ([]byte, gossh.PublicKey, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	block, err := gossh.MarshalPrivateKey(priv, "")
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	sshPub, err := gossh.NewPublicKey(pub)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	return pem.EncodeToMemory(block), sshPub
+	return pem.EncodeToMemory(block), sshPub, nil
 }
 
 // NewKey returns a fresh private key (PEM) and its public key as an
 // authorized_keys line, neither known to any server.
 func NewKey(t testing.TB) (privatePEM, publicLine string) {
 	t.Helper()
-	p, pub := newKey(t)
+	p, pub, err := generateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return string(p), strings.TrimSpace(string(gossh.MarshalAuthorizedKey(pub)))
 }
 
-func write(t testing.TB, path string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
+// writeFiles writes each file with mode 0600.
+func writeFiles(files map[string][]byte) error {
+	for path, b := range files {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return fmt.Errorf("sshtest: %w", err)
+		}
 	}
+	return nil
 }

@@ -1,0 +1,104 @@
+package netconftest
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// TestHello: the "netconf" subsystem reaches this server's netconfd, which
+// greets with the candidate datastore and the modules it was told to load.
+func TestHello(t *testing.T) {
+	s := Shared(t)
+	hello := readHello(t, s)
+	for _, want := range []string{
+		"urn:ietf:params:netconf:base:1.1",
+		"urn:ietf:params:netconf:capability:candidate:1.0",
+		"urn:ietf:params:netconf:capability:confirmed-commit:1.1",
+		"urn:ietf:params:xml:ns:yang:ietf-interfaces?module=ietf-interfaces",
+		"urn:ietf:params:xml:ns:yang:iana-if-type?module=iana-if-type",
+		"urn:ietf:params:xml:ns:yang:ietf-system?module=ietf-system",
+	} {
+		if !strings.Contains(hello, want) {
+			t.Errorf("hello lacks %s:\n%s", want, hello)
+		}
+	}
+	if Shared(t) != s {
+		t.Errorf("Shared started a second server")
+	}
+}
+
+// TestOwnServersApart: two servers at once each bridge to their own
+// netconfd: with one killed, the other still greets.
+func TestOwnServersApart(t *testing.T) {
+	a, b := Start(t), Start(t)
+	if a.Socket == b.Socket || a.Addr == b.Addr {
+		t.Fatalf("servers share %s / %s", a.Socket, a.Addr)
+	}
+	if h := readHello(t, a); !strings.Contains(h, "<session-id>") {
+		t.Fatalf("no hello from a:\n%s", h)
+	}
+	a.Kill(t)
+	if a.Running() || !b.Running() {
+		t.Fatalf("Kill: a running %v, b running %v", a.Running(), b.Running())
+	}
+	if h := readHello(t, b); !strings.Contains(h, "<session-id>") {
+		t.Errorf("no hello from b with a's netconfd gone:\n%s", h)
+	}
+}
+
+// readHello opens the netconf subsystem and returns the server's <hello>.
+func readHello(t *testing.T, s *Server) string {
+	t.Helper()
+	signer, err := gossh.ParsePrivateKey(s.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKey, _, _, _, err := gossh.ParseAuthorizedKey([]byte(s.HostKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gossh.Dial("tcp", s.Addr, &gossh.ClientConfig{User: s.User, Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)},
+		HostKeyCallback: gossh.FixedHostKey(hostKey), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("dial: %v\n%s", err, s.Log())
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.RequestSubsystem("netconf"); err != nil {
+		t.Fatalf("netconf subsystem: %v\n%s", err, s.Log())
+	}
+	done := make(chan []byte, 1)
+	go func() {
+		var buf bytes.Buffer
+		b := make([]byte, 4096)
+		for !bytes.Contains(buf.Bytes(), []byte("]]>]]>")) {
+			n, err := out.Read(b)
+			buf.Write(b[:n])
+			if err == io.EOF || err != nil {
+				break
+			}
+		}
+		done <- buf.Bytes()
+	}()
+	select {
+	case b := <-done:
+		return string(b)
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no hello within 15s\n%s", s.Log())
+		return ""
+	}
+}
