@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,7 +54,7 @@ var sessions = struct {
 	gen   map[string]int
 }{slots: map[string]chan struct{}{}, gen: map[string]int{}}
 
-func (s *spec) addr() string { return net.JoinHostPort(s.host, strconv.Itoa(s.port)) }
+func (s *spec) addr() string { return s.address }
 
 // deviceKey names the device and the credentials, never in clear.
 func (s *spec) deviceKey() string {

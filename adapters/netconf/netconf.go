@@ -15,8 +15,9 @@
 // state of the device: Observe never reports them, so changing them
 // never makes a diff.
 //
-//   - host (string, required): the device's host name or address.
-//   - port (integer, optional): the NETCONF-over-SSH port, default 830.
+//   - address (string, required): the device's host name or address,
+//     and its NETCONF-over-SSH port when not 830 ("r1.lab:2830",
+//     "[2001:db8::1]:830").
 //   - user (string, required): the SSH user.
 //   - password, private_key (string, optional): how the user
 //     authenticates, at least one; give them as secret references. Both
@@ -32,7 +33,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,8 +118,7 @@ func (Config) SensitiveAttributes() []string { return []string{"password", "priv
 
 // spec is a resource's attributes, checked.
 type spec struct {
-	host, user, password, privateKey, hostKey string
-	port                                      int
+	address, user, password, privateKey, hostKey string
 	path                                      string // as written (the id's)
 	steps                                     []step // normalised
 	owned                                     string // the owned node's normalised path
@@ -127,8 +129,8 @@ type spec struct {
 }
 
 // attributes are the attributes the adapter knows.
-var attributes = []string{"config", "confirm_timeout", "host", "host_key", "keys", "namespaces",
-	"operation", "password", "path", "port", "private_key", "user"}
+var attributes = []string{"address", "config", "confirm_timeout", "host_key", "keys", "namespaces",
+	"operation", "password", "path", "private_key", "user"}
 
 func parseSpec(r adapters.Resource) (*spec, error) {
 	a := r.Attributes
@@ -137,7 +139,7 @@ func parseSpec(r adapters.Resource) (*spec, error) {
 			return nil, fmt.Errorf("%s: unknown attribute", k)
 		}
 	}
-	s := &spec{port: 830, op: "merge", confirm: DefaultConfirmTimeout}
+	s := &spec{op: "merge", confirm: DefaultConfirmTimeout}
 	str := func(name string, required bool) (string, error) {
 		v, ok := a[name]
 		if !ok && !required {
@@ -150,11 +152,11 @@ func parseSpec(r adapters.Resource) (*spec, error) {
 		return t, nil
 	}
 	var err error
-	if s.host, err = str("host", true); err != nil {
+	if s.address, err = str("address", true); err != nil {
 		return nil, err
 	}
-	if strings.ContainsAny(s.host, " /[]@\n") || strings.Contains(s.host, ":") && !strings.Contains(s.host, "::") {
-		return nil, errors.New("host: a host name or address, without a port")
+	if s.address, err = address(s.address); err != nil {
+		return nil, fmt.Errorf("address: %w", err)
 	}
 	if s.user, err = str("user", true); err != nil {
 		return nil, err
@@ -173,13 +175,6 @@ func parseSpec(r adapters.Resource) (*spec, error) {
 	}
 	if s.hostKey, err = str("host_key", true); err != nil {
 		return nil, err
-	}
-	if p, ok := a["port"]; ok {
-		n, ok := integer(p)
-		if !ok || n < 1 || n > 65535 {
-			return nil, errors.New("port: want an integer from 1 to 65535")
-		}
-		s.port = int(n)
 	}
 	if c, ok := a["confirm_timeout"]; ok {
 		n, ok := integer(c)
@@ -267,6 +262,20 @@ func parseSpec(r adapters.Resource) (*spec, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return s, nil
+}
+
+// address returns host:port, the port 830 when a gives none.
+func address(a string) (string, error) {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		host, port = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]"), "830"
+	}
+	n, perr := strconv.Atoi(port)
+	if host == "" || strings.ContainsAny(host, " /[]@\n") || perr != nil || n < 1 || n > 65535 ||
+		strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		return "", errors.New(`want a host name or address and an optional port ("r1.lab", "r1.lab:2830", "[2001:db8::1]:830")`)
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // integer reads a whole number of JSON.
