@@ -37,17 +37,17 @@ const maxDepth = 128
 // builtinKeys are the keys of the lists of the modules the standard
 // library types (by their schema path: local names joined by "/").
 var builtinKeys = map[string][]string{
-	"interfaces/interface":                         {"name"},
-	"interfaces/interface/ipv4/address":            {"ip"},
-	"interfaces/interface/ipv4/neighbor":           {"ip"},
-	"interfaces/interface/ipv6/address":            {"ip"},
-	"interfaces/interface/ipv6/neighbor":           {"ip"},
-	"system/ntp/server":                            {"name"},
-	"system/dns-resolver/server":                   {"name"},
-	"system/authentication/user":                   {"name"},
-	"system/authentication/user/authorized-key":    {"name"},
-	"system/radius/server":                         {"name"},
-	"system/clock/timezone-name":                   nil,
+	"interfaces/interface":                            {"name"},
+	"interfaces/interface/ipv4/address":               {"ip"},
+	"interfaces/interface/ipv4/neighbor":              {"ip"},
+	"interfaces/interface/ipv6/address":               {"ip"},
+	"interfaces/interface/ipv6/neighbor":              {"ip"},
+	"system/ntp/server":                               {"name"},
+	"system/dns-resolver/server":                      {"name"},
+	"system/authentication/user":                      {"name"},
+	"system/authentication/user/authorized-key":       {"name"},
+	"system/radius/server":                            {"name"},
+	"system/clock/timezone-name":                      nil,
 	"system/authentication/user-authentication-order": nil,
 }
 

@@ -119,13 +119,13 @@ func (Config) SensitiveAttributes() []string { return []string{"password", "priv
 // spec is a resource's attributes, checked.
 type spec struct {
 	address, user, password, privateKey, hostKey string
-	path                                      string // as written (the id's)
-	steps                                     []step // normalised
-	owned                                     string // the owned node's normalised path
-	config                                    map[string]any
-	op                                        string
-	confirm                                   int
-	schema                                    *schema
+	path                                         string // as written (the id's)
+	steps                                        []step // normalised
+	owned                                        string // the owned node's normalised path
+	config                                       map[string]any
+	op                                           string
+	confirm                                      int
+	schema                                       *schema
 }
 
 // attributes are the attributes the adapter knows.
