@@ -131,7 +131,7 @@ func (d *device) close() {
 }
 
 // unavailable marks err as the device being unreachable.
-func unavailable(err error) error { return adapters.Transient(err) }
+func unavailable(err error) error { return adapters.Unavailable(err) }
 
 // classify gives a device's error its class: an rpc-error is permanent
 // (its text names error-path and error-message), a lock another session
