@@ -211,7 +211,7 @@ func parseSpec(r adapters.Resource) (*spec, error) {
 		}
 		for k, v := range m {
 			l, ok := v.([]any)
-			if !ok || len(l) == 0 || strings.Contains(k, ":") || strings.Contains(k, "[") {
+			if !ok || len(l) == 0 || slices.ContainsFunc(strings.Split(k, "/"), func(n string) bool { return !validName(n) }) {
 				return nil, fmt.Errorf("keys: %s: want a path of node names without modules and a list of key names", k)
 			}
 			for _, e := range l {
@@ -271,8 +271,11 @@ func address(a string) (string, error) {
 		host, port = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]"), "830"
 	}
 	n, perr := strconv.Atoi(port)
-	if host == "" || strings.ContainsAny(host, " /[]@\n") || perr != nil || n < 1 || n > 65535 ||
-		strings.Contains(host, ":") && net.ParseIP(host) == nil {
+	name := host != "" && !strings.ContainsFunc(host, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	})
+	if !name && (!strings.Contains(host, ":") || net.ParseIP(host) == nil) || perr != nil || n < 1 || n > 65535 ||
+		strconv.Itoa(n) != port {
 		return "", errors.New(`want a host name or address and an optional port ("r1.lab", "r1.lab:2830", "[2001:db8::1]:830")`)
 	}
 	return net.JoinHostPort(host, port), nil
