@@ -11,8 +11,8 @@
 // netconfd-module-* instrumentation packages are not used (the
 // ietf-interfaces one aborts). It has the candidate datastore,
 // confirmed-commit (1.0 and 1.1), validate and rollback-on-error; its
-// startup file, log and $HOME (netconfd keeps a transaction id there) are
-// in the server's directory. It runs as the user the tests run as, named
+// startup file, log and $YUMA_HOME (netconfd keeps a transaction id there)
+// are in the server's directory. It runs as the user the tests run as, named
 // netconfd's superuser so access control lets it do everything.
 //
 // Shared returns one server per test binary (TestMain calls Main, which
@@ -91,6 +91,7 @@ func (s *Server) Log() string {
 }
 
 var shared struct {
+	main bool // Main runs the tests
 	once sync.Once
 	s    *Server
 	err  error
@@ -100,6 +101,7 @@ var shared struct {
 // Main runs the tests of a binary that uses Shared and stops the shared
 // server after them. Call it from TestMain.
 func Main(m *testing.M) {
+	shared.main = true
 	code := m.Run()
 	if shared.s != nil {
 		shared.s.Stop()
@@ -115,6 +117,9 @@ func Main(m *testing.M) {
 // not kill it; its state carries over from test to test.
 func Shared(t testing.TB) *Server {
 	t.Helper()
+	if !shared.main {
+		t.Fatal("netconftest: Shared needs TestMain to call netconftest.Main, which stops the server after the tests")
+	}
 	shared.once.Do(func() {
 		shared.dir, shared.err = os.MkdirTemp("", "netconftest-")
 		if shared.err == nil {
@@ -162,7 +167,7 @@ func New(dir string) (*Server, error) {
 		return nil, fmt.Errorf("netconftest: socket path %s is too long for a Unix socket", s.Socket)
 	}
 	home := filepath.Join(dir, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(home, "data"), 0o700); err != nil {
 		return nil, fmt.Errorf("netconftest: %w", err)
 	}
 	startup := filepath.Join(dir, "startup.xml")
@@ -211,7 +216,10 @@ func New(dir string) (*Server, error) {
 func (s *Server) start(args []string, home string) error {
 	cmd := exec.Command(Netconfd, args...)
 	cmd.Dir = s.Dir
-	cmd.Env = append(os.Environ(), "HOME="+home)
+	// netconfd keeps a transaction id in $YUMA_HOME/data, else in the
+	// user's ~/.yuma (from the password file, not $HOME), which servers
+	// running at once would share.
+	cmd.Env = append(os.Environ(), "HOME="+home, "YUMA_HOME="+home)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	childproc.DieWithParent(cmd.SysProcAttr)

@@ -3,6 +3,8 @@ package netconftest
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,10 @@ func TestHello(t *testing.T) {
 		if !strings.Contains(hello, want) {
 			t.Errorf("hello lacks %s:\n%s", want, hello)
 		}
+	}
+	// netconfd's own files stay in the server's directory, not ~/.yuma.
+	if _, err := os.Stat(filepath.Join(s.Dir, "home", "data", "startup-cfg-txid.txt")); err != nil {
+		t.Errorf("netconfd's transaction id is not in the server's directory: %v", err)
 	}
 	if Shared(t) != s {
 		t.Errorf("Shared started a second server")

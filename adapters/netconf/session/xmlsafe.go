@@ -44,7 +44,7 @@ func (x *decoder) next() (xml.Token, error) {
 	}
 	switch t := tok.(type) {
 	case xml.Directive:
-		return nil, fmt.Errorf("%w: it holds a DTD or declaration (<!%.40s...>), which NETCONF does not allow", ErrHostile, t)
+		return nil, fmt.Errorf("%w: it holds a DTD or declaration (%.40q), which NETCONF does not allow", ErrHostile, "<!"+string(t))
 	case xml.StartElement:
 		x.depth++
 		if x.depth > x.maxDepth {
