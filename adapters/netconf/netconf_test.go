@@ -340,3 +340,42 @@ func withAttr(r adapters.Resource, k string, v any) adapters.Resource {
 	r.Attributes[k] = v
 	return r
 }
+
+// TestSecretsStayOut: the device's credentials, given as secret
+// references, appear in no diff, log line or error, a refused create's
+// included.
+func TestSecretsStayOut(t *testing.T) {
+	srv := netconftest.Shared(t)
+	d := newDeployer(t)
+	key := string(srv.PrivateKey)
+	r := iface(srv, ifName(), map[string]any{"type": "iana-if-type:noSuchType", "description": "has a secret"})
+	r.Attributes["private_key"] = map[string]any{"secret": "env:INTEND_SECRET_KEY"}
+	hc := adapters.NewContext(adapters.WithCache(d.cache), adapters.WithScope(d.scope),
+		adapters.WithSecrets(&adapters.Secrets{LookupEnv: func(name string) (string, bool) { return key, name == "INTEND_SECRET_KEY" }}))
+	defer hc.Close()
+	keyLine := strings.Split(strings.TrimSpace(key), "\n")[1] // a line of the key's body
+	for _, dryRun := range []bool{true, false} {
+		out, err := adapters.Run(ctxT(t), d.h, hc, r, dryRun)
+		if dryRun && err != nil {
+			t.Fatal(err)
+		}
+		if !dryRun && err == nil {
+			t.Fatal("the device accepted an unknown identity")
+		}
+		seen := fmt.Sprint(out.Diff, hc.Logs(), hc.Facts())
+		if err != nil {
+			seen += err.Error()
+		}
+		if strings.Contains(seen, keyLine) {
+			t.Errorf("dry-run %v: the private key shows: %s", dryRun, seen)
+		}
+		for k := range out.Diff {
+			if !strings.HasPrefix(k, "config/") {
+				t.Errorf("dry-run %v: the diff names %s", dryRun, k)
+			}
+		}
+	}
+	if got := (netconf.Config{}).SensitiveAttributes(); !slices.Equal(got, []string{"password", "private_key"}) {
+		t.Errorf("sensitive attributes %v", got)
+	}
+}
