@@ -379,3 +379,32 @@ func TestSecretsStayOut(t *testing.T) {
 		t.Errorf("sensitive attributes %v", got)
 	}
 }
+
+// TestReplaceRemovesWhatIsNotNamed: with operation replace, a leaf added
+// behind intend's back is drift, and the update removes it; with merge
+// it is left alone.
+func TestReplaceRemovesWhatIsNotNamed(t *testing.T) {
+	srv := netconftest.Shared(t)
+	d := newDeployer(t)
+	other := direct(t, srv)
+	name := ifName()
+	merge := iface(srv, name, nil)
+	d.must(t, merge, adapters.OpCreate)
+	if err := other.EditConfig(ctxT(t), session.Candidate, []byte(`<interfaces xmlns="urn:ietf:params:xml:ns:yang:ietf-interfaces"><interface><name>`+name+`</name><description>by hand</description></interface></interfaces>`), session.EditOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(ctxT(t), session.CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.must(t, merge, adapters.OpNone)
+	replace := withAttr(merge, "operation", "replace")
+	out := d.must(t, replace, adapters.OpUpdate)
+	leaf := "config/ietf-interfaces:interfaces/interface[name=" + name + "]/description"
+	if want := (adapters.Diff{leaf: {From: "by hand", To: nil}}); !equalDiff(out.Diff, want) {
+		t.Errorf("replace: %v, want %v", out.Diff, want)
+	}
+	if got := running(t, other, name); strings.Contains(got, "by hand") {
+		t.Errorf("after the replace, running holds %s", got)
+	}
+	d.must(t, replace, adapters.OpNone)
+}
