@@ -15,9 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -486,6 +488,21 @@ type SensitiveDiffs interface {
 	SensitiveDiffAttributes() []string
 }
 
+// Differ is an optional capability: a Handler whose attributes hold
+// structured data (a device's configuration subtree) computes the diff
+// itself, so that a change is reported per leaf rather than as the whole
+// attribute. The engine calls it instead of its own comparison when the
+// resource is not purged: observed.Exists false for a create (the diff
+// then lists what would be created), true for an update, where an empty
+// diff means up to date. A key of the diff is an attribute's name or, for
+// a part of one, the name, "/" and the part's path
+// ("config/interfaces/interface[name=eth1]/description"); values inside
+// an attribute that held a secret reference are masked by the engine.
+// It must not change the target and is called from many goroutines.
+type Differ interface {
+	Diff(desired Resource, observed Observation) Diff
+}
+
 // Run performs one attempt on one resource: resolve secrets, validate,
 // observe, decide, act, then reload and discover facts when the adapter
 // can. With dryRun it stops before acting and reports what it would do.
@@ -506,6 +523,22 @@ func Run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 				c.From = Masked
 			}
 			c.To = desired.Attributes[k] // the reference, not the value
+			out.Diff[k] = c
+			continue
+		}
+		// A part of an attribute (a Differ's key): a side that holds a
+		// secret value is masked, and then the other too, since what the
+		// target held there was a secret as well.
+		if attr, _, part := strings.Cut(k, "/"); part && secret[attr] {
+			c := out.Diff[k]
+			to := maskAny(c.To, values)
+			if !reflect.DeepEqual(to, c.To) {
+				c.To = to
+				if c.From != nil {
+					c.From = Masked
+				}
+			}
+			c.From = maskAny(c.From, values)
 			out.Diff[k] = c
 		}
 	}
@@ -589,12 +622,21 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		out = Outcome{Changed: true, Action: OpDelete, Diff: Diff{"purged": {From: false, To: true}}}
 	case !obs.Exists:
 		d := Diff{}
-		for k, v := range desired.Attributes {
-			d[k] = Change{From: nil, To: v}
+		if df, ok := h.(Differ); ok {
+			d = df.Diff(desired, obs)
+		} else {
+			for k, v := range desired.Attributes {
+				d[k] = Change{From: nil, To: v}
+			}
 		}
 		out = Outcome{Changed: true, Action: OpCreate, Diff: d}
 	default:
-		d := ComputeDiff(desired.Attributes, obs.Attributes)
+		var d Diff
+		if df, ok := h.(Differ); ok {
+			d = df.Diff(desired, obs)
+		} else {
+			d = ComputeDiff(desired.Attributes, obs.Attributes)
+		}
 		out = Outcome{Action: OpNone}
 		if len(d) > 0 {
 			out = Outcome{Changed: true, Action: OpUpdate, Diff: d}

@@ -5,6 +5,7 @@ import (
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/exec"
 	"github.com/intendhq/intend/adapters/fs"
+	"github.com/intendhq/intend/adapters/netconf"
 	"github.com/intendhq/intend/adapters/postgres"
 	"github.com/intendhq/intend/adapters/ssh"
 )
@@ -18,5 +19,6 @@ func Adapters() *adapters.Registry {
 	exec.Register(r)
 	postgres.Register(r)
 	ssh.Register(r)
+	netconf.Register(r)
 	return r
 }

@@ -223,6 +223,57 @@ refinements: r: {using: #R, instances: x: n: "seven"}`,
 	}
 }
 
+// TestNetconfTypesAreCompileErrors: data of the YANG modules the
+// standard library types (ietf-interfaces, ietf-system) is checked at
+// compile time, a wrong value reported at its position in the model and
+// in the schema.
+func TestNetconfTypesAreCompileErrors(t *testing.T) {
+	iface := `resources.r.config."ietf-interfaces:interfaces".interface.0.`
+	system := `resources.r.config."ietf-system:system".`
+	for _, tc := range []struct {
+		name, path, entry, at, msg string
+		schema                     bool
+	}{
+		{"description a number", "ietf-interfaces:interfaces/interface[name=eth1]",
+			`"ietf-interfaces:interfaces": interface: [{name: "eth1", type: "iana-if-type:ethernetCsmacd", description: 5}]`,
+			iface + "description", "conflicting values", true},
+		{"enabled a string", "ietf-interfaces:interfaces/interface[name=eth1]",
+			`"ietf-interfaces:interfaces": interface: [{name: "eth1", type: "iana-if-type:ethernetCsmacd", enabled: "yes"}]`,
+			iface + "enabled", "conflicting values", true},
+		{"type no identity", "ietf-interfaces:interfaces/interface[name=eth1]",
+			`"ietf-interfaces:interfaces": interface: [{name: "eth1", type: "ethernet"}]`,
+			iface + "type", "invalid value", true},
+		{"hostname with a space", "ietf-system:system",
+			`"ietf-system:system": hostname: "r 1"`, system + "hostname", "invalid value", true},
+		{"unknown leaf", "ietf-system:system",
+			`"ietf-system:system": colour: "red"`, system + "colour", "not allowed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := compile(t, map[string]string{"main.cue": `package main
+
+import "intend.dev/std/netconf"
+
+resources: r: netconf.#Config & {
+	address:  "r1.lab"
+	user:     "admin"
+	password: {secret: "env:INTEND_SECRET_R1"}
+	host_key: "SHA256:x"
+	path:     "` + tc.path + `"
+	config: ` + tc.entry + `
+}
+`})
+			if errs == nil {
+				t.Fatal("compiled")
+			}
+			files := []string{"main.cue"}
+			if tc.schema {
+				files = append(files, "intend.dev/std/netconf/ietf.cue")
+			}
+			errorAt(t, errs, tc.at, tc.msg, files...)
+		})
+	}
+}
+
 func TestCompileReportsEveryError(t *testing.T) {
 	_, errs := compile(t, map[string]string{"main.cue": `package main
 

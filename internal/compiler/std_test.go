@@ -1051,5 +1051,69 @@ func stdCases() map[string]typeCases {
 			},
 			nullIsAbsent: []string{"schema", "server_password"},
 		},
+
+		"netconf::Config": {
+			valid: []stdCase{
+				{why: "every attribute", attrs: nc(map[string]any{"private_key": secret("SSH_KEY"), "operation": "replace",
+					"keys": map[string]any{"acme/route": []any{"prefix"}}, "namespaces": map[string]any{"acme-router": "urn:acme:router"},
+					"confirm_timeout": 30})},
+				{why: "a leaf of ietf-system, a plain password", attrs: ncSystem(map[string]any{"password": "pw", "address": "[2001:db8::1]:830"})},
+				purged(stdCase{why: "purged without config", attrs: without(nc(nil), "config")}),
+			},
+			cases: []stdCase{
+				ok("a key alone", without(nc(map[string]any{"private_key": secret("SSH_KEY")}), "password")),
+				ok("an IPv4 address", nc(map[string]any{"address": "192.0.2.1"})),
+				ok("confirm_timeout 0", nc(map[string]any{"confirm_timeout": 0})),
+				bad("neither password nor private_key", without(nc(nil), "password")),
+				bad("private_key not PEM", nc(map[string]any{"private_key": "ssh-ed25519 AAAA"})),
+				bad("address with a space", nc(map[string]any{"address": "r1 lab"})),
+				bad("address with a user", nc(map[string]any{"address": "admin@r1.lab"})),
+				bad("port 0", nc(map[string]any{"address": "r1.lab:0"})),
+				bad("port 65536", nc(map[string]any{"address": "r1.lab:65536"})),
+				bad("port with a leading zero", nc(map[string]any{"address": "r1.lab:0830"})),
+				bad("user with a control character", nc(map[string]any{"user": "ad\tmin"})),
+				bad("path without its module", nc(map[string]any{"path": "interfaces/interface[name=eth1]"})),
+				bad("path with a trailing /", ncSystem(map[string]any{"path": "ietf-system:system/"})),
+				bad("path with an empty key", nc(map[string]any{"path": "ietf-interfaces:interfaces/interface[name=]"})),
+				bad("config empty", nc(map[string]any{"config": map[string]any{}})),
+				bad("config with an unqualified top-level node", nc(map[string]any{"config": map[string]any{"interfaces": map[string]any{}}})),
+				bad("operation upsert", nc(map[string]any{"operation": "upsert"})),
+				bad("confirm_timeout negative", nc(map[string]any{"confirm_timeout": -1})),
+				bad("confirm_timeout over a day", nc(map[string]any{"confirm_timeout": 86401})),
+				bad("keys with a module", nc(map[string]any{"keys": map[string]any{"acme:route": []any{"prefix"}}})),
+				bad("keys empty", nc(map[string]any{"keys": map[string]any{"route": []any{}}})),
+				bad("namespace with a space", nc(map[string]any{"namespaces": map[string]any{"acme": "urn:acme router"}})),
+				// The device checks these; the schema refuses them at compile time.
+				{why: "an interface type that is no identity", attrs: ncIface(map[string]any{"type": "iana-if-type:nope"}), schemaStricter: true},
+				{why: "a description that is a number", attrs: ncIface(map[string]any{"description": 5}), schemaStricter: true},
+				{why: "enabled as a string", attrs: ncIface(map[string]any{"enabled": "yes"}), schemaStricter: true},
+				{why: "an unknown leaf of an interface", attrs: ncIface(map[string]any{"colour": "red"}), schemaStricter: true},
+				{why: "a hostname with a space", attrs: ncSystem(map[string]any{"path": "ietf-system:system", "config": map[string]any{"ietf-system:system": map[string]any{"contact": "noc", "hostname": "r 1"}}}), schemaStricter: true},
+			},
+		},
 	}
+}
+
+// The netconf::Config cases: an interface of ietf-interfaces, or the
+// contact of ietf-system, with attrs over them.
+func nc(attrs map[string]any) map[string]any { return ncIface(nil, attrs) }
+
+func ncDevice() map[string]any {
+	return map[string]any{"address": "r1.lab:2830", "user": "admin", "password": secret("R1_PASSWORD"), "host_key": "SHA256:2DO5vlXh3Aw3dc6GwKRUcNb0RszAXj8mN1ZhkI5B6Y0"}
+}
+
+func ncIface(leaves map[string]any, attrs ...map[string]any) map[string]any {
+	entry := merge(map[string]any{"name": "eth1", "description": "uplink", "type": "iana-if-type:ethernetCsmacd", "enabled": true}, leaves)
+	base := merge(ncDevice(), map[string]any{
+		"path":   "ietf-interfaces:interfaces/interface[name=eth1]",
+		"config": map[string]any{"ietf-interfaces:interfaces": map[string]any{"interface": []any{entry}}},
+	})
+	return merge(append([]map[string]any{base}, attrs...)...)
+}
+
+func ncSystem(attrs map[string]any) map[string]any {
+	return merge(ncDevice(), map[string]any{
+		"path":   "ietf-system:system/contact",
+		"config": map[string]any{"ietf-system:system": map[string]any{"contact": "noc@example.net"}},
+	}, attrs)
 }
