@@ -21,7 +21,9 @@ import (
 var rabbitSeq atomic.Int64
 
 // uniq returns a name no other test uses.
-func uniq(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), rabbitSeq.Add(1)) }
+func uniq(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), rabbitSeq.Add(1))
+}
 
 // rabbitAttrs returns the attributes every object on the test server has,
 // merged with attrs: the endpoint and the administrator's credentials (the
