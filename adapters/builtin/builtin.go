@@ -6,6 +6,7 @@ import (
 	"github.com/intendhq/intend/adapters/exec"
 	"github.com/intendhq/intend/adapters/fs"
 	"github.com/intendhq/intend/adapters/postgres"
+	"github.com/intendhq/intend/adapters/rest"
 	"github.com/intendhq/intend/adapters/ssh"
 )
 
@@ -17,6 +18,7 @@ func Adapters() *adapters.Registry {
 	fs.Register(r)
 	exec.Register(r)
 	postgres.Register(r)
+	rest.Register(r)
 	ssh.Register(r)
 	return r
 }
