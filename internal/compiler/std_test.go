@@ -1085,9 +1085,9 @@ func restCases() typeCases {
 			{why: "every attribute", attrs: obj(map[string]any{
 				"endpoint": "https://rabbit.example:15671/api", "collection": "/users",
 				"managed": []any{"/tags"}, "write_only": map[string]any{"/password": secret("APP_PASSWORD")},
-				"create": map[string]any{"method": "PUT", "path": "/users/app"},
-				"update": map[string]any{"format": "merge-patch", "method": "PATCH", "path": "/users/app"},
-				"delete": map[string]any{"method": "DELETE", "path": "/users/app"},
+				"create":  map[string]any{"method": "PUT", "path": "/users/app"},
+				"update":  map[string]any{"format": "merge-patch", "method": "PATCH", "path": "/users/app"},
+				"delete":  map[string]any{"method": "DELETE", "path": "/users/app"},
 				"success": []any{200, 201, 204}, "facts": map[string]any{"hash": "/password_hash", "all": ""},
 				"auth":    map[string]any{"basic": map[string]any{"user": "admin", "password": secret("ADMIN")}},
 				"tls":     map[string]any{"ca": cert, "cert": cert, "key": key, "server_name": "rabbit"},
