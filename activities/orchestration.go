@@ -345,5 +345,5 @@ func (o *Orchestration) PlanRetry(ctx context.Context, in workflows.PlanRetryInp
 	if err != nil {
 		return workflows.PlanRetryResult{}, classify(err)
 	}
-	return workflows.PlanRetryResult{Batches: p.Batches, Failed: p.Failed, Skipped: p.Skipped}, nil
+	return workflows.PlanRetryResult{Batches: p.Batches, Failed: p.Failed, Skipped: p.Skipped, Unavailable: p.Unavailable}, nil
 }

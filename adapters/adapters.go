@@ -350,6 +350,11 @@ const (
 	ClassTransient Class = "transient"
 	// ClassThrottled means the target asked to slow down.
 	ClassThrottled Class = "throttled"
+	// ClassUnavailable means the target could not be reached at all (a
+	// connection refused, a host that does not answer, a session that
+	// died): the resource is unavailable, not failed, and is retried like
+	// a transient error.
+	ClassUnavailable Class = "unavailable"
 )
 
 // Error is an adapter error with its class.
@@ -369,6 +374,12 @@ func Permanent(err error) error { return &Error{Class: ClassPermanent, Err: err}
 
 // Transient marks err as transient.
 func Transient(err error) error { return &Error{Class: ClassTransient, Err: err} }
+
+// Unavailable marks err as the target being unreachable: nothing was
+// learnt about the resource, so the engine records it unavailable, not
+// failed (an API server that refuses connections, a network device that
+// does not answer or went away mid-batch).
+func Unavailable(err error) error { return &Error{Class: ClassUnavailable, Err: err} }
 
 // Throttled marks err as throttling by the target.
 func Throttled(err error) error { return &Error{Class: ClassThrottled, Err: err} }

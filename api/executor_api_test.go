@@ -279,6 +279,8 @@ func TestExecutorAPIRefusesBadInput(t *testing.T) {
 		{"a result no executor records", "POST", actions, rec(func(m map[string]any) { m["result"] = "undefined" }), 422, "/records/0/result"},
 		{"an unknown operation", "POST", actions, rec(func(m map[string]any) { m["operation"] = "rm -rf" }), 422, "/records/0/operation"},
 		{"an unknown error class", "POST", actions, rec(func(m map[string]any) { m["error_class"] = "fatal" }), 422, "/records/0/error_class"},
+		{"unavailable without the adapter's class", "POST", actions, rec(func(m map[string]any) { m["result"] = "unavailable" }), 422, "/records/0/result"},
+		{"the unavailable class on a failure", "POST", actions, rec(func(m map[string]any) { m["result"] = "failed"; m["error_class"] = "unavailable" }), 422, "/records/0/result"},
 		{"a dry-run record in a deploy", "POST", actions, rec(func(m map[string]any) { m["action"] = "dryrun" }), 422, "/records/0/action"},
 		{"finished before it started", "POST", actions, rec(func(m map[string]any) { m["finished_at"] = "2000-01-01T00:00:00Z" }), 422, "/records/0/finished_at"},
 		{"no workflow id", "POST", actions, rec(func(m map[string]any) { m["workflow_id"] = "" }), 422, "/records/0/workflow_id"},

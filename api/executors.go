@@ -264,9 +264,9 @@ type RecordRequest struct {
 
 // The values an executor may record.
 var (
-	recordResults    = []ledger.Result{ledger.ResultDeployed, ledger.ResultFailed, ledger.ResultSkipped, ledger.ResultSkippedForDependency}
+	recordResults    = []ledger.Result{ledger.ResultDeployed, ledger.ResultFailed, ledger.ResultSkipped, ledger.ResultSkippedForDependency, ledger.ResultUnavailable}
 	recordOperations = []string{"", "none", "create", "update", "delete"}
-	recordClasses    = []string{"", "permanent", "transient", "throttled"}
+	recordClasses    = []string{"", "permanent", "transient", "throttled", "unavailable"}
 )
 
 // joinValues lists vs, comma-separated.
@@ -332,7 +332,10 @@ func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
 			f("operation", "want none, create, update or delete")
 		}
 		if !slices.Contains(recordClasses, rec.ErrorClass) {
-			f("error_class", "want permanent, transient or throttled")
+			f("error_class", "want permanent, transient, throttled or unavailable")
+		}
+		if (rec.Result == ledger.ResultUnavailable) != (rec.ErrorClass == "unavailable") {
+			f("result", "an executor records unavailable for an adapter's unavailable error, and only then")
 		}
 		if rec.StartedAt.IsZero() || rec.FinishedAt.Before(rec.StartedAt) {
 			f("finished_at", "an attempt starts, then finishes")

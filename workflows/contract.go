@@ -256,6 +256,9 @@ type PlanRetryResult struct {
 	Batches []BatchRef
 	Failed  int
 	Skipped int
+	// Unavailable: resources whose adapter could not reach their target
+	// (zero in histories from before the field).
+	Unavailable int `json:",omitempty"`
 }
 
 // DeployResult summarises a finished run.
@@ -405,6 +408,9 @@ type BatchResult struct {
 	// deployed, and report-only resources that differ from their intent.
 	Skipped int
 	Changed int
+	// Unavailable counts the resources whose adapter could not reach
+	// their target (zero in histories from before the field).
+	Unavailable int `json:",omitempty"`
 	// Retry counts the resources that failed with a transient or throttled
 	// error (worth another attempt in this run); RetryAfterSeconds is the
 	// longest delay a throttled one asked for.

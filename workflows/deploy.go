@@ -276,6 +276,7 @@ func (r *deployRun) retryLevel(batches []BatchRef, st levelStats) error {
 		}
 		res.Failed -= rp.Failed
 		res.Skipped -= rp.Skipped
+		res.Unavailable -= rp.Unavailable
 		res.Batches += len(rp.Batches)
 		batches, st = rp.Batches, levelStats{}
 		d.show(ctx, fmt.Sprintf("requires level %d: retry %d of %d", batches[0].Level, attempt, in.RetryAttempts))
@@ -474,6 +475,7 @@ func (l *levelRun) done(br BatchResult) {
 	r.res.Deployed += br.Deployed
 	r.res.Failed += br.Failed
 	r.res.Skipped += br.Skipped
+	r.res.Unavailable += br.Unavailable
 	r.res.Changed += br.Changed
 	st.retry += br.Retry
 	st.retryAfter = max(st.retryAfter, br.RetryAfterSeconds)

@@ -96,6 +96,11 @@ func (p *batchProgress) tally(id string, o ledger.Outcome, errMsg string, retryA
 		p.Result.Deployed++
 	case ledger.ResultSkippedForDependency, ledger.ResultSkipped:
 		p.Result.Skipped++
+	case ledger.ResultUnavailable:
+		// The adapter could not reach the target.
+		p.Result.Unavailable++
+		p.Result.Failures = workflows.AppendFailure(p.Result.Failures, workflows.MaxBatchFailures,
+			workflows.ResourceFailure{ID: id, Result: string(o.Result), Error: errMsg})
 	default:
 		p.Result.Failed++
 		p.Result.Failures = workflows.AppendFailure(p.Result.Failures, workflows.MaxBatchFailures,
@@ -107,8 +112,9 @@ func (p *batchProgress) tally(id string, o ledger.Outcome, errMsg string, retryA
 	if o.Changed {
 		p.Result.Changed++
 	}
-	if o.Result == ledger.ResultFailed && !dryrun &&
-		(o.ErrorClass == string(adapters.ClassTransient) || o.ErrorClass == string(adapters.ClassThrottled)) {
+	if (o.Result == ledger.ResultFailed || o.Result == ledger.ResultUnavailable) && !dryrun &&
+		(o.ErrorClass == string(adapters.ClassTransient) || o.ErrorClass == string(adapters.ClassThrottled) ||
+			o.ErrorClass == string(adapters.ClassUnavailable)) {
 		p.Result.Retry++
 		p.Result.RetryAfterSeconds = max(p.Result.RetryAfterSeconds, int((retryAfter+time.Second-1)/time.Second))
 	}
@@ -576,6 +582,9 @@ func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource
 		rec.Result = ledger.ResultFailed
 		rec.Error = err.Error()
 		rec.ErrorClass = string(adapters.ClassOf(err))
+		if rec.ErrorClass == string(adapters.ClassUnavailable) {
+			rec.Result = ledger.ResultUnavailable
+		}
 		rec.RetryAfter = adapters.RetryAfterOf(err)
 		hc.Error("attempt failed", "error", err.Error(), "class", rec.ErrorClass)
 		var pe *adapters.PanicError

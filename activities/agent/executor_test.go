@@ -31,6 +31,8 @@ type thing struct {
 	calls   map[string]int
 	panicOn string
 	failOn  string
+	// unreachableOn names a resource whose target cannot be reached.
+	unreachableOn string
 }
 
 func (h *thing) Observe(_ context.Context, _ *adapters.Context, r adapters.Resource) (adapters.Observation, error) {
@@ -42,6 +44,9 @@ func (h *thing) Observe(_ context.Context, _ *adapters.Context, r adapters.Resou
 	}
 	if r.ID.Value == h.failOn {
 		return adapters.Observation{}, adapters.Permanent(errors.New("target refuses"))
+	}
+	if r.ID.Value == h.unreachableOn {
+		return adapters.Observation{}, adapters.Unavailable(errors.New("connect to 192.0.2.1:443: connection refused"))
 	}
 	v, ok := h.state[r.ID.Value]
 	if !ok {
@@ -146,6 +151,49 @@ func TestExecuteBatchRecordsEveryOutcome(t *testing.T) {
 	ok, err := st.GetResource(ctx, e.ID, "test::Thing[a,name=t100]")
 	if err != nil || ok.LastResult != "deployed" || ok.Compliance != "compliant" {
 		t.Errorf("t100 = %+v, %v", ok, err)
+	}
+}
+
+// TestExecuteBatchRecordsAnUnreachableTargetUnavailable: a resource whose
+// adapter cannot reach its target is unavailable, not failed, in the
+// batch's result, its state and its action, and worth a retry in the run.
+func TestExecuteBatchRecordsAnUnreachableTargetUnavailable(t *testing.T) {
+	t.Parallel()
+	st, e, run, plan := setup(t, 10)
+	h := &thing{state: map[string]string{}, calls: map[string]int{}, unreachableOn: "t003"}
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", h)
+	ex := executor(st, reg, 4)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: plan.Batches[0].Seq, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 9 || res.Failed != 0 || res.Unavailable != 1 || res.Retry != 1 ||
+		len(res.Failures) != 1 || res.Failures[0].Result != "unavailable" {
+		t.Errorf("result = %+v, want 9 deployed, 1 unavailable (not failed) and worth a retry", res)
+	}
+	ctx := context.Background()
+	rid := "test::Thing[a,name=t003]"
+	stt, err := st.GetResource(ctx, e.ID, rid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, err := st.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: rid, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stt.LastResult != "unavailable" || len(acts) != 1 || acts[0].Result != "unavailable" ||
+		acts[0].ErrorClass == nil || *acts[0].ErrorClass != "unavailable" ||
+		acts[0].Error == nil || !strings.Contains(*acts[0].Error, "connection refused") {
+		t.Errorf("state %+v, actions %+v; want unavailable, class unavailable, with the error", stt, acts)
 	}
 }
 

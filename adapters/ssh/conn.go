@@ -152,12 +152,13 @@ func (c *conn) alive(ctx context.Context) bool {
 
 // dial connects, verifies the host key and authenticates. A refused or
 // unknown host key and a refused authentication are Permanent errors; a
-// network failure is Transient.
+// host that cannot be reached (refused, no route, no answer) is
+// Unavailable; a handshake that breaks off is Transient.
 func dial(ctx context.Context, spec connSpec) (*gossh.Client, error) {
 	d := net.Dialer{Timeout: dialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", spec.addr())
 	if err != nil {
-		return nil, adapters.Transient(fmt.Errorf("connect to %s: %w", spec.addr(), err))
+		return nil, adapters.Unavailable(fmt.Errorf("connect to %s: %w", spec.addr(), err))
 	}
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()

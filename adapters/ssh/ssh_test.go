@@ -212,7 +212,8 @@ func TestHostKeyVerified(t *testing.T) {
 }
 
 // TestConnectionErrors: a refused key is permanent (retrying the same key
-// cannot help), an unreachable port transient (the host may come back).
+// cannot help), an unreachable port unavailable (the host may come back;
+// the resource is not failed).
 func TestConnectionErrors(t *testing.T) {
 	srv := sshtest.Start(t)
 	strangerKey, _ := sshtest.NewKey(t)
@@ -232,7 +233,7 @@ func TestConnectionErrors(t *testing.T) {
 		{"unknown user", "the host refuses a user it does not have", map[string]any{"user": "intend-nobody"},
 			adapters.ClassPermanent, "as intend-nobody"},
 		{"closed port", "nothing listens: the network or a stopped host", map[string]any{"port": closed},
-			adapters.ClassTransient, "connect to 127.0.0.1:" + itoa(closed)},
+			adapters.ClassUnavailable, "connect to 127.0.0.1:" + itoa(closed)},
 		{"encrypted key", "a passphrase cannot be typed", map[string]any{"private_key": encryptedKey(t)},
 			adapters.ClassPermanent, "passphrase"},
 	}

@@ -62,7 +62,7 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		if r.Operation != "" {
 			op = r.Operation
 		}
-		if r.ErrorClass != "" && r.Result == "failed" {
+		if r.ErrorClass != "" && (r.Result == ledger.ResultFailed || r.Result == ledger.ResultUnavailable) {
 			class = r.ErrorClass
 		}
 		if !inSet[i] {

@@ -14,6 +14,8 @@ type RetryPlan struct {
 	Batches []BatchRef
 	Failed  int // last attempt failed with a transient or throttled error
 	Skipped int // last attempt skipped because a dependency was not deployed
+	// Unavailable: last attempt's adapter could not reach the target.
+	Unavailable int
 }
 
 // PlanRetry makes the retry batches of a run's level: for each batch of
@@ -51,6 +53,7 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 			select src.seq, src.agent, src.agents, src.level, src.retry, src.rid, src.hash, last.result
 			from src join last on last.resource_id = src.rid
 			where (last.result = 'failed' and last.error_class in ('transient', 'throttled'))
+			   or (last.result = 'unavailable' and last.error_class = 'unavailable')
 			   or last.result = 'skipped_for_dependency'
 			order by src.seq, src.ord`, envID, run, seqs, wf)
 		if err != nil {
@@ -68,7 +71,7 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		curSeq := -1
 		// moved counts, per batch retried, its failures and skips the
 		// retry takes back from its live counters.
-		type moved struct{ failed, skipped int }
+		type moved struct{ failed, skipped, unavailable int }
 		from := map[int]*moved{}
 		for rows.Next() {
 			var seq, level, retry int
@@ -92,10 +95,14 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 				m = &moved{}
 				from[seq] = m
 			}
-			if result == "failed" {
+			switch result {
+			case "failed":
 				p.Failed++
 				m.failed++
-			} else {
+			case "unavailable":
+				p.Unavailable++
+				m.unavailable++
+			default:
 				p.Skipped++
 				m.skipped++
 			}
@@ -124,8 +131,9 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 		// batch's may go below zero where the run's row counted them (a
 		// run recorded before migration 034): the run's sum stays right.
 		for seq, m := range from {
-			if _, err := tx.Exec(ctx, `update deploy_batches set failed = failed - $4, skipped = skipped - $5
-				where environment_id = $1::uuid and run = $2 and seq = $3`, envID, run, seq, m.failed, m.skipped); err != nil {
+			if _, err := tx.Exec(ctx, `update deploy_batches set failed = failed - $4, skipped = skipped - $5,
+				unavailable = unavailable - $6
+				where environment_id = $1::uuid and run = $2 and seq = $3`, envID, run, seq, m.failed, m.skipped, m.unavailable); err != nil {
 				return err
 			}
 		}

@@ -110,3 +110,57 @@ func TestPlanRetry(t *testing.T) {
 		t.Fatalf("PlanRetry after success = %+v, %v; want nothing", none, err)
 	}
 }
+
+// TestPlanRetryTakesUnreachableTargets: a resource whose adapter could not
+// reach its target (result and class unavailable) is retried in the run
+// like a transient failure, and leaves the run's live unavailable counter
+// while its retry runs.
+func TestPlanRetryTakesUnreachableTargets(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	started := startRun(t, st, e.ID, files(t, 3, nil))
+	run := started.Run
+	p, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits, store.Caller{})
+	if err != nil || len(p.Batches) != 1 {
+		t.Fatalf("plan = %+v, %v; want one batch", p, err)
+	}
+	b, err := st.LoadBatch(ctx, e.ID, run, p.Batches[0].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome := []struct{ result, class string }{{"deployed", ""}, {"unavailable", "unavailable"}, {"failed", "permanent"}}
+	now := time.Now()
+	var recs []store.ActionRecord
+	for i, r := range b.Resources {
+		recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: "deploy",
+			Reason: "test", StartedAt: now, FinishedAt: now, Result: ledger.Result(outcome[i].result), ErrorClass: outcome[i].class,
+			Error: "unreachable", WorkflowID: started.WorkflowID, RunID: "r", Attempt: 1})
+	}
+	if err := st.RecordActions(ctx, e.ID, recs); err != nil {
+		t.Fatal(err)
+	}
+	unavailable := func() int {
+		t.Helper()
+		r, err := st.GetRun(ctx, e.ID, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Unavailable
+	}
+	if n := unavailable(); n != 1 {
+		t.Fatalf("live unavailable = %d before the retry, want 1", n)
+	}
+	rp, err := st.PlanRetry(ctx, e.ID, run, []int{p.Batches[0].Seq}, p.NextSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rp.Batches) != 1 || rp.Batches[0].Count != 1 || rp.Batches[0].First != b.Resources[1].ID ||
+		rp.Unavailable != 1 || rp.Failed != 0 {
+		t.Fatalf("retry plan = %+v, want one batch of the unreachable resource", rp)
+	}
+	if n := unavailable(); n != 0 {
+		t.Fatalf("live unavailable = %d after planning the retry, want 0", n)
+	}
+}

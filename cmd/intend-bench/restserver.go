@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/intendhq/intend/internal/childproc"
+)
+
+// davServer is nginx serving a directory over WebDAV (GET, PUT, DELETE):
+// a real, widely used HTTP server whose own time per call is well under
+// a millisecond, so that the delay in front of it (slowProxy) is what a
+// call costs. The REST benchmark's objects are its files.
+type davServer struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	URL    string
+}
+
+// startDAV starts nginx (Debian's nginx-light, `make apiservers`) on a
+// free loopback port, serving and keeping everything under dir.
+func startDAV(ctx context.Context, dir string) (*davServer, error) {
+	bin := "/usr/sbin/nginx"
+	if !childproc.IsExecutable(bin) {
+		return nil, errors.New("nginx is missing: run `make apiservers` (Debian's nginx-light)")
+	}
+	port, err := childproc.FreePort("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"root", "logs", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	user := ""
+	if os.Geteuid() == 0 {
+		// Its workers would run as nobody, who cannot write dir.
+		user = "user root root;"
+	}
+	conf := fmt.Sprintf(`daemon off;
+worker_processes 2;
+%s
+pid %[2]s/nginx.pid;
+error_log %[2]s/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	types { application/json json; }
+	default_type application/json;
+	client_body_temp_path %[2]s/tmp/body;
+	proxy_temp_path %[2]s/tmp/proxy;
+	fastcgi_temp_path %[2]s/tmp/fastcgi;
+	uwsgi_temp_path %[2]s/tmp/uwsgi;
+	scgi_temp_path %[2]s/tmp/scgi;
+	keepalive_requests 1000000;
+	server {
+		listen 127.0.0.1:%[3]d;
+		root %[2]s/root;
+		location / {
+			dav_methods PUT DELETE;
+			create_full_put_path on;
+			dav_access user:rw;
+		}
+	}
+}
+`, user, dir, port)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", confPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	childproc.DieWithParent(cmd.SysProcAttr)
+	var tail childproc.Tail
+	cmd.Stdout, cmd.Stderr = &tail, &tail
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start nginx: %w", err)
+	}
+	s := &davServer{cmd: cmd, exited: make(chan struct{}), URL: "http://127.0.0.1:" + strconv.Itoa(port)}
+	go func() { cmd.Wait(); close(s.exited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(s.URL + "/ready-probe")
+		if err == nil {
+			resp.Body.Close()
+			return s, nil
+		}
+		select {
+		case <-s.exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "logs", "error.log"))
+			return nil, fmt.Errorf("nginx exited: %s %s", tail.String(), log)
+		case <-ctx.Done():
+			s.Stop()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("nginx did not answer on %s within 30 s: %s", s.URL, tail.String())
+		}
+	}
+}
+
+// Stop stops nginx and waits for it.
+func (s *davServer) Stop() {
+	childproc.Stop(context.Background(), s.cmd.Process, syscall.SIGQUIT, s.exited, 10*time.Second)
+}
+
+// slowProxy forwards every call to a server after a fixed delay: a server
+// that answers every call in (at least) delay, with the calls in flight
+// and their peak counted.
+type slowProxy struct {
+	delay    time.Duration
+	proxy    *httputil.ReverseProxy
+	srv      *http.Server
+	URL      string
+	calls    atomic.Int64
+	inFlight atomic.Int64
+	peak     atomic.Int64
+}
+
+// startSlowProxy listens on a free loopback port in front of target.
+func startSlowProxy(target string, delay time.Duration) (*slowProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &slowProxy{delay: delay, proxy: httputil.NewSingleHostReverseProxy(u), URL: "http://" + l.Addr().String()}
+	p.proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go p.srv.Serve(l)
+	return p, nil
+}
+
+// ServeHTTP waits the delay, then forwards the call.
+func (p *slowProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := p.inFlight.Add(1)
+	defer p.inFlight.Add(-1)
+	for {
+		peak := p.peak.Load()
+		if n <= peak || p.peak.CompareAndSwap(peak, n) {
+			break
+		}
+	}
+	t := time.NewTimer(p.delay)
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		t.Stop()
+		return
+	}
+	p.calls.Add(1)
+	p.proxy.ServeHTTP(w, r)
+}
+
+// Stop closes the proxy's listener and connections.
+func (p *slowProxy) Stop() { p.srv.Close() }
