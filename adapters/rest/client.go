@@ -253,8 +253,9 @@ func classifyTransport(method, path string, timeout time.Duration, err error) er
 	return adapters.Transient(msg)
 }
 
-// unreachable classifies a server that could not be reached at all.
-func unreachable(err error) error { return adapters.Transient(err) }
+// unreachable classifies a server that could not be reached at all:
+// the resource is unavailable, not failed.
+func unreachable(err error) error { return adapters.Unavailable(err) }
 
 // statusError classifies an answer that is not a success.
 func statusError(what string, r *response) error {

@@ -242,8 +242,8 @@ func TestRabbitMQRefusalIsPermanentWithItsReason(t *testing.T) {
 	mustApply(t, purged(queue(true)), false, adapters.OpDelete)
 }
 
-// TestRabbitMQUnreachable points an object at a closed port: no answer is
-// not a refusal of the intent, so the error is not permanent.
+// TestRabbitMQUnreachable points an object at a closed port: the server
+// cannot be reached, so the resource is unavailable, not failed.
 func TestRabbitMQUnreachable(t *testing.T) {
 	t.Parallel()
 	attrs := rabbitAttrs(t, map[string]any{"path": "/vhosts/x", "body": map[string]any{}})
@@ -252,8 +252,8 @@ func TestRabbitMQUnreachable(t *testing.T) {
 	if err == nil {
 		t.Fatal("an unreachable server succeeded")
 	}
-	if c := adapters.ClassOf(err); c == adapters.ClassPermanent {
-		t.Errorf("class %s, want one that is retried: %v", c, err)
+	if c := adapters.ClassOf(err); c != adapters.ClassUnavailable {
+		t.Errorf("class %s, want unavailable: %v", c, err)
 	}
 	if !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("error %q does not say the connection was refused", err)

@@ -17,7 +17,7 @@
 // permanent error in bounded memory and time. Errors: 429 and 503 are
 // throttling (with the delay of Retry-After, at most MaxRetryAfter),
 // other 5xx, 408 and timeouts transient, a server that cannot be reached
-// (connection refused, no route, unknown host) unreachable, other 4xx
+// (connection refused, no route, unknown host) unavailable, other 4xx
 // permanent, quoting the answer's problem detail (at most MaxDetail
 // bytes).
 package rest
