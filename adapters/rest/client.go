@@ -242,7 +242,10 @@ func classifyTransport(method, path string, timeout time.Duration, err error) er
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded):
 		return adapters.Transient(fmt.Errorf("%s %s: no answer within %s: %w", method, path, timeout, err))
-	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr):
+	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr),
+		// The server refused the TLS handshake (crypto/tls reports its
+		// alert so): no client certificate, or one it does not trust.
+		errors.As(err, &opErr) && opErr.Op == "remote error":
 		return adapters.Permanent(msg)
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
 		errors.As(err, &dnsErr):

@@ -61,16 +61,22 @@ func shared[T any](t testing.TB, key string, start func() (T, func(), error)) T 
 // whole test binary; resources name it as a secret reference.
 const rabbitPasswordEnv = "INTEND_SECRET_TEST_RABBITMQ_ADMIN"
 
-// rabbit returns the test binary's RabbitMQ server.
+// rabbitClientKeyEnv holds the key of the client certificate its HTTPS
+// listener accepts.
+const rabbitClientKeyEnv = "INTEND_SECRET_TEST_RABBITMQ_CLIENT_KEY"
+
+// rabbit returns the test binary's RabbitMQ server, with an HTTPS
+// listener that requires a client certificate.
 func rabbit(t testing.TB) *rabbittest.RabbitMQ {
 	t.Helper()
 	return shared(t, "rabbitmq", func() (*rabbittest.RabbitMQ, func(), error) {
-		r, err := rabbittest.Start(context.Background(), rabbittest.Options{})
+		r, err := rabbittest.Start(context.Background(), rabbittest.Options{TLS: true})
 		if err != nil {
 			return nil, nil, err
 		}
 		fmt.Fprintf(os.Stderr, "rest tests: RabbitMQ %s answered after %s\n", r.API(), r.StartTime.Round(1e7))
 		os.Setenv(rabbitPasswordEnv, r.Password)
+		os.Setenv(rabbitClientKeyEnv, r.ClientKey)
 		return r, r.Stop, nil
 	})
 }

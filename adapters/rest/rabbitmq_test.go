@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/conformance"
 	"github.com/intendhq/intend/adapters/rest"
+	"github.com/intendhq/intend/internal/rabbittest"
 )
 
 var rabbitSeq atomic.Int64
@@ -346,4 +348,60 @@ func closedAddr(t testing.TB) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// TestRabbitMQMutualTLS manages a vhost over the HTTPS listener, which
+// requires a client certificate signed by the private CA: with the CA,
+// the certificate and its key (a secret reference) it works, also with
+// the server's name checked instead of its address; without the client
+// certificate, without the CA or with another name, the error is
+// permanent and shows no key.
+func TestRabbitMQMutualTLS(t *testing.T) {
+	t.Parallel()
+	r := rabbit(t)
+	vhost := uniq("tls")
+	vh := func(tls map[string]any) adapters.Resource {
+		return object("vhost-"+vhost, rabbitAttrs(t, map[string]any{
+			"endpoint": r.APIS(),
+			"path":     "/vhosts/" + vhost,
+			"body":     map[string]any{"description": "over mutual TLS"},
+			"tls":      tls,
+		}))
+	}
+	full := map[string]any{"ca": r.CACert, "cert": r.ClientCert, "key": map[string]any{"secret": "env:" + rabbitClientKeyEnv}}
+	mustApply(t, vh(full), false, adapters.OpCreate)
+	if st, _ := rmq(t, "GET", "/vhosts/"+vhost, nil); st != 200 {
+		t.Fatalf("GET the vhost made over TLS: %d", st)
+	}
+	named := maps.Clone(full)
+	named["server_name"] = rabbittest.ServerName
+	mustApply(t, vh(named), false, adapters.OpNone)
+	for _, c := range []struct {
+		why  string
+		tls  map[string]any
+		want string
+	}{
+		{"no client certificate", map[string]any{"ca": r.CACert}, "certificate required"},
+		{"no CA", map[string]any{"cert": r.ClientCert, "key": full["key"]}, "certificate signed by unknown authority"},
+		{"another name", merge(named, map[string]any{"server_name": "other.intend.test"}), "other.intend.test"},
+	} {
+		_, hc, err := apply(t, vh(c.tls), false)
+		if err == nil {
+			t.Errorf("%s: succeeded", c.why)
+			continue
+		}
+		if adapters.ClassOf(err) != adapters.ClassPermanent || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %s error %v, want a permanent one saying %q", c.why, adapters.ClassOf(err), err, c.want)
+		}
+		if text := fmt.Sprint(err, hc.Logs()); strings.Contains(text, strings.TrimSpace(r.ClientKey)[40:80]) {
+			t.Errorf("%s: the client key shows: %s", c.why, text)
+		}
+	}
+	mustApply(t, purged(vh(full)), false, adapters.OpDelete)
+}
+
+func merge(a, b map[string]any) map[string]any {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
 }

@@ -45,6 +45,10 @@ type Options struct {
 	// Timeout bounds the wait for the management API; zero is
 	// StartTimeout.
 	Timeout time.Duration
+	// TLS adds an HTTPS listener of the management API that requires a
+	// client certificate (mutual TLS), with certificates of a private CA
+	// made for the server.
+	TLS bool
 }
 
 // RabbitMQ is a running server.
@@ -59,14 +63,28 @@ type RabbitMQ struct {
 	Dir       string
 	StartTime time.Duration // from the start to the first answer of the API
 
+	// With Options.TLS: the HTTPS port of the management API, the PEM of
+	// the private CA that signed the server's certificate (for 127.0.0.1
+	// and ServerName) and of a client certificate and key it accepts.
+	HTTPSPort                     int
+	CACert, ClientCert, ClientKey string
+
 	node   *exec.Cmd
 	epmd   *exec.Cmd
 	exited chan struct{}
 	log    *childproc.Tail
 }
 
+// ServerName is the DNS name in the server's certificate (Options.TLS),
+// besides 127.0.0.1.
+const ServerName = "rabbitmq.intend.test"
+
 // API returns the base URL of the management API, "http://127.0.0.1:port/api".
 func (r *RabbitMQ) API() string { return fmt.Sprintf("http://%s:%d/api", r.Host, r.HTTPPort) }
+
+// APIS returns the base URL of its HTTPS listener (Options.TLS),
+// "https://127.0.0.1:port/api".
+func (r *RabbitMQ) APIS() string { return fmt.Sprintf("https://%s:%d/api", r.Host, r.HTTPSPort) }
 
 // Log returns the end of the server's output, for failure messages.
 func (r *RabbitMQ) Log() string { return r.log.String() }
@@ -93,7 +111,7 @@ func Start(ctx context.Context, o Options) (*RabbitMQ, error) {
 		return nil, err
 	}
 	r := &RabbitMQ{Host: "127.0.0.1", User: "intend-admin", Password: random(), Dir: dir, log: &childproc.Tail{Max: 32 << 10}}
-	ports := make([]int, 4)
+	ports := make([]int, 5)
 	for i := range ports {
 		if ports[i], err = childproc.FreePort(r.Host); err != nil {
 			os.RemoveAll(dir)
@@ -101,6 +119,9 @@ func Start(ctx context.Context, o Options) (*RabbitMQ, error) {
 		}
 	}
 	r.AMQPPort, r.HTTPPort, r.DistPort, r.EPMDPort = ports[0], ports[1], ports[2], ports[3]
+	if o.TLS {
+		r.HTTPSPort = ports[4]
+	}
 	if err := r.prepare(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("rabbittest: %w", err)
@@ -139,10 +160,26 @@ log.console.level = warning
 log.file = false
 `, r.Host, r.AMQPPort, r.Host, r.HTTPPort, r.User, r.Password)
 	files := map[string]string{
-		"rabbitmq.conf":       conf,
 		"enabled_plugins":     "[rabbitmq_management].\n",
 		"home/.erlang.cookie": strings.ToUpper(random()),
 	}
+	if r.HTTPSPort != 0 {
+		pki, err := newPKI(r.Host, ServerName)
+		if err != nil {
+			return err
+		}
+		r.CACert, r.ClientCert, r.ClientKey = pki.ca, pki.clientCert, pki.clientKey
+		files["ca.pem"], files["server.pem"], files["server.key"] = pki.ca, pki.serverCert, pki.serverKey
+		conf += fmt.Sprintf(`management.ssl.ip = %s
+management.ssl.port = %d
+management.ssl.cacertfile = %s
+management.ssl.certfile = %s
+management.ssl.keyfile = %s
+management.ssl.verify = verify_peer
+management.ssl.fail_if_no_peer_cert = true
+`, r.Host, r.HTTPSPort, filepath.Join(r.Dir, "ca.pem"), filepath.Join(r.Dir, "server.pem"), filepath.Join(r.Dir, "server.key"))
+	}
+	files["rabbitmq.conf"] = conf
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(r.Dir, name), []byte(text), 0o400); err != nil {
 			return err
