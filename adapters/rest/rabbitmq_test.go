@@ -405,3 +405,70 @@ func merge(a, b map[string]any) map[string]any {
 	maps.Copy(out, b)
 	return out
 }
+
+// TestRabbitMQBindingFoundBySearch manages a binding, whose id (its
+// properties_key) RabbitMQ derives: created by a POST to the collection,
+// found by a search that matches its routing key, deleted by its id, the
+// id published as a fact. A create repeated after the binding exists
+// (as after a crash) makes no second one.
+func TestRabbitMQBindingFoundBySearch(t *testing.T) {
+	t.Parallel()
+	q := uniq("bq")
+	queue := object("queue-"+q, rabbitAttrs(t, map[string]any{"path": "/queues/%2F/" + q, "body": map[string]any{"durable": true}}))
+	mustApply(t, queue, false, adapters.OpCreate)
+	coll := "/bindings/%2F/e/amq.direct/q/" + q
+	binding := object("binding-"+q, rabbitAttrs(t, map[string]any{
+		"collection": coll,
+		"search": map[string]any{
+			"path": coll, "match": map[string]any{"/routing_key": "rk-" + q, "/destination": q},
+			"id": "/properties_key", "item": coll + "/{id}",
+		},
+		"body":  map[string]any{"routing_key": "rk-" + q, "arguments": map[string]any{"x-intend": "1"}},
+		"facts": map[string]any{"properties_key": "/properties_key"},
+	}))
+	mustApply(t, binding, true, adapters.OpCreate)
+	_, hc := mustApply(t, binding, false, adapters.OpCreate)
+	key, _ := hc.Facts()["properties_key"].(string)
+	if key == "" {
+		t.Fatalf("no properties_key fact: %v", hc.Facts())
+	}
+	if st, doc := rmq(t, "GET", coll+"/"+url.PathEscape(key), nil); st != 200 || doc["routing_key"] != "rk-"+q {
+		t.Fatalf("GET the binding by the fact's id: %d %v", st, doc)
+	}
+	mustApply(t, binding, false, adapters.OpNone)
+	hc = adapters.NewContext(adapters.WithSecrets(&adapters.Secrets{}))
+	defer hc.Close()
+	plain, err := hc.ResolveSecrets(binding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (rest.Object{}).Create(t.Context(), hc, plain); err != nil {
+		t.Fatalf("Create of an existing binding: %v", err)
+	}
+	st, list := rmqList(t, coll)
+	if st != 200 || len(list) != 1 {
+		t.Fatalf("after a repeated create, %d bindings (%d), want 1: %v", len(list), st, list)
+	}
+	mustApply(t, purged(binding), false, adapters.OpDelete)
+	if _, list := rmqList(t, coll); len(list) != 0 {
+		t.Fatalf("after the purge, bindings %v", list)
+	}
+	mustApply(t, purged(binding), false, adapters.OpNone)
+	mustApply(t, purged(queue), false, adapters.OpDelete)
+}
+
+// rmqList GETs a list of the management API.
+func rmqList(t testing.TB, path string) (int, []any) {
+	t.Helper()
+	r := rabbit(t)
+	req, _ := http.NewRequest("GET", r.API()+path, nil)
+	req.SetBasicAuth(r.User, r.Password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list []any
+	json.NewDecoder(resp.Body).Decode(&list)
+	return resp.StatusCode, list
+}

@@ -304,7 +304,7 @@ func (s *spec) ok(status int) bool {
 
 // Create creates the object. With a POST (or a search), it looks for the
 // object first, so that a repeat after a crash does not create a second
-// one; found, it is updated.
+// one; found, it is updated if a managed field differs.
 func (Object) Create(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
 	s, c, err := load(hc, desired)
 	if err != nil {
@@ -316,6 +316,12 @@ func (Object) Create(ctx context.Context, hc *adapters.Context, desired adapters
 			return err
 		}
 		if l != nil {
+			// Made by an earlier attempt that did not finish, or by
+			// someone else: up to date, or updated, not made twice.
+			if len(s.changed(l.doc)) == 0 {
+				hc.Info("found, nothing to create", "path", l.self)
+				return nil
+			}
 			return c.update(ctx, l)
 		}
 	}
