@@ -373,47 +373,9 @@ func (c call) update(ctx context.Context, l *live) error {
 		}
 		path = withID(path, l.id)
 	}
-	var body any
-	contentType := ""
-	switch s.update.format {
-	case "full":
-		b := s.sendBody()
-		if s.update.idField != "" {
-			if err := set(b, s.update.idField, l.id); err != nil {
-				return attrErr("update.id_field", "%v", err)
-			}
-		}
-		body = b
-	case "merge-patch":
-		patch := map[string]any{}
-		for _, p := range s.changed(l.doc) {
-			v, _ := get(s.body, p)
-			_ = set(patch, p, v)
-		}
-		for _, p := range sortedKeys(s.writeOnly) {
-			_ = set(patch, p, s.writeOnly[p])
-		}
-		if len(patch) == 0 {
-			return nil
-		}
-		body, contentType = patch, "application/merge-patch+json"
-	case "json-patch":
-		ops := []any{}
-		for _, p := range s.changed(l.doc) {
-			v, _ := get(s.body, p)
-			o := "replace"
-			if _, ok := get(l.doc, p); !ok {
-				o = "add"
-			}
-			ops = append(ops, map[string]any{"op": o, "path": p, "value": v})
-		}
-		for _, p := range sortedKeys(s.writeOnly) {
-			ops = append(ops, map[string]any{"op": "add", "path": p, "value": s.writeOnly[p]})
-		}
-		if len(ops) == 0 {
-			return nil
-		}
-		body, contentType = ops, "application/json-patch+json"
+	body, contentType, err := s.updateBody(l)
+	if err != nil || body == nil {
+		return err
 	}
 	what := s.update.method + " " + path
 	r, err := c.do(ctx, s.update.method, path, contentType, body)
@@ -425,6 +387,83 @@ func (c call) update(ctx context.Context, l *live) error {
 	}
 	c.hc.Info("updated", "method", s.update.method, "path", path, "format", s.update.format, "status", r.status)
 	return nil
+}
+
+// updateBody is what an update sends to the object found as l, in the
+// update format, and its content type; nil when a patch has nothing to
+// change.
+func (s *spec) updateBody(l *live) (any, string, error) {
+	switch s.update.format {
+	case "merge-patch":
+		patch := map[string]any{}
+		for _, p := range s.changed(l.doc) {
+			v, _ := get(s.body, p)
+			_ = set(patch, p, v)
+		}
+		for _, p := range sortedKeys(s.writeOnly) {
+			_ = set(patch, p, s.writeOnly[p])
+		}
+		if len(patch) == 0 {
+			return nil, "", nil
+		}
+		return patch, "application/merge-patch+json", nil
+	case "json-patch":
+		ops := []any{}
+		add := func(p string, v any) {
+			// RFC 6902 adds into an existing object only: add the
+			// first missing ancestor whole.
+			if q := missingAncestor(l.doc, p); q != "" {
+				for _, o := range ops {
+					if o.(map[string]any)["path"] == q {
+						return // added already, for another field under it
+					}
+				}
+				w, _ := get(s.sendBody(), q)
+				ops = append(ops, map[string]any{"op": "add", "path": q, "value": w})
+				return
+			}
+			ops = append(ops, map[string]any{"op": "add", "path": p, "value": v})
+		}
+		for _, p := range s.changed(l.doc) {
+			v, _ := get(s.body, p)
+			if _, ok := get(l.doc, p); ok {
+				ops = append(ops, map[string]any{"op": "replace", "path": p, "value": v})
+			} else {
+				add(p, v)
+			}
+		}
+		for _, p := range sortedKeys(s.writeOnly) {
+			add(p, s.writeOnly[p])
+		}
+		if len(ops) == 0 {
+			return nil, "", nil
+		}
+		return ops, "application/json-patch+json", nil
+	}
+	b := s.sendBody()
+	if s.update.idField != "" {
+		if err := set(b, s.update.idField, l.id); err != nil {
+			return nil, "", attrErr("update.id_field", "%v", err)
+		}
+	}
+	return b, "", nil
+}
+
+// missingAncestor returns the shortest proper prefix of pointer p that
+// doc lacks, or "".
+func missingAncestor(doc any, p string) string {
+	toks, err := parsePointer(p)
+	if err != nil {
+		return ""
+	}
+	prefix := ""
+	for _, t := range toks[:len(toks)-1] {
+		prefix += "/" + escapeToken(t)
+		if _, ok := get(doc, prefix); !ok {
+			return prefix
+		}
+	}
+	return ""
 }
 
 // changed returns the managed fields whose value on the server (doc)

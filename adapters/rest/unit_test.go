@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -178,5 +179,38 @@ func TestPointers(t *testing.T) {
 	}
 	if err := set(doc, "/l/x", 1); err == nil {
 		t.Error("set into a list succeeded")
+	}
+}
+
+// TestUpdateBodies checks what each update format sends for one object
+// found on the server: the whole body, or a patch of the managed fields
+// that differ and the write-only ones.
+func TestUpdateBodies(t *testing.T) {
+	t.Parallel()
+	body := map[string]any{"a": 1.0, "b": map[string]any{"c": "new", "d": "same"}, "e": map[string]any{"f": map[string]any{"g": true}}, "keep": "x"}
+	found := &live{id: "42", doc: map[string]any{"a": 1.0, "b": map[string]any{"c": "old", "d": "same"}, "keep": "other", "server": "added"}}
+	for _, c := range []struct {
+		format, idField, want, contentType string
+	}{
+		{"full", "", `{"a":1,"b":{"c":"new","d":"same"},"e":{"f":{"g":true}},"keep":"x","pw":"s"}`, ""},
+		{"full", "/id", `{"a":1,"b":{"c":"new","d":"same"},"e":{"f":{"g":true}},"id":"42","keep":"x","pw":"s"}`, ""},
+		{"merge-patch", "", `{"b":{"c":"new"},"e":{"f":{"g":true}},"pw":"s"}`, "application/merge-patch+json"},
+		{"json-patch", "", `[{"op":"replace","path":"/b/c","value":"new"},{"op":"add","path":"/e","value":{"f":{"g":true}}},{"op":"add","path":"/pw","value":"s"}]`, "application/json-patch+json"},
+	} {
+		s := &spec{body: body, managed: []string{"/a", "/b/c", "/b/d", "/e/f/g"}, writeOnly: map[string]any{"/pw": "s"},
+			update: updateOp{format: c.format, idField: c.idField}}
+		got, ct, err := s.updateBody(found)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(got)
+		if string(b) != c.want || ct != c.contentType {
+			t.Errorf("%s: %s (%q), want %s (%q)", c.format, b, ct, c.want, c.contentType)
+		}
+	}
+	// Nothing differs and nothing is write-only: a patch sends nothing.
+	s := &spec{body: map[string]any{"a": 1.0}, update: updateOp{format: "json-patch"}}
+	if got, _, _ := s.updateBody(&live{doc: map[string]any{"a": 1.0}}); got != nil {
+		t.Errorf("a patch of nothing: %v", got)
 	}
 }
