@@ -11,8 +11,10 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/conformance"
@@ -471,4 +473,37 @@ func rmqList(t testing.TB, path string) (int, []any) {
 	var list []any
 	json.NewDecoder(resp.Body).Decode(&list)
 	return resp.StatusCode, list
+}
+
+// TestRabbitMQRateIsPerAgentAndEndpoint observes 12 objects of one agent
+// at once with limits {rate: 20, in_flight: 2}: they share the limiter,
+// so the 12 GETs take at least half a second; another agent's are not
+// held back by it.
+func TestRabbitMQRateIsPerAgentAndEndpoint(t *testing.T) {
+	t.Parallel()
+	run := func(agent string, limits map[string]any) time.Duration {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range 12 {
+			r := object(fmt.Sprintf("rate-%d", i), rabbitAttrs(t, map[string]any{
+				"path": "/vhosts/" + uniq("absent"), "body": map[string]any{}, "limits": limits,
+			}))
+			r.ID.Agent = agent
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, _, err := apply(t, r, true); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	if d := run(uniq("agent-limited"), map[string]any{"rate": 20, "in_flight": 2}); d < 500*time.Millisecond {
+		t.Errorf("12 requests at 20 per second took %s, want at least 500 ms", d)
+	}
+	if d := run(uniq("agent-free"), map[string]any{}); d > 5*time.Second {
+		t.Errorf("12 requests without a limit took %s", d)
+	}
 }
