@@ -87,11 +87,13 @@ type limiter struct {
 var limiters sync.Map // agent + "\x00" + endpoint -> *limiter
 
 func limiterFor(agent string, s *spec) *limiter {
-	v, _ := limiters.LoadOrStore(agent+"\x00"+s.endpoint, func() *limiter {
+	key := agent + "\x00" + s.endpoint
+	v, ok := limiters.Load(key)
+	if !ok {
 		l := &limiter{}
 		l.cond = sync.NewCond(&l.mu)
-		return l
-	}())
+		v, _ = limiters.LoadOrStore(key, l)
+	}
 	l := v.(*limiter)
 	l.mu.Lock()
 	if l.max != s.inFlight {
@@ -210,7 +212,6 @@ func (c call) do(ctx context.Context, method, path, contentType string, body any
 		return nil, adapters.Transient(fmt.Errorf("%s %s: waiting for the limits of %s: %w", method, path, c.s.endpoint, err))
 	}
 	defer l.release()
-	start := time.Now()
 	resp, err := cl.Do(req)
 	if err != nil {
 		return nil, classifyTransport(method, path, c.s.timeout, err)
@@ -223,7 +224,6 @@ func (c call) do(ctx context.Context, method, path, contentType string, body any
 	if int64(len(b)) > c.s.maxBody {
 		return nil, adapters.Permanent(fmt.Errorf("%s %s: %d: the response is larger than max_body (%d bytes)", method, path, resp.StatusCode, c.s.maxBody))
 	}
-	c.hc.Debug("request", "method", method, "path", path, "status", resp.StatusCode, "duration", time.Since(start).String())
 	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
