@@ -35,8 +35,14 @@ func TestStartAndStop(t *testing.T) {
 			t.Errorf("GET /whoami as %s: %d, want %d", c.user, resp.StatusCode, c.want)
 		}
 	}
-	pids := []int{r.node.Process.Pid, r.epmd.Process.Pid}
+	pids := append([]int{r.node.Process.Pid, r.epmd.Process.Pid}, descendants(r.node.Process.Pid)...)
+	if len(pids) < 3 {
+		t.Fatalf("processes %v: the node started none (erl_child_setup?)", pids)
+	}
+	start := time.Now()
 	r.Stop()
+	t.Logf("stopped in %s", time.Since(start))
+	time.Sleep(100 * time.Millisecond) // for the kernel to reap what init adopted
 	for _, port := range []int{r.AMQPPort, r.HTTPPort, r.DistPort, r.EPMDPort} {
 		if c, err := net.DialTimeout("tcp", net.JoinHostPort(r.Host, strconv.Itoa(port)), time.Second); err == nil {
 			c.Close()
@@ -44,7 +50,7 @@ func TestStartAndStop(t *testing.T) {
 		}
 	}
 	for _, pid := range pids {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
 			t.Errorf("process %d still there after Stop", pid)
 		}
 	}
