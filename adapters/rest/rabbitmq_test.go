@@ -507,3 +507,24 @@ func TestRabbitMQRateIsPerAgentAndEndpoint(t *testing.T) {
 		t.Errorf("12 requests without a limit took %s", d)
 	}
 }
+
+// TestNoAnswerIsTransient points an object at a socket that accepts
+// connections and never answers: after its timeout, the error is
+// transient (the server may have acted), not unavailable.
+func TestNoAnswerIsTransient(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: the kernel completes the handshakes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	attrs := rabbitAttrs(t, map[string]any{"endpoint": "http://" + l.Addr().String() + "/api", "path": "/vhosts/x", "body": map[string]any{}, "timeout": 0.3})
+	start := time.Now()
+	_, _, err = apply(t, object("no-answer", attrs), false)
+	if err == nil || adapters.ClassOf(err) != adapters.ClassTransient || !strings.Contains(err.Error(), "no answer within 300ms") {
+		t.Fatalf("error %v (%s), want a transient one saying there was no answer within 300ms", err, adapters.ClassOf(err))
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
