@@ -7,6 +7,7 @@ import (
 	"github.com/intendhq/intend/adapters/fs"
 	"github.com/intendhq/intend/adapters/netconf"
 	"github.com/intendhq/intend/adapters/postgres"
+	"github.com/intendhq/intend/adapters/rest"
 	"github.com/intendhq/intend/adapters/ssh"
 )
 
@@ -18,6 +19,7 @@ func Adapters() *adapters.Registry {
 	fs.Register(r)
 	exec.Register(r)
 	postgres.Register(r)
+	rest.Register(r)
 	ssh.Register(r)
 	netconf.Register(r)
 	return r

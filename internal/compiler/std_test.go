@@ -1091,6 +1091,127 @@ func stdCases() map[string]typeCases {
 				{why: "a hostname with a space", attrs: ncSystem(map[string]any{"path": "ietf-system:system", "config": map[string]any{"ietf-system:system": map[string]any{"contact": "noc", "hostname": "r 1"}}}), schemaStricter: true},
 			},
 		},
+		"rest::Object": restCases(),
+	}
+}
+
+// restCases are the cases of rest::Object.
+func restCases() typeCases {
+	ok := func(why string, attrs map[string]any) stdCase { return stdCase{why: why, attrs: attrs, ok: true} }
+	bad := func(why string, attrs map[string]any) stdCase { return stdCase{why: why, attrs: attrs} }
+	purged := func(c stdCase) stdCase { c.purged = true; return c }
+	obj := func(attrs map[string]any) map[string]any {
+		return merge(map[string]any{"name": "app", "endpoint": "http://127.0.0.1:15672/api", "path": "/users/app", "body": map[string]any{"tags": []any{"x"}}}, attrs)
+	}
+	// found is an object found by a search, as an Alertmanager silence.
+	found := func(attrs map[string]any) map[string]any {
+		return merge(map[string]any{"name": "s", "endpoint": "https://am.example/api/v2", "collection": "/silences",
+			"search": map[string]any{"path": "/silences", "match": map[string]any{"/comment": "intend:s"}, "id": "/id", "item": "/silence/{id}"},
+			"body":   map[string]any{"comment": "intend:s"}}, attrs)
+	}
+	// etcd is a key of etcd's JSON gateway: found by a POST, no URL of its own.
+	etcd := func(attrs map[string]any) map[string]any {
+		return merge(map[string]any{"name": "k", "endpoint": "http://127.0.0.1:2379/v3", "collection": "/kv/put",
+			"search": map[string]any{"path": "/kv/range", "method": "POST", "body": map[string]any{"key": "aw=="}, "items": "/kvs", "match": map[string]any{"/key": "aw=="}},
+			"body":   map[string]any{"key": "aw==", "value": "dg=="},
+			"update": map[string]any{"method": "POST", "path": "/kv/put"},
+			"delete": map[string]any{"method": "POST", "path": "/kv/deleterange", "body": map[string]any{"key": "aw=="}}}, attrs)
+	}
+	cert, key := "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n", secret("TLS_KEY")
+	return typeCases{
+		valid: []stdCase{
+			{why: "a user by its path", attrs: obj(nil)},
+			{why: "every attribute", attrs: obj(map[string]any{
+				"endpoint": "https://rabbit.example:15671/api", "collection": "/users",
+				"managed": []any{"/tags"}, "write_only": map[string]any{"/password": secret("APP_PASSWORD")},
+				"create":  map[string]any{"method": "PUT", "path": "/users/app"},
+				"update":  map[string]any{"format": "merge-patch", "method": "PATCH", "path": "/users/app"},
+				"delete":  map[string]any{"method": "DELETE", "path": "/users/app"},
+				"success": []any{200, 201, 204}, "facts": map[string]any{"hash": "/password_hash", "all": ""},
+				"auth":    map[string]any{"basic": map[string]any{"user": "admin", "password": secret("ADMIN")}},
+				"tls":     map[string]any{"ca": cert, "cert": cert, "key": key, "server_name": "rabbit"},
+				"headers": map[string]any{"X-Trace": "intend"}, "timeout": 2.5,
+				"limits": map[string]any{"in_flight": 4, "rate": 10.5}, "max_body": 1 << 20,
+			})},
+			{why: "a silence found by a search", attrs: found(map[string]any{
+				"search": map[string]any{"path": "/silences?filter=x", "method": "GET", "items": "", "match": map[string]any{"/comment": "intend:s"},
+					"exclude": map[string]any{"/status/state": []any{"expired"}}, "id": "/id", "item": "/silence/{id}", "id_from": "/silenceID"},
+				"update": map[string]any{"method": "POST", "path": "/silences", "id_field": "/id"},
+				"auth":   map[string]any{"bearer": secret("TOKEN")},
+			})},
+			{why: "an etcd key", attrs: etcd(map[string]any{"auth": map[string]any{"header": map[string]any{"name": "X-Api-Key", "value": "k"}}})},
+			purged(stdCase{why: "purged without body", attrs: without(obj(nil), "body")}),
+		},
+		cases: []stdCase{
+			bad("neither path nor search", without(obj(nil), "path")),
+			bad("path and search", merge(found(nil), map[string]any{"path": "/silence/1"})),
+			bad("search without collection", without(found(nil), "collection")),
+			purged(ok("search without collection, purged", without(found(nil), "collection"))),
+			bad("path relative", obj(map[string]any{"path": "users/app"})),
+			bad("path with a fragment", obj(map[string]any{"path": "/users/app#x"})),
+			ok("path with a query", obj(map[string]any{"path": "/users/app?x=1"})),
+			bad("endpoint ftp", obj(map[string]any{"endpoint": "ftp://h/api"})),
+			bad("endpoint with a user", obj(map[string]any{"endpoint": "http://u:p@h/api"})),
+			bad("endpoint with a query", obj(map[string]any{"endpoint": "http://h/api?x=1"})),
+			ok("endpoint with a trailing /", obj(map[string]any{"endpoint": "http://h/api/"})),
+			bad("name empty", obj(map[string]any{"name": ""})),
+			bad("body a list", obj(map[string]any{"body": []any{1}})),
+			ok("body with a secret", obj(map[string]any{"body": map[string]any{"password": secret("P")}})),
+			bad("managed empty", obj(map[string]any{"managed": []any{}})),
+			bad("managed not a pointer", obj(map[string]any{"managed": []any{"tags"}})),
+			bad("managed with a bad escape", obj(map[string]any{"managed": []any{"/a~2"}})),
+			bad("managed twice the same", obj(map[string]any{"managed": []any{"/tags", "/tags"}})),
+			ok("managed escaped", obj(map[string]any{"managed": []any{"/a~1b/~0c"}})),
+			bad("write_only not a pointer", obj(map[string]any{"write_only": map[string]any{"password": "x"}})),
+			bad("create method DELETE", obj(map[string]any{"create": map[string]any{"method": "DELETE"}})),
+			ok("create method POST", obj(map[string]any{"create": map[string]any{"method": "POST"}})),
+			bad("update json-patch with PUT", obj(map[string]any{"update": map[string]any{"format": "json-patch", "method": "PUT"}})),
+			bad("update merge-patch with POST", obj(map[string]any{"update": map[string]any{"format": "merge-patch", "method": "POST"}})),
+			ok("update json-patch", obj(map[string]any{"update": map[string]any{"format": "json-patch"}})),
+			ok("update full with PATCH", obj(map[string]any{"update": map[string]any{"format": "full", "method": "PATCH"}})),
+			bad("update format yaml", obj(map[string]any{"update": map[string]any{"format": "yaml"}})),
+			bad("update id_field without search", obj(map[string]any{"update": map[string]any{"id_field": "/id"}})),
+			bad("update id_field without search.id", etcd(map[string]any{"update": map[string]any{"method": "POST", "path": "/kv/put", "id_field": "/id"}})),
+			bad("delete method GET", obj(map[string]any{"delete": map[string]any{"method": "GET"}})),
+			bad("delete body a string", obj(map[string]any{"delete": map[string]any{"body": "x"}})),
+			bad("no URL of its own, no update.path", etcd(map[string]any{"update": map[string]any{"method": "POST"}})),
+			bad("no URL of its own, no delete", without(etcd(nil), "delete")),
+			bad("search without match", found(map[string]any{"search": map[string]any{"path": "/silences", "id": "/id", "item": "/silence/{id}"}})),
+			bad("search match empty", found(map[string]any{"search": map[string]any{"path": "/silences", "match": map[string]any{}, "id": "/id", "item": "/silence/{id}"}})),
+			bad("search match not a pointer", found(map[string]any{"search": map[string]any{"path": "/silences", "match": map[string]any{"comment": "x"}, "id": "/id", "item": "/silence/{id}"}})),
+			bad("search item without {id}", found(map[string]any{"search": map[string]any{"path": "/silences", "match": map[string]any{"/c": "x"}, "id": "/id", "item": "/silence/x"}})),
+			bad("search item without id", found(map[string]any{"search": map[string]any{"path": "/silences", "match": map[string]any{"/c": "x"}, "item": "/silence/{id}"}})),
+			bad("search id_from without id", etcd(map[string]any{"search": map[string]any{"path": "/kv/range", "method": "POST", "match": map[string]any{"/key": "aw=="}, "id_from": "/id"}})),
+			bad("search body with GET", etcd(map[string]any{"search": map[string]any{"path": "/kv/range", "method": "GET", "body": map[string]any{}, "match": map[string]any{"/key": "aw=="}}})),
+			bad("search method PUT", etcd(map[string]any{"search": map[string]any{"path": "/kv/range", "method": "PUT", "match": map[string]any{"/key": "aw=="}}})),
+			bad("search exclude not a list", found(map[string]any{"search": map[string]any{"path": "/s", "match": map[string]any{"/c": "x"}, "exclude": map[string]any{"/s": "expired"}, "id": "/id", "item": "/s/{id}"}})),
+			bad("search exclude an empty list", found(map[string]any{"search": map[string]any{"path": "/s", "match": map[string]any{"/c": "x"}, "exclude": map[string]any{"/s": []any{}}, "id": "/id", "item": "/s/{id}"}})),
+			bad("success empty", obj(map[string]any{"success": []any{}})),
+			bad("success 404", obj(map[string]any{"success": []any{404}})),
+			bad("facts not a pointer", obj(map[string]any{"facts": map[string]any{"id": "id"}})),
+			bad("facts without a name", obj(map[string]any{"facts": map[string]any{"": "/id"}})),
+			bad("auth two kinds", obj(map[string]any{"auth": map[string]any{"bearer": "t", "header": map[string]any{"name": "X", "value": "v"}}})),
+			bad("auth none", obj(map[string]any{"auth": map[string]any{}})),
+			bad("auth bearer empty", obj(map[string]any{"auth": map[string]any{"bearer": ""}})),
+			bad("auth bearer with a line break", obj(map[string]any{"auth": map[string]any{"bearer": "a\r\nX-Evil: 1"}})),
+			bad("auth basic user with a colon", obj(map[string]any{"auth": map[string]any{"basic": map[string]any{"user": "a:b", "password": "p"}}})),
+			bad("auth basic without password", obj(map[string]any{"auth": map[string]any{"basic": map[string]any{"user": "a"}}})),
+			bad("auth header name with a space", obj(map[string]any{"auth": map[string]any{"header": map[string]any{"name": "X Key", "value": "v"}}})),
+			bad("tls cert without key", obj(map[string]any{"endpoint": "https://h/api", "tls": map[string]any{"cert": cert}})),
+			bad("tls key without cert", obj(map[string]any{"endpoint": "https://h/api", "tls": map[string]any{"key": key}})),
+			bad("tls with http", obj(map[string]any{"tls": map[string]any{"ca": cert}})),
+			bad("tls ca empty", obj(map[string]any{"endpoint": "https://h/api", "tls": map[string]any{"ca": ""}})),
+			bad("headers name with a colon", obj(map[string]any{"headers": map[string]any{"X:Y": "v"}})),
+			bad("headers value with a line break", obj(map[string]any{"headers": map[string]any{"X": "a\nb"}})),
+			bad("timeout zero", obj(map[string]any{"timeout": 0})),
+			bad("timeout over an hour", obj(map[string]any{"timeout": 3601})),
+			bad("limits in_flight zero", obj(map[string]any{"limits": map[string]any{"in_flight": 0}})),
+			bad("limits in_flight 1.5", obj(map[string]any{"limits": map[string]any{"in_flight": 1.5}})),
+			bad("limits rate negative", obj(map[string]any{"limits": map[string]any{"rate": -1}})),
+			bad("limits unknown", obj(map[string]any{"limits": map[string]any{"burst": 1}})),
+			bad("max_body 1000", obj(map[string]any{"max_body": 1000})),
+			bad("max_body over 256 MiB", obj(map[string]any{"max_body": 256<<20 + 1})),
+		},
 	}
 }
 
