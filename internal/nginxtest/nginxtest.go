@@ -171,7 +171,11 @@ func config(dir, workerUser, host string, port int, o Options) string {
 		p("    add_header Retry-After $retry_after always;")
 	}
 	if o.Rate != "" {
-		p("    limit_req zone=api burst=%d nodelay;", o.Burst)
+		if o.Burst > 0 {
+			p("    limit_req zone=api burst=%d nodelay;", o.Burst)
+		} else {
+			p("    limit_req zone=api;") // nginx refuses burst=0
+		}
 		status := o.LimitStatus
 		if status == 0 {
 			status = http.StatusTooManyRequests

@@ -76,13 +76,18 @@ func TestProxyChecks(t *testing.T) {
 }
 
 // TestRateLimit: over the rate, nginx answers 429 (or 503, as asked) with
-// Retry-After; after that delay a request passes again.
+// Retry-After, with or without a burst; after that delay a request passes
+// again.
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	am := alertmanagertest.Start(t)
-	for _, status := range []int{0, http.StatusServiceUnavailable} {
-		s := Start(t, Options{Upstream: strings.TrimSuffix(am.URL, "/api/v2"), Rate: "2r/s", Burst: 2, RetryAfter: 1, LimitStatus: status})
-		want := status
+	for _, c := range []struct{ status, burst int }{
+		{0, 2},
+		{http.StatusServiceUnavailable, 2},
+		{0, 0}, // no burst: nginx refuses "burst=0"
+	} {
+		s := Start(t, Options{Upstream: strings.TrimSuffix(am.URL, "/api/v2"), Rate: "2r/s", Burst: c.burst, RetryAfter: 1, LimitStatus: c.status})
+		want := c.status
 		if want == 0 {
 			want = http.StatusTooManyRequests
 		}
