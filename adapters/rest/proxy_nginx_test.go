@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/conformance"
 	"github.com/intendhq/intend/adapters/rest"
 	"github.com/intendhq/intend/internal/alertmanagertest"
 	"github.com/intendhq/intend/internal/etcdtest"
@@ -231,4 +232,25 @@ func TestNginxConflict(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(ngx.DAVDir, "taken.json")); err != nil || !fi.IsDir() {
 		t.Fatalf("the collection changed: %v %v", fi, err)
 	}
+}
+
+// TestNginxWebDAVConformance runs the adapter conformance suite on a
+// WebDAV document (an object whose URL its identity gives: PUT, GET,
+// DELETE, absent on 404).
+func TestNginxWebDAVConformance(t *testing.T) {
+	t.Parallel()
+	ngx := nginxtest.Start(t, nginxtest.Options{})
+	file := filepath.Join(ngx.DAVDir, "conf.json")
+	relative := davDocument(ngx.URL, "conf", map[string]any{"v": 1})
+	relative["path"] = "dav/conf.json"
+	conformance.Run(t, conformance.Case{
+		Handler: rest.Object{},
+		Desired: srvObject("conf", davDocument(ngx.URL, "conf", map[string]any{"v": 1, "tags": []any{"a"}}), false),
+		Updated: srvObject("conf", davDocument(ngx.URL, "conf", map[string]any{"v": 2, "tags": []any{"a", "b"}}), false),
+		Invalid: map[string]adapters.Resource{
+			// A path is relative to the endpoint and starts with /.
+			"path": srvObject("conf", relative, false),
+		},
+		Exists: conformance.PathExists(file),
+	})
 }
