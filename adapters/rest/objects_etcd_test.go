@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -294,5 +295,53 @@ func TestEtcdUnreachable(t *testing.T) {
 		if !errors.As(err, &ae) || !strings.Contains(err.Error(), "connection refused") {
 			t.Errorf("dry-run %v: %v, want a classified error saying the connection was refused", dryRun, err)
 		}
+	}
+}
+
+// TestEtcdWriteOnlySecret: a value etcd must hold but intend never
+// compares (write_only), given as a secret reference or in the clear, is
+// written on create and shows in no log line or fact, nor in a diff but
+// under the attributes the executor records by size and hash only
+// (Sensitive); changed on the server it is not drift.
+func TestEtcdWriteOnlySecret(t *testing.T) {
+	t.Parallel()
+	s := etcdtest.Start(t)
+	const password = "pa55-Write-Only-93d1"
+	secret := etcdtest.B64(password) // etcd's values travel in base64
+	secrets := srvSecrets(map[string]string{"INTEND_SECRET_VALUE": secret})
+	sensitive := rest.Object{}.SensitiveAttributes()
+	if !slices.Contains(sensitive, "write_only") {
+		t.Fatalf("write_only is not among the sensitive attributes %v", sensitive)
+	}
+	for _, c := range []struct {
+		reason string
+		value  any
+	}{
+		{"a secret reference", map[string]any{"secret": "env:INTEND_SECRET_VALUE"}},
+		{"in the clear", secret},
+	} {
+		t.Run(c.reason, func(t *testing.T) {
+			key := "/write-only/" + strings.ReplaceAll(c.reason, " ", "-")
+			a := etcdKey(s.URL, key, "")
+			delete(a["body"].(map[string]any), "value")
+			a["write_only"] = map[string]any{"/value": c.value}
+			r := srvObject("wo-"+strings.ReplaceAll(c.reason, " ", "-"), a, false)
+			for _, dryRun := range []bool{true, false} {
+				out, hc := srvApply(t, r, dryRun, adapters.OpCreate, secrets)
+				diff := maps.Clone(out.Diff)
+				for _, k := range sensitive {
+					delete(diff, k)
+				}
+				text := srvJSON(diff) + srvJSON(hc.Logs()) + srvJSON(hc.Facts())
+				if strings.Contains(text, secret) || strings.Contains(text, password) {
+					t.Errorf("dry-run %v shows the write-only value: %s", dryRun, text)
+				}
+			}
+			if v, ok := s.Get(t, key); !ok || v != password {
+				t.Fatalf("after the create etcd holds %q %v", v, ok)
+			}
+			s.Put(t, key, "changed by someone")
+			srvApply(t, r, false, adapters.OpNone, secrets)
+		})
 	}
 }
