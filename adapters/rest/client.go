@@ -214,7 +214,19 @@ func (c call) do(ctx context.Context, method, path, contentType string, body any
 	defer l.release()
 	resp, err := cl.Do(req)
 	if err != nil {
-		return nil, classifyTransport(method, path, c.s.timeout, err)
+		cerr := classifyTransport(method, path, c.s.timeout, err)
+		if req.URL.Scheme == "https" && adapters.ClassOf(cerr) == adapters.ClassTransient &&
+			!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) {
+			// Under TLS 1.3 a server that refuses the client's
+			// certificate (or wants one and got none) says so after the
+			// client's handshake is over: the request may fail as a
+			// reset connection instead, which hides the cause. Ask once
+			// more, on a connection of its own.
+			if refused := refusedClientCert(ctx, cl, req.URL); refused != nil {
+				return nil, adapters.Permanent(fmt.Errorf("%s %s: the server refused the TLS client authentication (tls.cert): %w", method, path, refused))
+			}
+		}
+		return nil, cerr
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, c.s.maxBody+1))
@@ -225,6 +237,50 @@ func (c call) do(ctx context.Context, method, path, contentType string, body any
 		return nil, adapters.Permanent(fmt.Errorf("%s %s: %d: the response is larger than max_body (%d bytes)", method, path, resp.StatusCode, c.s.maxBody))
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// refusedClientCert opens a TLS connection of its own to u's host with
+// cl's TLS settings and returns the server's alert if it refuses the
+// client certificate, during the handshake (TLS 1.2) or just after it
+// (TLS 1.3: the alert is the first thing read); nil when the server
+// accepts it (nothing to read before a request) or cannot be asked.
+func refusedClientCert(ctx context.Context, cl *http.Client, u *url.URL) error {
+	tr, ok := cl.Transport.(*http.Transport)
+	if !ok || tr.TLSClientConfig == nil || u.Scheme != "https" {
+		return nil
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "443")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil
+	}
+	defer nc.Close()
+	cfg := tr.TLSClientConfig.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	cfg.NextProtos = nil
+	tc := tls.Client(nc, cfg)
+	isAlert := func(err error) bool {
+		var opErr *net.OpError
+		return errors.As(err, &opErr) && opErr.Op == "remote error"
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		if isAlert(err) {
+			return err
+		}
+		return nil
+	}
+	tc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := tc.Read(make([]byte, 1)); isAlert(err) {
+		return err
+	}
+	return nil
 }
 
 // classifyTransport classifies an error of the transport: no answer.

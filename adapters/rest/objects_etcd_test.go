@@ -284,13 +284,13 @@ func TestEtcdMutualTLS(t *testing.T) {
 	}
 }
 
-// TestEtcdUnreachable: a server that does not answer is a transient
-// error, in dry-run too, naming the refused connection.
+// TestEtcdUnreachable: a server that refuses connections is unavailable
+// (not failed), in dry-run too, naming the refused connection.
 func TestEtcdUnreachable(t *testing.T) {
 	t.Parallel()
 	r := srvObject("nowhere", etcdKey(srvClosedURL(t), "/k", "v"), false)
 	for _, dryRun := range []bool{true, false} {
-		err, _ := srvFail(t, r, dryRun, adapters.ClassTransient)
+		err, _ := srvFail(t, r, dryRun, adapters.ClassUnavailable)
 		var ae *adapters.Error
 		if !errors.As(err, &ae) || !strings.Contains(err.Error(), "connection refused") {
 			t.Errorf("dry-run %v: %v, want a classified error saying the connection was refused", dryRun, err)
