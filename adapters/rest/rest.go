@@ -290,6 +290,41 @@ func (Object) Observe(ctx context.Context, hc *adapters.Context, desired adapter
 	return adapters.Observation{Exists: true, Attributes: map[string]any{"body": body}}, nil
 }
 
+// Diff reports one change per managed field of the body, keyed "body"
+// and the field's JSON pointer ("body/definition/max-length"): a dry-run
+// and the action log show what differs field by field, and the fields a
+// server adds or defaults never appear. A create lists every managed
+// field. The engine masks a secret a field holds.
+func (Object) Diff(desired adapters.Resource, observed adapters.Observation) adapters.Diff {
+	s, err := parse(desired)
+	if err != nil {
+		// Validated before Observe: not reached; the whole attributes
+		// then, as the engine would.
+		return adapters.ComputeDiff(desired.Attributes, observed.Attributes)
+	}
+	var have map[string]any
+	if observed.Exists {
+		have, _ = observed.Attributes["body"].(map[string]any)
+	}
+	d := adapters.Diff{}
+	for _, p := range s.managedFields() {
+		want, wok := get(s.body, p)
+		got, gok := get(have, p)
+		if wok == gok && (!wok || equal(got, want)) {
+			continue
+		}
+		var c adapters.Change
+		if gok {
+			c.From = got
+		}
+		if wok {
+			c.To = want
+		}
+		d["body"+p] = c
+	}
+	return d
+}
+
 func (s *spec) ok(status int) bool {
 	if s.success != nil {
 		for _, st := range s.success {
