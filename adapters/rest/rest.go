@@ -382,9 +382,15 @@ func (Object) Create(ctx context.Context, hc *adapters.Context, desired adapters
 
 // Update sends the change in the object's update format.
 func (Object) Update(ctx context.Context, hc *adapters.Context, desired adapters.Resource, diff adapters.Diff) error {
-	_, c, err := load(hc, desired)
+	s, c, err := load(hc, desired)
 	if err != nil {
 		return err
+	}
+	if s.update.format == "full" && s.path != "" && s.search == nil {
+		// The whole body to a URL known from the identity: nothing of
+		// the live object goes into it, so it is not read again (one
+		// call, not two, per update).
+		return c.update(ctx, &live{self: s.path})
 	}
 	l, err := c.find(ctx)
 	if err != nil {
@@ -521,8 +527,12 @@ func (Object) Delete(ctx context.Context, hc *adapters.Context, desired adapters
 	if err != nil {
 		return err
 	}
-	l, err := c.find(ctx)
-	if err != nil || l == nil {
+	var l *live
+	if s.path != "" && s.search == nil {
+		// The URL is the identity's: a 404 or 410 says it is gone
+		// already, so it is not read first (one call, not two).
+		l = &live{self: s.path}
+	} else if l, err = c.find(ctx); err != nil || l == nil {
 		return err
 	}
 	path := l.self

@@ -59,7 +59,11 @@ func treeCPU() map[string]time.Duration {
 			continue
 		}
 		part := "intend"
+		_, proxy := targetPids.Load(pid)
 		switch {
+		case proxy || p.comm == "nginx":
+			// The REST benchmark's server and the delay in front of it.
+			part = "target"
 		case p.comm == "postgres":
 			part = "postgres"
 		case strings.HasPrefix(p.comm, "temporal"):
@@ -78,6 +82,10 @@ func cpuRow(what string, before, after map[string]time.Duration) row {
 		d := max(after[k]-before[k], 0)
 		total += d
 		parts = append(parts, fmt.Sprintf("%s %.1f s", k, d.Seconds()))
+	}
+	if d := max(after["target"]-before["target"], 0); d > 0 {
+		// Not intend's: the server under test.
+		parts = append(parts, fmt.Sprintf("(and the target, not counted: %.1f s)", d.Seconds()))
 	}
 	return row{what, fmt.Sprintf("%.1f s", total.Seconds()), strings.Join(parts, ", ")}
 }

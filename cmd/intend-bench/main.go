@@ -37,6 +37,8 @@ import (
 func main() {
 	// The server starts this binary again as its embedded executor.
 	executor.RunIfSupervised()
+	// The REST benchmark starts this binary again as its slow proxy.
+	serveSlowProxyIfAsked()
 	n := flag.Int("n", 10000, "resources to deploy")
 	fsync := flag.Bool("fsync", true, "keep PostgreSQL's durability settings (as `intend deploy` does)")
 	filesDir := flag.String("files", "", "where the deployed files go (default: a temp dir under $TMPDIR)")
@@ -67,6 +69,11 @@ func main() {
 	flag.IntVar(&agentMaxInFlight, "agent-max-in-flight", 4, "the batches of one agent a deploy run dispatches at once (intend server --agent-max-in-flight)")
 	flag.IntVar(&pgStatements, "pgstatements", 0, "load pg_stat_statements into PostgreSQL and print this many statements "+
 		"of P1–P5 that took the most time (0: off)")
+	flag.IntVar(&restN, "rest", 0, "instead of P1–P5, deploy this many rest::Object resources against nginx's WebDAV behind a proxy "+
+		"answering every call after -rest-delay, then repair and update them, each against the ideal (issue 29)")
+	flag.IntVar(&restAgents, "rest-agents", 100, "-rest: the agents the objects are spread over")
+	flag.DurationVar(&restDelay, "rest-delay", 20*time.Millisecond, "-rest: the server's time per call")
+	flag.IntVar(&restInFlight, "rest-in-flight", 100, "-rest: requests in flight in all (limits.in_flight of each agent: this ÷ -rest-agents)")
 	flag.Var(&pgSet, "pgset", "a PostgreSQL setting, name=value (repeatable), e.g. log_autovacuum_min_duration=0")
 	flag.Parse()
 	if delay > 0 && *external < 1 {
@@ -261,6 +268,14 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		rows, err := benchDelay(ctx, c, pg.URL("intend"), out, delays, n, external, maxInFlight)
 		if err != nil {
 			return fmt.Errorf("delay: %w", err)
+		}
+		rows = append(rows, row{"load average after", loadavg(), "1, 5, 15 minutes"})
+		return table(out, rows)
+	}
+	if restN > 0 {
+		rows, err := benchREST(ctx, c, pg.URL("intend"), dir, out)
+		if err != nil {
+			return fmt.Errorf("rest: %w", err)
 		}
 		rows = append(rows, row{"load average after", loadavg(), "1, 5, 15 minutes"})
 		return table(out, rows)

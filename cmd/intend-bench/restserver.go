@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +14,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -149,8 +153,21 @@ func startSlowProxy(target string, delay time.Duration) (*slowProxy, error) {
 	return p, nil
 }
 
+// statsPath answers the proxy's counts as JSON; it is never forwarded.
+const statsPath = "/.intend-bench/stats"
+
+// proxyStats are a slowProxy's counts.
+type proxyStats struct {
+	Calls int64 `json:"calls"`
+	Peak  int64 `json:"peak"`
+}
+
 // ServeHTTP waits the delay, then forwards the call.
 func (p *slowProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == statsPath {
+		json.NewEncoder(w).Encode(proxyStats{Calls: p.calls.Load(), Peak: p.peak.Load()})
+		return
+	}
 	n := p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
 	for {
@@ -172,3 +189,85 @@ func (p *slowProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Stop closes the proxy's listener and connections.
 func (p *slowProxy) Stop() { p.srv.Close() }
+
+// slowProxyEnv, set to "TARGET DELAY", makes this binary a slowProxy in
+// front of TARGET instead of a benchmark: a process of its own, so that
+// the CPU it spends counts as the target's, not intend's.
+const slowProxyEnv = "INTEND_BENCH_SLOW_PROXY"
+
+// serveSlowProxyIfAsked runs the proxy slowProxyEnv asks for, printing its
+// URL on the first line of standard output, until the parent dies.
+func serveSlowProxyIfAsked() {
+	v := os.Getenv(slowProxyEnv)
+	if v == "" {
+		return
+	}
+	target, d, _ := strings.Cut(v, " ")
+	delay, err := time.ParseDuration(d)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "intend-bench slow proxy:", err)
+		os.Exit(2)
+	}
+	p, err := startSlowProxy(target, delay)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "intend-bench slow proxy:", err)
+		os.Exit(1)
+	}
+	fmt.Println(p.URL)
+	select {}
+}
+
+// slowProc is a slowProxy in a process of its own.
+type slowProc struct {
+	cmd *exec.Cmd
+	URL string
+}
+
+// targetPids are the processes whose CPU is the target's (treeCPU): the
+// slow proxies.
+var targetPids sync.Map // int -> true
+
+// startSlowProc starts this binary as a slowProxy in front of target.
+func startSlowProc(target string, delay time.Duration) (*slowProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), slowProxyEnv+"="+target+" "+delay.String())
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	childproc.DieWithParent(cmd.SysProcAttr)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("the slow proxy did not start: %w", err)
+	}
+	targetPids.Store(cmd.Process.Pid, true)
+	return &slowProc{cmd: cmd, URL: strings.TrimSpace(line)}, nil
+}
+
+// Stats asks the proxy for its counts.
+func (p *slowProc) Stats() (proxyStats, error) {
+	var st proxyStats
+	resp, err := http.Get(p.URL + statsPath)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// Stop kills the proxy.
+func (p *slowProc) Stop() {
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+}
