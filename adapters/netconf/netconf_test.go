@@ -408,3 +408,84 @@ func TestReplaceRemovesWhatIsNotNamed(t *testing.T) {
 	}
 	d.must(t, replace, adapters.OpNone)
 }
+
+// TestRunningOnly: on a device without :candidate (netconfd with
+// --target=running) the adapter edits running in place, never commits:
+// create, no-op, update, delete of the list entry, a value the device
+// refuses (an rpc-error, nothing left behind), and several resources at
+// once with one of them refused.
+func TestRunningOnly(t *testing.T) {
+	srv := netconftest.StartWith(t, netconftest.Options{RunningOnly: true})
+	d := newDeployer(t)
+	other := direct(t, srv)
+	if other.Has(":candidate") || !other.Has(":writable-running") {
+		t.Fatalf("the device's capabilities %v, want :writable-running without :candidate", other.Capabilities())
+	}
+	before := netconf.Commits()
+	name := ifName()
+	r := iface(srv, name, map[string]any{"description": "in place"})
+	d.must(t, r, adapters.OpCreate)
+	if got := running(t, other, name); !strings.Contains(got, "in place") {
+		t.Fatalf("after create, running holds %s", got)
+	}
+	d.must(t, r, adapters.OpNone)
+	u := iface(srv, name, map[string]any{"description": "changed", "enabled": false})
+	out := d.must(t, u, adapters.OpUpdate)
+	leaf := "config/ietf-interfaces:interfaces/interface[name=" + name + "]/"
+	if want := (adapters.Diff{leaf + "description": {From: "in place", To: "changed"}, leaf + "enabled": {From: nil, To: false}}); !equalDiff(out.Diff, want) {
+		t.Errorf("update: %v, want %v", out.Diff, want)
+	}
+	if got := running(t, other, name); !strings.Contains(got, "changed") || !strings.Contains(got, "false") {
+		t.Fatalf("after update, running holds %s", got)
+	}
+	d.must(t, u, adapters.OpNone)
+	u.Purged = true
+	d.must(t, u, adapters.OpDelete)
+	if got := running(t, other, name); strings.Contains(got, name) {
+		t.Fatalf("after delete, running holds %s", got)
+	}
+	d.must(t, u, adapters.OpNone)
+
+	bad := ifName()
+	_, _, err := d.run(t, iface(srv, bad, map[string]any{"type": "iana-if-type:noSuchType"}), false)
+	var rpc session.RPCError
+	if err == nil || adapters.ClassOf(err) != adapters.ClassPermanent || !errors.As(err, &rpc) {
+		t.Fatalf("a refused value on running: %v (class %s), want a permanent rpc-error", err, adapters.ClassOf(err))
+	}
+	if !strings.Contains(err.Error(), "edit-config running") {
+		t.Errorf("error %q does not say it edited running", err)
+	}
+	if got := running(t, other, bad); strings.Contains(got, bad) {
+		t.Errorf("the refused interface is in running: %s", got)
+	}
+
+	// Several at once, one refused: the others land, the error on the
+	// refused one alone.
+	var rs []adapters.Resource
+	for i := range 4 {
+		typ := "iana-if-type:ethernetCsmacd"
+		if i == 1 {
+			typ = "iana-if-type:noSuchType"
+		}
+		rs = append(rs, iface(srv, ifName(), map[string]any{"type": typ}))
+	}
+	errs := make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Go(func() { _, _, errs[i] = d.run(t, r, false) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (err != nil) != (i == 1) {
+			t.Errorf("%s: %v, want an error for the refused one alone", rs[i].ID, err)
+		}
+		name := rs[i].Attributes["path"].(string)
+		name = name[strings.Index(name, "=")+1 : len(name)-1]
+		if got := running(t, other, name); strings.Contains(got, name) != (i != 1) {
+			t.Errorf("%s in running: %v, want %v", name, strings.Contains(got, name), i != 1)
+		}
+	}
+	if n := netconf.Commits() - before; n != 0 {
+		t.Errorf("%d commits on a device without :candidate, want none", n)
+	}
+}

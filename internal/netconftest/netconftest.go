@@ -7,10 +7,12 @@
 // never share /tmp/ncxserver.sock).
 //
 // netconfd loads ietf-interfaces with iana-if-type (without it, interface
-// types are refused) and ietf-system, from their YANG files only: the
-// netconfd-module-* instrumentation packages are not used (the
-// ietf-interfaces one aborts). It has the candidate datastore,
-// confirmed-commit (1.0 and 1.1), validate and rollback-on-error; its
+// types are refused), ietf-ip (its ipv4 and ipv6 augment interfaces) and
+// ietf-system, from their YANG files only: the netconfd-module-*
+// instrumentation packages are not used (the ietf-interfaces one aborts).
+// It has the candidate datastore, confirmed-commit (1.0 and 1.1), validate
+// and rollback-on-error (Options.RunningOnly: running alone, without
+// :candidate, the datastore of a device that edits in place); its
 // startup file, log and $YUMA_HOME (netconfd keeps a transaction id there)
 // are in the server's directory. It runs as the user the tests run as, named
 // netconfd's superuser so access control lets it do everything.
@@ -45,7 +47,15 @@ const (
 )
 
 // Modules are the YANG modules netconfd loads, in order.
-var Modules = []string{"iana-if-type", "ietf-interfaces", "ietf-system"}
+var Modules = []string{"iana-if-type", "ietf-interfaces", "ietf-ip", "ietf-system"}
+
+// Options change the server New starts.
+type Options struct {
+	// RunningOnly starts netconfd with --target=running: no candidate
+	// datastore (no :candidate, no :confirmed-commit), edits go straight
+	// to running.
+	RunningOnly bool
+}
 
 const startTimeout = 20 * time.Second
 
@@ -135,13 +145,19 @@ func Shared(t testing.TB) *Server {
 // Start runs a server of the test's own and stops it when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Server {
+	t.Helper()
 	// Not t.TempDir: a Unix socket's path must stay under 108 bytes.
 	dir, err := os.MkdirTemp("", "netconftest-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s, err := New(dir)
+	s, err := NewWith(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +167,10 @@ func Start(t testing.TB) *Server {
 
 // New starts an sshd and a netconfd whose files live in dir. Stop stops
 // both.
-func New(dir string) (*Server, error) {
+func New(dir string) (*Server, error) { return NewWith(dir, Options{}) }
+
+// NewWith is New with options.
+func NewWith(dir string, o Options) (*Server, error) {
 	for _, bin := range []string{Netconfd, Subsystem} {
 		if !childproc.IsExecutable(bin) {
 			return nil, fmt.Errorf("netconftest: no %s: install yuma123's netconfd "+
@@ -193,12 +212,16 @@ func New(dir string) (*Server, error) {
 	s.PrivateKey = []byte(s.SSH.ClientKey)
 	s.HostKey = s.SSH.HostKey
 
+	target := "candidate"
+	if o.RunningOnly {
+		target = "running"
+	}
 	args := []string{
 		"--ncxserver-sockname=" + s.Socket,
 		"--port=" + strconv.Itoa(s.SSH.Port),
 		"--startup=" + startup,
 		"--superuser=" + me.Username,
-		"--target=candidate",
+		"--target=" + target,
 		"--log=" + filepath.Join(dir, "netconfd.log"),
 		"--log-level=info",
 	}
