@@ -489,3 +489,57 @@ func TestRunningOnly(t *testing.T) {
 		t.Errorf("%d commits on a device without :candidate, want none", n)
 	}
 }
+
+// TestInterfaceAddress: ietf-ip's ipv4 addresses of an interface (a list
+// keyed by ip) are created, compared per leaf, changed and removed, on
+// netconfd with ietf-ip loaded from its YANG file.
+func TestInterfaceAddress(t *testing.T) {
+	srv := netconftest.Shared(t)
+	d := newDeployer(t)
+	other := direct(t, srv)
+	name := ifName()
+	addrs := func(a ...map[string]any) map[string]any {
+		l := []any{}
+		for _, x := range a {
+			l = append(l, x)
+		}
+		return map[string]any{"ietf-ip:ipv4": map[string]any{"address": l}}
+	}
+	r := withAttr(iface(srv, name, addrs(map[string]any{"ip": "192.0.2.1", "prefix-length": 24})), "operation", "replace")
+	out := d.must(t, r, adapters.OpCreate)
+	leaf := "config/ietf-interfaces:interfaces/interface[name=" + name + "]/ietf-ip:ipv4/address[ip=192.0.2.1]/prefix-length"
+	if c, ok := out.Diff[leaf]; !ok || fmt.Sprint(c.To) != "24" {
+		t.Errorf("create: %v, want %s to 24", out.Diff, leaf)
+	}
+	if got := running(t, other, name); !strings.Contains(got, "192.0.2.1") || !strings.Contains(got, "<prefix-length>24</prefix-length>") {
+		t.Fatalf("after create, running holds %s", got)
+	}
+	d.must(t, r, adapters.OpNone)
+
+	// A second address, and the first's prefix changed: one leaf each.
+	u := withAttr(iface(srv, name, addrs(map[string]any{"ip": "192.0.2.1", "prefix-length": 25},
+		map[string]any{"ip": "198.51.100.7", "prefix-length": 32})), "operation", "replace")
+	out = d.must(t, u, adapters.OpUpdate)
+	second := "config/ietf-interfaces:interfaces/interface[name=" + name + "]/ietf-ip:ipv4/address[ip=198.51.100.7]/"
+	if want := (adapters.Diff{leaf: {From: "24", To: 25}, second + "ip": {From: nil, To: "198.51.100.7"},
+		second + "prefix-length": {From: nil, To: 32}}); !equalDiff(out.Diff, want) {
+		t.Errorf("update: %v, want %v", out.Diff, want)
+	}
+	d.must(t, u, adapters.OpNone)
+
+	// The first address dropped from config: replace removes it.
+	v := withAttr(iface(srv, name, addrs(map[string]any{"ip": "198.51.100.7", "prefix-length": 32})), "operation", "replace")
+	d.must(t, v, adapters.OpUpdate)
+	if got := running(t, other, name); strings.Contains(got, "192.0.2.1") || !strings.Contains(got, "198.51.100.7") {
+		t.Fatalf("after the replace, running holds %s", got)
+	}
+	d.must(t, v, adapters.OpNone)
+
+	// An address that is no IPv4 address is the device's rpc-error.
+	_, _, err := d.run(t, iface(srv, ifName(), addrs(map[string]any{"ip": "192.0.2.300", "prefix-length": 24})), false)
+	var rpc session.RPCError
+	if err == nil || !errors.As(err, &rpc) {
+		t.Errorf("a bad address: %v, want the device's rpc-error", err)
+	}
+	t.Logf("bad address: %v", err)
+}
