@@ -78,6 +78,8 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    *childproc.Tail
+	args   []string // netconfd's, for Restart
+	home   string
 }
 
 // Attrs returns the connection attributes of a netconf:: resource for the
@@ -228,6 +230,7 @@ func NewWith(dir string, o Options) (*Server, error) {
 	for _, m := range Modules {
 		args = append(args, "--module="+m)
 	}
+	s.args, s.home = args, home
 	if err := s.start(args, home); err != nil {
 		s.SSH.Stop()
 		return nil, fmt.Errorf("netconftest: %w\n%s", err, s.Log())
@@ -301,6 +304,24 @@ func (s *Server) Kill(t testing.TB) {
 	case <-s.exited:
 	case <-time.After(10 * time.Second):
 		t.Fatal("netconftest: netconfd is still alive 10s after SIGKILL")
+	}
+}
+
+// Restart starts netconfd again after Kill, with the same arguments: it
+// loads the startup file, where it saved running at every commit. The
+// sshd is the same: the device comes back at its address.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if s.Running() {
+		t.Fatal("netconftest: Restart of a netconfd that is running; Kill it first")
+	}
+	// A killed netconfd leaves its socket behind, and a new one refuses
+	// to start beside it.
+	if err := os.Remove(s.Socket); err != nil && !os.IsNotExist(err) {
+		t.Fatalf("netconftest: restart: %v", err)
+	}
+	if err := s.start(s.args, s.home); err != nil {
+		t.Fatalf("netconftest: restart: %v\n%s", err, s.Log())
 	}
 }
 
