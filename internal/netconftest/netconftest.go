@@ -325,6 +325,9 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
+// Pid is netconfd's process id (for a benchmark reading its CPU).
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // Running reports whether netconfd is still running.
 func (s *Server) Running() bool {
 	select {
