@@ -2,6 +2,7 @@ package netconf
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -43,6 +44,17 @@ type edit struct {
 // commits counts the commits of this process (for tests).
 var commits atomic.Int64
 
+// hook, set by tests, is called at points of a transaction: "commit"
+// after the edits, before the commit; "confirm" after a confirmed commit,
+// before its confirmation.
+var hook func(point string)
+
+func at(point string) {
+	if hook != nil {
+		hook(point)
+	}
+}
+
 // expectTTL bounds how long an observed change is waited for (a dry-run
 // observes and never edits).
 const expectTTL = 2 * time.Second
@@ -63,25 +75,31 @@ func (s *spec) deviceKey() string {
 }
 
 // device returns the session to the device, dialled once per version
-// and shared; a session found dead is dropped, so that the next attempt
-// dials again, and the attempt is unavailable.
+// and shared. A session found dead (the device went away since) is
+// dropped and dialled again once: a device that is back serves this
+// attempt; one still gone makes it unavailable.
 func (h Config) device(ctx context.Context, hc *adapters.Context, s *spec) (*device, error) {
 	key := s.deviceKey()
-	sessions.Lock()
-	gen := sessions.gen[key]
-	sessions.Unlock()
-	d, err := adapters.Cached(hc, []any{"netconf", key, gen}, adapters.CacheOptions{
-		TTL: 10 * time.Minute, ForVersion: true,
-		Close: func(v any) { v.(*device).close() },
-	}, func() (*device, error) { return h.dial(ctx, s, key) })
-	if err != nil {
-		return nil, err
-	}
-	if err := d.sess.Err(); err != nil {
+	for try := 0; ; try++ {
+		sessions.Lock()
+		gen := sessions.gen[key]
+		sessions.Unlock()
+		d, err := adapters.Cached(hc, []any{"netconf", key, gen}, adapters.CacheOptions{
+			TTL: 10 * time.Minute, ForVersion: true,
+			Close: func(v any) { v.(*device).close() },
+		}, func() (*device, error) { return h.dial(ctx, s, key) })
+		if err != nil {
+			return nil, err
+		}
+		err = d.sess.Err()
+		if err == nil {
+			return d, nil
+		}
 		d.drop(gen)
-		return nil, unavailable(fmt.Errorf("netconf session to %s: %w", s.addr(), err))
+		if try > 0 {
+			return nil, unavailable(fmt.Errorf("netconf session to %s: %w", s.addr(), err))
+		}
 	}
-	return d, nil
 }
 
 func (h Config) dial(ctx context.Context, s *spec, key string) (*device, error) {
@@ -147,6 +165,14 @@ func (d *device) classify(err error) error {
 		return adapters.Permanent(err)
 	}
 	return adapters.Transient(err)
+}
+
+// persistID names a confirmed commit: unguessable, so that no other
+// session confirms it by chance.
+func persistID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "intend-" + hex.EncodeToString(b)
 }
 
 func (d *device) notifyLocked() {
@@ -281,7 +307,20 @@ func (d *device) transaction(ctx context.Context, hc *adapters.Context, batch []
 		locks = append(locks, session.Candidate)
 	}
 	for i, ds := range locks {
-		if err := s.Lock(ctx, ds); err != nil {
+		err := s.Lock(ctx, ds)
+		var rpc session.RPCErrors
+		if err != nil && ds == session.Candidate && errors.As(err, &rpc) && rpc.HasTag("resource-denied") {
+			// The candidate holds changes no lock protects (RFC 6241
+			// refuses its lock then): those of a session that ended
+			// on a device that keeps them, or of one editing without
+			// a lock. Running is ours: they are not committed with
+			// ours, but discarded.
+			hc.Warn("the candidate held uncommitted changes of another session: discarding them", "error", err.Error())
+			if derr := s.DiscardChanges(ctx); derr == nil {
+				err = s.Lock(ctx, ds)
+			}
+		}
+		if err != nil {
 			for _, held := range locks[:i] {
 				_ = s.Unlock(context.WithoutCancel(ctx), held)
 			}
@@ -330,13 +369,26 @@ func (d *device) transaction(ctx context.Context, hc *adapters.Context, batch []
 	if !candidate {
 		return nil
 	}
+	at("commit")
 	if confirm > 0 && (s.Has(":confirmed-commit:1.1") || s.Has(":confirmed-commit")) {
-		if err := s.Commit(ctx, session.CommitOptions{Confirmed: true, Timeout: time.Duration(confirm) * time.Second}); err != nil {
+		opt := session.CommitOptions{Confirmed: true, Timeout: time.Duration(confirm) * time.Second}
+		confirming := session.CommitOptions{}
+		if s.Has(":confirmed-commit:1.1") {
+			// With persist, the session's end does not cancel the
+			// confirmed commit: the timeout rolls it back. Without it,
+			// netconfd 2.13 cancels the commit when the session ends
+			// and fails to restore running, still locked by the ended
+			// session: the change would stay.
+			opt.Persist = persistID()
+			confirming.PersistID = opt.Persist
+		}
+		if err := s.Commit(ctx, opt); err != nil {
 			return fail(fmt.Errorf("confirmed commit: %w", err))
 		}
 		// The device still answers: confirm. Should it not, it rolls
 		// back by itself when the timeout passes.
-		if err := s.Commit(ctx, session.CommitOptions{}); err != nil {
+		at("confirm")
+		if err := s.Commit(ctx, confirming); err != nil {
 			return d.classify(fmt.Errorf("confirming commit: %w", err))
 		}
 	} else if err := s.Commit(ctx, session.CommitOptions{}); err != nil {

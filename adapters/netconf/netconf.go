@@ -90,8 +90,10 @@ const (
 //     commits unconfirmed.
 //
 // Applying edits the candidate datastore and commits where the device
-// has :candidate (a confirmed commit, then its confirmation), the running
-// one otherwise, under locks, with discard-changes on failure; the
+// has :candidate (a confirmed commit, persisted where the device has
+// :confirmed-commit:1.1 so that only its timeout ends it, then its
+// confirmation), the running one otherwise, under locks, with
+// discard-changes on failure; the
 // resources of one device in flight together go in one transaction.
 // A purge deletes the owned node (operation "delete"). Errors of the
 // device (rpc-error) are permanent and name its error-path and message;

@@ -408,3 +408,307 @@ func TestReplaceRemovesWhatIsNotNamed(t *testing.T) {
 	}
 	d.must(t, replace, adapters.OpNone)
 }
+
+// TestRunningOnly: on a device without :candidate (netconfd with
+// --target=running) the adapter edits running in place, never commits:
+// create, no-op, update, delete of the list entry, a value the device
+// refuses (an rpc-error, nothing left behind), and several resources at
+// once with one of them refused.
+func TestRunningOnly(t *testing.T) {
+	srv := netconftest.StartWith(t, netconftest.Options{RunningOnly: true})
+	d := newDeployer(t)
+	other := direct(t, srv)
+	if other.Has(":candidate") || !other.Has(":writable-running") {
+		t.Fatalf("the device's capabilities %v, want :writable-running without :candidate", other.Capabilities())
+	}
+	before := netconf.Commits()
+	name := ifName()
+	r := iface(srv, name, map[string]any{"description": "in place"})
+	d.must(t, r, adapters.OpCreate)
+	if got := running(t, other, name); !strings.Contains(got, "in place") {
+		t.Fatalf("after create, running holds %s", got)
+	}
+	d.must(t, r, adapters.OpNone)
+	u := iface(srv, name, map[string]any{"description": "changed", "enabled": false})
+	out := d.must(t, u, adapters.OpUpdate)
+	leaf := "config/ietf-interfaces:interfaces/interface[name=" + name + "]/"
+	if want := (adapters.Diff{leaf + "description": {From: "in place", To: "changed"}, leaf + "enabled": {From: nil, To: false}}); !equalDiff(out.Diff, want) {
+		t.Errorf("update: %v, want %v", out.Diff, want)
+	}
+	if got := running(t, other, name); !strings.Contains(got, "changed") || !strings.Contains(got, "false") {
+		t.Fatalf("after update, running holds %s", got)
+	}
+	d.must(t, u, adapters.OpNone)
+	u.Purged = true
+	d.must(t, u, adapters.OpDelete)
+	if got := running(t, other, name); strings.Contains(got, name) {
+		t.Fatalf("after delete, running holds %s", got)
+	}
+	d.must(t, u, adapters.OpNone)
+
+	bad := ifName()
+	_, _, err := d.run(t, iface(srv, bad, map[string]any{"type": "iana-if-type:noSuchType"}), false)
+	var rpc session.RPCError
+	if err == nil || adapters.ClassOf(err) != adapters.ClassPermanent || !errors.As(err, &rpc) {
+		t.Fatalf("a refused value on running: %v (class %s), want a permanent rpc-error", err, adapters.ClassOf(err))
+	}
+	if !strings.Contains(err.Error(), "edit-config running") {
+		t.Errorf("error %q does not say it edited running", err)
+	}
+	if got := running(t, other, bad); strings.Contains(got, bad) {
+		t.Errorf("the refused interface is in running: %s", got)
+	}
+
+	// Several at once, one refused: the others land, the error on the
+	// refused one alone.
+	var rs []adapters.Resource
+	for i := range 4 {
+		typ := "iana-if-type:ethernetCsmacd"
+		if i == 1 {
+			typ = "iana-if-type:noSuchType"
+		}
+		rs = append(rs, iface(srv, ifName(), map[string]any{"type": typ}))
+	}
+	errs := make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Go(func() { _, _, errs[i] = d.run(t, r, false) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (err != nil) != (i == 1) {
+			t.Errorf("%s: %v, want an error for the refused one alone", rs[i].ID, err)
+		}
+		name := rs[i].Attributes["path"].(string)
+		name = name[strings.Index(name, "=")+1 : len(name)-1]
+		if got := running(t, other, name); strings.Contains(got, name) != (i != 1) {
+			t.Errorf("%s in running: %v, want %v", name, strings.Contains(got, name), i != 1)
+		}
+	}
+	if n := netconf.Commits() - before; n != 0 {
+		t.Errorf("%d commits on a device without :candidate, want none", n)
+	}
+}
+
+// TestInterfaceAddress: ietf-ip's ipv4 addresses of an interface (a list
+// keyed by ip) are created, compared per leaf, changed and removed, on
+// netconfd with ietf-ip loaded from its YANG file.
+func TestInterfaceAddress(t *testing.T) {
+	srv := netconftest.Shared(t)
+	d := newDeployer(t)
+	other := direct(t, srv)
+	name := ifName()
+	addrs := func(a ...map[string]any) map[string]any {
+		l := []any{}
+		for _, x := range a {
+			l = append(l, x)
+		}
+		return map[string]any{"ietf-ip:ipv4": map[string]any{"address": l}}
+	}
+	r := withAttr(iface(srv, name, addrs(map[string]any{"ip": "192.0.2.1", "prefix-length": 24})), "operation", "replace")
+	out := d.must(t, r, adapters.OpCreate)
+	leaf := "config/ietf-interfaces:interfaces/interface[name=" + name + "]/ietf-ip:ipv4/address[ip=192.0.2.1]/prefix-length"
+	if c, ok := out.Diff[leaf]; !ok || fmt.Sprint(c.To) != "24" {
+		t.Errorf("create: %v, want %s to 24", out.Diff, leaf)
+	}
+	if got := running(t, other, name); !strings.Contains(got, "192.0.2.1") || !strings.Contains(got, "<prefix-length>24</prefix-length>") {
+		t.Fatalf("after create, running holds %s", got)
+	}
+	d.must(t, r, adapters.OpNone)
+
+	// A second address, and the first's prefix changed: one leaf each.
+	u := withAttr(iface(srv, name, addrs(map[string]any{"ip": "192.0.2.1", "prefix-length": 25},
+		map[string]any{"ip": "198.51.100.7", "prefix-length": 32})), "operation", "replace")
+	out = d.must(t, u, adapters.OpUpdate)
+	second := "config/ietf-interfaces:interfaces/interface[name=" + name + "]/ietf-ip:ipv4/address[ip=198.51.100.7]/"
+	if want := (adapters.Diff{leaf: {From: "24", To: 25}, second + "ip": {From: nil, To: "198.51.100.7"},
+		second + "prefix-length": {From: nil, To: 32}}); !equalDiff(out.Diff, want) {
+		t.Errorf("update: %v, want %v", out.Diff, want)
+	}
+	d.must(t, u, adapters.OpNone)
+
+	// The first address dropped from config: replace removes it.
+	v := withAttr(iface(srv, name, addrs(map[string]any{"ip": "198.51.100.7", "prefix-length": 32})), "operation", "replace")
+	d.must(t, v, adapters.OpUpdate)
+	if got := running(t, other, name); strings.Contains(got, "192.0.2.1") || !strings.Contains(got, "198.51.100.7") {
+		t.Fatalf("after the replace, running holds %s", got)
+	}
+	d.must(t, v, adapters.OpNone)
+
+	// An address that is no IPv4 address is the device's rpc-error.
+	_, _, err := d.run(t, iface(srv, ifName(), addrs(map[string]any{"ip": "192.0.2.300", "prefix-length": 24})), false)
+	var rpc session.RPCError
+	if err == nil || !errors.As(err, &rpc) {
+		t.Errorf("a bad address: %v, want the device's rpc-error", err)
+	}
+	t.Logf("bad address: %v", err)
+}
+
+// has reports whether the datastore ds holds the interface name.
+func has(t testing.TB, s *session.Session, ds session.Datastore, name string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	data, err := s.GetConfig(ctx, ds, []byte(`<interfaces xmlns="urn:ietf:params:xml:ns:yang:ietf-interfaces"><interface><name>`+name+`</name></interface></interfaces>`))
+	if err != nil {
+		t.Fatalf("get-config %s: %v", ds, err)
+	}
+	return strings.Contains(string(data), "<name>"+name+"</name>")
+}
+
+// deployAt deploys rs at once, as an executor's batch, and returns their
+// errors.
+func (d *deployer) deployAt(t *testing.T, rs []adapters.Resource) []error {
+	errs := make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Go(func() { _, _, errs[i] = d.run(t, r, false) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func ifNameOf(r adapters.Resource) string {
+	p := r.Attributes["path"].(string)
+	return p[strings.Index(p, "=")+1 : len(p)-1]
+}
+
+// TestDeviceGoesAwayInTransaction: the device goes away inside the group
+// commit of several resources, after their edits and before the commit
+// (netconfd killed, or the SSH connection cut). Every resource is
+// unavailable, not failed; nothing was committed; the next attempt finds
+// the candidate clean (a part of the batch deployed alone commits that
+// part alone) and the one after converges.
+func TestDeviceGoesAwayInTransaction(t *testing.T) {
+	for _, how := range []string{"netconfd killed", "connection cut"} {
+		t.Run(how, func(t *testing.T) {
+			srv := netconftest.Start(t)
+			d := newDeployer(t)
+			var rs []adapters.Resource
+			for range 4 {
+				rs = append(rs, iface(srv, ifName(), map[string]any{"description": "in flight"}))
+			}
+			var once sync.Once
+			hits := 0
+			netconf.SetHook(t, func(point string) {
+				if point != "commit" {
+					return
+				}
+				once.Do(func() {
+					hits++
+					if how == "netconfd killed" {
+						srv.Kill(t)
+					} else if srv.SSH.KillConnections(t) == 0 {
+						t.Error("no connection to cut")
+					}
+				})
+			})
+			before := netconf.Commits()
+			for i, err := range d.deployAt(t, rs) {
+				if err == nil || adapters.ClassOf(err) != adapters.ClassUnavailable {
+					t.Errorf("%s: %v (class %s), want unavailable", rs[i].ID, err, adapters.ClassOf(err))
+				}
+			}
+			if hits != 1 || netconf.Commits() != before {
+				t.Fatalf("the hook ran %d times, %d commits: want the batch cut before its one commit", hits, netconf.Commits()-before)
+			}
+			if how == "netconfd killed" {
+				// The device is still gone: unavailable again.
+				if _, _, err := d.run(t, rs[0], false); adapters.ClassOf(err) != adapters.ClassUnavailable {
+					t.Fatalf("with netconfd still dead: %v (class %s), want unavailable", err, adapters.ClassOf(err))
+				}
+				srv.Restart(t)
+			}
+			other := direct(t, srv)
+			dirty := 0
+			for _, r := range rs {
+				if has(t, other, session.Running, ifNameOf(r)) {
+					t.Errorf("%s is in running though its commit never came", ifNameOf(r))
+				}
+				if has(t, other, session.Candidate, ifNameOf(r)) {
+					dirty++
+				}
+			}
+			t.Logf("after the device went away, the candidate holds %d of the batch's %d edits", dirty, len(rs))
+			if dirty == 0 {
+				// netconfd discards the candidate of a session that
+				// ends (or restarts from startup); a device that keeps
+				// the lost edits is made by writing them there again.
+				for _, r := range rs[2:] {
+					if err := other.EditConfig(ctxT(t), session.Candidate, []byte(`<interfaces xmlns="urn:ietf:params:xml:ns:yang:ietf-interfaces"><interface><name>`+ifNameOf(r)+`</name><type xmlns:ianaift="urn:ietf:params:xml:ns:yang:iana-if-type">ianaift:ethernetCsmacd</type></interface></interfaces>`), session.EditOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+
+			// The next attempt of half the batch: those commit, and
+			// nothing the lost transaction left in the candidate with
+			// them (the transaction discards it first).
+			for i, err := range d.deployAt(t, rs[:2]) {
+				if err != nil {
+					t.Errorf("the next attempt: %s: %v", rs[i].ID, err)
+				}
+			}
+			for i, r := range rs {
+				if got := has(t, other, session.Running, ifNameOf(r)); got != (i < 2) {
+					t.Errorf("after the next attempt of the first two, %s in running: %v", ifNameOf(r), got)
+				}
+			}
+			for i, err := range d.deployAt(t, rs) {
+				if err != nil {
+					t.Errorf("the later attempt: %s: %v", rs[i].ID, err)
+				}
+			}
+			for _, r := range rs {
+				d.must(t, r, adapters.OpNone)
+				if !has(t, other, session.Running, ifNameOf(r)) {
+					t.Errorf("%s is not in running after the later attempt", ifNameOf(r))
+				}
+			}
+		})
+	}
+}
+
+// TestUnconfirmedCommitRollsBack: the adapter's session ends after its
+// confirmed commit and before the confirmation (as when its process
+// dies): the device rolls the change back by itself, the resource is
+// unavailable, and a later attempt converges and stays.
+func TestUnconfirmedCommitRollsBack(t *testing.T) {
+	srv := netconftest.Start(t)
+	d := newDeployer(t)
+	name := ifName()
+	r := withAttr(iface(srv, name, map[string]any{"description": "unconfirmed"}), "confirm_timeout", 2)
+	cut := false
+	netconf.SetHook(t, func(point string) {
+		if point != "confirm" || cut {
+			return
+		}
+		cut = true
+		if s := direct(t, srv); !has(t, s, session.Running, name) {
+			t.Error("the confirmed commit is not in running")
+		}
+		if srv.SSH.KillConnections(t) == 0 {
+			t.Error("no connection to cut")
+		}
+	})
+	_, _, err := d.run(t, r, false)
+	if !cut || err == nil || adapters.ClassOf(err) != adapters.ClassUnavailable {
+		t.Fatalf("the confirmation cut off: %v (class %s), want unavailable", err, adapters.ClassOf(err))
+	}
+	// netconfd checks a confirmed commit's timeout only when idle: ask
+	// slowly.
+	other := direct(t, srv)
+	deadline := time.Now().Add(20 * time.Second)
+	for has(t, other, session.Running, name) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still in running 20s after its unconfirmed commit of 2s\n%s", name, srv.Log())
+		}
+		time.Sleep(1500 * time.Millisecond)
+	}
+	d.must(t, r, adapters.OpCreate)
+	time.Sleep(3 * time.Second) // past the timeout: confirmed, it stays
+	if !has(t, other, session.Running, name) {
+		t.Fatalf("%s rolled back though its commit was confirmed", name)
+	}
+	d.must(t, r, adapters.OpNone)
+}

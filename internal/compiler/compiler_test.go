@@ -230,6 +230,10 @@ refinements: r: {using: #R, instances: x: n: "seven"}`,
 func TestNetconfTypesAreCompileErrors(t *testing.T) {
 	iface := `resources.r.config."ietf-interfaces:interfaces".interface.0.`
 	system := `resources.r.config."ietf-system:system".`
+	ipv4 := func(address string) string {
+		return `"ietf-interfaces:interfaces": interface: [{name: "eth1", type: "iana-if-type:ethernetCsmacd", "ietf-ip:ipv4": address: [{` + address + `}]}]`
+	}
+	ipv4At := iface + `"ietf-ip:ipv4".address.0.`
 	for _, tc := range []struct {
 		name, path, entry, at, msg string
 		schema                     bool
@@ -245,6 +249,22 @@ func TestNetconfTypesAreCompileErrors(t *testing.T) {
 			iface + "type", "invalid value", true},
 		{"hostname with a space", "ietf-system:system",
 			`"ietf-system:system": hostname: "r 1"`, system + "hostname", "invalid value", true},
+		{"prefix-length over 32", "ietf-interfaces:interfaces/interface[name=eth1]",
+			ipv4(`ip: "192.0.2.1", "prefix-length": 33`), ipv4At + `"prefix-length"`, "invalid value", true},
+		{"prefix-length a string", "ietf-interfaces:interfaces/interface[name=eth1]",
+			ipv4(`ip: "192.0.2.1", "prefix-length": "24"`), ipv4At + `"prefix-length"`, "conflicting values", true},
+		{"ip with an octet over 255", "ietf-interfaces:interfaces/interface[name=eth1]",
+			ipv4(`ip: "192.0.2.256", "prefix-length": 24`), ipv4At + "ip", "invalid value", true},
+		{"ip an IPv6 address", "ietf-interfaces:interfaces/interface[name=eth1]",
+			ipv4(`ip: "2001:db8::1", "prefix-length": 24`), ipv4At + "ip", "invalid value", true},
+		{"prefix-length and netmask", "ietf-interfaces:interfaces/interface[name=eth1]",
+			ipv4(`ip: "192.0.2.1", "prefix-length": 24, netmask: "255.255.255.0"`), ipv4At + "netmask", "not both", true},
+		{"unknown leaf of ipv4", "ietf-interfaces:interfaces/interface[name=eth1]",
+			`"ietf-interfaces:interfaces": interface: [{name: "eth1", type: "iana-if-type:ethernetCsmacd", "ietf-ip:ipv4": colour: "red"}]`,
+			iface + `"ietf-ip:ipv4".colour`, "not allowed", false},
+		{"IPv6 prefix-length over 128", "ietf-interfaces:interfaces/interface[name=eth1]",
+			`"ietf-interfaces:interfaces": interface: [{name: "eth1", type: "iana-if-type:ethernetCsmacd", "ietf-ip:ipv6": address: [{ip: "2001:db8::1", "prefix-length": 129}]}]`,
+			iface + `"ietf-ip:ipv6".address.0."prefix-length"`, "invalid value", true},
 		{"unknown leaf", "ietf-system:system",
 			`"ietf-system:system": colour: "red"`, system + "colour", "not allowed", false},
 	} {

@@ -1088,6 +1088,13 @@ func stdCases() map[string]typeCases {
 				{why: "a description that is a number", attrs: ncIface(map[string]any{"description": 5}), schemaStricter: true},
 				{why: "enabled as a string", attrs: ncIface(map[string]any{"enabled": "yes"}), schemaStricter: true},
 				{why: "an unknown leaf of an interface", attrs: ncIface(map[string]any{"colour": "red"}), schemaStricter: true},
+				ok("an interface's IPv4 and IPv6 addresses (ietf-ip)", ncIface(map[string]any{
+					"ietf-ip:ipv4": map[string]any{"enabled": true, "address": []any{map[string]any{"ip": "192.0.2.1", "prefix-length": 24}, map[string]any{"ip": "198.51.100.1", "netmask": "255.255.255.0"}}},
+					"ietf-ip:ipv6": map[string]any{"address": []any{map[string]any{"ip": "2001:db8::1", "prefix-length": 64}}}})),
+				{why: "an IPv4 prefix-length of 33", attrs: ncIface(map[string]any{"ietf-ip:ipv4": map[string]any{"address": []any{map[string]any{"ip": "192.0.2.1", "prefix-length": 33}}}}), schemaStricter: true},
+				{why: "an IPv4 address with an octet over 255", attrs: ncIface(map[string]any{"ietf-ip:ipv4": map[string]any{"address": []any{map[string]any{"ip": "192.0.2.256", "prefix-length": 24}}}}), schemaStricter: true},
+				{why: "an IPv4 address without its subnet", attrs: ncIface(map[string]any{"ietf-ip:ipv4": map[string]any{"address": []any{map[string]any{"ip": "192.0.2.1"}}}}), schemaStricter: true},
+				{why: "an IPv6 address as an IPv4 one", attrs: ncIface(map[string]any{"ietf-ip:ipv4": map[string]any{"address": []any{map[string]any{"ip": "2001:db8::1", "prefix-length": 24}}}}), schemaStricter: true},
 				{why: "a hostname with a space", attrs: ncSystem(map[string]any{"path": "ietf-system:system", "config": map[string]any{"ietf-system:system": map[string]any{"contact": "noc", "hostname": "r 1"}}}), schemaStricter: true},
 			},
 		},

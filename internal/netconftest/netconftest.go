@@ -7,10 +7,12 @@
 // never share /tmp/ncxserver.sock).
 //
 // netconfd loads ietf-interfaces with iana-if-type (without it, interface
-// types are refused) and ietf-system, from their YANG files only: the
-// netconfd-module-* instrumentation packages are not used (the
-// ietf-interfaces one aborts). It has the candidate datastore,
-// confirmed-commit (1.0 and 1.1), validate and rollback-on-error; its
+// types are refused), ietf-ip (its ipv4 and ipv6 augment interfaces) and
+// ietf-system, from their YANG files only: the netconfd-module-*
+// instrumentation packages are not used (the ietf-interfaces one aborts).
+// It has the candidate datastore, confirmed-commit (1.0 and 1.1), validate
+// and rollback-on-error (Options.RunningOnly: running alone, without
+// :candidate, the datastore of a device that edits in place); its
 // startup file, log and $YUMA_HOME (netconfd keeps a transaction id there)
 // are in the server's directory. It runs as the user the tests run as, named
 // netconfd's superuser so access control lets it do everything.
@@ -45,7 +47,15 @@ const (
 )
 
 // Modules are the YANG modules netconfd loads, in order.
-var Modules = []string{"iana-if-type", "ietf-interfaces", "ietf-system"}
+var Modules = []string{"iana-if-type", "ietf-interfaces", "ietf-ip", "ietf-system"}
+
+// Options change the server New starts.
+type Options struct {
+	// RunningOnly starts netconfd with --target=running: no candidate
+	// datastore (no :candidate, no :confirmed-commit), edits go straight
+	// to running.
+	RunningOnly bool
+}
 
 const startTimeout = 20 * time.Second
 
@@ -68,6 +78,8 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    *childproc.Tail
+	args   []string // netconfd's, for Restart
+	home   string
 }
 
 // Attrs returns the connection attributes of a netconf:: resource for the
@@ -135,13 +147,19 @@ func Shared(t testing.TB) *Server {
 // Start runs a server of the test's own and stops it when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Server {
+	t.Helper()
 	// Not t.TempDir: a Unix socket's path must stay under 108 bytes.
 	dir, err := os.MkdirTemp("", "netconftest-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	s, err := New(dir)
+	s, err := NewWith(dir, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +169,10 @@ func Start(t testing.TB) *Server {
 
 // New starts an sshd and a netconfd whose files live in dir. Stop stops
 // both.
-func New(dir string) (*Server, error) {
+func New(dir string) (*Server, error) { return NewWith(dir, Options{}) }
+
+// NewWith is New with options.
+func NewWith(dir string, o Options) (*Server, error) {
 	for _, bin := range []string{Netconfd, Subsystem} {
 		if !childproc.IsExecutable(bin) {
 			return nil, fmt.Errorf("netconftest: no %s: install yuma123's netconfd "+
@@ -193,18 +214,23 @@ func New(dir string) (*Server, error) {
 	s.PrivateKey = []byte(s.SSH.ClientKey)
 	s.HostKey = s.SSH.HostKey
 
+	target := "candidate"
+	if o.RunningOnly {
+		target = "running"
+	}
 	args := []string{
 		"--ncxserver-sockname=" + s.Socket,
 		"--port=" + strconv.Itoa(s.SSH.Port),
 		"--startup=" + startup,
 		"--superuser=" + me.Username,
-		"--target=candidate",
+		"--target=" + target,
 		"--log=" + filepath.Join(dir, "netconfd.log"),
 		"--log-level=info",
 	}
 	for _, m := range Modules {
 		args = append(args, "--module="+m)
 	}
+	s.args, s.home = args, home
 	if err := s.start(args, home); err != nil {
 		s.SSH.Stop()
 		return nil, fmt.Errorf("netconftest: %w\n%s", err, s.Log())
@@ -280,6 +306,27 @@ func (s *Server) Kill(t testing.TB) {
 		t.Fatal("netconftest: netconfd is still alive 10s after SIGKILL")
 	}
 }
+
+// Restart starts netconfd again after Kill, with the same arguments: it
+// loads the startup file, where it saved running at every commit. The
+// sshd is the same: the device comes back at its address.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if s.Running() {
+		t.Fatal("netconftest: Restart of a netconfd that is running; Kill it first")
+	}
+	// A killed netconfd leaves its socket behind, and a new one refuses
+	// to start beside it.
+	if err := os.Remove(s.Socket); err != nil && !os.IsNotExist(err) {
+		t.Fatalf("netconftest: restart: %v", err)
+	}
+	if err := s.start(s.args, s.home); err != nil {
+		t.Fatalf("netconftest: restart: %v\n%s", err, s.Log())
+	}
+}
+
+// Pid is netconfd's process id (for a benchmark reading its CPU).
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // Running reports whether netconfd is still running.
 func (s *Server) Running() bool {

@@ -26,6 +26,7 @@ func TestHello(t *testing.T) {
 		"urn:ietf:params:xml:ns:yang:ietf-interfaces?module=ietf-interfaces",
 		"urn:ietf:params:xml:ns:yang:iana-if-type?module=iana-if-type",
 		"urn:ietf:params:xml:ns:yang:ietf-system?module=ietf-system",
+		"urn:ietf:params:xml:ns:yang:ietf-ip?module=ietf-ip",
 	} {
 		if !strings.Contains(hello, want) {
 			t.Errorf("hello lacks %s:\n%s", want, hello)
@@ -37,6 +38,20 @@ func TestHello(t *testing.T) {
 	}
 	if Shared(t) != s {
 		t.Errorf("Shared started a second server")
+	}
+}
+
+// TestRunningOnly: with RunningOnly, netconfd greets with a writable
+// running datastore and neither :candidate nor :confirmed-commit.
+func TestRunningOnly(t *testing.T) {
+	hello := readHello(t, StartWith(t, Options{RunningOnly: true}))
+	if !strings.Contains(hello, "urn:ietf:params:netconf:capability:writable-running:1.0") {
+		t.Errorf("hello lacks :writable-running:\n%s", hello)
+	}
+	for _, not := range []string{"capability:candidate", "capability:confirmed-commit"} {
+		if strings.Contains(hello, not) {
+			t.Errorf("hello has %s:\n%s", not, hello)
+		}
 	}
 }
 
