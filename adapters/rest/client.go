@@ -39,8 +39,12 @@ func client(hc *adapters.Context, s *spec) (*http.Client, error) {
 		tr := &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        256,
-			MaxIdleConnsPerHost: 64,
+			// As many idle connections to one API as requests in flight
+			// to it (limits.in_flight, up to its maximum): fewer, and
+			// every round of requests beyond them dials anew and leaves
+			// the sockets in TIME_WAIT.
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 1024,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,

@@ -61,8 +61,11 @@ func treeCPU() map[string]time.Duration {
 		part := "intend"
 		_, proxy := targetPids.Load(pid)
 		switch {
-		case proxy || p.comm == "nginx":
-			// The REST benchmark's server and the delay in front of it.
+		case proxy:
+			// The delay in front of the REST benchmark's server.
+			part = "target-proxy"
+		case p.comm == "nginx":
+			// The REST benchmark's server.
 			part = "target"
 		case p.comm == "postgres":
 			part = "postgres"
@@ -83,9 +86,10 @@ func cpuRow(what string, before, after map[string]time.Duration) row {
 		total += d
 		parts = append(parts, fmt.Sprintf("%s %.1f s", k, d.Seconds()))
 	}
-	if d := max(after["target"]-before["target"], 0); d > 0 {
-		// Not intend's: the server under test.
-		parts = append(parts, fmt.Sprintf("(and the target, not counted: %.1f s)", d.Seconds()))
+	if d := max(after["target"]-before["target"], 0) + max(after["target-proxy"]-before["target-proxy"], 0); d > 0 {
+		// Not intend's: the server under test, and the delay in front.
+		parts = append(parts, fmt.Sprintf("(not counted: the target %.1f s, nginx %.1f s and the delay's proxy %.1f s)", d.Seconds(),
+			max(after["target"]-before["target"], 0).Seconds(), max(after["target-proxy"]-before["target-proxy"], 0).Seconds()))
 	}
 	return row{what, fmt.Sprintf("%.1f s", total.Seconds()), strings.Join(parts, ", ")}
 }

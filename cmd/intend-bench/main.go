@@ -76,6 +76,10 @@ func main() {
 	flag.IntVar(&restInFlight, "rest-in-flight", 100, "-rest: requests in flight in all (limits.in_flight of each agent: this ÷ -rest-agents)")
 	flag.Var(&pgSet, "pgset", "a PostgreSQL setting, name=value (repeatable), e.g. log_autovacuum_min_duration=0")
 	flag.Parse()
+	if restN > 0 {
+		// Its agents, and one pool for them when on external executors.
+		agents, pooled = restAgents, true
+	}
 	if delay > 0 && *external < 1 {
 		*external = 1 // the embedded executor hosts the built-in adapters only
 	}
@@ -273,7 +277,14 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		return table(out, rows)
 	}
 	if restN > 0 {
-		rows, err := benchREST(ctx, c, pg.URL("intend"), dir, out)
+		where := "the server's embedded executor"
+		if external > 0 {
+			where = fmt.Sprintf("one pool of %d external executor(s) serving every agent", external)
+			if err := externals(ctx, c, srv.URL(), ts.HostPort(), ts.Namespace(), "bench", external); err != nil {
+				return err
+			}
+		}
+		rows, err := benchREST(ctx, c, pg.URL("intend"), dir, where, out)
 		if err != nil {
 			return fmt.Errorf("rest: %w", err)
 		}

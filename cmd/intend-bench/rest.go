@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -24,8 +25,8 @@ var (
 	restInFlight int
 )
 
-// restAgent is the agent of object i.
-func restAgent(i int) string { return fmt.Sprintf("api-%d", i%max(restAgents, 1)) }
+// restAgent is the agent of object i (-rest sets -agents to -rest-agents).
+func restAgent(i int) string { return benchAgent(i) }
 
 // restVersion is a version of n objects at endpoint, each with value v.
 func restVersion(endpoint string, n, perAgent, v int) []byte {
@@ -53,8 +54,17 @@ func restVersion(endpoint string, n, perAgent, v int) []byte {
 // then a PUT), repairs them (a GET each, nothing to change), and updates
 // them all (a GET and a PUT each), each against the ideal: the calls the
 // server answered × the delay ÷ the requests in flight.
-func benchREST(ctx context.Context, c *client.Client, pgURL, dir string, out io.Writer) ([]row, error) {
-	dav, err := startDAV(ctx, filepath.Join(dir, "nginx"))
+func benchREST(ctx context.Context, c *client.Client, pgURL, dir, where string, out io.Writer) ([]row, error) {
+	// The server's files in memory where there is a tmpfs: it shares the
+	// machine's cores with intend, and spends less of them so.
+	davDir := filepath.Join(dir, "nginx")
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if davDir, err = os.MkdirTemp("/dev/shm", "intend-bench-nginx-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(davDir)
+	}
+	dav, err := startDAV(ctx, davDir)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +78,8 @@ func benchREST(ctx context.Context, c *client.Client, pgURL, dir string, out io.
 	perAgent := max(restInFlight/agents, 1)
 	inFlight := perAgent * agents
 	fmt.Fprintf(out, "%d rest::Object resources over %d agents (limits.in_flight %d each: %d in flight), "+
-		"nginx WebDAV behind a proxy answering every call after %v, the server's embedded executor, Temporal %s; load %s\n",
-		restN, agents, perAgent, inFlight, restDelay, engine, loadavg())
+		"nginx WebDAV behind a proxy answering every call after %v, %s, Temporal %s; load %s\n",
+		restN, agents, perAgent, inFlight, restDelay, where, engine, loadavg())
 	var rows []row
 	// perObject is the calls a phase makes per object: a GET, and a PUT
 	// where the object is missing or differs.
