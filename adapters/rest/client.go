@@ -37,8 +37,8 @@ func client(hc *adapters.Context, s *spec) (*http.Client, error) {
 		Close: func(v any) { v.(*http.Client).CloseIdleConnections() },
 	}, func() (*http.Client, error) {
 		tr := &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			Proxy:       http.ProxyFromEnvironment,
+			DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			// As many idle connections to one API as requests in flight
 			// to it (limits.in_flight, up to its maximum): fewer, and
 			// every round of requests beyond them dials anew and leaves
