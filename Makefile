@@ -228,6 +228,7 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	$(GO) run ./cmd/intend-bench -n 0 -preview 1000   # P13: preview of a model change over 1,000 live instances
 	$(GO) run ./cmd/intend-bench -n 0 -p9 5000    # P9: intend deploy of one change among 5,000 resources, whole command
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n 20000 -agents 1000 -files /dev/shm; fi   # issue 28: 1,000 agents of 20 resources, one embedded executor
+	$(GO) run ./cmd/intend-bench -rest 10000   # issue 29: 10,000 rest::Object over 100 agents against nginx behind 20 ms per call, 100 requests in flight: create, repair, update against the ideal
 
 bench-delay: tools ## issue 28's curve: 10,000 bench::Delay resources at 10 ms per call over 1, 4, 16, 64 and 256 agents (one pool of executors), the CPU floor (1 µs), and 1 s per call where the ideal is above that floor
 	for a in 1 4 16 64 256; do $(GO) run ./cmd/intend-bench -n 10000 -delay 10ms -agents $$a || exit 1; done
