@@ -252,8 +252,9 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	id := iexec.NewIdentity(cfg.Name, o.version, o.supervised != nil)
 	cache := adapters.NewCache()
 	defer cache.Close()
+	sweep := make(chan struct{}, 1)
 	acts := &agent.Executor{Ledger: remote, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
-		Metrics: tel, Tracer: tp.Tracer(), Cache: cache, Name: id.Name}
+		Metrics: tel, Tracer: tp.Tracer(), Cache: cache, SweepWake: sweep, Name: id.Name}
 	acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir, EnvPrefix: cfg.SecretEnvPrefix}
 	m := agent.NewManager(tc, acts, log, agent.Options{BatchesPerAgent: cfg.Batches, MaxBatches: cfg.MaxBatches,
 		Embedded: o.supervised != nil, Pool: cfg.Pool})
@@ -276,7 +277,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { rep.Run(ctx) })
-	wg.Go(func() { iexec.SweepCache(ctx, cache, remote, 0, log) })
+	wg.Go(func() { iexec.SweepCache(ctx, cache, remote, 0, log, sweep) })
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():

@@ -65,11 +65,43 @@ type Executor struct {
 	// process; nil gives each attempt the package default (time expiry
 	// only). Run SweepCache alongside to expire version-bound values.
 	Cache *adapters.Cache
+	// SweepWake, if set, is the wake of the SweepCache beside Cache: a
+	// batch of a version the cache holds no values of, while it holds
+	// values of other versions of the batch's environment, wakes it (see
+	// wakeSweep).
+	SweepWake chan<- struct{}
 	// Secrets resolves secret references; nil means variables with
 	// adapters.DefaultSecretEnvPrefix only, and no file.
 	Secrets *adapters.Secrets
 	// Name is the executor's registered name, recorded with every action.
 	Name string
+}
+
+// wakeSweep wakes the cache's sweep when a batch of version starts and
+// the cache holds values bound to other versions of env but none of this
+// one: the deploys of those are likely over, and their values (a
+// device's sessions: netconf:: allows two to a device) would otherwise
+// stay until the next periodic sweep, holding up this version's attempts.
+func (e *Executor) wakeSweep(env string, version int64) {
+	if e.Cache == nil || e.SweepWake == nil {
+		return
+	}
+	other := false
+	for _, s := range e.Cache.Scopes() {
+		if s.Environment != env {
+			continue
+		}
+		if s.Version == version {
+			return
+		}
+		other = true
+	}
+	if other {
+		select {
+		case e.SweepWake <- struct{}{}:
+		default: // a sweep asked for already serves this batch too
+		}
+	}
 }
 
 // Register registers the activities under their explicit names.
@@ -155,6 +187,7 @@ func (e *Executor) ExecuteBatch(ctx context.Context, in workflows.BatchInput) (w
 	if err != nil {
 		return workflows.BatchResult{}, classify(err)
 	}
+	e.wakeSweep(b.EnvironmentID, b.Version)
 	todo := b.Resources
 	if len(b.Recorded) > 0 {
 		todo = make([]ledger.Resource, 0, len(b.Resources)-len(b.Recorded))

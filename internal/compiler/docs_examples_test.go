@@ -144,8 +144,9 @@ func TestModelingGuideExamples(t *testing.T) {
 func TestLSMGuideExamples(t *testing.T) {
 	doc := filepath.Join("..", "..", "docs", "lsm.md")
 	excerptOf := map[string]string{
-		"#Alias:":  filepath.Join("..", "..", "examples", "lsm", "main.cue"),
-		"#SiteV1:": filepath.Join("..", "..", "examples", "lsm-versions", "main.cue"),
+		"#Alias:":   filepath.Join("..", "..", "examples", "lsm", "main.cue"),
+		"#SiteV1:":  filepath.Join("..", "..", "examples", "lsm-versions", "main.cue"),
+		"device: {": filepath.Join("..", "..", "examples", "lsm-netconf", "main.cue"),
 	}
 	whole := 0
 	for line, block := range cueBlocks(t, doc) {

@@ -153,26 +153,55 @@ func (r *Reporter) Stopped(ctx context.Context) error {
 // CacheSweepEvery is how often SweepCache expires the adapters' cache.
 const CacheSweepEvery = 30 * time.Second
 
+// WakeGap is the least time between two sweeps that wakes ask for: a wake
+// within it is served when it has passed.
+const WakeGap = time.Second
+
 // SweepCache expires values of the adapters' cache every period (default
 // CacheSweepEvery) until ctx is done: those past their TTL, and those bound
 // to a version (adapters.CacheOptions.ForVersion) that no open deploy run
-// of their environment deploys any more. The caller closes the cache
-// after ctx is done.
-func SweepCache(ctx context.Context, c *adapters.Cache, reg ledger.Registry, every time.Duration, log *slog.Logger) {
+// of their environment deploys any more. A value on wake (see Wake) asks
+// for a sweep now, at most one per WakeGap: the executor wakes it when a
+// batch of a version the cache holds no values of starts, so that values
+// of the versions before it (a device's sessions, which hold its few
+// session slots) are closed once their deploy is over, not up to a period
+// later. The caller closes the cache after ctx is done.
+func SweepCache(ctx context.Context, c *adapters.Cache, reg ledger.Registry, every time.Duration, log *slog.Logger, wake <-chan struct{}) {
 	if every <= 0 {
 		every = CacheSweepEvery
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var last time.Time
+	var gap <-chan time.Time // a wake waiting for WakeGap to pass
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
+			if d := time.Until(last.Add(WakeGap)); d > 0 {
+				if gap == nil {
+					gap = time.After(d)
+				}
+				continue
+			}
+		case <-gap:
+			gap = nil
 		}
+		last = time.Now()
 		if err := SweepOnce(ctx, c, reg); err != nil && ctx.Err() == nil && log != nil {
 			log.Warn("adapter cache: version expiry skipped", "error", err)
 		}
+	}
+}
+
+// Wake asks the SweepCache reading wake for a sweep, without waiting: a
+// sweep already asked for serves this one too.
+func Wake(wake chan<- struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
 	}
 }
 

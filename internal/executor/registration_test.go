@@ -3,11 +3,14 @@ package executor_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
 )
@@ -92,4 +95,56 @@ func TestSweepOnceExpiresFinishedVersions(t *testing.T) {
 	if c := closedNow(); !c["deploying"] || c["plain"] || cache.Len() != 1 {
 		t.Fatalf("after the run finished: closed %v, %d values left; want deploying closed, plain kept", c, cache.Len())
 	}
+}
+
+// TestSweepCacheWakes: a wake runs a sweep at once, not at the next
+// period, so the values of a version whose deploy is over (a device's
+// NETCONF sessions, which hold one of its few session slots) are closed
+// as soon as a batch of another version starts; wakes in a burst cost one
+// sweep.
+func TestSweepCacheWakes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := &countingRegistry{}
+	cache := adapters.NewCache()
+	defer cache.Close()
+	closed := make(chan struct{})
+	hc := adapters.NewContext(adapters.WithCache(cache), adapters.WithScope(adapters.Scope{Environment: "e", Version: 1}))
+	if _, err := adapters.Cached(hc, []any{"session"}, adapters.CacheOptions{ForVersion: true, Close: func(any) { close(closed) }},
+		func() (string, error) { return "session", nil }); err != nil {
+		t.Fatal(err)
+	}
+	hc.Close()
+
+	wake := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		executor.SweepCache(ctx, cache, reg, time.Hour, nil, wake)
+	}()
+	for range 3 {
+		executor.Wake(wake)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the value of a finished version is still open 10s after a wake (the next period is an hour away)")
+	}
+	cancel()
+	<-done
+	if n := reg.calls.Load(); n != 1 {
+		t.Errorf("%d sweeps for a burst of 3 wakes, want 1", n)
+	}
+}
+
+// countingRegistry says no run is open, and counts the questions.
+type countingRegistry struct {
+	ledger.Registry
+	calls atomic.Int64
+}
+
+func (r *countingRegistry) OpenRunVersions(context.Context, []string) (map[string]map[int64]bool, error) {
+	r.calls.Add(1)
+	return map[string]map[int64]bool{}, nil
 }
