@@ -29,7 +29,7 @@ import (
 // call costs. The REST benchmark's objects are its files.
 type davServer struct {
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
 	URL    string
 }
 
@@ -86,15 +86,13 @@ http {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	childproc.DieWithParent(cmd.SysProcAttr)
 	var tail childproc.Tail
 	cmd.Stdout, cmd.Stderr = &tail, &tail
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start nginx: %w", err)
+	exited, err := childproc.StartChild(cmd)
+	if err != nil {
+		return nil, err
 	}
-	s := &davServer{cmd: cmd, exited: make(chan struct{}), URL: "http://127.0.0.1:" + strconv.Itoa(port)}
-	go func() { cmd.Wait(); close(s.exited) }()
+	s := &davServer{cmd: cmd, exited: exited, URL: "http://127.0.0.1:" + strconv.Itoa(port)}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(s.URL + "/ready-probe")

@@ -49,7 +49,7 @@ type Server struct {
 
 	client *http.Client
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
 	log    *childproc.Tail
 }
 
@@ -113,16 +113,10 @@ func findAt(path string) (string, error) {
 func (s *Server) start(bin string, args []string) error {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	childproc.DieWithParent(cmd.SysProcAttr)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", bin, err)
+	exited, err := childproc.StartChild(cmd)
+	if err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
 	s.cmd, s.exited = cmd, exited
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()

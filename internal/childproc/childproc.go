@@ -8,8 +8,10 @@ package childproc
 import (
 	"fmt"
 	"net"
+	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // Tail keeps the last Max bytes written to it. It is safe for concurrent
@@ -62,4 +64,24 @@ func PortOr(ip string, port int) (int, error) {
 		}
 	}
 	return FreePort(ip)
+}
+
+// StartChild starts cmd as a child that dies with this process (on
+// Linux) and returns a channel closed once it has exited and been waited
+// for. Servers that tests and benchmarks start use it, so that none is
+// left behind and each can tell it died.
+func StartChild(cmd *exec.Cmd) (<-chan struct{}, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	DieWithParent(cmd.SysProcAttr)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	return exited, nil
 }

@@ -76,7 +76,7 @@ type Server struct {
 	SSH *sshtest.Server
 
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
 	log    *childproc.Tail
 	args   []string // netconfd's, for Restart
 	home   string
@@ -247,16 +247,10 @@ func (s *Server) start(args []string, home string) error {
 	// running at once would share.
 	cmd.Env = append(os.Environ(), "HOME="+home, "YUMA_HOME="+home)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	childproc.DieWithParent(cmd.SysProcAttr)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", Netconfd, err)
+	exited, err := childproc.StartChild(cmd)
+	if err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
 	s.cmd, s.exited = cmd, exited
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()

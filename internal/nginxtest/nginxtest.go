@@ -74,7 +74,7 @@ type Server struct {
 
 	limitStatus int
 	cmd         *exec.Cmd
-	exited      chan struct{}
+	exited      <-chan struct{}
 	log         *childproc.Tail
 }
 
@@ -256,16 +256,10 @@ func (s *Server) start(bin, conf string) error {
 	// -e: the error log before the configuration is read.
 	cmd := exec.Command(bin, "-p", s.Dir, "-c", conf, "-e", "stderr")
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	childproc.DieWithParent(cmd.SysProcAttr)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", bin, err)
+	exited, err := childproc.StartChild(cmd)
+	if err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
 	s.cmd, s.exited = cmd, exited
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()

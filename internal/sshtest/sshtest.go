@@ -54,7 +54,7 @@ type Server struct {
 	Dir string
 
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
 	log    *childproc.Tail
 }
 
@@ -219,16 +219,10 @@ func newerThan(bin string, major, minor int) bool {
 func (s *Server) start(bin, config string) error {
 	cmd := exec.Command(bin, "-D", "-e", "-f", config)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	childproc.DieWithParent(cmd.SysProcAttr)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", bin, err)
+	exited, err := childproc.StartChild(cmd)
+	if err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
 	s.cmd, s.exited = cmd, exited
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
