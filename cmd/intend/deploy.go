@@ -22,7 +22,7 @@ import (
 
 func deployCommand(g *globals) *cobra.Command {
 	var dataDir, envName string
-	var keep, dryRun bool
+	var keep, dryRun, repair bool
 	var timeout time.Duration
 	var color colorMode
 	cmd := &cobra.Command{
@@ -45,7 +45,8 @@ dryrun, text of several lines as a unified diff, coloured on a terminal
 off).
 
 State survives in <data-dir> (default DIR/data/deploy): a second run only
-deploys what changed. Resources that wait for a fact (undefined) are
+deploys what changed. With --repair it re-verifies every resource, as
+intend repair-now does, and puts back what drifted on the targets. Resources that wait for a fact (undefined) are
 compiled again once the deploy has reported facts.
 
 Exit codes: 0 when everything deployed; 1 when a resource failed, was
@@ -63,7 +64,7 @@ Examples:
 				p := newPalette(color, g.getenv, g.stdout)
 				dry = &p
 			}
-			return embeddedDeploy(cmd.Context(), g, dirArg(args), dataDir, envName, keep, dry, timeout)
+			return embeddedDeploy(cmd.Context(), g, dirArg(args), dataDir, envName, keep, dry, repair, timeout)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", g.env("INTEND_DATA_DIR", ""),
@@ -71,6 +72,8 @@ Examples:
 	cmd.Flags().StringVarP(&envName, "environment", "e", "", "environment to create or use (default: intend.yaml's environment)")
 	cmd.Flags().BoolVar(&keep, "keep-running", false, "keep everything running after the deploy, until interrupted")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change instead of deploying")
+	cmd.Flags().BoolVar(&repair, "repair", false, "re-verify every resource and repair what drifted, not only deploy what changed")
+	cmd.MarkFlagsMutuallyExclusive("dry-run", "repair")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting for the deploy after this long")
 	colorFlag(cmd.Flags(), &color)
 	_ = cmd.RegisterFlagCompletionFunc("color", colorCompletion)
@@ -81,8 +84,9 @@ Examples:
 // scheduler's last steps before it stops (milliseconds when all is well).
 const quiesceWait = 3 * time.Second
 
-// dryRun, when not nil, asks for a dry run printed with its palette.
-func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName string, keep bool, dryRun *palette, timeout time.Duration) error {
+// dryRun, when not nil, asks for a dry run printed with its palette;
+// repair for a repair of every resource after the release.
+func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName string, keep bool, dryRun *palette, repair bool, timeout time.Duration) error {
 	out := g.stdout
 	proj, err := project.Load(dir)
 	if err != nil {
@@ -154,7 +158,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 			_ = srv.Quiesce(ctx, env.Name, quiesceWait)
 		}
 	}()
-	d := &deployer{ctx: ctx, c: c, env: env.Name, dir: dir, out: out, timeout: timeout,
+	d := &deployer{ctx: ctx, c: c, env: env.Name, dir: dir, out: out, timeout: timeout, repair: repair,
 		compiled: compiled{hash: before.Hash, res: res, remember: srv.RememberCompile}}
 	if res.Undefined > 0 {
 		// Facts reported by earlier runs may define them.
@@ -230,6 +234,9 @@ type deployer struct {
 	out     io.Writer
 	timeout time.Duration
 	failed  bool
+	// repair follows a repair request (every resource re-verified)
+	// queued after each release, not the release's own.
+	repair bool
 	// compiled is the first compile, of the source packed just before.
 	compiled compiled
 }
@@ -294,9 +301,18 @@ func (d *deployer) deploy(res *compiler.Result) error {
 	}
 	fmt.Fprintf(d.out, "→ released version %d: deploy request %d queued for scheduler %s\n", v.Version, rel.Request.ID,
 		"env/"+d.env+"/scheduler")
+	follow := rel.Request.ID
+	if d.repair {
+		req, err := d.c.Deploy(d.ctx, d.env, "full")
+		if err != nil {
+			return fmt.Errorf("repair version %d: %w", v.Version, err)
+		}
+		fmt.Fprintf(d.out, "→ repair request %d queued: every resource re-verified\n", req.ID)
+		follow = req.ID
+	}
 	last := ""
 	seen := map[int64]bool{}
-	run, err := d.c.WaitRequest(d.ctx, d.env, rel.Request.ID, d.timeout, func(r client.DeployRun) {
+	run, err := d.c.WaitRequest(d.ctx, d.env, follow, d.timeout, func(r client.DeployRun) {
 		line := fmt.Sprintf("  run %d (%s): %s, %d/%d done (%d deployed, %d failed, %d skipped, %d unavailable)",
 			r.Run, r.WorkflowID, r.Status, r.Deployed+r.Failed+r.Skipped+r.Unavailable, r.Total,
 			r.Deployed, r.Failed, r.Skipped, r.Unavailable)
