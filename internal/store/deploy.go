@@ -460,11 +460,12 @@ func (s *Store) ListRuns(ctx context.Context, envID string, limit int) ([]Deploy
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeployRun, error) { return scanRun(r) })
 }
 
-// servedAgentsSQL lists the agents of released resources by environment:
-// a probe of resource_state per agent (releasedAgent).
+// servedAgentsSQL lists the agents of released resources by environment,
+// and every agent of an environment with a dry-run open: a probe per
+// agent (servedAgent).
 const servedAgentsSQL = `select e.name, a.name from agents a
 	join environments e on e.id = a.environment_id
-	cross join lateral (` + releasedAgent + `) r
+	cross join lateral (` + servedAgent + `) r
 	order by 1, 2`
 
 // ServedAgents lists, per environment name, the agents of the released

@@ -45,6 +45,17 @@ func (s *Store) CreateDryrun(ctx context.Context, envID string, version int64, a
 		if err != nil {
 			return err
 		}
+		// A version not released yet may name agents the environment has
+		// never had (the first dry-run of a new project: all of them).
+		// Known, they are served by the embedded executor while a dry-run
+		// is open (servedAgent), and the dry-run's batches find it.
+		if _, err := tx.Exec(ctx, `insert into agents (environment_id, name)
+			select distinct vr.environment_id, vr.agent from version_resources vr
+			where vr.environment_id = $1::uuid and vr.first_version <= $2
+			  and (vr.last_version is null or vr.last_version > $2)
+			on conflict do nothing`, envID, version); err != nil {
+			return fmt.Errorf("record the dry-run's agents: %w", err)
+		}
 		_, err = tx.Exec(ctx, `insert into deploy_requests (environment_id, kind, reason, agents, resource_ids, run, requested_by)
 			values ($1::uuid, 'dryrun', $2, $3, $4, $5, $6)`, envID, run.Reason, nilIfEmpty(agents), nilIfEmpty(ids), run.Run,
 			ActorOf(ctx))

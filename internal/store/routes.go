@@ -120,15 +120,26 @@ const releasedAgent = `select 1 from resource_state rs
 	where rs.environment_id = a.environment_id and rs.agent = a.name and rs.intent_hash is not null
 	order by rs.resource_id limit 1`
 
-// embeddedAgentsSQL lists the agents of environment $1's released
-// resources, by name (bytes).
-const embeddedAgentsSQL = `select a.name from agents a cross join lateral (` + releasedAgent + `) r
+// servedAgent is a row when the embedded executor serves agent a (of the
+// outer query): one of a released resource (releasedAgent), or any agent
+// of an environment with a dry-run open, since a dry-run of a version not
+// released yet names agents no released resource has (the first dry-run
+// of a new project: all of them), and nothing would run its batches
+// (TestFirstDryrunOfANewEnvironment). Each probe stops at its first row.
+const servedAgent = `(` + releasedAgent + `) union all (select 1 from deploy_runs dr
+	where dr.environment_id = a.environment_id and dr.action = 'dryrun' and dr.status in ('pending', 'running')
+	limit 1) limit 1`
+
+// embeddedAgentsSQL lists the agents environment $1's embedded executor
+// serves (servedAgent), by name (bytes).
+const embeddedAgentsSQL = `select a.name from agents a cross join lateral (` + servedAgent + `) r
 	where a.environment_id = $1::uuid
 	order by a.name collate "C"`
 
 // embeddedServes returns whether the embedded executors of e serve an
 // agent: one its setting lists, among the first limit such agents of
-// the released resources by name (as the server's autostart decides).
+// the released resources (and, during a dry-run, of the environment) by
+// name (as the server's autostart decides).
 func (s *Store) embeddedServes(ctx context.Context, e Environment, limit int) (func(string) bool, error) {
 	if !slices.Contains(e.Settings.AutostartAgents, "*") && len(e.Settings.AutostartAgents) <= limit {
 		// Fewer names listed than the limit: every one is served.
