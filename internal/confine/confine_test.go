@@ -1,9 +1,12 @@
 package confine_test
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/intendhq/intend/adapters/netconf"
+	"github.com/intendhq/intend/adapters/rest"
 	"github.com/intendhq/intend/internal/confine"
 )
 
@@ -213,4 +216,63 @@ func TestCheckEndpointEntry(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
+}
+
+// TestEndpointTypesAreTheAdapters: the package names the types it
+// confines rather than importing the adapters; were one renamed, its
+// resources would reach anywhere unchecked.
+func TestEndpointTypesAreTheAdapters(t *testing.T) {
+	t.Parallel()
+	rules := confine.Rules{Paths: []string{"/srv"}}
+	if ref := rules.Check(rest.ObjectType, map[string]any{"endpoint": "http://169.254.169.254"}); ref == nil {
+		t.Errorf("%s is not confined", rest.ObjectType)
+	}
+	if ref := rules.Check(netconf.ConfigType, map[string]any{"address": "127.0.0.1:22"}); ref == nil {
+		t.Errorf("%s is not confined", netconf.ConfigType)
+	}
+}
+
+// FuzzEndpoint: whatever an entry and an endpoint are, an endpoint the
+// entry allows is dialled, by Go's HTTP client (which parses the
+// endpoint with a path appended), at the entry's host and port, and lies
+// under the entry's path.
+func FuzzEndpoint(f *testing.F) {
+	for _, s := range [][2]string{
+		{"https://api.example.com/v1", "https://api.example.com/v1/x"},
+		{"https://api.example.com/v1", "https://API.example.com:443/v1"},
+		{"http://10.0.0.5:15672/api", "http://10.0.0.5:15672/api/"},
+		{"http://[::1]:8080", "http://[::1]:8080/x"},
+		{"http://h", "http://h:/x"},
+		{"http://h", "http://h%2e/x"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, entry, endpoint string) {
+		if confine.CheckEndpointEntry(entry) != nil {
+			return
+		}
+		if (confine.Rules{Endpoints: []string{entry}}).Check("rest::Object", map[string]any{"endpoint": endpoint}) != nil {
+			return
+		}
+		e, err := url.Parse(entry)
+		if err != nil {
+			t.Fatalf("entry %q accepted, does not parse: %v", entry, err)
+		}
+		u, err := url.Parse(strings.TrimRight(endpoint, "/") + "/users/app")
+		if err != nil {
+			t.Fatalf("endpoint %q allowed by %q, does not parse: %v", endpoint, entry, err)
+		}
+		port := func(u *url.URL) string {
+			if p := strings.TrimLeft(u.Port(), "0"); p != "" {
+				return p
+			}
+			return map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		if u.Scheme != e.Scheme || !strings.EqualFold(u.Hostname(), e.Hostname()) || port(u) != port(e) {
+			t.Fatalf("endpoint %q allowed by %q: dials %s://%s:%s", endpoint, entry, u.Scheme, u.Hostname(), port(u))
+		}
+		if p := strings.TrimRight(e.EscapedPath(), "/"); !strings.HasPrefix(u.EscapedPath(), p+"/") {
+			t.Fatalf("endpoint %q allowed by %q: path %s", endpoint, entry, u.EscapedPath())
+		}
+	})
 }
