@@ -13,7 +13,7 @@ const maxConfineErrors = 20
 
 // refuseConfined is a 422 naming each resource of an export (body,
 // decoded as rs) that the environment's confinement refuses (settings
-// allowed_paths and allowed_commands), so that its author learns at
+// allowed_paths, allowed_commands and allowed_endpoints), so that its author learns at
 // once. It is a courtesy: what holds is store.ConfineBatch, when a batch
 // is handed to an executor (the setting may change after the export, and
 // versions the server compiles itself are not exported here). An
@@ -49,7 +49,7 @@ func refuseConfined(e store.Environment, body []byte, rs []intent.Resource) erro
 		return nil
 	}
 	return Validation("the version has resources outside the environment's confinement (settings allowed_paths, "+
-		"allowed_commands; only a global admin changes them)", errs...)
+		"allowed_commands, allowed_endpoints; only a global admin changes them)", errs...)
 }
 
 // exportIndex maps the resource ids of an export to their index in it

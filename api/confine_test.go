@@ -169,3 +169,109 @@ func TestBatchWithholdsConfined(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointsAreAGlobalAdmins: allowed_endpoints, like the other
+// confinement settings, is [] on a new environment, only a global admin
+// changes it (403 naming it, nothing stored), and its entries are URL
+// prefixes or netconf://host[:port] without user, query or fragment (422
+// naming the setting).
+func TestEndpointsAreAGlobalAdmins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	f.env("conf-ep-admin")
+	const path = "/api/v1/environments/conf-ep-admin"
+	settings := func() map[string]any { return f.mustCall("GET", path, "", 200)["settings"].(map[string]any) }
+	if got := fmt.Sprint(settings()["allowed_endpoints"]); got != "[]" {
+		t.Fatalf("a new environment's allowed_endpoints = %v, want []", got)
+	}
+	id := f.mustCall("GET", path, "", 200)["id"].(string)
+	envAdmin := f.newToken("env-admin-conf-ep", "admin", []string{id})
+	refuse := func(body string) {
+		t.Helper()
+		code, p := f.callAs("PATCH", path, body, envAdmin, nil)
+		if code != 403 || p["type"] != api.TypeForbidden || !strings.Contains(fmt.Sprint(p["detail"]), "only a global admin may change allowed_endpoints") {
+			t.Errorf("PATCH %s by the environment's admin = %d %v, want 403 naming allowed_endpoints", body, code, p)
+		}
+	}
+	refuse(`{"settings":{"allowed_endpoints":["http://169.254.169.254"]}}`)
+	f.mustCall("PATCH", path, `{"settings":{"allowed_endpoints":["https://api.example.com/v1","netconf://r1.lab:2830"]}}`, 200)
+	refuse(`{"settings":{"allowed_endpoints":[]}}`)
+	refuse(`{"settings":{"allowed_endpoints":["https://api.example.com/v1","netconf://r1.lab:2830","http://127.0.0.1"]}}`)
+	if got := fmt.Sprint(settings()["allowed_endpoints"]); got != "[https://api.example.com/v1 netconf://r1.lab:2830]" {
+		t.Errorf("after the refusals: %v, want nothing stored", got)
+	}
+	if code, p := f.callAs("PATCH", path,
+		`{"settings":{"allowed_endpoints":["https://api.example.com/v1","netconf://r1.lab:2830"],"keep_versions":7}}`, envAdmin, nil); code != 200 {
+		t.Errorf("PATCH with allowed_endpoints unchanged by the environment's admin = %d %v, want 200", code, p)
+	}
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = fmt.Sprintf(`"https://h%d.example.com"`, i)
+	}
+	for _, bad := range []string{`"https://api.example.com"`, `["api.example.com"]`, `["https://u:p@api.example.com"]`,
+		`["https://api.example.com/v1?x=1"]`, `["https://api.example.com/v1#f"]`, `["ftp://h/x"]`, `["netconf://r1.lab/x"]`,
+		`["https://h/v1/../admin"]`, `[1]`, `{}`, "[" + strings.Join(many, ",") + "]"} {
+		code, p := f.call("PATCH", path, `{"settings":{"allowed_endpoints":`+bad+`}}`)
+		if code != 422 || !problemNames(p, "/settings/allowed_endpoints", "endpoint") {
+			t.Errorf("allowed_endpoints %.80s = %d %v, want 422 naming /settings/allowed_endpoints", bad, code, p)
+		}
+	}
+}
+
+// TestExportRefusesUnlistedEndpoints: in an environment confined by any
+// setting, an export whose rest::Object endpoint or netconf::Config
+// address is not within allowed_endpoints (none while it is empty) is a
+// 422 naming the resource, its attribute and the setting; an
+// unconfined environment takes them as before.
+func TestExportRefusesUnlistedEndpoints(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	f.env("conf-ep")
+	f.env("conf-ep-free")
+	rest := func(name, endpoint string) string {
+		return fmt.Sprintf(`{"id":"rest::Object[h,name=%s]","attributes":{"name":"%s","endpoint":"%s","path":"/users/app","body":{}}}`,
+			name, name, endpoint)
+	}
+	device := func(address string) string {
+		return fmt.Sprintf(`{"id":"netconf::Config[h,address=%s]","attributes":{"address":"%s","user":"admin","host_key":"SHA256:x","config":{}}}`,
+			address, address)
+	}
+	check := func(why, body, field, detail string) {
+		t.Helper()
+		for _, route := range []string{"/versions", "/versions/partial"} {
+			code, p := f.call("PUT", "/api/v1/environments/conf-ep"+route, body)
+			if code != 422 || !problemNames(p, field, detail) || !strings.Contains(fmt.Sprint(p["detail"]), "allowed_endpoints") {
+				t.Errorf("%s (PUT %s) = %d %v, want 422 naming %s: %q", why, route, code, p, field, detail)
+			}
+		}
+	}
+	// Confined by allowed_paths alone: no API, no device.
+	f.mustCall("PATCH", "/api/v1/environments/conf-ep", `{"settings":{"allowed_paths":["/srv/alpha"]}}`, 200)
+	check("the metadata service", version(rest("md", "http://169.254.169.254/latest")), "/resources/0/attributes/endpoint",
+		"rest::Object[h,name=md]: endpoint http://169.254.169.254/latest is outside the environment's allowed_endpoints []")
+	check("a device on loopback's SSH", version(device("127.0.0.1:22")), "/resources/0/attributes/address",
+		"address 127.0.0.1:22 is outside the environment's allowed_endpoints []")
+
+	f.mustCall("PATCH", "/api/v1/environments/conf-ep", `{"settings":{"allowed_endpoints":["https://api.example.com/v1","netconf://r1.lab"]}}`, 200)
+	for _, c := range []struct{ why, body, field, detail string }{
+		{"a sibling of the prefix", version(rest("ok", "https://api.example.com/v1"), rest("v10", "https://api.example.com/v10")),
+			"/resources/1/attributes/endpoint", "endpoint https://api.example.com/v10 is outside the environment's allowed_endpoints " +
+				"[https://api.example.com/v1 netconf://r1.lab]"},
+		{"a host starting with the allowed one", version(rest("evil", "https://api.example.com.evil.org/v1")),
+			"/resources/0/attributes/endpoint", "is outside the environment's allowed_endpoints"},
+		{"a path climbing out of the prefix", version(`{"id":"rest::Object[h,name=up]","attributes":{"name":"up",` +
+			`"endpoint":"https://api.example.com/v1","path":"/../admin","body":{}}}`), "/resources/0/attributes/path", `".."`},
+		{"a device on another port", version(device("r1.lab:22")), "/resources/0/attributes/address",
+			"address r1.lab:22 is outside the environment's allowed_endpoints"},
+	} {
+		check(c.why, c.body, c.field, c.detail)
+	}
+	if v := f.mustCall("GET", "/api/v1/environments/conf-ep", "", 200)["last_version"]; v != float64(0) {
+		t.Errorf("last_version = %v after refused exports, want 0", v)
+	}
+	f.mustCall("PUT", "/api/v1/environments/conf-ep/versions",
+		version(rest("ok", "https://API.example.com:443/v1/vhosts"), device("R1.lab:830"), fileRes("/srv/alpha/x")), 201)
+	// Unconfined, as before.
+	f.mustCall("PUT", "/api/v1/environments/conf-ep-free/versions",
+		version(rest("md", "http://169.254.169.254/latest"), device("127.0.0.1:22")), 201)
+}

@@ -22,7 +22,7 @@ func wireSettings(s store.Settings) client.Settings {
 		AutostartAgents: s.AutostartAgents, AgentTimeout: s.AgentTimeout, KeepVersions: s.KeepVersions,
 		RetryAttempts: s.RetryAttempts, RetryBackoff: s.RetryBackoff, RepoURL: s.RepoURL, RepoBranch: s.RepoBranch,
 		RecompileInterval: s.RecompileInterval, AllowPush: s.AllowPush, CompileCPULimit: s.CompileCPULimit,
-		AllowedPaths: s.AllowedPaths, AllowedCommands: s.AllowedCommands,
+		AllowedPaths: s.AllowedPaths, AllowedCommands: s.AllowedCommands, AllowedEndpoints: s.AllowedEndpoints,
 		Retention: client.Retention(s.Retention),
 	}
 }

@@ -89,12 +89,15 @@ type Settings struct {
 	// CompileCPULimit is the CPU time one compile may use, in seconds;
 	// only a global admin changes it.
 	CompileCPULimit int `json:"compile_cpu_limit"`
-	// AllowedPaths and AllowedCommands confine the environment's
-	// resources: the path prefixes its files may be at, the programs
-	// exec::Command may run (empty: no restriction); only a global admin
+	// AllowedPaths, AllowedCommands and AllowedEndpoints confine the
+	// environment's resources: the path prefixes its files may be at,
+	// the programs exec::Command may run (empty: no restriction), the
+	// APIs and NETCONF devices rest::Object and netconf::Config may reach
+	// (empty: none once any of the three is set); only a global admin
 	// changes them.
-	AllowedPaths    []string `json:"allowed_paths"`
-	AllowedCommands []string `json:"allowed_commands"`
+	AllowedPaths     []string `json:"allowed_paths"`
+	AllowedCommands  []string `json:"allowed_commands"`
+	AllowedEndpoints []string `json:"allowed_endpoints"`
 	// Retention is how long the environment keeps its history; its keys
 	// are settings of their own.
 	Retention

@@ -1,8 +1,9 @@
 // Package confine decides whether a resource of the built-in types stays
 // within what its environment may touch: the path prefixes of the setting
-// allowed_paths and the programs of the setting allowed_commands (both
-// only a global admin changes). It decides and does not act: no file
-// system, no database. The server applies it where a batch is handed to
+// allowed_paths, the programs of the setting allowed_commands and the
+// APIs and devices of the setting allowed_endpoints (all three only a
+// global admin changes). It decides and does not act: no file system, no
+// database, no DNS. The server applies it where a batch is handed to
 // an executor (every executor of the environment loads its batches
 // there) and, to tell the author at once, when a version is exported.
 //
@@ -14,7 +15,10 @@
 // leads the adapters outside. What the package does against that: a
 // symlink the environment manages must point inside the prefixes too,
 // and its target may not hold "..", so links made under confinement lead
-// nowhere else; docs/security.md says what it does not cover.
+// nowhere else; docs/security.md says what it does not cover. An
+// endpoint is compared as written too: scheme, host (case-insensitively,
+// never resolved), port (80, 443 and 830 made explicit) and a path prefix
+// at a separator.
 package confine
 
 import (
@@ -24,19 +28,27 @@ import (
 	"strings"
 )
 
-// Rules are an environment's confinement. An empty list confines
-// nothing: the environment's resources may touch any path, or run any
-// program.
+// Rules are an environment's confinement. An empty Paths or Commands
+// confines nothing of its kind: the environment's resources may touch
+// any path, or run any program. Endpoints are the other way round: once
+// the environment is confined at all (any list set), its resources reach
+// only the endpoints listed, none while Endpoints is empty.
 type Rules struct {
 	// Paths are the allowed path prefixes, absolute and clean.
 	Paths []string
 	// Commands are the allowed programs, absolute and clean paths, each
 	// allowed with any arguments.
 	Commands []string
+	// Endpoints are the allowed endpoints (CheckEndpointEntry): URL
+	// prefixes (http:// or https://) for rest::Object's endpoint and
+	// netconf://host[:port] for netconf::Config's address.
+	Endpoints []string
 }
 
 // Confined reports whether r restricts anything.
-func (r Rules) Confined() bool { return len(r.Paths) > 0 || len(r.Commands) > 0 }
+func (r Rules) Confined() bool {
+	return len(r.Paths) > 0 || len(r.Commands) > 0 || len(r.Endpoints) > 0
+}
 
 // Shell is the program exec::Command runs a command given as a string
 // with (/bin/sh -c): a shell string is allowed only when it is allowed.
@@ -44,8 +56,9 @@ const Shell = "/bin/sh"
 
 // The settings the rules come from, as errors name them.
 const (
-	PathsSetting    = "allowed_paths"
-	CommandsSetting = "allowed_commands"
+	PathsSetting     = "allowed_paths"
+	CommandsSetting  = "allowed_commands"
+	EndpointsSetting = "allowed_endpoints"
 )
 
 // Refusal says why a resource is outside its environment's confinement.
@@ -116,6 +129,16 @@ func (r Rules) Check(typ string, attrs map[string]any) *Refusal {
 			return &Refusal{Attribute: "env", Reason: fmt.Sprintf("attribute \"env\" is refused: with the environment's %s "+
 				"%s set, a command may not set variables (LD_PRELOAD, PATH, BASH_ENV and the like change what an allowed "+
 				"program runs)", CommandsSetting, list(r.Commands))}
+		}
+	}
+	if r.Confined() {
+		switch typ {
+		case restType:
+			return r.checkREST(attrs)
+		case netconfType:
+			if v, ok := attrs["address"]; ok {
+				return r.checkDevice(v)
+			}
 		}
 	}
 	return nil

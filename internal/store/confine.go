@@ -17,7 +17,7 @@ import (
 
 // ConfineBatch keeps the resources of batch b (batch seq of run, as
 // LoadBatch read it) that the environment's confinement refuses (settings
-// allowed_paths and allowed_commands, as they are now) from the executor
+// allowed_paths, allowed_commands and allowed_endpoints, as they are now) from the executor
 // that loads it: each is recorded failed (permanent), with the refusal
 // naming the setting, in the run's workflow, unless the batch recorded it
 // already; b keeps it with its attributes emptied and its outcome in
@@ -89,15 +89,15 @@ func (s *Store) ConfineBatch(ctx context.Context, set Settings, envID string, ru
 func refusal(rules confine.Rules, r BatchResource) string {
 	id, err := resource.Parse(r.ID)
 	if err != nil {
-		return fmt.Sprintf("resource id %.200q does not parse, so it cannot be checked against the environment's %s and %s",
-			r.ID, confine.PathsSetting, confine.CommandsSetting)
+		return fmt.Sprintf("resource id %.200q does not parse, so it cannot be checked against the environment's %s, %s and %s",
+			r.ID, confine.PathsSetting, confine.CommandsSetting, confine.EndpointsSetting)
 	}
 	var attrs map[string]any
 	dec := json.NewDecoder(bytes.NewReader(r.Attributes))
 	dec.UseNumber()
 	if err := dec.Decode(&attrs); err != nil {
-		return fmt.Sprintf("its attributes do not decode, so they cannot be checked against the environment's %s and %s",
-			confine.PathsSetting, confine.CommandsSetting)
+		return fmt.Sprintf("its attributes do not decode, so they cannot be checked against the environment's %s, %s and %s",
+			confine.PathsSetting, confine.CommandsSetting, confine.EndpointsSetting)
 	}
 	if ref := rules.Check(id.Type, attrs); ref != nil {
 		return ref.Reason

@@ -102,10 +102,14 @@ type Settings struct {
 	// the environment's built-in resources may be at (fs::, ssh::, a
 	// symlink's target, exec::Command's cwd and creates); empty: any.
 	// AllowedCommands are the programs (absolute paths) exec::Command may
-	// run; empty: any. Only a global admin changes them
+	// run; empty: any. AllowedEndpoints are the APIs (URL prefixes) and
+	// NETCONF devices (netconf://host[:port]) rest::Object and
+	// netconf::Config may reach; empty: none once either of the other two
+	// or it is set, any otherwise. Only a global admin changes them
 	// (GlobalAdminSettings); Confinement reads them.
-	AllowedPaths    []string `json:"allowed_paths"`
-	AllowedCommands []string `json:"allowed_commands"`
+	AllowedPaths     []string `json:"allowed_paths"`
+	AllowedCommands  []string `json:"allowed_commands"`
+	AllowedEndpoints []string `json:"allowed_endpoints"`
 	// Retention says how long the environment keeps its history
 	// (retention.go); its keys are settings of their own.
 	Retention
@@ -116,7 +120,7 @@ func DefaultSettings() Settings {
 	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
 		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main",
 		CompileCPULimit: DefaultCompileCPULimit, AllowedPaths: []string{}, AllowedCommands: []string{},
-		Retention: DefaultRetention()}
+		AllowedEndpoints: []string{}, Retention: DefaultRetention()}
 }
 
 // DefaultCompileCPULimit is compile_cpu_limit unless set, in seconds: the
@@ -136,9 +140,11 @@ const (
 // that sends every setting), not with another value (api: 403).
 // GlobalAdminChanges says which a patch changes. autostart_agents is one:
 // it decides which of the environment's agents run in the server's
-// embedded executors, a shared pool of processes; allowed_paths and
-// allowed_commands confine what the environment's resources touch there.
-var GlobalAdminSettings = []string{"autostart_agents", "compile_cpu_limit", "allowed_paths", "allowed_commands"}
+// embedded executors, a shared pool of processes; allowed_paths,
+// allowed_commands and allowed_endpoints confine what the environment's
+// resources touch there.
+var GlobalAdminSettings = []string{"autostart_agents", "compile_cpu_limit", "allowed_paths", "allowed_commands",
+	"allowed_endpoints"}
 
 // GlobalAdminChanges returns the GlobalAdminSettings whose values differ
 // between before and after, in order.
@@ -162,18 +168,23 @@ func GlobalAdminChanges(before, after Settings) []string {
 			if !slices.Equal(before.AllowedCommands, after.AllowedCommands) {
 				changed = append(changed, k)
 			}
+		case "allowed_endpoints":
+			if !slices.Equal(before.AllowedEndpoints, after.AllowedEndpoints) {
+				changed = append(changed, k)
+			}
 		}
 	}
 	return changed
 }
 
-// MaxAllowedEntries bounds allowed_paths and allowed_commands.
+// MaxAllowedEntries bounds allowed_paths, allowed_commands and
+// allowed_endpoints.
 const MaxAllowedEntries = 100
 
-// Confinement is what allowed_paths and allowed_commands allow the
-// environment's resources (internal/confine).
+// Confinement is what allowed_paths, allowed_commands and
+// allowed_endpoints allow the environment's resources (internal/confine).
 func (s Settings) Confinement() confine.Rules {
-	return confine.Rules{Paths: s.AllowedPaths, Commands: s.AllowedCommands}
+	return confine.Rules{Paths: s.AllowedPaths, Commands: s.AllowedCommands, Endpoints: s.AllowedEndpoints}
 }
 
 // CompileCPU is compile_cpu_limit as a duration (the default when a row
@@ -328,6 +339,28 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 			} else {
 				s.AllowedCommands = a
 			}
+		case "allowed_endpoints":
+			var a []string
+			if json.Unmarshal(raw, &a) != nil || len(a) > MaxAllowedEntries {
+				bad("must be a list of at most " + strconv.Itoa(MaxAllowedEntries) + " endpoints: URL prefixes " +
+					"(https://host[:port][/path]) and netconf://host[:port] ([]: none once the environment is confined)")
+				continue
+			}
+			var reasons []string
+			for _, e := range a {
+				if err := confine.CheckEndpointEntry(e); err != nil {
+					reasons = append(reasons, err.Error())
+				}
+			}
+			if len(reasons) > 0 {
+				bad("every entry must be an endpoint, an http:// or https:// URL prefix or netconf://host[:port], " +
+					"without user, query, fragment or dot segment: " + strings.Join(reasons, "; "))
+				continue
+			}
+			if a == nil {
+				a = []string{}
+			}
+			s.AllowedEndpoints = a
 		case "autostart_agents":
 			var a []string
 			if json.Unmarshal(raw, &a) != nil {
@@ -342,7 +375,8 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				}
 				continue
 			}
-			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, allowed_commands, allowed_paths, " +
+			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, allowed_commands, allowed_endpoints, " +
+				"allowed_paths, " +
 				"auto_deploy, auto_release, autostart_agents, " +
 				"compile_cpu_limit, compile_retention, deploy_interval, instance_log_retention, keep_versions, " +
 				"notification_retention, order_retention, " +
@@ -478,6 +512,9 @@ func scanEnvironment(row pgx.Row) (Environment, error) {
 	}
 	if e.Settings.AllowedCommands == nil {
 		e.Settings.AllowedCommands = []string{}
+	}
+	if e.Settings.AllowedEndpoints == nil {
+		e.Settings.AllowedEndpoints = []string{}
 	}
 	return e, nil
 }

@@ -51,5 +51,6 @@ func (s Settings) clone() Settings {
 	s.AutostartAgents = slices.Clone(s.AutostartAgents)
 	s.AllowedPaths = slices.Clone(s.AllowedPaths)
 	s.AllowedCommands = slices.Clone(s.AllowedCommands)
+	s.AllowedEndpoints = slices.Clone(s.AllowedEndpoints)
 	return s
 }

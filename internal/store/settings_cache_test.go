@@ -11,7 +11,8 @@ import (
 var settingsSamples = []string{
 	`{}`,
 	`{"auto_deploy": false, "repair_interval": 600}`,
-	`{"autostart_agents": ["a", "b"], "allowed_paths": ["/srv"], "allowed_commands": [], "action_log_retention": 3600}`,
+	`{"autostart_agents": ["a", "b"], "allowed_paths": ["/srv"], "allowed_commands": [], "action_log_retention": 3600,
+		"allowed_endpoints": ["https://api.example.com/v1"]}`,
 	`{"allowed_paths": null, "autostart_agents": [], "no_longer_a_setting": 1}`,
 }
 
@@ -33,7 +34,7 @@ func TestSettingsCacheDecodesAsUnmarshal(t *testing.T) {
 				t.Fatalf("%s, decode %d: got %+v, want %+v", raw, i, got, want)
 			}
 			// A caller's changes are its own.
-			for _, s := range [][]string{got.AutostartAgents, got.AllowedPaths, got.AllowedCommands} {
+			for _, s := range [][]string{got.AutostartAgents, got.AllowedPaths, got.AllowedCommands, got.AllowedEndpoints} {
 				if len(s) > 0 {
 					s[0] = "changed by a caller"
 				}
