@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -126,7 +126,8 @@ func (s *davServer) Stop() {
 // and their peak counted.
 type slowProxy struct {
 	delay    time.Duration
-	proxy    *httputil.ReverseProxy
+	target   string
+	client   *http.Client
 	srv      *http.Server
 	URL      string
 	calls    atomic.Int64
@@ -144,8 +145,8 @@ func startSlowProxy(target string, delay time.Duration) (*slowProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &slowProxy{delay: delay, proxy: httputil.NewSingleHostReverseProxy(u), URL: "http://" + l.Addr().String()}
-	p.proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
+	p := &slowProxy{delay: delay, target: strings.TrimRight(u.String(), "/"), URL: "http://" + l.Addr().String(),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go p.srv.Serve(l)
 	return p, nil
@@ -182,7 +183,25 @@ func (p *slowProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.calls.Add(1)
-	p.proxy.ServeHTTP(w, r)
+	// Forwarded as it came (a benchmark's server: no hop-by-hop headers
+	// to strip, no X-Forwarded-For), the answer copied back.
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	out.ContentLength, out.Header = r.ContentLength, r.Header
+	resp, err := p.client.Do(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
 }
 
 // Stop closes the proxy's listener and connections.
