@@ -125,3 +125,9 @@ func procStats() []procStat {
 	}
 	return out
 }
+
+// cpuSeconds reads the seconds of a cpuRow's value ("12.3 s").
+func cpuSeconds(v string) float64 {
+	f, _ := strconv.ParseFloat(strings.TrimSuffix(v, " s"), 64)
+	return f
+}

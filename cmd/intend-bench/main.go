@@ -343,12 +343,16 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 		return err
 	}
 	exported := time.Since(t0)
+	cpuP1 := treeCPU()
 	t1 := time.Now()
 	run, err := releaseAndWait(ctx, c, v.Version)
 	if err != nil {
 		return err
 	}
 	deployed := time.Since(t1)
+	p1CPU := cpuRow("P1: CPU of the process tree, release → all recorded", cpuP1, treeCPU())
+	p1CPU.note += fmt.Sprintf("; %.0f µs per resource (the REST benchmark's, -rest, are next to it in docs/benchmarks.md)",
+		cpuSeconds(p1CPU.value)*1e6/float64(n))
 	if run.Deployed != n {
 		return fmt.Errorf("first deploy: %+v, want %d deployed", run, n)
 	}
@@ -358,6 +362,7 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 	rows = append(rows,
 		row{"export " + fmt.Sprint(n) + " resources (PUT versions)", exported.Round(time.Millisecond).String(), fmt.Sprintf("%.0f resources/s", float64(n)/exported.Seconds())},
 		row{"P1 first deploy, release → all recorded", deployed.Round(time.Millisecond).String(), fmt.Sprintf("%.0f resources/s (bar ≥ 10,000)", float64(n)/deployed.Seconds())},
+		p1CPU,
 		row{"P1 end to end incl. export", (exported + deployed).Round(time.Millisecond).String(), fmt.Sprintf("%.0f resources/s", float64(n)/(exported+deployed).Seconds())},
 	)
 
