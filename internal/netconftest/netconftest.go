@@ -164,6 +164,13 @@ func StartWith(t testing.TB, o Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		// Before it stops: what the device said, when the test failed.
+		if t.Failed() {
+			l := s.Log()
+			t.Logf("netconftest: the server's logs (the last 8 KiB):\n%s", l[max(0, len(l)-8<<10):])
+		}
+	})
 	return s
 }
 

@@ -19,6 +19,9 @@ type framer struct {
 	w       io.Writer
 	chunked bool
 	max     int64
+	// pending is sent with the next message, in the same write (a
+	// test's way to make a device read both at once).
+	pending []byte
 }
 
 func newFramer(r io.Reader, w io.Writer, max int64) *framer {
@@ -28,6 +31,8 @@ func newFramer(r io.Reader, w io.Writer, max int64) *framer {
 // write sends one message.
 func (f *framer) write(msg []byte) error {
 	var buf bytes.Buffer
+	buf.Write(f.pending)
+	f.pending = nil
 	if f.chunked {
 		fmt.Fprintf(&buf, "\n#%d\n", len(msg))
 		buf.Write(msg)

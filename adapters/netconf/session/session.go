@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -67,6 +68,10 @@ type Config struct {
 	// MaxReply bounds the size of one message from the device in bytes.
 	// Zero means DefaultMaxReply.
 	MaxReply int64
+	// NoProbe skips Dial's first RPC, the probe that a device reads the
+	// session's framing (see Dial): for a device whose answer to the
+	// first RPC is what is under test.
+	NoProbe bool
 }
 
 // EditOptions are the optional parameters of <edit-config>. Empty fields
@@ -205,6 +210,13 @@ type Session struct {
 
 // Dial connects over SSH, opens the "netconf" subsystem and exchanges
 // <hello>s; it uses chunked framing when both ends say base:1.1.
+//
+// Its first RPC is a probe (an empty get-config) after a short pause: a
+// device that got that RPC in the same read as the client's <hello>
+// (yuma123's netconfd, when the machine is busy and the two coalesce on
+// their way to it) reads it with the framing of before the <hello> and
+// never answers it. A probe that gets no answer costs the session; Dial
+// dials again, once, with a longer pause (TestDialSurvivesHelloAndRPCInOneRead).
 func Dial(ctx context.Context, c Config) (*Session, error) {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
@@ -212,6 +224,36 @@ func Dial(ctx context.Context, c Config) (*Session, error) {
 	if c.MaxReply <= 0 {
 		c.MaxReply = DefaultMaxReply
 	}
+	s, err := dial(ctx, c, 0)
+	if errors.Is(err, errNoProbeAnswer) {
+		redials.Add(1)
+		s, err = dial(ctx, c, 1)
+	}
+	return s, err
+}
+
+// redials counts the dials again after a probe got no answer (tests).
+var redials atomic.Int64
+
+// helloSettle is the pause between the <hello>s and the probe, per
+// attempt; probeWait bounds the first attempt's probe (the second waits
+// as long as any RPC may).
+var (
+	helloSettle = [2]time.Duration{10 * time.Millisecond, 250 * time.Millisecond}
+	probeWait   = 5 * time.Second
+	// coalesceFirstHello, for a test, sends the first attempt's <hello>
+	// and probe in one write.
+	coalesceFirstHello bool
+)
+
+// probeOp selects nothing: any answer, data or rpc-error, says the device
+// reads the session's framing.
+const probeOp = `<get-config><source><running/></source><filter type="subtree"></filter></get-config>`
+
+// errNoProbeAnswer: the device did not answer the probe.
+var errNoProbeAnswer = errors.New("no answer to the first RPC after <hello>")
+
+func dial(ctx context.Context, c Config, attempt int) (*Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	client, sess, stdout, stdin, err := dialSSH(ctx, c)
@@ -231,8 +273,11 @@ func Dial(ctx context.Context, c Config) (*Session, error) {
 	// Both ends send their <hello> at once (RFC 6241 section 8.1).
 	ours := `<?xml version="1.0" encoding="UTF-8"?><hello xmlns="` + baseNS + `"><capabilities>` +
 		`<capability>` + Base10 + `</capability><capability>` + Base11 + `</capability></capabilities></hello>`
-	if err := s.f.write([]byte(ours)); err != nil {
-		return nil, s.transportError("send <hello>", err)
+	coalesce := coalesceFirstHello && attempt == 0
+	if !coalesce {
+		if err := s.f.write([]byte(ours)); err != nil {
+			return nil, s.transportError("send <hello>", err)
+		}
 	}
 	msg, err := s.f.read()
 	if err != nil {
@@ -255,7 +300,33 @@ func Dial(ctx context.Context, c Config) (*Session, error) {
 	if err := s.Err(); err != nil {
 		return nil, err
 	}
-	return s, nil
+	if c.NoProbe && !coalesce {
+		return s, nil
+	}
+	if coalesce {
+		// The test's case: the <hello> and the probe in one write.
+		hello := append([]byte(ours), endOfMessage...)
+		s.f.pending = hello
+	} else {
+		time.Sleep(helloSettle[attempt])
+	}
+	wait := c.Timeout
+	if attempt == 0 {
+		wait = min(probeWait, c.Timeout)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, wait)
+	_, perr := s.rpc(pctx, "get-config", probeOp)
+	pcancel()
+	var rpcErr RPCErrors
+	switch {
+	case perr == nil, errors.As(perr, &rpcErr):
+		return s, nil
+	case errors.Is(perr, context.DeadlineExceeded) && ctx.Err() == nil && attempt == 0:
+		s.fail(fmt.Errorf("%w: %w", ErrClosed, errNoProbeAnswer))
+		return nil, errNoProbeAnswer
+	}
+	s.fail(perr)
+	return nil, perr
 }
 
 // Capabilities returns the capabilities the device announced.
