@@ -46,8 +46,9 @@ off).
 
 State survives in <data-dir> (default DIR/data/deploy): a second run only
 deploys what changed. With --repair it re-verifies every resource, as
-intend repair-now does, and puts back what drifted on the targets. Resources that wait for a fact (undefined) are
-compiled again once the deploy has reported facts.
+intend repair-now does, and puts back what drifted on the targets.
+Resources that wait for a fact (undefined) are compiled again once the
+deploy has reported facts.
 
 Exit codes: 0 when everything deployed; 1 when a resource failed, was
 skipped or found no executor (the summary names them), or the model does
