@@ -31,7 +31,9 @@ var (
 func intendBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "intend-bin-")
+		// In the test process's directory, removed when it ends: 64 MB a
+		// run otherwise, left in $TMPDIR for good.
+		dir, err := os.MkdirTemp(testenv.ProcessDir(t), "intend-bin-")
 		if err != nil {
 			buildErr = err
 			return

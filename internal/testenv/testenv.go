@@ -170,6 +170,17 @@ func stop() {
 	}
 }
 
+// ProcessDir returns a directory of this test process's own, removed
+// when its TestMain ends: for what a test binary makes once (a built
+// binary), which a temporary directory of its own would leave behind.
+func ProcessDir(t testing.TB) string {
+	t.Helper()
+	if err := started(); err != nil {
+		t.Fatal(err)
+	}
+	return tmpDir
+}
+
 // Database creates a database of the newest schema for t alone and returns
 // its URL. It is dropped when t ends, open connections or not.
 func Database(t testing.TB) string {
