@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -102,31 +100,8 @@ func quickstart(t *testing.T) (dir, root string) {
 // from) moved there too, and returns the project and the root.
 func copyExample(t *testing.T, name, from string) (dir, root string) {
 	t.Helper()
-	tmp := t.TempDir()
-	dir, root = filepath.Join(tmp, "project"), filepath.Join(tmp, "www")
-	src := filepath.Join("../../examples", name)
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			if d.Name() == "data" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		b = bytes.ReplaceAll(b, []byte(strconv.Quote(from)), []byte(strconv.Quote(root)))
-		return os.WriteFile(filepath.Join(dir, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, root
+	root = filepath.Join(t.TempDir(), "www")
+	return copyExampleWith(t, name, map[string]string{from: root}), root
 }
 
 // TestEmbeddedDeploy runs `intend deploy` on the quick start as `make demo`
