@@ -526,13 +526,16 @@ func TestRefusedRefs(t *testing.T) {
 	}
 }
 
-// Expire reaches every running plugin.
+// Expire reaches every running plugin; Close stops them all, failing
+// the calls in flight transient, and starts none after.
 func TestExpireAndClose(t *testing.T) {
 	h, s := newTestHost(t, Options{})
 	bin := lifeBinary(t)
 	var pids []int
+	var hd adapters.Handler
 	for i := range 2 {
-		hd, err := h.Handler(context.Background(), "env1", lifeRef(s.put(variant(bin, i))), "test::Life")
+		var err error
+		hd, err = h.Handler(context.Background(), "env1", lifeRef(s.put(variant(bin, i))), "test::Life")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -541,7 +544,31 @@ func TestExpireAndClose(t *testing.T) {
 	if err := h.Expire(context.Background(), []adapters.Scope{{Environment: "env1", Version: 3}}); err != nil {
 		t.Fatal(err)
 	}
+	// A plugin without the "diff" capability: the engine's diff, through
+	// the host's handler too.
+	r := res(t, "d", map[string]any{"a": "x"})
+	d := hd.(adapters.Differ).Diff(r, adapters.Observation{Exists: true, Attributes: map[string]any{"a": "y"}})
+	if len(d) != 1 || d["a"].From != "y" || d["a"].To != "x" {
+		t.Fatalf("diff %v", d)
+	}
+	inFlight := make(chan error, 1)
+	go func() {
+		inFlight <- hd.Create(context.Background(), adapters.NewContext(), res(t, "hung", map[string]any{"hang": true}))
+	}()
+	waitUntil(t, "the call in flight", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, sl := range h.slots {
+			if sl.proc != nil && sl.proc.inflight > 0 {
+				return true
+			}
+		}
+		return false
+	})
 	h.Close()
+	if err := <-inFlight; adapters.ClassOf(err) != adapters.ClassTransient || !strings.Contains(err.Error(), "the executor is stopping") {
+		t.Fatalf("the call in flight: %v, want transient: the executor is stopping …", err)
+	}
 	for _, pid := range pids {
 		if alive(pid) {
 			t.Fatalf("pid %d runs after Close", pid)
