@@ -224,3 +224,16 @@ type Registry interface {
 	// versions that an open (pending or running) deploy run deploys.
 	OpenRunVersions(ctx context.Context, envIDs []string) (map[string]map[int64]bool, error)
 }
+
+// Plugin is an adapter plugin a version requires: the types it serves and
+// the artifact to run per platform.
+type Plugin struct {
+	Name    string   `json:"name"`              // "kv" (unique within a version)
+	Module  string   `json:"module,omitempty"`  // the module that ships it
+	Version string   `json:"version,omitempty"` // the module's version, informational
+	Runtime string   `json:"runtime"`           // "exec" | "python3"
+	Types   []string `json:"types"`             // ["kv::Entry"]; a type is served by one plugin of a version
+	// Artifacts maps a platform ("linux/amd64"; "any" for python3) to the
+	// artifact's digest, "sha256:<64 hex>".
+	Artifacts map[string]string `json:"artifacts"`
+}
