@@ -27,7 +27,7 @@ func TestTestCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := strings.Replace(string(b), `mode:         "0640"`, `mode:         "0600"`, 1)
+	changed := strings.Replace(string(b), `mode:    "0640"`, `mode:    "0600"`, 1)
 	if changed == string(b) {
 		t.Fatal("examples/quickstart/main_test.cue no longer expects mode 0640")
 	}

@@ -1,10 +1,13 @@
 package modeltest
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"cuelang.org/go/cue/format"
 )
 
 // TestExamples runs the examples' tests: the quick start's and the
@@ -14,6 +17,15 @@ func TestExamples(t *testing.T) {
 		dir   string
 		tests int
 	}{{"quickstart", 4}, {"lsm", 4}} {
+		// As cue fmt leaves it: a model author's editor formats it so.
+		file := filepath.Join("..", "..", "examples", c.dir, "main_test.cue")
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if formatted, err := format.Source(src); err != nil || !bytes.Equal(formatted, src) {
+			t.Errorf("%s is not as cue fmt formats it (%v):\n%s", file, err, formatted)
+		}
 		rep := run(t, filepath.Join("..", "..", "examples", c.dir), Options{})
 		if f := failures(rep); len(f) > 0 || rep.Passed != c.tests {
 			t.Errorf("examples/%s: %d passed, want %d; failures:\n%s", c.dir, rep.Passed, c.tests, strings.Join(f, "\n"))
