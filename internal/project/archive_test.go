@@ -33,8 +33,10 @@ func TestArchiveRoundTrip(t *testing.T) {
 	writeFiles(t, dir, map[string]string{
 		"intend.yaml": "name: x\n", "main.cue": "package main\n", "lib/web/web.cue": "package web\n",
 		"cue.mod/module.cue": "module: \"a.b/c\"\n",
-		// These stay out: state, version control, and the token file.
+		// These stay out: state, version control, the token file, and
+		// the model's tests (intend test), which no compile reads.
 		"data/deploy/pg/PG_VERSION": "15", ".git/HEAD": "ref", ".intend": "token: secret\n", "lib/.git/config": "x",
+		"main_test.cue": "package main\n\ntests: {}\n", "lib/web/web_test.cue": "package web\n",
 	})
 	packed, err := project.Archive(dir)
 	if err != nil {
