@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	pb "github.com/intendhq/intend/adapters/plugin/adapterv1"
+	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/pythonplugin"
 )
 
@@ -205,8 +208,8 @@ func TestINILifecycle(t *testing.T) {
 	if err := os.WriteFile(path, []byte(orig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	attrs := map[string]any{"path": path, "section": "server", "key": "port", "value": "8080", "option": path + ":server.port"}
-	id := "ini::Option[localhost,option=" + path + ":server.port]"
+	attrs := map[string]any{"path": path, "section": "server", "key": "port", "value": "8080", "option": path + "[server]port"}
+	id := "ini::Option[localhost,option=" + path + "[server]port]"
 	var n uint64
 	call := func(op pb.Op, a map[string]any, diff string) *pb.Reply {
 		n++
@@ -534,4 +537,71 @@ func TestPythonUnit(t *testing.T) {
 		t.Fatalf("python unit tests: no OK:\n%s", out)
 	}
 	t.Logf("%s", out)
+}
+
+// iniModel compiles a model using the ini package's #Option (vendored
+// under cue.mod/pkg as a module would be) and returns its resources.
+func iniModel(t *testing.T, resources string) ([]compiler.Resource, error) {
+	t.Helper()
+	dir := t.TempDir()
+	def, err := os.ReadFile(filepath.Join(pythonplugin.INI(), "ini.cue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"intend.yaml":                         "name: example\n",
+		"main.cue":                            "package main\n\nimport \"example.com/ini\"\n\nresources: {\n" + resources + "\n}\n",
+		"cue.mod/pkg/example.com/ini/ini.cue": string(def),
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := compiler.Compile(t.Context(), compiler.Options{Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	return res.Resources, nil
+}
+
+// TestINIModel: the CUE definition gives the id the adapter expects and
+// refuses what the adapter's validate refuses.
+func TestINIModel(t *testing.T) {
+	rs, err := iniModel(t, `port: ini.#Option & {path: "/etc/app.ini", section: "server", key: "Port", value: "8080"}
+gone: ini.#Option & {path: "/etc/app.ini", section: "server", key: "old", purged: true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]compiler.Resource{}
+	for _, r := range rs {
+		ids[r.ID] = r
+	}
+	port, found := ids["ini::Option[localhost,option=/etc/app.ini[server]Port]"]
+	if !found || len(rs) != 2 {
+		t.Fatalf("ids %v", slices.Collect(maps.Keys(ids)))
+	}
+	id, err := resource.Parse(port.ID)
+	if err != nil || id.Attribute != "option" || id.Value != "/etc/app.ini[server]Port" {
+		t.Fatalf("parse %s: %+v, %v", port.ID, id, err)
+	}
+	if v := string(port.Attributes["value"]); v != `"8080"` {
+		t.Fatalf("value attribute %s", v)
+	}
+	for _, bad := range []string{
+		`x: ini.#Option & {path: "/etc/app.ini", section: "s", key: "k", value: "a\nb"}`,
+		`x: ini.#Option & {path: "/etc/app.ini", section: "s", key: "k"}`,
+		`x: ini.#Option & {path: "etc/app.ini", section: "s", key: "k", value: "v"}`,
+		`x: ini.#Option & {path: "/etc/app.ini", section: "s]", key: "k", value: "v"}`,
+		`x: ini.#Option & {path: "/etc/app.ini", section: "s", key: "a=b", value: "v"}`,
+		`x: ini.#Option & {path: "/etc/app.ini", section: "s", key: "k", value: " v"}`,
+	} {
+		if _, err := iniModel(t, bad); err == nil {
+			t.Errorf("compiled: %s", bad)
+		}
+	}
 }

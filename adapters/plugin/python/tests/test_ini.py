@@ -86,7 +86,7 @@ class IniTest(unittest.TestCase):
     def test_validate(self):
         self.h.validate(Context(), self.r())
         self.h.validate(Context(), Resource("x", {"path": self.path, "section": "S", "key": "k"}, True))
-        for attr, bad in [("value", "a\nb"), ("value", " a"), ("section", "a]"), ("key", "#k"), ("key", "k:"),
+        for attr, bad in [("value", "a\nb"), ("value", " a"), ("section", "a]"), ("section", "a[b"), ("key", "#k"), ("key", "k:"), ("key", "k[0]"),
                           ("path", "a.ini"), ("path", "/a/../b.ini"), ("value", 3)]:
             attrs = {"path": self.path, "section": "S", "key": "k", "value": "v", attr: bad}
             with self.assertRaisesRegex(PermanentError, "^%s: " % attr, msg="%s=%r" % (attr, bad)):

@@ -114,11 +114,12 @@ class IniOption(Handler):
                 raise PermanentError("%s: must not contain a newline" % name)
         if not os.path.isabs(a["path"]) or os.path.normpath(a["path"]) != a["path"]:
             raise PermanentError("path: must be absolute and clean, not %r" % a["path"])
-        if not a["section"] or "]" in a["section"]:
-            raise PermanentError("section: must be non-empty and hold no ']'")
+        if not a["section"] or "[" in a["section"] or "]" in a["section"]:
+            raise PermanentError("section: must be non-empty and hold no bracket")
         k = a["key"]
-        if not k or k != k.strip() or "=" in k or ":" in k or k[0] in "[#;":
-            raise PermanentError("key: must be non-empty, without '=', ':', surrounding blanks or a leading '[', '#' or ';'")
+        if not k or k != k.strip() or any(c in k for c in "=:[]") or k[0] in "#;":
+            raise PermanentError("key: must be non-empty, without '=', ':', brackets, surrounding blanks "
+                                 "or a leading '#' or ';'")
         v = a.get("value")
         if isinstance(v, str) and v != v.strip():
             raise PermanentError("value: must not begin or end with blanks (configparser strips them)")
