@@ -605,3 +605,88 @@ gone: ini.#Option & {path: "/etc/app.ini", section: "server", key: "old", purged
 		}
 	}
 }
+
+// BenchmarkObserveUpdate measures a Python plugin's own CPU per resource
+// for an observe and an update, in batches of 100 calls per HostMessage,
+// and its start time to the handshake line: for ini::Option (100 options
+// over 10 files) and for a type that does nothing (the SDK's own cost).
+//
+//	go test -run '^$' -bench ObserveUpdate -benchtime 20x ./internal/pythonplugin
+func BenchmarkObserveUpdate(b *testing.B) {
+	b.Run("ini", func(b *testing.B) { benchObserveUpdate(b, pythonplugin.INI(), "ini::Option") })
+	b.Run("noop", func(b *testing.B) {
+		benchObserveUpdate(b, filepath.Join(pythonplugin.Root(), "adapters", "plugin", "python", "tests", "testplugin"), "test::Noop")
+	})
+}
+
+func benchObserveUpdate(b *testing.B, dir, typ string) {
+	pyz := pythonplugin.Build(b, dir)
+	var started time.Duration
+	for range 5 {
+		p := pythonplugin.Start(b, pyz)
+		started += p.Started
+	}
+	p := pythonplugin.Start(b, pyz)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := pb.NewAdapterClient(p.Conn).Session(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmp := b.TempDir()
+	const batch = 100
+	rs := make([]*pb.Resource, batch)
+	for i := range rs {
+		a, _ := json.Marshal(map[string]any{"path": filepath.Join(tmp, fmt.Sprintf("f%d.ini", i%10)), "section": "s",
+			"key": fmt.Sprintf("k%d", i), "value": "0"})
+		rs[i] = &pb.Resource{Id: fmt.Sprintf("%s[localhost,option=%d]", typ, i), AttributesJson: a}
+	}
+	var id uint64
+	round := func(op pb.Op, value int) {
+		m := &pb.HostMessage{}
+		for _, r := range rs {
+			id++
+			c := &pb.Call{Id: id, Op: op, Resource: r}
+			if op == pb.Op_OP_UPDATE {
+				var a map[string]any
+				_ = json.Unmarshal(r.AttributesJson, &a)
+				a["value"] = fmt.Sprint(value)
+				c.Resource = &pb.Resource{Id: r.Id}
+				c.Resource.AttributesJson, _ = json.Marshal(a)
+				c.DiffJson = []byte(fmt.Sprintf(`{"value":{"from":"%d","to":"%d"}}`, value-1, value))
+			}
+			m.Calls = append(m.Calls, c)
+		}
+		if err := st.Send(m); err != nil {
+			b.Fatal(err)
+		}
+		for n := 0; n < batch; {
+			pm, err := st.Recv()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range pm.Replies {
+				if r.Error != nil {
+					b.Fatalf("%s: %s", op, r.Error.Message)
+				}
+			}
+			n += len(pm.Replies)
+		}
+	}
+	round(pb.Op_OP_CREATE, 0)
+	cpu0, err := p.CPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		round(pb.Op_OP_OBSERVE, 0)
+		round(pb.Op_OP_UPDATE, i+1)
+	}
+	b.StopTimer()
+	cpu1, _ := p.CPU()
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N*batch), "plugin-cpu-µs/resource")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "wall-µs/resource")
+	b.ReportMetric(float64(started.Milliseconds())/5, "start-ms")
+	b.ReportMetric(0, "ns/op")
+}

@@ -21,6 +21,13 @@ class Base(Handler):
         pass
 
 
+class Noop(Base):
+    """observe finds it, update does nothing: the SDK's own cost."""
+
+    def observe(self, ctx, r):
+        return Observation(True, {"value": "0"})
+
+
 class Sleep(Base):
     """observe waits until the call is cancelled or its deadline passes."""
 
@@ -89,4 +96,4 @@ class Cached(Base):
 
 
 serve({"test::Sleep": Sleep(), "test::Boom": Boom(), "test::Log": Log(), "test::Throttle": Throttle(),
-       "test::Cached": Cached()}, name="testplugin", version="0")
+       "test::Cached": Cached(), "test::Noop": Noop()}, name="testplugin", version="0")
