@@ -18,9 +18,12 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/conformance"
 	pb "github.com/intendhq/intend/adapters/plugin/adapterv1"
 	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/pluginhost"
 	"github.com/intendhq/intend/internal/pythonplugin"
 )
 
@@ -689,4 +692,93 @@ func benchObserveUpdate(b *testing.B, dir, typ string) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "wall-µs/resource")
 	b.ReportMetric(float64(started.Milliseconds())/5, "start-ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// TestConformanceINI runs the conformance suite against the Python
+// ini::Option through the host's proxy (pluginhost.NewClient), with the
+// engine on the host, as an executor runs it.
+func TestConformanceINI(t *testing.T) {
+	ini, _ := builds(t)
+	p := pythonplugin.Start(t, ini)
+	c, err := pluginhost.NewClient(t.Context(), p.Conn, "ini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(nil) })
+	h, found := c.Handler("ini::Option")
+	if !found {
+		t.Fatalf("the plugin serves %v", c.Types())
+	}
+	path := filepath.Join(t.TempDir(), "app.ini")
+	const others = "[other]\nkeep = me\n\n[server]\nhost = example.org\n\n"
+	if err := os.WriteFile(path, []byte(others), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	option := func(attrs map[string]any) adapters.Resource {
+		a := map[string]any{"path": path, "section": "server", "key": "port", "value": "8080"}
+		maps.Copy(a, attrs)
+		a["option"] = path + "[server]port"
+		return adapters.Resource{ID: resource.ID{Type: "ini::Option", Agent: "localhost", Attribute: "option", Value: a["option"].(string)},
+			Attributes: a}
+	}
+	conformance.Run(t, conformance.Case{
+		Handler: h,
+		Desired: option(nil),
+		Updated: option(map[string]any{"value": "9090"}),
+		Invalid: map[string]adapters.Resource{
+			"value":   option(map[string]any{"value": "80\nevil = 1"}),
+			"key":     option(map[string]any{"key": "port=1"}),
+			"section": option(map[string]any{"section": "server]\n[x"}),
+		},
+		Exists: func(t testing.TB) bool {
+			t.Helper()
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Contains(string(b), "\nport = ")
+		},
+	})
+	if b, err := os.ReadFile(path); err != nil || string(b) != others {
+		t.Errorf("after the suite the file is %q (%v), want %q", b, err, others)
+	}
+
+	// Through the engine: the plugin's log lines and facts reach the
+	// host's context.
+	hc := adapters.NewContext()
+	defer hc.Close()
+	out, err := adapters.Run(t.Context(), h, hc, option(nil), false)
+	if err != nil || out.Action != adapters.OpCreate {
+		t.Fatalf("run: %v, %v", out, err)
+	}
+	if logs := hc.Logs(); len(logs) == 0 || logs[len(logs)-1].Message != "set" {
+		t.Fatalf("logs %v, want the plugin's \"set\"", logs)
+	}
+	if f := hc.Facts(); fmt.Sprint(f["section_options"]) != "2" {
+		t.Fatalf("facts %v, want section_options 2", f)
+	}
+}
+
+// TestProxyErrors: an exception in a Python handler is a permanent error
+// with its type and message on the host; a throttled one keeps its delay.
+func TestProxyErrors(t *testing.T) {
+	_, test := builds(t)
+	p := pythonplugin.Start(t, test)
+	c, err := pluginhost.NewClient(t.Context(), p.Conn, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(nil) })
+	boom, _ := c.Handler("test::Boom")
+	r := adapters.Resource{ID: resource.ID{Type: "test::Boom", Agent: "a", Attribute: "k", Value: "1"}, Attributes: map[string]any{}}
+	_, err = boom.Observe(t.Context(), adapters.NewContext(), r)
+	if adapters.ClassOf(err) != adapters.ClassPermanent || !strings.Contains(err.Error(), "ValueError: boom in test::Boom[a,k=1]") {
+		t.Fatalf("exception: %v (class %s)", err, adapters.ClassOf(err))
+	}
+	th, _ := c.Handler("test::Throttle")
+	r.ID.Type = "test::Throttle"
+	_, err = th.Observe(t.Context(), adapters.NewContext(), r)
+	if adapters.ClassOf(err) != adapters.ClassThrottled || adapters.RetryAfterOf(err) != 2500*time.Millisecond {
+		t.Fatalf("throttled: %v (class %s, after %v)", err, adapters.ClassOf(err), adapters.RetryAfterOf(err))
+	}
 }
