@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,8 +69,18 @@ type Plugin struct {
 
 	mu     sync.Mutex
 	stderr bytes.Buffer
+	stdout bytes.Buffer // after the handshake line
 	done   chan struct{}
 	err    error
+}
+
+// Stdout returns what the plugin wrote to stdout after its handshake
+// line, once the process has exited (go-plugin logs it).
+func (p *Plugin) Stdout() string {
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String()
 }
 
 // Stderr returns what the plugin wrote to stderr so far (its log).
@@ -129,8 +140,14 @@ func Start(t testing.TB, pyz string) *Plugin {
 	})
 	line := make(chan string, 1)
 	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		r := bufio.NewReader(stdout)
+		s, _ := r.ReadString('\n')
 		line <- s
+		// What follows the handshake (nothing, from the SDK) is kept.
+		b, _ := io.ReadAll(r)
+		p.mu.Lock()
+		p.stdout.Write(b)
+		p.mu.Unlock()
 	}()
 	var hs string
 	select {

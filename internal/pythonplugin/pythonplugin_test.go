@@ -421,6 +421,9 @@ func TestLogsFactsChangedDiff(t *testing.T) {
 	if !slices.Equal(levels, []string{"DEBUG", "INFO", "WARN", "ERROR", "WARN"}) {
 		t.Fatalf("levels %v", levels)
 	}
+	if debug := string(r.Logs[0].AttrsJson); debug != `{"n":1,"nan":"nan"}` {
+		t.Errorf("debug line's attributes %s: NaN, which JSON has not, as its str", debug)
+	}
 	info := r.Logs[1]
 	if info.Msg != "found" || string(info.AttrsJson) != `{"where":"here","out":"s3cret"}` || !slices.Equal(info.SensitiveOutputs, []string{"out"}) {
 		t.Fatalf("info line: %v", info)
@@ -443,6 +446,16 @@ func TestLogsFactsChangedDiff(t *testing.T) {
 	ok(t, "diff", r)
 	if string(r.DiffJson) != `{"where/x":{"from":"there","to":"here"}}` {
 		t.Fatalf("diff %s", r.DiffJson)
+	}
+	// print() goes to the log, never to stdout (the protocol's).
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if out := p.Stdout(); out != "" {
+		t.Errorf("stdout after the handshake: %q, want nothing", out)
+	}
+	if !strings.Contains(p.Stderr(), "printed by the adapter") {
+		t.Errorf("the adapter's print() is not in the plugin's log:\n%s", p.Stderr())
 	}
 }
 

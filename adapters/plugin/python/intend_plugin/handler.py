@@ -173,7 +173,7 @@ class Context:
             self.warning("fact without a name ignored")
             return
         try:
-            json.dumps(value)
+            json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as err:
             self.warning("fact dropped: its value is not JSON", fact=name, error=str(err))
             return

@@ -39,8 +39,22 @@ def _error(klass, message, retry_after=None):
     return e
 
 
-def _json(value):
-    return json.dumps(value, separators=(",", ":"), default=str).encode()
+def _json(attrs):
+    """A log line's attributes as JSON: a value JSON cannot hold is logged
+    as its str (NaN and infinities too, which JSON has not)."""
+    try:
+        return json.dumps(attrs, separators=(",", ":"), default=str, allow_nan=False).encode()
+    except ValueError:
+        return json.dumps({k: v if _plain(v) else str(v) for k, v in attrs.items()},
+                          separators=(",", ":"), default=str).encode()
+
+
+def _plain(v):
+    try:
+        json.dumps(v, default=str, allow_nan=False)
+        return True
+    except ValueError:
+        return False
 
 
 class Service:
@@ -165,7 +179,7 @@ class Service:
                     line.attrs_json = _json(attrs)
             facts = ctx.facts()
             if facts:
-                reply.facts_json = _json(facts)
+                reply.facts_json = _strict_json(facts, "facts")
             if ctx._changed is not None and call.op in (pb.OP_CREATE, pb.OP_UPDATE, pb.OP_DELETE):
                 reply.changed = ctx._changed
         except Exception as err:
@@ -216,7 +230,7 @@ def _permanent(msg):
 
 def _strict_json(value, what):
     try:
-        return json.dumps(value, separators=(",", ":")).encode()
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError) as err:
         raise TypeError("%s are not JSON: %s" % (what, err)) from None
 
@@ -317,6 +331,8 @@ def serve(types, name="", version="", max_workers=32):
     try:
         sys.stdout.write("%d|%d|unix|%s|grpc\n" % (1, PROTOCOL_VERSION, path))
         sys.stdout.flush()
+        # stdout was the handshake's: an adapter's print() goes to the log.
+        sys.stdout = sys.stderr
         # Wake up now and then: an orphan (its executor died without
         # stopping it) exits too.
         while not stopping.wait(1.0):

@@ -89,6 +89,17 @@ class ServiceTest(unittest.TestCase):
         # A type without validate: the call succeeds.
         self.assertFalse(run(self.s, pb.OP_VALIDATE).HasField("error"))
 
+    def test_not_json(self):
+        class NaN(Minimal):
+            def observe(self, ctx, r):
+                ctx.set_fact("f", float("inf"))
+                return Observation(True, {"a": float("nan")})
+        r = run(Service({"t::M": NaN()}), pb.OP_OBSERVE)
+        self.assertEqual(getattr(r.error, "class"), pb.CLASS_PERMANENT)
+        self.assertIn("observed attributes are not JSON", r.error.message)
+        self.assertEqual(r.facts_json, b"")  # the fact was dropped with a warning
+        self.assertEqual(r.logs[0].msg, "fact dropped: its value is not JSON")
+
     def test_changed_only_for_changes(self):
         class Obs(Minimal):
             def observe(self, ctx, r):

@@ -53,7 +53,8 @@ class Log(Base):
     sensitive_diff_attributes = ("content",)
 
     def observe(self, ctx, r):
-        ctx.debug("looking", n=1)
+        print("printed by the adapter")
+        ctx.debug("looking", n=1, nan=float("nan"))
         ctx.info("found", where=r.attributes.get("where"), out=sensitive("s3cret"))
         ctx.warning("careful")
         ctx.error("bad", err="x")
