@@ -107,9 +107,9 @@ func (p *Plugin) Wait(timeout time.Duration) (bool, error) {
 	}
 }
 
-// Start runs the zipapp pyz with Python as go-plugin's host would (magic
-// cookie, PLUGIN_UNIX_SOCKET_DIR), reads its handshake line and dials its
-// socket. The process is killed when t ends.
+// Start runs the zipapp pyz with Python as the executor's go-plugin host
+// would (magic cookie, PLUGIN_UNIX_SOCKET_DIR), reads its handshake line
+// and dials its socket. The process is killed when t ends.
 func Start(t testing.TB, pyz string) *Plugin {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "plug")
@@ -118,9 +118,14 @@ func Start(t testing.TB, pyz string) *Plugin {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	p := &Plugin{done: make(chan struct{})}
-	p.Cmd = exec.Command(Python, pyz)
-	p.Cmd.Env = append(os.Environ(), "INTEND_PLUGIN_MAGIC_COOKIE=intend-adapter-plugin-v1",
-		"PLUGIN_UNIX_SOCKET_DIR="+dir, "PLUGIN_PROTOCOL_VERSIONS=1")
+	// As internal/pluginhost runs it: no user site-packages, an
+	// environment with nothing of the host's but PATH, LANG and TMPDIR.
+	p.Cmd = exec.Command(Python, "-s", pyz)
+	p.Cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+		"INTEND_PLUGIN_MAGIC_COOKIE=intend-adapter-plugin-v1", "PLUGIN_UNIX_SOCKET_DIR=" + dir, "PLUGIN_PROTOCOL_VERSIONS=1"}
+	if tmp := os.Getenv("TMPDIR"); tmp != "" {
+		p.Cmd.Env = append(p.Cmd.Env, "TMPDIR="+tmp)
+	}
 	p.Cmd.Stderr = p
 	stdout, err := p.Cmd.StdoutPipe()
 	if err != nil {
