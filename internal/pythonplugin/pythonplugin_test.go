@@ -1,6 +1,7 @@
 package pythonplugin_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -793,5 +794,49 @@ func TestProxyErrors(t *testing.T) {
 	_, err = th.Observe(t.Context(), adapters.NewContext(), r)
 	if adapters.ClassOf(err) != adapters.ClassThrottled || adapters.RetryAfterOf(err) != 2500*time.Millisecond {
 		t.Fatalf("throttled: %v (class %s, after %v)", err, adapters.ClassOf(err), adapters.RetryAfterOf(err))
+	}
+}
+
+// TestOrphanExits: a plugin whose host died without stopping it exits
+// (and removes its socket) on its own.
+func TestOrphanExits(t *testing.T) {
+	_, test := builds(t)
+	dir := t.TempDir()
+	// The shell is the plugin's parent; it exits a second later.
+	sh := exec.Command("/bin/sh", "-c", `"$0" -s "$1" & sleep 1`, pythonplugin.Python, test)
+	sh.Env = []string{"PATH=/usr/bin:/bin", "INTEND_PLUGIN_MAGIC_COOKIE=intend-adapter-plugin-v1", "PLUGIN_UNIX_SOCKET_DIR=" + dir}
+	stdout, err := sh.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	if err := sh.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(strings.TrimSpace(line), "|")
+	if len(parts) != 5 {
+		t.Fatalf("handshake %q", line)
+	}
+	// The SDK names its socket plugin<pid>-…: kill it if the test fails.
+	var pid int
+	if _, err := fmt.Sscanf(filepath.Base(parts[3]), "plugin%d-", &pid); err != nil || pid <= 1 {
+		t.Fatalf("socket name %s: %v", parts[3], err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(parts[3]); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphaned plugin's socket %s is still there 10s after its parent exited", parts[3])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
