@@ -53,12 +53,14 @@ func builds(t *testing.T) (ini, test string) {
 type onceT struct{ *testing.T }
 
 func (o *onceT) TempDir() string {
-	d, err := os.MkdirTemp("", "pyz")
-	if err != nil {
-		o.Fatal(err)
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "pyz")
+		if err != nil {
+			o.Fatal(err)
+		}
+		buildDir = d
 	}
-	buildDir = d
-	return d
+	return buildDir
 }
 
 func TestMain(m *testing.M) {
