@@ -842,3 +842,32 @@ func TestOrphanExits(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestStubsUpToDate: the committed Python stubs are what `make proto`
+// generates from the protos now (Debian's protoc, 3.21, the version of
+// the python3-protobuf runtime).
+func TestStubsUpToDate(t *testing.T) {
+	root := pythonplugin.Root()
+	out := t.TempDir()
+	for _, src := range []struct{ dir, file string }{
+		{"adapters/plugin/adapterv1", "adapter.proto"},
+		{"adapters/plugin/python/proto", "health.proto"},
+	} {
+		cmd := exec.Command("/usr/bin/protoc", "-I", filepath.Join(root, src.dir), "--python_out="+out, filepath.Join(root, src.dir, src.file))
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("protoc (make plugintools installs it): %v\n%s", err, b)
+		}
+		name := strings.TrimSuffix(src.file, ".proto") + "_pb2.py"
+		want, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(root, "adapters", "plugin", "python", "intend_plugin", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("adapters/plugin/python/intend_plugin/%s is not what protoc makes of %s/%s: run make proto", name, src.dir, src.file)
+		}
+	}
+}
