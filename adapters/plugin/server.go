@@ -27,6 +27,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/plugin/adapterv1"
@@ -335,24 +336,39 @@ func withDeadline(ctx context.Context, cancel context.CancelFunc, d time.Time) (
 	return dctx, func() { dcancel(); cancel() }
 }
 
+// maxMessageBytes bounds the replies the plugin puts in one message (a
+// reply larger than that goes alone): gRPC refuses a message above the
+// receiver's limit (4 MiB by default), and the observations of a batch
+// of resources of a few hundred kilobytes each would pass it together.
+const maxMessageBytes = 1 << 20
+
 // write sends the replies as they come, those ready together in one
-// message, until ctx ends. A failed send ends the session.
+// message of at most maxMessageBytes, until ctx ends. A failed send ends
+// the session.
 func (s *server) write(ctx context.Context, cancel context.CancelCauseFunc, stream adapterv1.Adapter_SessionServer, replies <-chan *adapterv1.Reply) {
+	var next *adapterv1.Reply // taken from replies, for the next message
 	for {
-		var batch []*adapterv1.Reply
-		select {
-		case r := <-replies:
-			batch = append(batch, r)
-		case <-ctx.Done():
-			return
+		if next == nil {
+			select {
+			case next = <-replies:
+			case <-ctx.Done():
+				return
+			}
+			// Let the calls that are finishing queue their replies first.
+			runtime.Gosched()
 		}
-		// Let the calls that are finishing queue their replies first.
-		runtime.Gosched()
+		batch, size := []*adapterv1.Reply{next}, proto.Size(next)
+		next = nil
 	drain:
-		for {
+		for size < maxMessageBytes {
 			select {
 			case r := <-replies:
-				batch = append(batch, r)
+				n := proto.Size(r)
+				if size+n > maxMessageBytes {
+					next = r
+					break drain
+				}
+				batch, size = append(batch, r), size+n
 			default:
 				break drain
 			}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/plugin/adapterv1"
@@ -209,8 +210,15 @@ func (c *Client) signal() {
 	}
 }
 
-// write sends what is queued, all of it in one message, each time it is
-// woken, until the session is over.
+// maxMessageBytes bounds the calls the host puts in one message (a call
+// larger than that goes alone): gRPC refuses a message above the
+// receiver's limit (4 MiB by default, in every language), and a batch of
+// resources of a few hundred kilobytes each would pass it where no call
+// alone does.
+const maxMessageBytes = 1 << 20
+
+// write sends what is queued each time it is woken, as one message (or
+// several of at most maxMessageBytes), until the session is over.
 func (c *Client) write() {
 	for {
 		select {
@@ -222,18 +230,33 @@ func (c *Client) write() {
 		// calls goes in one message rather than one each.
 		runtime.Gosched()
 		c.mu.Lock()
-		msg := &adapterv1.HostMessage{Calls: c.queue, Cancel: c.cancels}
+		calls, cancels := c.queue, c.cancels
 		c.queue, c.cancels = nil, nil
 		c.mu.Unlock()
-		if len(msg.Calls) == 0 && len(msg.Cancel) == 0 {
-			continue
-		}
-		if err := c.stream.Send(msg); err != nil {
-			if !errors.Is(err, io.EOF) {
-				c.broke(fmt.Errorf("send: %w", err))
+		for first := true; first || len(calls) > 0; first = false {
+			n, size := 0, 0
+			for ; n < len(calls); n++ {
+				s := proto.Size(calls[n])
+				if n > 0 && size+s > maxMessageBytes {
+					break
+				}
+				size += s
 			}
-			// io.EOF: the stream is over; read reports why.
-			return
+			msg := &adapterv1.HostMessage{Calls: calls[:n:n]}
+			calls = calls[n:]
+			if first {
+				msg.Cancel = cancels
+			}
+			if len(msg.Calls) == 0 && len(msg.Cancel) == 0 {
+				continue
+			}
+			if err := c.stream.Send(msg); err != nil {
+				if !errors.Is(err, io.EOF) {
+					c.broke(fmt.Errorf("send: %w", err))
+				}
+				// io.EOF: the stream is over; read reports why.
+				return
+			}
 		}
 	}
 }

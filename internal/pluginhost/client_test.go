@@ -529,3 +529,48 @@ func TestCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeBatch: calls that together pass gRPC's 4 MiB message limit,
+// each far below it, are split into several messages each way rather than
+// breaking the session.
+func TestLargeBatch(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	value := strings.Repeat("x", 300<<10)
+	queued := make(chan struct{})
+	w := &wire{beforeHostSend: func(m int64) {
+		if m == 1 {
+			<-queued
+		}
+	}}
+	var inHandler atomic.Int64
+	all := make(chan struct{})
+	c := start(t, map[string]adapters.Handler{thing: fake{
+		observe: func(_ context.Context, _ *adapters.Context, r adapters.Resource) (adapters.Observation, error) {
+			if inHandler.Add(1) == n {
+				close(all)
+			}
+			<-all
+			return adapters.Observation{Exists: true, Attributes: r.Attributes}, nil
+		},
+	}}, w)
+	h := handler(t, c, thing)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			obs, err := h.Observe(t.Context(), adapters.NewContext(), thingResource(fmt.Sprint(i), map[string]any{"v": value}))
+			if err != nil || obs.Attributes["v"] != value {
+				t.Errorf("call %d: %v", i, err)
+			}
+		})
+	}
+	waitFor(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.pending) == n
+	})
+	close(queued)
+	wg.Wait()
+	t.Logf("host: %d messages for %d calls; plugin: %d messages for %d replies", w.hostMessages.Load(),
+		w.hostCalls.Load(), w.pluginMessages.Load(), w.pluginReplies.Load())
+}
