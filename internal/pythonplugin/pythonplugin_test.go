@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/intendhq/intend/adapters"
@@ -360,6 +361,44 @@ func TestBatchCoalesced(t *testing.T) {
 		if s.msgs > 50 {
 			t.Errorf("100 replies in %d messages: hardly coalesced", s.msgs)
 		}
+	}
+}
+
+// TestLargeReplies: replies that are ready together go in messages of at
+// most 1 MiB (a larger reply alone), so that a batch of large
+// observations never passes the host's 4 MiB limit together.
+func TestLargeReplies(t *testing.T) {
+	_, test := builds(t)
+	p := pythonplugin.Start(t, test)
+	st, err := pb.NewAdapterClient(p.Conn).Session(t.Context()) // grpc-go's default limit: 4 MiB a message
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &pb.HostMessage{}
+	for i := range 30 {
+		size := 300 << 10
+		if i == 7 {
+			size = 2 << 20
+		}
+		m.Calls = append(m.Calls, &pb.Call{Id: uint64(i + 1), Op: pb.Op_OP_OBSERVE,
+			Resource: res(t, fmt.Sprintf("test::Big[localhost,k=%d]", i), map[string]any{"size": size})})
+	}
+	if err := st.Send(m); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < 30 {
+		pm, err := st.Recv()
+		if err != nil {
+			t.Fatalf("after %d of 30 replies: %v", got, err)
+		}
+		if n := proto.Size(pm); n > 1<<20+1024 && len(pm.Replies) > 1 {
+			t.Errorf("a message of %d bytes with %d replies, want at most 1 MiB or one reply", n, len(pm.Replies))
+		}
+		for _, r := range pm.Replies {
+			ok(t, fmt.Sprint("observe ", r.Id), r)
+		}
+		got += len(pm.Replies)
 	}
 }
 

@@ -25,7 +25,11 @@ from .handler import Context, Handler, Observation, Resource, capabilities
 PROTOCOL_VERSION = 1
 MAGIC_COOKIE_KEY = "INTEND_PLUGIN_MAGIC_COOKIE"
 MAGIC_COOKIE_VALUE = "intend-adapter-plugin-v1"
-MAX_REPLIES = 1000  # per PluginMessage
+# The replies that are ready go together in one message of at most
+# MAX_MESSAGE_BYTES (a larger reply alone): gRPC refuses a message above
+# the receiver's limit (4 MiB by default), which the observations of a
+# batch of large resources would pass together. As the Go SDK does.
+MAX_MESSAGE_BYTES = 1 << 20
 
 log = logging.getLogger("intend_plugin")
 
@@ -131,24 +135,28 @@ class Service:
 
         context.add_callback(on_done)
         threading.Thread(target=reader, name="session-reader", daemon=True).start()
+        nxt = None  # taken from out, for the next message
         while True:
-            item = out.get()
+            item = out.get() if nxt is None else nxt
+            nxt = None
             if item is _END:
                 return
-            replies = [item]
-            end = False
-            while len(replies) < MAX_REPLIES:
+            replies, size = [item], item.ByteSize()
+            while size < MAX_MESSAGE_BYTES:
                 try:
                     item = out.get_nowait()
                 except queue.Empty:
                     break
                 if item is _END:
-                    end = True
+                    nxt = item
+                    break
+                n = item.ByteSize()
+                if size + n > MAX_MESSAGE_BYTES:
+                    nxt = item
                     break
                 replies.append(item)
+                size += n
             yield pb.PluginMessage(replies=replies)
-            if end:
-                return
 
     def _context(self, call):
         deadline = call.deadline_unix_nano / 1e9 if call.deadline_unix_nano else None

@@ -28,6 +28,13 @@ class Noop(Base):
         return Observation(True, {"value": "0"})
 
 
+class Big(Base):
+    """observe returns an attribute of the size asked for."""
+
+    def observe(self, ctx, r):
+        return Observation(True, {"data": "x" * r.attributes["size"]})
+
+
 class Sleep(Base):
     """observe waits until the call is cancelled or its deadline passes."""
 
@@ -97,4 +104,4 @@ class Cached(Base):
 
 
 serve({"test::Sleep": Sleep(), "test::Boom": Boom(), "test::Log": Log(), "test::Throttle": Throttle(),
-       "test::Cached": Cached(), "test::Noop": Noop()}, name="testplugin", version="0")
+       "test::Cached": Cached(), "test::Noop": Noop(), "test::Big": Big()}, name="testplugin", version="0")
