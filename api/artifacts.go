@@ -61,7 +61,7 @@ func artifactTooLarge(tl *store.ArtifactTooLargeError) *Problem {
 
 // putArtifact handles PUT /environments/{env}/artifacts/{digest}: the
 // body (application/octet-stream) is stored under digest, which it must
-// hash to. 201 stored, 200 stored already (the body is not read).
+// hash to. 201 stored, 200 stored already (the body is not stored).
 func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.env(r)
 	if err != nil {
@@ -102,6 +102,11 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) error {
 		return BadRequest("the artifact's body could not be read")
 	case err != nil:
 		return err
+	}
+	if !created {
+		// Stored already: the body was not read. Read it to its end (up
+		// to the limit) so that the connection stays usable.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, lim.MaxSize))
 	}
 	detail["size"], detail["stored"] = size, created
 	a, err := s.opts.Store.GetArtifact(r.Context(), e.ID, digest)

@@ -3,11 +3,14 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -142,30 +145,21 @@ func (s *Store) PutArtifact(ctx context.Context, envID, digest string, body io.R
 		if room := lim.Quota - used; room < limit {
 			limit, over = room, &ArtifactTooLargeError{Setting: "artifact_quota", Limit: lim.Quota, Used: used}
 		}
-		h := sha256.New()
-		buf := make([]byte, ArtifactChunkSize)
-		for seq := 0; ; seq++ {
-			n, rerr := io.ReadFull(body, buf)
-			if n > 0 {
-				if size += int64(n); size > limit {
-					return over
-				}
-				h.Write(buf[:n])
-				if _, err := tx.Exec(ctx, `insert into artifact_chunks (environment_id, digest, seq, data)
-					values ($1::uuid, $2, $3, $4)`, envID, digest, seq, buf[:n]); err != nil {
-					return err
-				}
-			}
-			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-				break
-			}
-			if rerr != nil {
-				return fmt.Errorf("read the artifact: %w", rerr)
-			}
+		rows, err := newChunkRows(envID, digest, body, limit, over)
+		if err != nil {
+			return err
 		}
-		if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
-			return &DigestMismatchError{Want: digest, Got: got}
+		// One COPY streams the chunks: a row is written as its chunk
+		// arrives, through one buffer of a chunk (an INSERT a chunk
+		// would encode each twice more).
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, rows,
+			`copy artifact_chunks (environment_id, digest, seq, data) from stdin (format binary)`); err != nil {
+			if rerr := rows.failure(); rerr != nil {
+				return rerr
+			}
+			return err
 		}
+		size = rows.size
 		// The quota again, under the environment's artifact lock: uploads
 		// of other digests may have committed meanwhile.
 		if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended('intend.artifacts.' || $1, 0))`,
@@ -186,6 +180,102 @@ func (s *Store) PutArtifact(ctx context.Context, envID, digest string, body io.R
 		return false, 0, err
 	}
 	return created, size, nil
+}
+
+// chunkRows is an artifact's body as the rows of artifact_chunks in
+// COPY's binary format: a row a chunk of ArtifactChunkSize, read into
+// one buffer, hashed as it is read. Past the limit it fails with over;
+// at the body's end, with a *DigestMismatchError unless it hashed to
+// digest; a failure is kept for failure (COPY reports its own).
+type chunkRows struct {
+	body   io.Reader
+	digest string
+	limit  int64
+	over   error
+	h      hash.Hash
+	buf    []byte // the chunk
+	prefix []byte // a row's fields before its data
+	out    [][]byte
+	seq    int32
+	size   int64
+	done   bool
+
+	mu  sync.Mutex
+	err error
+}
+
+// copyHeader is COPY's binary signature, flags and header extension.
+var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+
+func newChunkRows(envID, digest string, body io.Reader, limit int64, over error) (*chunkRows, error) {
+	var id pgtype.UUID
+	if err := id.Scan(envID); err != nil {
+		return nil, NotFound("environment %q", envID)
+	}
+	// Fields: count 4; uuid (16); text digest; int4 seq; bytea.
+	prefix := binary.BigEndian.AppendUint16(nil, 4)
+	prefix = binary.BigEndian.AppendUint32(prefix, 16)
+	prefix = append(prefix, id.Bytes[:]...)
+	prefix = binary.BigEndian.AppendUint32(prefix, uint32(len(digest)))
+	prefix = append(prefix, digest...)
+	prefix = binary.BigEndian.AppendUint32(prefix, 4)
+	prefix = append(prefix, 0, 0, 0, 0, 0, 0, 0, 0) // seq, the data's length
+	return &chunkRows{body: body, digest: digest, limit: limit, over: over, h: sha256.New(),
+		buf: make([]byte, ArtifactChunkSize), prefix: prefix, out: [][]byte{copyHeader}}, nil
+}
+
+func (c *chunkRows) Read(p []byte) (int, error) {
+	for len(c.out) == 0 {
+		if c.done {
+			return 0, io.EOF
+		}
+		if err := c.next(); err != nil {
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+			return 0, err
+		}
+	}
+	n := copy(p, c.out[0])
+	if c.out[0] = c.out[0][n:]; len(c.out[0]) == 0 {
+		c.out = c.out[1:]
+	}
+	return n, nil
+}
+
+// next reads the next chunk into the rows to send, or ends them.
+func (c *chunkRows) next() error {
+	n, err := io.ReadFull(c.body, c.buf)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return fmt.Errorf("read the artifact: %w", err)
+	}
+	if n > 0 {
+		if c.size += int64(n); c.size > c.limit {
+			return c.over
+		}
+		c.h.Write(c.buf[:n])
+		l := len(c.prefix)
+		binary.BigEndian.PutUint32(c.prefix[l-8:], uint32(c.seq))
+		binary.BigEndian.PutUint32(c.prefix[l-4:], uint32(n))
+		c.seq++
+		c.out = append(c.out[:0], c.prefix, c.buf[:n])
+	}
+	if err == nil {
+		return nil
+	}
+	if got := "sha256:" + hex.EncodeToString(c.h.Sum(nil)); got != c.digest {
+		return &DigestMismatchError{Want: c.digest, Got: got}
+	}
+	c.done = true
+	c.out = append(c.out, []byte{0xff, 0xff}) // the trailer
+	return nil
+}
+
+// failure is why Read failed, nil if it did not.
+func (c *chunkRows) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // artifactsUsed is the size of the environment's complete artifacts.
