@@ -468,7 +468,11 @@ func TestBatchCarriesPlugins(t *testing.T) {
 	}
 	want := []ledger.Plugin{{Name: "kv", Module: "kv", Version: "v1.0.0", Runtime: "exec", Types: []string{"kv::Entry"},
 		Artifacts: map[string]string{"linux/amd64": digest}}}
-	same := func(a, b []ledger.Plugin) bool { x, _ := json.Marshal(a); y, _ := json.Marshal(b); return string(x) == string(y) }
+	same := func(a, b []ledger.Plugin) bool {
+		x, _ := json.Marshal(a)
+		y, _ := json.Marshal(b)
+		return string(x) == string(y)
+	}
 	for name, l := range map[string]ledger.Ledger{"store": f.st.Ledger(), "remote": remote} {
 		b, err := l.LoadBatch(ctx, e.ID, take.Run.Run, seq, "")
 		if err != nil {
