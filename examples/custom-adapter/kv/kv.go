@@ -27,15 +27,17 @@ import (
 // EntryType is the resource type that Entry manages.
 const EntryType = "kv::Entry"
 
-// Entry manages the entries of one environment file on the executor's
-// host: kv::Entry. The file is the executor's, not the resource's, so ids
-// stay short: kv::Entry[web1,key=PORT].
+// Entry manages the entries of an environment file on the executor's
+// host: kv::Entry. Ids stay short, kv::Entry[web1,key=PORT]: an agent has
+// one file.
 //
 // Attributes:
 //   - key (string, required): the id attribute; a shell-style name,
 //     [A-Za-z_][A-Za-z0-9_]*.
 //   - value (string, required unless purged): the rest of the line, on one
 //     line.
+//   - file (string, optional): the file, an absolute path; default
+//     Entry.File.
 //
 // Observe reports the first line "key=…" of the file; a missing file or
 // line does not exist. Create and Update replace that line (dropping later
@@ -62,15 +64,25 @@ type spec struct {
 
 // parse validates desired and reports every problem at once, each naming
 // its attribute, as a permanent error: retrying cannot fix an attribute.
-func (e Entry) parse(desired adapters.Resource) (spec, error) {
+// It returns the Entry of desired's file.
+func (e Entry) parse(desired adapters.Resource) (Entry, spec, error) {
 	var errs []error
-	if !filepath.IsAbs(e.File) {
+	if f, ok := desired.Attributes["file"]; ok {
+		switch str, isString := f.(string); {
+		case !isString:
+			errs = append(errs, fmt.Errorf(`attribute "file": must be a string, got %T`, f))
+		case !filepath.IsAbs(str) || filepath.Clean(str) != str:
+			errs = append(errs, fmt.Errorf(`attribute "file": %q is not an absolute, clean path`, str))
+		default:
+			e.File = str
+		}
+	} else if !filepath.IsAbs(e.File) {
 		errs = append(errs, fmt.Errorf("the executor's kv file %q is not an absolute path", e.File))
 	}
 	var s spec
 	for name := range desired.Attributes {
-		if name != "key" && name != "value" {
-			errs = append(errs, fmt.Errorf("attribute %q is unknown (kv::Entry has key and value)", name))
+		if name != "key" && name != "value" && name != "file" {
+			errs = append(errs, fmt.Errorf("attribute %q is unknown (kv::Entry has key, value and file)", name))
 		}
 	}
 	switch k, ok := desired.Attributes["key"].(string); {
@@ -99,14 +111,14 @@ func (e Entry) parse(desired adapters.Resource) (spec, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return spec{}, adapters.Permanent(fmt.Errorf("invalid %s: %w", EntryType, errors.Join(errs...)))
+		return e, spec{}, adapters.Permanent(fmt.Errorf("invalid %s: %w", EntryType, errors.Join(errs...)))
 	}
-	return s, nil
+	return e, s, nil
 }
 
 // Observe reports the entry's line, if there is one. It changes nothing.
 func (e Entry) Observe(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (adapters.Observation, error) {
-	s, err := e.parse(desired)
+	e, s, err := e.parse(desired)
 	if err != nil {
 		return adapters.Observation{}, err
 	}
@@ -135,7 +147,7 @@ func (e Entry) Update(ctx context.Context, hc *adapters.Context, desired adapter
 
 // set replaces the key's first line, drops the others, or appends one.
 func (e Entry) set(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
-	s, err := e.parse(desired)
+	e, s, err := e.parse(desired)
 	if err != nil {
 		return err
 	}
@@ -161,7 +173,7 @@ func (e Entry) set(ctx context.Context, hc *adapters.Context, desired adapters.R
 
 // Delete removes every line of the key; an absent line or file is done.
 func (e Entry) Delete(ctx context.Context, hc *adapters.Context, desired adapters.Resource) error {
-	s, err := e.parse(desired)
+	e, s, err := e.parse(desired)
 	if err != nil {
 		return err
 	}

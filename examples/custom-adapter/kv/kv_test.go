@@ -63,6 +63,8 @@ func TestEntryConformance(t *testing.T) {
 			"value": entry(map[string]any{"key": "PORT", "value": "80\nEVIL=1"}),
 			// Not a name a shell or systemd reads.
 			"key": entry(map[string]any{"key": "NOT A KEY", "value": "1"}),
+			// The file is the model's choice, but a relative one is no file.
+			"file": entry(map[string]any{"key": "PORT", "value": "1", "file": "app.env"}),
 		},
 		Exists: func(t testing.TB) bool { return hasLine(t, file, "PORT=") },
 	})
