@@ -149,8 +149,11 @@ type VersionResource struct {
 	ReceiveEvents bool            `json:"receive_events"`
 	ReportOnly    bool            `json:"report_only"`
 	Undefined     bool            `json:"undefined"`
-	ResourceSet   string          `json:"resource_set,omitempty"`
-	Hash          string          `json:"hash"`
+	// Unmanaged: the model left the resource alone; intend never
+	// observes, changes or purges it.
+	Unmanaged   bool   `json:"unmanaged"`
+	ResourceSet string `json:"resource_set,omitempty"`
+	Hash        string `json:"hash"`
 }
 
 // ResourceIntent is GET .../resources/{id}/intent: the resource as the
