@@ -86,6 +86,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxExportBytes limits version exports (default 256 MiB).
 	MaxExportBytes int64
+	// MaxFactBytes bounds a user-set fact's value, as JSON (default
+	// DefaultMaxFactBytes); MaxUserFacts the user-set facts of one
+	// environment (default DefaultMaxUserFacts).
+	MaxFactBytes, MaxUserFacts int
 	// BodyTimeout bounds how long a request's body may take to arrive
 	// (default 60 s); BulkBodyTimeout that of exports and model uploads
 	// (default 10 minutes).
@@ -177,6 +181,12 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxExportBytes <= 0 {
 		opts.MaxExportBytes = 256 << 20
+	}
+	if opts.MaxFactBytes <= 0 {
+		opts.MaxFactBytes = DefaultMaxFactBytes
+	}
+	if opts.MaxUserFacts <= 0 {
+		opts.MaxUserFacts = DefaultMaxUserFacts
 	}
 	if opts.BodyTimeout <= 0 {
 		opts.BodyTimeout = time.Minute

@@ -329,6 +329,9 @@ type Fact struct {
 	Name       string          `json:"name"`
 	Value      json.RawMessage `json:"value"`
 	UpdatedAt  time.Time       `json:"updated_at"`
+	// Source is adapter (discovered on the target) or user (set through
+	// the API; an adapter's value never replaces it).
+	Source string `json:"source"`
 }
 
 // Agent is one agent of an environment with the executors that serve it.

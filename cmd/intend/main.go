@@ -191,6 +191,7 @@ Exit codes:
 		versionCommand(g),
 		rollbackCommand(g),
 		resourceCommand(g),
+		factsCommand(g),
 		agentCommand(g),
 		deployNowCommand(g, "deploy-now"),
 		deployNowCommand(g, "repair-now"),

@@ -194,8 +194,9 @@ func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionReco
 		from unnest($2::text[], $3::text[], $4::text[]) as u(rid, name, value)
 		on conflict (environment_id, resource_id, name)
 		do update set value = excluded.value, updated_at = now()
-		-- An unchanged fact (the common case in a repair) rewrites no row.
-		where facts.value is distinct from excluded.value`,
+		-- An unchanged fact (the common case in a repair) rewrites no row;
+		-- a user's (a parameter) is never replaced by an adapter's.
+		where facts.value is distinct from excluded.value and facts.source = 'adapter'`,
 		envID, rids, names, values); err != nil {
 		return fmt.Errorf("record facts: %w", err)
 	}
