@@ -310,7 +310,7 @@ func (o *Orchestration) MarkBatch(ctx context.Context, in workflows.MarkBatchInp
 	}
 	for _, d := range done {
 		switch d.Result {
-		case ledger.ResultDeployed:
+		case ledger.ResultDeployed, ledger.ResultUnmanaged:
 			out.Deployed++
 		case ledger.ResultSkipped, ledger.ResultSkippedForDependency:
 			out.Skipped++

@@ -139,6 +139,9 @@ type Context struct {
 	timer   CallTimer
 	tracer  trace.Tracer
 	before  BeforeChange
+	// changed is what the adapter reported with SetChanged; reported says
+	// it did.
+	changed, reported bool
 }
 
 // BeforeChange is called by the engine just before it creates, updates or
@@ -331,6 +334,30 @@ func (c *Context) SetFact(name string, value any) {
 	c.mu.Unlock()
 }
 
+// SetChanged reports whether the create, update or delete the engine
+// called changed the target, overriding the engine's own decision (which
+// is "changed" whenever it called one): an adapter that acted and then
+// observed the state it started from (a command whose effect was already
+// in place) says false; one that changed more than the diff named says
+// true. The recorded outcome follows it, and so do events: a resource
+// with send_event that reports false does not make its dependents with
+// receive_events reload. It counts only when the engine called create,
+// update or delete (never in a dry-run, never for an up-to-date
+// resource). The last call wins.
+func (c *Context) SetChanged(changed bool) {
+	c.mu.Lock()
+	c.changed, c.reported = changed, true
+	c.mu.Unlock()
+}
+
+// Changed returns what the adapter reported with SetChanged, and whether
+// it reported anything (the plugin server forwards it to the host).
+func (c *Context) Changed() (changed, reported bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed, c.reported
+}
+
 // Facts returns a copy of the facts set so far, by name.
 func (c *Context) Facts() map[string]any {
 	c.mu.Lock()
@@ -357,6 +384,12 @@ const (
 	// died): the resource is unavailable, not failed, and is retried like
 	// a transient error.
 	ClassUnavailable Class = "unavailable"
+	// ClassSkipped means the adapter cannot handle the resource now and
+	// asks to be tried again later (a target in maintenance, a
+	// precondition outside intend not met yet; Inmanta's SkipResource):
+	// the resource is skipped, not failed, its dependents are skipped,
+	// and the run retries it like a throttled error.
+	ClassSkipped Class = "skipped"
 )
 
 // Error is an adapter error with its class.
@@ -383,6 +416,14 @@ func Transient(err error) error { return &Error{Class: ClassTransient, Err: err}
 // does not answer or went away mid-batch).
 func Unavailable(err error) error { return &Error{Class: ClassUnavailable, Err: err} }
 
+// Skipped marks err as "skipped, retry later": the engine records the
+// resource skipped with err's message, not failed, and the deploy run
+// tries it again after retryAfter (zero: the executor's default backoff),
+// as it does a throttled error.
+func Skipped(err error, retryAfter time.Duration) error {
+	return &Error{Class: ClassSkipped, Err: err, RetryAfter: retryAfter}
+}
+
 // Throttled marks err as throttling by the target.
 func Throttled(err error) error { return &Error{Class: ClassThrottled, Err: err} }
 
@@ -392,10 +433,11 @@ func ThrottledFor(err error, delay time.Duration) error {
 	return &Error{Class: ClassThrottled, Err: err, RetryAfter: delay}
 }
 
-// RetryAfterOf returns the delay a throttled error asked for, or zero.
+// RetryAfterOf returns the delay a throttled or skipped error asked for,
+// or zero.
 func RetryAfterOf(err error) time.Duration {
 	var e *Error
-	if errors.As(err, &e) && e.Class == ClassThrottled {
+	if errors.As(err, &e) && (e.Class == ClassThrottled || e.Class == ClassSkipped) {
 		return e.RetryAfter
 	}
 	return 0
@@ -661,6 +703,9 @@ func run(ctx context.Context, h Handler, hc *Context, desired Resource, dryRun b
 		})
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", out.Action, err)
+		}
+		if changed, reported := hc.Changed(); reported && out.Action != OpNone {
+			out.Changed = changed
 		}
 	}
 	if desired.Purged {

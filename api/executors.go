@@ -264,9 +264,10 @@ type RecordRequest struct {
 
 // The values an executor may record.
 var (
-	recordResults    = []ledger.Result{ledger.ResultDeployed, ledger.ResultFailed, ledger.ResultSkipped, ledger.ResultSkippedForDependency, ledger.ResultUnavailable}
+	recordResults = []ledger.Result{ledger.ResultDeployed, ledger.ResultFailed, ledger.ResultSkipped, ledger.ResultSkippedForDependency, ledger.ResultUnavailable,
+		ledger.ResultUnmanaged}
 	recordOperations = []string{"", "none", "create", "update", "delete"}
-	recordClasses    = []string{"", "permanent", "transient", "throttled", "unavailable"}
+	recordClasses    = []string{"", "permanent", "transient", "throttled", "unavailable", "skipped"}
 )
 
 // joinValues lists vs, comma-separated.
@@ -332,7 +333,10 @@ func (s *Server) recordBatch(w http.ResponseWriter, r *http.Request) error {
 			f("operation", "want none, create, update or delete")
 		}
 		if !slices.Contains(recordClasses, rec.ErrorClass) {
-			f("error_class", "want permanent, transient, throttled or unavailable")
+			f("error_class", "want permanent, transient, throttled, unavailable or skipped")
+		}
+		if rec.ErrorClass == "skipped" && rec.Result != ledger.ResultSkipped {
+			f("result", "an executor records skipped for an adapter's skipped error")
 		}
 		if (rec.Result == ledger.ResultUnavailable) != (rec.ErrorClass == "unavailable") {
 			f("result", "an executor records unavailable for an adapter's unavailable error, and only then")

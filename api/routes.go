@@ -99,6 +99,10 @@ func (s *Server) Handler() http.Handler {
 			r.Method(http.MethodGet, "/resources/*", s.inEnv("resource.read", read, s.getResource))
 			r.Method(http.MethodGet, "/actions", s.inEnv("action.list", read, s.listActions))
 			r.Method(http.MethodGet, "/facts", s.inEnv("fact.list", read, s.listFacts))
+			// A user sets a fact (a parameter) the model reads: what the
+			// next compile produces changes, as with a model upload.
+			r.Method(http.MethodPut, "/facts/*", s.inEnv("fact.set", author, s.setFact))
+			r.Method(http.MethodDelete, "/facts/*", s.inEnv("fact.delete", author, s.deleteFact))
 
 			r.Method(http.MethodPost, "/deploy", s.inEnv("deploy.request", operator, s.deploy))
 			r.Method(http.MethodPost, "/dryrun", s.inEnv("dryrun.request", operator, s.createDryrun))

@@ -90,6 +90,10 @@ type Options struct {
 	// store.DefaultMaxArtifactSize, 256 MiB); the environment's
 	// artifact_quota limits them together.
 	MaxArtifactSize int64
+	// MaxFactBytes bounds a user-set fact's value, as JSON (default
+	// DefaultMaxFactBytes); MaxUserFacts the user-set facts of one
+	// environment (default DefaultMaxUserFacts).
+	MaxFactBytes, MaxUserFacts int
 	// BodyTimeout bounds how long a request's body may take to arrive
 	// (default 60 s); BulkBodyTimeout that of exports and model uploads
 	// (default 10 minutes).
@@ -184,6 +188,12 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxArtifactSize <= 0 {
 		opts.MaxArtifactSize = store.DefaultMaxArtifactSize
+	}
+	if opts.MaxFactBytes <= 0 {
+		opts.MaxFactBytes = DefaultMaxFactBytes
+	}
+	if opts.MaxUserFacts <= 0 {
+		opts.MaxUserFacts = DefaultMaxUserFacts
 	}
 	if opts.BodyTimeout <= 0 {
 		opts.BodyTimeout = time.Minute

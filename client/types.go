@@ -184,8 +184,11 @@ type VersionResource struct {
 	ReceiveEvents bool            `json:"receive_events"`
 	ReportOnly    bool            `json:"report_only"`
 	Undefined     bool            `json:"undefined"`
-	ResourceSet   string          `json:"resource_set,omitempty"`
-	Hash          string          `json:"hash"`
+	// Unmanaged: the model left the resource alone; intend never
+	// observes, changes or purges it.
+	Unmanaged   bool   `json:"unmanaged"`
+	ResourceSet string `json:"resource_set,omitempty"`
+	Hash        string `json:"hash"`
 }
 
 // ResourceIntent is GET .../resources/{id}/intent: the resource as the
@@ -361,6 +364,9 @@ type Fact struct {
 	Name       string          `json:"name"`
 	Value      json.RawMessage `json:"value"`
 	UpdatedAt  time.Time       `json:"updated_at"`
+	// Source is adapter (discovered on the target) or user (set through
+	// the API; an adapter's value never replaces it).
+	Source string `json:"source"`
 }
 
 // Agent is one agent of an environment with the executors that serve it.

@@ -135,7 +135,8 @@ type batchProgress struct {
 func (p *batchProgress) tally(id string, o ledger.Outcome, errMsg string, retryAfter time.Duration, dryrun bool) {
 	p.Done++
 	switch o.Result {
-	case ledger.ResultDeployed:
+	case ledger.ResultDeployed, ledger.ResultUnmanaged:
+		// Unmanaged counts as deployed: left alone, as the model asks.
 		p.Result.Deployed++
 	case ledger.ResultSkippedForDependency, ledger.ResultSkipped:
 		p.Result.Skipped++
@@ -149,15 +150,15 @@ func (p *batchProgress) tally(id string, o ledger.Outcome, errMsg string, retryA
 		p.Result.Failures = workflows.AppendFailure(p.Result.Failures, workflows.MaxBatchFailures,
 			workflows.ResourceFailure{ID: id, Result: string(o.Result), Error: errMsg})
 	}
-	if o.Result != ledger.ResultDeployed {
+	if !o.Result.AsIntended() {
 		p.NotDeployed[id] = string(o.Result)
 	}
 	if o.Changed {
 		p.Result.Changed++
 	}
-	if (o.Result == ledger.ResultFailed || o.Result == ledger.ResultUnavailable) && !dryrun &&
+	if (o.Result == ledger.ResultFailed || o.Result == ledger.ResultUnavailable || o.Result == ledger.ResultSkipped) && !dryrun &&
 		(o.ErrorClass == string(adapters.ClassTransient) || o.ErrorClass == string(adapters.ClassThrottled) ||
-			o.ErrorClass == string(adapters.ClassUnavailable)) {
+			o.ErrorClass == string(adapters.ClassUnavailable) || o.ErrorClass == string(adapters.ClassSkipped)) {
 		p.Result.Retry++
 		p.Result.RetryAfterSeconds = max(p.Result.RetryAfterSeconds, int((retryAfter+time.Second-1)/time.Second))
 	}
@@ -557,7 +558,7 @@ func blockedBy(r ledger.Resource, i int, pos map[string]int, recs []ledger.Actio
 	outside, earlier map[string]string) (string, string) {
 	for _, q := range r.Requires {
 		if j, ok := pos[q]; ok && j < i {
-			if recs[j].Result != ledger.ResultDeployed {
+			if !recs[j].Result.AsIntended() {
 				return q, string(recs[j].Result)
 			}
 			continue
@@ -599,6 +600,9 @@ func newRecord(b ledger.Batch, r ledger.Resource, info activity.Info) ledger.Act
 func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource, info activity.Info,
 	before adapters.BeforeChange) ledger.ActionRecord {
 	rec := newRecord(b, r, info)
+	if r.Unmanaged {
+		return unmanaged(rec)
+	}
 	hc := adapters.NewContext(adapters.WithCache(e.Cache), adapters.WithSecrets(e.Secrets), adapters.WithCallTimer(e.callTimer()),
 		adapters.WithTracer(e.Tracer), adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
 		adapters.WithEvent(r.Event && b.Action != ledger.ActionDryrun), adapters.WithBeforeChange(before))
@@ -626,11 +630,19 @@ func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource
 		rec.Result = ledger.ResultFailed
 		rec.Error = err.Error()
 		rec.ErrorClass = string(adapters.ClassOf(err))
-		if rec.ErrorClass == string(adapters.ClassUnavailable) {
+		switch adapters.Class(rec.ErrorClass) {
+		case adapters.ClassUnavailable:
 			rec.Result = ledger.ResultUnavailable
+		case adapters.ClassSkipped:
+			// "Skipped, retry later": not failed; the run retries it.
+			rec.Result = ledger.ResultSkipped
 		}
 		rec.RetryAfter = adapters.RetryAfterOf(err)
-		hc.Error("attempt failed", "error", err.Error(), "class", rec.ErrorClass)
+		if rec.Result == ledger.ResultSkipped {
+			hc.Info("skipped by the adapter; retried later", "error", err.Error(), "class", rec.ErrorClass)
+		} else {
+			hc.Error("attempt failed", "error", err.Error(), "class", rec.ErrorClass)
+		}
 		var pe *adapters.PanicError
 		if errors.As(err, &pe) && e.Log != nil {
 			// The error text is masked; the stack holds no values.
@@ -646,6 +658,18 @@ func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource
 		rec.Logs, _ = json.Marshal(logs)
 		e.logAdapterLines(ctx, r.ID, logs)
 	}
+	return rec
+}
+
+// unmanaged finishes rec, the record of an attempt on a resource the model
+// left unmanaged: the adapter is never called (no observe, no change, no
+// facts, no delete even when purged) and the result is unmanaged, which
+// lets what requires it deploy, in deploys and dry-runs alike.
+func unmanaged(rec ledger.ActionRecord) ledger.ActionRecord {
+	rec.FinishedAt, rec.Result = rec.StartedAt, ledger.ResultUnmanaged
+	hc := adapters.NewContext()
+	hc.Info("unmanaged: not observed, not changed")
+	rec.Logs, _ = json.Marshal(hc.Logs())
 	return rec
 }
 

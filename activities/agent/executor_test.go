@@ -33,6 +33,10 @@ type thing struct {
 	failOn  string
 	// unreachableOn names a resource whose target cannot be reached.
 	unreachableOn string
+	// skipOn names a resource the adapter skips for now (retry in 90 s).
+	skipOn string
+	// quietOn names a resource whose create reports it changed nothing.
+	quietOn string
 }
 
 func (h *thing) Observe(_ context.Context, _ *adapters.Context, r adapters.Resource) (adapters.Observation, error) {
@@ -48,6 +52,9 @@ func (h *thing) Observe(_ context.Context, _ *adapters.Context, r adapters.Resou
 	if r.ID.Value == h.unreachableOn {
 		return adapters.Observation{}, adapters.Unavailable(errors.New("connect to 192.0.2.1:443: connection refused"))
 	}
+	if r.ID.Value == h.skipOn {
+		return adapters.Observation{}, adapters.Skipped(errors.New("the target is in maintenance"), 90*time.Second)
+	}
 	v, ok := h.state[r.ID.Value]
 	if !ok {
 		return adapters.Observation{}, nil
@@ -60,6 +67,9 @@ func (h *thing) Create(_ context.Context, hc *adapters.Context, r adapters.Resou
 	defer h.mu.Unlock()
 	h.state[r.ID.Value] = r.Attributes["v"].(string)
 	hc.Info("created", "name", r.ID.Value)
+	if r.ID.Value == h.quietOn {
+		hc.SetChanged(false)
+	}
 	return nil
 }
 
@@ -471,5 +481,174 @@ func TestBatchOfSeveralAgentsBoundsEachAgent(t *testing.T) {
 	if c.most["a"] > 4 || c.most["b"] > 4 || c.peak <= 4 {
 		t.Errorf("at most %v of one agent and %d in all at once, want at most 4 of each agent, more than 4 in all",
 			c.most, c.peak)
+	}
+}
+
+// TestExecuteBatchRecordsAnAdapterSkipSkipped: a resource whose adapter
+// says "skipped, retry later" (adapters.Skipped) is skipped, not failed,
+// with its error kept in the action log and class skipped; what requires
+// it is skipped for the dependency; the batch asks the run to retry it
+// after the delay the adapter asked for (the retry itself:
+// store.TestPlanRetryTakesAdapterSkips).
+func TestExecuteBatchRecordsAnAdapterSkipSkipped(t *testing.T) {
+	t.Parallel()
+	st, e, run, plan := storetest.Released(t, []string{
+		`{"id":"test::Thing[a,name=t000]","attributes":{"name":"t000","v":"1"}}`,
+		`{"id":"test::Thing[a,name=t001]","attributes":{"name":"t001","v":"1"},"requires":["test::Thing[a,name=t000]"]}`,
+		`{"id":"test::Thing[a,name=t002]","attributes":{"name":"t002","v":"1"}}`,
+	})
+	h := &thing{state: map[string]string{}, calls: map[string]int{}, skipOn: "t000"}
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", h)
+	ex := executor(st, reg, 4)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: plan.Batches[0].Seq, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 1 || res.Failed != 0 || res.Skipped != 2 || res.Retry != 1 || res.RetryAfterSeconds != 90 {
+		t.Errorf("result = %+v, want 1 deployed, 2 skipped, none failed, one retry after 90 s", res)
+	}
+	ctx := context.Background()
+	for rid, want := range map[string]string{"test::Thing[a,name=t000]": "skipped", "test::Thing[a,name=t001]": "skipped_for_dependency"} {
+		stt, err := st.GetResource(ctx, e.ID, rid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acts, err := st.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: rid, Limit: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stt.LastResult != want || len(acts) != 1 || acts[0].Result != want {
+			t.Errorf("%s: state %+v, actions %+v; want %s", rid, stt, acts, want)
+			continue
+		}
+		if want == "skipped" && (acts[0].ErrorClass == nil || *acts[0].ErrorClass != "skipped" ||
+			acts[0].Error == nil || !strings.Contains(*acts[0].Error, "the target is in maintenance")) {
+			t.Errorf("%s: action %+v; want class skipped with the adapter's message", rid, acts[0])
+		}
+	}
+}
+
+// TestExecuteBatchHonoursAnAdapterUnchanged: an adapter that created a
+// resource and reported it changed nothing (SetChanged(false)) is
+// recorded deployed and unchanged: the batch counts no change, the
+// action says so, and no event goes to dependents.
+func TestExecuteBatchHonoursAnAdapterUnchanged(t *testing.T) {
+	t.Parallel()
+	st, e, run, plan := setup(t, 3)
+	h := &thing{state: map[string]string{}, calls: map[string]int{}, quietOn: "t001"}
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", h)
+	ex := executor(st, reg, 4)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: plan.Batches[0].Seq, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 3 || res.Changed != 2 {
+		t.Errorf("result = %+v, want 3 deployed, 2 changed", res)
+	}
+	for name, want := range map[string]bool{"t000": true, "t001": false} {
+		stt, err := st.GetResource(context.Background(), e.ID, "test::Thing[a,name="+name+"]")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stt.LastResult != "deployed" || stt.LastProducedChange != want {
+			t.Errorf("%s: state %+v; want deployed, produced a change %v", name, stt, want)
+		}
+	}
+}
+
+// TestExecuteBatchLeavesUnmanagedResourcesAlone: a resource the model
+// left unmanaged (unmanaged: true) never reaches its adapter (no observe,
+// no change, no delete even when purged: the adapter here fails any call
+// on them); it is recorded unmanaged in the action log and its state,
+// compliant, counted with the deployed, and what requires it deploys. A
+// dry-run reports it unmanaged, not a diff.
+func TestExecuteBatchLeavesUnmanagedResourcesAlone(t *testing.T) {
+	t.Parallel()
+	st, e, run, plan := storetest.Released(t, []string{
+		`{"id":"test::Thing[a,name=t000]","attributes":{"name":"t000","v":"1"},"unmanaged":true}`,
+		`{"id":"test::Thing[a,name=t001]","attributes":{"name":"t001","v":"1"},"requires":["test::Thing[a,name=t000]"]}`,
+		`{"id":"test::Thing[a,name=t002]","attributes":{"name":"t002","v":"1"},"unmanaged":true,"purged":true}`,
+	})
+	h := &thing{state: map[string]string{"t002": "1"}, calls: map[string]int{}, failOn: "t000"}
+	reg := adapters.NewRegistry()
+	reg.Register("test::Thing", h)
+	ex := executor(st, reg, 4)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(ex.ExecuteBatch)
+	val, err := env.ExecuteActivity(ex.ExecuteBatch, workflows.BatchInput{
+		EnvironmentID: e.ID, EnvironmentName: e.Name, Run: run, Seq: plan.Batches[0].Seq, Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.BatchResult
+	if err := val.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Deployed != 3 || res.Failed != 0 || res.Skipped != 0 || res.Changed != 1 {
+		t.Errorf("result = %+v, want 3 deployed (2 of them unmanaged), one change", res)
+	}
+	if h.calls["t000"] != 0 || h.calls["t002"] != 0 || h.state["t002"] != "1" || h.state["t001"] != "1" {
+		t.Errorf("adapter calls %v, target %v; want the unmanaged ones untouched (t002 not deleted), t001 created", h.calls, h.state)
+	}
+	ctx := context.Background()
+	for rid, want := range map[string]string{"test::Thing[a,name=t000]": "unmanaged", "test::Thing[a,name=t001]": "deployed",
+		"test::Thing[a,name=t002]": "unmanaged"} {
+		stt, err := st.GetResource(ctx, e.ID, rid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acts, err := st.ListActions(ctx, e.ID, store.ActionFilter{ResourceID: rid, Limit: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stt.LastResult != want || stt.Compliance != "compliant" || len(acts) != 1 || acts[0].Result != want {
+			t.Errorf("%s: state %+v, actions %+v; want %s and compliant", rid, stt, acts, want)
+		}
+	}
+
+	dr, err := st.CreateDryrun(ctx, e.ID, plan.Version, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dplan, err := st.PlanDeploy(ctx, e.ID, dr.Run, store.BatchLimits{MaxResources: 1000}, store.Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runBatches(t, ex, e, dr.Run, dplan)
+	// The test activity environment records every attempt under its own
+	// workflow id; the dry-run's are the newest.
+	results, err := st.DryrunResults(ctx, e.ID, "default-test-workflow-id", "", 10, store.ShowOutputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range results {
+		got[r.ResourceID] = r.Status
+	}
+	if got["test::Thing[a,name=t000]"] != "unmanaged" || got["test::Thing[a,name=t002]"] != "unmanaged" ||
+		got["test::Thing[a,name=t001]"] != "unmodified" {
+		t.Errorf("dry-run statuses %v; want the unmanaged ones unmanaged", got)
+	}
+	if h.calls["t000"] != 0 || h.calls["t002"] != 0 {
+		t.Errorf("the dry-run called the adapter on unmanaged resources: %v", h.calls)
 	}
 }

@@ -63,6 +63,9 @@ var Wildcards = map[string][]Wildcard{
 		{Suffix: "/intent", Path: "/api/v1/environments/{env}/resources/{rid}/intent", Param: "rid"},
 		{Suffix: "", Path: "/api/v1/environments/{env}/resources/{rid}", Param: "rid"},
 	},
+	"/api/v1/environments/{env}/facts/*": {
+		{Path: "/api/v1/environments/{env}/facts/{rid}/{name}", Param: "rid", Last: "name"},
+	},
 }
 
 // Wildcard is one document path a wildcard route serves.
@@ -72,6 +75,9 @@ type Wildcard struct {
 	// Path is the document's path; Param the name of its parameter
 	// that takes the wildcard's value without the suffix.
 	Path, Param string
+	// Last, when set, names the parameter that takes what follows the
+	// value's last '/' (Param takes what precedes it).
+	Last string
 }
 
 // SpecPath is the document's path of a route pattern of the router, as
@@ -230,6 +236,10 @@ func (v *validator) route(pattern string, rctx *chi.Context) (string, map[string
 			continue
 		}
 		params[wc.Param] = rest
+		if wc.Last != "" {
+			i := strings.LastIndexByte(rest, '/')
+			params[wc.Param], params[wc.Last] = rest[:max(i, 0)], rest[i+1:]
+		}
 		delete(params, "*")
 		return wc.Path, params
 	}

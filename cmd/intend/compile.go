@@ -109,7 +109,7 @@ func compiledFlags(r compiler.Resource) string {
 		on   bool
 		name string
 	}{{r.Undefined, "undefined"}, {r.Purged, "purged"}, {r.SendEvent, "send_event"},
-		{r.ReceiveEvents, "receive_events"}, {r.ReportOnly, "report_only"}} {
+		{r.ReceiveEvents, "receive_events"}, {r.ReportOnly, "report_only"}, {r.Unmanaged, "unmanaged"}} {
 		if x.on {
 			f = append(f, x.name)
 		}

@@ -192,6 +192,7 @@ Exit codes:
 		versionCommand(g),
 		rollbackCommand(g),
 		resourceCommand(g),
+		factsCommand(g),
 		agentCommand(g),
 		deployNowCommand(g, "deploy-now"),
 		deployNowCommand(g, "repair-now"),

@@ -221,7 +221,8 @@ func resourceFlags(r client.VersionResource) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{r.Purged, "purged"}, {r.SendEvent, "send_event"}, {r.ReceiveEvents, "receive_events"}, {r.ReportOnly, "report_only"}} {
+	}{{r.Purged, "purged"}, {r.SendEvent, "send_event"}, {r.ReceiveEvents, "receive_events"}, {r.ReportOnly, "report_only"},
+		{r.Unmanaged, "unmanaged"}} {
 		if f.on {
 			fs = append(fs, f.name)
 		}

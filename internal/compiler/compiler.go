@@ -139,6 +139,7 @@ type Resource struct {
 	ReceiveEvents bool                       `json:"receive_events,omitempty"`
 	ReportOnly    bool                       `json:"report_only,omitempty"`
 	Undefined     bool                       `json:"undefined,omitempty"`
+	Unmanaged     bool                       `json:"unmanaged,omitempty"`
 	ResourceSet   string                     `json:"resource_set,omitempty"`
 
 	// Origin is where the model produced it: its CUE path, prefixed by the

@@ -133,7 +133,7 @@ func TestStdAgentIsAnIDsAgent(t *testing.T) {
 func TestStdMetaIsNotExported(t *testing.T) {
 	t.Parallel()
 	meta := map[string]any{"agent": "web1", "requires": []any{}, "purged": false, "send_event": true,
-		"receive_events": true, "report_only": true, "resource_set": "set"}
+		"receive_events": true, "report_only": true, "resource_set": "set", "unmanaged": true}
 	want := slices.Sorted(maps.Keys(loadStd(t).meta))
 	if got := slices.Sorted(maps.Keys(merge(meta, map[string]any{"id": nil}))); !slices.Equal(got, want) {
 		t.Fatalf("resource.#Resource has %v; this test sets %v: add the new ones", want, got)
@@ -144,6 +144,9 @@ func TestStdMetaIsNotExported(t *testing.T) {
 	}
 	if got := slices.Sorted(maps.Keys(res.Resources[0].Attributes)); !slices.Equal(got, []string{"path"}) {
 		t.Errorf("attributes %v, want [path]: the compiler takes a field of resource.#Resource for an attribute", got)
+	}
+	if !res.Resources[0].Unmanaged {
+		t.Error("unmanaged = false: the model's unmanaged: true is lost")
 	}
 }
 

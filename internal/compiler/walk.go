@@ -100,7 +100,7 @@ func (w *walker) walk(v cue.Value, path string) {
 // attribute.
 var meta = map[string]bool{
 	"id": true, "agent": true, "requires": true, "purged": true, "send_event": true,
-	"receive_events": true, "report_only": true, "resource_set": true,
+	"receive_events": true, "report_only": true, "resource_set": true, "unmanaged": true,
 }
 
 // resource decodes one resource.
@@ -182,6 +182,8 @@ func (w *walker) resource(v cue.Value, path string) {
 			r.ReceiveEvents, _ = fv.Bool()
 		case "report_only":
 			r.ReportOnly, _ = fv.Bool()
+		case "unmanaged":
+			r.Unmanaged, _ = fv.Bool()
 		case "resource_set":
 			r.ResourceSet, _ = fv.String()
 		default:

@@ -322,11 +322,12 @@ const (
 	hasReportOnly
 	hasResourceSet
 	hasUndefined
+	hasUnmanaged
 )
 
 // memberNames are the members of a resource object, in bit order.
 var memberNames = [...]string{"id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only",
-	"resource_set", "undefined"}
+	"resource_set", "undefined", "unmanaged"}
 
 // resource decodes one element of "resources". It always appends to
 // d.resources, with a zero ID when the id is bad, so that indexes keep
@@ -369,6 +370,8 @@ func (d *decoder) resource() error {
 			bit = hasResourceSet
 		case "undefined":
 			bit = hasUndefined
+		case "unmanaged":
+			bit = hasUnmanaged
 		default:
 			d.pushName(string(k))
 		}
@@ -400,6 +403,8 @@ func (d *decoder) resource() error {
 			r.ResourceSet, err = d.setName("leave resource_set out for the shared set")
 		case bit == hasUndefined:
 			r.Undefined, err = d.boolean()
+		case bit == hasUnmanaged:
+			r.Unmanaged, err = d.boolean()
 		}
 		seen |= bit
 		d.pop()

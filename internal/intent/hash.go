@@ -24,6 +24,8 @@ import (
 // resource has one more member, last: `,"undefined":true`. It is left out
 // when false, so that the hashes stored before the flag existed still
 // match, and an undefined resource never hashes like its defined form.
+// An unmanaged resource likewise has `,"unmanaged":true` after it, left
+// out when false.
 //
 // Two resources with the same intent have the same hash, however their
 // export was spelled: member order, white space and string escapes do not
@@ -84,6 +86,9 @@ func (r Resource) appendCanonical(b []byte) []byte {
 	b = strconv.AppendBool(b, r.SendEvent)
 	if r.Undefined {
 		b = append(b, `,"undefined":true`...)
+	}
+	if r.Unmanaged {
+		b = append(b, `,"unmanaged":true`...)
 	}
 	return append(b, '}')
 }

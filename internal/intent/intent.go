@@ -10,7 +10,7 @@
 //	   "requires": ["fs::File[localhost,path=/tmp/b]"],
 //	   "purged": false, "send_event": false,
 //	   "receive_events": false, "report_only": false,
-//	   "undefined": false, "resource_set": "web"}
+//	   "undefined": false, "unmanaged": false, "resource_set": "web"}
 //	]}
 //
 // An "undefined" resource is one whose attributes depend on values not
@@ -81,6 +81,10 @@ type Resource struct {
 	// requires it, directly or not, until a version defines it. A purged
 	// resource cannot be undefined.
 	Undefined bool
+	// Unmanaged is the model's unmanaged: true: the resource is in the
+	// version (others may require it) but is never observed, changed or
+	// purged; an executor records it unmanaged and its dependents deploy.
+	Unmanaged bool
 	// ResourceSet names the resource set the resource belongs to; "" is
 	// the shared set. A partial export replaces whole sets, so a resource
 	// may require only resources of its own set or shared ones, and a

@@ -736,6 +736,7 @@ func TestHashSeesEveryChange(t *testing.T) {
 		{func(r *intent.Resource) { r.ReceiveEvents = true }, "receive_events"},
 		{func(r *intent.Resource) { r.ReportOnly = true }, "report_only"},
 		{func(r *intent.Resource) { r.Undefined = true }, "undefined: a value not known yet makes another intent"},
+		{func(r *intent.Resource) { r.Unmanaged = true }, "unmanaged"},
 		{func(r *intent.Resource) { r.ResourceSet = "web" }, "a resource set"},
 		{func(r *intent.Resource) { r.ResourceSet = "null" }, `a set named "null" is not the shared set`},
 	}
@@ -829,5 +830,26 @@ func BenchmarkHash(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = r.Hash()
+	}
+}
+
+// TestDecodeUnmanaged: "unmanaged": true decodes to Unmanaged; false or
+// absent is managed, and hashes differently.
+func TestDecodeUnmanaged(t *testing.T) {
+	t.Parallel()
+	v, err := intent.DecodeBytes([]byte(`{"resources":[
+		{"id":"fs::File[h,path=/a]","attributes":{"path":"/a"},"unmanaged":true},
+		{"id":"fs::File[h,path=/b]","attributes":{"path":"/b"},"unmanaged":false},
+		{"id":"fs::File[h,path=/c]","attributes":{"path":"/c"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Resources[0].Unmanaged || v.Resources[1].Unmanaged || v.Resources[2].Unmanaged {
+		t.Fatalf("unmanaged = %v %v %v, want true false false", v.Resources[0].Unmanaged, v.Resources[1].Unmanaged, v.Resources[2].Unmanaged)
+	}
+	b := v.Resources[1]
+	b.Unmanaged = true
+	if b.Hash() == v.Resources[1].Hash() {
+		t.Error("unmanaged hashes like managed")
 	}
 }

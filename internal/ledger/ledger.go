@@ -40,6 +40,9 @@ type Resource struct {
 	Action Action `json:"action"`
 	// ReportOnly: observe and diff, never change.
 	ReportOnly bool `json:"report_only,omitempty"`
+	// Unmanaged: the model's unmanaged: true; never observed, changed or
+	// deleted; the executor records it with result unmanaged.
+	Unmanaged bool `json:"unmanaged,omitempty"`
 	// ReceiveEvents is the resource's receive_events; Event is set when a
 	// resource it requires changed after this one's last attempt (the
 	// adapter's Reload runs).

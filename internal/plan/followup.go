@@ -49,7 +49,7 @@ type Triggers struct {
 func FollowUpTriggers(outs []Outcome) Triggers {
 	var t Triggers
 	for i, o := range outs {
-		if o.Action == string(ledger.ActionDryrun) || o.Result != string(ledger.ResultDeployed) {
+		if o.Action == string(ledger.ActionDryrun) || !ledger.Result(o.Result).AsIntended() {
 			continue
 		}
 		t.Deployed = append(t.Deployed, i)

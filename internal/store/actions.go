@@ -62,7 +62,8 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		if r.Operation != "" {
 			op = r.Operation
 		}
-		if r.ErrorClass != "" && (r.Result == ledger.ResultFailed || r.Result == ledger.ResultUnavailable) {
+		if r.ErrorClass != "" && (r.Result == ledger.ResultFailed || r.Result == ledger.ResultUnavailable ||
+			r.Result == ledger.ResultSkipped) {
 			class = r.ErrorClass
 		}
 		if !inSet[i] {
@@ -102,10 +103,10 @@ func recordActions(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 		  last_result = u.result,
 		  last_attempt = u.finished,
 		  last_produced_change = u.changed,
-		  deployed_hash = case when u.result = 'deployed' then u.hash else rs.deployed_hash end,
-		  last_success = case when u.result = 'deployed' then u.finished else rs.last_success end,
+		  deployed_hash = case when u.result in ('deployed', 'unmanaged') then u.hash else rs.deployed_hash end,
+		  last_success = case when u.result in ('deployed', 'unmanaged') then u.finished else rs.last_success end,
 		  compliance = case when rs.intent_hash is distinct from u.hash then 'has_update'
-		                    when u.result = 'deployed' then 'compliant'
+		                    when u.result in ('deployed', 'unmanaged') then 'compliant'
 		                    when u.result = 'undefined' then 'undefined'
 		                    else 'non_compliant' end
 		from unnest($2::text[], $3::bytea[], $4::text[], $5::bool[], $6::timestamptz[])
@@ -193,8 +194,9 @@ func upsertFacts(ctx context.Context, tx pgx.Tx, envID string, recs []ActionReco
 		from unnest($2::text[], $3::text[], $4::text[]) as u(rid, name, value)
 		on conflict (environment_id, resource_id, name)
 		do update set value = excluded.value, updated_at = now()
-		-- An unchanged fact (the common case in a repair) rewrites no row.
-		where facts.value is distinct from excluded.value`,
+		-- An unchanged fact (the common case in a repair) rewrites no row;
+		-- a user's (a parameter) is never replaced by an adapter's.
+		where facts.value is distinct from excluded.value and facts.source = 'adapter'`,
 		envID, rids, names, values); err != nil {
 		return fmt.Errorf("record facts: %w", err)
 	}
@@ -310,7 +312,7 @@ func countProgress(ctx context.Context, tx pgx.Tx, envID string, recs []ActionRe
 			byWorkflow[k] = c
 		}
 		switch r.Result {
-		case ledger.ResultDeployed:
+		case ledger.ResultDeployed, ledger.ResultUnmanaged:
 			c.deployed++
 		case ledger.ResultUnavailable:
 			c.unavailable++

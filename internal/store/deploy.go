@@ -328,7 +328,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	rows, err := s.pool.Query(ctx, `
 		select u.rid, u.hash, c.attributes, c.purged, c.requires,
-		       case when rs.compliance = 'compliant' then 'repair' else 'deploy' end, c.report_only,
+		       case when rs.compliance = 'compliant' then 'repair' else 'deploy' end, c.report_only, c.unmanaged,
 		       c.receive_events,
 		       c.receive_events and exists (
 		           select 1 from resource_state d
@@ -345,7 +345,7 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	b.Resources, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (BatchResource, error) {
 		var x BatchResource
-		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires, &x.Action, &x.ReportOnly,
+		return x, r.Scan(&x.ID, &x.Hash, &x.Attributes, &x.Purged, &x.Requires, &x.Action, &x.ReportOnly, &x.Unmanaged,
 			&x.ReceiveEvents, &x.Event)
 	})
 	if err != nil {
@@ -369,7 +369,8 @@ func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int)
 	}
 	rows, err = s.pool.Query(ctx, `select resource_id, last_result from resource_state
 		where environment_id = $1::uuid and resource_id = any($2)
-		  and (intent_hash is null or deployed_hash is distinct from intent_hash or last_result <> 'deployed')`,
+		  and (intent_hash is null or deployed_hash is distinct from intent_hash
+		       or last_result not in ('deployed', 'unmanaged'))`,
 		envID, outside)
 	if err != nil {
 		return b, err

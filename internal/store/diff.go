@@ -40,7 +40,8 @@ type ModifiedResource struct {
 	// Changes maps each attribute that differs to its values in From and To
 	// (nil where the attribute is absent on that side), and, when they
 	// differ, "requires" (sorted id lists), "resource_set" and the flags "purged",
-	// "send_event", "receive_events", "report_only" and "undefined". An
+	// "send_event", "receive_events", "report_only", "undefined" and
+	// "unmanaged". An
 	// attribute named like one of those keys is shadowed by it when both
 	// differ.
 	Changes map[string]Change `json:"changes"`
@@ -184,13 +185,14 @@ type storedContent struct {
 	receiveEvents bool
 	reportOnly    bool
 	undefined     bool
+	unmanaged     bool
 	resourceSet   *string
 }
 
 // loadContents reads the contents with the given hashes, keyed by hash.
 func loadContents(ctx context.Context, tx pgx.Tx, envID string, hashes [][]byte) (map[string]storedContent, error) {
 	rows, err := tx.Query(ctx, `select hash, attributes, requires, purged, send_event, receive_events, report_only,
-		undefined, resource_set from resource_contents where environment_id = $1::uuid and hash = any($2::bytea[])`, envID, hashes)
+		undefined, unmanaged, resource_set from resource_contents where environment_id = $1::uuid and hash = any($2::bytea[])`, envID, hashes)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +202,7 @@ func loadContents(ctx context.Context, tx pgx.Tx, envID string, hashes [][]byte)
 		var h []byte
 		var c storedContent
 		if err := rows.Scan(&h, &c.attributes, &c.requires, &c.purged, &c.sendEvent, &c.receiveEvents, &c.reportOnly,
-			&c.undefined, &c.resourceSet); err != nil {
+			&c.undefined, &c.unmanaged, &c.resourceSet); err != nil {
 			return nil, err
 		}
 		out[string(h)] = c
@@ -258,6 +260,7 @@ func diffContents(from, to storedContent) (map[string]Change, error) {
 		{"receive_events", from.receiveEvents, to.receiveEvents},
 		{"report_only", from.reportOnly, to.reportOnly},
 		{"undefined", from.undefined, to.undefined},
+		{"unmanaged", from.unmanaged, to.unmanaged},
 	} {
 		if f.from != f.to {
 			changes[f.name] = Change{From: f.from, To: f.to}

@@ -90,8 +90,8 @@ func (s *Store) FailRun(ctx context.Context, envID string, run int64) error {
 type DryrunResult struct {
 	ResourceID string `json:"id"`
 	// Status is unmodified, modified, added, deleted, skipped, unavailable,
-	// failed or undefined (its attributes are not known yet; what requires
-	// it is skipped).
+	// failed, undefined (its attributes are not known yet; what requires
+	// it is skipped) or unmanaged (the model left it alone: not looked at).
 	Status  string          `json:"status"`
 	Changes json.RawMessage `json:"changes,omitempty"`
 	Error   *string         `json:"error,omitempty"`

@@ -303,7 +303,7 @@ func purgeVersion(ctx context.Context, tx pgx.Tx, envID string, released int64) 
 		select distinct on (vr.resource_id) vr.resource_id, c.attributes, c.requires, coalesce(c.resource_set, '')
 		from version_resources vr
 		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
-		where vr.environment_id = $1::uuid and not c.report_only and not c.undefined
+		where vr.environment_id = $1::uuid and not c.report_only and not c.undefined and not c.unmanaged
 		  and (vr.last_version is null
 		       or (vr.first_version <= $2 and vr.last_version > $2))
 		order by vr.resource_id, (vr.first_version <= $2 and (vr.last_version is null or vr.last_version > $2)) desc`,

@@ -261,7 +261,7 @@ type SetDeploy struct {
 // at 1,000 instances (TestSetReadsReadTheSetAlone). SetResources too.
 const resourceSetDeploySQL = `
 		select vr.resource_id,
-		       coalesce(rs.last_result = 'deployed' and rs.deployed_hash = vr.hash, false),
+		       coalesce(rs.last_result in ('deployed', 'unmanaged') and rs.deployed_hash = vr.hash, false),
 		       coalesce(rs.last_result = 'failed' and rs.intent_hash = vr.hash and rs.last_attempt >= $3
 		                and not exists (
 		                    select 1 from deploy_runs r

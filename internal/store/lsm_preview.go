@@ -156,7 +156,8 @@ func contentOf(r *intent.Resource) storedContent {
 		req[i] = q.String()
 	}
 	c := storedContent{attributes: r.CanonicalAttributes(), requires: req, purged: r.Purged, sendEvent: r.SendEvent,
-		receiveEvents: r.ReceiveEvents, reportOnly: r.ReportOnly, undefined: r.Undefined}
+		receiveEvents: r.ReceiveEvents, reportOnly: r.ReportOnly, undefined: r.Undefined,
+		unmanaged: r.Unmanaged}
 	if r.ResourceSet != "" {
 		set := r.ResourceSet
 		c.resourceSet = &set

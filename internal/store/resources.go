@@ -260,13 +260,17 @@ func (s *Store) ListActions(ctx context.Context, envID string, f ActionFilter) (
 	return acts[:min(len(acts), f.Limit)], nil
 }
 
-// Fact is one value an adapter discovered on the target of a resource.
+// Fact is one value an adapter discovered on the target of a resource,
+// or one a user set (a parameter).
 type Fact struct {
 	ResourceID string          `json:"resource_id"`
 	Name       string          `json:"name"`
 	Value      json.RawMessage `json:"value"`
 	// UpdatedAt is when the value last changed.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Source is adapter (discovered on the target) or user (set through
+	// the API: an adapter's value of the same name never replaces it).
+	Source string `json:"source"`
 }
 
 // ListFacts returns the facts of one resource of the environment, or of
@@ -284,7 +288,7 @@ type FactKey struct {
 // ListFactsPage is ListFacts from after on (the zero key: from the
 // start), at most limit facts (0: all).
 func (s *Store) ListFactsPage(ctx context.Context, envID, resourceID string, after FactKey, limit int) ([]Fact, error) {
-	rows, err := s.pool.Query(ctx, `select resource_id, name, value, updated_at from facts
+	rows, err := s.pool.Query(ctx, `select resource_id, name, value, updated_at, source from facts
 		where environment_id = $1::uuid and ($2 = '' or resource_id = $2) and (resource_id, name) > ($3, $4)
 		order by resource_id, name limit nullif($5, 0)`, envID, resourceID, after.ResourceID, after.Name, limit)
 	if err != nil {
@@ -292,10 +296,68 @@ func (s *Store) ListFactsPage(ctx context.Context, envID, resourceID string, aft
 	}
 	facts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Fact, error) {
 		var f Fact
-		return f, r.Scan(&f.ResourceID, &f.Name, &f.Value, &f.UpdatedAt)
+		return f, r.Scan(&f.ResourceID, &f.Name, &f.Value, &f.UpdatedAt, &f.Source)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list facts: %w", err)
 	}
 	return facts, nil
+}
+
+// UserFactLimitError is a user fact beyond the environment's limit: it has
+// that many user-set facts already. The API answers it 422.
+type UserFactLimitError struct{ Limit int }
+
+func (e *UserFactLimitError) Error() string {
+	return fmt.Sprintf("the environment has %d user-set facts, the most it may: remove one first", e.Limit)
+}
+
+// SetUserFact sets the fact name of resource rid to value (JSON) on
+// behalf of a user: source user, which an adapter's discovered value of
+// the same name never replaces. It replaces an adapter's value, and a
+// user's. A fact that is not user-set yet is refused with a
+// *UserFactLimitError when the environment has max user-set facts (max
+// <= 0: no limit); sets of one environment are serialised by a lock on
+// its row, so that the count holds.
+func (s *Store) SetUserFact(ctx context.Context, envID, rid, name string, value json.RawMessage, max int) (Fact, error) {
+	var f Fact
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockEnvironment(ctx, tx, envID); err != nil {
+			return err
+		}
+		if max > 0 {
+			var n int
+			var exists bool
+			if err := tx.QueryRow(ctx, `select count(*),
+				       coalesce(bool_or(resource_id = $2 and name = $3), false)
+				from facts where environment_id = $1::uuid and source = 'user'`, envID, rid, name).Scan(&n, &exists); err != nil {
+				return err
+			}
+			if !exists && n >= max {
+				return &UserFactLimitError{Limit: max}
+			}
+		}
+		return tx.QueryRow(ctx, `insert into facts (environment_id, resource_id, name, value, source)
+			values ($1::uuid, $2, $3, $4::jsonb, 'user')
+			on conflict (environment_id, resource_id, name)
+			do update set value = excluded.value, source = 'user', updated_at = now()
+			returning resource_id, name, value, updated_at, source`, envID, rid, name, string(value)).
+			Scan(&f.ResourceID, &f.Name, &f.Value, &f.UpdatedAt, &f.Source)
+	})
+	return f, err
+}
+
+// DeleteUserFact removes the user-set fact name of resource rid; an
+// adapter may report its own value again. A fact that is not user-set
+// (none, or an adapter's) is a *NotFoundError.
+func (s *Store) DeleteUserFact(ctx context.Context, envID, rid, name string) error {
+	tag, err := s.pool.Exec(ctx, `delete from facts
+		where environment_id = $1::uuid and resource_id = $2 and name = $3 and source = 'user'`, envID, rid, name)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return NotFound("user-set fact %q of %s", name, rid)
+	}
+	return nil
 }

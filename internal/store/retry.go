@@ -13,15 +13,16 @@ import (
 type RetryPlan struct {
 	Batches []BatchRef
 	Failed  int // last attempt failed with a transient or throttled error
-	Skipped int // last attempt skipped because a dependency was not deployed
+	Skipped int // last attempt skipped because a dependency was not deployed, or by its adapter (skipped, retry later)
 	// Unavailable: last attempt's adapter could not reach the target.
 	Unavailable int
 }
 
 // PlanRetry makes the retry batches of a run's level: for each batch of
 // seqs, one batch (same agent and level, same order) of its resources whose
-// last attempt in this run failed with a transient or throttled error or
-// was skipped for a dependency. New batches are numbered from nextSeq. It
+// last attempt in this run failed with a transient or throttled error, was
+// unavailable, was skipped by its adapter (class skipped) or was skipped
+// for a dependency. New batches are numbered from nextSeq. It
 // is idempotent: called again before the retry batches run, it returns the
 // batches it made. Making them takes the retried resources out of the
 // run's live failed and skipped counters, since their retry counts again.
@@ -54,6 +55,7 @@ func (s *Store) PlanRetry(ctx context.Context, envID string, run int64, seqs []i
 			from src join last on last.resource_id = src.rid
 			where (last.result = 'failed' and last.error_class in ('transient', 'throttled'))
 			   or (last.result = 'unavailable' and last.error_class = 'unavailable')
+			   or (last.result = 'skipped' and last.error_class = 'skipped')
 			   or last.result = 'skipped_for_dependency'
 			order by src.seq, src.ord`, envID, run, seqs, wf)
 		if err != nil {

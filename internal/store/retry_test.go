@@ -164,3 +164,44 @@ func TestPlanRetryTakesUnreachableTargets(t *testing.T) {
 		t.Fatalf("live unavailable = %d after planning the retry, want 0", n)
 	}
 }
+
+// TestPlanRetryTakesAdapterSkips: a resource its adapter skipped for now
+// (result skipped, class skipped: adapters.Skipped) is retried in the run
+// like a throttled failure, and so is what was skipped because of it; a
+// report-only resource that differs (skipped, no class) is not.
+func TestPlanRetryTakesAdapterSkips(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	started := startRun(t, st, e.ID, files(t, 4, nil))
+	run := started.Run
+	p, err := st.PlanDeploy(ctx, e.ID, run, store.DefaultBatchLimits, store.Caller{})
+	if err != nil || len(p.Batches) != 1 {
+		t.Fatalf("plan = %+v, %v; want one batch", p, err)
+	}
+	b, err := st.LoadBatch(ctx, e.ID, run, p.Batches[0].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome := []struct{ result, class string }{{"deployed", ""}, {"skipped", "skipped"},
+		{"skipped_for_dependency", ""}, {"skipped", ""}}
+	now := time.Now()
+	var recs []store.ActionRecord
+	for i, r := range b.Resources {
+		recs = append(recs, store.ActionRecord{ResourceID: r.ID, Hash: r.Hash, Version: b.Version, Action: "deploy",
+			Reason: "test", StartedAt: now, FinishedAt: now, Result: ledger.Result(outcome[i].result), ErrorClass: outcome[i].class,
+			Error: "in maintenance", WorkflowID: started.WorkflowID, RunID: "r", Attempt: 1})
+	}
+	if err := st.RecordActions(ctx, e.ID, recs); err != nil {
+		t.Fatal(err)
+	}
+	rp, err := st.PlanRetry(ctx, e.ID, run, []int{p.Batches[0].Seq}, p.NextSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rp.Batches) != 1 || rp.Batches[0].Count != 2 || rp.Batches[0].First != b.Resources[1].ID ||
+		rp.Skipped != 2 || rp.Failed != 0 {
+		t.Fatalf("retry plan = %+v, want one batch of the adapter's skip and its dependent", rp)
+	}
+}

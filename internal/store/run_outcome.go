@@ -54,7 +54,8 @@ func (s *Store) RunNotDeployed(ctx context.Context, envID string, run int64, lim
 			where environment_id = $1::uuid and workflow_id = $2
 			order by resource_id, id desc
 		), kinds as (
-			select *, result in ('failed', 'unavailable') as failed from last where result <> 'deployed'
+			select *, result in ('failed', 'unavailable') as failed from last
+			where result not in ('deployed', 'unmanaged')
 		), numbered as (
 			select *, row_number() over (partition by failed order by resource_id) as n,
 			       count(*) over (partition by failed) as total

@@ -46,6 +46,9 @@ type VersionResource struct {
 	// Undefined: the attributes depend on values not known yet (and may
 	// be incomplete); the resource is not deployed.
 	Undefined bool `json:"undefined"`
+	// Unmanaged: the model left the resource alone; it is never
+	// observed, changed or purged.
+	Unmanaged bool `json:"unmanaged"`
 	// ResourceSet is the resource's set; "" (and absent in JSON) is the
 	// shared set.
 	ResourceSet string `json:"resource_set,omitempty"`
@@ -409,7 +412,7 @@ func contentRow(r *intent.Resource, hash []byte) []any {
 		req[i] = q.String()
 	}
 	return []any{hash, r.ID.String(), string(r.CanonicalAttributes()), req,
-		r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly, r.Undefined, setColumn(r.ResourceSet)}
+		r.Purged, r.SendEvent, r.ReceiveEvents, r.ReportOnly, r.Undefined, r.Unmanaged, setColumn(r.ResourceSet)}
 }
 
 // insertContents stores contents (contentRow rows) that are not stored
@@ -421,20 +424,20 @@ func insertContents(ctx context.Context, tx pgx.Tx, envID string, contents [][]a
 	if _, err := tx.Exec(ctx, `create temp table tmp_contents (
 		hash bytea, resource_id text, attributes text, requires text[],
 		purged bool, send_event bool, receive_events bool, report_only bool, undefined bool,
-		resource_set text) on commit drop`); err != nil {
+		unmanaged bool, resource_set text) on commit drop`); err != nil {
 		return err
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"tmp_contents"},
 		[]string{"hash", "resource_id", "attributes", "requires", "purged", "send_event", "receive_events", "report_only",
-			"undefined", "resource_set"},
+			"undefined", "unmanaged", "resource_set"},
 		pgx.CopyFromRows(contents)); err != nil {
 		return fmt.Errorf("copy contents: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `insert into resource_contents
 		(environment_id, hash, resource_id, attributes, requires, purged, send_event, receive_events, report_only,
-		 undefined, resource_set)
+		 undefined, unmanaged, resource_set)
 		select $1::uuid, hash, resource_id, attributes::jsonb, requires, purged, send_event, receive_events, report_only,
-		       undefined, resource_set
+		       undefined, unmanaged, resource_set
 		from tmp_contents on conflict do nothing`, envID); err != nil {
 		return fmt.Errorf("insert contents: %w", err)
 	}
@@ -498,7 +501,7 @@ func (s *Store) GetVersion(ctx context.Context, envID string, version int64) (Ve
 func (s *Store) VersionResources(ctx context.Context, envID string, version int64, after string, limit int) ([]VersionResource, error) {
 	rows, err := s.pool.Query(ctx, `
 		select vr.resource_id, c.attributes, c.requires, c.purged, c.send_event, c.receive_events, c.report_only,
-		       c.undefined, coalesce(c.resource_set, ''), c.hash
+		       c.undefined, c.unmanaged, coalesce(c.resource_set, ''), c.hash
 		from version_resources vr
 		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
 		where vr.environment_id = $1::uuid and vr.first_version <= $2
@@ -511,7 +514,7 @@ func (s *Store) VersionResources(ctx context.Context, envID string, version int6
 		var v VersionResource
 		var h []byte
 		err := r.Scan(&v.ID, &v.Attributes, &v.Requires, &v.Purged, &v.SendEvent, &v.ReceiveEvents, &v.ReportOnly,
-			&v.Undefined, &v.ResourceSet, &h)
+			&v.Undefined, &v.Unmanaged, &v.ResourceSet, &h)
 		v.Hash = fmt.Sprintf("%x", h)
 		return v, err
 	})
@@ -525,13 +528,13 @@ func (s *Store) ResourceIntent(ctx context.Context, envID string, version int64,
 	var h []byte
 	err := s.pool.QueryRow(ctx, `
 		select vr.resource_id, c.attributes, c.requires, c.purged, c.send_event, c.receive_events, c.report_only,
-		       c.undefined, coalesce(c.resource_set, ''), c.hash
+		       c.undefined, c.unmanaged, coalesce(c.resource_set, ''), c.hash
 		from version_resources vr
 		join resource_contents c on c.environment_id = vr.environment_id and c.hash = vr.hash
 		where vr.environment_id = $1::uuid and vr.resource_id = $3 and vr.first_version <= $2
 		  and (vr.last_version is null or vr.last_version > $2)`, envID, version, rid).Scan(
 		&v.ID, &v.Attributes, &v.Requires, &v.Purged, &v.SendEvent, &v.ReceiveEvents, &v.ReportOnly,
-		&v.Undefined, &v.ResourceSet, &h)
+		&v.Undefined, &v.Unmanaged, &v.ResourceSet, &h)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, nil, NotFound("resource %s in version %d", rid, version)
 	}
@@ -648,7 +651,7 @@ func releaseVersion(ctx context.Context, tx pgx.Tx, envID string, version int64)
 		  intent_hash = excluded.intent_hash,
 		  intent_version = excluded.intent_version,
 		  compliance = case when resource_state.deployed_hash = excluded.intent_hash
-		                     and resource_state.last_result = 'deployed'
+		                     and resource_state.last_result in ('deployed', 'unmanaged')
 		                    then 'compliant' else 'has_update' end`, envID, prev, version)
 	if err != nil {
 		return Release{}, fmt.Errorf("update deploy state: %w", err)

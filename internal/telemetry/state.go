@@ -22,7 +22,7 @@ const StateTimeout = 2 * time.Second
 var (
 	Compliances = []string{"compliant", "has_update", "non_compliant", "undefined"}
 	Results     = []string{"new", "deployed", "failed", "skipped", "skipped_for_dependency",
-		"unavailable", "undefined", "skipped_for_undefined"}
+		"unavailable", "undefined", "skipped_for_undefined", "unmanaged"}
 	// CompileResults are how a compile ends.
 	CompileResults = []string{"succeeded", "failed"}
 )
