@@ -392,6 +392,9 @@ func (s *server) serve(ctx context.Context, call *adapterv1.Call) *adapterv1.Rep
 	if err := s.do(ctx, hc, call, r); err != nil {
 		r.Error = encodeError(call.GetOp(), err)
 	}
+	if changed, reported := hc.Changed(); reported {
+		r.Changed = &changed
+	}
 	r.FactsJson = encodeFacts(hc)
 	r.Logs = encodeLogs(hc.Logs())
 	return r
@@ -532,6 +535,8 @@ func encodeError(op adapterv1.Op, err error) *adapterv1.Error {
 		out.Class = adapterv1.Class_CLASS_THROTTLED
 	case adapters.ClassUnavailable:
 		out.Class = adapterv1.Class_CLASS_UNAVAILABLE
+	case adapters.ClassSkipped:
+		out.Class = adapterv1.Class_CLASS_SKIPPED
 	default:
 		out.Class = adapterv1.Class_CLASS_TRANSIENT
 	}

@@ -365,6 +365,9 @@ func absorb(hc *adapters.Context, r *adapterv1.Reply) {
 	if hc == nil {
 		return
 	}
+	if r.Changed != nil {
+		hc.SetChanged(r.GetChanged())
+	}
 	for _, l := range r.GetLogs() {
 		line := adapters.LogLine{Level: l.GetLevel(), Message: l.GetMsg(), SensitiveOutputs: l.GetSensitiveOutputs()}
 		if t := l.GetTimeUnixNano(); t != 0 {
@@ -406,9 +409,7 @@ func decodeError(e *adapterv1.Error) error {
 	case adapterv1.Class_CLASS_UNAVAILABLE:
 		return adapters.Unavailable(err)
 	case adapterv1.Class_CLASS_SKIPPED:
-		// Until the contract has a skipped class (issue 30's handler
-		// semantics): retried like a transient failure.
-		return adapters.Transient(err)
+		return adapters.Skipped(err, time.Duration(e.GetRetryAfterMs())*time.Millisecond)
 	default:
 		return adapters.Permanent(err)
 	}

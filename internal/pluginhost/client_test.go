@@ -202,6 +202,7 @@ func TestErrorClasses(t *testing.T) {
 		"plain":       errors.New("plain"),
 		"throttled":   adapters.ThrottledFor(errors.New("slow down"), 1500*time.Millisecond),
 		"unavailable": adapters.Unavailable(errors.New("refused")),
+		"skipped":     adapters.Skipped(errors.New("not now"), 2*time.Second),
 	}
 	c := start(t, map[string]adapters.Handler{thing: fake{
 		create: func(_ context.Context, _ *adapters.Context, r adapters.Resource) error { return errs[r.ID.Value] },
@@ -214,6 +215,33 @@ func TestErrorClasses(t *testing.T) {
 		}
 		if name != "plain" && err.Error() != want.Error() {
 			t.Errorf("%s: error reads %q, want %q as in process", name, err, want)
+		}
+	}
+}
+
+// TestChangedCrossesTheProtocol: what an adapter says of its own change
+// (SetChanged) reaches the attempt's context on the host; a call that
+// says nothing leaves the engine to decide.
+func TestChangedCrossesTheProtocol(t *testing.T) {
+	t.Parallel()
+	c := start(t, map[string]adapters.Handler{thing: fake{
+		create: func(_ context.Context, hc *adapters.Context, r adapters.Resource) error {
+			switch r.ID.Value {
+			case "acted":
+				hc.SetChanged(true)
+			case "nothing":
+				hc.SetChanged(false)
+			}
+			return nil
+		},
+	}}, nil)
+	for name, want := range map[string][2]bool{"acted": {true, true}, "nothing": {false, true}, "silent": {false, false}} {
+		hc := adapters.NewContext()
+		if err := handler(t, c, thing).Create(t.Context(), hc, thingResource(name, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if changed, reported := hc.Changed(); changed != want[0] || reported != want[1] {
+			t.Errorf("%s: Changed() = %v, %v; want %v, %v", name, changed, reported, want[0], want[1])
 		}
 	}
 }
