@@ -207,7 +207,7 @@ Exit codes:
 	g.completeTree(root)
 	var started bool
 	markStarted(root, &started)
-	cmd, err := root.ExecuteContextC(ctx)
+	cmd, err := root.ExecuteContextC(withNotices(ctx, stderr))
 	if err != nil {
 		return explain(cmd, err, started)
 	}
