@@ -128,11 +128,17 @@ func checkCueFmt(t *testing.T, cue, dir string) {
 
 // checkCueLSP starts `cue lsp` in dir and speaks LSP to it over stdio:
 // initialize, initialized, didOpen of main.cue, then a definition
-// request on the first `fs.#…` (or any `<pkg>.#…` of the standard
-// library) of main.cue, which must resolve into
-// cue.mod/pkg/intend.dev/std. Error diagnostics published for main.cue
+// request on the first `<pkg>.#…` of main.cue (fs.#Directory), which
+// must resolve into cue.mod/pkg/intend.dev/std. Error diagnostics published for main.cue
 // on the way fail the test.
 func checkCueLSP(t *testing.T, cue, dir string) {
+	t.Helper()
+	checkCueLSPDefinition(t, cue, dir, compiler.StdDir)
+}
+
+// checkCueLSPDefinition is checkCueLSP with the directory (slash,
+// relative to dir) the definition must be found under.
+func checkCueLSPDefinition(t *testing.T, cue, dir, under string) {
 	t.Helper()
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -234,7 +240,7 @@ func checkCueLSP(t *testing.T, cue, dir string) {
 				URI string `json:"uri"`
 			}
 			_ = json.Unmarshal(m.Result, &locs)
-			want := uri + "/" + compiler.StdDir + "/"
+			want := uri + "/" + under + "/"
 			if len(locs) == 0 || !strings.HasPrefix(locs[0].URI, want) {
 				t.Fatalf("cue lsp in %s: the definition of %q (main.cue:%d) is %s, want a file under %s",
 					dir, strings.TrimSpace(strings.Split(string(text), "\n")[line]), line+1, m.Result, want)

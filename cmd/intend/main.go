@@ -183,6 +183,7 @@ Exit codes:
 		exportCommand(g),
 		dryrunCommand(g),
 		stdCommand(g),
+		modulesCommand(g),
 		compilesCommand(g),
 		lsmCommand(g),
 		envCommand(g),
