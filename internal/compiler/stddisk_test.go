@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/intendhq/intend/internal/project"
 )
 
 // TestStdCopyOnDiskIsNotCompiled: the compiler reads the binary's
@@ -28,5 +30,13 @@ func TestStdCopyOnDiskIsNotCompiled(t *testing.T) {
 	_, err = Compile(context.Background(), Options{Dir: dir})
 	if err == nil || !strings.Contains(err.Error(), StdDir+"/fs/newer.cue") || !strings.Contains(err.Error(), "not part of the standard library of this intend") {
 		t.Fatalf("compile: %v; want an error naming %s/fs/newer.cue", err, StdDir)
+	}
+}
+
+// TestStdDirIsLeftOutOfArchives: the archive leaves the copy out by its
+// own constant (project cannot import the compiler).
+func TestStdDirIsLeftOutOfArchives(t *testing.T) {
+	if StdDir != project.StdCopyDir {
+		t.Fatalf("compiler.StdDir %q, project.StdCopyDir %q", StdDir, project.StdCopyDir)
 	}
 }
