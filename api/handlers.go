@@ -229,6 +229,9 @@ func (s *Server) exportVersion(w http.ResponseWriter, r *http.Request) error {
 	if err := refuseConfined(e, body, v.Resources); err != nil {
 		return err
 	}
+	if err := s.refusePlugins(r.Context(), e, v.Plugins); err != nil {
+		return err
+	}
 	model, err := s.modelSourceParam(r, e)
 	if err != nil {
 		return err
@@ -345,7 +348,12 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := client.Version{VersionInfo: wireVersionInfo(info), Resources: wireAll(rs, wireVersionResource)}
+	plugins, err := s.opts.Store.VersionPlugins(r.Context(), e.ID, v)
+	if err != nil {
+		return err
+	}
+	out := client.Version{VersionInfo: wireVersionInfo(info), Plugins: wirePlugins(plugins),
+		Resources: wireAll(rs, wireVersionResource)}
 	if len(rs) == limit {
 		out.Next = rs[len(rs)-1].ID
 	}

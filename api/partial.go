@@ -30,6 +30,11 @@ func (s *Server) exportPartial(w http.ResponseWriter, r *http.Request) error {
 	if err := refuseConfined(e, body, v.Resources); err != nil {
 		return err
 	}
+	// A partial export without "plugins" keeps its base version's
+	// (checked when they were exported); one that names them is checked.
+	if err := s.refusePlugins(r.Context(), e, v.Plugins); err != nil {
+		return err
+	}
 	model, err := s.modelSourceParam(r, e)
 	if err != nil {
 		return err

@@ -81,6 +81,11 @@ func (s *Server) Handler() http.Handler {
 			r.Method(http.MethodGet, "/versions/{version}/diff/{other}", s.inEnv("version.diff", read, s.diffVersions))
 			r.Method(http.MethodPost, "/versions/{version}/release", s.inEnv("version.release", operator, s.releaseVersion))
 			r.Method(http.MethodPost, "/versions/{version}/rollback", s.inEnv("version.rollback", operator, s.rollbackVersion))
+			// Adapter plugins' artifacts (artifacts.go): authors upload,
+			// executors download (below).
+			r.Method(http.MethodPut, "/artifacts/{digest}", s.inEnv("artifact.upload", author, s.putArtifact).withBulkBody())
+			r.Method(http.MethodHead, "/artifacts/{digest}", s.inEnv("artifact.check", author, s.headArtifact))
+			r.Method(http.MethodGet, "/artifacts", s.inEnv("artifact.list", read, s.listArtifacts))
 			r.Method(http.MethodPut, "/model", s.inEnv("model.upload", author, s.putModel).withBulkBody())
 			r.Method(http.MethodGet, "/model", s.inEnv("model.read", read, s.getModel))
 			r.Method(http.MethodGet, "/model/archive", s.inEnv("model.download", read, s.getModelArchive))
@@ -126,6 +131,7 @@ func (s *Server) Handler() http.Handler {
 				r.Method(http.MethodGet, "/batches/{run}/{seq}", s.inEnv("batch.load", executor, s.loadBatch).quietly())
 				r.Method(http.MethodPost, "/batches/{run}/{seq}/actions", s.inEnv("batch.record", executor, s.recordBatch).quietly())
 				r.Method(http.MethodPost, "/batches/{run}/{seq}/intents", s.inEnv("batch.intend", executor, s.recordIntents).quietly())
+				r.Method(http.MethodGet, "/artifacts/{digest}", s.inEnv("artifact.download", executor, s.executorArtifact).quietly())
 			})
 		})
 	})

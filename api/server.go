@@ -86,6 +86,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxExportBytes limits version exports (default 256 MiB).
 	MaxExportBytes int64
+	// MaxArtifactSize limits one adapter plugin artifact (default
+	// store.DefaultMaxArtifactSize, 256 MiB); the environment's
+	// artifact_quota limits them together.
+	MaxArtifactSize int64
 	// BodyTimeout bounds how long a request's body may take to arrive
 	// (default 60 s); BulkBodyTimeout that of exports and model uploads
 	// (default 10 minutes).
@@ -177,6 +181,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxExportBytes <= 0 {
 		opts.MaxExportBytes = 256 << 20
+	}
+	if opts.MaxArtifactSize <= 0 {
+		opts.MaxArtifactSize = store.DefaultMaxArtifactSize
 	}
 	if opts.BodyTimeout <= 0 {
 		opts.BodyTimeout = time.Minute

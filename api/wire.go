@@ -23,6 +23,7 @@ func wireSettings(s store.Settings) client.Settings {
 		RetryAttempts: s.RetryAttempts, RetryBackoff: s.RetryBackoff, RepoURL: s.RepoURL, RepoBranch: s.RepoBranch,
 		RecompileInterval: s.RecompileInterval, AllowPush: s.AllowPush, CompileCPULimit: s.CompileCPULimit,
 		AllowedPaths: s.AllowedPaths, AllowedCommands: s.AllowedCommands, AllowedEndpoints: s.AllowedEndpoints,
+		AllowedPlugins: s.AllowedPlugins, ArtifactQuota: s.ArtifactQuota,
 		Retention: client.Retention(s.Retention),
 	}
 }

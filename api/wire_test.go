@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -145,6 +146,7 @@ func TestWireMatchesRows(t *testing.T) {
 	checkWire(t, wireEntityVersionInfo)
 	checkWire(t, wireCallback)
 	checkWire(t, wireCallbackEvent)
+	checkWire(t, wireArtifact)
 }
 
 // TestWireMatchesViews: the responses that wrap rows (an agent with its
@@ -161,12 +163,17 @@ func TestWireMatchesViews(t *testing.T) {
 
 	type versionResponse struct {
 		store.VersionInfo
+		Plugins   []ledger.Plugin         `json:"plugins"`
 		Resources []store.VersionResource `json:"resources"`
 		Next      string                  `json:"next,omitempty"`
 	}
-	checkView(t, func(v versionResponse) versionResponse { v.Resources = nonNil(v.Resources); return v },
+	checkView(t, func(v versionResponse) versionResponse {
+		v.Plugins, v.Resources = nonNil(v.Plugins), nonNil(v.Resources)
+		return v
+	},
 		func(v versionResponse) client.Version {
-			return client.Version{VersionInfo: wireVersionInfo(v.VersionInfo), Resources: wireAll(v.Resources, wireVersionResource), Next: v.Next}
+			return client.Version{VersionInfo: wireVersionInfo(v.VersionInfo), Plugins: wirePlugins(v.Plugins),
+				Resources: wireAll(v.Resources, wireVersionResource), Next: v.Next}
 		})
 
 	type resourceResponse struct {

@@ -98,6 +98,13 @@ type Settings struct {
 	AllowedPaths     []string `json:"allowed_paths"`
 	AllowedCommands  []string `json:"allowed_commands"`
 	AllowedEndpoints []string `json:"allowed_endpoints"`
+	// AllowedPlugins are the adapter plugins' artifacts (digests
+	// "sha256:…") a confined environment's versions may require (empty:
+	// none once confined); ArtifactQuota bounds the size of the
+	// environment's artifacts together, in bytes. Only a global admin
+	// changes them.
+	AllowedPlugins []string `json:"allowed_plugins"`
+	ArtifactQuota  int64    `json:"artifact_quota"`
 	// Retention is how long the environment keeps its history; its keys
 	// are settings of their own.
 	Retention
@@ -135,8 +142,36 @@ type VersionInfo struct {
 // resources (Next is the cursor of the next page, ?after=).
 type Version struct {
 	VersionInfo
+	// Plugins are the adapter plugins the version requires ([]: none).
+	Plugins   []Plugin          `json:"plugins"`
 	Resources []VersionResource `json:"resources"`
 	Next      string            `json:"next,omitempty"`
+}
+
+// Plugin is an adapter plugin a version requires: the resource types it
+// serves and the artifact it runs per platform (docs/api.md,
+// "Artifacts").
+type Plugin struct {
+	Name    string   `json:"name"`
+	Module  string   `json:"module,omitempty"`
+	Version string   `json:"version,omitempty"`
+	Runtime string   `json:"runtime"`
+	Types   []string `json:"types"`
+	// Artifacts maps a platform ("linux/amd64"; "any" for python3) to
+	// the artifact's digest, "sha256:<64 hex>".
+	Artifacts map[string]string `json:"artifacts"`
+}
+
+// Artifact is an adapter plugin's artifact stored in an environment
+// (GET .../artifacts, PUT .../artifacts/{digest}).
+type Artifact struct {
+	Digest     string    `json:"digest"`
+	Size       int64     `json:"size"`
+	UploadedBy string    `json:"uploaded_by"`
+	UploadedAt time.Time `json:"uploaded_at"`
+	// Versions are the environment's versions that require it (in the
+	// list; null in an upload's answer).
+	Versions []int64 `json:"versions"`
 }
 
 // VersionResource is one resource of a version, as it was exported.

@@ -29,7 +29,10 @@ environment setting autostart_agents too, so that the server does not
 take them back while it is down. Executors serving the same agents (or
 naming the same pool) share their batches.
 
-Adapters: %s.
+Adapters: %s. It also runs the adapter plugins a version it deploys
+requires (docs/adapters.md, "Adapter plugins"): each fetched once from the
+server, verified by its SHA-256 before every start, started on first use
+and stopped when idle.
 
 It registers itself (name, host, agents, version) every 10 seconds: GET
 /api/v1/environments/<env>/agents and .../executors show who serves what.
@@ -65,6 +68,12 @@ config file (--config), else its default. The config file is YAML:
   listen: 10.0.0.5:9464           # GET /metrics and GET /healthz, no credentials
   log_level: info
   log_format: json
+  plugins:                        # the adapter plugins of the versions it deploys
+    cache_dir: /var/cache/intend/plugins  # verified artifacts (default: the user's cache dir)
+    max: 32                       # processes at once
+    max_rss_mib: 1024             # a plugin above it is killed
+    idle_timeout: 10m             # a plugin unused so long is stopped
+    python: /usr/bin/python3      # runs the python3 plugins
 
 With --listen, GET /metrics serves the executor's Prometheus metrics and
 GET /healthz answers 200 {"status":"ok"} while its workers poll and

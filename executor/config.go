@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -63,6 +64,28 @@ type Config struct {
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
+	// Plugins bounds the adapter plugins the executor runs for the
+	// versions it deploys (docs/adapters.md, "Adapter plugins").
+	Plugins PluginsConfig `yaml:"plugins"`
+}
+
+// PluginsConfig bounds an executor's adapter plugins.
+type PluginsConfig struct {
+	// CacheDir is where the plugins' artifacts are kept once fetched from
+	// the server and verified; empty: intend/plugins in the user's cache
+	// directory ($XDG_CACHE_HOME, ~/.cache), else in the temporary
+	// directory, per user.
+	CacheDir string `yaml:"cache_dir"`
+	// Max is how many plugin processes run at once (default 32).
+	Max int `yaml:"max"`
+	// MaxRSSMiB is a plugin's resident memory limit in MiB (default
+	// 1024): over it, it is killed and its calls fail transient.
+	MaxRSSMiB int `yaml:"max_rss_mib"`
+	// IdleTimeout stops a plugin no call used for so long (default 10m).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// Python runs the python3 plugins (default /usr/bin/python3, never
+	// the first python3 on PATH).
+	Python string `yaml:"python"`
 }
 
 // ServerConfig says where the intend server is and how the executor
@@ -232,6 +255,8 @@ func settings() []setting {
 			func(c *Config) any { return &c.SecretsDir }},
 		{"secret-env-prefix", "INTEND_SECRET_ENV_PREFIX", "prefix of the variables that env: secret references may read",
 			func(c *Config) any { return &c.SecretEnvPrefix }},
+		{"plugin-cache-dir", "INTEND_PLUGIN_CACHE_DIR", "directory of the adapter plugins' verified artifacts (default: intend/plugins in the user's cache directory)",
+			func(c *Config) any { return &c.Plugins.CacheDir }},
 		{"server", "INTEND_SERVER", "the intend server's base URL, where batches are loaded and outcomes recorded",
 			func(c *Config) any { return &c.Server.URL }},
 		{"token", "INTEND_TOKEN", "executor token, sent as \"Authorization: Bearer TOKEN\" (better: the variable)",

@@ -31,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -44,6 +45,7 @@ import (
 	"github.com/intendhq/intend/adapters/resource"
 	iexec "github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/ledger"
+	"github.com/intendhq/intend/internal/pluginhost"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/tlsfiles"
@@ -256,6 +258,12 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	acts := &agent.Executor{Ledger: remote, Adapters: reg, Concurrency: cfg.Concurrency, Log: log,
 		Metrics: tel, Tracer: tp.Tracer(), Cache: cache, SweepWake: sweep, Name: id.Name}
 	acts.Secrets = &adapters.Secrets{Dir: cfg.SecretsDir, EnvPrefix: cfg.SecretEnvPrefix}
+	plugins, err := newPluginHost(cfg.Plugins, remote, log)
+	if err != nil {
+		return err
+	}
+	defer plugins.Close()
+	acts.Plugins = plugins
 	m := agent.NewManager(tc, acts, log, agent.Options{BatchesPerAgent: cfg.Batches, MaxBatches: cfg.MaxBatches,
 		Embedded: o.supervised != nil, Pool: cfg.Pool})
 	defer m.Stop()
@@ -278,6 +286,7 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { rep.Run(ctx) })
 	wg.Go(func() { iexec.SweepCache(ctx, cache, remote, 0, log, sweep) })
+	wg.Go(func() { sweepPlugins(ctx, plugins, remote, env.ID, log) })
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
@@ -345,5 +354,54 @@ func session(ctx context.Context, remote *iexec.Remote, cfg Config, log *slog.Lo
 			}
 		}
 		return sess, nil
+	}
+}
+
+// newPluginHost makes the host of the adapter plugins the executor runs,
+// their artifacts fetched from the server.
+func newPluginHost(c PluginsConfig, remote *iexec.Remote, log *slog.Logger) (*pluginhost.Host, error) {
+	dir := c.CacheDir
+	if dir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			dir = filepath.Join(d, "intend", "plugins")
+		} else {
+			dir = filepath.Join(os.TempDir(), fmt.Sprintf("intend-plugins-%d", os.Getuid()))
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("plugin cache: %w", err)
+	}
+	return pluginhost.New(pluginhost.Options{CacheDir: dir, Fetch: remote.Artifact, Python: c.Python,
+		IdleTimeout: c.IdleTimeout, MaxRSS: int64(c.MaxRSSMiB) << 20, MaxPlugins: c.Max,
+		Log: log.With("component", "plugins")}), nil
+}
+
+// sweepPlugins tells the running plugins, every iexec.CacheSweepEvery,
+// which versions of env still have a deploy open: what they cached for
+// the others is closed (adapters.CacheOptions.ForVersion).
+func sweepPlugins(ctx context.Context, h *pluginhost.Host, reg ledger.Registry, env string, log *slog.Logger) {
+	t := time.NewTicker(iexec.CacheSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if h.Stats().Live == 0 {
+			continue
+		}
+		open, err := reg.OpenRunVersions(ctx, []string{env})
+		if err != nil {
+			log.Warn("adapter plugins: version expiry skipped", "error", err)
+			continue
+		}
+		var scopes []adapters.Scope
+		for v := range open[env] {
+			scopes = append(scopes, adapters.Scope{Environment: env, Version: v})
+		}
+		if err := h.Expire(ctx, scopes); err != nil && ctx.Err() == nil {
+			log.Warn("adapter plugins: version expiry", "error", err)
+		}
 	}
 }

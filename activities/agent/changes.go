@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/intendhq/intend/adapters"
-	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/textdiff"
 )
 
@@ -207,17 +206,12 @@ type sensitivity struct {
 	hashOnly, output func(string) bool
 }
 
-// sensitivityOf tells what the adapter of resource rid declares. An
-// adapter that panics there has every attribute taken for sensitive, in
-// both senses: the record then holds no value, and not even a hash for
-// readers below author.
-func (e *Executor) sensitivityOf(rid string) (s sensitivity) {
+// sensitivityOf tells what h, the adapter of resource rid, declares (nil:
+// nothing). An adapter that panics there has every attribute taken for
+// sensitive, in both senses: the record then holds no value, and not
+// even a hash for readers below author.
+func (e *Executor) sensitivityOf(rid string, h adapters.Handler) (s sensitivity) {
 	none := func(string) bool { return false }
-	id, err := resource.Parse(rid)
-	if err != nil {
-		return sensitivity{none, none}
-	}
-	h, _ := e.Adapters.Lookup(id.Type)
 	defer func() {
 		if p := recover(); p != nil {
 			if e.Log != nil {

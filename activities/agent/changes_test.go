@@ -419,7 +419,7 @@ func TestSensitiveChangesRecordHashesOnly(t *testing.T) {
 	reg = adapters.NewRegistry()
 	reg.Register(fs.FileType, panicky{})
 	ex.Adapters = reg
-	is := ex.sensitivityOf("fs::File[a,path=" + creds + "]")
+	is := ex.sensitivityOf("fs::File[a,path="+creds+"]", panicky{})
 	if !is.hashOnly("content") || !is.hashOnly("mode") || !is.output("content") || !is.output("mode") {
 		t.Error("after a panic in SensitiveAttributes, attributes are not taken for sensitive")
 	}

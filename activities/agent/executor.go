@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -75,6 +76,16 @@ type Executor struct {
 	Secrets *adapters.Secrets
 	// Name is the executor's registered name, recorded with every action.
 	Name string
+	// Plugins runs the adapter plugins a batch's version requires
+	// (internal/pluginhost.Host); nil: this executor runs none, and a
+	// resource of a type a plugin serves fails, saying so.
+	Plugins PluginHost
+}
+
+// PluginHost gives the handler of a resource type served by an adapter
+// plugin of a version (internal/pluginhost.Host).
+type PluginHost interface {
+	Handler(ctx context.Context, env string, p ledger.Plugin, resourceType string) (adapters.Handler, error)
 }
 
 // wakeSweep wakes the cache's sweep when a batch of version starts and
@@ -592,7 +603,7 @@ func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource
 		adapters.WithTracer(e.Tracer), adapters.WithScope(adapters.Scope{Environment: b.EnvironmentID, Version: b.Version}),
 		adapters.WithEvent(r.Event && b.Action != ledger.ActionDryrun), adapters.WithBeforeChange(before))
 	defer hc.Close()
-	outcome, err := e.safeApply(ctx, hc, b, r)
+	h, outcome, err := e.safeApply(ctx, hc, b, r)
 	rec.FinishedAt = time.Now().UTC()
 	if in, ok := b.Intended[r.ID]; ok && err == nil && outcome.Action == adapters.OpNone && b.Action != ledger.ActionDryrun {
 		// An earlier attempt recorded its intent to make this change and
@@ -628,7 +639,7 @@ func (e *Executor) runOne(ctx context.Context, b ledger.Batch, r ledger.Resource
 	}
 	if len(outcome.Diff) > 0 {
 		// Bounded: a large value by its size, hash and a diff.
-		rec.Changes, _ = json.Marshal(recordChanges(outcome.Diff, e.sensitivityOf(r.ID)))
+		rec.Changes, _ = json.Marshal(recordChanges(outcome.Diff, e.sensitivityOf(r.ID, h)))
 	}
 	rec.Facts = factsOf(hc)
 	if logs := hc.Logs(); len(logs) > 0 {
@@ -698,7 +709,7 @@ func factsOf(hc *adapters.Context) map[string]json.RawMessage {
 // safeApply runs apply and turns a panic outside the adapter's own calls
 // (adapters.Run recovers those) into a permanent failure of that resource,
 // so nothing one resource does can take the executor down.
-func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b ledger.Batch, r ledger.Resource) (out adapters.Outcome, err error) {
+func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b ledger.Batch, r ledger.Resource) (h adapters.Handler, out adapters.Outcome, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			if e.Log != nil {
@@ -710,22 +721,52 @@ func (e *Executor) safeApply(ctx context.Context, hc *adapters.Context, b ledger
 	return e.apply(ctx, hc, b, r)
 }
 
-func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b ledger.Batch, r ledger.Resource) (adapters.Outcome, error) {
+// apply runs one attempt on r with its handler, which it returns (nil
+// when there is none).
+func (e *Executor) apply(ctx context.Context, hc *adapters.Context, b ledger.Batch, r ledger.Resource) (adapters.Handler, adapters.Outcome, error) {
 	id, err := resource.Parse(r.ID)
 	if err != nil {
-		return adapters.Outcome{}, adapters.Permanent(err)
+		return nil, adapters.Outcome{}, adapters.Permanent(err)
 	}
-	h, ok := e.Adapters.Lookup(id.Type)
-	if !ok {
-		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("no adapter for type %s on this executor (it has %v)",
-			id.Type, e.Adapters.Types()))
+	h, err := e.handler(ctx, b, id)
+	if err != nil {
+		return nil, adapters.Outcome{}, err
 	}
 	attrs, err := decodeAttributes(r.Attributes)
 	if err != nil {
-		return adapters.Outcome{}, adapters.Permanent(fmt.Errorf("attributes: %w", err))
+		return h, adapters.Outcome{}, adapters.Permanent(fmt.Errorf("attributes: %w", err))
 	}
-	return adapters.Run(ctx, h, hc, adapters.Resource{ID: id, Attributes: attrs, Purged: r.Purged},
+	out, err := adapters.Run(ctx, h, hc, adapters.Resource{ID: id, Attributes: attrs, Purged: r.Purged},
 		b.Action == ledger.ActionDryrun || r.ReportOnly)
+	return h, out, err
+}
+
+// handler returns the handler of id's type: the plugin of the batch's
+// version that serves it, or else the executor's built-in adapter. A type
+// a plugin serves never falls back to a built-in one.
+func (e *Executor) handler(ctx context.Context, b ledger.Batch, id resource.ID) (adapters.Handler, error) {
+	for _, p := range b.Plugins {
+		if !slices.Contains(p.Types, id.Type) {
+			continue
+		}
+		if e.Plugins == nil {
+			return nil, adapters.Permanent(fmt.Errorf("%s is served by adapter plugin %s, which version %d requires, and executor %s runs no plugins",
+				id.Type, p.Name, b.Version, e.Name))
+		}
+		h, err := e.Plugins.Handler(ctx, b.EnvironmentID, p, id.Type)
+		if err != nil {
+			// Keeps the class: a digest mismatch is permanent, a plugin
+			// that could not start this time transient.
+			return nil, fmt.Errorf("adapter plugin %s: %w", p.Name, err)
+		}
+		return h, nil
+	}
+	h, ok := e.Adapters.Lookup(id.Type)
+	if !ok {
+		return nil, adapters.Permanent(fmt.Errorf("no adapter for type %s on this executor (it has %v)",
+			id.Type, e.Adapters.Types()))
+	}
+	return h, nil
 }
 
 // ErrTypeNotFound is the Temporal error type of an activity error about a

@@ -180,6 +180,7 @@ Exit codes:
 		devClusterCommand(g),
 		initCommand(g),
 		compileCommand(g),
+		testCommand(g),
 		exportCommand(g),
 		dryrunCommand(g),
 		stdCommand(g),

@@ -1,8 +1,9 @@
 // Package confine decides whether a resource of the built-in types stays
 // within what its environment may touch: the path prefixes of the setting
 // allowed_paths, the programs of the setting allowed_commands and the
-// APIs and devices of the setting allowed_endpoints (all three only a
-// global admin changes). It decides and does not act: no file system, no
+// APIs and devices of the setting allowed_endpoints, and the adapter
+// plugins of the setting allowed_plugins (all four only a global admin
+// changes). It decides and does not act: no file system, no
 // database, no DNS. The server applies it where a batch is handed to
 // an executor (every executor of the environment loads its batches
 // there) and, to tell the author at once, when a version is exported.
@@ -43,11 +44,29 @@ type Rules struct {
 	// prefixes (http:// or https://) for rest::Object's endpoint and
 	// netconf://host[:port] for netconf::Config's address.
 	Endpoints []string
+	// Plugins are the artifacts (digests, "sha256:<hex>") of the
+	// adapter plugins the environment may run; like Endpoints, none
+	// while it is empty once the environment is confined.
+	Plugins []string
 }
 
 // Confined reports whether r restricts anything.
 func (r Rules) Confined() bool {
-	return len(r.Paths) > 0 || len(r.Commands) > 0 || len(r.Endpoints) > 0
+	return len(r.Paths) > 0 || len(r.Commands) > 0 || len(r.Endpoints) > 0 || len(r.Plugins) > 0
+}
+
+// CheckPlugin refuses the artifact digest of the adapter plugin named
+// name when the environment is confined and its allowed_plugins does
+// not list it: a plugin is code the author ships, which the confinement
+// of the built-in types' attributes cannot see into. The export checks
+// every artifact of a version's plugins; an executor checks the one it
+// is about to run.
+func (r Rules) CheckPlugin(name, digest string) *Refusal {
+	if !r.Confined() || slices.Contains(r.Plugins, digest) {
+		return nil
+	}
+	return &Refusal{Reason: fmt.Sprintf("plugin %s: artifact %s is not in the environment's %s %s", name, digest,
+		PluginsSetting, list(r.Plugins))}
 }
 
 // Shell is the program exec::Command runs a command given as a string
@@ -59,6 +78,7 @@ const (
 	PathsSetting     = "allowed_paths"
 	CommandsSetting  = "allowed_commands"
 	EndpointsSetting = "allowed_endpoints"
+	PluginsSetting   = "allowed_plugins"
 )
 
 // Refusal says why a resource is outside its environment's confinement.

@@ -276,3 +276,38 @@ func FuzzEndpoint(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckPlugin: an unconfined environment runs any plugin; a confined
+// one only the artifacts allowed_plugins lists, none while it is empty;
+// allowed_plugins alone confines.
+func TestCheckPlugin(t *testing.T) {
+	t.Parallel()
+	const listed, other = "sha256:" + "aa", "sha256:" + "bb"
+	cases := []struct {
+		why     string
+		rules   confine.Rules
+		digest  string
+		refused bool
+	}{
+		{"unconfined: any plugin", confine.Rules{}, other, false},
+		{"confined, none listed: none", confine.Rules{Paths: []string{"/srv"}}, listed, true},
+		{"confined by endpoints, none listed", confine.Rules{Endpoints: []string{"https://a.example"}}, listed, true},
+		{"listed", confine.Rules{Paths: []string{"/srv"}, Plugins: []string{listed}}, listed, false},
+		{"not listed", confine.Rules{Paths: []string{"/srv"}, Plugins: []string{listed}}, other, true},
+		{"allowed_plugins alone confines", confine.Rules{Plugins: []string{listed}}, other, true},
+	}
+	for _, c := range cases {
+		ref := c.rules.CheckPlugin("kv", c.digest)
+		if (ref != nil) != c.refused {
+			t.Errorf("%s: CheckPlugin(kv, %s) = %v, want refused %v", c.why, c.digest, ref, c.refused)
+			continue
+		}
+		if ref != nil && (!strings.Contains(ref.Reason, "plugin kv") || !strings.Contains(ref.Reason, c.digest) ||
+			!strings.Contains(ref.Reason, confine.PluginsSetting)) {
+			t.Errorf("%s: reason %q does not name the plugin, the digest and the setting", c.why, ref.Reason)
+		}
+	}
+	if !(confine.Rules{Plugins: []string{listed}}).Confined() {
+		t.Error("Rules with Plugins alone are not Confined")
+	}
+}

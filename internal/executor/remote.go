@@ -223,6 +223,44 @@ type problem struct {
 
 // do calls the API and decodes a JSON answer into out (nil: none).
 func (r *Remote) do(ctx context.Context, method, path string, in, out any) error {
+	resp, err := r.send(ctx, r.hc, method, path, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %s %s: reading the answer: %w", ledger.ErrUnavailable, method, path, err)
+	}
+	return nil
+}
+
+// artifactTimeout bounds the download of one artifact (256 MiB at most
+// by default: 30 minutes is 150 kB/s).
+const artifactTimeout = 30 * time.Minute
+
+// Artifact implements ledger.Ledger: it streams the artifact digest of
+// env from the executor API (GET .../executor/artifacts/{digest}); the
+// caller reads it, closes it and verifies its digest.
+func (r *Remote) Artifact(ctx context.Context, env, digest string) (io.ReadCloser, error) {
+	hc := &http.Client{Transport: r.hc.Transport, Timeout: artifactTimeout}
+	resp, err := r.send(ctx, hc, http.MethodGet, envPath(env, "artifacts", digest), nil)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// send makes a request to the server: a 2xx answer is returned, its body
+// the caller's to close; any other is an error, wrapping
+// ledger.ErrUnavailable or ledger.ErrNotFound as Remote's errors do.
+func (r *Remote) send(ctx context.Context, hc *http.Client, method, path string, in any) (*http.Response, error) {
 	var body io.Reader
 	switch v := in.(type) {
 	case nil:
@@ -231,41 +269,31 @@ func (r *Remote) do(ctx context.Context, method, path string, in, out any) error
 	default:
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, r.base.String()+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+r.token)
 	req.Header.Set("Accept", "application/json")
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := r.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		// Refused, reset, timed out: the server may be back soon.
-		return fmt.Errorf("%w: %s %s: %w", ledger.ErrUnavailable, method, path, err)
+		return nil, fmt.Errorf("%w: %s %s: %w", ledger.ErrUnavailable, method, path, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		if out == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			return nil
-		}
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("%w: %s %s: reading the answer: %w", ledger.ErrUnavailable, method, path, err)
-		}
-		return nil
-	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var p problem
 	detail := strings.TrimSpace(string(b))
@@ -285,9 +313,9 @@ func (r *Remote) do(ctx context.Context, method, path string, in, out any) error
 	err = fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, detail)
 	switch resp.StatusCode {
 	case http.StatusNotFound:
-		return fmt.Errorf("%w: %w", ledger.ErrNotFound, err)
+		return nil, fmt.Errorf("%w: %w", ledger.ErrNotFound, err)
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return fmt.Errorf("%w: %w", ledger.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ledger.ErrUnavailable, err)
 	}
-	return err
+	return nil, err
 }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // decoder is a strict, single-pass JSON decoder for version exports. It is
@@ -27,6 +28,8 @@ type decoder struct {
 	// (DecodePartial); it is decoded into removed.
 	partial bool
 	removed []string
+	// plugins is the "plugins" member (nil: absent or null).
+	plugins []ledger.Plugin
 	// path is the JSON pointer of the value being decoded.
 	path []token
 
@@ -241,7 +244,7 @@ func (d *decoder) document() {
 }
 
 func (d *decoder) topLevel() error {
-	seen, seenRemoved := false, false
+	seen, seenRemoved, seenPlugins := false, false, false
 	empty := d.beginObject()
 	for more := !empty; more; {
 		k, err := d.key()
@@ -260,6 +263,12 @@ func (d *decoder) topLevel() error {
 			seenRemoved = true
 			err = d.removedSets()
 		case string(k) == "removed_resource_sets" && d.partial:
+			d.problem("duplicate key")
+			err = d.skip()
+		case string(k) == "plugins" && !seenPlugins:
+			seenPlugins = true
+			err = d.pluginList()
+		case string(k) == "plugins":
 			d.problem("duplicate key")
 			err = d.skip()
 		default:

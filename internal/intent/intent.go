@@ -48,6 +48,7 @@ import (
 	"strings"
 
 	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // Resource is the desired state of one resource in a version.
@@ -94,6 +95,10 @@ func (r Resource) Agent() string { return r.ID.Agent }
 // sorted by id string.
 type Version struct {
 	Resources []Resource
+	// Plugins are the adapter plugins the version requires (an export's
+	// "plugins"; CheckPlugins). Nil: the export names none, which a
+	// partial export reads as "the base version's"; empty: none.
+	Plugins []ledger.Plugin
 }
 
 // Agents returns the agents that have resources in the version, sorted and
@@ -134,7 +139,7 @@ func DecodeBytes(b []byte) (Version, error) {
 		return Version{}, err
 	}
 	normalize(d.resources, d.keys)
-	return Version{Resources: d.resources}, nil
+	return Version{Resources: d.resources, Plugins: d.plugins}, nil
 }
 
 // Validate checks v: every id and require parses and carries no version;

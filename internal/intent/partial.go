@@ -38,7 +38,7 @@ func DecodePartial(b []byte) (v Version, removed []string, err error) {
 	if err := d.probs.err(); err != nil {
 		return Version{}, nil, err
 	}
-	return Version{Resources: d.resources}, d.removed, nil
+	return Version{Resources: d.resources, Plugins: d.plugins}, d.removed, nil
 }
 
 // checkRemoved checks that no removed set of a partial export with

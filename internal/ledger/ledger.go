@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"time"
 )
 
@@ -74,6 +75,10 @@ type Batch struct {
 	// resource has the intent of the latest attempt. Filled in when
 	// LoadBatch is asked to resume.
 	Intended map[string]Intent `json:"intended,omitempty"`
+	// Plugins are the adapter plugins of the batch's version: a resource
+	// whose type one of them serves runs in that plugin, with its
+	// artifact for the executor's platform (Ledger.Artifact).
+	Plugins []Plugin `json:"plugins,omitempty"`
 }
 
 // AgentsOf returns the batch's agents: Agents, or Agent alone.
@@ -171,6 +176,11 @@ type Ledger interface {
 	// intent twice is harmless (a write whose answer was lost is
 	// repeated).
 	RecordIntents(ctx context.Context, envID string, run int64, seq int, intents []Intent) error
+	// Artifact opens the content of the artifact digest ("sha256:…") of
+	// the environment envID, a plugin of a batch's version: streamed, the
+	// caller reads and closes it, and verifies the digest itself. An
+	// artifact the environment does not store is ErrNotFound.
+	Artifact(ctx context.Context, envID, digest string) (io.ReadCloser, error)
 }
 
 // Heartbeat is how often an executor reports itself.
@@ -223,4 +233,17 @@ type Registry interface {
 	// OpenRunVersions returns, per environment id among envIDs, the
 	// versions that an open (pending or running) deploy run deploys.
 	OpenRunVersions(ctx context.Context, envIDs []string) (map[string]map[int64]bool, error)
+}
+
+// Plugin is an adapter plugin a version requires: the types it serves and
+// the artifact to run per platform.
+type Plugin struct {
+	Name    string   `json:"name"`              // "kv" (unique within a version)
+	Module  string   `json:"module,omitempty"`  // the module that ships it
+	Version string   `json:"version,omitempty"` // the module's version, informational
+	Runtime string   `json:"runtime"`           // "exec" | "python3"
+	Types   []string `json:"types"`             // ["kv::Entry"]; a type is served by one plugin of a version
+	// Artifacts maps a platform ("linux/amd64"; "any" for python3) to the
+	// artifact's digest, "sha256:<64 hex>".
+	Artifacts map[string]string `json:"artifacts"`
 }

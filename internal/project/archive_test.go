@@ -35,10 +35,12 @@ func TestArchiveRoundTrip(t *testing.T) {
 		"cue.mod/module.cue": "module: \"a.b/c\"\n",
 		// A module's packages (internal/modules) are the model's.
 		"cue.mod/pkg/example.com/kv/kv.cue": "package kv\n",
-		// These stay out: state, version control, the token file, and
+		// These stay out: state, version control, the token file, the
+		// model's tests (intend test), which no compile reads, and
 		// intend's copy of the standard library (the server compiles
 		// with its own).
 		"data/deploy/pg/PG_VERSION": "15", ".git/HEAD": "ref", ".intend": "token: secret\n", "lib/.git/config": "x",
+		"main_test.cue": "package main\n\ntests: {}\n", "lib/web/web_test.cue": "package web\n",
 		"cue.mod/pkg/intend.dev/std/fs/fs.cue": "package fs\n",
 	})
 	packed, err := project.Archive(dir)

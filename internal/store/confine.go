@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +20,8 @@ import (
 // ConfineBatch keeps the resources of batch b (batch seq of run, as
 // LoadBatch read it) that the environment's confinement refuses (settings
 // allowed_paths, allowed_commands and allowed_endpoints, as they are now) from the executor
-// that loads it: each is recorded failed (permanent), with the refusal
+// that loads it (and those whose type a plugin of the version serves
+// that allowed_plugins does not list): each is recorded failed (permanent), with the refusal
 // naming the setting, in the run's workflow, unless the batch recorded it
 // already; b keeps it with its attributes emptied and its outcome in
 // b.Recorded, so that the executor counts it and runs the others only
@@ -32,8 +35,18 @@ func (s *Store) ConfineBatch(ctx context.Context, set Settings, envID string, ru
 	}
 	refused := map[string]string{}
 	var refusedRes []BatchResource
+	byType := pluginRefusals(rules, b.Plugins)
 	for _, r := range b.Resources {
-		if why := refusal(rules, r); why != "" {
+		why := ""
+		if len(byType) > 0 {
+			if id, err := resource.Parse(r.ID); err == nil {
+				why = byType[id.Type]
+			}
+		}
+		if why == "" {
+			why = refusal(rules, r)
+		}
+		if why != "" {
 			refused[r.ID] = why
 			refusedRes = append(refusedRes, r)
 		}
@@ -83,6 +96,30 @@ func (s *Store) ConfineBatch(ctx context.Context, set Settings, envID string, ru
 		b.Resources[i].Attributes = json.RawMessage(`{}`)
 	}
 	return nil
+}
+
+// pluginRefusals returns, by resource type, why rules refuse the plugin
+// of a batch's version that serves it (an artifact of it that
+// allowed_plugins does not list); nil when they refuse none.
+func pluginRefusals(rules confine.Rules, plugins []ledger.Plugin) map[string]string {
+	var out map[string]string
+	for _, p := range plugins {
+		for _, platform := range slices.Sorted(maps.Keys(p.Artifacts)) {
+			ref := rules.CheckPlugin(p.Name, p.Artifacts[platform])
+			if ref == nil {
+				continue
+			}
+			if out == nil {
+				out = map[string]string{}
+			}
+			for _, t := range p.Types {
+				if _, ok := out[t]; !ok {
+					out[t] = ref.Reason
+				}
+			}
+		}
+	}
+	return out
 }
 
 // refusal is why rules refuse r ("" when they do not).

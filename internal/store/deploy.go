@@ -309,15 +309,22 @@ type Batch = ledger.Batch
 // LoadBatch reads one batch with the content of its resources.
 func (s *Store) LoadBatch(ctx context.Context, envID string, run int64, seq int) (Batch, error) {
 	b := Batch{EnvironmentID: envID}
-	err := s.pool.QueryRow(ctx, `select r.version, r.action, r.reason, b.agent, b.agents
+	var plugins []byte
+	err := s.pool.QueryRow(ctx, `select r.version, r.action, r.reason, b.agent, b.agents, v.plugins
 		from deploy_batches b join deploy_runs r on r.environment_id = b.environment_id and r.run = b.run
+		left join versions v on v.environment_id = r.environment_id and v.version = r.version
 		where b.environment_id = $1::uuid and b.run = $2 and b.seq = $3`, envID, run, seq).
-		Scan(&b.Version, &b.Action, &b.Reason, &b.Agent, &b.Agents)
+		Scan(&b.Version, &b.Action, &b.Reason, &b.Agent, &b.Agents, &plugins)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, NotFound("deploy run %d batch %d", run, seq)
 	}
 	if err != nil {
 		return b, err
+	}
+	if len(plugins) > 0 {
+		if b.Plugins, err = decodePlugins(plugins); err != nil {
+			return b, err
+		}
 	}
 	rows, err := s.pool.Query(ctx, `
 		select u.rid, u.hash, c.attributes, c.purged, c.requires,

@@ -110,6 +110,15 @@ type Settings struct {
 	AllowedPaths     []string `json:"allowed_paths"`
 	AllowedCommands  []string `json:"allowed_commands"`
 	AllowedEndpoints []string `json:"allowed_endpoints"`
+	// AllowedPlugins are the artifacts (digests "sha256:…") of the
+	// adapter plugins a confined environment's versions may require;
+	// empty: none once confined, any otherwise. Only a global admin
+	// changes it; Confinement reads it.
+	AllowedPlugins []string `json:"allowed_plugins"`
+	// ArtifactQuota bounds the size of the environment's plugin
+	// artifacts together, in bytes (0, as rows stored before it read:
+	// DefaultArtifactQuota). Only a global admin changes it.
+	ArtifactQuota int64 `json:"artifact_quota"`
 	// Retention says how long the environment keeps its history
 	// (retention.go); its keys are settings of their own.
 	Retention
@@ -120,7 +129,8 @@ func DefaultSettings() Settings {
 	return Settings{AutoDeploy: true, DeployInterval: 600, RepairInterval: 86400, AutostartAgents: []string{"*"},
 		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main",
 		CompileCPULimit: DefaultCompileCPULimit, AllowedPaths: []string{}, AllowedCommands: []string{},
-		AllowedEndpoints: []string{}, Retention: DefaultRetention()}
+		AllowedEndpoints: []string{}, AllowedPlugins: []string{}, ArtifactQuota: DefaultArtifactQuota,
+		Retention: DefaultRetention()}
 }
 
 // DefaultCompileCPULimit is compile_cpu_limit unless set, in seconds: the
@@ -144,7 +154,7 @@ const (
 // allowed_commands and allowed_endpoints confine what the environment's
 // resources touch there.
 var GlobalAdminSettings = []string{"autostart_agents", "compile_cpu_limit", "allowed_paths", "allowed_commands",
-	"allowed_endpoints"}
+	"allowed_endpoints", "allowed_plugins", "artifact_quota"}
 
 // GlobalAdminChanges returns the GlobalAdminSettings whose values differ
 // between before and after, in order.
@@ -172,6 +182,14 @@ func GlobalAdminChanges(before, after Settings) []string {
 			if !slices.Equal(before.AllowedEndpoints, after.AllowedEndpoints) {
 				changed = append(changed, k)
 			}
+		case "allowed_plugins":
+			if !slices.Equal(before.AllowedPlugins, after.AllowedPlugins) {
+				changed = append(changed, k)
+			}
+		case "artifact_quota":
+			if before.Quota() != after.Quota() {
+				changed = append(changed, k)
+			}
 		}
 	}
 	return changed
@@ -184,8 +202,20 @@ const MaxAllowedEntries = 100
 // Confinement is what allowed_paths, allowed_commands and
 // allowed_endpoints allow the environment's resources (internal/confine).
 func (s Settings) Confinement() confine.Rules {
-	return confine.Rules{Paths: s.AllowedPaths, Commands: s.AllowedCommands, Endpoints: s.AllowedEndpoints}
+	return confine.Rules{Paths: s.AllowedPaths, Commands: s.AllowedCommands, Endpoints: s.AllowedEndpoints,
+		Plugins: s.AllowedPlugins}
 }
+
+// Quota is artifact_quota, DefaultArtifactQuota when unset.
+func (s Settings) Quota() int64 {
+	if s.ArtifactQuota <= 0 {
+		return DefaultArtifactQuota
+	}
+	return s.ArtifactQuota
+}
+
+// MaxArtifactQuota is the largest artifact_quota a global admin may set.
+const MaxArtifactQuota = 1 << 40
 
 // CompileCPU is compile_cpu_limit as a duration (the default when a row
 // stored before the setting existed reads 0).
@@ -361,6 +391,34 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				a = []string{}
 			}
 			s.AllowedEndpoints = a
+		case "allowed_plugins":
+			var a []string
+			if json.Unmarshal(raw, &a) != nil || len(a) > MaxAllowedEntries {
+				bad("must be a list of at most " + strconv.Itoa(MaxAllowedEntries) + " artifact digests, sha256:<64 lowercase hex> " +
+					"([]: no plugin once the environment is confined)")
+				continue
+			}
+			var wrong []string
+			for _, d := range a {
+				if !ValidDigest(d) {
+					wrong = append(wrong, fmt.Sprintf("%.80q", d))
+				}
+			}
+			if len(wrong) > 0 {
+				bad("every entry must be an artifact digest, sha256:<64 lowercase hex>: " + strings.Join(wrong, ", ") + " is not")
+				continue
+			}
+			if a == nil {
+				a = []string{}
+			}
+			s.AllowedPlugins = a
+		case "artifact_quota":
+			var n int64
+			if json.Unmarshal(raw, &n) != nil || n < 1 || n > MaxArtifactQuota {
+				bad("must be a whole number of bytes from 1 to " + strconv.FormatInt(MaxArtifactQuota, 10) + " (1 TiB)")
+				continue
+			}
+			s.ArtifactQuota = n
 		case "autostart_agents":
 			var a []string
 			if json.Unmarshal(raw, &a) != nil {
@@ -376,7 +434,7 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				continue
 			}
 			bad("unknown setting (known: action_log_retention, agent_timeout, allow_push, allowed_commands, allowed_endpoints, " +
-				"allowed_paths, " +
+				"allowed_paths, allowed_plugins, artifact_quota, " +
 				"auto_deploy, auto_release, autostart_agents, " +
 				"compile_cpu_limit, compile_retention, deploy_interval, instance_log_retention, keep_versions, " +
 				"notification_retention, order_retention, " +
@@ -516,6 +574,10 @@ func scanEnvironment(row pgx.Row) (Environment, error) {
 	if e.Settings.AllowedEndpoints == nil {
 		e.Settings.AllowedEndpoints = []string{}
 	}
+	if e.Settings.AllowedPlugins == nil {
+		e.Settings.AllowedPlugins = []string{}
+	}
+	e.Settings.ArtifactQuota = e.Settings.Quota()
 	return e, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 
@@ -35,6 +36,12 @@ func (l storeLedger) LoadBatch(ctx context.Context, envID string, run int64, seq
 		}
 	}
 	return b, ledgerError(err)
+}
+
+// Artifact opens an artifact of the environment (ledger.Ledger.Artifact).
+func (l storeLedger) Artifact(ctx context.Context, envID, digest string) (io.ReadCloser, error) {
+	_, rc, err := l.s.OpenArtifact(ctx, envID, digest)
+	return rc, ledgerError(err)
 }
 
 func (l storeLedger) RecordIntents(ctx context.Context, envID string, run int64, seq int, intents []ledger.Intent) error {

@@ -113,7 +113,19 @@ func exportPartialTx(ctx context.Context, tx pgx.Tx, envID string, partial inten
 	for i := range m.Kept {
 		members = append(members, keptMember(&m.Kept[i]))
 	}
-	return writeVersion(ctx, tx, envID, last+1, prev, open, members)
+	info, err := writeVersion(ctx, tx, envID, last+1, prev, open, members)
+	if err != nil {
+		return info, err
+	}
+	// The plugins the partial export names, or else its base's.
+	if partial.Plugins != nil {
+		err = setVersionPlugins(ctx, tx, envID, info.Version, partial.Plugins)
+	} else if released > 0 && released < last {
+		err = copyVersionPlugins(ctx, tx, envID, info.Version, released)
+	} else {
+		err = copyVersionPlugins(ctx, tx, envID, info.Version, last)
+	}
+	return info, err
 }
 
 // touchedResources reads the part of the newest version that merging

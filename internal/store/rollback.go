@@ -106,6 +106,9 @@ func rollbackVersion(ctx context.Context, tx pgx.Tx, envID string, from int64) (
 	if err != nil {
 		return Rollback{}, err
 	}
+	if err := copyVersionPlugins(ctx, tx, envID, info.Version, from); err != nil {
+		return Rollback{}, err
+	}
 	rel, err := releaseVersion(ctx, tx, envID, info.Version)
 	if err != nil {
 		return Rollback{}, err

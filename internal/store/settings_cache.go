@@ -52,5 +52,6 @@ func (s Settings) clone() Settings {
 	s.AllowedPaths = slices.Clone(s.AllowedPaths)
 	s.AllowedCommands = slices.Clone(s.AllowedCommands)
 	s.AllowedEndpoints = slices.Clone(s.AllowedEndpoints)
+	s.AllowedPlugins = slices.Clone(s.AllowedPlugins)
 	return s
 }

@@ -81,6 +81,9 @@ func (s *Store) ExportVersionOf(ctx context.Context, envID string, v intent.Vers
 		if err != nil {
 			return err
 		}
+		if err := setVersionPlugins(ctx, tx, envID, info.Version, v.Plugins); err != nil {
+			return err
+		}
 		return setVersionModel(ctx, tx, envID, info.Version, model)
 	})
 	return info, err
@@ -101,6 +104,60 @@ func setVersionModel(ctx context.Context, tx pgx.Tx, envID string, version int64
 		return NotFound("model source %s (upload it first: PUT .../model)", model)
 	}
 	return nil
+}
+
+// setVersionPlugins records the plugins a version requires, in tx;
+// none records null.
+func setVersionPlugins(ctx context.Context, tx pgx.Tx, envID string, version int64, plugins []ledger.Plugin) error {
+	if len(plugins) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(plugins)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `update versions set plugins = $3 where environment_id = $1::uuid and version = $2`,
+		envID, version, b)
+	return err
+}
+
+// copyVersionPlugins gives version the plugins of version from, in tx: a
+// version made of another (a partial export that names no plugins, a
+// rollback) runs the plugins it ran.
+func copyVersionPlugins(ctx context.Context, tx pgx.Tx, envID string, version, from int64) error {
+	if from <= 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `update versions set plugins = (select plugins from versions
+		where environment_id = $1::uuid and version = $3) where environment_id = $1::uuid and version = $2`,
+		envID, version, from)
+	return err
+}
+
+// VersionPlugins returns the plugins the version requires (empty: none).
+func (s *Store) VersionPlugins(ctx context.Context, envID string, version int64) ([]ledger.Plugin, error) {
+	var raw []byte
+	err := s.pool.QueryRow(ctx, `select plugins from versions where environment_id = $1::uuid and version = $2`,
+		envID, version).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, NotFound("version %d", version)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodePlugins(raw)
+}
+
+// decodePlugins reads a versions.plugins value; null is none.
+func decodePlugins(raw []byte) ([]ledger.Plugin, error) {
+	ps := []ledger.Plugin{}
+	if len(raw) == 0 {
+		return ps, nil
+	}
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		return nil, fmt.Errorf("stored plugins: %w", err)
+	}
+	return ps, nil
 }
 
 // fullMembers makes the members of a full export of v: v's resources and
