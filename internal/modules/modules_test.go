@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/gittest"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/modules"
 )
 
@@ -137,6 +139,11 @@ func TestResolveDirectoryAndGitModules(t *testing.T) {
 	}
 	if o := res.Plugins[1]; o.Module != "other" || o.Digests()["any"] != "sha256:"+sha("zipapp v1") {
 		t.Errorf("plugin other %+v", o)
+	}
+	lp := res.LedgerPlugins()
+	if len(lp) != 2 || !reflect.DeepEqual(lp[0], ledger.Plugin{Name: "kv", Module: "kv", Version: "v0.1.0", Runtime: "exec",
+		Types: []string{"kv::Entry"}, Artifacts: map[string]string{"linux/amd64": want}}) {
+		t.Errorf("ledger plugins %+v", lp)
 	}
 	for _, f := range []string{"cue.mod/pkg/example.com/kv/kv.cue", "cue.mod/pkg/example.org/other/other.cue", modules.LockName} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"cuelang.org/go/mod/modfile"
 
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/project"
 )
 
@@ -79,6 +80,21 @@ func (p Plugin) Digests() map[string]string {
 	out := make(map[string]string, len(p.Artifacts))
 	for platform, a := range p.Artifacts {
 		out[platform] = a.Digest
+	}
+	return out
+}
+
+// Ledger is the plugin as a version records it (export's plugins).
+func (p Plugin) Ledger() ledger.Plugin {
+	return ledger.Plugin{Name: p.Name, Module: p.Module, Version: p.Version, Runtime: p.Runtime,
+		Types: slices.Clone(p.Types), Artifacts: p.Digests()}
+}
+
+// LedgerPlugins are the plugins as a version records them.
+func (r Resolved) LedgerPlugins() []ledger.Plugin {
+	var out []ledger.Plugin
+	for _, p := range r.Plugins {
+		out = append(out, p.Ledger())
 	}
 	return out
 }
