@@ -81,6 +81,9 @@ func dirArg(args []string) string {
 }
 
 func compileDir(ctx context.Context, dir string, facts map[string]map[string]json.RawMessage) (*compiler.Result, error) {
+	if err := prepareProject(ctx, dir); err != nil {
+		return nil, err
+	}
 	return compiler.Compile(ctx, compiler.Options{Dir: dir, Facts: facts})
 }
 

@@ -22,9 +22,13 @@ func initCommand(g *globals) *cobra.Command {
 		Short: "Create a project: intend.yaml, a CUE module and a first model",
 		Long: `Create an intend project in DIR (default: the current directory; created if
 missing): intend.yaml (the project's name, environment and server), the CUE
-module (cue.mod/module.cue), main.cue with one file to deploy, and a
-.gitignore for the embedded deploy's data/ directory. Refuses to overwrite
-an existing intend.yaml or main.cue.
+module (cue.mod/module.cue), main.cue with one file to deploy, the
+standard library of this intend in cue.mod/pkg/intend.dev/std (so that
+cue vet, cue fmt and cue lsp resolve its imports from disk; intend compile,
+deploy and export rewrite it when it differs from the binary's), and a
+.gitignore for the embedded deploy's data/ directory and .intend (which can
+hold a token); an existing .gitignore stays, with /.intend added when no
+line names it. Refuses to overwrite an existing intend.yaml or main.cue.
 
 Then: intend compile, intend deploy (everything embedded), or intend export
 -d against a server. docs/modeling.md teaches the model.
@@ -54,7 +58,7 @@ Examples:
 				{project.FileName, yml},
 				{"cue.mod/module.cue", fmt.Sprintf("module: %q\nlanguage: version: \"v0.12.0\"\n", "intend.local/"+p.Name)},
 				{"main.cue", fmt.Sprintf(initModel, filepath.Join(os.TempDir(), p.Name))},
-				{".gitignore", "# state of `intend deploy` (PostgreSQL, Temporal)\n/data/\n"},
+				{".gitignore", gitignore},
 			}
 			for _, f := range files {
 				if _, err := os.Stat(filepath.Join(dir, f.name)); err == nil && f.name != ".gitignore" {
@@ -64,7 +68,13 @@ Examples:
 			for _, f := range files {
 				p := filepath.Join(dir, filepath.FromSlash(f.name))
 				if _, err := os.Stat(p); err == nil {
-					continue // an existing .gitignore stays
+					// An existing .gitignore stays, with .intend added.
+					if added, err := ignoreLocalSettings(p); err != nil {
+						return err
+					} else if added {
+						fmt.Fprintf(g.stdout, "added /%s to %s\n", project.LocalFileName, p)
+					}
+					continue
 				}
 				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 					return err
@@ -74,6 +84,10 @@ Examples:
 				}
 				fmt.Fprintf(g.stdout, "created %s\n", p)
 			}
+			if _, err := compiler.WriteStd(dir); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "created %s (the standard library, for the cue tools)\n", filepath.Join(dir, filepath.FromSlash(compiler.StdDir)))
 			fmt.Fprintf(g.stdout, "\nNext: cd %s && intend compile && intend deploy\n", dir)
 			return nil
 		},
@@ -82,6 +96,30 @@ Examples:
 	cmd.Flags().StringVar(&env, "environment", project.DefaultEnvironment, "environment the project deploys to")
 	cmd.Flags().StringVar(&server, "server", "", "intend server's base URL, for intend export (optional)")
 	return cmd
+}
+
+// gitignore is a new project's .gitignore.
+const gitignore = "# state of `intend deploy` (PostgreSQL, Temporal)\n/data/\n" +
+	"# this checkout's CLI settings: they can hold a token\n/" + project.LocalFileName + "\n"
+
+// ignoreLocalSettings adds .intend to the .gitignore at p unless a line
+// of it names it already; it reports whether it did.
+func ignoreLocalSettings(p string) (bool, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return false, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		switch strings.TrimSpace(l) {
+		case project.LocalFileName, "/" + project.LocalFileName:
+			return false, nil
+		}
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	b = append(b, "# this checkout's CLI settings: they can hold a token\n/"+project.LocalFileName+"\n"...)
+	return true, os.WriteFile(p, b, 0o644)
 }
 
 // defaultProjectName makes a directory's name a valid project name.
@@ -115,8 +153,8 @@ import "intend.dev/std/fs"
 resources: {
 	dir: fs.#Directory & {path: %[1]q}
 	hello: fs.#File & {
-		path:     "\(dir.path)/hello.txt"
-		content:  "Hello from intend!\n"
+		path:    "\(dir.path)/hello.txt"
+		content: "Hello from intend!\n"
 		requires: [dir]
 	}
 }

@@ -184,6 +184,7 @@ Exit codes:
 		exportCommand(g),
 		dryrunCommand(g),
 		stdCommand(g),
+		modulesCommand(g),
 		compilesCommand(g),
 		lsmCommand(g),
 		envCommand(g),
@@ -209,7 +210,7 @@ Exit codes:
 	g.completeTree(root)
 	var started bool
 	markStarted(root, &started)
-	cmd, err := root.ExecuteContextC(ctx)
+	cmd, err := root.ExecuteContextC(withNotices(ctx, stderr))
 	if err != nil {
 		return explain(cmd, err, started)
 	}

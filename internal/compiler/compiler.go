@@ -395,10 +395,16 @@ func (c *compilation) load(root string, proj project.Project) (*build.Instance, 
 		return nil, nil
 	}
 	c.std = map[string]*build.Instance{}
+	var foreign []string // files of the project's copy of std that the binary's lacks
 	var index func(*build.Instance)
 	index = func(i *build.Instance) {
 		if strings.HasPrefix(i.ImportPath, StdModule+"/") {
 			c.std[i.ImportPath] = i
+			for _, f := range i.Files {
+				if _, ok := ov[f.Filename]; !ok && !slices.Contains(foreign, f.Filename) {
+					foreign = append(foreign, f.Filename)
+				}
+			}
 		}
 		for _, f := range i.Files {
 			c.files[f.Filename] = f
@@ -408,6 +414,21 @@ func (c *compilation) load(root string, proj project.Project) (*build.Instance, 
 		}
 	}
 	index(inst)
+	if len(foreign) > 0 {
+		// A copy from another intend (committed, then compiled by a
+		// server of another version): the binary's library is what its
+		// adapters implement.
+		for _, f := range foreign {
+			rel, err := filepath.Rel(root, f)
+			if err != nil {
+				rel = f
+			}
+			rel = filepath.ToSlash(rel)
+			c.errs.add(&Error{Message: fmt.Sprintf("%s: not part of the standard library of this intend (%s is intend's own copy, "+
+				"for the cue tools): intend compile rewrites it, or remove the file", rel, StdDir), Positions: []Position{{File: rel}}})
+		}
+		return nil, nil
+	}
 	return inst, nil
 }
 

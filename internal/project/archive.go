@@ -24,18 +24,24 @@ import (
 // MaxArchiveBytes bounds a project archive, compressed and unpacked.
 const MaxArchiveBytes = 32 << 20
 
+// StdCopyDir is where intend init writes the standard library for the cue
+// tools (compiler.StdDir, which imports this package).
+const StdCopyDir = "cue.mod/pkg/intend.dev/std"
+
 // maxArchiveFiles bounds the files of a project archive.
 const maxArchiveFiles = 10000
 
 // skipped reports whether a project's file or directory (slash path
 // relative to the project) stays out of its archive: the embedded
 // deploy's state, version control, .intend, which may hold a token, and
-// the model's tests (*_test.cue, intend test), which no compile reads:
-// a change of a test is no new model source.
+// the model's tests (*_test.cue, intend test), which no compile reads
+// (a change of a test is no new model source), and intend's copy of the
+// standard library for the cue tools (the server compiles with its own;
+// compiler.StdDir).
 func skipped(rel string, dir bool) bool {
 	base := path.Base(rel)
 	switch {
-	case base == ".git", dir && rel == "data":
+	case base == ".git", dir && rel == "data", dir && rel == StdCopyDir:
 		return true
 	case !dir && (rel == LocalFileName || strings.HasSuffix(base, "_test.cue")):
 		return true

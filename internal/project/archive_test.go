@@ -33,18 +33,23 @@ func TestArchiveRoundTrip(t *testing.T) {
 	writeFiles(t, dir, map[string]string{
 		"intend.yaml": "name: x\n", "main.cue": "package main\n", "lib/web/web.cue": "package web\n",
 		"cue.mod/module.cue": "module: \"a.b/c\"\n",
-		// These stay out: state, version control, the token file, and
-		// the model's tests (intend test), which no compile reads.
+		// A module's packages (internal/modules) are the model's.
+		"cue.mod/pkg/example.com/kv/kv.cue": "package kv\n",
+		// These stay out: state, version control, the token file, the
+		// model's tests (intend test), which no compile reads, and
+		// intend's copy of the standard library (the server compiles
+		// with its own).
 		"data/deploy/pg/PG_VERSION": "15", ".git/HEAD": "ref", ".intend": "token: secret\n", "lib/.git/config": "x",
 		"main_test.cue": "package main\n\ntests: {}\n", "lib/web/web_test.cue": "package web\n",
+		"cue.mod/pkg/intend.dev/std/fs/fs.cue": "package fs\n",
 	})
 	packed, err := project.Archive(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, hash := packed.Archive, packed.Hash
-	if packed.Files != 4 {
-		t.Errorf("files = %d, want 4", packed.Files)
+	if packed.Files != 5 {
+		t.Errorf("files = %d, want 5", packed.Files)
 	}
 	// The same project, written at another time, archives the same.
 	later := filepath.Join(dir, "main.cue")
@@ -66,7 +71,7 @@ func TestArchiveRoundTrip(t *testing.T) {
 		}
 		return err
 	})
-	want := "cue.mod/module.cue intend.yaml lib/web/web.cue main.cue"
+	want := "cue.mod/module.cue cue.mod/pkg/example.com/kv/kv.cue intend.yaml lib/web/web.cue main.cue"
 	if strings.Join(got, " ") != want {
 		t.Errorf("extracted %v, want %s", got, want)
 	}

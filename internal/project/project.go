@@ -42,6 +42,8 @@ type Project struct {
 	// Entry is the CUE package to compile: a slash-separated directory
 	// relative to the project, "." by default.
 	Entry string `yaml:"entry,omitempty"`
+	// Modules are the modules the project uses (modules.go).
+	Modules []Module `yaml:"modules,omitempty"`
 }
 
 // Local is .intend: a developer's CLI settings for this checkout.
@@ -110,6 +112,7 @@ func Parse(file string, b []byte) (Project, error) {
 		bad("entry", msg)
 	}
 	p.Entry = entry
+	checkModules(p.Modules, bad)
 	if len(errs) > 0 {
 		return Project{}, errors.Join(errs...)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -20,11 +21,15 @@ func TestParse(t *testing.T) {
 			project.Project{Name: "quickstart", Environment: "dev", Entry: "."}},
 		{"everything", "name: web\nenvironment: prod\nserver: https://intend.example.com:8080\nentry: ./model/\n",
 			project.Project{Name: "web", Environment: "prod", Server: "https://intend.example.com:8080", Entry: "model"}},
+		{"modules", "name: a\nmodules:\n  - {name: kv, source: ./modules/kv}\n  - {name: other, source: 'git+https://example.com/other.git@v1.0.0', version: v1.0.0}\n",
+			project.Project{Name: "a", Environment: "dev", Entry: ".", Modules: []project.Module{
+				{Name: "kv", Source: "./modules/kv"},
+				{Name: "other", Source: "git+https://example.com/other.git@v1.0.0", Version: "v1.0.0"}}}},
 	}
 	for _, c := range ok {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := project.Parse("intend.yaml", []byte(c.yaml))
-			if err != nil || got != c.want {
+			if err != nil || !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("Parse = %+v, %v; want %+v", got, err, c.want)
 			}
 		})
@@ -44,6 +49,13 @@ func TestParse(t *testing.T) {
 		{"entry absolute", "name: a\nentry: /etc\n", []string{"entry", "relative"}},
 		{"two documents", "name: a\n---\nname: b\n", []string{"more than one YAML document"}},
 		{"not a mapping", "- a\n", []string{"intend.yaml"}},
+		{"module twice", "name: a\nmodules: [{name: kv, source: ./a}, {name: kv, source: ./b}]\n", []string{"modules[1].name", "listed twice", "one version"}},
+		{"module without source", "name: a\nmodules: [{name: kv}]\n", []string{"modules[0].source: required"}},
+		{"module bad version", "name: a\nmodules: [{name: kv, source: ./kv, version: 1.2}]\n", []string{"modules[0].version", "semantic version"}},
+		{"git module without version", "name: a\nmodules: [{name: kv, source: 'git+https://h/kv.git@v1.0.0'}]\n", []string{"modules[0].version: required"}},
+		{"git module without tag", "name: a\nmodules: [{name: kv, source: 'git+https://h/kv.git', version: v1.0.0}]\n", []string{"modules[0].source", "git+<url>@<tag>"}},
+		{"git module over http", "name: a\nmodules: [{name: kv, source: 'git+http://h/kv.git@v1.0.0', version: v1.0.0}]\n", []string{"https, ssh or file"}},
+		{"module unknown key", "name: a\nmodules: [{name: kv, source: ./kv, tag: x}]\n", []string{"tag", "not found"}},
 		{"every error at once", "name: A\nserver: ftp://x\nentry: ..\n", []string{"name:", "server:", "entry:"}},
 	}
 	for _, c := range bad {
@@ -130,7 +142,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatal(err)
 		}
 		again, err := project.Parse("intend.yaml", out)
-		if err != nil || again != p {
+		if err != nil || !reflect.DeepEqual(again, p) {
 			t.Fatalf("round trip: %+v, %v; want %+v (from %q)", again, err, p, out)
 		}
 	})
