@@ -17,6 +17,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/modules"
 	"github.com/intendhq/intend/internal/project"
 )
 
@@ -81,10 +82,19 @@ func dirArg(args []string) string {
 }
 
 func compileDir(ctx context.Context, dir string, facts map[string]map[string]json.RawMessage) (*compiler.Result, error) {
-	if err := prepareProject(ctx, dir); err != nil {
-		return nil, err
+	res, _, err := compileProject(ctx, dir, facts)
+	return res, err
+}
+
+// compileProject is compileDir that also returns the project's modules,
+// as resolved for the compile (their plugins go into an export).
+func compileProject(ctx context.Context, dir string, facts map[string]map[string]json.RawMessage) (*compiler.Result, modules.Resolved, error) {
+	mods, err := prepareProject(ctx, dir)
+	if err != nil {
+		return nil, mods, err
 	}
-	return compiler.Compile(ctx, compiler.Options{Dir: dir, Facts: facts})
+	res, err := compiler.Compile(ctx, compiler.Options{Dir: dir, Facts: facts})
+	return res, mods, err
 }
 
 // compileFailed prints a failed compile's errors as JSON or YAML when asked (the
@@ -295,15 +305,19 @@ func (s *clientSettings) push(ctx context.Context, w io.Writer, dir string, part
 	if err != nil {
 		return
 	}
-	if res, err = compileDir(ctx, dir, facts); err != nil {
+	res, mods, err := compileProject(ctx, dir, facts)
+	if err != nil {
 		err = compileFailed(w, s.output, err)
+		return
+	}
+	if err = uploadPlugins(ctx, notices(ctx), c, env, mods); err != nil {
 		return
 	}
 	model, err := uploadSource(ctx, c, env, dir)
 	if err != nil {
 		return
 	}
-	v, err = upload(ctx, c, env, res, partial, sets, model, how)
+	v, err = upload(ctx, c, env, withPlugins(res, mods), partial, sets, model, how)
 	return
 }
 
@@ -397,7 +411,8 @@ func partialBody(res *compiler.Result, sets []string) ([]byte, error) {
 	body := struct {
 		Resources []compiler.Resource `json:"resources"`
 		Removed   []string            `json:"removed_resource_sets"`
-	}{Resources: []compiler.Resource{}, Removed: removed}
+		Plugins   json.RawMessage     `json:"plugins,omitempty"`
+	}{Resources: []compiler.Resource{}, Removed: removed, Plugins: res.Plugins}
 	for _, r := range res.Resources {
 		if r.ResourceSet == "" || (len(sets) == 0 || want[r.ResourceSet]) {
 			body.Resources = append(body.Resources, r)

@@ -17,6 +17,7 @@ import (
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/modules"
 	"github.com/intendhq/intend/internal/project"
 )
 
@@ -130,7 +131,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 		pre.cancel(ctx)
 		return err
 	}
-	res, err := compileDir(ctx, dir, nil)
+	res, mods, err := compileProject(ctx, dir, nil)
 	if err != nil {
 		pre.cancel(ctx)
 		return compileFailed(out, outputTable, err)
@@ -160,7 +161,7 @@ func embeddedDeploy(ctx context.Context, g *globals, dir, dataDir, envName strin
 		}
 	}()
 	d := &deployer{ctx: ctx, c: c, env: env.Name, dir: dir, out: out, timeout: timeout, repair: repair,
-		compiled: compiled{hash: before.Hash, res: res, remember: srv.RememberCompile}}
+		compiled: compiled{hash: before.Hash, res: res, remember: srv.RememberCompile}, mods: mods}
 	if res.Undefined > 0 {
 		// Facts reported by earlier runs may define them.
 		if res, err = d.recompile(); err != nil {
@@ -240,6 +241,9 @@ type deployer struct {
 	repair bool
 	// compiled is the first compile, of the source packed just before.
 	compiled compiled
+	// mods are the project's modules, as the last compile resolved them:
+	// their plugins go with every export.
+	mods modules.Resolved
 }
 
 // compiled is a compile of the project's source whose archive hashed to
@@ -255,10 +259,11 @@ func (d *deployer) recompile() (*compiler.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := compileDir(d.ctx, d.dir, facts)
+	res, mods, err := compileProject(d.ctx, d.dir, facts)
 	if err != nil {
 		return nil, compileFailed(d.out, outputTable, err)
 	}
+	d.mods = mods
 	return res, nil
 }
 
@@ -272,11 +277,14 @@ func (d *deployer) export(res *compiler.Result) (client.VersionInfo, error) {
 		// compile it again (facts do not change its service catalog).
 		d.compiled.remember(packed.Hash, d.compiled.res)
 	}
+	if err := uploadPlugins(d.ctx, d.out, d.c, d.env, d.mods); err != nil {
+		return client.VersionInfo{}, err
+	}
 	if err := putSource(d.ctx, d.c, d.env, packed); err != nil {
 		return client.VersionInfo{}, err
 	}
 	// Released by deploy, by hand (a dry-run's never is).
-	v, err := upload(d.ctx, d.c, d.env, res, false, nil, packed.Hash, releaseNot)
+	v, err := upload(d.ctx, d.c, d.env, withPlugins(res, d.mods), false, nil, packed.Hash, releaseNot)
 	if err != nil {
 		return v, err
 	}

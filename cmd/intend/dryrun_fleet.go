@@ -45,7 +45,8 @@ func (s *clientSettings) pushPreviewed(ctx context.Context, w io.Writer, dir str
 	if err != nil {
 		return
 	}
-	if res, err = compileDir(ctx, dir, facts); err != nil {
+	res, mods, err := compileProject(ctx, dir, facts)
+	if err != nil {
 		err = compileFailed(w, s.output, err)
 		return
 	}
@@ -56,10 +57,15 @@ func (s *clientSettings) pushPreviewed(ctx context.Context, w io.Writer, dir str
 	if fleet, err = previewFleet(ctx, c, env, packed.Archive); err != nil {
 		return
 	}
+	// A dry-run of a plugin upgrade runs the new plugin: its artifacts go
+	// first.
+	if err = uploadPlugins(ctx, notices(ctx), c, env, mods); err != nil {
+		return
+	}
 	if err = putSource(ctx, c, env, packed); err != nil {
 		return
 	}
-	v, err = upload(ctx, c, env, res, false, nil, packed.Hash, releaseNot) // a dry-run's: never released
+	v, err = upload(ctx, c, env, withPlugins(res, mods), false, nil, packed.Hash, releaseNot) // a dry-run's: never released
 	return
 }
 

@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/modules"
 	"github.com/intendhq/intend/internal/project"
 )
@@ -34,9 +38,9 @@ func notices(ctx context.Context) io.Writer {
 // with, before a compile (intend compile, deploy, export): the standard
 // library of this binary in cue.mod/pkg/intend.dev/std, for the cue
 // tools. It says on stderr what it rewrote.
-func prepareProject(ctx context.Context, dir string) error {
+func prepareProject(ctx context.Context, dir string) (modules.Resolved, error) {
 	if _, err := os.Stat(filepath.Join(dir, project.FileName)); err != nil {
-		return nil // not a project: the compile says so
+		return modules.Resolved{}, nil // not a project: the compile says so
 	}
 	changed, err := compiler.WriteStd(dir)
 	if err != nil {
@@ -44,14 +48,13 @@ func prepareProject(ctx context.Context, dir string) error {
 		// project it cannot write (a read-only checkout) still compiles.
 		fmt.Fprintf(notices(ctx), "intend: warning: could not write %s (the cue tools read it): %v\n",
 			filepath.Join(dir, filepath.FromSlash(compiler.StdDir)), err)
-		return nil
+		return resolveModules(ctx, dir, false)
 	}
 	if changed {
 		fmt.Fprintf(notices(ctx), "intend: wrote %s: the standard library of this intend (%s), for the cue tools\n",
 			filepath.Join(dir, filepath.FromSlash(compiler.StdDir)), buildVersion())
 	}
-	_, err = resolveModules(ctx, dir, false)
-	return err
+	return resolveModules(ctx, dir, false)
 }
 
 // resolveModules resolves the project's modules (internal/modules) and
@@ -167,4 +170,67 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// withPlugins is res with the adapter plugins of the project's modules
+// as its export's "plugins". A project without modules sends none: a
+// full export then requires no plugin, a partial one keeps its base's.
+func withPlugins(res *compiler.Result, mods modules.Resolved) *compiler.Result {
+	if len(mods.Modules) == 0 {
+		return res
+	}
+	plugins := mods.LedgerPlugins()
+	if plugins == nil {
+		plugins = []ledger.Plugin{} // none, even in a partial export
+	}
+	b, err := json.Marshal(plugins)
+	if err != nil {
+		panic(err) // strings and maps of strings
+	}
+	out := *res
+	out.Plugins = b
+	return &out
+}
+
+// uploadPlugins uploads to env the artifacts of the modules' plugins that
+// it does not hold yet, each streamed from its file and checked by the
+// server against its digest, and says so on w.
+func uploadPlugins(ctx context.Context, w io.Writer, c *client.Client, env string, mods modules.Resolved) error {
+	for _, p := range mods.Plugins {
+		platforms := make([]string, 0, len(p.Artifacts))
+		for platform := range p.Artifacts {
+			platforms = append(platforms, platform)
+		}
+		slices.Sort(platforms)
+		for _, platform := range platforms {
+			a := p.Artifacts[platform]
+			has, err := c.HasArtifact(ctx, env, a.Digest)
+			if err != nil {
+				return fmt.Errorf("plugin %s (%s): %w", p.Name, platform, err)
+			}
+			if has {
+				continue
+			}
+			if err := uploadArtifact(ctx, c, env, a); err != nil {
+				return fmt.Errorf("plugin %s of module %s (%s, %s): upload: %w", p.Name, p.Module, platform, a.File, err)
+			}
+			fmt.Fprintf(w, "intend: uploaded plugin %s (%s, %s) to %s\n", p.Name, platform, a.Digest, env)
+		}
+	}
+	return nil
+}
+
+// uploadArtifact streams one artifact's file.
+func uploadArtifact(ctx context.Context, c *client.Client, env string, a modules.Artifact) error {
+	f, err := os.Open(a.File)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	_, err = c.UploadArtifact(ctx, env, a.Digest, f, st.Size())
+	return err
 }

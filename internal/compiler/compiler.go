@@ -185,6 +185,11 @@ type Result struct {
 	// change what it compiles to. A caller that compiles the same model
 	// source again may leave the facts out when it does not.
 	DeclaresFacts bool
+	// Plugins, when set, is the export's "plugins": the adapter plugins
+	// of the project's modules (internal/ledger.Plugin, as JSON), which
+	// the version requires. The compile does not set it; intend export
+	// does, from the modules it resolved.
+	Plugins json.RawMessage
 }
 
 // Service is a service entity of the model, as the catalog registers it.
@@ -197,8 +202,9 @@ func (r *Result) Export() []byte {
 		rs = []Resource{} // a model without resources exports an empty version
 	}
 	b, err := json.Marshal(struct {
-		Resources []Resource `json:"resources"`
-	}{rs})
+		Resources []Resource      `json:"resources"`
+		Plugins   json.RawMessage `json:"plugins,omitempty"`
+	}{rs, r.Plugins})
 	if err != nil {
 		panic(err) // every part is already JSON
 	}
