@@ -138,19 +138,10 @@ func (h *Host) Handler(ctx context.Context, env string, p ledger.Plugin, resourc
 	if !slices.Contains(p.Types, resourceType) {
 		return nil, adapters.Permanent(fmt.Errorf("plugin %s does not serve %s", p.Name, resourceType))
 	}
-	platform := goosArch()
-	switch p.Runtime {
-	case RuntimeExec:
-	case RuntimePython3:
-		platform = "any"
-	default:
-		return nil, adapters.Permanent(fmt.Errorf("plugin %s: unknown runtime %q", p.Name, p.Runtime))
+	k, err := keyOf(p)
+	if err != nil {
+		return nil, err
 	}
-	digest, ok := p.Artifacts[platform]
-	if !ok {
-		return nil, adapters.Permanent(fmt.Errorf("plugin %s has no artifact for platform %s", p.Name, platform))
-	}
-	k := key{name: p.Name, runtime: p.Runtime, digest: digest}
 	proc, err := h.acquire(ctx, env, k)
 	if err != nil {
 		return nil, err
@@ -161,6 +152,40 @@ func (h *Host) Handler(ctx context.Context, env string, p ledger.Plugin, resourc
 		return nil, err
 	}
 	return newHandler(h, env, k, resourceType, described), nil
+}
+
+// Types starts plugin p when it does not run and returns the types it
+// serves, as its Describe says (whatever p.Types says). It is for tools
+// that run a plugin they have not recorded in a version yet
+// (adapters/plugin/plugintest).
+func (h *Host) Types(ctx context.Context, env string, p ledger.Plugin) ([]string, error) {
+	k, err := keyOf(p)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := h.acquire(ctx, env, k)
+	if err != nil {
+		return nil, err
+	}
+	defer h.release(proc)
+	return proc.sess.Types(), nil
+}
+
+// keyOf returns the process key of p's artifact for this platform.
+func keyOf(p ledger.Plugin) (key, error) {
+	platform := goosArch()
+	switch p.Runtime {
+	case RuntimeExec:
+	case RuntimePython3:
+		platform = "any"
+	default:
+		return key{}, adapters.Permanent(fmt.Errorf("plugin %s: unknown runtime %q", p.Name, p.Runtime))
+	}
+	digest, ok := p.Artifacts[platform]
+	if !ok {
+		return key{}, adapters.Permanent(fmt.Errorf("plugin %s has no artifact for platform %s", p.Name, platform))
+	}
+	return key{name: p.Name, runtime: p.Runtime, digest: digest}, nil
 }
 
 // acquire returns the running process of k, started when there is none,

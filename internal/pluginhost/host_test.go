@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -590,5 +591,33 @@ func TestStartedByHand(t *testing.T) {
 	}
 	if want := "lifeplugin is an intend adapter plugin (it serves test::Life): an intend executor starts it"; !strings.Contains(string(out), want) {
 		t.Fatalf("output %q, want %q", out, want)
+	}
+}
+
+// Types starts the plugin and answers what its Describe says, whatever
+// the ref's Types; the handler of one of them then reuses the process.
+func TestTypes(t *testing.T) {
+	h, s := newTestHost(t, Options{})
+	ref := lifeRef(s.put(lifeBinary(t)))
+	ref.Types = nil
+	types, err := h.Types(context.Background(), "env1", ref)
+	if err != nil || !slices.Equal(types, []string{"test::Life"}) {
+		t.Fatalf("Types = %v, %v; want [test::Life]", types, err)
+	}
+	if st := h.Stats(); st.Starts != 1 || st.Live != 1 {
+		t.Fatalf("stats %+v after Types: want 1 start, 1 live", st)
+	}
+	ref.Types = types
+	hd, err := h.Handler(context.Background(), "env1", ref, "test::Life")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidOf(t, hd)
+	if st := h.Stats(); st.Starts != 1 {
+		t.Fatalf("stats %+v: the handler started the plugin again", st)
+	}
+	ref.Runtime = "java"
+	if _, err := h.Types(context.Background(), "env1", ref); adapters.ClassOf(err) != adapters.ClassPermanent {
+		t.Fatalf("Types of runtime java = %v, want a permanent error", err)
 	}
 }
