@@ -195,8 +195,14 @@ resources are in the set "<refinement>/<instance>") together with the
 shared resources. A --set the model no longer produces is removed from the
 environment. Other sets stay as they are on the server.
 
+A project with modules (intend.yaml's modules:): the artifacts of their
+adapter plugins that the environment lacks are uploaded first (PUT
+.../artifacts/{digest}), and the version names the plugins with their
+digests (docs/modeling.md, "Modules").
+
 -j FILE writes the version's JSON to FILE (- for standard output) instead of
-uploading it; no server is needed then.
+uploading it, plugins included (their artifacts are not uploaded); no
+server is needed then.
 
 ` + clientSettingsHelp + `
 
@@ -215,10 +221,13 @@ Examples:
 				if release {
 					return usageErrorf("-j writes a file; it cannot also release (-d)")
 				}
-				res, err := compileDir(ctx, dir, nil)
+				res, mods, err := compileProject(ctx, dir, nil)
 				if err != nil {
 					return compileFailed(g.stdout, s.output, err)
 				}
+				// The version as export uploads it: with the plugins it
+				// requires (their artifacts are not uploaded).
+				res = withPlugins(res, mods)
 				body := res.Export()
 				if partial {
 					if body, err = partialBody(res, sets); err != nil {

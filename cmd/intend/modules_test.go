@@ -1,12 +1,16 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/intendhq/intend/internal/gittest"
+	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/modules"
 )
 
@@ -101,6 +105,21 @@ resources: hello: files.#Greeting & {path: "/tmp/greeting.txt"}
 		t.Errorf("intend.lock does not pin %s:\n%s", moved, lock)
 	}
 	ok(t, nil, "compile", dir)
+
+	// export -j writes the version as export uploads it: with the
+	// plugins it requires, and needs no server.
+	out = ok(t, map[string]string{"INTEND_SERVER": "http://127.0.0.1:1"}, "export", dir, "-j", "-")
+	var v struct {
+		Plugins []ledger.Plugin `json:"plugins"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("export -j: %v\n%s", err, out)
+	}
+	sum := sha256.Sum256([]byte("a plugin"))
+	if len(v.Plugins) != 1 || v.Plugins[0].Name != "files" || v.Plugins[0].Module != "files" ||
+		v.Plugins[0].Artifacts["linux/amd64"] != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("export -j: plugins %+v, want the files plugin and its artifact's digest\n%s", v.Plugins, out)
+	}
 }
 
 // cueBinaryIfAny is cueBinary without the skip: "" when there is none
