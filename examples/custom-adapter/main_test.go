@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,13 @@ func TestCustomAdapterModule(t *testing.T) {
 	}
 	old := digests(t, mod)
 	checkPlugin(t, c, env, v1, "v1.0.0", old)
+	// intend versions show lists the plugin per platform with its digest.
+	show := string(cli("versions", "show", strconv.FormatInt(v1, 10)))
+	for _, p := range platforms {
+		if !strings.Contains(show, p) || !strings.Contains(show, old[p]) {
+			t.Errorf("intend versions show %d lacks plugin kv for %s (%s):\n%s", v1, p, old[p], show)
+		}
+	}
 	acts, _, err := c.Actions(ctx, env, client.ActionQuery{Resource: "kv::Entry[app1,key=PORT]", Action: "deploy"})
 	if err != nil || len(acts) == 0 || acts[0].Executor != "kv-1" || acts[0].Result != "deployed" {
 		t.Errorf("the action log of kv::Entry[app1,key=PORT]: %+v, %v; want deployed by kv-1", acts, err)
