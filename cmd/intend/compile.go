@@ -225,8 +225,8 @@ Examples:
 				if err != nil {
 					return compileFailed(g.stdout, s.output, err)
 				}
-				// The version as export uploads it: with the plugins it
-				// requires (their artifacts are not uploaded).
+				// The plugins the version requires: their artifacts must
+				// be uploaded (intend export does) before the file is.
 				res = withPlugins(res, mods)
 				body := res.Export()
 				if partial {
