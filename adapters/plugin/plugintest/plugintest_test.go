@@ -15,6 +15,7 @@ import (
 	"github.com/intendhq/intend/adapters/conformance"
 	"github.com/intendhq/intend/adapters/plugin/plugintest"
 	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/examples/custom-adapter/kv"
 	"github.com/intendhq/intend/internal/pythonplugin"
 )
 
@@ -64,8 +65,11 @@ func TestKV(t *testing.T) {
 			return strings.Contains("\n"+string(b), "\nPORT=")
 		},
 	})
-	if b, err := os.ReadFile(file); err != nil || string(b) != others {
-		t.Errorf("after the suite the file is %q (%v), want %q", b, err, others)
+	// The plugin's release heads the file (kv.Entry.Release); the other
+	// lines survive.
+	want := "# " + kv.HeaderMark + " v1.0.0\n" + others
+	if b, err := os.ReadFile(file); err != nil || string(b) != want {
+		t.Errorf("after the suite the file is %q (%v), want %q", b, err, want)
 	}
 }
 
