@@ -66,7 +66,7 @@ func Start(t testing.TB) *Server {
 		// delete: enabled lets a test remove what it published; no
 		// auth: anonymous pull and push, as on a private network.
 		text := "version: 0.1\n" +
-			"log:\n  level: info\n  accesslog:\n    disabled: false\n" +
+			"log:\n  level: info\n  accesslog:\n    disabled: true\n" +
 			"storage:\n  filesystem:\n    rootdirectory: " + filepath.Join(dir, "storage") + "\n  delete:\n    enabled: true\n" +
 			"http:\n  addr: " + s.Host + "\n"
 		if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
