@@ -81,13 +81,15 @@ uses in intend.yaml:
   modules:
     - {name: kv, source: ./modules/kv}                                    # a directory
     - {name: other, source: 'git+https://example.com/other.git@v1.0.0', version: v1.0.0}
+    - {name: reg, source: 'oci://registry.example.com/mods/example.com/reg@v1.0.0', version: v1.0.0}
 
-intend compile, deploy and export resolve them first: git modules are
+intend compile, deploy and export resolve them first: git modules and
+modules from a CUE module registry (OCI, published by cue mod publish) are
 fetched into the user's cache (~/.cache/intend/modules), every module's
 CUE packages are copied into cue.mod/pkg/<its CUE module path> (where the
 compiler and the cue tools read them), and intend.lock pins each git
-module's commit, content and artifacts: a module whose commit or content
-changed since is refused. docs/modeling.md ("Modules") explains them.`,
+module's commit (an OCI module's manifest digest), content and artifacts:
+a module whose commit, manifest or content changed since is refused. docs/modeling.md ("Modules") explains them.`,
 		Args: cobra.NoArgs,
 	}
 	lock := &cobra.Command{
@@ -118,7 +120,8 @@ Examples:
 		Short: "Resolve the modules and list them with their plugins",
 		Long: `Resolve the modules of the project in DIR (default: the current directory),
 checked against intend.lock, and print them: name, version, source, git
-commit (none for a directory module), CUE module path and plugins; then,
+commit (an OCI module's manifest digest; none for a directory module),
+CUE module path and plugins; then,
 with -w (wide), each plugin artifact: platform, digest and local file.
 
 Examples:
@@ -140,6 +143,8 @@ Examples:
 				commit := "-"
 				if m.Commit != "" {
 					commit = m.Commit[:12]
+				} else if m.ManifestDigest != "" {
+					commit = m.ManifestDigest[:len("sha256:")+12]
 				}
 				t.row(m.Name, m.Version, m.Source, commit, m.CUE, orDash(strings.Join(ps, ",")))
 			}

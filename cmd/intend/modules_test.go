@@ -11,6 +11,7 @@ import (
 
 	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/modules"
+	"github.com/intendhq/intend/internal/ocitest"
 )
 
 // TestModulesCommands: a project using a directory module and a git
@@ -116,6 +117,75 @@ func cueBinaryIfAny(t *testing.T) string {
 		}
 	}
 	return cueBinary(t)
+}
+
+// TestModulesCommandsOCI: a module published by cue mod publish to a real
+// registry resolves on intend compile, intend modules list shows its
+// manifest digest, the cue tools read its packages, and a version
+// published again with other content is refused until intend modules
+// lock pins it.
+func TestModulesCommandsOCI(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	reg := ocitest.Start(t)
+	mod := t.TempDir()
+	publish := func(hello string) string {
+		t.Helper()
+		for name, text := range map[string]string{
+			"intend-module.yaml": "name: greet\nversion: v1.0.0\ncue: example.org/greet\n",
+			"cue.mod/module.cue": "module: \"example.org/greet@v1\"\nlanguage: version: \"v0.12.0\"\nsource: kind: \"self\"\n",
+			"greet.cue":          "package greet\n\n#Hello: \"" + hello + "\\n\"\n",
+		} {
+			p := filepath.Join(mod, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reg.Publish(t, mod, "mods", "v1.0.0")
+		return reg.ManifestDigest(t, "mods/example.org/greet", "v1.0.0")
+	}
+	first := publish("Hello from a registry!")
+	dir := filepath.Join(t.TempDir(), "p")
+	ok(t, nil, "init", dir)
+	yml, _ := os.ReadFile(filepath.Join(dir, "intend.yaml"))
+	main := "package main\n\nimport (\n\t\"example.org/greet\"\n\t\"intend.dev/std/fs\"\n)\n\n" +
+		"resources: hello: fs.#File & {path: \"/tmp/greeting.txt\", content: greet.#Hello}\n"
+	if err := os.WriteFile(filepath.Join(dir, "intend.yaml"), append(yml, []byte("modules:\n  - {name: greet, source: 'oci://"+reg.Host+"/mods/example.org/greet@v1.0.0', version: v1.0.0}\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.cue"), []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := cli(t, nil, "compile", dir)
+	if res.err != nil || !strings.Contains(res.out, "fs::File[localhost,path=/tmp/greeting.txt]") {
+		t.Fatalf("%s", res)
+	}
+	pkg := filepath.Join(dir, "cue.mod/pkg/example.org/greet/greet.cue")
+	if b, err := os.ReadFile(pkg); err != nil || !strings.Contains(string(b), "Hello from a registry!") {
+		t.Errorf("%s: %q, %v", pkg, b, err)
+	}
+	out := ok(t, nil, "modules", "list", dir)
+	if !strings.Contains(out, first[:len("sha256:")+12]) || !strings.Contains(out, "example.org/greet") {
+		t.Errorf("intend modules list lacks the manifest %s:\n%s", first, out)
+	}
+	if cue := cueBinaryIfAny(t); cue != "" {
+		if out, err := runCue(t, cue, dir, "vet", "./..."); err != nil {
+			t.Errorf("cue vet ./...: %v\n%s", err, out)
+		}
+	}
+	moved := publish("published again")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	fails(t, nil, 1, []string{"module greet", moved, first, "intend modules lock"}, "compile", dir)
+	ok(t, nil, "modules", "lock", dir)
+	if lock, _ := os.ReadFile(filepath.Join(dir, modules.LockName)); !strings.Contains(string(lock), "manifest: "+moved) {
+		t.Errorf("intend.lock does not pin %s:\n%s", moved, lock)
+	}
+	ok(t, nil, "compile", dir)
+	if b, err := os.ReadFile(pkg); err != nil || !strings.Contains(string(b), "published again") {
+		t.Errorf("after intend modules lock, %s: %q, %v", pkg, b, err)
+	}
 }
 
 // TestExportFileNamesThePlugins: the version -j writes requires the

@@ -20,10 +20,11 @@ const gitTimeout = 5 * time.Minute
 
 var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
-// gitCache holds git modules: a bare repository per URL
+// moduleCache holds git modules: a bare repository per URL
 // (git/<key>.git) and a checkout per URL and commit (src/<key>-<commit>),
-// written once (to a temporary directory, then renamed) and read after.
-type gitCache struct{ dir string }
+// and OCI modules (oci.go), written once (to a temporary directory, then
+// renamed) and read after.
+type moduleCache struct{ dir string }
 
 func urlKey(url string) string {
 	sum := sha256.Sum256([]byte(url))
@@ -34,7 +35,7 @@ func urlKey(url string) string {
 // cache lacks it. commit "" means: the commit tag points to now; a
 // commit given (intend.lock's) is used without network when cached.
 // It returns the directory and the commit.
-func (c gitCache) checkout(ctx context.Context, url, tag, commit string) (string, string, error) {
+func (c moduleCache) checkout(ctx context.Context, url, tag, commit string) (string, string, error) {
 	key := urlKey(url)
 	if commit != "" {
 		if dir := filepath.Join(c.dir, "src", key+"-"+commit); isDir(dir) {
@@ -105,7 +106,7 @@ func (c gitCache) checkout(ctx context.Context, url, tag, commit string) (string
 	return dir, got, nil
 }
 
-// changedError: a locked module's commit or content is not what
+// changedError: a locked module's commit, manifest or content is not what
 // intend.lock pinned.
 type changedError struct{ what, locked, now string }
 

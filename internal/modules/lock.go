@@ -32,6 +32,9 @@ type Locked struct {
 	CUE string `yaml:"cue"`
 	// Commit is the git commit the tag pointed to.
 	Commit string `yaml:"commit,omitempty"`
+	// Manifest is the digest of the OCI manifest an OCI module's
+	// version (its tag) held.
+	Manifest string `yaml:"manifest,omitempty"`
 	// Tree is the module's TreeDigest.
 	Tree string `yaml:"tree,omitempty"`
 	// Artifacts are the digests of its plugins' artifacts, by
@@ -40,7 +43,7 @@ type Locked struct {
 }
 
 const lockHeader = "# intend.lock: the modules intend resolved, pinned (intend modules lock rewrites it).\n" +
-	"# A git module whose commit or content differs from what is pinned here is refused.\n"
+	"# A git or OCI module whose commit, manifest or content differs from what is pinned here is refused.\n"
 
 // ReadLock reads dir/intend.lock; a missing file is (nil, nil).
 func ReadLock(dir string) (*Lock, error) {
@@ -86,3 +89,6 @@ func (l *Lock) find(name string) *Locked {
 	}
 	return nil
 }
+
+// pinned: a module pinned by content (git or OCI), not a directory.
+func (l *Locked) pinned() bool { return l.Commit != "" || l.Manifest != "" }

@@ -2,12 +2,14 @@
 // units of CUE packages (the entities) and the adapter plugins they need
 // (an artifact per platform), each described by its intend-module.yaml,
 // that the project's intend.yaml names under modules: with their source
-// (a directory, or a git repository at a tag) and version.
+// (a directory, a git repository at a tag, or a CUE module version in an
+// OCI registry, as cue mod publish pushes it) and version.
 //
 // Resolve fetches each module (git: into a cache keyed by URL and
-// commit), checks the modules' requires (every one listed in intend.yaml,
+// commit; OCI: by registry, repository, version and manifest digest),
+// checks the modules' requires (every one listed in intend.yaml,
 // at the version required, no cycle), checks them against intend.lock
-// (a module whose commit or content changed is refused), copies each
+// (a module whose commit, manifest or content changed is refused), copies each
 // module's CUE packages into the project's cue.mod/pkg/<its CUE module
 // path> (where intend's compiler and the cue tools read them, offline),
 // and returns the plugins with their local artifact files and SHA-256

@@ -2,16 +2,19 @@ package modules_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/modules"
+	"github.com/intendhq/intend/internal/ocitest"
 )
 
 func TestParseManifest(t *testing.T) {
@@ -268,6 +271,156 @@ func TestResolveChecksRequires(t *testing.T) {
 			}
 		})
 	}
+}
+
+// publishOther publishes the module "other" (CUE module
+// example.org/other, a python3 plugin whose artifact is dist/other.pyz
+// holding pyz) at v1.0.0 to the registry under mods/, with the cue
+// command, and returns its source and the manifest's digest.
+func publishOther(t *testing.T, reg *ocitest.Server, pyz string) (string, string) {
+	t.Helper()
+	mod := t.TempDir()
+	write(t, mod, map[string]string{
+		"intend-module.yaml": "name: other\nversion: v1.0.0\ncue: example.org/other\n" +
+			"plugins: [{name: other, runtime: python3, types: [other::Thing], artifacts: {any: dist/other.pyz}}]\n",
+		"cue.mod/module.cue": "module: \"example.org/other@v1\"\nlanguage: version: \"v0.12.0\"\nsource: kind: \"self\"\n",
+		"other.cue":          "package other\n\n#Prefix: \"other-\"\n",
+		"dist/other.pyz":     pyz,
+	})
+	reg.Publish(t, mod, "mods", "v1.0.0")
+	return "oci://" + reg.Host + "/mods/example.org/other@v1.0.0", reg.ManifestDigest(t, "mods/example.org/other", "v1.0.0")
+}
+
+// TestResolveOCIModule: a module published by cue mod publish to a real
+// registry resolves like a git module: its packages are compiled, its
+// plugin's artifact (carried in the module's zip) is found, intend.lock
+// pins its manifest and content; a version published again with other
+// content is refused, naming the module and both manifests.
+func TestResolveOCIModule(t *testing.T) {
+	reg := ocitest.Start(t)
+	src, manifest := publishOther(t, reg, "zipapp v1")
+	dir := project(t, src)
+	cache := t.TempDir()
+	res, err := modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := res.Modules[1]
+	if other.ManifestDigest != manifest || other.Commit != "" || !strings.HasPrefix(other.Tree, "sha256:") || other.Version != "v1.0.0" || other.CUE != "example.org/other" {
+		t.Fatalf("module other %+v, want manifest %s", other, manifest)
+	}
+	p := res.Plugins[1]
+	if p.Module != "other" || p.Digests()["any"] != "sha256:"+sha("zipapp v1") || !strings.HasPrefix(p.Artifacts["any"].File, cache) {
+		t.Errorf("plugin other %+v", p)
+	}
+	if tree, err := modules.TreeDigest(other.Dir); err != nil || tree != other.Tree {
+		t.Errorf("tree %s, %v; want %s", tree, err, other.Tree)
+	}
+	lock, err := modules.ReadLock(dir)
+	if err != nil || len(lock.Modules) != 2 {
+		t.Fatalf("lock %+v, %v", lock, err)
+	}
+	if l := lock.Modules[1]; l.Source != src || l.Manifest != manifest || l.Tree != other.Tree || l.Commit != "" || l.Artifacts["other any"] != "sha256:"+sha("zipapp v1") {
+		t.Errorf("OCI module's lock %+v", l)
+	}
+	c, err := compiler.Compile(context.Background(), compiler.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Resources) != 1 || c.Resources[0].ID != "kv::Entry[localhost,key=other-a]" {
+		t.Errorf("compiled %+v", c.Resources)
+	}
+	// A fresh cache fetches the same: nothing changes.
+	again, err := modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: t.TempDir()})
+	if err != nil || len(again.Wrote) != 0 {
+		t.Errorf("second resolve wrote %v, %v", again.Wrote, err)
+	}
+
+	// The version is published again with another artifact (a registry
+	// lets a tag be overwritten): refused, naming module and manifests.
+	_, moved := publishOther(t, reg, "zipapp evil")
+	if moved == manifest {
+		t.Fatalf("publishing other content kept manifest %s", moved)
+	}
+	_, err = modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "module other") || !strings.Contains(err.Error(), moved) || !strings.Contains(err.Error(), manifest) {
+		t.Errorf("a re-published version: %v; want an error naming module other, %s and %s", err, moved, manifest)
+	}
+	// The cached module of the pinned manifest resolves without the registry.
+	if _, err := modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: cache}); err != nil {
+		t.Errorf("the pinned manifest, cached: %v", err)
+	}
+	// Its content changed on disk: refused, naming both digests.
+	write(t, other.Dir, map[string]string{"other.cue": "package other\n\n#Prefix: \"evil-\"\n"})
+	_, err = modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: cache})
+	if err == nil || !strings.Contains(err.Error(), "module other") || !strings.Contains(err.Error(), other.Tree) {
+		t.Errorf("changed content: %v; want an error naming module other and %s", err, other.Tree)
+	}
+	// intend modules lock pins the new manifest.
+	res, err = modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: t.TempDir(), Relock: true})
+	if err != nil || res.Modules[1].ManifestDigest != moved {
+		t.Fatalf("relock: %+v, %v", res.Modules, err)
+	}
+	if lock, _ := modules.ReadLock(dir); lock.Modules[1].Manifest != moved || lock.Modules[1].Artifacts["other any"] != "sha256:"+sha("zipapp evil") {
+		t.Errorf("relocked %+v", lock.Modules[1])
+	}
+}
+
+// TestResolveOCIModuleErrors: an unreachable registry and a version the
+// registry lacks are errors naming the module and where intend looked.
+func TestResolveOCIModuleErrors(t *testing.T) {
+	reg := ocitest.Start(t)
+	port, err := childproc.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := fmt.Sprintf("127.0.0.1:%d", port)
+	for _, c := range []struct {
+		name, source string
+		want         []string
+	}{
+		{"unreachable", "oci://" + down + "/mods/example.org/other@v1.0.0", []string{"module other", "fetch " + down + "/mods/example.org/other:v1.0.0", "connection refused"}},
+		{"not published", "oci://" + reg.Host + "/mods/example.org/other@v1.0.0", []string{"module other", reg.Host + "/mods/example.org/other:v1.0.0: no such module version"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := project(t, c.source)
+			_, err := modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: t.TempDir()})
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v lacks %q", err, w)
+				}
+			}
+		})
+	}
+	// A registry serving a zip that is not the one its manifest names
+	// (its storage altered behind its back): refused before unzipping.
+	t.Run("altered blob", func(t *testing.T) {
+		src, _ := publishOther(t, reg, "zipapp v1")
+		blobs := filepath.Join(reg.Dir, "storage/docker/registry/v2/blobs/sha256")
+		files, _ := filepath.Glob(filepath.Join(blobs, "*/*/data"))
+		altered := ""
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.HasPrefix(string(b), "PK") {
+				b[len(b)-1] ^= 0xff
+				if err := os.WriteFile(f, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				altered = "sha256:" + filepath.Base(filepath.Dir(f))
+			}
+		}
+		if altered == "" {
+			t.Fatalf("no zip among the registry's blobs %v", files)
+		}
+		dir := project(t, src)
+		cache := t.TempDir()
+		_, err := modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: cache})
+		if err == nil || !strings.Contains(err.Error(), "module other") || !strings.Contains(err.Error(), "blob "+altered) || !strings.Contains(err.Error(), "digest mismatch") {
+			t.Errorf("an altered zip: %v; want an error naming module other and blob %s", err, altered)
+		}
+		if left, _ := filepath.Glob(filepath.Join(cache, "oci", "*")); len(left) != 0 {
+			t.Errorf("the cache kept %v", left)
+		}
+	})
 }
 
 // TestMissingArtifact: a plugin artifact that was not built is an error

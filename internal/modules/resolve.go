@@ -21,7 +21,7 @@ import (
 
 // Options change how Resolve works.
 type Options struct {
-	// CacheDir holds git modules (default: the user's cache directory,
+	// CacheDir holds git and OCI modules (default: the user's cache directory,
 	// $XDG_CACHE_HOME or ~/.cache, /intend/modules).
 	CacheDir string
 	// Relock resolves every module afresh, ignoring intend.lock's pins,
@@ -53,7 +53,10 @@ type Module struct {
 	// Commit and Tree: a git module's commit and TreeDigest ("" for a
 	// directory module).
 	Commit, Tree string
-	Manifest     Manifest
+	// ManifestDigest is an OCI module's manifest digest ("sha256:…");
+	// its Tree is set too.
+	ManifestDigest string
+	Manifest       Manifest
 }
 
 // Plugin is a plugin of a module with its local artifact files.
@@ -124,7 +127,7 @@ func ResolveWith(ctx context.Context, projectDir string, opts Options) (Resolved
 	if opts.Relock {
 		pins = nil
 	}
-	cache := gitCache{dir: opts.CacheDir}
+	cache := moduleCache{dir: opts.CacheDir}
 	if cache.dir == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {
@@ -162,11 +165,11 @@ func ResolveWith(ctx context.Context, projectDir string, opts Options) (Resolved
 	if err := checkGraph(res.Modules, res.Plugins); err != nil {
 		return res, err
 	}
-	// Artifacts: a git module's are pinned (a directory module's are
-	// rebuilt at will).
+	// Artifacts: a git or OCI module's are pinned (a directory
+	// module's are rebuilt at will).
 	for i := range lock.Modules {
 		l := &lock.Modules[i]
-		if l.Commit == "" {
+		if !l.pinned() {
 			continue
 		}
 		l.Artifacts = map[string]string{}
@@ -177,7 +180,7 @@ func ResolveWith(ctx context.Context, projectDir string, opts Options) (Resolved
 				}
 			}
 		}
-		if pin := pins.find(l.Name); pin != nil && pin.Commit != "" && pin.Source == l.Source && pin.Version == l.Version {
+		if pin := pins.find(l.Name); pin != nil && pin.pinned() && pin.Source == l.Source && pin.Version == l.Version {
 			for _, k := range slices.Sorted(maps.Keys(l.Artifacts)) {
 				if pin.Artifacts[k] != l.Artifacts[k] {
 					return res, fmt.Errorf("module %s (%s): artifact %s is %s, intend.lock pinned %s", l.Name, l.Source, k, l.Artifacts[k], pin.Artifacts[k])
@@ -211,8 +214,8 @@ func normalized(l *Lock) *Lock {
 }
 
 // resolveOne finds one module: its files, manifest and, for git, its
-// commit and tree, checked against pin (intend.lock's entry, if any).
-func resolveOne(ctx context.Context, projectDir string, ref project.Module, pin *Locked, cache gitCache) (Module, Locked, error) {
+// commit and tree (for OCI its manifest digest and tree), checked against pin (intend.lock's entry, if any).
+func resolveOne(ctx context.Context, projectDir string, ref project.Module, pin *Locked, cache moduleCache) (Module, Locked, error) {
 	m := Module{Name: ref.Name, Version: ref.Version, Source: ref.Source}
 	if pin != nil && (pin.Source != ref.Source || pin.Version != ref.Version) {
 		pin = nil // another source or version: resolved afresh, and pinned anew
@@ -243,6 +246,32 @@ func resolveOne(ctx context.Context, projectDir string, ref project.Module, pin 
 			return m, Locked{}, fmt.Errorf("its content (commit %s, in %s) has digest %s, intend.lock pinned %s: refusing changed content "+
 				"(remove that directory to fetch it again)", commit, dir, m.Tree, pin.Tree)
 		}
+	} else if project.IsOCISource(ref.Source) {
+		host, repo, version, err := project.SplitOCISource(ref.Source)
+		if err != nil {
+			return m, Locked{}, err
+		}
+		want := ""
+		if pin != nil {
+			want = pin.Manifest
+		}
+		dir, manifest, err := cache.ociModule(ctx, host, repo, version, want)
+		var changed *changedError
+		if errors.As(err, &changed) {
+			return m, Locked{}, fmt.Errorf("version %s now has manifest %s, intend.lock pinned manifest %s: refusing a re-published version "+
+				"(if the change is expected, intend modules lock pins it anew)", version, changed.now, changed.locked)
+		}
+		if err != nil {
+			return m, Locked{}, err
+		}
+		m.Dir, m.ManifestDigest = dir, manifest
+		if m.Tree, err = TreeDigest(dir); err != nil {
+			return m, Locked{}, err
+		}
+		if pin != nil && pin.Tree != m.Tree {
+			return m, Locked{}, fmt.Errorf("its content (manifest %s, in %s) has digest %s, intend.lock pinned %s: refusing changed content "+
+				"(remove that directory to fetch it again)", manifest, dir, m.Tree, pin.Tree)
+		}
 	} else {
 		m.Dir = ref.Source
 		if !filepath.IsAbs(m.Dir) {
@@ -266,7 +295,7 @@ func resolveOne(ctx context.Context, projectDir string, ref project.Module, pin 
 		return m, Locked{}, err
 	}
 	m.Version, m.CUE, m.Manifest = man.Version, man.CUE, man
-	return m, Locked{Name: m.Name, Source: m.Source, Version: m.Version, CUE: m.CUE, Commit: m.Commit, Tree: m.Tree}, nil
+	return m, Locked{Name: m.Name, Source: m.Source, Version: m.Version, CUE: m.CUE, Commit: m.Commit, Manifest: m.ManifestDigest, Tree: m.Tree}, nil
 }
 
 // checkCUEModule: a module's own cue.mod/module.cue, if any, declares the

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"cuelabs.dev/go/oci/ociregistry/ociref"
 )
 
 // Module is one entry of intend.yaml's modules: a module the project
@@ -13,9 +15,13 @@ type Module struct {
 	// Name is the module's name, as its intend-module.yaml has it.
 	Name string `yaml:"name"`
 	// Source is a directory relative to the project ("./modules/kv",
-	// "../kv"), or a git repository at a tag:
+	// "../kv"), a git repository at a tag:
 	// "git+https://example.com/kv.git@v1.2.0" (git+ssh:// and, for
-	// tests and local mirrors, git+file:// too).
+	// tests and local mirrors, git+file:// too), or a CUE module in an
+	// OCI registry at a version, as `cue mod publish` put it there:
+	// "oci://registry.example.com/mods/example.com/kv@v1.2.0" (the
+	// registry's host, then the repository: a prefix and the CUE
+	// module path).
 	Source string `yaml:"source"`
 	// Version is the module's version (semver, "v1.2.0"): its
 	// intend-module.yaml must say the same. Optional for a directory.
@@ -27,6 +33,32 @@ var SemverPattern = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[
 
 // IsGitSource reports whether a module source names a git repository.
 func IsGitSource(s string) bool { return strings.HasPrefix(s, "git+") }
+
+// IsOCISource reports whether a module source names a CUE module in an
+// OCI registry.
+func IsOCISource(s string) bool { return strings.HasPrefix(s, "oci://") }
+
+// SplitOCISource splits "oci://host[:port]/repo/sitory@v1.2.0" into the
+// registry's host ("host[:port]"), the repository ("repo/sitory") and
+// the version, which is the tag `cue mod publish` gave it.
+func SplitOCISource(s string) (host, repo, version string, err error) {
+	rest, _ := strings.CutPrefix(s, "oci://")
+	i := strings.LastIndex(rest, "@")
+	host, path, ok := strings.Cut(rest[:max(i, 0)], "/")
+	if !IsOCISource(s) || i < 0 || !ok {
+		return "", "", "", fmt.Errorf("%q: want oci://<registry host>/<repository>@<version>, such as oci://registry.example.com/mods/example.com/kv@v1.2.0", s)
+	}
+	version = rest[i+1:]
+	switch {
+	case !ociref.IsValidHost(host):
+		return "", "", "", fmt.Errorf("%q: %q is not a registry host (host or host:port)", s, host)
+	case !ociref.IsValidRepository(path):
+		return "", "", "", fmt.Errorf("%q: %q is not a repository (lower-case path elements: mods/example.com/kv)", s, path)
+	case !SemverPattern.MatchString(version):
+		return "", "", "", fmt.Errorf("%q: %q is not a version (a CUE module's tag is its version: v1.2.0)", s, version)
+	}
+	return host, path, version, nil
+}
 
 // checkModules checks intend.yaml's modules: each with a name, a source
 // and (for git) a version, and no name twice.
@@ -46,7 +78,7 @@ func checkModules(ms []Module, bad func(key, msg string)) {
 		}
 		switch {
 		case m.Source == "":
-			bad(key+".source", "required: a directory relative to the project (./modules/kv) or git+https://…@<tag>")
+			bad(key+".source", "required: a directory relative to the project (./modules/kv), git+https://…@<tag> or oci://<registry>/<repository>@<version>")
 		case IsGitSource(m.Source):
 			if m.Version == "" {
 				bad(key+".version", "required for a git module (the version its tag holds)")
@@ -54,8 +86,14 @@ func checkModules(ms []Module, bad func(key, msg string)) {
 			if _, _, err := SplitGitSource(m.Source); err != nil {
 				bad(key+".source", err.Error())
 			}
+		case IsOCISource(m.Source):
+			if _, _, v, err := SplitOCISource(m.Source); err != nil {
+				bad(key+".source", err.Error())
+			} else if m.Version != v {
+				bad(key+".version", fmt.Sprintf("%q: an OCI module's version is the one its source names (%s)", m.Version, v))
+			}
 		case strings.Contains(m.Source, "://"):
-			bad(key+".source", fmt.Sprintf("%q: want a directory relative to the project or git+https://…@<tag>", m.Source))
+			bad(key+".source", fmt.Sprintf("%q: want a directory relative to the project, git+https://…@<tag> or oci://<registry>/<repository>@<version>", m.Source))
 		}
 	}
 }

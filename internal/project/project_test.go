@@ -21,10 +21,12 @@ func TestParse(t *testing.T) {
 			project.Project{Name: "quickstart", Environment: "dev", Entry: "."}},
 		{"everything", "name: web\nenvironment: prod\nserver: https://intend.example.com:8080\nentry: ./model/\n",
 			project.Project{Name: "web", Environment: "prod", Server: "https://intend.example.com:8080", Entry: "model"}},
-		{"modules", "name: a\nmodules:\n  - {name: kv, source: ./modules/kv}\n  - {name: other, source: 'git+https://example.com/other.git@v1.0.0', version: v1.0.0}\n",
+		{"modules", "name: a\nmodules:\n  - {name: kv, source: ./modules/kv}\n  - {name: other, source: 'git+https://example.com/other.git@v1.0.0', version: v1.0.0}\n" +
+			"  - {name: reg, source: 'oci://127.0.0.1:5000/mods/example.com/reg@v0.2.0', version: v0.2.0}\n",
 			project.Project{Name: "a", Environment: "dev", Entry: ".", Modules: []project.Module{
 				{Name: "kv", Source: "./modules/kv"},
-				{Name: "other", Source: "git+https://example.com/other.git@v1.0.0", Version: "v1.0.0"}}}},
+				{Name: "other", Source: "git+https://example.com/other.git@v1.0.0", Version: "v1.0.0"},
+				{Name: "reg", Source: "oci://127.0.0.1:5000/mods/example.com/reg@v0.2.0", Version: "v0.2.0"}}}},
 	}
 	for _, c := range ok {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,6 +57,10 @@ func TestParse(t *testing.T) {
 		{"git module without version", "name: a\nmodules: [{name: kv, source: 'git+https://h/kv.git@v1.0.0'}]\n", []string{"modules[0].version: required"}},
 		{"git module without tag", "name: a\nmodules: [{name: kv, source: 'git+https://h/kv.git', version: v1.0.0}]\n", []string{"modules[0].source", "git+<url>@<tag>"}},
 		{"git module over http", "name: a\nmodules: [{name: kv, source: 'git+http://h/kv.git@v1.0.0', version: v1.0.0}]\n", []string{"https, ssh or file"}},
+		{"oci module, version not its tag", "name: a\nmodules: [{name: kv, source: 'oci://127.0.0.1:5000/mods/example.com/kv@v1.0.0', version: v1.1.0}]\n", []string{"modules[0].version", "the one its source names (v1.0.0)"}},
+		{"oci module without version", "name: a\nmodules: [{name: kv, source: 'oci://r.example.com/mods/example.com/kv', version: v1.0.0}]\n", []string{"modules[0].source", "oci://<registry host>/<repository>@<version>"}},
+		{"oci module, upper-case repository", "name: a\nmodules: [{name: kv, source: 'oci://r.example.com/Mods/kv@v1.0.0', version: v1.0.0}]\n", []string{"\"Mods/kv\" is not a repository"}},
+		{"oci module, tag not a version", "name: a\nmodules: [{name: kv, source: 'oci://r.example.com/kv@latest', version: v1.0.0}]\n", []string{"\"latest\" is not a version"}},
 		{"module unknown key", "name: a\nmodules: [{name: kv, source: ./kv, tag: x}]\n", []string{"tag", "not found"}},
 		{"every error at once", "name: A\nserver: ftp://x\nentry: ..\n", []string{"name:", "server:", "entry:"}},
 	}
