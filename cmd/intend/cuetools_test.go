@@ -66,7 +66,9 @@ func cueEnv() []string {
 	return env
 }
 
-// cueProjects are the examples that are intend projects, by name.
+// cueProjects are the examples that are intend projects, by name: an
+// example directory, or its project/ (an example with a module beside
+// its project).
 func cueProjects(t *testing.T) []string {
 	t.Helper()
 	entries, err := os.ReadDir("../../examples")
@@ -75,8 +77,10 @@ func cueProjects(t *testing.T) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if _, err := os.Stat(filepath.Join("../../examples", e.Name(), project.FileName)); err == nil {
-			names = append(names, e.Name())
+		for _, name := range []string{e.Name(), e.Name() + "/project"} {
+			if _, err := os.Stat(filepath.Join("../../examples", name, project.FileName)); err == nil {
+				names = append(names, name)
+			}
 		}
 	}
 	if len(names) < 5 {
