@@ -269,6 +269,8 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	$(GO) test -run '^$$' -bench Interfaces200 -benchtime 3x ./adapters/netconf/   # issue 29: 200 NETCONF list entries on one netconfd, created in one batch then a no-op pass; CPU per resource next to fs::File's
 	CI=$${CI:-1} $(GO) test -run '^$$' -bench 'RunOne|DecodeBatch' -benchmem ./activities/agent/   # an executor's attempt on an unchanged file, a batch of 100 decoded
 	$(GO) test -run '^$$' -bench PluginOverhead -benchtime 2000x ./internal/pluginhost/   # issue 30: an adapter through a plugin's socket against in process, batches of 100 (observe + update each); the bar is +50 µs per resource
+	$(GO) test -run '^$$' -bench 'PluginStart|TenPlugins' -benchtime 10x ./internal/pluginhost/   # issue 30: a Go plugin's first call (start, handshake, Describe, Observe); the executor's RSS with 10 plugins
+	$(GO) test -run '^$$' -bench ObserveUpdate -benchtime 30x ./internal/pythonplugin/   # issue 30: the Python SDK's CPU per resource (observe + update, batches of 100), no-op type and ini::Option
 	$(GO) test -run '^$$' -bench P8 -benchtime 5x -benchmem ./internal/compiler/   # P8: compile of 1 / 1,000 service instances
 	CI=$${CI:-1} $(GO) test -run '^$$' -bench 'Authenticate|GuardedRead' -benchtime 2000x ./api/   # what authentication adds per request
 	CI=$${CI:-1} $(GO) test -run '^$$' -bench ConsolePages -benchtime 20x ./console/   # the console's pages at 10,000 resources

@@ -66,14 +66,14 @@ config file (--config), else its default. The config file is YAML:
       key: /etc/intend/executor-key.pem
       server_name: temporal.example.com
   listen: 10.0.0.5:9464           # GET /metrics and GET /healthz, no credentials
-  log_level: info
-  log_format: json
   plugins:                        # the adapter plugins of the versions it deploys
     cache_dir: /var/cache/intend/plugins  # verified artifacts (default: the user's cache dir)
     max: 32                       # processes at once
     max_rss_mib: 1024             # a plugin above it is killed
     idle_timeout: 10m             # a plugin unused so long is stopped
     python: /usr/bin/python3      # runs the python3 plugins
+  log_level: info
+  log_format: json
 
 With --listen, GET /metrics serves the executor's Prometheus metrics and
 GET /healthz answers 200 {"status":"ok"} while its workers poll and

@@ -264,6 +264,11 @@ func run(ctx context.Context, cfg Config, o *options) error {
 	}
 	defer plugins.Close()
 	acts.Plugins = plugins
+	tel.RegisterPluginStats(func() telemetry.PluginStats {
+		s := plugins.Stats()
+		return telemetry.PluginStats{Live: s.Live, Starts: s.Starts, Crashes: s.Crashes, MemoryKills: s.MemoryKills,
+			TimeKills: s.TimeKills, IdleStops: s.IdleStops, LRUStops: s.LRUStops}
+	})
 	m := agent.NewManager(tc, acts, log, agent.Options{BatchesPerAgent: cfg.Batches, MaxBatches: cfg.MaxBatches,
 		Embedded: o.supervised != nil, Pool: cfg.Pool})
 	defer m.Stop()

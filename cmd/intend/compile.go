@@ -215,10 +215,13 @@ Examples:
 				if release {
 					return usageErrorf("-j writes a file; it cannot also release (-d)")
 				}
-				res, err := compileDir(ctx, dir, nil)
+				res, mods, err := compileProject(ctx, dir, nil)
 				if err != nil {
 					return compileFailed(g.stdout, s.output, err)
 				}
+				// The plugins the version requires: their artifacts must
+				// be uploaded (intend export does) before the file is.
+				res = withPlugins(res, mods)
 				body := res.Export()
 				if partial {
 					if body, err = partialBody(res, sets); err != nil {

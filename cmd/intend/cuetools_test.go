@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/intendhq/intend/internal/compiler"
+	"github.com/intendhq/intend/internal/modules"
 	"github.com/intendhq/intend/internal/project"
 )
 
@@ -66,22 +68,26 @@ func cueEnv() []string {
 	return env
 }
 
-// cueProjects are the examples that are intend projects, by name: an
-// example directory, or its project/ (an example with a module beside
-// its project).
+// cueProjects are the examples that are intend projects, by slash path
+// under examples (custom-adapter/project is one too).
 func cueProjects(t *testing.T) []string {
 	t.Helper()
-	entries, err := os.ReadDir("../../examples")
+	var names []string
+	err := filepath.WalkDir("../../examples", func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if d.Name() == "cue.mod" || strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(p, project.FileName)); err == nil {
+			rel, _ := filepath.Rel("../../examples", p)
+			names = append(names, filepath.ToSlash(rel))
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		for _, name := range []string{e.Name(), e.Name() + "/project"} {
-			if _, err := os.Stat(filepath.Join("../../examples", name, project.FileName)); err == nil {
-				names = append(names, name)
-			}
-		}
 	}
 	if len(names) < 5 {
 		t.Fatalf("found %d example projects (%v), want at least 5", len(names), names)
@@ -108,18 +114,55 @@ func TestCueToolsUnderstandProjects(t *testing.T) {
 		checkCueFmt(t, cue, fresh)
 		checkCueLSP(t, cue, fresh)
 	})
-	for _, name := range cueProjects(t) {
+	names := cueProjects(t)
+	if !slices.Contains(names, "custom-adapter/project") {
+		t.Errorf("examples/custom-adapter/project (a project with a module) is not among the example projects %v", names)
+	}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join("../../examples", name)
+			dir := filepath.Join("../../examples", filepath.FromSlash(name))
 			if err := compiler.CheckStd(dir); err != nil {
 				t.Fatalf("examples/%s: %v (intend compile examples/%s writes it)", name, err, name)
 			}
 			if out, err := runCue(t, cue, dir, "vet", "-c=false", "./..."); err != nil {
 				t.Fatalf("cue vet -c=false ./... on examples/%s: %v\n%s", name, err, out)
 			}
+			checkModuleCopies(t, dir)
 			checkCueFmt(t, cue, dir)
 			checkCueLSP(t, cue, dir)
 		})
+	}
+}
+
+// checkModuleCopies: the copy of each directory module's CUE files in the
+// project's cue.mod/pkg (what the cue tools read) is the module's own, so
+// a committed example is not vetted against a stale copy.
+func checkModuleCopies(t *testing.T, dir string) {
+	t.Helper()
+	proj, err := project.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range proj.Modules {
+		if project.IsGitSource(m.Source) {
+			continue
+		}
+		src := filepath.Join(dir, filepath.FromSlash(m.Source))
+		man, err := modules.LoadManifest(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(src, "*.cue"))
+		if len(files) == 0 {
+			t.Fatalf("module %s (%s) has no CUE file", m.Name, src)
+		}
+		for _, f := range files {
+			want, _ := os.ReadFile(f)
+			copied := filepath.Join(dir, "cue.mod", "pkg", filepath.FromSlash(man.CUE), filepath.Base(f))
+			if got, err := os.ReadFile(copied); err != nil || string(got) != string(want) {
+				t.Errorf("%s differs from %s (%v): intend compile %s rewrites it", copied, f, err, dir)
+			}
+		}
 	}
 }
 

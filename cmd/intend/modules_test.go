@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,4 +116,52 @@ func cueBinaryIfAny(t *testing.T) string {
 		}
 	}
 	return cueBinary(t)
+}
+
+// TestExportFileNamesThePlugins: the version -j writes requires the
+// plugins of the project's modules, with their digests, as the one
+// intend export uploads does.
+func TestExportFileNamesThePlugins(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := filepath.Join(t.TempDir(), "p")
+	ok(t, nil, "init", dir)
+	write := func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yml, _ := os.ReadFile(filepath.Join(dir, "intend.yaml"))
+	write("intend.yaml", string(yml)+"modules:\n  - {name: notes, source: ./modules/notes}\n")
+	write("modules/notes/intend-module.yaml", "name: notes\nversion: v0.1.0\ncue: example.com/notes\n"+
+		"plugins: [{name: notes, runtime: python3, types: [notes::Note], artifacts: {any: dist/notes.pyz}}]\n")
+	write("modules/notes/dist/notes.pyz", "a plugin")
+	write("modules/notes/notes.cue", "package notes\n")
+	file := filepath.Join(t.TempDir(), "v.json")
+	ok(t, nil, "export", dir, "-j", file)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Plugins []struct {
+			Name      string            `json:"name"`
+			Runtime   string            `json:"runtime"`
+			Types     []string          `json:"types"`
+			Artifacts map[string]string `json:"artifacts"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("a plugin"))
+	want := "sha256:" + hex.EncodeToString(sum[:])
+	if len(v.Plugins) != 1 || v.Plugins[0].Name != "notes" || v.Plugins[0].Runtime != "python3" ||
+		v.Plugins[0].Artifacts["any"] != want {
+		t.Errorf("export -j: plugins %+v, want notes (python3) with any: %s\n%s", v.Plugins, want, b)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -192,6 +193,12 @@ Examples:
 			if err := decode(head, &info); err != nil {
 				return err
 			}
+			var withPlugins struct {
+				Plugins []client.Plugin `json:"plugins"`
+			}
+			if err := json.Unmarshal(head, &withPlugins); err != nil {
+				return err
+			}
 			rs, err := decodeItems[client.VersionResource](page.Items)
 			if err != nil {
 				return err
@@ -206,6 +213,21 @@ Examples:
 				return err
 			}
 			fmt.Fprintln(s.stdout)
+			if len(withPlugins.Plugins) > 0 {
+				// The adapter plugins it runs: an upgrade shows as new
+				// digests.
+				t := newTable(s.stdout, "PLUGIN", "VERSION", "RUNTIME", "TYPES", "PLATFORM", "DIGEST")
+				for _, p := range withPlugins.Plugins {
+					platforms := slices.Sorted(maps.Keys(p.Artifacts))
+					for _, platform := range platforms {
+						t.row(p.Name, p.Version, p.Runtime, strings.Join(p.Types, ","), platform, p.Artifacts[platform])
+					}
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+				fmt.Fprintln(s.stdout)
+			}
 			t := newTable(s.stdout, "ID", "SET", "REQUIRES", "FLAGS")
 			for _, r := range rs {
 				t.row(r.ID, r.ResourceSet, strconv.Itoa(len(r.Requires)), resourceFlags(r))

@@ -269,3 +269,28 @@ func TestResolveChecksRequires(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingArtifact: a plugin artifact that was not built is an error
+// that names the module, the plugin, the platform and the file, and says
+// to build the module's plugins, not an lstat's "no such file or
+// directory".
+func TestMissingArtifact(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"kv/intend-module.yaml": "name: kv\nversion: v1.0.0\ncue: example.com/kv\n" +
+			"plugins: [{name: kv, runtime: exec, types: [kv::Entry], artifacts: {linux/amd64: dist/kv-linux-amd64}}]\n",
+		"kv/kv.cue":            "package kv\n",
+		"p/intend.yaml":        "name: p\nmodules: [{name: kv, source: ../kv}]\n",
+		"p/cue.mod/module.cue": "module: \"intend.local/p\"\nlanguage: version: \"v0.12.0\"\n",
+	})
+	_, err := modules.Resolve(filepath.Join(dir, "p"))
+	file := filepath.Join(dir, "kv", "dist", "kv-linux-amd64")
+	for _, want := range []string{"module kv", "plugin kv", "linux/amd64", file + " does not exist", "build the module's plugins"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want one with %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "lstat") {
+		t.Errorf("error %v: an lstat's wording", err)
+	}
+}

@@ -146,8 +146,13 @@ func ResolveWith(ctx context.Context, projectDir string, opts Options) (Resolved
 			for platform, rel := range spec.Artifacts {
 				f := filepath.Join(m.Dir, filepath.FromSlash(rel))
 				d, err := artifactDigest(f)
+				if errors.Is(err, fs.ErrNotExist) {
+					return res, fmt.Errorf("module %s: plugin %s: no artifact for %s: %s does not exist: "+
+						"build the module's plugins first (its %s names each platform's file; its README or Makefile says how)",
+						m.Name, spec.Name, platform, f, ManifestName)
+				}
 				if err != nil {
-					return res, fmt.Errorf("module %s: plugin %s: artifact for %s: %w (a module's build makes it)", m.Name, spec.Name, platform, err)
+					return res, fmt.Errorf("module %s: plugin %s: artifact for %s: %w", m.Name, spec.Name, platform, err)
 				}
 				p.Artifacts[platform] = Artifact{File: f, Digest: d}
 			}

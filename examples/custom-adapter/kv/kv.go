@@ -50,7 +50,15 @@ type Entry struct {
 	// File is the absolute path of the environment file; its directory is
 	// created when missing.
 	File string
+	// Release, when not empty, is the adapter's release: every write
+	// keeps "# <HeaderMark> <release>" as the file's first line (replacing
+	// the header of another release), so the file says which release
+	// last wrote it.
+	Release string
 }
+
+// HeaderMark starts the comment line that names the adapter's release.
+const HeaderMark = "written by intend's kv adapter"
 
 var _ adapters.Handler = Entry{}
 
@@ -205,7 +213,7 @@ func (e Entry) rewrite(ctx context.Context, edit func([]string) []string) error 
 	}
 	before := len(lines)
 	joined := strings.Join(lines, "\n")
-	lines = edit(lines)
+	lines = e.header(edit(lines))
 	if len(lines) == before && strings.Join(lines, "\n") == joined {
 		return nil // already as desired: a repeat after a crash writes nothing
 	}
@@ -243,6 +251,20 @@ func (e Entry) rewrite(ctx context.Context, edit func([]string) []string) error 
 		return adapters.Transient(fmt.Errorf("write %s: %w", e.File, err))
 	}
 	return nil
+}
+
+// header puts the release's header first in lines, replacing another
+// release's.
+func (e Entry) header(lines []string) []string {
+	if e.Release == "" {
+		return lines
+	}
+	h := "# " + HeaderMark + " " + e.Release
+	if len(lines) > 0 && strings.HasPrefix(lines[0], "# "+HeaderMark+" ") {
+		lines[0] = h
+		return lines
+	}
+	return append([]string{h}, lines...)
 }
 
 // read returns the file's lines and mode; a missing file has no lines and

@@ -116,3 +116,42 @@ func TestEntryKeepsOrderAndDropsDuplicates(t *testing.T) {
 		t.Fatalf("file = %q, want A=1, PORT=3, B=2 and C…F appended", b)
 	}
 }
+
+// TestEntryHeaderNamesTheRelease: with a Release, a write puts the
+// release's header first and replaces another release's, keeping every
+// other line; without one, nothing is added.
+func TestEntryHeaderNamesTheRelease(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "app.env")
+	if err := os.WriteFile(file, []byte("# mine\nA=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(h kv.Entry, value string) {
+		t.Helper()
+		hc := adapters.NewContext()
+		defer hc.Close()
+		if _, err := adapters.Run(context.Background(), h, hc, entry(map[string]any{"key": "PORT", "value": value}), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() string {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	write(kv.Entry{File: file}, "1")
+	if got := read(); got != "# mine\nA=1\nPORT=1\n" {
+		t.Fatalf("without a release: %q", got)
+	}
+	write(kv.Entry{File: file, Release: "v1.0.0"}, "2")
+	if got, want := read(), "# "+kv.HeaderMark+" v1.0.0\n# mine\nA=1\nPORT=2\n"; got != want {
+		t.Fatalf("release v1.0.0: %q, want %q", got, want)
+	}
+	write(kv.Entry{File: file, Release: "v1.1.0"}, "3")
+	if got, want := read(), "# "+kv.HeaderMark+" v1.1.0\n# mine\nA=1\nPORT=3\n"; got != want {
+		t.Fatalf("release v1.1.0: %q, want %q", got, want)
+	}
+}
