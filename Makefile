@@ -179,8 +179,10 @@ proto: plugintools ## regenerate the adapter plugin protocol's Go and Python stu
 
 # Python adapter plugins: zipapps run by Debian's /usr/bin/python3 (the
 # tests build their own from the sources, internal/pythonplugin).
-python-plugins: ## build the Python adapter plugins (bin/plugins/ini.pyz)
+python-plugins: ## build the Python adapter plugins (bin/plugins/ini.pyz, and the ini module's artifact)
 	/usr/bin/python3 adapters/plugin/python/build_zipapp.py -o bin/plugins/ini.pyz adapters/plugin/python/examples/ini
+	mkdir -p examples/python-plugin/module/dist
+	cp bin/plugins/ini.pyz examples/python-plugin/module/dist/ini.pyz
 
 # The cue command, at the version of cuelang.org/go in go.mod: the tests
 # run `cue vet` on a fresh `intend init` project and on every example.

@@ -621,3 +621,31 @@ func TestTypes(t *testing.T) {
 		t.Fatalf("Types of runtime java = %v, want a permanent error", err)
 	}
 }
+
+// A Python plugin that does not start (here: its interpreter lacks
+// python3-grpcio) fails transient with what it wrote on stderr and a
+// hint about its interpreter, not about the executor's platform.
+func TestPythonPluginThatDoesNotStart(t *testing.T) {
+	python := filepath.Join(t.TempDir(), "python3")
+	if err := os.WriteFile(python, []byte("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'grpc'\" >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, s := newTestHost(t, Options{Python: python})
+	digest := s.put([]byte("PK not really a zipapp"))
+	ref := ledger.Plugin{Name: "ini", Runtime: RuntimePython3, Types: []string{"ini::Option"},
+		Artifacts: map[string]string{"any": digest}}
+	_, err := h.Handler(context.Background(), "env1", ref, "ini::Option")
+	if adapters.ClassOf(err) != adapters.ClassTransient {
+		t.Fatalf("got %v, want transient", err)
+	}
+	for _, want := range []string{"plugin ini (" + digest[:len("sha256:")+12] + "…): start:",
+		"a Python zipapp run by " + python + " (with python3-grpcio and python3-protobuf)",
+		"last stderr: ModuleNotFoundError: No module named 'grpc'"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q in it", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), goosArch()) {
+		t.Errorf("got %v: a Python plugin's platform is any", err)
+	}
+}

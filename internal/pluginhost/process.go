@@ -90,6 +90,9 @@ func (h *Host) startProcess(ctx context.Context, env string, k key) (*process, e
 	p := &process{host: h, key: k, exited: make(chan struct{})}
 	stderr := newLineLog(log, "stderr")
 	p.run = &procRunner{cmd: cmd, name: k.name, stderr: stderr}
+	if k.runtime == RuntimePython3 {
+		p.run.python = h.opts.Python
+	}
 	gp := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: goplugin.HandshakeConfig{
 			ProtocolVersion:  plugin.ProtocolVersion,
@@ -282,6 +285,8 @@ type procRunner struct {
 	name   string
 	stderr *lineLog
 	pid    int
+	// python is the interpreter of a python3 plugin ("": an exec one).
+	python string
 
 	stdout, errPipe *eofReader
 	done            chan struct{}
@@ -391,6 +396,12 @@ func (r *procRunner) Kill(context.Context) error {
 }
 
 func (r *procRunner) Diagnose(context.Context) string {
+	if r.python != "" {
+		// Most often: the interpreter lacks Debian's grpc or protobuf
+		// module (its ImportError is the stderr that follows).
+		return "the plugin must be an intend adapter plugin, a Python zipapp run by " + r.python +
+			" (with python3-grpcio and python3-protobuf), that prints its handshake line on stdout"
+	}
 	return "the plugin must be an intend adapter plugin for " + goosArch() + " that prints its handshake line on stdout"
 }
 func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }

@@ -36,6 +36,10 @@ func Root() string {
 // INI is the directory of the ini::Option adapter.
 func INI() string { return filepath.Join(Root(), "adapters", "plugin", "python", "examples", "ini") }
 
+// INIModule is the directory of the module that ships the ini::Option
+// adapter: its intend-module.yaml and its CUE package (ini.cue).
+func INIModule() string { return filepath.Join(Root(), "examples", "python-plugin", "module") }
+
 // Check fails t when Python cannot run plugins (no interpreter, no grpc
 // or protobuf module).
 func Check(t testing.TB) {

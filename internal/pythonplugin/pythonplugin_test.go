@@ -619,12 +619,12 @@ func TestPythonUnit(t *testing.T) {
 	t.Logf("%s", out)
 }
 
-// iniModel compiles a model using the ini package's #Option (vendored
-// under cue.mod/pkg as a module would be) and returns its resources.
+// iniModel compiles a model using the ini module's #Option (vendored
+// under cue.mod/pkg as intend does) and returns its resources.
 func iniModel(t *testing.T, resources string) ([]compiler.Resource, error) {
 	t.Helper()
 	dir := t.TempDir()
-	def, err := os.ReadFile(filepath.Join(pythonplugin.INI(), "ini.cue"))
+	def, err := os.ReadFile(filepath.Join(pythonplugin.INIModule(), "ini.cue"))
 	if err != nil {
 		t.Fatal(err)
 	}

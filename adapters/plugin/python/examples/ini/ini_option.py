@@ -1,5 +1,6 @@
 """ini::Option: one option of an INI file, an intend adapter plugin
-written in Python (the resource type's model is ini.cue, beside it).
+written in Python (the resource type's model is ini.cue, in the module that
+ships it: examples/python-plugin/module).
 
 The file is read and written with configparser, so what configparser
 does not keep is not kept when intend rewrites the file: comments and
@@ -10,12 +11,15 @@ off (a value holding "%" is written as it is) and [DEFAULT] is an
 ordinary section (its options are not inherited by the others). The
 file is replaced atomically (a temporary file in the same directory,
 with the file's mode, owner and group, renamed over it); a new file gets
-mode 0644.
+mode 0644. Its log lines name the interpreter that runs it
+(python=sys.executable): the executor's /usr/bin/python3, whatever
+python3 comes first on the executor's PATH.
 """
 
 import configparser
 import os
 import stat
+import sys
 import tempfile
 import threading
 
@@ -141,7 +145,7 @@ class IniOption(Handler):
                 p.add_section(a["section"])
             p.set(a["section"], a["key"], a["value"])
             _write(a["path"], p)
-        ctx.info("set", path=a["path"], section=a["section"], key=a["key"])
+        ctx.info("set", path=a["path"], section=a["section"], key=a["key"], python=sys.executable)
 
     def create(self, ctx, r):
         self._set(ctx, r)
@@ -157,7 +161,7 @@ class IniOption(Handler):
                 ctx.changed(False)
                 return
             _write(a["path"], p)
-        ctx.info("removed", path=a["path"], section=a["section"], key=a["key"])
+        ctx.info("removed", path=a["path"], section=a["section"], key=a["key"], python=sys.executable)
 
     def facts(self, ctx, r):
         a = r.attributes
