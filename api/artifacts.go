@@ -26,6 +26,40 @@ import (
 
 const mediaTypeOctetStream = "application/octet-stream"
 
+// DefaultMaxArtifactUploads is how many artifact uploads a server takes
+// at once unless told otherwise. An upload holds a database connection
+// (its transaction) while its body arrives, for as long as the bulk body
+// deadline allows, so uploads must not take more than a share of the
+// pool (8 connections at least): slow clients would stall every request.
+const DefaultMaxArtifactUploads = 2
+
+// artifactUploadSlot takes one of the server's artifact uploads and the
+// environment's one, or refuses (429, Retry-After). A refusal closes the
+// connection: net/http would otherwise read what is left of the body
+// before it answers, for as long as a slow client takes to send it.
+func (s *Server) artifactUploadSlot(w http.ResponseWriter, e store.Environment) (release func(), err error) {
+	w.Header().Set("Connection", "close")
+	defer func() {
+		if err == nil {
+			w.Header().Del("Connection")
+		}
+	}()
+	releaseEnv, ok := s.bulk.acquire("artifact-upload:"+e.ID, 1)
+	if !ok {
+		w.Header().Set("Retry-After", "5")
+		return nil, TooManyRequests("environment %s has an artifact upload under way on this server; "+
+			"retry when it has finished", e.Name)
+	}
+	releaseAll, ok := s.bulk.acquire("artifact-upload", s.opts.MaxArtifactUploads)
+	if !ok {
+		releaseEnv()
+		w.Header().Set("Retry-After", "5")
+		return nil, TooManyRequests("this server takes %d artifact uploads at once; retry when one has finished",
+			s.opts.MaxArtifactUploads)
+	}
+	return func() { releaseAll(); releaseEnv() }, nil
+}
+
 // artifactDigest reads the {digest} path parameter.
 func artifactDigest(r *http.Request) (string, error) {
 	d, err := pathParam(chi.URLParam(r, "digest"))
@@ -89,6 +123,11 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength > lim.Quota {
 		return artifactTooLarge(&store.ArtifactTooLargeError{Setting: "artifact_quota", Limit: lim.Quota})
 	}
+	release, err := s.artifactUploadSlot(w, e)
+	if err != nil {
+		return err
+	}
+	defer release()
 	body := &bodyReader{r: r.Body}
 	created, size, err := s.opts.Store.PutArtifact(r.Context(), e.ID, digest, body, lim)
 	var tl *store.ArtifactTooLargeError

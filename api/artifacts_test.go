@@ -15,12 +15,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/intendhq/intend/api"
 	iexec "github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // blob returns n pseudo-random bytes (seeded) and their digest.
@@ -508,5 +510,128 @@ func TestBatchCarriesPlugins(t *testing.T) {
 	i := slices.IndexFunc(b.Resources, func(r ledger.Resource) bool { return r.ID == "kv::Entry[a,key=x]" })
 	if i < 0 || string(b.Resources[i].Attributes) != `{}` {
 		t.Errorf("the refused resource's attributes were handed out: %+v", b.Resources)
+	}
+}
+
+// TestArtifactUploadsCannotTakeThePool: an upload holds a database
+// connection (its transaction) while its body arrives, for up to the bulk
+// body deadline (10 minutes). Authors who start more slow uploads than
+// the server's pool has connections (8 here) must not stall every other
+// request: a server takes MaxArtifactUploads at once (2 by default), an
+// environment one, and answers 429 beyond (review of issue 30: nine
+// trickled uploads held the pool and a plain GET waited for it).
+func TestArtifactUploadsCannotTakeThePool(t *testing.T) {
+	f := newFixture(t, api.Options{})
+	const n = 9
+	type upload struct {
+		pw      *io.PipeWriter
+		answer  chan int
+		problem chan string
+	}
+	for i := range n {
+		f.env(fmt.Sprintf("pool%d", i))
+	}
+	ups := make([]upload, n)
+	for i := range ups {
+		env := fmt.Sprintf("pool%d", i)
+		_, digest := blob(10, uint64(100+i))
+		pr, pw := io.Pipe()
+		u := upload{pw: pw, answer: make(chan int, 1), problem: make(chan string, 1)}
+		ups[i] = u
+		req, err := http.NewRequest("PUT", f.srv.URL+"/api/v1/environments/"+env+"/artifacts/"+digest, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("Authorization", "Bearer "+f.token)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				u.answer <- 0
+				u.problem <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			u.answer <- resp.StatusCode
+			u.problem <- string(b)
+		}()
+		// The first bytes, then nothing: a slow client.
+		go func() { _, _ = pw.Write(bytes.Repeat([]byte{'x'}, 1024)) }()
+	}
+	t.Cleanup(func() {
+		for _, u := range ups {
+			u.pw.CloseWithError(errors.New("test over"))
+		}
+	})
+	// Until the uploads are in their transactions (COPY) or answered: as
+	// many as the pool has connections (8) or all of them.
+	conn, err := pgx.Connect(context.Background(), f.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	copying := func() int {
+		var c int
+		if err := conn.QueryRow(context.Background(), `select count(*) from pg_stat_activity
+			where datname = current_database() and state <> 'idle' and query like 'copy artifact_chunks%'`).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	answers := map[int]int{}
+	got := make([]bool, n)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for i, u := range ups {
+			if got[i] {
+				continue
+			}
+			select {
+			case code := <-u.answer:
+				got[i] = true
+				answers[code]++
+				if p := <-u.problem; code != 429 || !strings.Contains(p, "artifact uploads at once") {
+					t.Errorf("upload %d answered %d %s, want 429 naming the server's artifact uploads", i, code, p)
+				}
+			default:
+			}
+		}
+		if c := copying(); c+answers[429] >= n || c >= 8 {
+			break
+		}
+	}
+	t.Logf("uploads in COPY: %d; answers: %v", copying(), answers)
+	holder := -1 // an upload being read
+	for i := range ups {
+		if !got[i] {
+			holder = i
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/api/v1/environments/pool0/versions", nil)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET .../versions while %d uploads trickle: %v (answers %v): the uploads hold the database pool", n, err, answers)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET .../versions = %d", resp.StatusCode)
+	}
+	if answers[429] != n-2 {
+		t.Errorf("answers %v: want %d uploads refused 429, 2 taken", answers, n-2)
+	}
+
+	// A second upload into an environment that has one under way.
+	if holder < 0 {
+		t.Fatal("no upload is being read")
+	}
+	env := fmt.Sprintf("pool%d", holder)
+	data, digest := blob(10, 99)
+	code, p := f.putArtifact(env, digest, data, f.token, int64(len(data)))
+	if code != 429 || !strings.Contains(fmt.Sprint(p["detail"]), env+" has an artifact upload under way") {
+		t.Errorf("a second upload into %s = %d %v, want 429 naming the one under way", env, code, p)
 	}
 }

@@ -102,6 +102,11 @@ type Options struct {
 	// server handles at once for one environment (default 4); one more
 	// is a 429.
 	MaxBulkPerEnvironment int
+	// MaxArtifactUploads bounds the artifact uploads one server takes at
+	// once (default DefaultMaxArtifactUploads), an environment one: each
+	// holds a database connection while its body arrives. One more is a
+	// 429.
+	MaxArtifactUploads int
 	// AllowLocalRepos lets a repo_url name a local path or file:// URL on
 	// the server's host (intend server --allow-local-repos); without it
 	// such a setting is a 422.
@@ -203,6 +208,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxBulkPerEnvironment <= 0 {
 		opts.MaxBulkPerEnvironment = 4
+	}
+	if opts.MaxArtifactUploads <= 0 {
+		opts.MaxArtifactUploads = DefaultMaxArtifactUploads
 	}
 	if opts.MaxEventStreams <= 0 {
 		opts.MaxEventStreams = DefaultMaxEventStreams

@@ -373,9 +373,9 @@ func newPluginHost(c PluginsConfig, remote *iexec.Remote, log *slog.Logger) (*pl
 			dir = filepath.Join(os.TempDir(), fmt.Sprintf("intend-plugins-%d", os.Getuid()))
 		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("plugin cache: %w", err)
-	}
+	// Made on the first plugin's start (pluginhost checks that it is the
+	// executor user's own, 0700): an executor that runs no plugin needs
+	// no writable cache directory.
 	return pluginhost.New(pluginhost.Options{CacheDir: dir, Fetch: remote.Artifact, Python: c.Python,
 		IdleTimeout: c.IdleTimeout, MaxRSS: int64(c.MaxRSSMiB) << 20, MaxPlugins: c.Max,
 		Log: log.With("component", "plugins")}), nil

@@ -524,6 +524,11 @@ func (e *embedded) childConfig(c *child) *executor.Config {
 		APIKey: sec.APIKey, TLS: executor.TLSConfig{Enabled: sec.TLS, CA: sec.CAFile, Cert: sec.CertFile,
 			Key: sec.KeyFile, ServerName: sec.ServerName}}
 	cfg.Listen = "unix:" + e.metricsSocket(c)
+	// The plugins' artifacts in the directory of the environment's own,
+	// which its user owns and nobody else opens: a user of the
+	// --executor-uids range has no home (HOME=/) to keep a cache in, and
+	// environments that share a user would share one.
+	cfg.Plugins.CacheDir = e.childDir(c) + "/plugins"
 	cfg.LogFormat = "json"
 	cfg.LogLevel = "info"
 	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError} {

@@ -447,3 +447,36 @@ func TestMissingArtifact(t *testing.T) {
 		t.Errorf("error %v: an lstat's wording", err)
 	}
 }
+
+// An artifact path that leads out of the module through a symbolic link
+// (dist -> a directory elsewhere) is refused, never hashed or uploaded:
+// intend export would send the file it reaches (a key, a password file)
+// to the server (review of issue 30). A git module's checkout makes the
+// links it commits, so a module fetched from someone else could.
+func TestResolveRefusesArtifactsOutsideTheModule(t *testing.T) {
+	_, src := otherRepo(t)
+	dir := project(t, src)
+	outside := t.TempDir()
+	write(t, outside, map[string]string{"kv-linux-amd64": "the author's private key"})
+	if err := os.RemoveAll(filepath.Join(dir, "modules/kv/dist")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "modules/kv/dist")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "leaves the module") {
+		t.Fatalf("resolved %+v, %v; want an error: the artifact leaves the module", res.Plugins, err)
+	}
+	// A link inside the module is fine.
+	if err := os.Remove(filepath.Join(dir, "modules/kv/dist")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, map[string]string{"modules/kv/build/kv-linux-amd64": "binary v1"})
+	if err := os.Symlink("build", filepath.Join(dir, "modules/kv/dist")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := modules.ResolveWith(context.Background(), dir, modules.Options{CacheDir: t.TempDir()}); err != nil {
+		t.Fatalf("an artifact behind a link inside the module: %v", err)
+	}
+}

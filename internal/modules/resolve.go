@@ -148,6 +148,9 @@ func ResolveWith(ctx context.Context, projectDir string, opts Options) (Resolved
 				Types: slices.Clone(spec.Types), Artifacts: map[string]Artifact{}}
 			for platform, rel := range spec.Artifacts {
 				f := filepath.Join(m.Dir, filepath.FromSlash(rel))
+				if err := insideModule(m.Dir, f); err != nil {
+					return res, fmt.Errorf("module %s: plugin %s: artifact for %s: %w", m.Name, spec.Name, platform, err)
+				}
 				d, err := artifactDigest(f)
 				if errors.Is(err, fs.ErrNotExist) {
 					return res, fmt.Errorf("module %s: plugin %s: no artifact for %s: %s does not exist: "+
@@ -316,6 +319,25 @@ func checkCUEModule(dir, want string) error {
 	got, _, _ := strings.Cut(f.Module, "@")
 	if got != want {
 		return fmt.Errorf("its cue.mod/module.cue is module %q, its %s says cue: %q", f.Module, ManifestName, want)
+	}
+	return nil
+}
+
+// insideModule refuses a file that, its symbolic links followed, is not
+// inside the module's directory: the manifest's paths are checked as
+// written (no .., not absolute), but a link on the way (dist -> /home/me)
+// would lead export to upload a file from anywhere the author may read.
+func insideModule(dir, f string) error {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(f)
+	if err != nil {
+		return fmt.Errorf("%w (a module's build makes it)", err)
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s leaves the module (it is %s): refusing to upload it", f, real)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/intendhq/intend/adapters"
 )
@@ -50,6 +51,13 @@ func (h *Host) artifact(ctx context.Context, env string, k key, runtimeName stri
 	if err != nil {
 		return "", adapters.Permanent(fmt.Errorf("plugin %s: %w", k.name, err))
 	}
+	if err := h.checkCacheDir(); err != nil {
+		var classified *adapters.Error
+		if !errors.As(err, &classified) {
+			err = adapters.Permanent(err)
+		}
+		return "", fmt.Errorf("plugin %s: %w", k.name, err)
+	}
 	path := h.artifactPath(hexDigest)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		if err := h.fetch(ctx, env, k, hexDigest, runtimeName); err != nil {
@@ -62,6 +70,38 @@ func (h *Host) artifact(ctx context.Context, env string, k key, runtimeName stri
 		return "", err
 	}
 	return path, nil
+}
+
+// checkCacheDir makes the cache's directories when they are missing and
+// refuses them unless they are directories (not links) of this process's
+// user that nobody else may write: verify hashes a cached artifact, then
+// exec opens it again by its path, so whoever may write the directory
+// could swap the file in between (a cache dir another local user made
+// first, as /tmp/intend-plugins-<uid>, or one left mode 0777).
+func (h *Host) checkCacheDir() error {
+	dir := h.opts.CacheDir
+	sub := filepath.Join(dir, "sha256")
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		return adapters.Transient(fmt.Errorf("artifact cache: %w", err))
+	}
+	for _, d := range []string{dir, sub} {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return adapters.Transient(fmt.Errorf("artifact cache: %w", err))
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !fi.IsDir():
+			return fmt.Errorf("artifact cache %s is not a directory (a link?): refusing to run plugins from it", d)
+		case ok && st.Uid != uint32(os.Geteuid()):
+			return fmt.Errorf("artifact cache %s belongs to user id %d, not to this executor's (%d): "+
+				"refusing to run plugins from it", d, st.Uid, os.Geteuid())
+		case fi.Mode().Perm()&0o022 != 0:
+			return fmt.Errorf("artifact cache %s may be written by others (mode %#o): refusing to run plugins "+
+				"from it (chmod go-w it)", d, fi.Mode().Perm())
+		}
+	}
+	return nil
 }
 
 // verify hashes the cached file and compares it with the digest. A file
@@ -91,9 +131,6 @@ func (h *Host) fetch(ctx context.Context, env string, k key, hexDigest, runtimeN
 		return adapters.Permanent(fmt.Errorf("plugin %s: artifact %s is not cached and this executor cannot fetch artifacts", k.name, k.digest))
 	}
 	dir := filepath.Join(h.opts.CacheDir, "sha256")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return adapters.Transient(fmt.Errorf("plugin %s: artifact cache: %w", k.name, err))
-	}
 	body, err := h.opts.Fetch(ctx, env, k.digest)
 	if err != nil {
 		// The fetcher classifies (a missing artifact is permanent, the

@@ -649,3 +649,55 @@ func TestPythonPluginThatDoesNotStart(t *testing.T) {
 		t.Errorf("got %v: a Python plugin's platform is any", err)
 	}
 }
+
+// A cache directory another local user may write is refused before
+// anything runs from it: that user could swap a verified artifact
+// between its hash and its exec (review of issue 30).
+func TestCacheDirOthersMayWriteRefused(t *testing.T) {
+	bin := lifeBinary(t)
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		{"world-writable", func(t *testing.T, dir string) {
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}, "may be written by others (mode 0777)"},
+		{"its sha256 directory group-writable", func(t *testing.T, dir string) {
+			if err := os.Mkdir(filepath.Join(dir, "sha256"), 0o770); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(dir, "sha256"), 0o770); err != nil {
+				t.Fatal(err)
+			}
+		}, "may be written by others (mode 0770)"},
+		{"made by another user", func(t *testing.T, dir string) {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to give the directory to another user (CI runs as root)")
+			}
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, "belongs to user id 65534"},
+		{"a link", func(t *testing.T, dir string) {
+			real := t.TempDir()
+			if err := os.Symlink(real, filepath.Join(dir, "sha256")); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a directory (a link?)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, s := newTestHost(t, Options{})
+			tc.setup(t, h.opts.CacheDir)
+			_, err := h.Handler(context.Background(), "env1", lifeRef(s.put(bin)), "test::Life")
+			if adapters.ClassOf(err) != adapters.ClassPermanent || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want permanent: %q", err, tc.want)
+			}
+			if st := h.Stats(); st.Starts != 0 || s.fetches != 0 {
+				t.Fatalf("stats %+v, %d fetches: want nothing fetched or started", st, s.fetches)
+			}
+		})
+	}
+}
