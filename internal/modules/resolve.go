@@ -333,8 +333,11 @@ func insideModule(dir, f string) error {
 		return err
 	}
 	real, err := filepath.EvalSymlinks(f)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing to upload: the caller says what to build
+	}
 	if err != nil {
-		return fmt.Errorf("%w (a module's build makes it)", err)
+		return err
 	}
 	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return fmt.Errorf("%s leaves the module (it is %s): refusing to upload it", f, real)
