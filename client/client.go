@@ -88,6 +88,7 @@ func New(base string) *Client {
 // is) and decodes a JSON response into out (when not nil).
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
+	var size int64
 	contentType := "application/json"
 	if raw, ok := body.(Raw); ok {
 		body, contentType = raw.Body, raw.ContentType
@@ -100,26 +101,11 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 				return err
 			}
 		}
-		rd = bytes.NewReader(b)
+		rd, size = bytes.NewReader(b), int64(len(b))
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
+	resp, err := c.send(ctx, method, path, rd, size, contentType)
 	if err != nil {
 		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	for k, vs := range c.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return c.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)

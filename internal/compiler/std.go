@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue/load"
+
+	"github.com/intendhq/intend/internal/project"
 )
 
 // StdModule is the import path of the standard library: "intend.dev/std/fs"
@@ -136,30 +138,8 @@ func WriteStd(projectDir string) (bool, error) {
 		return false, err
 	}
 	root := filepath.Join(projectDir, filepath.FromSlash(StdDir))
-	// Write the library beside the copy, then swap: a reader (an editor's
-	// cue lsp) never sees half of it.
-	tmp := root + ".new"
-	if err := os.RemoveAll(tmp); err != nil {
+	if err := project.ReplaceDir(root, files); err != nil {
 		return false, err
 	}
-	for rel, b := range files {
-		p := filepath.Join(tmp, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return false, err
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return false, err
-		}
-	}
-	old := root + ".old"
-	if err := os.RemoveAll(old); err != nil {
-		return false, err
-	}
-	if err := os.Rename(root, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, err
-	}
-	if err := os.Rename(tmp, root); err != nil {
-		return false, err
-	}
-	return true, os.RemoveAll(old)
+	return true, nil
 }

@@ -518,33 +518,10 @@ func syncDir(dir string, files map[string][]byte) (bool, error) {
 			return false, nil
 		}
 	}
-	tmp := dir + ".new"
-	if err := os.RemoveAll(tmp); err != nil {
+	if err := project.ReplaceDir(dir, files); err != nil {
 		return false, err
 	}
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return false, err
-	}
-	for rel, b := range files {
-		p := filepath.Join(tmp, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return false, err
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return false, err
-		}
-	}
-	oldDir := dir + ".old"
-	if err := os.RemoveAll(oldDir); err != nil {
-		return false, err
-	}
-	if err := os.Rename(dir, oldDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return false, err
-	}
-	return true, os.RemoveAll(oldDir)
+	return true, nil
 }
 
 // cueFilesIfAny is every file under dir (nil when it does not exist).
