@@ -28,7 +28,8 @@ cue vet, cue fmt and cue lsp resolve its imports from disk; intend compile,
 deploy and export rewrite it when it differs from the binary's), and a
 .gitignore for the embedded deploy's data/ directory and .intend (which can
 hold a token); an existing .gitignore stays, with /.intend added when no
-line names it. Refuses to overwrite an existing intend.yaml or main.cue.
+line names it; and main_test.cue, the model's first test (intend test).
+Refuses to overwrite an existing intend.yaml, main.cue or main_test.cue.
 
 Then: intend compile, intend deploy (everything embedded), or intend export
 -d against a server. docs/modeling.md teaches the model.
@@ -58,6 +59,7 @@ Examples:
 				{project.FileName, yml},
 				{"cue.mod/module.cue", fmt.Sprintf("module: %q\nlanguage: version: \"v0.12.0\"\n", "intend.local/"+p.Name)},
 				{"main.cue", fmt.Sprintf(initModel, filepath.Join(os.TempDir(), p.Name))},
+				{"main_test.cue", fmt.Sprintf(initTest, filepath.Join(os.TempDir(), p.Name))},
 				{".gitignore", gitignore},
 			}
 			for _, f := range files {
@@ -214,3 +216,18 @@ Examples:
 		},
 	}
 }
+
+// initTest is the first model's test (intend test; docs/modeling.md,
+// "Testing a model"), as cue fmt writes it.
+const initTest = `package main
+
+// intend test compiles the model and checks what it produces; a test
+// names the resources it expects (and may give instances and facts).
+tests: "hello.txt says hello": {
+	resources: "fs::File[localhost,path=%[1]s/hello.txt]": {
+		content: =~"^Hello"
+		requires: ["fs::Directory[localhost,path=%[1]s]"]
+	}
+	count: 2
+}
+`

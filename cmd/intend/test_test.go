@@ -67,3 +67,14 @@ func TestTestCommand(t *testing.T) {
 	fails(t, nil, exitUsage, []string{"--run: error parsing regexp"}, "test", dir, "--run", "(")
 	fails(t, nil, exitFailed, []string{"intend.yaml: not found"}, "test", t.TempDir())
 }
+
+// TestInitWritesAPassingTest: a fresh project has a test of its first
+// model, and it passes.
+func TestInitWritesAPassingTest(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fresh")
+	ok(t, nil, "init", dir)
+	out := ok(t, nil, "test", dir)
+	if !strings.Contains(out, "ok    hello.txt says hello") || !strings.Contains(out, "PASS  1 test in 1 file") {
+		t.Errorf("intend test of a fresh project:\n%s", out)
+	}
+}
