@@ -155,7 +155,13 @@ func TestInventoryInABrowser(t *testing.T) {
 	if memKept != "4" || kept != `"hdd"` {
 		t.Errorf("after the API's 422 the form lost its values: memory %q, disk %q", memKept, kept)
 	}
-	// A good create: the instance's page, with a flash, then up.
+	// A good create: the instance's page, with a flash, then up. The
+	// environment is halted until the page is shown, so that the
+	// instance moves on after the page loaded, however fast its deploy
+	// and however slow the browser on a busy machine.
+	if err := c.Do(ctx0, http.MethodPost, client.EnvPath(env, "halt"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	run(t, ctx,
 		chromedp.SetValue(`#attr-name`, "web", chromedp.ByID),
 		chromedp.Click(`//button[text()="Create"]`, chromedp.BySearch),
@@ -164,6 +170,14 @@ func TestInventoryInABrowser(t *testing.T) {
 	)
 	if !strings.Contains(text, "Created vm web") {
 		t.Errorf("after the create the page says %q", text)
+	}
+	var loaded string
+	run(t, ctx, chromedp.Text(`#instance-state`, &loaded, chromedp.ByID))
+	if loaded == "up" {
+		t.Fatalf("the instance was up when its page loaded, with its environment halted")
+	}
+	if err := c.Do(ctx0, http.MethodPost, client.EnvPath(env, "resume"), nil, nil); err != nil {
+		t.Fatal(err)
 	}
 	// The page follows the instance without a reload (its event stream):
 	// its state reaches up, and it says the instance moved past the
