@@ -644,3 +644,32 @@ func TestCacheDirOthersMayWriteRefused(t *testing.T) {
 		})
 	}
 }
+
+// The memory limit counts the plugin's child processes too, and the kill
+// takes them with it: a plugin that has a child hold the memory does not
+// escape MaxRSS (review of issue 30).
+func TestMemoryLimitCountsChildren(t *testing.T) {
+	h, s := newTestHost(t, Options{MaxRSS: 64 << 20})
+	hd, err := h.Handler(context.Background(), "env1", lifeRef(s.put(lifeBinary(t))), "test::Life")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := pidOf(t, hd)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hc := adapters.NewContext()
+	err = hd.Create(ctx, hc, res(t, "big-child", map[string]any{"child_alloc_mb": 200}))
+	if err == nil || adapters.ClassOf(err) != adapters.ClassTransient || !strings.Contains(err.Error(), "exceeded its memory limit") {
+		t.Fatalf("got %v, want a transient failure: plugin life … exceeded its memory limit", err)
+	}
+	waitUntil(t, "the killed plugin to be gone", func() bool { return !alive(first) })
+	for _, l := range hc.Logs() {
+		if v, ok := l.Attrs["child_pid"]; ok {
+			pid, _ := strconv.Atoi(fmt.Sprint(v))
+			waitUntil(t, "the plugin's child to be gone", func() bool { return !alive(pid) })
+		}
+	}
+	if st := h.Stats(); st.MemoryKills != 1 {
+		t.Fatalf("stats %+v: want 1 memory kill", st)
+	}
+}
