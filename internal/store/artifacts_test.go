@@ -209,3 +209,66 @@ func TestArtifactsGoWithTheirEnvironment(t *testing.T) {
 		t.Errorf("%d rows left (%v), want none", rows, err)
 	}
 }
+
+// TestArtifactAcrossReplicas: two replicas are two stores (two pools) on
+// one database. An artifact another replica is still uploading is not
+// there for this one (not got, listed missing, so an export through it
+// is refused), and a second upload of the same digest through it waits
+// for the first and finds it stored; once committed, this replica
+// streams it byte for byte (an executor may fetch through either).
+func TestArtifactAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	one, url, _ := open(t)
+	other, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	e := newEnv(t, one)
+	ctx := context.Background()
+	data, digest := artifact(2*store.ArtifactChunkSize+7, 12)
+
+	pr, pw := io.Pipe()
+	firstDone := make(chan error, 1)
+	go func() {
+		_, _, err := one.PutArtifact(ctx, e.ID, digest, pr, store.ArtifactLimits{})
+		firstDone <- err
+	}()
+	// The first chunk is in replica one's transaction.
+	if _, err := pw.Write(data[:store.ArtifactChunkSize+1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.GetArtifact(ctx, e.ID, digest); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an artifact being uploaded through the other replica: got %v, want not found", err)
+	}
+	if missing, err := other.MissingArtifacts(ctx, e.ID, []string{digest}); err != nil || len(missing) != 1 {
+		t.Errorf("missing = %v, %v; want the artifact being uploaded", missing, err)
+	}
+	secondDone := make(chan bool, 1)
+	go func() {
+		created, _, err := other.PutArtifact(ctx, e.ID, digest, bytes.NewReader(data), store.ArtifactLimits{})
+		if err != nil {
+			t.Error(err)
+		}
+		secondDone <- created
+	}()
+	if _, err := pw.Write(data[store.ArtifactChunkSize+1:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if created := <-secondDone; created {
+		t.Error("the second upload stored the artifact again")
+	}
+	_, rc, err := other.OpenArtifact(ctx, e.ID, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read through the other replica: %d bytes, %v; want the %d uploaded", len(got), err, len(data))
+	}
+}
