@@ -511,6 +511,10 @@ func TestBatchCarriesPlugins(t *testing.T) {
 	if i < 0 || string(b.Resources[i].Attributes) != `{}` {
 		t.Errorf("the refused resource's attributes were handed out: %+v", b.Resources)
 	}
+	// Nor is the plugin: an executor that would start it has no digest.
+	if len(b.Plugins) != 0 {
+		t.Errorf("the refused plugin is handed out: %+v", b.Plugins)
+	}
 }
 
 // TestArtifactUploadsCannotTakeThePool: an upload holds a database
