@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/plugin"
 	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/ledger"
 )
@@ -671,5 +672,40 @@ func TestMemoryLimitCountsChildren(t *testing.T) {
 	}
 	if st := h.Stats(); st.MemoryKills != 1 {
 		t.Fatalf("stats %+v: want 1 memory kill", st)
+	}
+}
+
+// A plugin starts with none of the executor's variables (its secrets,
+// INTEND_*), only PATH, LANG, TMPDIR and go-plugin's handshake ones, in
+// the temporary directory, with /dev/null as its standard input.
+func TestPluginEnvironment(t *testing.T) {
+	t.Setenv("INTEND_SECRET_DB", "hunter2")
+	t.Setenv("INTEND_EXECUTOR_TOKEN", "intend_x")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "k")
+	h, s := newTestHost(t, Options{})
+	hd, err := h.Handler(context.Background(), "env1", lifeRef(s.put(lifeBinary(t))), "test::Life")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := adapters.NewContext()
+	if _, err := hd.Observe(context.Background(), hc, res(t, "env", nil)); err != nil {
+		t.Fatal(err)
+	}
+	var env, cwd, stdin string
+	for _, l := range hc.Logs() {
+		if v, ok := l.Attrs["env"]; ok {
+			env, cwd, stdin = fmt.Sprint(v), fmt.Sprint(l.Attrs["cwd"]), fmt.Sprint(l.Attrs["stdin"])
+		}
+	}
+	for _, kv := range strings.Split(env, "\n") {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "PATH", k == "LANG", k == "TMPDIR", strings.HasPrefix(k, "PLUGIN_"), k == plugin.MagicCookieKey:
+		default:
+			t.Errorf("the plugin's environment has %s", k)
+		}
+	}
+	if cwd != os.TempDir() || stdin != "/dev/null" {
+		t.Errorf("the plugin runs in %q with standard input %q, want %q and /dev/null", cwd, stdin, os.TempDir())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/intendhq/intend/adapters"
@@ -21,7 +22,9 @@ type life struct{}
 var hold [][]byte
 
 func (life) Observe(ctx context.Context, hc *adapters.Context, desired adapters.Resource) (adapters.Observation, error) {
-	hc.Info("observed", "pid", os.Getpid())
+	wd, _ := os.Getwd()
+	stdin, _ := os.Readlink("/proc/self/fd/0")
+	hc.Info("observed", "pid", os.Getpid(), "env", strings.Join(os.Environ(), "\n"), "cwd", wd, "stdin", stdin)
 	return adapters.Observation{Exists: false}, nil
 }
 
