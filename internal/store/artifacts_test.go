@@ -272,3 +272,29 @@ func TestArtifactAcrossReplicas(t *testing.T) {
 		t.Fatalf("read through the other replica: %d bytes, %v; want the %d uploaded", len(got), err, len(data))
 	}
 }
+
+// TestArtifactQuotaCountsEachArtifact: tiny artifacts count
+// MinArtifactCharge each against the quota, so a quota of bytes bounds
+// the rows too (review of issue 30: 2 GiB of one-byte artifacts were 2
+// billion rows, each costing the database far more than its byte).
+func TestArtifactQuotaCountsEachArtifact(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	lim := store.ArtifactLimits{Quota: 4 * store.MinArtifactCharge}
+	stored := 0
+	var refusal error
+	for i := range 10 {
+		b, d := artifact(1, uint64(1000+i))
+		if _, _, err := st.PutArtifact(ctx, e.ID, d, bytes.NewReader(b), lim); err != nil {
+			refusal = err
+			break
+		}
+		stored++
+	}
+	var tl *store.ArtifactTooLargeError
+	if stored != 4 || !errors.As(refusal, &tl) || tl.Setting != "artifact_quota" {
+		t.Fatalf("stored %d one-byte artifacts in a quota of 4 charges, then %v; want 4, then artifact_quota refused", stored, refusal)
+	}
+}
