@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 
@@ -123,13 +124,17 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength > lim.Quota {
 		return artifactTooLarge(&store.ArtifactTooLargeError{Setting: "artifact_quota", Limit: lim.Quota})
 	}
-	release, err := s.artifactUploadSlot(w, e)
+	releaseSlot, err := s.artifactUploadSlot(w, e)
 	if err != nil {
 		return err
 	}
+	release := sync.OnceFunc(releaseSlot)
 	defer release()
 	body := &bodyReader{r: r.Body}
 	created, size, err := s.opts.Store.PutArtifact(r.Context(), e.ID, digest, body, lim)
+	// The transaction is over: what is left (reading the body of an
+	// artifact stored already) holds no connection.
+	release()
 	var tl *store.ArtifactTooLargeError
 	var dm *store.DigestMismatchError
 	switch {

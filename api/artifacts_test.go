@@ -511,6 +511,10 @@ func TestBatchCarriesPlugins(t *testing.T) {
 	if i < 0 || string(b.Resources[i].Attributes) != `{}` {
 		t.Errorf("the refused resource's attributes were handed out: %+v", b.Resources)
 	}
+	// Nor is the plugin: an executor that would start it has no digest.
+	if len(b.Plugins) != 0 {
+		t.Errorf("the refused plugin is handed out: %+v", b.Plugins)
+	}
 }
 
 // TestArtifactUploadsCannotTakeThePool: an upload holds a database
@@ -633,5 +637,31 @@ func TestArtifactUploadsCannotTakeThePool(t *testing.T) {
 	code, p := f.putArtifact(env, digest, data, f.token, int64(len(data)))
 	if code != 429 || !strings.Contains(fmt.Sprint(p["detail"]), env+" has an artifact upload under way") {
 		t.Errorf("a second upload into %s = %d %v, want 429 naming the one under way", env, code, p)
+	}
+}
+
+// TestExportRefusesPluginsOfBuiltinTypes: a version's plugin may not
+// serve a type of intend's built-in adapters (fs::File, exec::Command,
+// …): the executor runs a type a plugin serves through the plugin, so a
+// module's plugin that declared fs::File would receive every fs::File of
+// the model, their secrets resolved by the executor included (review of
+// issue 30). 422 naming the type, for a full and a partial export.
+func TestExportRefusesPluginsOfBuiltinTypes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Options{})
+	f.env("plug-builtin")
+	data, digest := blob(100, 11)
+	if code, p := f.putArtifact("plug-builtin", digest, data, f.token, int64(len(data))); code != 201 {
+		t.Fatalf("upload = %d %v", code, p)
+	}
+	for _, typ := range []string{"fs::File", "exec::Command", "ssh::File", "rest::Object", "netconf::Config", "postgres::Database", "fs::Anything"} {
+		body := `{"resources":[{"id":"kv::Entry[a,key=x]","attributes":{"key":"x"}}],` +
+			strings.Replace(pluginsJSON(digest), `"types":["kv::Entry"]`, `"types":["kv::Entry","`+typ+`"]`, 1) + `}`
+		for _, route := range []string{"/versions", "/versions/partial"} {
+			code, p := f.call("PUT", "/api/v1/environments/plug-builtin"+route, body)
+			if code != 422 || !problemNames(p, "/plugins/0/types/1", "built-in") {
+				t.Errorf("PUT %s of a plugin serving %s = %d %v, want 422 naming /plugins/0/types/1", route, typ, code, p)
+			}
+		}
 	}
 }

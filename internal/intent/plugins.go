@@ -7,6 +7,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/ledger"
@@ -26,6 +27,13 @@ var (
 	pluginPlatform = regexp.MustCompile(`^[a-z0-9]+/[a-z0-9]+$`)
 	pluginDigest   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
+
+// BuiltinNamespaces are the namespaces of the types of intend's built-in
+// adapters (adapters/builtin). A version's plugin may not serve a type in
+// them: the executor runs a type a plugin serves through the plugin, so a
+// module's plugin that declared fs::File would receive every fs::File of
+// the model, with the secrets the executor resolves for them.
+var BuiltinNamespaces = []string{"exec", "fs", "netconf", "postgres", "rest", "ssh"}
 
 // AnyPlatform is the platform of a python3 plugin's artifact, which runs
 // on every executor.
@@ -99,6 +107,12 @@ func checkPlugins(ps []ledger.Plugin, p *problems) {
 			id := resource.ID{Type: t, Agent: "a", Attribute: "a", Value: "v"}
 			if err := id.Validate(); err != nil {
 				p.add(pointer("plugins", i, "types", j), fmt.Sprintf("%.80q is not a resource type (ns::Name)", t))
+				continue
+			}
+			if ns, _, _ := strings.Cut(t, "::"); slices.Contains(BuiltinNamespaces, ns) {
+				p.add(pointer("plugins", i, "types", j), fmt.Sprintf("type %s is in namespace %s of intend's built-in "+
+					"adapters: a plugin cannot serve it (it would take the place of the built-in adapter for every %s "+
+					"resource of the version)", t, ns, t))
 				continue
 			}
 			if other, dup := served[t]; dup {

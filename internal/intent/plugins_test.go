@@ -2,9 +2,11 @@ package intent_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/intendhq/intend/adapters/builtin"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/ledger"
 )
@@ -38,6 +40,8 @@ func TestCheckPlugins(t *testing.T) {
 			"/plugins/0/artifacts/linux~1amd64"},
 		{"the same name twice", []ledger.Plugin{ok(), func() ledger.Plugin { p := ok(); p.Types = []string{"kv::Other"}; return p }()},
 			"/plugins/1/name"},
+		{"a built-in type", with(func(p *ledger.Plugin) { p.Types = []string{"kv::Entry", "fs::File"} }), "/plugins/0/types/1"},
+		{"a type of a built-in namespace", with(func(p *ledger.Plugin) { p.Types = []string{"exec::Shell"} }), "/plugins/0/types/0"},
 		{"a type in two plugins", []ledger.Plugin{ok(), func() ledger.Plugin { p := ok(); p.Name = "kv2"; return p }()},
 			"/plugins/1/types/0"},
 	}
@@ -49,6 +53,18 @@ func TestCheckPlugins(t *testing.T) {
 			t.Errorf("%s: %v, want fine", c.why, err)
 		case c.path != "" && (!errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != c.path):
 			t.Errorf("%s: %v, want one problem at %s", c.why, err, c.path)
+		}
+	}
+}
+
+// TestBuiltinNamespacesCoverTheBuiltinAdapters: every type of a built-in
+// adapter is in BuiltinNamespaces, so no plugin can serve it.
+func TestBuiltinNamespacesCoverTheBuiltinAdapters(t *testing.T) {
+	t.Parallel()
+	for _, typ := range builtin.Adapters().Types() {
+		ns, _, _ := strings.Cut(typ, "::")
+		if !slices.Contains(intent.BuiltinNamespaces, ns) {
+			t.Errorf("built-in type %s: namespace %s is not in intent.BuiltinNamespaces %v", typ, ns, intent.BuiltinNamespaces)
 		}
 	}
 }

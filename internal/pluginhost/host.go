@@ -39,7 +39,8 @@ type Options struct {
 	// IdleTimeout stops a plugin that has had no call for that long.
 	// Default 10 minutes.
 	IdleTimeout time.Duration
-	// MaxRSS kills a plugin whose resident memory passes it. Default 1 GiB.
+	// MaxRSS kills a plugin whose resident memory, its child processes'
+	// included, passes it. Default 1 GiB.
 	MaxRSS int64
 	// MaxPlugins bounds the plugin processes; over it the least recently
 	// used idle one is stopped. Default 32.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/adapters"
+	"github.com/intendhq/intend/adapters/plugin"
 	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/ledger"
 )
@@ -699,5 +700,69 @@ func TestCacheDirOthersMayWriteRefused(t *testing.T) {
 				t.Fatalf("stats %+v, %d fetches: want nothing fetched or started", st, s.fetches)
 			}
 		})
+	}
+}
+
+// The memory limit counts the plugin's child processes too, and the kill
+// takes them with it: a plugin that has a child hold the memory does not
+// escape MaxRSS (review of issue 30).
+func TestMemoryLimitCountsChildren(t *testing.T) {
+	h, s := newTestHost(t, Options{MaxRSS: 64 << 20})
+	hd, err := h.Handler(context.Background(), "env1", lifeRef(s.put(lifeBinary(t))), "test::Life")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := pidOf(t, hd)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hc := adapters.NewContext()
+	err = hd.Create(ctx, hc, res(t, "big-child", map[string]any{"child_alloc_mb": 200}))
+	if err == nil || adapters.ClassOf(err) != adapters.ClassTransient || !strings.Contains(err.Error(), "exceeded its memory limit") {
+		t.Fatalf("got %v, want a transient failure: plugin life … exceeded its memory limit", err)
+	}
+	waitUntil(t, "the killed plugin to be gone", func() bool { return !alive(first) })
+	for _, l := range hc.Logs() {
+		if v, ok := l.Attrs["child_pid"]; ok {
+			pid, _ := strconv.Atoi(fmt.Sprint(v))
+			waitUntil(t, "the plugin's child to be gone", func() bool { return !alive(pid) })
+		}
+	}
+	if st := h.Stats(); st.MemoryKills != 1 {
+		t.Fatalf("stats %+v: want 1 memory kill", st)
+	}
+}
+
+// A plugin starts with none of the executor's variables (its secrets,
+// INTEND_*), only PATH, LANG, TMPDIR and go-plugin's handshake ones, in
+// the temporary directory, with /dev/null as its standard input.
+func TestPluginEnvironment(t *testing.T) {
+	t.Setenv("INTEND_SECRET_DB", "hunter2")
+	t.Setenv("INTEND_EXECUTOR_TOKEN", "intend_x")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "k")
+	h, s := newTestHost(t, Options{})
+	hd, err := h.Handler(context.Background(), "env1", lifeRef(s.put(lifeBinary(t))), "test::Life")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := adapters.NewContext()
+	if _, err := hd.Observe(context.Background(), hc, res(t, "env", nil)); err != nil {
+		t.Fatal(err)
+	}
+	var env, cwd, stdin string
+	for _, l := range hc.Logs() {
+		if v, ok := l.Attrs["env"]; ok {
+			env, cwd, stdin = fmt.Sprint(v), fmt.Sprint(l.Attrs["cwd"]), fmt.Sprint(l.Attrs["stdin"])
+		}
+	}
+	for _, kv := range strings.Split(env, "\n") {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "PATH", k == "LANG", k == "TMPDIR", strings.HasPrefix(k, "PLUGIN_"), k == plugin.MagicCookieKey:
+		default:
+			t.Errorf("the plugin's environment has %s", k)
+		}
+	}
+	if cwd != os.TempDir() || stdin != "/dev/null" {
+		t.Errorf("the plugin runs in %q with standard input %q, want %q and /dev/null", cwd, stdin, os.TempDir())
 	}
 }

@@ -184,7 +184,7 @@ func (p *process) watch(stderr *lineLog) {
 				p.kill(fmt.Errorf("plugin %s ended its session", p.key.label()))
 			}
 		case <-tick.C:
-			if rss, err := readRSS(p.pid); err == nil && rss > p.host.opts.MaxRSS {
+			if rss, err := treeRSS(p.pid); err == nil && rss > p.host.opts.MaxRSS {
 				p.host.count(func(s *Stats) { s.MemoryKills++ })
 				p.kill(fmt.Errorf("plugin %s exceeded its memory limit (%d MiB resident, limit %d MiB)",
 					p.key.label(), rss>>20, p.host.opts.MaxRSS>>20))
@@ -251,6 +251,47 @@ func (p *process) stop(reason error) {
 	p.sess.Close(reason)
 	p.gp.Kill()
 	<-p.exited
+}
+
+// maxTree bounds the processes treeRSS reads.
+const maxTree = 256
+
+// treeRSS returns the resident set size of pid and of its descendants,
+// in bytes: a plugin that had a child process hold the memory would
+// escape a limit on its own (the kill signals its process group, which
+// its children are in unless they left it). The descendants are read
+// from /proc/PID/task/TID/children; a kernel without them counts pid
+// alone.
+func treeRSS(pid int) (int64, error) {
+	total, err := readRSS(pid)
+	if err != nil {
+		return 0, err
+	}
+	seen := map[int]bool{pid: true}
+	queue := []int{pid}
+	for len(queue) > 0 && len(seen) < maxTree {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + task.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for f := range strings.FieldsSeq(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err != nil || seen[c] || len(seen) >= maxTree {
+					continue
+				}
+				seen[c] = true
+				queue = append(queue, c)
+				if rss, err := readRSS(c); err == nil {
+					total += rss
+				}
+			}
+		}
+	}
+	return total, nil
 }
 
 // readRSS returns the resident set size of pid in bytes, from

@@ -37,6 +37,12 @@ const DefaultMaxArtifactSize = 256 << 20
 // together, unless its artifact_quota setting says otherwise.
 const DefaultArtifactQuota = 2 << 30
 
+// MinArtifactCharge is what an artifact counts against its environment's
+// quota at least: a row and a chunk cost the database more than a few
+// bytes, so a quota of bytes alone would let an author store millions of
+// one-byte artifacts (at most 32,768 within the default quota).
+const MinArtifactCharge = 64 << 10
+
 // digestPattern is an artifact's digest.
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
@@ -68,7 +74,7 @@ type ArtifactTooLargeError struct {
 func (e *ArtifactTooLargeError) Error() string {
 	if e.Setting == "artifact_quota" {
 		return fmt.Sprintf("the artifact does not fit in the environment's artifact_quota of %d bytes "+
-			"(%d bytes are taken by its other artifacts)", e.Limit, e.Used)
+			"(%d bytes are taken by its other artifacts, each counting 64 KiB at least)", e.Limit, e.Used)
 	}
 	return fmt.Sprintf("the artifact exceeds the server's max_artifact_size of %d bytes", e.Limit)
 }
@@ -169,7 +175,7 @@ func (s *Store) PutArtifact(ctx context.Context, envID, digest string, body io.R
 		if used, err = artifactsUsed(ctx, tx, envID); err != nil {
 			return err
 		}
-		if used+size > lim.Quota {
+		if used+max(size, MinArtifactCharge) > lim.Quota {
 			return &ArtifactTooLargeError{Setting: "artifact_quota", Limit: lim.Quota, Used: used}
 		}
 		_, err = tx.Exec(ctx, `update artifacts set size = $3, complete = true, uploaded_at = now()
@@ -278,11 +284,12 @@ func (c *chunkRows) failure() error {
 	return c.err
 }
 
-// artifactsUsed is the size of the environment's complete artifacts.
+// artifactsUsed is what the environment's complete artifacts count
+// against its quota: their sizes, each MinArtifactCharge at least.
 func artifactsUsed(ctx context.Context, tx pgx.Tx, envID string) (int64, error) {
 	var used int64
-	err := tx.QueryRow(ctx, `select coalesce(sum(size), 0)::bigint from artifacts
-		where environment_id = $1::uuid and complete`, envID).Scan(&used)
+	err := tx.QueryRow(ctx, `select coalesce(sum(greatest(size, $2)), 0)::bigint from artifacts
+		where environment_id = $1::uuid and complete`, envID, MinArtifactCharge).Scan(&used)
 	return used, err
 }
 

@@ -209,3 +209,92 @@ func TestArtifactsGoWithTheirEnvironment(t *testing.T) {
 		t.Errorf("%d rows left (%v), want none", rows, err)
 	}
 }
+
+// TestArtifactAcrossReplicas: two replicas are two stores (two pools) on
+// one database. An artifact another replica is still uploading is not
+// there for this one (not got, listed missing, so an export through it
+// is refused), and a second upload of the same digest through it waits
+// for the first and finds it stored; once committed, this replica
+// streams it byte for byte (an executor may fetch through either).
+func TestArtifactAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	one, url, _ := open(t)
+	other, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	e := newEnv(t, one)
+	ctx := context.Background()
+	data, digest := artifact(2*store.ArtifactChunkSize+7, 12)
+
+	pr, pw := io.Pipe()
+	firstDone := make(chan error, 1)
+	go func() {
+		_, _, err := one.PutArtifact(ctx, e.ID, digest, pr, store.ArtifactLimits{})
+		firstDone <- err
+	}()
+	// The first chunk is in replica one's transaction.
+	if _, err := pw.Write(data[:store.ArtifactChunkSize+1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.GetArtifact(ctx, e.ID, digest); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an artifact being uploaded through the other replica: got %v, want not found", err)
+	}
+	if missing, err := other.MissingArtifacts(ctx, e.ID, []string{digest}); err != nil || len(missing) != 1 {
+		t.Errorf("missing = %v, %v; want the artifact being uploaded", missing, err)
+	}
+	secondDone := make(chan bool, 1)
+	go func() {
+		created, _, err := other.PutArtifact(ctx, e.ID, digest, bytes.NewReader(data), store.ArtifactLimits{})
+		if err != nil {
+			t.Error(err)
+		}
+		secondDone <- created
+	}()
+	if _, err := pw.Write(data[store.ArtifactChunkSize+1:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if created := <-secondDone; created {
+		t.Error("the second upload stored the artifact again")
+	}
+	_, rc, err := other.OpenArtifact(ctx, e.ID, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read through the other replica: %d bytes, %v; want the %d uploaded", len(got), err, len(data))
+	}
+}
+
+// TestArtifactQuotaCountsEachArtifact: tiny artifacts count
+// MinArtifactCharge each against the quota, so a quota of bytes bounds
+// the rows too (review of issue 30: 2 GiB of one-byte artifacts were 2
+// billion rows, each costing the database far more than its byte).
+func TestArtifactQuotaCountsEachArtifact(t *testing.T) {
+	t.Parallel()
+	st, _, _ := open(t)
+	e := newEnv(t, st)
+	ctx := context.Background()
+	lim := store.ArtifactLimits{Quota: 4 * store.MinArtifactCharge}
+	stored := 0
+	var refusal error
+	for i := range 10 {
+		b, d := artifact(1, uint64(1000+i))
+		if _, _, err := st.PutArtifact(ctx, e.ID, d, bytes.NewReader(b), lim); err != nil {
+			refusal = err
+			break
+		}
+		stored++
+	}
+	var tl *store.ArtifactTooLargeError
+	if stored != 4 || !errors.As(refusal, &tl) || tl.Setting != "artifact_quota" {
+		t.Fatalf("stored %d one-byte artifacts in a quota of 4 charges, then %v; want 4, then artifact_quota refused", stored, refusal)
+	}
+}

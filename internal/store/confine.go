@@ -36,6 +36,17 @@ func (s *Store) ConfineBatch(ctx context.Context, set Settings, envID string, ru
 	refused := map[string]string{}
 	var refusedRes []BatchResource
 	byType := pluginRefusals(rules, b.Plugins)
+	// A refused plugin is not handed out either: an executor never learns
+	// the digest of a plugin it may not start.
+	// (A new slice: b's may be shared.)
+	b.Plugins = slices.DeleteFunc(slices.Clone(b.Plugins), func(p ledger.Plugin) bool {
+		for _, platform := range slices.Sorted(maps.Keys(p.Artifacts)) {
+			if rules.CheckPlugin(p.Name, p.Artifacts[platform]) != nil {
+				return true
+			}
+		}
+		return false
+	})
 	for _, r := range b.Resources {
 		why := ""
 		if len(byType) > 0 {
