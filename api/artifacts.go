@@ -187,6 +187,25 @@ func (s *Server) headArtifact(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// deleteArtifact handles DELETE /environments/{env}/artifacts/{digest}:
+// 204, 404 when not stored, 409 naming the versions that require it.
+func (s *Server) deleteArtifact(w http.ResponseWriter, r *http.Request) error {
+	e, err := s.env(r)
+	if err != nil {
+		return err
+	}
+	digest, err := artifactDigest(r)
+	if err != nil {
+		return err
+	}
+	noteAudit(r, map[string]any{"digest": digest})
+	if err := s.opts.Store.DeleteArtifact(r.Context(), e.ID, digest); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // listArtifacts handles GET /environments/{env}/artifacts.
 func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
 	e, err := s.env(r)

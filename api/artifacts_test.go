@@ -665,3 +665,72 @@ func TestExportRefusesPluginsOfBuiltinTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestArtifactDelete: an author deletes an artifact no version requires
+// (204; then 404, and it no longer counts against the quota); one a
+// version requires is a 409 naming the version; an operator cannot
+// (403); deletes are audited with the digest.
+func TestArtifactDelete(t *testing.T) {
+	t.Parallel()
+	quota := int64(store.MinArtifactCharge * 2)
+	f := newFixture(t, api.Options{})
+	f.env("del")
+	e := f.envOf("del")
+	f.mustCall("PATCH", "/api/v1/environments/del", fmt.Sprintf(`{"settings":{"artifact_quota":%d}}`, quota), 200)
+	author := f.newToken("author-del", "author", []string{e.ID})
+	operator := f.newToken("operator-del", "operator", []string{e.ID})
+	used, usedDigest := blob(100, 20)
+	spare, spareDigest := blob(100, 21)
+	third, thirdDigest := blob(100, 22)
+	for _, b := range []struct {
+		data   []byte
+		digest string
+	}{{used, usedDigest}, {spare, spareDigest}} {
+		if code, p := f.putArtifact("del", b.digest, b.data, author, int64(len(b.data))); code != 201 {
+			t.Fatalf("upload = %d %v", code, p)
+		}
+	}
+	// The quota holds two artifacts: a third is refused.
+	if code, p := f.putArtifact("del", thirdDigest, third, author, int64(len(third))); code != 413 {
+		t.Fatalf("third upload = %d %v, want 413 over the quota", code, p)
+	}
+	if code, p := f.call("PUT", "/api/v1/environments/del/versions",
+		`{"resources":[{"id":"kv::Entry[a,key=x]","attributes":{"key":"x","value":"1"}}],`+pluginsJSON(usedDigest)+`}`); code != 200 && code != 201 {
+		t.Fatalf("export = %d %v", code, p)
+	}
+	path := func(d string) string { return "/api/v1/environments/del/artifacts/" + d }
+	if code, p := f.callAs("DELETE", path(spareDigest), "", operator, nil); code != 403 {
+		t.Errorf("delete by an operator = %d %v, want 403", code, p)
+	}
+	if code, p := f.callAs("DELETE", path(usedDigest), "", author, nil); code != 409 || !strings.Contains(fmt.Sprint(p["detail"]), "[1]") {
+		t.Errorf("delete of an artifact version 1 requires = %d %v, want 409 naming version 1", code, p)
+	}
+	if code, p := f.callAs("DELETE", path(spareDigest), "", author, nil); code != 204 {
+		t.Fatalf("delete = %d %v, want 204", code, p)
+	}
+	if code, _ := f.callAs("HEAD", path(spareDigest), "", author, nil); code != 404 {
+		t.Errorf("HEAD after the delete = %d, want 404", code)
+	}
+	if code, p := f.callAs("DELETE", path(spareDigest), "", author, nil); code != 404 {
+		t.Errorf("second delete = %d %v, want 404", code, p)
+	}
+	// Its share of the quota is free again.
+	if code, p := f.putArtifact("del", thirdDigest, third, author, int64(len(third))); code != 201 {
+		t.Errorf("upload after the delete = %d %v, want 201", code, p)
+	}
+	rows, err := f.st.ListAudit(context.Background(), store.AuditFilter{EnvironmentID: e.ID, Action: "artifact.delete", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for _, r := range rows {
+		var d map[string]any
+		_ = json.Unmarshal(r.Detail, &d)
+		if r.Status == 204 && d["digest"] == spareDigest {
+			deleted++
+		}
+	}
+	if deleted != 1 {
+		t.Errorf("audit: %d deletes of %s recorded, want 1 (%d rows)", deleted, spareDigest, len(rows))
+	}
+}

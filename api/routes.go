@@ -85,6 +85,7 @@ func (s *Server) Handler() http.Handler {
 			// executors download (below).
 			r.Method(http.MethodPut, "/artifacts/{digest}", s.inEnv("artifact.upload", author, s.putArtifact).withBulkBody())
 			r.Method(http.MethodHead, "/artifacts/{digest}", s.inEnv("artifact.check", author, s.headArtifact))
+			r.Method(http.MethodDelete, "/artifacts/{digest}", s.inEnv("artifact.delete", author, s.deleteArtifact))
 			r.Method(http.MethodGet, "/artifacts", s.inEnv("artifact.list", read, s.listArtifacts))
 			r.Method(http.MethodPut, "/model", s.inEnv("model.upload", author, s.putModel).withBulkBody())
 			r.Method(http.MethodGet, "/model", s.inEnv("model.read", read, s.getModel))

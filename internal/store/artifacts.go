@@ -420,3 +420,38 @@ func (r *artifactReader) Close() error {
 	r.cur, r.buf = nil, nil
 	return nil
 }
+
+// DeleteArtifact removes the artifact digest of the environment, which
+// frees its share of the artifact_quota. An artifact a version of the
+// environment requires is a conflict naming the versions (delete or
+// let the retention prune them first); one not stored is ErrNotFound.
+// The row is locked, so that an upload of the same digest at once waits
+// for the delete to end.
+func (s *Store) DeleteArtifact(ctx context.Context, envID, digest string) error {
+	if !ValidDigest(digest) {
+		return NotFound("artifact %s", digest)
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var found bool
+		err := tx.QueryRow(ctx, `select true from artifacts where environment_id = $1::uuid and digest = $2 and complete
+			for update`, envID, digest).Scan(&found)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return NotFound("artifact %s", digest)
+		}
+		if err != nil {
+			return err
+		}
+		var versions []int64
+		if err := tx.QueryRow(ctx, `select coalesce(array_agg(v.version order by v.version), '{}') from versions v
+			where v.environment_id = $1::uuid and v.plugins is not null
+			  and exists (select 1 from jsonb_array_elements(v.plugins) p, jsonb_each_text(coalesce(p->'artifacts', '{}')) x
+			              where x.value = $2)`, envID, digest).Scan(&versions); err != nil {
+			return err
+		}
+		if len(versions) > 0 {
+			return Conflict("artifact %s is required by version(s) %v of the environment: delete them first", digest, versions)
+		}
+		_, err = tx.Exec(ctx, `delete from artifacts where environment_id = $1::uuid and digest = $2`, envID, digest)
+		return err
+	})
+}
