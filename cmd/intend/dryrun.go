@@ -34,7 +34,11 @@ lines, such as a file's content, as a unified diff, cut after 200 lines,
 coloured on a terminal: red removed, green added, cyan hunk headers;
 --color always or never overrides, NO_COLOR turns the automatic colour
 off; a value too large or sensitive by its sizes and hashes), then a count per
-status. --all also lists the unmodified ones.
+status. --all also lists the unmodified ones. When the version changes the
+adapter plugins of the released one (a module's new release), it says so
+first, a line a plugin ("plugin kv v1.0.0 → kv v1.1.0: linux/amd64
+sha256:9f86d081884c… → sha256:60303ae22b99…"; --json: plugin_changes): the
+dry-run runs the new plugins.
 
 With live service instances, it first previews the model change over every
 one of them (POST /api/v1/environments/{env}/lsm/preview, before anything is
@@ -66,15 +70,32 @@ Examples:
 			if err != nil {
 				return err
 			}
+			// What the version changes of the adapter plugins: the dry-run
+			// runs the new ones.
+			released, err := releasedPlugins(ctx, c, env)
+			if err != nil {
+				return err
+			}
+			next, err := versionPlugins(ctx, c, env, v.Version)
+			if err != nil {
+				return err
+			}
+			plugins := pluginChanges(released, next)
+			if plugins == nil {
+				plugins = []string{}
+			}
 			if !s.structured() {
 				fmt.Fprintf(g.stdout, "%s\nuploaded as version %d (not released); dry-running it…\n", compileSummary(res), v.Version)
+				for _, line := range plugins {
+					fmt.Fprintln(g.stdout, line)
+				}
 			}
 			run, results, err := runDryrun(ctx, c, env, v.Version, timeout)
 			if err != nil {
 				return err
 			}
 			if s.structured() {
-				out := map[string]any{"version": v.Version, "run": run, "results": results}
+				out := map[string]any{"version": v.Version, "run": run, "results": results, "plugin_changes": plugins}
 				if fleet != nil {
 					out["instances"] = fleet
 				}

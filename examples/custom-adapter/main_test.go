@@ -144,11 +144,16 @@ func TestCustomAdapterModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dry struct {
-		Version int64                 `json:"version"`
-		Results []client.DryrunResult `json:"results"`
+		Version       int64                 `json:"version"`
+		Results       []client.DryrunResult `json:"results"`
+		PluginChanges []string              `json:"plugin_changes"`
 	}
 	if err := json.Unmarshal(cli("dryrun", "-o", "json"), &dry); err != nil {
 		t.Fatal(err)
+	}
+	// The dry-run says which plugin release it ran, against the released one.
+	if want := "plugin kv v1.0.0 → kv v1.1.0: linux/amd64 " + short(old["linux/amd64"]) + " → " + short(upgraded["linux/amd64"]); len(dry.PluginChanges) != 1 || !strings.HasPrefix(dry.PluginChanges[0], want) {
+		t.Errorf("the dry-run's plugin changes: %q, want one starting %q", dry.PluginChanges, want)
 	}
 	changes := map[string]string{}
 	for _, r := range dry.Results {
@@ -342,3 +347,6 @@ func edit(t *testing.T, file, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// short is a digest as intend dryrun prints it.
+func short(digest string) string { return digest[:len("sha256:")+12] + "…" }
