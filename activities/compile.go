@@ -27,6 +27,7 @@ import (
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
@@ -58,9 +59,9 @@ type Compiler struct {
 	// deploy; nil: the scheduler finds the request when it polls.
 	Wake func(ctx context.Context, env store.Environment, reason string) error
 	// ModelChanged announces a model source a compile's release made the
-	// service instances' model to them (api.LSMEngine's); nil: the
+	// service instances' model to them (lsm.Engine's); nil: the
 	// server's reconciler does.
-	ModelChanged func(ctx context.Context, env store.Environment, hash string) error
+	ModelChanged func(ctx context.Context, env lsm.Env, hash string) error
 	// GitTimeout bounds one git command, a fetch included (0:
 	// DefaultGitTimeout): git and what it started are killed when it
 	// passes, and a fetch that took too long fails the compile, naming
@@ -332,7 +333,7 @@ func (c *Compiler) ReleaseCompile(ctx context.Context, in workflows.ReleaseCompi
 	}
 	out := workflows.ReleaseCompileResult{Released: true}
 	if rel.Model != "" && c.ModelChanged != nil {
-		if err := c.ModelChanged(ctx, env, rel.Model); err != nil {
+		if err := c.ModelChanged(ctx, env.LSM(), rel.Model); err != nil {
 			c.log().Warn("model source not announced to the service instances yet; the reconciler retries",
 				"environment", env.Name, "model", rel.Model, "error", err)
 		}

@@ -659,41 +659,23 @@ func (l *LSM) NotifyModelChanged(ctx context.Context, in workflows.ModelChangedI
 	return out, nil
 }
 
-// InstancePreview is what PreviewInstance found: the validation of the
-// proposed attributes and, when it passed, the resources the instance's
-// export would hold with them.
-type InstancePreview struct {
-	Validation workflows.ValidateInstanceResult
-	// Resources are the instance's set as its export would make it
-	// (Validation.OK only).
-	Resources []intent.Resource
-	// RenderErrors are the errors of rendering the set after a passed
-	// validation (the export would fail with them).
-	RenderErrors json.RawMessage
-}
-
 // PreviewInstance validates attrs, an instance's proposed attribute set
-// (its r attributes left out: the model computes them), exactly as the
-// validation of an update would (ValidateInstance), and renders the
-// instance's resources from them as its export would (ExportInstance's
-// compile: the instance alone), changing nothing. It serves the
-// instance's dry-run; it runs in the API request, its compiles bounded by
-// the Runner like every other.
-func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (InstancePreview, error) {
-	return l.PreviewInstanceVersion(ctx, envID, entity, instanceID, 0, attrs)
-}
-
-// PreviewInstanceVersion is PreviewInstance with attrs of version of the
-// entity (0: the latest).
-func (l *LSM) PreviewInstanceVersion(ctx context.Context, envID, entity, instanceID string, version int, attrs map[string]any) (InstancePreview, error) {
-	var out InstancePreview
+// of version of the entity (0: the latest; its r attributes left out:
+// the model computes them), exactly as the validation of an update would
+// (ValidateInstance), and renders the instance's resources from them as
+// its export would (ExportInstance's compile: the instance alone),
+// changing nothing. It serves the instances' dry-runs (api.LSMPreviewer);
+// it runs in the API request, its compiles bounded by the Runner like
+// every other.
+func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID string, version int, attrs map[string]any) (lsm.InstancePreview, error) {
+	var out lsm.InstancePreview
 	v, _, err := l.validate(ctx, workflows.ValidateInstanceInput{
 		EnvironmentID: envID, Entity: entity, InstanceID: instanceID, Attributes: attrs, EntityVersion: version,
 	})
 	if err != nil {
 		return out, err
 	}
-	out.Validation = v
+	out.OK, out.Errors, out.ReadOnly = v.OK, v.Errors, v.ReadOnly
 	if !v.OK {
 		return out, nil
 	}
@@ -715,7 +697,7 @@ func (l *LSM) PreviewInstanceVersion(ctx context.Context, envID, entity, instanc
 	if err != nil {
 		return out, err
 	}
-	render := func(errs compiler.Errors) (InstancePreview, error) {
+	render := func(errs compiler.Errors) (lsm.InstancePreview, error) {
 		b, err := json.Marshal(errs)
 		out.RenderErrors = b
 		return out, err

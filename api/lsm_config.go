@@ -13,7 +13,7 @@ import (
 // /lsm/v1/service_catalog/{entity}/config stores it in the catalog (where
 // GET shows it, as config) and tells the entity's live instances.
 
-// LSMConfigNotifier is the optional capability of an LSMEngine that tells
+// LSMConfigNotifier is the optional capability of an lsm.Engine that tells
 // an entity's live instances its new config; the config route asks
 // s.opts.LSM for it.
 type LSMConfigNotifier interface {

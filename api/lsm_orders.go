@@ -270,9 +270,9 @@ func (s *Server) checkOrder(ctx context.Context, env store.Environment, req orde
 			bad(at, "an update takes attributes (as PATCH /lsm/v1) or edit (as PATCH /lsm/v2), not both")
 			continue
 		case len(it.Attributes) > 0:
-			next = lsm.MergeAttributes(currentAttributes(inst), it.Attributes)
+			next = lsm.MergeAttributes(inst.Current(), it.Attributes)
 		case len(it.Edit) > 0:
-			if next, err = applyEdits(currentAttributes(inst), it.Edit); err != nil {
+			if next, err = applyEdits(inst.Current(), it.Edit); err != nil {
 				var p *Problem
 				if !errors.As(err, &p) {
 					return nil, nil, err
@@ -288,7 +288,7 @@ func (s *Server) checkOrder(ctx context.Context, env store.Environment, req orde
 		}
 		var ae *lsm.AttributeError
 		specs := ent.Attributes
-		if v := currentEntityVersion(inst); v != lsm.EntityVersion(ent.Version) {
+		if v := inst.CurrentVersion(); v != lsm.EntityVersion(ent.Version) {
 			// An instance of an older version: its version's attributes.
 			old, err := s.opts.Store.EntityAt(ctx, env.ID, ent.Name, v)
 			if err != nil {
@@ -296,10 +296,10 @@ func (s *Server) checkOrder(ctx context.Context, env store.Environment, req orde
 			}
 			specs = old.Attributes
 		}
-		if err := lsm.CheckUpdate(specs, currentAttributes(inst), next); errors.As(err, &ae) {
+		if err := lsm.CheckUpdate(specs, inst.Current(), next); errors.As(err, &ae) {
 			errs = append(errs, attributeErrors(at+"/attributes/", ae.Problems)...)
 		}
-		refChecks = append(refChecks, orderRefCheck{at: at, specs: ent.Attributes, attrs: changed(currentAttributes(inst), next)})
+		refChecks = append(refChecks, orderRefCheck{at: at, specs: ent.Attributes, attrs: changed(inst.Current(), next)})
 	}
 	refErrs, err := s.checkOrderReferences(ctx, env.ID, refChecks, identities)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // one (client.InstanceReferrer).
 type InstanceReferrer = client.InstanceReferrer
 
-func referrerViews(rs []store.Referrer) []InstanceReferrer {
+func referrerViews(rs []lsm.Referrer) []InstanceReferrer {
 	out := make([]InstanceReferrer, len(rs))
 	for i, r := range rs {
 		out[i] = InstanceReferrer{ServiceEntity: r.Entity, ID: r.ID, Identity: r.Identity, Attribute: r.Attribute, State: r.State}
@@ -79,7 +79,7 @@ func (s *Server) referenceProblems(ctx context.Context, envID string, specs []ls
 
 // referencedProblem is the 409 of a delete of an instance others
 // reference: errors and referrers name each.
-func referencedProblem(req LSMRequest, rej *LSMRejection) *Problem {
+func referencedProblem(req lsm.Request, rej *lsm.Rejection) *Problem {
 	p := Conflict("service instance %s is referenced by %d live instance(s): delete them first, or change their references",
 		req.InstanceID, len(rej.Referrers))
 	for _, r := range rej.Referrers {
@@ -88,9 +88,9 @@ func referencedProblem(req LSMRequest, rej *LSMRejection) *Problem {
 			name = fmt.Sprintf("%s (%s)", r.Identity, r.ID)
 		}
 		p.Errors = append(p.Errors, FieldError{Field: "", Detail: fmt.Sprintf("referenced by %s %s, attribute %s (state %s)",
-			r.ServiceEntity, name, r.Attribute, r.State)})
+			r.Entity, name, r.Attribute, r.State)})
 	}
-	p.Referrers = rej.Referrers
+	p.Referrers = referrerViews(rej.Referrers)
 	return p
 }
 

@@ -105,7 +105,7 @@ func (s *Server) announce(r *http.Request, e store.Environment, hash string) {
 	if hash == "" || e.Halted || s.opts.LSM == nil {
 		return
 	}
-	if err := s.opts.LSM.ModelChanged(r.Context(), e, hash); err != nil {
+	if err := s.opts.LSM.ModelChanged(r.Context(), e.LSM(), hash); err != nil {
 		s.log.WarnContext(r.Context(), "model source not announced to the service instances yet; the reconciler retries",
 			"environment", e.Name, "model", hash, "error", err)
 	}

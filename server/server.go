@@ -386,7 +386,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, fetchHosts: fetchHosts, lsm: &engine.LSM{Temporal: tc, Store: st, Wait: cfg.LSMWait}, scheme: "http",
 		pruned: tel.PrunedRows}
-	s.orders = &engine.Orders{Temporal: tc, LSM: s.lsm}
+	s.orders = &engine.Orders{Temporal: tc}
 	s.sched = &engine.Schedulers{Temporal: tc, Deploy: cfg.Deploy, Poll: cfg.SchedulerPoll, Log: log,
 		BeforeRun: s.serveNewAgents}
 	fail := func(err error) (*Server, error) {
@@ -419,7 +419,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	lsmActs.Register(s.worker)
 	s.lsmActs = lsmActs
-	s.registerOrders(s.worker, s.orders, lsmActs)
+	s.registerOrders(s.worker, lsmActs)
 	if err := s.worker.Start(); err != nil {
 		return fail(fmt.Errorf("start orchestration worker: %w", err))
 	}
@@ -445,7 +445,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	srv := api.New(api.Options{
 		Store: st, Scheduler: s.sched, Dryruns: s.sched, Log: log, Telemetry: tel, Tracer: cfg.Tracing.Tracer(),
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
-		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, ModelPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
+		LSM: s.lsm, LSMPreview: lsmActs, ModelPreview: lsmActs, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller, AuditRefusalWindow: cfg.AuditRefusalWindow,
 		CompileFetchHosts: s.fetchHosts,
@@ -752,7 +752,7 @@ func (s *Server) reconcileModels(ctx context.Context) {
 		return
 	}
 	for _, m := range ms {
-		if err := s.lsm.ModelChanged(ctx, m.Environment, m.Hash); err != nil && ctx.Err() == nil {
+		if err := s.lsm.ModelChanged(ctx, m.Environment.LSM(), m.Hash); err != nil && ctx.Err() == nil {
 			s.log.Warn("reconcile: announce the model source", "environment", m.Environment.Name, "model", m.Hash, "error", err)
 		}
 	}

@@ -22,20 +22,14 @@ const ExpertUpdate = "expert"
 // ExpertTrigger is the trigger an expert transfer is logged with.
 const ExpertTrigger = "expert"
 
-// ExpertRequest is the expert update. Each Set* says whether its set is
-// replaced by the matching map; State "" keeps the state.
+// ExpertRequest is the expert update: the change (its fields inline in
+// the payload's JSON, as recorded histories have them), the version the
+// client saw, and who asked.
 type ExpertRequest struct {
 	CurrentVersion int64
-	State          string
-	SetCandidate   bool
-	Candidate      map[string]any
-	SetActive      bool
-	Active         map[string]any
-	SetRollback    bool
-	Rollback       map[string]any
-	Reason         string
-	Request        *lsm.IdempotentRequest
-	Actor          string
+	lsm.ExpertChange
+	Request *lsm.IdempotentRequest
+	Actor   string
 }
 
 func (w *instanceWorkflow) registerExpert(ctx workflow.Context) error {

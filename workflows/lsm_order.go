@@ -65,23 +65,6 @@ type LoadOrderInput struct {
 	OrderID       string
 }
 
-// OrderPlan is what the workflow knows of an order: its policy, status
-// and items (by position).
-type OrderPlan struct {
-	Policy string
-	Status string
-	Items  []OrderPlanItem
-}
-
-// OrderPlanItem is one item: its client id, operation, the positions it
-// depends on and its status.
-type OrderPlanItem struct {
-	ID        string
-	Operation string
-	Deps      []int
-	Status    string
-}
-
 // SetOrderStatusInput writes an order's status.
 type SetOrderStatusInput struct {
 	EnvironmentID string
@@ -144,7 +127,7 @@ type batchDone struct {
 // scheduling derives from it.
 type orderRun struct {
 	in         LSMOrderInput
-	plan       OrderPlan
+	plan       lsm.OrderPlan
 	aon        bool
 	dependents [][]int
 	// failed names the first item that failed (all_or_nothing stops).
@@ -172,7 +155,7 @@ func LSMOrder(ctx workflow.Context, in LSMOrderInput) error {
 		in.HistoryLimit = defaultOrderHistory
 	}
 	qctx := orderQuickOptions(ctx)
-	var plan OrderPlan
+	var plan lsm.OrderPlan
 	if err := workflow.ExecuteActivity(qctx, LoadOrderActivity, LoadOrderInput{
 		EnvironmentID: in.EnvironmentID, OrderID: in.OrderID}).Get(ctx, &plan); err != nil {
 		return fmt.Errorf("load order: %w", err)
@@ -540,7 +523,7 @@ func (o *orderRun) anyPending() bool {
 // undoable reports whether the item is to be compensated: a create or
 // update that succeeded (or was cut short: running), or a create that
 // failed after it made its instance (the activity finds whether it did).
-func undoable(it OrderPlanItem) bool {
+func undoable(it lsm.OrderPlanItem) bool {
 	switch it.Operation {
 	case lsm.OpCreate:
 		return it.Status == lsm.ItemSucceeded || it.Status == lsm.ItemRunning || it.Status == lsm.ItemFailed
