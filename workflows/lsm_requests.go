@@ -203,12 +203,12 @@ func validationSet(sets lsm.Sets) map[string]any {
 // returns sets with the r attribute values the model computed written
 // into that set (when the validation succeeded).
 func (w *instanceWorkflow) validate(ctx workflow.Context, sets lsm.Sets) (failed bool, errs json.RawMessage, out lsm.Sets, err error) {
-	var res ValidateInstanceResult
 	version := validationVersion(sets)
-	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ValidateInstanceActivity, ValidateInstanceInput{
+	res, err := ValidateInstanceActivity.RunLocal(longOptions(ctx), ValidateInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
 		Attributes: lsm.WithoutReadOnly(w.entityOf(version).Attributes, validationSet(sets)), EntityVersion: version,
-	}).Get(ctx, &res); err != nil {
+	})
+	if err != nil {
 		return false, nil, sets, fmt.Errorf("validate: %w", err)
 	}
 	if res.OK && len(res.ReadOnly) > 0 {
@@ -258,8 +258,8 @@ func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets l
 // write runs ApplyTransfer and takes what it wrote as the instance's state.
 func (w *instanceWorkflow) write(ctx workflow.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
 	in.EnvironmentID, in.Entity, in.InstanceID = w.in.EnvironmentID, w.in.Entity.Name, w.in.InstanceID
-	var rec ServiceInstanceRecord
-	if err := workflow.ExecuteLocalActivity(quickOptions(ctx), ApplyTransferActivity, in).Get(ctx, &rec); err != nil {
+	rec, err := ApplyTransferActivity.RunLocal(quickOptions(ctx), in)
+	if err != nil {
 		if behind(err) {
 			w.syncWanted = true
 		}
