@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/compiler"
@@ -98,14 +97,12 @@ type Compiler struct {
 }
 
 // Register registers the activities under their explicit names.
-func (c *Compiler) Register(w worker.ActivityRegistry) {
-	register(w, map[string]any{
-		workflows.TakeCompileActivity:    c.TakeCompile,
-		workflows.FetchCompileActivity:   c.FetchCompile,
-		workflows.BuildCompileActivity:   c.BuildCompile,
-		workflows.ReleaseCompileActivity: c.ReleaseCompile,
-		workflows.FinishCompileActivity:  c.FinishCompile,
-	})
+func (c *Compiler) Register(w workflows.ActivityRegistry) {
+	workflows.TakeCompileActivity.Register(w, c.TakeCompile)
+	workflows.FetchCompileActivity.Register(w, c.FetchCompile)
+	workflows.BuildCompileActivity.Register(w, c.BuildCompile)
+	workflows.ReleaseCompileActivity.Register(w, c.ReleaseCompile)
+	workflows.FinishCompileActivity.Register(w, c.FinishCompile)
 }
 
 func (c *Compiler) log() *slog.Logger { return orDefault(c.Log) }

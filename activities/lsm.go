@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
@@ -71,15 +70,13 @@ type LSM struct {
 func (l *LSM) Close() { l.models.close() }
 
 // Register registers the activities under their explicit names.
-func (l *LSM) Register(w worker.ActivityRegistry) {
-	register(w, map[string]any{
-		workflows.ApplyTransferActivity:       l.ApplyTransfer,
-		workflows.ValidateInstanceActivity:    l.ValidateInstance,
-		workflows.ExportInstanceActivity:      l.ExportInstance,
-		workflows.CheckInstanceDeployActivity: l.CheckInstanceDeploy,
-		workflows.LoadInstanceActivity:        l.LoadInstance,
-		workflows.NotifyModelChangedActivity:  l.NotifyModelChanged,
-	})
+func (l *LSM) Register(w workflows.ActivityRegistry) {
+	workflows.ApplyTransferActivity.Register(w, l.ApplyTransfer)
+	workflows.ValidateInstanceActivity.Register(w, l.ValidateInstance)
+	workflows.ExportInstanceActivity.Register(w, l.ExportInstance)
+	workflows.CheckInstanceDeployActivity.Register(w, l.CheckInstanceDeploy)
+	workflows.LoadInstanceActivity.Register(w, l.LoadInstance)
+	workflows.NotifyModelChangedActivity.Register(w, l.NotifyModelChanged)
 }
 
 func (l *LSM) log() *slog.Logger { return orDefault(l.Log) }

@@ -14,7 +14,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -56,13 +55,11 @@ type LSMOrders struct {
 }
 
 // Register registers the activities under their explicit names.
-func (o *LSMOrders) Register(w worker.ActivityRegistry) {
-	register(w, map[string]any{
-		workflows.LoadOrderActivity:      o.LoadOrder,
-		workflows.SetOrderStatusActivity: o.SetOrderStatus,
-		workflows.MarkOrderItemsActivity: o.MarkOrderItems,
-		workflows.RunOrderItemsActivity:  o.RunOrderItems,
-	})
+func (o *LSMOrders) Register(w workflows.ActivityRegistry) {
+	workflows.LoadOrderActivity.Register(w, o.LoadOrder)
+	workflows.SetOrderStatusActivity.Register(w, o.SetOrderStatus)
+	workflows.MarkOrderItemsActivity.Register(w, o.MarkOrderItems)
+	workflows.RunOrderItemsActivity.Register(w, o.RunOrderItems)
 }
 
 // LoadOrder returns the order's plan.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -39,30 +38,30 @@ func (f *orderFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
 	RegisterOrders(env)
-	env.RegisterActivityWithOptions(func(_ context.Context, in LoadOrderInput) (lsm.OrderPlan, error) {
+	LoadOrderActivity.Register(env, func(_ context.Context, in LoadOrderInput) (lsm.OrderPlan, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.loads++
 		p := f.plan
 		p.Items = slices.Clone(f.plan.Items)
 		return p, nil
-	}, activity.RegisterOptions{Name: LoadOrderActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in SetOrderStatusInput) error {
+	})
+	SetOrderStatusActivity.Register(env, func(_ context.Context, in SetOrderStatusInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.statuses = append(f.statuses, in.Status)
 		f.plan.Status = in.Status
 		return nil
-	}, activity.RegisterOptions{Name: SetOrderStatusActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in MarkOrderItemsInput) error {
+	})
+	MarkOrderItemsActivity.Register(env, func(_ context.Context, in MarkOrderItemsInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, m := range in.Items {
 			f.plan.Items[m.Position].Status = in.Status
 		}
 		return nil
-	}, activity.RegisterOptions{Name: MarkOrderItemsActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in RunOrderItemsInput) ([]RunOrderItemResult, error) {
+	})
+	RunOrderItemsActivity.Register(env, func(_ context.Context, in RunOrderItemsInput) ([]RunOrderItemResult, error) {
 		f.mu.Lock()
 		f.batches = append(f.batches, len(in.Positions))
 		for _, pos := range in.Positions {
@@ -98,7 +97,7 @@ func (f *orderFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 			out[k] = RunOrderItemResult{Status: status}
 		}
 		return out, nil
-	}, activity.RegisterOptions{Name: RunOrderItemsActivity})
+	})
 	return env
 }
 

@@ -182,12 +182,12 @@ func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets ls
 // returns sets with the r attribute values the model computed written
 // into that set (when the validation succeeded).
 func (w *instanceWorkflow) validate(ctx workflow.Context, sets lsm.Sets) (failed bool, errs json.RawMessage, out lsm.Sets, err error) {
-	var res ValidateInstanceResult
 	version := sets.CurrentVersion()
-	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ValidateInstanceActivity, ValidateInstanceInput{
+	res, err := ValidateInstanceActivity.RunLocal(longOptions(ctx), ValidateInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
 		Attributes: lsm.WithoutReadOnly(w.entityOf(version).Attributes, sets.Current()), EntityVersion: version,
-	}).Get(ctx, &res); err != nil {
+	})
+	if err != nil {
 		return false, nil, sets, fmt.Errorf("validate: %w", err)
 	}
 	if res.OK && len(res.ReadOnly) > 0 {
@@ -237,8 +237,8 @@ func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets l
 // write runs ApplyTransfer and takes what it wrote as the instance's state.
 func (w *instanceWorkflow) write(ctx workflow.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
 	in.EnvironmentID, in.Entity, in.InstanceID = w.in.EnvironmentID, w.in.Entity.Name, w.in.InstanceID
-	var rec ServiceInstanceRecord
-	if err := workflow.ExecuteLocalActivity(quickOptions(ctx), ApplyTransferActivity, in).Get(ctx, &rec); err != nil {
+	rec, err := ApplyTransferActivity.RunLocal(quickOptions(ctx), in)
+	if err != nil {
 		if behind(err) {
 			w.syncWanted = true
 		}
