@@ -106,29 +106,3 @@ func changed(current, next map[string]any) map[string]any {
 	}
 	return out
 }
-
-// orderRefCheck is an order item's attributes whose references to check.
-type orderRefCheck struct {
-	at    string
-	specs []lsm.AttributeSpec
-	attrs map[string]any
-}
-
-// checkOrderReferences refuses the references of an order's items that
-// name no live instance and no instance a create of the order makes (by
-// its identity: such an item should depend on that create, or the store
-// refuses it if it runs first).
-func (s *Server) checkOrderReferences(ctx context.Context, envID string, checks []orderRefCheck, creates map[string]int) ([]FieldError, error) {
-	var errs []FieldError
-	for _, c := range checks {
-		problems, err := s.referenceProblems(ctx, envID, c.specs, c.attrs, func(r lsm.Reference) bool {
-			_, ok := creates[r.Entity+"\x00"+r.Value]
-			return ok
-		})
-		if err != nil {
-			return nil, err
-		}
-		errs = append(errs, attributeErrors(c.at+"/attributes/", problems)...)
-	}
-	return errs, nil
-}
