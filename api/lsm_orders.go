@@ -120,14 +120,12 @@ type referenceRead lsm.InstanceKey
 // gatherOrderInventory reads what lsm.CheckOrder looks up of the
 // environment for req: the keys lsm.OrderLookups names, read and added
 // to the snapshot, until it names none not read yet. Each key is read
-// once (an order has at most MaxOrderItems items, each a few keys);
-// references are resolved in one query per round.
+// once (an order has at most MaxOrderItems items, each a few keys: a
+// larger one looks nothing up); references are resolved in one query
+// per round.
 func (s *Server) gatherOrderInventory(ctx context.Context, env store.Environment, req lsm.OrderRequest) (lsm.OrderInventory, error) {
 	inv := lsm.OrderInventory{Entities: map[string]lsm.Entity{}, EntityVersions: map[lsm.VersionKey]lsm.Entity{},
 		Instances: map[lsm.InstanceKey]lsm.Instance{}, Live: map[lsm.InstanceKey]bool{}}
-	if len(req.Items) > MaxOrderItems {
-		return inv, nil // refused before anything is looked up
-	}
 	read := map[any]bool{}
 	for range maxOrderReadRounds {
 		need := lsm.OrderLookups(req, inv)

@@ -47,26 +47,13 @@ func (s *Server) getReferencedBy(w http.ResponseWriter, r *http.Request) error {
 // their entity, each such attribute at prefix and its name (the store
 // refuses them again when the transfer is written).
 func (s *Server) checkReferences(ctx context.Context, envID string, specs []lsm.AttributeSpec, attrs map[string]any, prefix string) error {
-	problems, err := s.referenceProblems(ctx, envID, specs, attrs, nil)
-	if err != nil || len(problems) == 0 {
-		return err
-	}
-	return Validation(fmt.Sprintf("%d reference(s) name no live instance", len(problems)), attributeErrors(prefix, problems)...)
-}
-
-func (s *Server) referenceProblems(ctx context.Context, envID string, specs []lsm.AttributeSpec, attrs map[string]any, skip func(lsm.Reference) bool) ([]lsm.AttributeProblem, error) {
-	var refs []lsm.Reference
-	for _, r := range lsm.References(specs, attrs) {
-		if skip == nil || !skip(r) {
-			refs = append(refs, r)
-		}
-	}
+	refs := lsm.References(specs, attrs)
 	if len(refs) == 0 {
-		return nil, nil
+		return nil
 	}
 	resolved, err := s.opts.Store.ResolveReferences(ctx, envID, refs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var problems []lsm.AttributeProblem
 	for _, r := range resolved {
@@ -74,7 +61,10 @@ func (s *Server) referenceProblems(ctx context.Context, envID string, specs []ls
 			problems = append(problems, store.NoSuchInstance(r.Reference))
 		}
 	}
-	return problems, nil
+	if len(problems) == 0 {
+		return nil
+	}
+	return Validation(fmt.Sprintf("%d reference(s) name no live instance", len(problems)), attributeErrors(prefix, problems)...)
 }
 
 // referencedProblem is the 409 of a delete of an instance others

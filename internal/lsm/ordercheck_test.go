@@ -1014,3 +1014,36 @@ func modelSafe(it OrderItemRequest) bool {
 	}
 	return len(it.Edit) == 0
 }
+
+// BenchmarkCheckOrder: an order of MaxOrderItems creates and updates,
+// checked once and looked up as the API does (OrderLookups until done).
+func BenchmarkCheckOrder(b *testing.B) {
+	specs := []AttributeSpec{{Name: "name", Modifier: ReadWrite, Required: true}, {Name: "size", Modifier: ReadWriteAlways},
+		{Name: "site", Modifier: ReadWrite, References: "site"}}
+	inv := OrderInventory{Entities: map[string]Entity{"vm": {Name: "vm", Identity: "name", Attributes: specs}},
+		Instances: map[InstanceKey]Instance{}, Live: map[InstanceKey]bool{{"site", "s"}: true}}
+	req := OrderRequest{Policy: OrderBestEffort}
+	for i := range MaxOrderItems {
+		it := OrderItemRequest{ID: strconv.Itoa(i), Operation: OpCreate, ServiceEntity: "vm",
+			Attributes: map[string]any{"name": "vm" + strconv.Itoa(i), "site": "s"}}
+		if i%2 == 1 {
+			id := genID(i)
+			inv.Instances[InstanceKey{"vm", id}] = Instance{ID: id, Entity: "vm", Sets: Sets{Active: map[string]any{"name": id, "size": "1"}}}
+			it = OrderItemRequest{ID: strconv.Itoa(i), Operation: OpUpdate, ServiceEntity: "vm", Instance: id,
+				Attributes: map[string]any{"size": "2"}, DependsOn: []string{strconv.Itoa(i - 1)}}
+		}
+		req.Items = append(req.Items, it)
+	}
+	b.Run("check", func(b *testing.B) {
+		for b.Loop() {
+			if items, problems := CheckOrder(req, inv, counter()); items == nil {
+				b.Fatal(problems[:1])
+			}
+		}
+	})
+	b.Run("gather", func(b *testing.B) {
+		for b.Loop() {
+			gather(req, inv)
+		}
+	})
+}
