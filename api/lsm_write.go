@@ -241,14 +241,9 @@ func allowedDetail(ev lsm.Event) string {
 func attributeErrors(prefix string, problems []lsm.AttributeProblem) []FieldError {
 	errs := make([]FieldError, 0, len(problems))
 	for _, pr := range problems {
-		errs = append(errs, FieldError{Field: prefix + escapePointer(pr.Attribute), Detail: pr.String()})
+		errs = append(errs, FieldError{Field: prefix + lsm.EscapePointer(pr.Attribute), Detail: pr.String()})
 	}
 	return errs
-}
-
-// escapePointer escapes a JSON pointer token (RFC 6901).
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // newUUID returns a random (version 4) UUID.
@@ -415,7 +410,7 @@ func (s *Server) editInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, changed(inst.Current(), next), "/attributes/"); err != nil {
+	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, lsm.ChangedAttributes(inst.Current(), next), "/attributes/"); err != nil {
 		return err
 	}
 	return s.send(w, r, lw, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,

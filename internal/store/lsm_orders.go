@@ -72,15 +72,8 @@ type NewOrder struct {
 	Items       []NewOrderItem
 }
 
-// NewOrderItem is one checked item of a NewOrder.
-type NewOrderItem struct {
-	ItemID     string
-	Operation  string
-	Entity     string
-	InstanceID string
-	Deps       []int
-	Spec       json.RawMessage
-}
+// NewOrderItem is one checked item of a NewOrder (lsm.CheckOrder's).
+type NewOrderItem = lsm.NewOrderItem
 
 // CreateOrder writes an order and its items in one transaction and
 // returns the order as written. With req, the order as written is stored

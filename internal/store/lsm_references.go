@@ -192,10 +192,7 @@ func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
 
 // NoSuchInstance is the attribute problem of a reference that names no
 // live instance.
-func NoSuchInstance(r lsm.Reference) lsm.AttributeProblem {
-	return lsm.AttributeProblem{Attribute: r.Attribute, Reason: lsm.ReasonNoSuchInstance,
-		Detail: fmt.Sprintf("names no live %s instance (%q): a reference names one by id or identity", r.Entity, r.Value)}
-}
+func NoSuchInstance(r lsm.Reference) lsm.AttributeProblem { return lsm.NoSuchInstance(r) }
 
 // referencePlan is what checkReferences decided for a transfer: the rows
 // the referrer has after it (write replaces them).
