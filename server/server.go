@@ -32,6 +32,7 @@ import (
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/callbackd"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/compiler/bounded"
 	"github.com/intendhq/intend/internal/fetchhosts"
@@ -204,7 +205,7 @@ type Config struct {
 	// every request and response against the OpenAPI document with it
 	// (apitest.Validating).
 	WrapHandler func(http.Handler) http.Handler
-	// Callbacks tunes the delivery of LSM callbacks (callbacks.go).
+	// Callbacks tunes the delivery of LSM callbacks (internal/callbackd).
 	Callbacks CallbackOptions
 	// MetricsLockEvery is how often a replica that does not export the
 	// database-derived gauges tries to take the metrics lock, and the one
@@ -552,8 +553,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.reconcileLoop(bg)
 	}()
 	if !cfg.Callbacks.Disabled {
-		d := newDispatcher(st, cfg.Callbacks, log)
-		s.wg.Go(func() { d.run(bg) })
+		d := callbackd.New(st, cfg.Callbacks, log)
+		s.wg.Go(func() { d.Run(bg) })
 	}
 	s.wg.Go(func() { s.events.Run(bg) })
 	s.wg.Go(func() { metricsLock.Run(bg) })
