@@ -16,6 +16,7 @@ import (
 	"github.com/intendhq/intend/callbacks"
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 )
 
@@ -272,10 +273,9 @@ func TestCallbacks(t *testing.T) {
 		}
 	}
 	// Deliveries fail with the port closed, and the API says so.
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "deliveries to fail with the port closed", 60*time.Second, func() error {
 		cbs := listCallbacks(t, c, env)
-		return len(cbs) == 2 && cbs[0].Stats.Pending > 0 && strings.Contains(cbs[0].Stats.LastError, "refused"),
-			fmt.Sprintf("%+v", cbs)
+		return wait.Unless(len(cbs) == 2 && cbs[0].Stats.Pending > 0 && strings.Contains(cbs[0].Stats.LastError, "refused"), "%+v", cbs)
 	})
 	rcv.start()
 
@@ -291,16 +291,16 @@ func TestCallbacks(t *testing.T) {
 			want += len(l) // and the vm callback's
 		}
 	}
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "every transfer to be delivered", 60*time.Second, func() error {
 		cbs := listCallbacks(t, c, env)
 		n := 0
 		for _, cb := range cbs {
 			if cb.Stats.Pending > 0 || cb.Stats.Dead > 0 {
-				return false, fmt.Sprintf("%+v", cbs)
+				return fmt.Errorf("%+v", cbs)
 			}
 			n += cb.Stats.Delivered
 		}
-		return n == want, fmt.Sprintf("%d of %d delivered: %+v", n, want, cbs)
+		return wait.Unless(n == want, "%d of %d delivered: %+v", n, want, cbs)
 	})
 
 	got := rcv.deliveries()
@@ -390,9 +390,9 @@ func TestCallbacks(t *testing.T) {
 	}
 	late := r.instance(t)
 	waitState(t, c, env, "late", "up", "rejected", "failed")
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "the callback to have nothing pending", 60*time.Second, func() error {
 		cbs := listCallbacks(t, c, env)
-		return len(cbs) == 1 && cbs[0].Stats.Pending == 0, fmt.Sprintf("%+v", cbs)
+		return wait.Unless(len(cbs) == 1 && cbs[0].Stats.Pending == 0, "%+v", cbs)
 	})
 	for _, d := range rcv.deliveries() {
 		if d.event.InstanceID != late.ID {
@@ -563,10 +563,10 @@ func TestCallbackGivesUp(t *testing.T) {
 	}
 	id := r.instance(t).ID
 	var view client.CallbackView
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "four dead events of callback "+cb.ID, 60*time.Second, func() error {
 		view = client.CallbackView{}
 		err := lsmGet(t, c, env, "/lsm/v1/callbacks/"+cb.ID, &view)
-		return err == nil && view.Stats.Dead == 4 && view.Stats.Pending == 0, fmt.Sprintf("%+v, %v", view, err)
+		return wait.Unless(err == nil && view.Stats.Dead == 4 && view.Stats.Pending == 0, "%+v, %v", view, err)
 	})
 	if len(view.DeadEvents) != 4 || view.Stats.Delivered != 0 || !strings.HasPrefix(view.Stats.LastError, "HTTP 500: not now") {
 		t.Errorf("callback %+v", view)
