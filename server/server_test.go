@@ -13,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/intendhq/intend/api/apitest"
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -428,7 +432,7 @@ func TestUserRepairAndRetry(t *testing.T) {
 // TestHaltHoldsReleases: a halted environment starts nothing; resuming
 // deploys what was released meanwhile.
 func TestHaltHoldsReleases(t *testing.T) {
-	c, _ := startServer(t)
+	c, srv := startServer(t)
 	ctx := context.Background()
 	env := newEnv(t, c, "halt", nil)
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/halt", nil, nil); err != nil {
@@ -443,9 +447,9 @@ func TestHaltHoldsReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Nothing may happen while halted. (Asserting absence needs a pause;
-	// the scheduler polls every second here.)
-	time.Sleep(1500 * time.Millisecond)
+	// Nothing may happen while halted: once the scheduler has looked at
+	// its queue since the release was queued, the request is still there.
+	schedulerLooked(t, srv, env)
 	if req, err := c.Request(ctx, env, rel.Request.ID); err != nil || req.Run != nil {
 		t.Fatalf("a halted environment took a request: %+v %v", req, err)
 	}
@@ -459,6 +463,50 @@ func TestHaltHoldsReleases(t *testing.T) {
 	if err != nil || run.Deployed != 1 {
 		t.Fatalf("after resume: %+v %v", run, err)
 	}
+}
+
+// schedulerLooked waits until env's scheduler has taken requests (its
+// TakeRequests activity, which takes every queued request of an
+// environment that is not halted into a run) in a pass scheduled after
+// this call: a request queued before it has had its chance to be taken.
+func schedulerLooked(t *testing.T, srv *server.Server, env string) {
+	t.Helper()
+	ctx := context.Background()
+	tc, id := srv.Temporal(), names.SchedulerWorkflowID(env)
+	d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatalf("scheduler of %s: %v", env, err)
+	}
+	// The events after mark, and every event of a later run (the
+	// scheduler continues as new), came after this call.
+	run, mark := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), d.GetWorkflowExecutionInfo().GetHistoryLength()
+	wait.For(t, "a pass of the scheduler of "+env, 30*time.Second, func() error {
+		d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return err
+		}
+		now, since := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), mark
+		if now != run {
+			since = 0
+		}
+		takes := map[int64]bool{}
+		it := tc.GetWorkflowHistory(ctx, id, now, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			// The activity's registered name, which histories carry.
+			if a := ev.GetActivityTaskScheduledEventAttributes(); ev.GetEventId() > since &&
+				a.GetActivityType().GetName() == "intend.TakeRequests" {
+				takes[ev.GetEventId()] = true
+			}
+			if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && takes[a.GetScheduledEventId()] {
+				return nil
+			}
+		}
+		return fmt.Errorf("run %s: %d passes scheduled after event %d, none completed", now, len(takes), since)
+	})
 }
 
 // TestDependencyRecoveryAndEvents: a resource skipped for its dependency is
