@@ -78,15 +78,10 @@ func (r *receiver) stop() {
 // start listens on the same port again.
 func (r *receiver) start() {
 	var ln net.Listener
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if ln, err = net.Listen("tcp", r.addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		r.t.Fatalf("listen on %s again: %v", r.addr, err)
-	}
+	wait.For(r.t, "a listener on "+r.addr+" again", 10*time.Second, func() (err error) {
+		ln, err = net.Listen("tcp", r.addr)
+		return err
+	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.serve(ln)
@@ -263,14 +258,11 @@ func TestCallbacks(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		var inst client.ServiceInstance
-		deadline := time.Now().Add(90 * time.Second)
-		for lsmGet(t, c, env, inventory+"vm/"+ids[n], &inst); inst.State != "terminated"; lsmGet(t, c, env, inventory+"vm/"+ids[n], &inst) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not terminated: %+v", n, inst)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		wait.For(t, n+" to be terminated", 90*time.Second, func() error {
+			var inst client.ServiceInstance
+			err := lsmGet(t, c, env, inventory+"vm/"+ids[n], &inst)
+			return wait.Unless(inst.State == "terminated", "%+v, %v", inst, err)
+		})
 	}
 	// Deliveries fail with the port closed, and the API says so.
 	wait.For(t, "deliveries to fail with the port closed", 60*time.Second, func() error {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -377,19 +378,14 @@ func TestUserRepairAndRetry(t *testing.T) {
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, acts := getResource(t, c, env, file(bad, "", "").ID)
-		if st.LastResult == "deployed" {
-			if acts[0].Reason != "retry interval" || acts[0].Action != "deploy" {
-				t.Errorf("retry action = %+v", acts[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bad.txt not retried within 30 s: %+v", st)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var acts []client.Action
+	wait.For(t, "bad.txt to be retried", 30*time.Second, func() error {
+		var st client.ResourceState
+		st, acts = getResource(t, c, env, file(bad, "", "").ID)
+		return wait.Unless(st.LastResult == "deployed", "%+v", st)
+	})
+	if acts[0].Reason != "retry interval" || acts[0].Action != "deploy" {
+		t.Errorf("retry action = %+v", acts[0])
 	}
 	if got, _ := readFile(t, bad); got != "bad\n" {
 		t.Errorf("bad.txt = %q", got)
@@ -561,17 +557,12 @@ func TestDependencyRecoveryAndEvents(t *testing.T) {
 // after, to give reason (merged runs join the reasons of their requests).
 func waitAction(t *testing.T, c *client.Client, env, rid, reason string, after int64) client.Action {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, acts := getResource(t, c, env, rid)
-		if len(acts) > 0 && acts[0].ID > after && strings.Contains(acts[0].Reason, reason) {
-			return acts[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no action %q within 30 s; actions: %+v", rid, reason, acts)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var acts []client.Action
+	wait.For(t, rid+": an action "+strconv.Quote(reason), 30*time.Second, func() error {
+		_, acts = getResource(t, c, env, rid)
+		return wait.Unless(len(acts) > 0 && acts[0].ID > after && strings.Contains(acts[0].Reason, reason), "actions: %+v", acts)
+	})
+	return acts[0]
 }
 
 // TestNoExecutorMeansUnavailable: resources of an agent nobody serves are
@@ -690,16 +681,10 @@ func TestRepairInterval(t *testing.T) {
 	if a.Action != "repair" {
 		t.Errorf("action = %+v, want a repair", a)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if got, _ := os.ReadFile(path); string(got) == "intended\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("drift not repaired within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(t, "the drift to be repaired", 30*time.Second, func() error {
+		got, err := os.ReadFile(path)
+		return wait.Unless(string(got) == "intended\n", "%s = %q, %v", path, got, err)
+	})
 }
 
 // dryrunReport is GET .../dryrun/{id}.
@@ -712,17 +697,11 @@ type dryrunReport struct {
 func waitDryrun(t *testing.T, c *client.Client, env string, run int64) dryrunReport {
 	t.Helper()
 	var out dryrunReport
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, fmt.Sprintf("dry-run %d to be done", run), 30*time.Second, func() error {
 		if err := c.Do(context.Background(), http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/dryrun/%d", env, run), nil, &out); err != nil {
 			t.Fatal(err)
 		}
-		if out.Status == "done" {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dry-run not done: %+v", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return wait.Unless(out.Status == "done", "%+v", out)
+	})
+	return out
 }
