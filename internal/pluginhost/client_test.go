@@ -21,6 +21,7 @@ import (
 	"github.com/intendhq/intend/adapters/plugin"
 	"github.com/intendhq/intend/adapters/plugin/adapterv1"
 	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 const thing = "test::Thing"
@@ -364,10 +365,10 @@ func TestBatching(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, func() bool {
+	wait.For(t, "the calls to be queued", 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.pending) == n
+		return wait.Unless(len(c.pending) == n, "%d of %d pending", len(c.pending), n)
 	})
 	close(queued)
 	wg.Wait()
@@ -380,18 +381,6 @@ func TestBatching(t *testing.T) {
 	}
 	t.Logf("host: %d messages for %d calls; plugin: %d messages for %d replies", w.hostMessages.Load(),
 		w.hostCalls.Load(), w.pluginMessages.Load(), w.pluginReplies.Load())
-}
-
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met after 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestMaxInFlight: the plugin runs at most WithMaxInFlight handler calls
@@ -592,10 +581,10 @@ func TestLargeBatch(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, func() bool {
+	wait.For(t, "the calls to be queued", 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.pending) == n
+		return wait.Unless(len(c.pending) == n, "%d of %d pending", len(c.pending), n)
 	})
 	close(queued)
 	wg.Wait()
