@@ -17,6 +17,7 @@ import (
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/publish"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
@@ -404,8 +405,7 @@ func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances 
 // env's CPU time limit; a compile stopped at a limit is an error of the
 // compile, like the model's own.
 func (l *LSM) compile(ctx context.Context, env store.Environment, opts compiler.Options) (*compiler.Result, error) {
-	res, err := compiler.OrInProcess(l.Runner).Compile(ctx, opts,
-		compiler.Job{Environment: env.ID, Timeout: orDefaultTimeout(l.CompileTimeout), CPU: env.Settings.CompileCPU()})
+	res, err := publish.Compile(ctx, l.Runner, env, opts, l.CompileTimeout)
 	if le, ok := errors.AsType[*compiler.LimitError](err); ok && ctx.Err() == nil {
 		return nil, compiler.Errors{{Message: le.Error()}}
 	}
