@@ -17,7 +17,6 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/server"
-	"github.com/intendhq/intend/server/servertest"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -92,6 +91,48 @@ func waitRunStatus(t *testing.T, srv *server.Server, wfID string, want enumspb.W
 	return runID
 }
 
+// waitSleeping waits until a workflow run's last event is a timer started
+// and every child it started has ended: it sleeps until the timer or a
+// signal.
+func waitSleeping(t *testing.T, srv *server.Server, wfID, runID string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() (bool, string) {
+		it := srv.Temporal().GetWorkflowHistory(context.Background(), wfID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var last enumspb.EventType
+		children := 0
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return false, err.Error()
+			}
+			switch last = ev.GetEventType(); last {
+			case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+				children++
+			case enumspb.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
+				children--
+			}
+		}
+		return last == enumspb.EVENT_TYPE_TIMER_STARTED && children == 0,
+			fmt.Sprintf("%s: last event %v, %d children running", wfID, last, children)
+	})
+}
+
+// historyHas says whether a workflow run's history has an event of the type.
+func historyHas(t *testing.T, srv *server.Server, wfID, runID string, typ enumspb.EventType) bool {
+	t.Helper()
+	it := srv.Temporal().GetWorkflowHistory(context.Background(), wfID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == typ {
+			return true
+		}
+	}
+	return false
+}
+
 // TestSchedulerHistory records an environment's scheduler through its
 // paths: a fresh start (adopt), releases (wake), a failure deployed again
 // by the retry timer, a repair by the repair timer, a user repair, a
@@ -104,7 +145,7 @@ func TestSchedulerHistory(t *testing.T) {
 	c, srv, _ := startValidated(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second})
 	ctx := context.Background()
 	env := newEnv(t, c, "schedhist", map[string]any{"deploy_interval": 1, "repair_interval": 0,
-		"autostart_agents": []string{"localhost"}, "agent_timeout": 3})
+		"autostart_agents": []string{"localhost"}, "agent_timeout": 1})
 	wfID := workflows.SchedulerWorkflowID(env)
 	firstRun := waitRunStatus(t, srv, wfID, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING)
 
@@ -143,13 +184,20 @@ func TestSchedulerHistory(t *testing.T) {
 		t.Fatalf("user repair: %+v %v", run, err)
 	}
 
-	// A resource no executor serves: its batch waits agent_timeout (3 s).
+	// A resource no executor serves: its batch waits agent_timeout (1 s).
 	far := file(filepath.Join(dir, "far.txt"), "far\n", "0644")
 	far.ID = strings.Replace(far.ID, "[localhost,", "[nowhere,", 1)
 	if run := deploy(t, c, env, body(t, file(ok, "ok\n", "0644"), file(bad, "bad\n", "0644"), far)); run.Unavailable != 1 {
 		t.Fatalf("run with an unserved agent = %+v", run)
 	}
-	// A repair-only run waiting for it is preempted by a release.
+	// A repair-only run waiting for it (agent_timeout 6 s now) is
+	// preempted by a release (of a version exported before, so the
+	// release is one quick request).
+	patchSettings(t, c, env, map[string]any{"agent_timeout": 6})
+	v3, err := c.ExportVersion(ctx, env, body(t, file(ok, "ok again\n", "0644"), file(bad, "bad\n", "0644")))
+	if err != nil {
+		t.Fatal(err)
+	}
 	req, err = c.Deploy(ctx, env, "full")
 	if err != nil {
 		t.Fatal(err)
@@ -163,10 +211,16 @@ func TestSchedulerHistory(t *testing.T) {
 		repairRun = *r.Run
 		return true, ""
 	})
-	relID := servertest.Release(t, c, env, body(t, file(ok, "ok again\n", "0644"), file(bad, "bad\n", "0644")))
-	if run, err := c.WaitRequest(ctx, env, relID, 60*time.Second, nil); err != nil || run.Deployed < 1 {
-		t.Fatalf("release after the preemption: %+v %v", run, err)
+	rel, err := c.Release(ctx, env, v3.Version)
+	if err != nil {
+		t.Fatal(err)
 	}
+	// (The release's request may be taken by the preempted run's
+	// successor together with the repair's: its run is not asserted.)
+	if _, err := c.WaitRequest(ctx, env, rel.Request.ID, 60*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitContent(t, ok, "ok again\n")
 	if r, err := c.Run(ctx, env, repairRun); err != nil || r.Status != "preempted" {
 		t.Fatalf("repair run %d = %+v %v, want preempted", repairRun, r, err)
 	}
@@ -238,7 +292,8 @@ func TestCompileHistories(t *testing.T) {
 				}
 			}
 		}
-		return n >= 2 && released.ID != 0, fmt.Sprintf("compiles %+v, want two scheduled, one that released a version", all)
+		return n >= 2 && released.ID != 0 && historyHas(t, srv, queueID, queueRun, enumspb.EVENT_TYPE_TIMER_FIRED),
+			fmt.Sprintf("compiles %+v, want two scheduled, one that released a version, and the timer fired", all)
 	})
 	waitContent(t, filepath.Join(site, "motd"), "hello\n")
 	patchSettings(t, c, env, map[string]any{"recompile_interval": 3600})
@@ -258,7 +313,10 @@ func TestCompileHistories(t *testing.T) {
 	}
 	// The timer off, the queue (kept running by its timer until now, so
 	// the request reaches this run) compiles the request and, with
-	// nothing queued and no timer, ends.
+	// nothing queued and no timer, ends. The setting changes once the
+	// queue sleeps again: the take after the compile would see it and end
+	// the run before the request.
+	waitSleeping(t, srv, queueID, queueRun)
 	patchSettings(t, c, env, map[string]any{"recompile_interval": 0})
 	if last := waitCompile(t, c, env, requestCompile(t, c, env).ID, 60*time.Second); last.Status != "failed" {
 		t.Fatalf("last compile = %+v", last)
