@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/workflows"
 )
@@ -79,14 +80,14 @@ func patchSettings(t *testing.T, c *client.Client, env string, settings map[stri
 func waitRunStatus(t *testing.T, srv *server.Server, wfID string, want enumspb.WorkflowExecutionStatus) string {
 	t.Helper()
 	var runID string
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, wfID+" to be "+want.String(), 60*time.Second, func() error {
 		d, err := srv.Temporal().DescribeWorkflowExecution(context.Background(), wfID, "")
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		st := d.GetWorkflowExecutionInfo().GetStatus()
 		runID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-		return st == want, fmt.Sprintf("%s: %v, want %v", wfID, st, want)
+		return wait.Unless(st == want, "%s: %v, want %v", wfID, st, want)
 	})
 	return runID
 }
@@ -96,14 +97,14 @@ func waitRunStatus(t *testing.T, srv *server.Server, wfID string, want enumspb.W
 // signal.
 func waitSleeping(t *testing.T, srv *server.Server, wfID, runID string) {
 	t.Helper()
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, wfID+" to sleep on a timer", 30*time.Second, func() error {
 		it := srv.Temporal().GetWorkflowHistory(context.Background(), wfID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		var last enumspb.EventType
 		children := 0
 		for it.HasNext() {
 			ev, err := it.Next()
 			if err != nil {
-				return false, err.Error()
+				return err
 			}
 			switch last = ev.GetEventType(); last {
 			case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
@@ -112,8 +113,8 @@ func waitSleeping(t *testing.T, srv *server.Server, wfID, runID string) {
 				children--
 			}
 		}
-		return last == enumspb.EVENT_TYPE_TIMER_STARTED && children == 0,
-			fmt.Sprintf("%s: last event %v, %d children running", wfID, last, children)
+		return wait.Unless(last == enumspb.EVENT_TYPE_TIMER_STARTED && children == 0,
+			"%s: last event %v, %d children running", wfID, last, children)
 	})
 }
 
@@ -164,15 +165,15 @@ func TestSchedulerHistory(t *testing.T) {
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the retry and repair timers", 30*time.Second, func() error {
 		st, acts := getResource(t, c, env, file(bad, "", "").ID)
-		return st.LastResult == "deployed" && acts[0].Reason == "retry interval", fmt.Sprintf("bad.txt: %+v", st)
+		return wait.Unless(st.LastResult == "deployed" && acts[0].Reason == "retry interval", "bad.txt: %+v", st)
 	})
 	// The repair timer.
 	patchSettings(t, c, env, map[string]any{"deploy_interval": 0, "repair_interval": 1})
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the recorded run to get there", 30*time.Second, func() error {
 		_, acts := getResource(t, c, env, file(ok, "", "").ID)
-		return acts[0].Action == "repair" && acts[0].Reason == "repair interval", fmt.Sprintf("ok.txt: %+v", acts[0])
+		return wait.Unless(acts[0].Action == "repair" && acts[0].Reason == "repair interval", "ok.txt: %+v", acts[0])
 	})
 	patchSettings(t, c, env, map[string]any{"repair_interval": 0})
 	// A user repair.
@@ -203,13 +204,13 @@ func TestSchedulerHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	var repairRun int64
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the recorded run to get there", 30*time.Second, func() error {
 		r, err := c.Request(ctx, env, req.ID)
 		if err != nil || r.Run == nil {
-			return false, fmt.Sprintf("repair request %+v %v: no run", r, err)
+			return fmt.Errorf("repair request %+v %v: no run", r, err)
 		}
 		repairRun = *r.Run
-		return true, ""
+		return nil
 	})
 	rel, err := c.Release(ctx, env, v3.Version)
 	if err != nil {
@@ -243,13 +244,13 @@ func TestSchedulerHistory(t *testing.T) {
 		workflows.Wake{Reason: "renew: test", Renew: true}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the recorded run to get there", 30*time.Second, func() error {
 		d, err := srv.Temporal().DescribeWorkflowExecution(ctx, wfID, firstRun)
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		st := d.GetWorkflowExecutionInfo().GetStatus()
-		return st == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, fmt.Sprintf("first run: %v", st)
+		return wait.Unless(st == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW, "first run: %v", st)
 	})
 	// The continued run deploys a release, and ends when the environment
 	// stops (Schedulers.Stop terminates it).
@@ -281,7 +282,7 @@ func TestCompileHistories(t *testing.T) {
 	// The timer compiles the branch: a version exported and released;
 	// when it fires again, the unchanged branch exports nothing.
 	var released client.Compile
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "the recorded run to get there", 60*time.Second, func() error {
 		all, _ := listCompiles(t, c, env, "")
 		n := 0
 		for _, x := range all {
@@ -292,8 +293,8 @@ func TestCompileHistories(t *testing.T) {
 				}
 			}
 		}
-		return n >= 2 && released.ID != 0 && historyHas(t, srv, queueID, queueRun, enumspb.EVENT_TYPE_TIMER_FIRED),
-			fmt.Sprintf("compiles %+v, want two scheduled, one that released a version, and the timer fired", all)
+		return wait.Unless(n >= 2 && released.ID != 0 && historyHas(t, srv, queueID, queueRun, enumspb.EVENT_TYPE_TIMER_FIRED),
+			"compiles %+v, want two scheduled, one that released a version, and the timer fired", all)
 	})
 	waitContent(t, filepath.Join(site, "motd"), "hello\n")
 	patchSettings(t, c, env, map[string]any{"recompile_interval": 3600})
