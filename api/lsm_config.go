@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -33,11 +31,7 @@ type entityConfigRequest struct {
 // failure to tell them is a 503 (the config stands: repeat the request
 // and they are told again).
 func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error {
-	env, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathParam(chi.URLParam(r, "entity"))
+	env, name, err := s.lsmEntityParam(r)
 	if err != nil {
 		return err
 	}
