@@ -294,6 +294,7 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000   # P7: 1,000 service instances at once, then single creates
 	$(GO) run ./cmd/intend-bench -n 0 -lsm 1000 -engine server   # P7 on the standalone server
 	$(GO) run ./cmd/intend-bench -n 0 -preview 1000   # P13: preview of a model change over 1,000 live instances
+	$(GO) run ./cmd/intend-bench -n 0 -embedded 100   # P7e: an instance with 100 embedded elements, create → up and one element updated → up
 	$(GO) run ./cmd/intend-bench -n 0 -p9 5000    # P9: intend deploy of one change among 5,000 resources, whole command
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n 20000 -agents 1000 -files /dev/shm; fi   # issue 28: 1,000 agents of 20 resources, one embedded executor
 	$(GO) run ./cmd/intend-bench -rest 10000   # issue 29: 10,000 rest::Object over 100 agents against nginx behind 20 ms per call, 100 requests in flight: create, repair, update against the ideal
