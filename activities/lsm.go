@@ -328,17 +328,12 @@ func ownsAny(errs compiler.Errors, entity, id string) bool {
 	return false
 }
 
-// compileModel compiles the environment's released model source
+// compileModelVersions compiles the environment's released model source
 // (store.ReleasedModelSource: the newest a released version was built
 // from, never a newer upload nobody released) with the given service
 // instances. A model that does not compile is no activity
 // error: its errors are returned (one without position when the source is
-// missing or does not load).
-func (l *LSM) compileModel(ctx context.Context, envID string, instances, related map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
-	return l.compileModelVersions(ctx, envID, instances, nil, related, nil)
-}
-
-// compileModelVersions is compileModel with the instances' entity
+// missing or does not load). It takes the instances' entity
 // versions (compiler.Options.InstanceVersions; nil: every instance of its
 // entity's latest version) and, for a validation, the instance the
 // compile is focused on (compiler.Options.Focus; nil: none).
