@@ -77,12 +77,12 @@ const (
 type AttributeProblem struct {
 	// Attribute is the attribute's name; inside an embedded entity, its
 	// dict path (interfaces[name=eth0].mtu).
-	Attribute string          `json:"attribute"`
+	Attribute string `json:"attribute"`
 	// Pointer is, inside an embedded entity, the JSON pointer of the
 	// value in the attributes (/interfaces/0/mtu); "" for a top-level
 	// attribute.
-	Pointer string `json:"pointer,omitempty"`
-	Reason    AttributeReason `json:"reason"`
+	Pointer string          `json:"pointer,omitempty"`
+	Reason  AttributeReason `json:"reason"`
 	// Modifier is the attribute's, when the entity has it.
 	Modifier Modifier `json:"modifier,omitempty"`
 	// Detail says more, where the reason alone does not
