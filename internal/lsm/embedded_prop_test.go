@@ -227,3 +227,51 @@ func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// FuzzEmbeddedRules feeds the rules arbitrary JSON as an instance of
+// routerSpecs (any shape at any depth: the model validates types, the
+// rules must not trip over them): none panics; an update that changes
+// nothing passes; every problem inside an embedded entity has a dict path
+// that parses and a pointer; WithoutReadOnly and WithDefaults leave their
+// input as it was.
+func FuzzEmbeddedRules(f *testing.F) {
+	f.Add([]byte(`{"name":"r1","interfaces":[{"name":"eth0","mac":"aa","address":{"ip":"x"}}],"uplinks":[{"port":1,"proto":"tcp"}],"mgmt":{"host":"h"}}`),
+		[]byte(`{"name":"r1","interfaces":[{"name":"eth0","vlan":3},{"name":"eth0"}],"uplinks":[{"port":1.0,"proto":"tcp"},{"port":2}],"mgmt":[]}`))
+	f.Add([]byte(`{"interfaces":[1,null,{"name":{"a":1}},{"name":"a.b[c]"}],"uplinks":"x","mgmt":{"token":"t"}}`), []byte(`{"interfaces":null}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var cur, next map[string]any
+		if json.Unmarshal(a, &cur) != nil || json.Unmarshal(b, &next) != nil {
+			return
+		}
+		before := copyDict(cur)
+		if err := CheckUpdate(routerSpecs, cur, copyDict(cur)); err != nil {
+			t.Fatalf("an update that changes nothing: %v", err)
+		}
+		for _, err := range []error{CheckCreate(routerSpecs, cur), CheckUpdate(routerSpecs, cur, next)} {
+			ae, ok := err.(*AttributeError)
+			if err != nil && !ok {
+				t.Fatalf("not an *AttributeError: %v", err)
+			}
+			if ae == nil {
+				continue
+			}
+			for _, p := range ae.Problems {
+				if p.Pointer == "" {
+					continue
+				}
+				if _, err := dictpath.Parse(p.Attribute); err != nil {
+					t.Errorf("%+v: the path does not parse: %v", p, err)
+				}
+				if p.Pointer[0] != '/' {
+					t.Errorf("%+v: not a pointer", p)
+				}
+			}
+		}
+		WithDefaults(routerSpecs, cur)
+		WithoutReadOnly(routerSpecs, cur)
+		RestoreAttributes(routerSpecs, cur, next)
+		if !sameJSON(cur, before) {
+			t.Fatalf("the rules changed their input: %v, was %v", cur, before)
+		}
+	})
+}
