@@ -237,11 +237,12 @@ func allowedDetail(ev lsm.Event) string {
 }
 
 // attributeErrors are the field errors of attribute problems, each at
-// prefix and the attribute's name.
+// prefix and the attribute's name, or, inside an embedded entity, at
+// prefix and the value's pointer (/attributes/interfaces/0/mtu).
 func attributeErrors(prefix string, problems []lsm.AttributeProblem) []FieldError {
 	errs := make([]FieldError, 0, len(problems))
 	for _, pr := range problems {
-		errs = append(errs, FieldError{Field: prefix + lsm.EscapePointer(pr.Attribute), Detail: pr.String()})
+		errs = append(errs, FieldError{Field: pr.FieldUnder(prefix), Detail: pr.String()})
 	}
 	return errs
 }

@@ -169,11 +169,20 @@ func wireEntityDefinition(e lsm.Entity) client.EntityDefinition {
 	out := client.EntityDefinition{Name: e.Name, Description: e.Description, Identity: e.Identity,
 		Lifecycle: wireLifecycle(e.Lifecycle), Version: e.Version}
 	if e.Attributes != nil {
-		out.Attributes = make([]client.AttributeSpec, len(e.Attributes))
-		for i, a := range e.Attributes {
-			out.Attributes[i] = client.AttributeSpec{Name: a.Name, Modifier: string(a.Modifier),
-				Description: a.Description, Default: a.Default, Schema: a.Schema, Required: a.Required,
-				References: a.References}
+		out.Attributes = wireAttributes(e.Attributes)
+	}
+	return out
+}
+
+func wireAttributes(specs []lsm.AttributeSpec) []client.AttributeSpec {
+	out := make([]client.AttributeSpec, len(specs))
+	for i, a := range specs {
+		out[i] = client.AttributeSpec{Name: a.Name, Modifier: string(a.Modifier),
+			Description: a.Description, Default: a.Default, Schema: a.Schema, Required: a.Required,
+			References: a.References}
+		if a.Embedded != nil {
+			out[i].Embedded = &client.EmbeddedSpec{Attributes: wireAttributes(a.Embedded.Attributes),
+				List: a.Embedded.List, Key: a.Embedded.Key}
 		}
 	}
 	return out

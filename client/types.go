@@ -668,6 +668,17 @@ type AttributeSpec struct {
 	Schema      json.RawMessage `json:"schema,omitempty"`
 	Required    bool            `json:"required"`
 	References  string          `json:"references,omitempty"`
+	// Embedded: the attribute holds an embedded entity, or a list of
+	// them, with attributes of their own (docs/lsm.md).
+	Embedded *EmbeddedSpec `json:"embedded,omitempty"`
+}
+
+// EmbeddedSpec is the entity an embedded attribute holds.
+type EmbeddedSpec struct {
+	Attributes []AttributeSpec `json:"attributes"`
+	// List: a list of such entities, each identified by Key.
+	List bool     `json:"list,omitempty"`
+	Key  []string `json:"key,omitempty"`
 }
 
 // Lifecycle is the state machine a service entity's instances follow.

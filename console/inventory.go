@@ -57,6 +57,9 @@ func init() {
 		}
 		return string(b)
 	}
+	// flatAttributes lists attributes with, after each embedded one, the
+	// attributes inside it, named by their path (routes[*].upstream).
+	funcs["flatAttributes"] = func(specs []client.AttributeSpec) []client.AttributeSpec { return flatAttributes(specs, "") }
 	// schemaType is an attribute's type, from its JSON Schema.
 	funcs["schemaType"] = func(raw json.RawMessage) string {
 		var s schema
@@ -697,4 +700,44 @@ func (c *Console) deleteInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Delete requested (state %s, version %d).", out.State, out.Version))
+}
+
+// flatAttributes lists specs and, after each embedded attribute, the
+// attributes inside it named by their wild dict path under prefix
+// (routes[*].upstream, mgmt.host); a keyed list's modifier names its key.
+func flatAttributes(specs []client.AttributeSpec, prefix string) []client.AttributeSpec {
+	var out []client.AttributeSpec
+	for _, a := range specs {
+		if prefix != "" {
+			a.Name = prefix + pathKey(a.Name)
+		}
+		if a.Embedded != nil && len(a.Embedded.Key) > 0 {
+			a.Modifier += ", key=" + strings.Join(a.Embedded.Key, ", key=")
+		}
+		out = append(out, a)
+		if a.Embedded != nil {
+			inner := a.Name + "."
+			if a.Embedded.List {
+				inner = a.Name + "[*]."
+			}
+			out = append(out, flatAttributes(a.Embedded.Attributes, inner)...)
+		}
+	}
+	return out
+}
+
+// pathKey is a key as a dict path writes it (package dictpath): its
+// special characters escaped, the empty key \0.
+func pathKey(k string) string {
+	if k == "" {
+		return `\0`
+	}
+	var b strings.Builder
+	for _, c := range k {
+		if strings.ContainsRune(`.[]=,*\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

@@ -269,7 +269,7 @@ func TestLSMWriteCommands(t *testing.T) {
 func TestExampleLSM(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmex")
-	_, root := exportExample(t, vars, "lsm", "/tmp/intend-lsm", "service entities: alias (lifecycle simple), site (lifecycle simple)")
+	_, root := exportExample(t, vars, "lsm", "/tmp/intend-lsm", "service entities: alias (lifecycle simple), proxy (lifecycle simple), site (lifecycle simple)")
 	out := ok(t, vars, "lsm", "catalog", "site")
 	for _, want := range []string{"identity:     name", "port", "rw+", `"Welcome"`} {
 		if !strings.Contains(out, want) {

@@ -152,6 +152,7 @@ func TestLSMGuideExamples(t *testing.T) {
 	doc := filepath.Join("..", "..", "docs", "lsm.md")
 	excerptOf := map[string]string{
 		"#Alias:":   filepath.Join("..", "..", "examples", "lsm", "main.cue"),
+		"#Route:":   filepath.Join("..", "..", "examples", "lsm", "main.cue"),
 		"#SiteV1:":  filepath.Join("..", "..", "examples", "lsm-versions", "main.cue"),
 		"device: {": filepath.Join("..", "..", "examples", "lsm-netconf", "main.cue"),
 	}
