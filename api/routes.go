@@ -161,6 +161,7 @@ func (s *Server) Handler() http.Handler {
 			s.inLSMEnv("lsm.instance.diagnose", read, s.diagnoseInstance))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/events", s.inLSMEnv("lsm.instance.events", read, s.streamInstanceEvents))
 		r.Method(http.MethodPost, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.create", operator, s.createInstance))
+		r.Method(http.MethodPost, "/service_inventory/{entity}/dryrun", s.inLSMEnv("lsm.instance.create_dryrun", operator, s.dryrunCreate))
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.update", operator, s.updateInstance))
 		r.Method(http.MethodDelete, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.delete", operator, s.deleteInstance))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/rollback", s.inLSMEnv("lsm.instance.rollback", operator, s.rollbackInstance))

@@ -866,6 +866,18 @@ type InstanceDryrunReport struct {
 	ID            string `json:"id"`
 	Version       int64  `json:"version"`
 	State         string `json:"state"`
+	// Operation is the write dry-run: create, update, delete, set_state
+	// or rollback.
+	Operation string `json:"operation,omitempty"`
+	// Transfer is the lifecycle's transfer the write would take (nil when
+	// the state takes none: an update with UpdateAllowed false);
+	// ResultingState the state it would lead to (its error state when
+	// the validation it runs fails), and ExportMode what that state does
+	// with the instance's resources: export, purge (removed from the
+	// targets), remove (the set leaves the model) or none.
+	Transfer       *DryrunTransfer `json:"transfer,omitempty"`
+	ResultingState string          `json:"resulting_state,omitempty"`
+	ExportMode     string          `json:"export_mode,omitempty"`
 	// UpdateAllowed says whether the instance's state takes an update
 	// now; Allowed lists what it takes when it does not.
 	UpdateAllowed bool     `json:"update_allowed"`
@@ -884,6 +896,19 @@ type InstanceDryrunReport struct {
 	Dryrun    *DeployRun     `json:"dryrun,omitempty"`
 	DryrunURL string         `json:"dryrun_url,omitempty"`
 	Targets   []DryrunResult `json:"targets,omitempty"`
+}
+
+// DryrunTransfer is the transfer a dry-run's write would take.
+type DryrunTransfer struct {
+	Trigger string `json:"trigger"`
+	Source  string `json:"source,omitempty"`
+	Target  string `json:"target"`
+	// ErrorState is where it goes when its validation (or deploy) fails.
+	ErrorState string `json:"error_state,omitempty"`
+	// Validates: the transfer validates the instance's current set first.
+	Validates bool `json:"validates"`
+	// Operations are applied to the attribute sets on its way to Target.
+	Operations []string `json:"operations,omitempty"`
 }
 
 // DryrunValidation is the verdict of an instance dry-run's validation:
