@@ -224,13 +224,13 @@ func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value) (lsm
 		}
 	}
 	if len(mods) > 0 {
-		mod, ref, refOK := c.reference(fpath, f, mods[0])
+		mod, ref, alloc, refOK := c.reference(fpath, f, mods[0])
 		m, err := lsm.ParseModifier(mod)
 		if err != nil {
 			c.errs.addf("", fpath, attributePos(f), "@lsm(%s): a modifier is r (read-only, set by the server), rw (set at creation) or rw+ (updatable)", mods[0])
 			ok = false
 		}
-		spec.Modifier, spec.References = m, ref
+		spec.Modifier, spec.References, spec.Allocate = m, ref, alloc
 		ok = ok && refOK
 	}
 	def, hasDefault := fieldDefault(f)
@@ -246,6 +246,9 @@ func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value) (lsm
 	}
 	spec.Schema = b
 	if spec.References != "" && !c.checkReference(fpath, f, spec, schema) {
+		ok = false
+	}
+	if spec.Allocate != "" && !c.checkAllocate(fpath, f, spec) {
 		ok = false
 	}
 	return spec, ok

@@ -50,6 +50,9 @@ type AttributeSpec struct {
 	// or instances (a list of strings) the value names, by id or
 	// identity: @lsm(rw, ref=site). See references.go.
 	References string `json:"references,omitempty"`
+	// Allocate names the pool an r attribute's value is allocated from
+	// when an instance is created: @lsm(r, allocate=vlan). See pool.go.
+	Allocate string `json:"allocate,omitempty"`
 }
 
 // AttributeReason is why an attribute of a request is refused.
@@ -271,12 +274,13 @@ func WithDefaults(specs []AttributeSpec, attrs map[string]any) map[string]any {
 
 // WithoutReadOnly returns attrs without the entity's r attributes: the
 // model computes those, so a compile gets the others only (a value stored
-// earlier would clash with the one the model computes now). It returns
-// attrs itself when it holds none.
+// earlier would clash with the one the model computes now). Allocated
+// ones stay (@lsm(r, allocate=pool)): the server chose them, and the
+// model reads them. It returns attrs itself when it holds none.
 func WithoutReadOnly(specs []AttributeSpec, attrs map[string]any) map[string]any {
 	var out map[string]any
 	for _, spec := range specs {
-		if _, ok := attrs[spec.Name]; !ok || spec.Modifier != ReadOnly {
+		if _, ok := attrs[spec.Name]; !ok || spec.Modifier != ReadOnly || spec.Allocated() {
 			continue
 		}
 		if out == nil {
