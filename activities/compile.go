@@ -223,7 +223,7 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	// unless that would break live instances: then neither changes and
 	// the compile fails, naming them.
 	src, err := c.Store.PutModel(ctx, in.EnvironmentID, store.NewModel{Hash: packed.Hash, Archive: packed.Archive,
-		Files: packed.Files, Origin: "compile", Entities: slices.Concat(res.Services, res.PreviousServices)})
+		Files: packed.Files, Origin: "compile", Entities: slices.Concat(res.Services, res.PreviousServices), Pools: res.Pools})
 	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
 			return fail(&failure{msg: be.Error(), errs: store.CompileMessage(be.Error())})

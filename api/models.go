@@ -72,7 +72,7 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 	}
 	m, err := s.opts.Store.PutModel(r.Context(), e.ID, store.NewModel{
 		Hash: hash, Archive: archive, Files: files, Origin: "cli", Entities: slices.Concat(res.Services, res.PreviousServices),
-		Stage: stage,
+		Pools: res.Pools, Stage: stage,
 	})
 	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
