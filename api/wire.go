@@ -172,7 +172,7 @@ func wireEntityDefinition(e lsm.Entity) client.EntityDefinition {
 		for i, a := range e.Attributes {
 			out.Attributes[i] = client.AttributeSpec{Name: a.Name, Modifier: string(a.Modifier),
 				Description: a.Description, Default: a.Default, Schema: a.Schema, Required: a.Required,
-				References: a.References}
+				References: a.References, Allocate: a.Allocate}
 		}
 	}
 	return out
@@ -224,6 +224,16 @@ func wireCallback(c store.Callback) client.Callback {
 	return client.Callback{ID: c.ID, EnvironmentID: c.EnvironmentID, ServiceEntity: c.ServiceEntity,
 		URL: c.URL, Description: c.Description, CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt,
 		Stats: client.CallbackStats(c.Stats)}
+}
+
+func wirePool(p store.PoolUsage) client.Pool {
+	return client.Pool{Name: p.Name, Kind: string(p.Kind), From: p.From, To: p.To, Prefix: p.Prefix, Size: p.Size,
+		Values: p.Values, Used: p.Used, Free: p.Free}
+}
+
+func wirePoolAllocation(a store.Allocation) client.PoolAllocation {
+	return client.PoolAllocation{Value: a.Value, ServiceEntity: a.Entity, InstanceID: a.InstanceID, Attribute: a.Attribute,
+		AllocatedAt: a.AllocatedAt}
 }
 
 func wireCallbackEvent(e store.CallbackEvent) client.CallbackEvent { return client.CallbackEvent(e) }

@@ -204,6 +204,16 @@ func (p Pool) Describe() string {
 // from a pool.
 func (spec AttributeSpec) Allocated() bool { return spec.Allocate != "" }
 
+// HasAllocated reports whether any of specs is allocated from a pool.
+func HasAllocated(specs []AttributeSpec) bool {
+	for _, s := range specs {
+		if s.Allocated() {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckPools checks the pools of a model and the entities' attributes
 // that allocate from them: every pool valid and named once, every
 // allocate= naming one of them, on an r attribute whose type fits the
