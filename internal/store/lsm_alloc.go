@@ -267,7 +267,7 @@ func releaseAllocations(ctx context.Context, tx pgx.Tx, envID, id string) error 
 func withoutAllocated(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange) (map[string]any, []string, error) {
 	specs, err := allocatedSpecs(ctx, tx, envID, ch.Entity, ch.Sets.CandidateVersion)
 	if err != nil || len(specs) == 0 {
-		return ch.Sets.Candidate, nil, err
+		return ch.Sets.Candidate, []string{}, err // not nil: jsonb - null is null
 	}
 	names := make([]string, len(specs))
 	for i, s := range specs {
