@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +20,14 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/childproc"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/publish"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
@@ -35,7 +35,7 @@ import (
 // Default bounds of the autonomous compile's steps.
 const (
 	DefaultGitTimeout     = 5 * time.Minute
-	DefaultCompileTimeout = 10 * time.Minute
+	DefaultCompileTimeout = publish.DefaultCompileTimeout
 	// heartbeatEvery is well inside the workflow's 20 s heartbeat timeout.
 	heartbeatEvery = 5 * time.Second
 	// maxGitOutput bounds the git output kept for an error message.
@@ -58,9 +58,9 @@ type Compiler struct {
 	// deploy; nil: the scheduler finds the request when it polls.
 	Wake func(ctx context.Context, env store.Environment, reason string) error
 	// ModelChanged announces a model source a compile's release made the
-	// service instances' model to them (api.LSMEngine's); nil: the
+	// service instances' model to them (lsm.Engine's); nil: the
 	// server's reconciler does.
-	ModelChanged func(ctx context.Context, env store.Environment, hash string) error
+	ModelChanged func(ctx context.Context, env lsm.Env, hash string) error
 	// GitTimeout bounds one git command, a fetch included (0:
 	// DefaultGitTimeout): git and what it started are killed when it
 	// passes, and a fetch that took too long fails the compile, naming
@@ -97,14 +97,12 @@ type Compiler struct {
 }
 
 // Register registers the activities under their explicit names.
-func (c *Compiler) Register(w worker.ActivityRegistry) {
-	register(w, map[string]any{
-		workflows.TakeCompileActivity:    c.TakeCompile,
-		workflows.FetchCompileActivity:   c.FetchCompile,
-		workflows.BuildCompileActivity:   c.BuildCompile,
-		workflows.ReleaseCompileActivity: c.ReleaseCompile,
-		workflows.FinishCompileActivity:  c.FinishCompile,
-	})
+func (c *Compiler) Register(w workflows.ActivityRegistry) {
+	workflows.TakeCompileActivity.Register(w, c.TakeCompile)
+	workflows.FetchCompileActivity.Register(w, c.FetchCompile)
+	workflows.BuildCompileActivity.Register(w, c.BuildCompile)
+	workflows.ReleaseCompileActivity.Register(w, c.ReleaseCompile)
+	workflows.FinishCompileActivity.Register(w, c.FinishCompile)
 }
 
 func (c *Compiler) log() *slog.Logger { return orDefault(c.Log) }
@@ -222,8 +220,8 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	// Its service entities become the catalog in the same transaction,
 	// unless that would break live instances: then neither changes and
 	// the compile fails, naming them.
-	src, err := c.Store.PutModel(ctx, in.EnvironmentID, store.NewModel{Hash: packed.Hash, Archive: packed.Archive,
-		Files: packed.Files, Origin: "compile", Entities: slices.Concat(res.Services, res.PreviousServices), Pools: res.Pools})
+	src, err := publish.Model(ctx, c.Store, in.EnvironmentID,
+		publish.Source{Hash: packed.Hash, Archive: packed.Archive, Files: packed.Files, Origin: "compile"}, res)
 	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
 			return fail(&failure{msg: be.Error(), errs: store.CompileMessage(be.Error())})
@@ -332,7 +330,7 @@ func (c *Compiler) ReleaseCompile(ctx context.Context, in workflows.ReleaseCompi
 	}
 	out := workflows.ReleaseCompileResult{Released: true}
 	if rel.Model != "" && c.ModelChanged != nil {
-		if err := c.ModelChanged(ctx, env, rel.Model); err != nil {
+		if err := c.ModelChanged(ctx, env.LSM(), rel.Model); err != nil {
 			c.log().Warn("model source not announced to the service instances yet; the reconciler retries",
 				"environment", env.Name, "model", rel.Model, "error", err)
 		}
@@ -806,8 +804,7 @@ func (c *Compiler) gitTo(ctx context.Context, env []string, stdout io.Writer, ar
 // env's CPU time limit; a failed compile, or one stopped at a limit, is a
 // failure with structured errors.
 func (c *Compiler) compile(ctx context.Context, env store.Environment, opts compiler.Options) (*compiler.Result, error) {
-	res, err := compiler.OrInProcess(c.Runner).Compile(ctx, opts,
-		compiler.Job{Environment: env.ID, Timeout: orDefaultTimeout(c.CompileTimeout), CPU: env.Settings.CompileCPU()})
+	res, err := publish.Compile(ctx, c.Runner, env, opts, c.CompileTimeout)
 	if err == nil {
 		return res, nil
 	}

@@ -72,7 +72,7 @@ func (s *compileSetup) start(t *testing.T) workflows.CompileInput {
 
 func (s *compileSetup) fetch(t *testing.T, in workflows.CompileInput) workflows.FetchCompileResult {
 	t.Helper()
-	v, err := s.acts.ExecuteActivity(workflows.FetchCompileActivity, in)
+	v, err := s.acts.ExecuteActivity(workflows.FetchCompileActivity.Name(), in)
 	if err != nil {
 		t.Fatalf("fetch: %v", err)
 	}
@@ -85,7 +85,7 @@ func (s *compileSetup) fetch(t *testing.T, in workflows.CompileInput) workflows.
 
 func (s *compileSetup) build(t *testing.T, in workflows.CompileInput, commit string) workflows.BuildCompileResult {
 	t.Helper()
-	v, err := s.acts.ExecuteActivity(workflows.BuildCompileActivity,
+	v, err := s.acts.ExecuteActivity(workflows.BuildCompileActivity.Name(),
 		workflows.BuildCompileInput{EnvironmentID: in.EnvironmentID, ID: in.ID, Commit: commit})
 	if err != nil {
 		t.Fatalf("build: %v", err)

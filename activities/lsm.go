@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/publish"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
@@ -71,15 +71,13 @@ type LSM struct {
 func (l *LSM) Close() { l.models.close() }
 
 // Register registers the activities under their explicit names.
-func (l *LSM) Register(w worker.ActivityRegistry) {
-	register(w, map[string]any{
-		workflows.ApplyTransferActivity:       l.ApplyTransfer,
-		workflows.ValidateInstanceActivity:    l.ValidateInstance,
-		workflows.ExportInstanceActivity:      l.ExportInstance,
-		workflows.CheckInstanceDeployActivity: l.CheckInstanceDeploy,
-		workflows.LoadInstanceActivity:        l.LoadInstance,
-		workflows.NotifyModelChangedActivity:  l.NotifyModelChanged,
-	})
+func (l *LSM) Register(w workflows.ActivityRegistry) {
+	workflows.ApplyTransferActivity.Register(w, l.ApplyTransfer)
+	workflows.ValidateInstanceActivity.Register(w, l.ValidateInstance)
+	workflows.ExportInstanceActivity.Register(w, l.ExportInstance)
+	workflows.CheckInstanceDeployActivity.Register(w, l.CheckInstanceDeploy)
+	workflows.LoadInstanceActivity.Register(w, l.LoadInstance)
+	workflows.NotifyModelChangedActivity.Register(w, l.NotifyModelChanged)
 }
 
 func (l *LSM) log() *slog.Logger { return orDefault(l.Log) }
@@ -330,17 +328,12 @@ func ownsAny(errs compiler.Errors, entity, id string) bool {
 	return false
 }
 
-// compileModel compiles the environment's released model source
+// compileModelVersions compiles the environment's released model source
 // (store.ReleasedModelSource: the newest a released version was built
 // from, never a newer upload nobody released) with the given service
 // instances. A model that does not compile is no activity
 // error: its errors are returned (one without position when the source is
-// missing or does not load).
-func (l *LSM) compileModel(ctx context.Context, envID string, instances, related map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
-	return l.compileModelVersions(ctx, envID, instances, nil, related, nil)
-}
-
-// compileModelVersions is compileModel with the instances' entity
+// missing or does not load). It takes the instances' entity
 // versions (compiler.Options.InstanceVersions; nil: every instance of its
 // entity's latest version) and, for a validation, the instance the
 // compile is focused on (compiler.Options.Focus; nil: none).
@@ -407,8 +400,7 @@ func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances 
 // env's CPU time limit; a compile stopped at a limit is an error of the
 // compile, like the model's own.
 func (l *LSM) compile(ctx context.Context, env store.Environment, opts compiler.Options) (*compiler.Result, error) {
-	res, err := compiler.OrInProcess(l.Runner).Compile(ctx, opts,
-		compiler.Job{Environment: env.ID, Timeout: orDefaultTimeout(l.CompileTimeout), CPU: env.Settings.CompileCPU()})
+	res, err := publish.Compile(ctx, l.Runner, env, opts, l.CompileTimeout)
 	if le, ok := errors.AsType[*compiler.LimitError](err); ok && ctx.Err() == nil {
 		return nil, compiler.Errors{{Message: le.Error()}}
 	}
@@ -659,41 +651,23 @@ func (l *LSM) NotifyModelChanged(ctx context.Context, in workflows.ModelChangedI
 	return out, nil
 }
 
-// InstancePreview is what PreviewInstance found: the validation of the
-// proposed attributes and, when it passed, the resources the instance's
-// export would hold with them.
-type InstancePreview struct {
-	Validation workflows.ValidateInstanceResult
-	// Resources are the instance's set as its export would make it
-	// (Validation.OK only).
-	Resources []intent.Resource
-	// RenderErrors are the errors of rendering the set after a passed
-	// validation (the export would fail with them).
-	RenderErrors json.RawMessage
-}
-
 // PreviewInstance validates attrs, an instance's proposed attribute set
-// (its r attributes left out: the model computes them), exactly as the
-// validation of an update would (ValidateInstance), and renders the
-// instance's resources from them as its export would (ExportInstance's
-// compile: the instance alone), changing nothing. It serves the
-// instance's dry-run; it runs in the API request, its compiles bounded by
-// the Runner like every other.
-func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (InstancePreview, error) {
-	return l.PreviewInstanceVersion(ctx, envID, entity, instanceID, 0, attrs)
-}
-
-// PreviewInstanceVersion is PreviewInstance with attrs of version of the
-// entity (0: the latest).
-func (l *LSM) PreviewInstanceVersion(ctx context.Context, envID, entity, instanceID string, version int, attrs map[string]any) (InstancePreview, error) {
-	var out InstancePreview
+// of version of the entity (0: the latest; its r attributes left out:
+// the model computes them), exactly as the validation of an update would
+// (ValidateInstance), and renders the instance's resources from them as
+// its export would (ExportInstance's compile: the instance alone),
+// changing nothing. It serves the instances' dry-runs (api.LSMPreviewer);
+// it runs in the API request, its compiles bounded by the Runner like
+// every other.
+func (l *LSM) PreviewInstance(ctx context.Context, envID, entity, instanceID string, version int, attrs map[string]any) (lsm.InstancePreview, error) {
+	var out lsm.InstancePreview
 	v, _, err := l.validate(ctx, workflows.ValidateInstanceInput{
 		EnvironmentID: envID, Entity: entity, InstanceID: instanceID, Attributes: attrs, EntityVersion: version,
 	})
 	if err != nil {
 		return out, err
 	}
-	out.Validation = v
+	out.OK, out.Errors, out.ReadOnly = v.OK, v.Errors, v.ReadOnly
 	if !v.OK {
 		return out, nil
 	}
@@ -715,7 +689,7 @@ func (l *LSM) PreviewInstanceVersion(ctx context.Context, envID, entity, instanc
 	if err != nil {
 		return out, err
 	}
-	render := func(errs compiler.Errors) (InstancePreview, error) {
+	render := func(errs compiler.Errors) (lsm.InstancePreview, error) {
 		b, err := json.Marshal(errs)
 		out.RenderErrors = b
 		return out, err

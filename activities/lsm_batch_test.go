@@ -12,6 +12,7 @@ import (
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -61,18 +62,12 @@ func TestExportBatcherGroups(t *testing.T) {
 	}
 	go export(gaveUp, "d")
 	// Wait until the four are queued, then let the first batch end.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	wait.For(t, "four exports to be queued", 10*time.Second, func() error {
 		b.mu.Lock()
 		n := len(b.pending["env"])
 		b.mu.Unlock()
-		if n == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d exports queued, want 4", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return wait.Unless(n == 4, "%d queued", n)
+	})
 	cancel()
 	close(release)
 

@@ -14,7 +14,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -29,14 +28,14 @@ import (
 // request applied and waits for the instance instead of sending it again.
 type LSMOrders struct {
 	Store *store.Store
-	// Send sends one request to an instance's workflow as the API does
-	// (intend server's lifecycle engine): a *RequestRejected when the
-	// workflow refused it; any other error is retried.
-	Send func(ctx context.Context, req OrderRequest) (store.ServiceInstance, error)
+	// Engine sends an item's request to its instance's workflow as the
+	// API does (intend server's lifecycle engine): a *lsm.Rejection other
+	// than busy is the item's failure; any other error is retried.
+	Engine lsm.Engine
 	// Sync asks an instance's workflow to compare itself with PostgreSQL
 	// (workflows.SyncSignal): a retried item whose request was applied
 	// may have lost the workflow task that applied it. nil: not asked.
-	Sync func(ctx context.Context, env store.Environment, entity, id string) error
+	Sync func(ctx context.Context, env lsm.Env, entity, id string) error
 	// Poll is the interval between two reads of the instances a batch of
 	// items waits for (0: 250 ms; one query for the whole batch).
 	Poll time.Duration
@@ -55,52 +54,24 @@ type LSMOrders struct {
 	sends     chan struct{}
 }
 
-// OrderRequest is one request of an order item to an instance's
-// workflow (the fields of api.LSMRequest that an order uses).
-type OrderRequest struct {
-	Environment store.Environment
-	Entity      lsm.Entity
-	InstanceID  string
-	// Op is lsm.OpCreate, lsm.OpUpdate or lsm.OpDelete.
-	Op             string
-	UpdateID       string
-	CurrentVersion int64
-	Attributes     map[string]any
-	Idempotent     *lsm.IdempotentRequest
-	Actor          string
-}
-
-// RequestRejected is a request the instance's workflow refused (stale,
-// illegal in the state, invalid attributes, the identity taken): nothing
-// was written, and the item fails with Message.
-type RequestRejected struct{ Message string }
-
-func (e *RequestRejected) Error() string { return e.Message }
-
 // Register registers the activities under their explicit names.
-func (o *LSMOrders) Register(w worker.ActivityRegistry) {
-	register(w, map[string]any{
-		workflows.LoadOrderActivity:      o.LoadOrder,
-		workflows.SetOrderStatusActivity: o.SetOrderStatus,
-		workflows.MarkOrderItemsActivity: o.MarkOrderItems,
-		workflows.RunOrderItemsActivity:  o.RunOrderItems,
-	})
+func (o *LSMOrders) Register(w workflows.ActivityRegistry) {
+	workflows.LoadOrderActivity.Register(w, o.LoadOrder)
+	workflows.SetOrderStatusActivity.Register(w, o.SetOrderStatus)
+	workflows.MarkOrderItemsActivity.Register(w, o.MarkOrderItems)
+	workflows.RunOrderItemsActivity.Register(w, o.RunOrderItems)
 }
 
 // LoadOrder returns the order's plan.
-func (o *LSMOrders) LoadOrder(ctx context.Context, in workflows.LoadOrderInput) (workflows.OrderPlan, error) {
+func (o *LSMOrders) LoadOrder(ctx context.Context, in workflows.LoadOrderInput) (lsm.OrderPlan, error) {
 	p, err := o.Store.GetOrderPlan(ctx, in.EnvironmentID, in.OrderID)
 	if errors.Is(err, store.ErrNotFound) {
-		return workflows.OrderPlan{}, temporal.NewNonRetryableApplicationError(err.Error(), "not_found", err)
+		return p, temporal.NewNonRetryableApplicationError(err.Error(), "not_found", err)
 	}
 	if err != nil {
-		return workflows.OrderPlan{}, classify(err)
+		return p, classify(err)
 	}
-	out := workflows.OrderPlan{Policy: p.Policy, Status: p.Status, Items: make([]workflows.OrderPlanItem, len(p.Items))}
-	for i, it := range p.Items {
-		out.Items[i] = workflows.OrderPlanItem{ID: it.ID, Operation: it.Operation, Deps: it.Deps, Status: it.Status}
-	}
-	return out, nil
+	return p, nil
 }
 
 // SetOrderStatus writes the order's status (its end time with a final one).
@@ -354,8 +325,8 @@ func (o *LSMOrders) sent(ctx context.Context, r itemRun) (*store.ServiceInstance
 
 // send sends req with the item's key; a rejection is returned as its
 // message (and no error).
-func (o *LSMOrders) send(ctx context.Context, r itemRun, req OrderRequest) (store.ServiceInstance, string, error) {
-	req.Environment, req.Actor = r.env, r.actor
+func (o *LSMOrders) send(ctx context.Context, r itemRun, req lsm.Request) (store.ServiceInstance, string, error) {
+	req.Env, req.Actor = r.env.LSM(), r.actor
 	if req.Entity.Name == "" { // a migrate item names its target version's
 		req.Entity = r.entity
 	}
@@ -375,13 +346,26 @@ func (o *LSMOrders) send(ctx context.Context, r itemRun, req OrderRequest) (stor
 	case <-ctx.Done():
 		return store.ServiceInstance{}, "", ctx.Err()
 	}
-	inst, err := o.Send(ctx, req)
+	inst, err := o.Engine.Send(ctx, req)
 	<-o.sends
-	var rej *RequestRejected
-	if errors.As(err, &rej) {
-		return inst, rej.Message, nil
+	if rej, ok := errors.AsType[*lsm.Rejection](err); ok && rej.Reason != lsm.RejectBusy {
+		return inst, rejectedMessage(req.Op, rej), nil
 	}
 	return inst, "", err
+}
+
+// rejectedMessage is the item's failure when the instance's workflow
+// refused its request: the reason and the message, or the attributes at
+// fault.
+func rejectedMessage(op string, rej *lsm.Rejection) string {
+	if len(rej.Problems) == 0 {
+		return fmt.Sprintf("%s refused (%s): %s", op, rej.Reason, rej.Message)
+	}
+	parts := make([]string, len(rej.Problems))
+	for i, p := range rej.Problems {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("%s refused (%s): %s", op, rej.Reason, strings.Join(parts, "; "))
 }
 
 func (o *LSMOrders) run(ctx context.Context, r itemRun) (workflows.RunOrderItemResult, error) {
@@ -397,7 +381,7 @@ func (o *LSMOrders) run(ctx context.Context, r itemRun) (workflows.RunOrderItemR
 		if err := dec.Decode(&spec); err != nil {
 			return o.finish(ctx, r, lsm.ItemFailed, nil, "the item's request does not decode: "+err.Error())
 		}
-		req := OrderRequest{Op: it.Operation, InstanceID: it.InstanceID}
+		req := lsm.Request{Op: it.Operation, InstanceID: it.InstanceID}
 		var before *int64
 		if it.Operation == lsm.OpCreate {
 			req.Attributes = spec.Attributes
@@ -428,10 +412,7 @@ func (o *LSMOrders) run(ctx context.Context, r itemRun) (workflows.RunOrderItemR
 				}
 			}
 			if it.Operation == lsm.OpUpdate {
-				cur := inst.Candidate
-				if cur == nil {
-					cur = inst.Active
-				}
+				cur := inst.Current()
 				if spec.Edit != nil {
 					if req.Attributes, err = lsm.ApplyEdits(cur, spec.Edit); err != nil {
 						return o.finish(ctx, r, lsm.ItemFailed, &inst, err.Error())
@@ -457,7 +438,7 @@ func (o *LSMOrders) run(ctx context.Context, r itemRun) (workflows.RunOrderItemR
 		// not end: its worker may have died, and the workflow task that
 		// applied the request with it, leaving the instance where no
 		// workflow drives it.
-		if err := o.Sync(ctx, r.env, it.Entity, it.InstanceID); err != nil {
+		if err := o.Sync(ctx, r.env.LSM(), it.Entity, it.InstanceID); err != nil {
 			return workflows.RunOrderItemResult{}, classify(err)
 		}
 	}
@@ -496,7 +477,7 @@ func (o *LSMOrders) compensate(ctx context.Context, r itemRun) (workflows.RunOrd
 			return workflows.RunOrderItemResult{}, err
 		}
 		_ = failure // how the instance got here is the item's, not the compensation's
-		req := OrderRequest{InstanceID: it.InstanceID, CurrentVersion: inst.Version}
+		req := lsm.Request{InstanceID: it.InstanceID, CurrentVersion: inst.Version}
 		switch it.Operation {
 		case lsm.OpCreate:
 			req.Op = lsm.OpDelete

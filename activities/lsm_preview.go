@@ -39,52 +39,29 @@ const previewChunk = 100
 // bound it again, shared fairly with the other environments).
 var previewParallel = max(1, runtime.GOMAXPROCS(0))
 
-// ModelPreview is what PreviewModel found for a page of instances.
-type ModelPreview struct {
-	// Hash is the archive's SHA-256, hex.
-	Hash string
-	// BaseVersion is the version the sets were compared with.
-	BaseVersion int64
-	// Instances are the page's instances whose state exports resources,
-	// by entity and id.
-	Instances []FleetInstance
-	// Skipped counts the page's live instances whose state exports
-	// nothing.
-	Skipped int
-	// Next is the cursor after the page's last instance when more follow.
-	Next string
+// fleetResult is one instance's outcome while a page is compiled: the
+// preview's, and the resources its export would hold (compared with the
+// base version once every chunk is done).
+type fleetResult struct {
+	lsm.FleetInstance
+	proposed []intent.Resource
 }
 
-// FleetInstance is one instance's outcome: Failed with the compile's
-// Errors (the new model refuses its attributes, or its export would
-// fail), else the comparison of its set.
-type FleetInstance struct {
-	Instance   store.ServiceInstance
-	Failed     bool
-	Errors     json.RawMessage
-	Comparison store.SetComparison
-
-	proposed []intent.Resource // what the export would hold
-}
-
-// PreviewCursor is the cursor of an instance in a preview's order.
-func PreviewCursor(entity, id string) string { return entity + "/" + id }
-
-// ModelError is a model that does not compile by itself (not one
+// modelError is a model that does not compile by itself (not one
 // instance's problem): the preview has nothing to show.
-type ModelError struct{ Errors compiler.Errors }
+type modelError struct{ Errors compiler.Errors }
 
-func (e *ModelError) Error() string { return "the model does not compile: " + e.Errors.Error() }
+func (e *modelError) Error() string { return "the model does not compile: " + e.Errors.Error() }
 
 // PreviewModel previews the model source archive (a project as PUT .../model
 // takes it; checked by the caller) over the environment's live instances
 // after the cursor after, at most limit of them, evaluating them in
 // chunks, previewParallel at a time. A model that fails by itself is a
-// *ModelError.
-func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, after string, limit int) (ModelPreview, error) {
+// *lsm.ModelFailure.
+func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, after string, limit int) (lsm.ModelPreview, error) {
 	start := time.Now()
 	sum := sha256.Sum256(archive)
-	out := ModelPreview{Hash: hex.EncodeToString(sum[:])}
+	out := lsm.ModelPreview{Hash: hex.EncodeToString(sum[:])}
 	entities, err := l.Store.ListEntities(ctx, envID)
 	if err != nil {
 		return out, err
@@ -107,11 +84,11 @@ func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, af
 	})
 	var page []store.ServiceInstance
 	for i, inst := range live {
-		if after != "" && PreviewCursor(inst.Entity, inst.ID) <= after {
+		if after != "" && lsm.PreviewCursor(inst.Entity, inst.ID) <= after {
 			continue
 		}
 		if len(page) == limit {
-			out.Next = PreviewCursor(live[i-1].Entity, live[i-1].ID)
+			out.Next = lsm.PreviewCursor(live[i-1].Entity, live[i-1].ID)
 			break
 		}
 		st := lifecycles[inst.Entity].States[inst.State]
@@ -138,7 +115,7 @@ func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, af
 		return nil
 	})
 	if bad != nil {
-		return out, &ModelError{Errors: bad}
+		return out, &lsm.ModelFailure{Message: bad.Error()}
 	}
 	if err != nil {
 		return out, err
@@ -151,7 +128,7 @@ func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, af
 		}
 	}
 
-	results := make([]FleetInstance, len(page))
+	results := make([]fleetResult, len(page))
 	resolve := liveResolver(live, lifecycles)
 	pc := previewCompile{l: l, env: env, tree: mt, hash: out.Hash, facts: facts, specs: specs, lifecycles: lifecycles, resolve: resolve}
 	var wg sync.WaitGroup
@@ -174,9 +151,9 @@ func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, af
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		var me *ModelError
+		var me *modelError
 		if errors.As(err, &me) {
-			return out, me
+			return out, &lsm.ModelFailure{Message: me.Errors.Error()}
 		}
 		return out, err
 	}
@@ -198,7 +175,10 @@ func (l *LSM) PreviewModel(ctx context.Context, envID string, archive []byte, af
 			results[i].Comparison = cmps[instanceSet(page[i].Entity, page[i].ID)]
 		}
 	}
-	out.Instances = results
+	out.Instances = make([]lsm.FleetInstance, len(results))
+	for i := range results {
+		out.Instances[i] = results[i].FleetInstance
+	}
 	l.log().Info("model previewed over the service instances", "environment", env.Name, "model", out.Hash,
 		"instances", len(results), "chunks", len(errs), "took", time.Since(start).Round(time.Millisecond))
 	return out, nil
@@ -221,14 +201,14 @@ type previewCompile struct {
 // instance whose evaluation fails is taken out and the others compiled
 // again (a compile that fails returns no resources), so each failing
 // instance costs one more compile of the chunk at most.
-func (p previewCompile) chunk(ctx context.Context, insts []store.ServiceInstance, out []FleetInstance) error {
+func (p previewCompile) chunk(ctx context.Context, insts []store.ServiceInstance, out []fleetResult) error {
 	instances := map[string]map[string]json.RawMessage{}
 	versions := map[string]map[string]int{}
 	rels := map[string]map[string]json.RawMessage{}
 	pending := map[int]bool{}
 	fail := func(i int, errs compiler.Errors) error {
 		b, err := json.Marshal(errs)
-		out[i] = FleetInstance{Failed: true, Errors: b}
+		out[i] = fleetResult{FleetInstance: lsm.FleetInstance{Failed: true, Errors: b}}
 		delete(pending, i)
 		delete(instances[insts[i].Entity], insts[i].ID)
 		return err
@@ -294,7 +274,7 @@ func (p previewCompile) chunk(ctx context.Context, insts []store.ServiceInstance
 		}
 		if len(owned) == 0 {
 			// Nobody's in particular: the model itself (a limit too).
-			return &ModelError{Errors: others}
+			return &modelError{Errors: others}
 		}
 		for i, errs := range owned {
 			if err := fail(i, errs); err != nil {
@@ -307,7 +287,7 @@ func (p previewCompile) chunk(ctx context.Context, insts []store.ServiceInstance
 
 // collect takes each pending instance's resources from a compile, as its
 // export would hold them (purged in a state that purges).
-func (p previewCompile) collect(insts []store.ServiceInstance, out []FleetInstance, pending map[int]bool, res *compiler.Result) error {
+func (p previewCompile) collect(insts []store.ServiceInstance, out []fleetResult, pending map[int]bool, res *compiler.Result) error {
 	bySet := map[string][]compiler.Resource{}
 	for _, r := range res.Resources {
 		if r.ResourceSet != "" {
@@ -338,7 +318,7 @@ func (p previewCompile) collect(insts []store.ServiceInstance, out []FleetInstan
 		if err != nil {
 			b, merr := json.Marshal(compiler.Errors{{Instance: instanceLabel(inst.Entity, inst.ID),
 				Message: "the instance's resources are invalid: " + err.Error()}})
-			out[i] = FleetInstance{Failed: true, Errors: b}
+			out[i] = fleetResult{FleetInstance: lsm.FleetInstance{Failed: true, Errors: b}}
 			if merr != nil {
 				return merr
 			}

@@ -116,10 +116,10 @@ func (s *lsmSetup) instance(t *testing.T, id, state string, sets lsm.Sets) {
 	}
 }
 
-func run[T any](t *testing.T, s *lsmSetup, name string, in any) (T, error) {
+func run[In, Out any](t *testing.T, s *lsmSetup, a workflows.Activity[In, Out], in In) (Out, error) {
 	t.Helper()
-	var out T
-	v, err := s.acts.ExecuteActivity(name, in)
+	var out Out
+	v, err := s.acts.ExecuteActivity(a.Name(), in)
 	if err != nil {
 		return out, err
 	}
@@ -153,12 +153,12 @@ func TestApplyTransfer(t *testing.T) {
 		Event:   workflows.TransferEvent{Trigger: "create", Target: "start", Operations: []lsm.Operation{}, Request: "k1"},
 		Errors:  json.RawMessage("null"),
 		Request: &lsm.IdempotentRequest{Key: "k1", Hash: []byte{7}, Status: 201}}
-	first, err := run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, in)
+	first, err := run(t, s, workflows.ApplyTransferActivity, in)
 	if err != nil || first.Version != 1 || first.State != "start" || first.Identity != "web" || first.CreatedAt.IsZero() {
 		t.Fatalf("apply = %+v %v", first, err)
 	}
 	// The retry (a lost answer) writes nothing and returns the instance.
-	again, err := run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, in)
+	again, err := run(t, s, workflows.ApplyTransferActivity, in)
 	if err != nil || again.State != "start" || again.Version != 1 || !again.UpdatedAt.Equal(first.UpdatedAt) {
 		t.Fatalf("retry = %+v %v, want the instance as first written", again, err)
 	}
@@ -167,7 +167,7 @@ func TestApplyTransfer(t *testing.T) {
 	other := in
 	other.State = "rejected"
 	other.Request = &lsm.IdempotentRequest{Key: "k2", Hash: []byte{8}, Status: 201}
-	_, err = run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, other)
+	_, err = run(t, s, workflows.ApplyTransferActivity, other)
 	var ae *temporal.ApplicationError
 	var at int64
 	if !errors.As(err, &ae) || ae.Type() != lsm.RejectStale || !ae.NonRetryable() || ae.Details(&at) != nil || at != 1 {
@@ -193,12 +193,12 @@ func TestApplyTransfer(t *testing.T) {
 	next.Version, next.State, next.Request = 2, "rejected", nil
 	next.Event = workflows.TransferEvent{Trigger: "auto", Source: "start", Target: "rejected", Error: true, Operations: []lsm.Operation{}}
 	next.Errors = json.RawMessage(`[{"message":"no"}]`)
-	if rec, err := run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, next); err != nil || rec.Version != 2 {
+	if rec, err := run(t, s, workflows.ApplyTransferActivity, next); err != nil || rec.Version != 2 {
 		t.Fatalf("version 2 = %+v %v", rec, err)
 	}
 	skip := next
 	skip.Version = 4
-	_, err = run[workflows.ServiceInstanceRecord](t, s, workflows.ApplyTransferActivity, skip)
+	_, err = run(t, s, workflows.ApplyTransferActivity, skip)
 	if !errors.As(err, &ae) || ae.Type() != lsm.RejectConflict || !ae.NonRetryable() {
 		t.Fatalf("version 4 after 2: %v, want a non-retryable conflict", err)
 	}
@@ -260,7 +260,7 @@ func TestValidateInstance(t *testing.T) {
 	s.instance(t, idOther, "up", lsm.Sets{Active: map[string]any{"name": "db", "fqdn": "stale.example"}})
 	validate := func(id string, attrs map[string]any) workflows.ValidateInstanceResult {
 		t.Helper()
-		res, err := run[workflows.ValidateInstanceResult](t, s, workflows.ValidateInstanceActivity,
+		res, err := run(t, s, workflows.ValidateInstanceActivity,
 			workflows.ValidateInstanceInput{EnvironmentID: s.env.ID, Entity: "vm", InstanceID: id, Attributes: attrs})
 		if err != nil {
 			t.Fatal(err)
@@ -329,7 +329,7 @@ func TestExportInstance(t *testing.T) {
 	s.instance(t, idWeb, "creating", lsm.Sets{Active: active})
 	export := func(mode string, version int64) workflows.ExportInstanceResult {
 		t.Helper()
-		res, err := run[workflows.ExportInstanceResult](t, s, workflows.ExportInstanceActivity, workflows.ExportInstanceInput{
+		res, err := run(t, s, workflows.ExportInstanceActivity, workflows.ExportInstanceInput{
 			EnvironmentID: s.env.ID, Entity: "vm", InstanceID: idWeb, InstanceVersion: version, Mode: mode, Attributes: active})
 		if err != nil {
 			t.Fatal(err)
@@ -338,7 +338,7 @@ func TestExportInstance(t *testing.T) {
 	}
 	check := func(since time.Time) workflows.CheckInstanceDeployResult {
 		t.Helper()
-		res, err := run[workflows.CheckInstanceDeployResult](t, s, workflows.CheckInstanceDeployActivity,
+		res, err := run(t, s, workflows.CheckInstanceDeployActivity,
 			workflows.CheckInstanceDeployInput{EnvironmentID: s.env.ID, Entity: "vm", InstanceID: idWeb, Since: since})
 		if err != nil {
 			t.Fatal(err)
@@ -438,7 +438,7 @@ func TestExportInstance(t *testing.T) {
 func TestExportInstanceFails(t *testing.T) {
 	t.Parallel()
 	s := newLSMSetup(t)
-	res, err := run[workflows.ExportInstanceResult](t, s, workflows.ExportInstanceActivity, workflows.ExportInstanceInput{
+	res, err := run(t, s, workflows.ExportInstanceActivity, workflows.ExportInstanceInput{
 		EnvironmentID: s.env.ID, Entity: "vm", InstanceID: idWeb, InstanceVersion: 3, Mode: workflows.ExportResources,
 		Attributes: map[string]any{"name": "Not A Name"}})
 	if err != nil || !res.Failed || !strings.Contains(string(res.Errors), instanceLabel("vm", idWeb)) {

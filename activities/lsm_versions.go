@@ -92,7 +92,7 @@ func (l *LSM) MigrateAttributes(ctx context.Context, envID, entity string, from,
 // (0: the latest) and the target version's definition. An instance on
 // that version or a newer one, a version the catalog lacks and a mapping
 // the model refuses are the item's failure (failure), not errors.
-func (o *LSMOrders) migrateRequest(ctx context.Context, r itemRun, inst store.ServiceInstance, to int, req OrderRequest) (OrderRequest, string, error) {
+func (o *LSMOrders) migrateRequest(ctx context.Context, r itemRun, inst store.ServiceInstance, to int, req lsm.Request) (lsm.Request, string, error) {
 	if o.Migrate == nil {
 		return req, "this server cannot migrate instances", nil
 	}

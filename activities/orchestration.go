@@ -12,7 +12,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/names"
@@ -58,16 +57,14 @@ type Orchestration struct {
 const deployedSignals = 16
 
 // Register registers the activities under their explicit names.
-func (o *Orchestration) Register(w worker.ActivityRegistry) {
-	register(w, map[string]any{
-		workflows.PlanDeployActivity:   o.PlanDeploy,
-		workflows.FinishDeployActivity: o.FinishDeploy,
-		workflows.MarkBatchActivity:    o.MarkBatch,
-		workflows.PlanRetryActivity:    o.PlanRetry,
-		workflows.TakeRequestsActivity: o.TakeRequests,
-		workflows.RunOutcomeActivity:   o.RunOutcome,
-		workflows.RouteAgentsActivity:  o.RouteAgents,
-	})
+func (o *Orchestration) Register(w workflows.ActivityRegistry) {
+	workflows.PlanDeployActivity.Register(w, o.PlanDeploy)
+	workflows.FinishDeployActivity.Register(w, o.FinishDeploy)
+	workflows.MarkBatchActivity.Register(w, o.MarkBatch)
+	workflows.PlanRetryActivity.Register(w, o.PlanRetry)
+	workflows.TakeRequestsActivity.Register(w, o.TakeRequests)
+	workflows.RunOutcomeActivity.Register(w, o.RunOutcome)
+	workflows.RouteAgentsActivity.Register(w, o.RouteAgents)
 }
 
 // TakeRequests turns the environment's queued requests (and the due

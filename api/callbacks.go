@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/callbackd"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -86,27 +86,11 @@ func CheckCallbackURL(raw string, allowed []string) error {
 	return nil
 }
 
-// CallbackHostAllowed reports whether host is one that allowed admits:
-// an entry is a host name or IP address (equal, without case), or
-// ".example.com" (any host under example.com). Empty allowed admits any.
+// CallbackHostAllowed reports whether host is one that allowed admits
+// (callbackd.HostAllowed: the dispatcher checks every delivery with the
+// same rule).
 func CallbackHostAllowed(host string, allowed []string) bool {
-	if len(allowed) == 0 {
-		return true
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if ip := net.ParseIP(host); ip != nil {
-		host = ip.String()
-	}
-	for _, a := range allowed {
-		a = strings.ToLower(strings.TrimSuffix(a, "."))
-		if ip := net.ParseIP(a); ip != nil {
-			a = ip.String()
-		}
-		if host == a || strings.HasPrefix(a, ".") && strings.HasSuffix(host, a) {
-			return true
-		}
-	}
-	return false
+	return callbackd.HostAllowed(host, allowed)
 }
 
 // createCallback registers a callback: 201 with its secret, once.

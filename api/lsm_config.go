@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -13,7 +11,7 @@ import (
 // /lsm/v1/service_catalog/{entity}/config stores it in the catalog (where
 // GET shows it, as config) and tells the entity's live instances.
 
-// LSMConfigNotifier is the optional capability of an LSMEngine that tells
+// LSMConfigNotifier is the optional capability of an lsm.Engine that tells
 // an entity's live instances its new config; the config route asks
 // s.opts.LSM for it.
 type LSMConfigNotifier interface {
@@ -33,11 +31,7 @@ type entityConfigRequest struct {
 // failure to tell them is a 503 (the config stands: repeat the request
 // and they are told again).
 func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error {
-	env, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathParam(chi.URLParam(r, "entity"))
+	env, name, err := s.lsmEntityParam(r)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -32,21 +30,7 @@ type LSMPreviewer interface {
 	// instance as an update's validation would, and, when that passes,
 	// renders the instance's set from them as its export would. Its
 	// compiles are bounded in time and memory like every other.
-	PreviewInstance(ctx context.Context, envID, entity, instanceID string, attrs map[string]any) (LSMPreview, error)
-}
-
-// LSMPreview is what PreviewInstance found.
-type LSMPreview struct {
-	// OK: the validation passed; Errors are the compile's errors (some
-	// may be other instances', which do not fail it).
-	OK     bool
-	Errors json.RawMessage
-	// ReadOnly are the r attributes the model computed (OK only).
-	ReadOnly map[string]any
-	// Resources are the instance's set as the export would make it;
-	// RenderErrors, when the export would fail.
-	Resources    []intent.Resource
-	RenderErrors json.RawMessage
+	PreviewInstance(ctx context.Context, envID, entity, instanceID string, version int, attrs map[string]any) (lsm.InstancePreview, error)
 }
 
 // MaxDryrunWait bounds ?wait= of an instance's dry-run.
@@ -101,7 +85,7 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// The proposal is of the version of the set it edits.
-	if v := currentEntityVersion(inst); v != lsm.EntityVersion(entity.Version) {
+	if v := inst.CurrentVersion(); v != lsm.EntityVersion(entity.Version) {
 		if entity.Entity, err = s.opts.Store.EntityAt(r.Context(), e.ID, inst.Entity, v); err != nil {
 			return err
 		}
@@ -110,10 +94,10 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 		return Conflict("service instance %s is %s: it takes no more requests", inst.ID, inst.State)
 	}
 	if req.CurrentVersion != nil && *req.CurrentVersion != inst.Version {
-		return rejectionProblem(nil, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: *req.CurrentVersion},
-			&LSMRejection{Reason: lsm.RejectStale, Version: inst.Version})
+		return rejectionProblem(nil, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: *req.CurrentVersion},
+			&lsm.Rejection{Reason: lsm.RejectStale, Version: inst.Version})
 	}
-	current := currentAttributes(inst)
+	current := inst.Current()
 	next := make(map[string]any, len(current)+len(req.Attributes))
 	for k, v := range current {
 		next[k] = v
@@ -140,7 +124,8 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 			out.Allowed = append(out.Allowed, ev.String())
 		}
 	}
-	pv, err := s.opts.LSMPreview.PreviewInstance(r.Context(), e.ID, entity.Name, inst.ID,
+	// The proposal is of the version of the set an update edits.
+	pv, err := s.opts.LSMPreview.PreviewInstance(r.Context(), e.ID, entity.Name, inst.ID, inst.CurrentVersion(),
 		lsm.WithoutReadOnly(entity.Attributes, next))
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // TestEventStreamsAreBounded: a server serving its MaxEventStreams
@@ -82,21 +84,17 @@ func TestEventStreamsAreBounded(t *testing.T) {
 	}
 	cancel()
 	first.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
 	var third *http.Response
-	for {
+	wait.For(t, "a stream served after the first ended", 10*time.Second, func() error {
 		resp, cancel3 := open()
-		defer cancel3()
+		t.Cleanup(cancel3)
 		if resp.StatusCode == 200 {
 			third = resp
-			break
+			return nil
 		}
 		resp.Body.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("no stream served after the first ended: %d", resp.StatusCode)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("status %d", resp.StatusCode)
+	})
 	// An idle stream sends heartbeats (every 50 ms here), and ends when
 	// the hub closes (the server shuts down).
 	sc = bufio.NewScanner(third.Body)
@@ -193,16 +191,12 @@ func TestEventStreamsPerCaller(t *testing.T) {
 	}
 	served(func() *http.Response { r, _ := open(other); return r }())
 	cancelFirst()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, "the caller's stream to be served after one ended", 10*time.Second, func() error {
 		resp, _ := open(greedy)
 		if resp.StatusCode == http.StatusOK {
 			served(resp)
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the caller's stream after one ended: %d, want 200", resp.StatusCode)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("status %d, want 200", resp.StatusCode)
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"unicode/utf8"
+
+	"github.com/intendhq/intend/internal/lsm"
 )
 
 // Expert mode (issue 14, B.7): POST .../service_inventory/{entity}/{id}/expert
@@ -17,19 +19,6 @@ import (
 
 // maxExpertReason bounds an expert transfer's reason.
 const maxExpertReason = 1000
-
-// ExpertChange is what an expert transfer forces: State ("" keeps it)
-// and the sets whose Set* is true (each replaced whole).
-type ExpertChange struct {
-	State        string
-	SetCandidate bool
-	Candidate    map[string]any
-	SetActive    bool
-	Active       map[string]any
-	SetRollback  bool
-	Rollback     map[string]any
-	Reason       string
-}
 
 // expertRequest is the body of POST .../expert.
 type expertRequest struct {
@@ -67,7 +56,7 @@ func (s *Server) expertInstance(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(lw.body, &req); err != nil {
 		return err
 	}
-	var ch ExpertChange
+	var ch lsm.ExpertChange
 	switch {
 	case req.Reason == nil || *req.Reason == "":
 		return InvalidField("/reason", "required: why the lifecycle is overridden (kept in the instance's log)")
@@ -96,10 +85,10 @@ func (s *Server) expertInstance(w http.ResponseWriter, r *http.Request) error {
 		return Validation("an expert transfer forces a state or an attribute set; the request names neither",
 			FieldError{Field: "/state", Detail: "required unless an attribute set is given"})
 	}
-	inst, err := s.writeTarget(r, lw, LSMExpert, req.CurrentVersion)
+	inst, err := s.writeTarget(r, lw, lsm.OpExpert, req.CurrentVersion)
 	if err != nil {
 		return err
 	}
-	return s.send(w, r, lw, LSMRequest{Op: LSMExpert, InstanceID: inst.ID, CurrentVersion: inst.Version, Expert: &ch},
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpExpert, InstanceID: inst.ID, CurrentVersion: inst.Version, Expert: &ch},
 		http.StatusOK)
 }

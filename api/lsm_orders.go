@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +21,7 @@ import (
 // of service instances in one request, run by one workflow.
 
 // MaxOrderItems bounds the items of one order.
-const MaxOrderItems = 10000
+const MaxOrderItems = lsm.MaxOrderItems
 
 // maxOrderBodyBytes bounds an order's body (10,000 items of about a
 // kilobyte each), unless the server's body limit is larger.
@@ -38,26 +35,8 @@ type LSMOrders interface {
 	StartOrder(ctx context.Context, env store.Environment, id string) error
 }
 
-// orderRequest is POST /lsm/v1/orders.
-type orderRequest struct {
-	Policy string             `json:"policy"`
-	Items  []orderItemRequest `json:"items"`
-}
-
-// orderItemRequest is one item of an order.
-type orderItemRequest struct {
-	ID            string         `json:"id"`
-	Operation     string         `json:"operation"`
-	ServiceEntity string         `json:"service_entity"`
-	Instance      string         `json:"instance,omitempty"`
-	Attributes    map[string]any `json:"attributes,omitempty"`
-	Edit          []lsm.Edit     `json:"edit,omitempty"`
-	DependsOn     []string       `json:"depends_on,omitempty"`
-}
-
-// orderItemID is what an item's id may be: it names the item in paths,
-// messages and the per-item Idempotency-Key of its instance request.
-var orderItemID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$`)
+// orderItemID is what an item's id may be (lsm.OrderItemID).
+var orderItemID = lsm.OrderItemID
 
 // createOrder checks every item of an order, refuses it whole (422, one
 // entry per fault, each at its item's pointer) when any is bad, else
@@ -74,15 +53,20 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) error {
 	if done, err := s.replay(w, r, &lw); err != nil || done {
 		return err
 	}
-	var req orderRequest
+	var req lsm.OrderRequest
 	if err := decodeJSON(lw.body, &req); err != nil {
 		return err
 	}
-	items, errs, err := s.checkOrder(r.Context(), lw.env, req)
+	inv, err := s.gatherOrderInventory(r.Context(), lw.env, req)
 	if err != nil {
 		return err
 	}
-	if len(errs) > 0 {
+	items, problems := lsm.CheckOrder(req, inv, newUUID)
+	if len(problems) > 0 {
+		errs := make([]FieldError, len(problems))
+		for i, p := range problems {
+			errs[i] = FieldError{Field: p.Field, Detail: p.Detail}
+		}
 		return Validation(fmt.Sprintf("the order is refused, nothing was started: %d problem(s) in its items", len(errs)), errs...)
 	}
 	if s.opts.LSM == nil || s.opts.Orders == nil {
@@ -126,224 +110,89 @@ func (s *Server) writeOrder(w http.ResponseWriter, r *http.Request, lw *lsmWrite
 	return nil
 }
 
-// checkOrder checks an order's items as the single-instance routes check
-// their requests, all of them, and returns them ready to write, or every
-// problem found.
-func (s *Server) checkOrder(ctx context.Context, env store.Environment, req orderRequest) ([]store.NewOrderItem, []FieldError, error) {
-	var errs []FieldError
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
-	}
-	switch req.Policy {
-	case lsm.OrderAllOrNothing, lsm.OrderBestEffort:
-	case "":
-		bad("/policy", `required: "all_or_nothing" or "best_effort"`)
-	default:
-		bad("/policy", `must be "all_or_nothing" or "best_effort"`)
-	}
-	switch n := len(req.Items); {
-	case n == 0:
-		bad("/items", "required: at least one item")
-	case n > MaxOrderItems:
-		bad("/items", "an order holds at most %d items, not %d", MaxOrderItems, n)
-	}
-	if len(errs) > 0 {
-		return nil, errs, nil
-	}
-	entities := map[string]*store.ServiceEntity{}
-	entity := func(name string) (*store.ServiceEntity, error) {
-		if e, ok := entities[name]; ok {
-			return e, nil
-		}
-		e, err := s.opts.Store.GetEntity(ctx, env.ID, name)
-		if errors.Is(err, store.ErrNotFound) {
-			entities[name] = nil
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		entities[name] = &e
-		return &e, nil
-	}
-	ids := make(map[string]int, len(req.Items))
-	identities := map[string]int{} // entity NUL identity → item creating it
-	instances := map[string]int{}  // instance id → item on it
-	var refChecks []orderRefCheck  // after the loop: references may name the order's creates
-	out := make([]store.NewOrderItem, len(req.Items))
-	for i, it := range req.Items {
-		at := "/items/" + strconv.Itoa(i)
-		switch j, dup := ids[it.ID]; {
-		case it.ID == "":
-			bad(at+"/id", "required: the item's id, unique in the order")
-		case !orderItemID.MatchString(it.ID):
-			bad(at+"/id", "must be 1 to 100 letters, digits and . _ : / -, starting with a letter or digit")
-		case dup:
-			bad(at+"/id", "duplicate: item %d has the id %q", j, it.ID)
-		default:
-			ids[it.ID] = i
-		}
-		spec, err := json.Marshal(it)
-		if err != nil {
-			return nil, nil, err
-		}
-		out[i] = store.NewOrderItem{ItemID: it.ID, Operation: it.Operation, Entity: it.ServiceEntity, Spec: spec}
-		switch it.Operation {
-		case lsm.OpCreate, lsm.OpUpdate, lsm.OpDelete:
-		case "":
-			bad(at+"/operation", `required: "create", "update" or "delete"`)
-			continue
-		default:
-			bad(at+"/operation", `must be "create", "update" or "delete"`)
-			continue
-		}
-		if it.ServiceEntity == "" {
-			bad(at+"/service_entity", "required: the service entity")
-			continue
-		}
-		ent, err := entity(it.ServiceEntity)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ent == nil {
-			bad(at+"/service_entity", "the catalog has no service entity %q", it.ServiceEntity)
-			continue
-		}
-		if it.Operation == lsm.OpCreate {
-			if it.Instance != "" {
-				bad(at+"/instance", "a create names no instance: the order gives the new one its id")
-			}
-			if it.Edit != nil {
-				bad(at+"/edit", "a create takes attributes, not edits")
-			}
-			var ae *lsm.AttributeError
-			if err := lsm.CheckCreate(ent.Attributes, it.Attributes); errors.As(err, &ae) {
-				errs = append(errs, attributeErrors(at+"/attributes/", ae.Problems)...)
-			}
-			refChecks = append(refChecks, orderRefCheck{at: at, specs: ent.Attributes, attrs: it.Attributes})
-			out[i].InstanceID = newUUID()
-			if ident := lsm.Identity(ent.Identity, lsm.WithDefaults(ent.Attributes, it.Attributes)); ident != "" {
-				field := at + "/attributes/" + escapePointer(ent.Identity)
-				k := ent.Name + "\x00" + ident
-				if j, ok := identities[k]; ok {
-					bad(field, "item %d creates the %s with identity %q too", j, ent.Name, ident)
-				} else if _, err := s.opts.Store.GetInstance(ctx, env.ID, ent.Name, ident); err == nil {
-					bad(field, "a live %s has the identity %q", ent.Name, ident)
-				} else if !errors.Is(err, store.ErrNotFound) {
-					return nil, nil, err
-				}
-				identities[k] = i
-			}
-			continue
-		}
-		// An update or a delete names a live instance, by id or identity.
-		if it.Instance == "" {
-			bad(at+"/instance", "required: the instance's id or identity")
-			continue
-		}
-		inst, err := s.opts.Store.GetInstance(ctx, env.ID, ent.Name, it.Instance)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			bad(at+"/instance", "the inventory has no %s %q", ent.Name, it.Instance)
-			continue
-		case err != nil:
-			return nil, nil, err
-		case inst.Deleted:
-			bad(at+"/instance", "%s %s is %s: it takes no more requests", ent.Name, inst.ID, inst.State)
-			continue
-		}
-		if j, ok := instances[inst.ID]; ok {
-			bad(at+"/instance", "item %d is on the same instance: an order has one item per instance", j)
-			continue
-		}
-		instances[inst.ID] = i
-		out[i].InstanceID = inst.ID
-		if it.Operation == lsm.OpDelete {
-			if it.Attributes != nil || it.Edit != nil {
-				bad(at, "a delete takes no attributes or edits")
-			}
-			continue
-		}
-		var next map[string]any
-		switch {
-		case len(it.Attributes) > 0 && len(it.Edit) > 0:
-			bad(at, "an update takes attributes (as PATCH /lsm/v1) or edit (as PATCH /lsm/v2), not both")
-			continue
-		case len(it.Attributes) > 0:
-			next = lsm.MergeAttributes(currentAttributes(inst), it.Attributes)
-		case len(it.Edit) > 0:
-			if next, err = applyEdits(currentAttributes(inst), it.Edit); err != nil {
-				var p *Problem
-				if !errors.As(err, &p) {
-					return nil, nil, err
-				}
-				for _, fe := range p.Errors {
-					errs = append(errs, FieldError{Field: at + fe.Field, Detail: fe.Detail})
-				}
+// maxOrderReadRounds bounds the rounds of gatherOrderInventory (it
+// needs four: lsm.OrderLookups).
+const maxOrderReadRounds = 8
+
+// referenceRead is a reference's key among the keys read.
+type referenceRead lsm.InstanceKey
+
+// gatherOrderInventory reads what lsm.CheckOrder looks up of the
+// environment for req: the keys lsm.OrderLookups names, read and added
+// to the snapshot, until it names none not read yet. Each key is read
+// once (an order has at most MaxOrderItems items, each a few keys: a
+// larger one looks nothing up); references are resolved in one query
+// per round.
+func (s *Server) gatherOrderInventory(ctx context.Context, env store.Environment, req lsm.OrderRequest) (lsm.OrderInventory, error) {
+	inv := lsm.OrderInventory{Entities: map[string]lsm.Entity{}, EntityVersions: map[lsm.VersionKey]lsm.Entity{},
+		Instances: map[lsm.InstanceKey]lsm.Instance{}, Live: map[lsm.InstanceKey]bool{}}
+	read := map[any]bool{}
+	for range maxOrderReadRounds {
+		need := lsm.OrderLookups(req, inv)
+		progress := false
+		for _, name := range need.Entities {
+			if read[name] {
 				continue
 			}
-		default:
-			bad(at+"/attributes", "required: the attributes to change, by name (or edit, a list of dict-path edits)")
-			continue
-		}
-		var ae *lsm.AttributeError
-		specs := ent.Attributes
-		if v := currentEntityVersion(inst); v != lsm.EntityVersion(ent.Version) {
-			// An instance of an older version: its version's attributes.
-			old, err := s.opts.Store.EntityAt(ctx, env.ID, ent.Name, v)
+			read[name], progress = true, true
+			e, err := s.opts.Store.GetEntity(ctx, env.ID, name)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
 			if err != nil {
-				return nil, nil, err
+				return inv, err
 			}
-			specs = old.Attributes
+			inv.Entities[name] = e.Entity
 		}
-		if err := lsm.CheckUpdate(specs, currentAttributes(inst), next); errors.As(err, &ae) {
-			errs = append(errs, attributeErrors(at+"/attributes/", ae.Problems)...)
+		for _, k := range need.Instances {
+			if read[k] {
+				continue
+			}
+			read[k], progress = true, true
+			inst, err := s.opts.Store.GetInstance(ctx, env.ID, k.Entity, k.Ref)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return inv, err
+			}
+			inv.Instances[k] = inst
 		}
-		refChecks = append(refChecks, orderRefCheck{at: at, specs: ent.Attributes, attrs: changed(currentAttributes(inst), next)})
-	}
-	refErrs, err := s.checkOrderReferences(ctx, env.ID, refChecks, identities)
-	if err != nil {
-		return nil, nil, err
-	}
-	errs = append(errs, refErrs...)
-	// Dependencies, once every id is known.
-	deps := make([][]int, len(req.Items))
-	depsOK := true
-	for i, it := range req.Items {
-		for k, d := range it.DependsOn {
-			field := fmt.Sprintf("/items/%d/depends_on/%d", i, k)
-			j, ok := ids[d]
-			switch {
-			case !ok:
-				bad(field, "the order has no item %q", d)
-				depsOK = false
-			case j == i:
-				bad(field, "an item cannot depend on itself")
-				depsOK = false
-			case !slices.Contains(deps[i], j):
-				deps[i] = append(deps[i], j)
+		for _, k := range need.EntityVersions {
+			if read[k] {
+				continue
+			}
+			read[k], progress = true, true
+			e, err := s.opts.Store.EntityAt(ctx, env.ID, k.Name, k.Version)
+			if err != nil {
+				return inv, err
+			}
+			inv.EntityVersions[k] = e
+		}
+		var refs []lsm.Reference
+		for _, k := range need.References {
+			if rk := referenceRead(k); !read[rk] {
+				read[rk] = true
+				refs = append(refs, lsm.Reference{Entity: k.Entity, Value: k.Ref})
 			}
 		}
-		out[i].Deps = deps[i]
-	}
-	if depsOK {
-		if cycle := lsm.FindCycle(deps); cycle != nil {
-			names := make([]string, len(cycle))
-			for k, p := range cycle {
-				names[k] = req.Items[p].ID
+		if len(refs) > 0 {
+			progress = true
+			resolved, err := s.opts.Store.ResolveReferences(ctx, env.ID, refs)
+			if err != nil {
+				return inv, err
 			}
-			first, next := cycle[0], req.Items[cycle[1]].ID
-			k := 0
-			for n, d := range req.Items[first].DependsOn {
-				if d == next {
-					k = n
-					break
+			for _, r := range resolved {
+				if r.ID != "" {
+					inv.Live[lsm.InstanceKey{Entity: r.Entity, Ref: r.Value}] = true
 				}
 			}
-			bad(fmt.Sprintf("/items/%d/depends_on/%d", first, k), "a dependency cycle: %s", strings.Join(names, " → "))
+		}
+		if !progress {
+			return inv, nil
 		}
 	}
-	return out, errs, nil
+	return inv, fmt.Errorf("order inventory: still reading after %d rounds", maxOrderReadRounds)
 }
 
 // getOrder returns an order with its items and their outcomes.

@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/intendhq/intend/client"
-	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/lsm"
 )
 
 // The preview of a model change over the fleet (docs/lsm.md, "Preview of
@@ -23,33 +23,9 @@ type ModelPreviewer interface {
 	// state exports resources), as their exports would once the model
 	// reaches them, and compares each set with the released version's,
 	// changing nothing. A model that does not compile by itself is a
-	// *ModelFailure.
-	PreviewModel(ctx context.Context, envID string, archive []byte, after string, limit int) (ModelPreview, error)
+	// *lsm.ModelFailure.
+	PreviewModel(ctx context.Context, envID string, archive []byte, after string, limit int) (lsm.ModelPreview, error)
 }
-
-// ModelPreview is a page of a preview.
-type ModelPreview struct {
-	Hash        string
-	BaseVersion int64
-	Instances   []PreviewedInstance
-	Skipped     int
-	Next        string
-}
-
-// PreviewedInstance is one instance's outcome: Failed with Errors, or
-// the comparison of its set.
-type PreviewedInstance struct {
-	Instance   store.ServiceInstance
-	Failed     bool
-	Errors     json.RawMessage
-	Comparison store.SetComparison
-}
-
-// ModelFailure is a previewed model that fails by itself, whoever's
-// attributes it is given: Message is its compile's errors.
-type ModelFailure struct{ Message string }
-
-func (e *ModelFailure) Error() string { return e.Message }
 
 const (
 	// DefaultPreviewLimit and MaxPreviewLimit bound the instances a page
@@ -88,7 +64,7 @@ func (s *Server) previewModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p, err := s.opts.ModelPreview.PreviewModel(r.Context(), e.ID, archive, r.URL.Query().Get("after"), limit)
-	if mf, ok := errors.AsType[*ModelFailure](err); ok {
+	if mf, ok := errors.AsType[*lsm.ModelFailure](err); ok {
 		return Validation("the model does not compile on the server: " + mf.Message)
 	}
 	if err != nil {
@@ -102,7 +78,7 @@ func (s *Server) previewModel(w http.ResponseWriter, r *http.Request) error {
 // wireModelPreview is a page of a preview on the wire, its instances
 // cut after the one that takes the answer past maxBytes (next then
 // points after the last one kept).
-func wireModelPreview(p ModelPreview, maxBytes int) client.ModelPreview {
+func wireModelPreview(p lsm.ModelPreview, maxBytes int) client.ModelPreview {
 	out := client.ModelPreview{Model: p.Hash, BaseVersion: p.BaseVersion, Instances: []client.InstancePreview{},
 		Counts: map[string]int{}, Skipped: p.Skipped, Next: p.Next}
 	size := 0
@@ -114,17 +90,14 @@ func wireModelPreview(p ModelPreview, maxBytes int) client.ModelPreview {
 		out.Instances = append(out.Instances, in)
 		out.Counts[in.Status]++
 		if size > maxBytes && i < len(p.Instances)-1 {
-			out.Next = PreviewCursor(in.ServiceEntity, in.ID)
+			out.Next = lsm.PreviewCursor(in.ServiceEntity, in.ID)
 			break
 		}
 	}
 	return out
 }
 
-// PreviewCursor is the cursor of an instance in a preview's order.
-func PreviewCursor(entity, id string) string { return entity + "/" + id }
-
-func wirePreviewedInstance(pi PreviewedInstance) client.InstancePreview {
+func wirePreviewedInstance(pi lsm.FleetInstance) client.InstancePreview {
 	i := pi.Instance
 	out := client.InstancePreview{ServiceEntity: i.Entity, ID: i.ID, Identity: i.Identity, State: i.State,
 		EntityVersion: i.EntityVersion, Status: client.PreviewUnchanged}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
-	"github.com/intendhq/intend/internal/store"
 )
 
 // TestPreviewPageIsBounded: a page of a preview whose instances' changes
@@ -15,13 +15,13 @@ import (
 // the previewer's next.
 func TestPreviewPageIsBounded(t *testing.T) {
 	t.Parallel()
-	big := map[string]store.Change{"content": {From: strings.Repeat("a", 600), To: "x"}}
-	var p ModelPreview
+	big := map[string]intent.Change{"content": {From: strings.Repeat("a", 600), To: "x"}}
+	var p lsm.ModelPreview
 	for _, id := range []string{"a", "b", "c"} {
-		p.Instances = append(p.Instances, PreviewedInstance{Instance: lsm.Instance{Entity: "vm", ID: id, State: "up"},
-			Comparison: store.SetComparison{Modified: []store.ModifiedResource{{ID: "fs::File[h,path=/" + id + "]", Changes: big}}}})
+		p.Instances = append(p.Instances, lsm.FleetInstance{Instance: lsm.Instance{Entity: "vm", ID: id, State: "up"},
+			Comparison: lsm.SetComparison{Modified: []intent.ModifiedResource{{ID: "fs::File[h,path=/" + id + "]", Changes: big}}}})
 	}
-	p.Instances = append(p.Instances, PreviewedInstance{Instance: lsm.Instance{Entity: "vm", ID: "d"}, Failed: true,
+	p.Instances = append(p.Instances, lsm.FleetInstance{Instance: lsm.Instance{Entity: "vm", ID: "d"}, Failed: true,
 		Errors: json.RawMessage(`[{"message":"no"}]`)})
 	p.Next = "vm/d"
 
@@ -34,7 +34,7 @@ func TestPreviewPageIsBounded(t *testing.T) {
 		t.Errorf("page within bounds: %d instances, next %q, counts %v", len(whole.Instances), whole.Next, whole.Counts)
 	}
 	// One instance alone past the bound is still answered.
-	one := wireModelPreview(ModelPreview{Instances: p.Instances[:1]}, 10)
+	one := wireModelPreview(lsm.ModelPreview{Instances: p.Instances[:1]}, 10)
 	if len(one.Instances) != 1 || one.Next != "" {
 		t.Errorf("one instance past the bound: %+v", one)
 	}

@@ -20,7 +20,7 @@ import (
 // one (client.InstanceReferrer).
 type InstanceReferrer = client.InstanceReferrer
 
-func referrerViews(rs []store.Referrer) []InstanceReferrer {
+func referrerViews(rs []lsm.Referrer) []InstanceReferrer {
 	out := make([]InstanceReferrer, len(rs))
 	for i, r := range rs {
 		out[i] = InstanceReferrer{ServiceEntity: r.Entity, ID: r.ID, Identity: r.Identity, Attribute: r.Attribute, State: r.State}
@@ -47,26 +47,13 @@ func (s *Server) getReferencedBy(w http.ResponseWriter, r *http.Request) error {
 // their entity, each such attribute at prefix and its name (the store
 // refuses them again when the transfer is written).
 func (s *Server) checkReferences(ctx context.Context, envID string, specs []lsm.AttributeSpec, attrs map[string]any, prefix string) error {
-	problems, err := s.referenceProblems(ctx, envID, specs, attrs, nil)
-	if err != nil || len(problems) == 0 {
-		return err
-	}
-	return Validation(fmt.Sprintf("%d reference(s) name no live instance", len(problems)), attributeErrors(prefix, problems)...)
-}
-
-func (s *Server) referenceProblems(ctx context.Context, envID string, specs []lsm.AttributeSpec, attrs map[string]any, skip func(lsm.Reference) bool) ([]lsm.AttributeProblem, error) {
-	var refs []lsm.Reference
-	for _, r := range lsm.References(specs, attrs) {
-		if skip == nil || !skip(r) {
-			refs = append(refs, r)
-		}
-	}
+	refs := lsm.References(specs, attrs)
 	if len(refs) == 0 {
-		return nil, nil
+		return nil
 	}
 	resolved, err := s.opts.Store.ResolveReferences(ctx, envID, refs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var problems []lsm.AttributeProblem
 	for _, r := range resolved {
@@ -74,12 +61,15 @@ func (s *Server) referenceProblems(ctx context.Context, envID string, specs []ls
 			problems = append(problems, store.NoSuchInstance(r.Reference))
 		}
 	}
-	return problems, nil
+	if len(problems) == 0 {
+		return nil
+	}
+	return Validation(fmt.Sprintf("%d reference(s) name no live instance", len(problems)), attributeErrors(prefix, problems)...)
 }
 
 // referencedProblem is the 409 of a delete of an instance others
 // reference: errors and referrers name each.
-func referencedProblem(req LSMRequest, rej *LSMRejection) *Problem {
+func referencedProblem(req lsm.Request, rej *lsm.Rejection) *Problem {
 	p := Conflict("service instance %s is referenced by %d live instance(s): delete them first, or change their references",
 		req.InstanceID, len(rej.Referrers))
 	for _, r := range rej.Referrers {
@@ -88,47 +78,8 @@ func referencedProblem(req LSMRequest, rej *LSMRejection) *Problem {
 			name = fmt.Sprintf("%s (%s)", r.Identity, r.ID)
 		}
 		p.Errors = append(p.Errors, FieldError{Field: "", Detail: fmt.Sprintf("referenced by %s %s, attribute %s (state %s)",
-			r.ServiceEntity, name, r.Attribute, r.State)})
+			r.Entity, name, r.Attribute, r.State)})
 	}
-	p.Referrers = rej.Referrers
+	p.Referrers = referrerViews(rej.Referrers)
 	return p
-}
-
-// changed is what next sets differently from current: the attributes a
-// v2 edit touched (only those need their references checked; the
-// others were checked when they were set).
-func changed(current, next map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range next {
-		if old, ok := current[k]; !ok || fmt.Sprint(old) != fmt.Sprint(v) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// orderRefCheck is an order item's attributes whose references to check.
-type orderRefCheck struct {
-	at    string
-	specs []lsm.AttributeSpec
-	attrs map[string]any
-}
-
-// checkOrderReferences refuses the references of an order's items that
-// name no live instance and no instance a create of the order makes (by
-// its identity: such an item should depend on that create, or the store
-// refuses it if it runs first).
-func (s *Server) checkOrderReferences(ctx context.Context, envID string, checks []orderRefCheck, creates map[string]int) ([]FieldError, error) {
-	var errs []FieldError
-	for _, c := range checks {
-		problems, err := s.referenceProblems(ctx, envID, c.specs, c.attrs, func(r lsm.Reference) bool {
-			_, ok := creates[r.Entity+"\x00"+r.Value]
-			return ok
-		})
-		if err != nil {
-			return nil, err
-		}
-		errs = append(errs, attributeErrors(c.at+"/attributes/", problems)...)
-	}
-	return errs, nil
 }

@@ -43,11 +43,7 @@ func (s *Server) catalogEntity(ctx context.Context, envID string, ent store.Serv
 
 // getEntityVersion is GET /lsm/v1/service_catalog/{entity}/versions/{version}.
 func (s *Server) getEntityVersion(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathParam(chi.URLParam(r, "entity"))
+	e, name, err := s.lsmEntityParam(r)
 	if err != nil {
 		return err
 	}
@@ -120,14 +116,14 @@ func (s *Server) migrateInstance(w http.ResponseWriter, r *http.Request) error {
 	if req.CurrentVersion != nil {
 		version = *req.CurrentVersion
 	}
-	if inst, err = s.writeTarget(r, lw, LSMMigrate, &version); err != nil {
+	if inst, err = s.writeTarget(r, lw, lsm.OpMigrate, &version); err != nil {
 		return err
 	}
 	to := lsm.EntityVersion(lw.entity.Version)
 	if req.ToVersion != nil {
 		to = *req.ToVersion
 	}
-	from := currentEntityVersion(inst)
+	from := inst.CurrentVersion()
 	if to <= from {
 		return InvalidField("/to_version", fmt.Sprintf("must be newer than version %d, the instance's", from))
 	}
@@ -140,7 +136,7 @@ func (s *Server) migrateInstance(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.LSMMigrate == nil {
 		return Unavailable("the lifecycle engine is not running in this server")
 	}
-	attrs, err := s.opts.LSMMigrate.MigrateAttributes(r.Context(), lw.env.ID, lw.entity.Name, from, to, currentAttributes(inst))
+	attrs, err := s.opts.LSMMigrate.MigrateAttributes(r.Context(), lw.env.ID, lw.entity.Name, from, to, inst.Current())
 	if errs, ok := errors.AsType[compiler.Errors](err); ok {
 		return Validation(fmt.Sprintf("the model's migration of %s from version %d to %d failed: %s", inst.ID, from, to, errs.Error()),
 			FieldError{Field: "/to_version", Detail: errs.Error()})
@@ -148,17 +144,8 @@ func (s *Server) migrateInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.send(w, r, lw, LSMRequest{Op: LSMMigrate, InstanceID: inst.ID, CurrentVersion: inst.Version,
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpMigrate, InstanceID: inst.ID, CurrentVersion: inst.Version,
 		Attributes: attrs}, http.StatusOK)
-}
-
-// currentEntityVersion is the version of the set an update edits
-// (currentAttributes).
-func currentEntityVersion(inst store.ServiceInstance) int {
-	if inst.Candidate != nil {
-		return lsm.EntityVersion(inst.CandidateVersion)
-	}
-	return lsm.EntityVersion(inst.ActiveVersion)
 }
 
 // migrateEntityRequest is POST /lsm/v1/service_catalog/{entity}/migrate.

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,105 +21,11 @@ import (
 // The inventory's writes (docs/api.md, "Lifecycle service manager"):
 // create, update (v1: attributes; v2: dict-path edits), delete and
 // set-state. Each is one Update of the instance's workflow, sent through
-// the LSMEngine; the response waits until the transfer is written.
+// the lsm.Engine; the response waits until the transfer is written.
 
 // IdempotencyKeyHeader names the optional key that makes a write safe to
 // repeat: the first response is stored for a day and returned again.
 const IdempotencyKeyHeader = client.IdempotencyKeyHeader
-
-// The requests an instance's workflow takes (LSMRequest.Op).
-const (
-	LSMCreate   = "create"
-	LSMUpdate   = "update"
-	LSMSetState = "set_state"
-	LSMDelete   = "delete"
-	LSMExpert   = "expert"
-	// LSMMigrate moves an instance to a newer version of its entity
-	// (lsm_versions.go): Entity is the target version, Attributes the
-	// mapped set.
-	LSMMigrate = "migrate"
-)
-
-// LSMRequest is one write to a service instance, as the engine sends it.
-type LSMRequest struct {
-	Environment store.Environment
-	// Entity is the catalog's entity: the workflow judges requests with
-	// its attributes and lifecycle.
-	Entity     lsm.Entity
-	InstanceID string
-	// Op is LSMCreate, LSMUpdate, LSMSetState or LSMDelete.
-	Op string
-	// UpdateID identifies the request to Temporal: the Idempotency-Key,
-	// or a fresh id.
-	UpdateID string
-	// CurrentVersion is the version the client saw (all but create).
-	CurrentVersion int64
-	// Attributes are the create's attributes or the update's whole new
-	// candidate set.
-	Attributes map[string]any
-	// Target is the state a set-state asks for.
-	Target string
-	// Idempotent, when the client sent a key, makes the engine store the
-	// instance as written as the first response, with the transfer.
-	Idempotent *lsm.IdempotentRequest
-	// Actor is who asked (auth.Principal.Actor), kept in the instance's
-	// log with the transfer.
-	Actor string
-	// AutoTransfersOff is the entity's config as the request read it: a
-	// create's workflow starts with it (lsm_config.go).
-	AutoTransfersOff bool
-	// Expert is what an expert transfer forces (LSMExpert).
-	Expert *ExpertChange
-}
-
-// LSMEngine sends the inventory's writes to the lifecycle engine, one
-// workflow per instance.
-type LSMEngine interface {
-	// Send sends req as an Update of the instance's workflow (a create
-	// with update-with-start, starting the workflow) and waits until it
-	// completed: the transfer is written, and the instance as written is
-	// returned. Temporal applies an UpdateID once per workflow run, so
-	// sending the same request twice is safe. Errors: an *LSMRejection
-	// when the workflow refused the request (nothing was written);
-	// ErrLSMPending when it was accepted (it will be applied) but did not
-	// complete within the engine's wait; ErrLSMUnavailable (wrapped) when
-	// Temporal could not be reached or did not take the request in time.
-	// Safe for concurrent use.
-	Send(ctx context.Context, req LSMRequest) (store.ServiceInstance, error)
-
-	// ModelChanged tells the environment's live instances that its model
-	// source is now hash, so that they export their resources again,
-	// built by it (durably: a workflow does it). Safe for concurrent use.
-	ModelChanged(ctx context.Context, env store.Environment, hash string) error
-}
-
-// LSMRejection is a request the instance's workflow refused.
-type LSMRejection struct {
-	// Reason is one of the Reject* constants.
-	Reason  string
-	Message string
-	// Version is the instance's version (lsm.RejectStale).
-	Version int64
-	// State and Allowed are the instance's state and the events it has
-	// transfers for (lsm.RejectIllegal).
-	State   string
-	Allowed []lsm.Event
-	// Problems are the attributes at fault (lsm.RejectInvalid).
-	Problems []lsm.AttributeProblem
-	// Referrers are the instances that reference it (lsm.RejectReferenced).
-	Referrers []InstanceReferrer
-}
-
-func (e *LSMRejection) Error() string { return e.Reason + ": " + e.Message }
-
-var (
-	// ErrLSMPending: the request was accepted but not applied within the
-	// wait; it will be.
-	ErrLSMPending = errors.New("the request was accepted and is still being applied")
-	// ErrLSMUnavailable: Temporal is unreachable or did not take the
-	// request in time.
-	ErrLSMUnavailable = errors.New("the lifecycle engine is unavailable")
-)
 
 // lsmWrite is what every write resolves before it is sent.
 type lsmWrite struct {
@@ -213,11 +118,11 @@ func keyReused(key string) *Problem {
 // send sends req and writes the instance as written with status. With an
 // Idempotency-Key, the key is the update id and the engine stores the
 // response with the transfer; without one, a fresh id is used.
-func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req LSMRequest, status int) error {
+func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req lsm.Request, status int) error {
 	if s.opts.LSM == nil {
 		return Unavailable("the lifecycle engine is not running in this server")
 	}
-	req.Environment, req.Entity, req.Actor = lw.env, lw.entity.Entity, principal(r).Actor()
+	req.Env, req.Entity, req.Actor = lw.env.LSM(), lw.entity.Entity, principal(r).Actor()
 	req.AutoTransfersOff = !lw.entity.Config.AutoTransfers
 	noteAudit(r, map[string]any{"entity": lw.entity.Name, "instance": req.InstanceID, "op": req.Op})
 	if lw.key != "" {
@@ -248,16 +153,16 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req L
 }
 
 // engineProblem maps what the engine returned to a problem.
-func (s *Server) engineProblem(w http.ResponseWriter, r *http.Request, req LSMRequest, err error) error {
-	var rej *LSMRejection
+func (s *Server) engineProblem(w http.ResponseWriter, r *http.Request, req lsm.Request, err error) error {
+	var rej *lsm.Rejection
 	switch {
 	case errors.As(err, &rej):
 		return rejectionProblem(w, req, rej)
-	case errors.Is(err, ErrLSMPending):
+	case errors.Is(err, lsm.ErrPending):
 		return Unavailable("the request was accepted and is still being applied; repeat it with the same " +
 			IdempotencyKeyHeader + " to get its response, or GET the instance")
-	case errors.Is(err, ErrLSMUnavailable):
-		s.log.WarnContext(r.Context(), "lifecycle engine unavailable", "environment", req.Environment.Name, "service_entity", req.Entity.Name,
+	case errors.Is(err, lsm.ErrUnavailable):
+		s.log.WarnContext(r.Context(), "lifecycle engine unavailable", "environment", req.Env.Name, "service_entity", req.Entity.Name,
 			"service_instance", req.InstanceID, "error", err)
 		return Unavailable("the lifecycle engine (Temporal) is unavailable; try again later, with the same " +
 			IdempotencyKeyHeader + " if the request had one (Temporal may still apply it)")
@@ -268,7 +173,7 @@ func (s *Server) engineProblem(w http.ResponseWriter, r *http.Request, req LSMRe
 // rejectionProblem maps a rejection: 409 for stale, illegal, busy,
 // exists and conflict; 422 for invalid attributes; 404 for an instance
 // whose create was not applied.
-func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) error {
+func rejectionProblem(w http.ResponseWriter, req lsm.Request, rej *lsm.Rejection) error {
 	switch rej.Reason {
 	case lsm.RejectStale:
 		p := Conflict("service instance %s is at version %d, not %d: GET it and make the change against version %d",
@@ -295,9 +200,9 @@ func rejectionProblem(w http.ResponseWriter, req LSMRequest, rej *LSMRejection) 
 // illegalProblem is the 409 of a request the state has no transfer for:
 // errors lists, one per entry, what the state allows and the request
 // that sends it.
-func illegalProblem(req LSMRequest, state string, allowed []lsm.Event) *Problem {
-	what := map[string]string{LSMUpdate: "update (on_update)", LSMDelete: "delete (on_delete)",
-		LSMSetState: fmt.Sprintf("transfer to %q (api)", req.Target)}[req.Op]
+func illegalProblem(req lsm.Request, state string, allowed []lsm.Event) *Problem {
+	what := map[string]string{lsm.OpUpdate: "update (on_update)", lsm.OpDelete: "delete (on_delete)",
+		lsm.OpSetState: fmt.Sprintf("transfer to %q (api)", req.Target)}[req.Op]
 	names := make([]string, len(allowed))
 	for i, ev := range allowed {
 		names[i] = ev.String()
@@ -307,7 +212,7 @@ func illegalProblem(req LSMRequest, state string, allowed []lsm.Event) *Problem 
 		list = strings.Join(names, ", ")
 	}
 	field := ""
-	if req.Op == LSMSetState {
+	if req.Op == lsm.OpSetState {
 		field = "/target_state"
 	}
 	p := Conflict("service instance %s is in state %q, which allows no %s; it allows %s", req.InstanceID, state, what, list)
@@ -336,14 +241,9 @@ func allowedDetail(ev lsm.Event) string {
 func attributeErrors(prefix string, problems []lsm.AttributeProblem) []FieldError {
 	errs := make([]FieldError, 0, len(problems))
 	for _, pr := range problems {
-		errs = append(errs, FieldError{Field: prefix + escapePointer(pr.Attribute), Detail: pr.String()})
+		errs = append(errs, FieldError{Field: prefix + lsm.EscapePointer(pr.Attribute), Detail: pr.String()})
 	}
 	return errs
-}
-
-// escapePointer escapes a JSON pointer token (RFC 6901).
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // newUUID returns a random (version 4) UUID.
@@ -419,7 +319,7 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) error {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	return s.send(w, r, lw, LSMRequest{Op: LSMCreate, InstanceID: id, Attributes: req.Attributes}, http.StatusCreated)
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpCreate, InstanceID: id, Attributes: req.Attributes}, http.StatusCreated)
 }
 
 // writeTarget resolves {id} for a write after the create: the instance,
@@ -442,19 +342,10 @@ func (s *Server) writeTarget(r *http.Request, lw lsmWrite, op string, version *i
 		return inst, Conflict("service instance %s is %s: it takes no more requests", inst.ID, inst.State)
 	}
 	if inst.Version != *version {
-		return inst, rejectionProblem(nil, LSMRequest{Op: op, InstanceID: inst.ID, CurrentVersion: *version},
-			&LSMRejection{Reason: lsm.RejectStale, Version: inst.Version})
+		return inst, rejectionProblem(nil, lsm.Request{Op: op, InstanceID: inst.ID, CurrentVersion: *version},
+			&lsm.Rejection{Reason: lsm.RejectStale, Version: inst.Version})
 	}
 	return inst, nil
-}
-
-// currentAttributes is the set an update edits, as the workflow takes
-// it: the candidate set, or the active one when there is no candidate.
-func currentAttributes(inst store.ServiceInstance) map[string]any {
-	if inst.Candidate != nil {
-		return inst.Candidate
-	}
-	return inst.Active
 }
 
 // updateInstanceRequest is PATCH /lsm/v1/service_inventory/{entity}/{id}.
@@ -477,15 +368,15 @@ func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Attributes) == 0 {
 		return InvalidField("/attributes", "required: the attributes to change, by name")
 	}
-	inst, err := s.writeTarget(r, lw, LSMUpdate, req.CurrentVersion)
+	inst, err := s.writeTarget(r, lw, lsm.OpUpdate, req.CurrentVersion)
 	if err != nil {
 		return err
 	}
 	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, req.Attributes, "/attributes/"); err != nil {
 		return err
 	}
-	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
-		Attributes: lsm.MergeAttributes(currentAttributes(inst), req.Attributes)}, http.StatusOK)
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
+		Attributes: lsm.MergeAttributes(inst.Current(), req.Attributes)}, http.StatusOK)
 }
 
 // instanceEdit is one edit of PATCH /lsm/v2/....
@@ -511,18 +402,18 @@ func (s *Server) editInstance(w http.ResponseWriter, r *http.Request) error {
 	if len(req.Edit) == 0 {
 		return InvalidField("/edit", "required: at least one edit")
 	}
-	inst, err := s.writeTarget(r, lw, LSMUpdate, req.CurrentVersion)
+	inst, err := s.writeTarget(r, lw, lsm.OpUpdate, req.CurrentVersion)
 	if err != nil {
 		return err
 	}
-	next, err := applyEdits(currentAttributes(inst), req.Edit)
+	next, err := applyEdits(inst.Current(), req.Edit)
 	if err != nil {
 		return err
 	}
-	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, changed(currentAttributes(inst), next), "/attributes/"); err != nil {
+	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, lsm.ChangedAttributes(inst.Current(), next), "/attributes/"); err != nil {
 		return err
 	}
-	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
 		Attributes: next}, http.StatusOK)
 }
 
@@ -581,11 +472,11 @@ func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request) error {
 	if req.CurrentVersion == nil {
 		return InvalidField("?current_version", "required: the instance's version as GET shows it (version)")
 	}
-	inst, err := s.writeTarget(r, lw, LSMDelete, req.CurrentVersion)
+	inst, err := s.writeTarget(r, lw, lsm.OpDelete, req.CurrentVersion)
 	if err != nil {
 		return err
 	}
-	return s.send(w, r, lw, LSMRequest{Op: LSMDelete, InstanceID: inst.ID, CurrentVersion: inst.Version}, http.StatusOK)
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpDelete, InstanceID: inst.ID, CurrentVersion: inst.Version}, http.StatusOK)
 }
 
 // setStateRequest is POST /lsm/v1/services/{entity}/{id}/state.
@@ -608,11 +499,11 @@ func (s *Server) setInstanceState(w http.ResponseWriter, r *http.Request) error 
 	if req.TargetState == "" {
 		return InvalidField("/target_state", "required: the state to go to")
 	}
-	inst, err := s.writeTarget(r, lw, LSMSetState, req.CurrentVersion)
+	inst, err := s.writeTarget(r, lw, lsm.OpSetState, req.CurrentVersion)
 	if err != nil {
 		return err
 	}
-	return s.send(w, r, lw, LSMRequest{Op: LSMSetState, InstanceID: inst.ID, CurrentVersion: inst.Version,
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpSetState, InstanceID: inst.ID, CurrentVersion: inst.Version,
 		Target: req.TargetState}, http.StatusOK)
 }
 
@@ -640,7 +531,7 @@ func (s *Server) rollbackInstance(w http.ResponseWriter, r *http.Request) error 
 	if req.ToVersion == nil || *req.ToVersion < 1 {
 		return InvalidField("/to_version", "required: the instance version whose attributes to restore (a positive whole number)")
 	}
-	inst, err := s.writeTarget(r, lw, LSMUpdate, req.CurrentVersion)
+	inst, err := s.writeTarget(r, lw, lsm.OpUpdate, req.CurrentVersion)
 	if err != nil {
 		return err
 	}
@@ -662,7 +553,7 @@ func (s *Server) rollbackInstance(w http.ResponseWriter, r *http.Request) error 
 	if len(then) == 0 {
 		return InvalidField("/to_version", fmt.Sprintf("version %d holds no attributes to restore", to))
 	}
-	next := lsm.RestoreAttributes(lw.entity.Attributes, currentAttributes(inst), then)
-	return s.send(w, r, lw, LSMRequest{Op: LSMUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
+	next := lsm.RestoreAttributes(lw.entity.Attributes, inst.Current(), then)
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
 		Attributes: next}, http.StatusOK)
 }

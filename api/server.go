@@ -17,6 +17,7 @@ import (
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/fetchhosts"
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
@@ -50,7 +51,7 @@ type Options struct {
 	Dryruns   Dryruns
 	// LSM sends the service inventory's writes to the lifecycle engine;
 	// without it they answer 503.
-	LSM LSMEngine
+	LSM lsm.Engine
 	// LSMPreview serves the service instances' dry-runs; without it they
 	// answer 503.
 	LSMPreview LSMPreviewer

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -22,7 +23,7 @@ func TestStoreProblem(t *testing.T) {
 		{"a missing row", store.NotFound("deploy run %d", 3), http.StatusNotFound, "deploy run 3"},
 		{"a conflict", store.Conflict("project %q exists already", "p"), http.StatusConflict, `project "p" exists already`},
 		{"a referenced instance", &store.ReferencedError{Instance: "i1",
-			Referrers: []store.Referrer{{Entity: "vm", ID: "i2", Attribute: "net"}}}, http.StatusConflict,
+			Referrers: []lsm.Referrer{{Entity: "vm", ID: "i2", Attribute: "net"}}}, http.StatusConflict,
 			"service instance i1 is referenced by vm i2 (attribute net): delete those first, or change their references"},
 		{"a bare sentinel still answers", fmt.Errorf("batch 2: %w", store.ErrNotFound), http.StatusNotFound,
 			"batch 2: not found"},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
@@ -97,7 +98,7 @@ func wireCompile(c store.Compile) client.Compile { return client.Compile(redactC
 
 func wireDryrunResult(r store.DryrunResult) client.DryrunResult { return client.DryrunResult(r) }
 
-func wireModified(ms []store.ModifiedResource) []client.ModifiedResource {
+func wireModified(ms []intent.ModifiedResource) []client.ModifiedResource {
 	if ms == nil {
 		return nil
 	}

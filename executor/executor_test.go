@@ -18,6 +18,7 @@ import (
 	"github.com/intendhq/intend/executor"
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -129,15 +130,13 @@ func executors(t *testing.T, c *client.Client, env string) map[string]client.Exe
 // waitExecutor waits until the environment lists the named executor.
 func waitExecutor(t *testing.T, c *client.Client, env, name string, out fmt.Stringer) client.Executor {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if e, ok := executors(t, c, env)[name]; ok {
-			return e
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("executor %s never registered in %s\n%s", name, env, out)
-	return client.Executor{}
+	var e client.Executor
+	wait.For(t, "executor "+name+" to register in "+env, 30*time.Second, func() error {
+		var ok bool
+		e, ok = executors(t, c, env)[name]
+		return wait.Unless(ok, "not listed\n%s", out)
+	})
+	return e
 }
 
 // TestRegistration: an executor shows in GET .../executors and, for the
@@ -233,13 +232,10 @@ func TestMutualTLS(t *testing.T) {
 	}
 	t.Logf("without a client certificate: %v", err)
 	// The proxy's side of the failed handshake may end after the client's.
-	deadline := time.Now().Add(5 * time.Second)
-	for _, refused := proxy.Admitted(""); refused == 0 && time.Now().Before(deadline); _, refused = proxy.Admitted("") {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, refused := proxy.Admitted(""); refused == 0 {
-		t.Error("the proxy refused no handshake")
-	}
+	wait.For(t, "the proxy to refuse a handshake", 5*time.Second, func() error {
+		_, refused := proxy.Admitted("")
+		return wait.Unless(refused > 0, "it refused none")
+	})
 	// A client certificate, but the server's is not trusted.
 	out, err = runExecutor(t, map[string]string{"INTEND_TEMPORAL_TLS_CERT": execCert.CertFile,
 		"INTEND_TEMPORAL_TLS_KEY": execCert.KeyFile}, append(base, "--temporal-tls-ca", rogue.File)...)

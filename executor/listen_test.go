@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/intendhq/intend/internal/temporalconn"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server/servertest"
 )
 
@@ -55,16 +57,14 @@ func TestListen(t *testing.T) {
 	ex := startExecutor(t, map[string]string{"INTEND_TOKEN": token, "INTEND_EXECUTOR_LISTEN": "127.0.0.1:0"},
 		append(args, "--name", "exec-listen")...)
 	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for base == "" && time.Now().Before(deadline) {
-		if m := listenLog.FindStringSubmatch(ex.Out.String()); m != nil {
-			base = "http://" + m[1]
+	wait.For(t, "the executor to say where it listens", 30*time.Second, func() error {
+		m := listenLog.FindStringSubmatch(ex.Out.String())
+		if m == nil {
+			return fmt.Errorf("not in its output:\n%s", ex.Out)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if base == "" {
-		t.Fatalf("the executor never said where it listens\n%s", ex.Out)
-	}
+		base = "http://" + m[1]
+		return nil
+	})
 	waitExecutor(t, c, env, "exec-listen", ex.Out)
 	if code, body := get(t, http.MethodGet, base+"/healthz"); code != http.StatusOK || !strings.Contains(body, `"ok"`) {
 		t.Errorf("GET /healthz of a serving executor = %d %s, want 200 ok", code, body)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/internal/tracing"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
@@ -161,18 +162,15 @@ func TestTracing(t *testing.T) {
 	}
 
 	// The deploy workflow's span ends after the run is recorded: wait.
-	var checkErr error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	wait.For(t, "the run's traces", 30*time.Second, func() error {
 		if err := tp.ForceFlush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if checkErr = checkTraces(recv, p.TraceID); checkErr == nil {
-			break
+		if err := checkTraces(recv, p.TraceID); err != nil {
+			return fmt.Errorf("%w\nspans:\n%s", err, recv.dump())
 		}
-	}
-	if checkErr != nil {
-		t.Fatalf("%v\nspans:\n%s", checkErr, recv.dump())
-	}
+		return nil
+	})
 
 	var line map[string]any
 	for _, l := range strings.Split(logs.String(), "\n") {

@@ -16,6 +16,7 @@ import (
 	"github.com/intendhq/intend/callbacks"
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 )
 
@@ -77,15 +78,10 @@ func (r *receiver) stop() {
 // start listens on the same port again.
 func (r *receiver) start() {
 	var ln net.Listener
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if ln, err = net.Listen("tcp", r.addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		r.t.Fatalf("listen on %s again: %v", r.addr, err)
-	}
+	wait.For(r.t, "a listener on "+r.addr+" again", 10*time.Second, func() (err error) {
+		ln, err = net.Listen("tcp", r.addr)
+		return err
+	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.serve(ln)
@@ -262,20 +258,16 @@ func TestCallbacks(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		var inst client.ServiceInstance
-		deadline := time.Now().Add(90 * time.Second)
-		for lsmGet(t, c, env, inventory+"vm/"+ids[n], &inst); inst.State != "terminated"; lsmGet(t, c, env, inventory+"vm/"+ids[n], &inst) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not terminated: %+v", n, inst)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		wait.For(t, n+" to be terminated", 90*time.Second, func() error {
+			var inst client.ServiceInstance
+			err := lsmGet(t, c, env, inventory+"vm/"+ids[n], &inst)
+			return wait.Unless(inst.State == "terminated", "%+v, %v", inst, err)
+		})
 	}
 	// Deliveries fail with the port closed, and the API says so.
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "deliveries to fail with the port closed", 60*time.Second, func() error {
 		cbs := listCallbacks(t, c, env)
-		return len(cbs) == 2 && cbs[0].Stats.Pending > 0 && strings.Contains(cbs[0].Stats.LastError, "refused"),
-			fmt.Sprintf("%+v", cbs)
+		return wait.Unless(len(cbs) == 2 && cbs[0].Stats.Pending > 0 && strings.Contains(cbs[0].Stats.LastError, "refused"), "%+v", cbs)
 	})
 	rcv.start()
 
@@ -291,16 +283,16 @@ func TestCallbacks(t *testing.T) {
 			want += len(l) // and the vm callback's
 		}
 	}
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "every transfer to be delivered", 60*time.Second, func() error {
 		cbs := listCallbacks(t, c, env)
 		n := 0
 		for _, cb := range cbs {
 			if cb.Stats.Pending > 0 || cb.Stats.Dead > 0 {
-				return false, fmt.Sprintf("%+v", cbs)
+				return fmt.Errorf("%+v", cbs)
 			}
 			n += cb.Stats.Delivered
 		}
-		return n == want, fmt.Sprintf("%d of %d delivered: %+v", n, want, cbs)
+		return wait.Unless(n == want, "%d of %d delivered: %+v", n, want, cbs)
 	})
 
 	got := rcv.deliveries()
@@ -390,9 +382,9 @@ func TestCallbacks(t *testing.T) {
 	}
 	late := r.instance(t)
 	waitState(t, c, env, "late", "up", "rejected", "failed")
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "the callback to have nothing pending", 60*time.Second, func() error {
 		cbs := listCallbacks(t, c, env)
-		return len(cbs) == 1 && cbs[0].Stats.Pending == 0, fmt.Sprintf("%+v", cbs)
+		return wait.Unless(len(cbs) == 1 && cbs[0].Stats.Pending == 0, "%+v", cbs)
 	})
 	for _, d := range rcv.deliveries() {
 		if d.event.InstanceID != late.ID {
@@ -563,10 +555,10 @@ func TestCallbackGivesUp(t *testing.T) {
 	}
 	id := r.instance(t).ID
 	var view client.CallbackView
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "four dead events of callback "+cb.ID, 60*time.Second, func() error {
 		view = client.CallbackView{}
 		err := lsmGet(t, c, env, "/lsm/v1/callbacks/"+cb.ID, &view)
-		return err == nil && view.Stats.Dead == 4 && view.Stats.Pending == 0, fmt.Sprintf("%+v, %v", view, err)
+		return wait.Unless(err == nil && view.Stats.Dead == 4 && view.Stats.Pending == 0, "%+v, %v", view, err)
 	})
 	if len(view.DeadEvents) != 4 || view.Stats.Delivered != 0 || !strings.HasPrefix(view.Stats.LastError, "HTTP 500: not now") {
 		t.Errorf("callback %+v", view)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/gittest"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/workflows"
 )
@@ -107,34 +109,18 @@ func getCompile(t *testing.T, c *client.Client, env string, id int64) client.Com
 func waitCompile(t *testing.T, c *client.Client, env string, id int64, within time.Duration) client.Compile {
 	t.Helper()
 	var last client.Compile
-	waitFor(t, within, func() (bool, string) {
+	wait.For(t, "compile "+strconv.FormatInt(id, 10)+" to finish", within, func() error {
 		last = getCompile(t, c, env, id)
-		return last.FinishedAt != nil, fmt.Sprintf("compile %d: %+v", id, last)
+		return wait.Unless(last.FinishedAt != nil, "compile %d: %+v", id, last)
 	})
 	return last
 }
 
-// waitFor polls cond until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func waitContent(t *testing.T, path, want string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, path+" to hold "+strconv.Quote(want), 60*time.Second, func() error {
 		b, err := os.ReadFile(path)
-		return err == nil && string(b) == want, fmt.Sprintf("%s = %q (%v), want %q", path, b, err, want)
+		return wait.Unless(err == nil && string(b) == want, "%s = %q (%v), want %q", path, b, err, want)
 	})
 }
 
@@ -327,12 +313,12 @@ func startGitGate(t *testing.T, dir string) *gitGate {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	wait.For(t, "git daemon on "+daemon, 10*time.Second, func() error {
 		c, err := net.Dial("tcp", daemon)
 		if err == nil {
 			c.Close()
 		}
-		return err == nil, fmt.Sprintf("git daemon on %s: %v", daemon, err)
+		return wait.Unless(err == nil, "git daemon on %s: %v", daemon, err)
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -471,7 +457,7 @@ func TestRecompileInterval(t *testing.T) {
 	env := newEnv(t, c, "sched", map[string]any{"repo_url": repo.Bare, "recompile_interval": 1})
 
 	var got []client.Compile
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "two scheduled compiles to succeed", 60*time.Second, func() error {
 		got, _ = listCompiles(t, c, env, "")
 		n := 0
 		for _, x := range got {
@@ -479,7 +465,7 @@ func TestRecompileInterval(t *testing.T) {
 				n++
 			}
 		}
-		return n >= 2, fmt.Sprintf("compiles %+v, want two schedule compiles succeeded", got)
+		return wait.Unless(n >= 2, "compiles %+v, want two schedule compiles succeeded", got)
 	})
 	waitContent(t, filepath.Join(site, "motd"), "scheduled\n")
 	if err := c.Do(context.Background(), http.MethodPatch, "/api/v1/environments/"+env,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server/servertest"
 )
 
@@ -114,22 +115,22 @@ func manyFiles(t *testing.T, dir, agent string, n int) []byte {
 func waitMidRun(t *testing.T, c *client.Client, env string, reqID int64) client.DeployRun {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var r client.DeployRun
+	// A moment to act at: polled at a steady 5 ms, not backed off.
+	wait.ForEvery(t, fmt.Sprintf("the run of request %d to be part done", reqID), 60*time.Second, 5*time.Millisecond, func() error {
 		req, err := c.Request(ctx, env, reqID)
-		if err == nil && req.Run != nil {
-			r, err := c.Run(ctx, env, *req.Run)
-			if err == nil && r.Deployed > 0 && r.Deployed < r.Total {
-				return r
-			}
-			if err == nil && r.Status == "done" {
-				t.Fatalf("the run finished before it could be interrupted: %+v", r)
-			}
+		if err != nil || req.Run == nil {
+			return fmt.Errorf("request %+v, %v: no run", req, err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("the run never got going")
-	return client.DeployRun{}
+		if r, err = c.Run(ctx, env, *req.Run); err != nil {
+			return err
+		}
+		if r.Status == "done" {
+			t.Fatalf("the run finished before it could be interrupted: %+v", r)
+		}
+		return wait.Unless(r.Deployed > 0 && r.Deployed < r.Total, "run %+v", r)
+	})
+	return r
 }
 
 func checkFiles(t *testing.T, dir string, n int) {
@@ -244,12 +245,10 @@ func TestServerKilledMidRun(t *testing.T) {
 
 func waitHealthy(t *testing.T, c *client.Client, p *servertest.Process) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := c.Do(context.Background(), http.MethodGet, "/healthz", nil, nil); err == nil {
-			return
+	wait.For(t, "the server to be healthy", 60*time.Second, func() error {
+		if err := c.Do(context.Background(), http.MethodGet, "/healthz", nil, nil); err != nil {
+			return fmt.Errorf("%w\n%s", err, p.Out.String())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("server not healthy within 60 s:\n%s", p.Out.String())
+		return nil
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/names"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -36,32 +37,20 @@ func liveInstance(t *testing.T, c *client.Client, env, root, name string) string
 // waitStatus waits until workflow id is in status.
 func waitStatus(t *testing.T, s *server.Server, id string, status enumspb.WorkflowExecutionStatus) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, "workflow "+id+" to be "+status.String(), 30*time.Second, func() error {
 		d, err := s.Temporal().DescribeWorkflowExecution(context.Background(), id, "")
-		if err == nil && d.GetWorkflowExecutionInfo().GetStatus() == status {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow %s: %v %v, want %v", id, d.GetWorkflowExecutionInfo().GetStatus(), err, status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return wait.Unless(err == nil && d.GetWorkflowExecutionInfo().GetStatus() == status,
+			"%v %v", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	})
 }
 
 // waitFile waits until path exists.
 func waitFile(t *testing.T, path string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not exist after %v", path, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, path+" to exist", within, func() error {
+		_, err := os.Stat(path)
+		return err
+	})
 }
 
 // TestClearWhileLive clears an environment while a service instance's

@@ -127,27 +127,11 @@ func lsmTry(c *client.Client, env, method, path, key string, body any) (lsmReply
 	return lsmReply{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
-// waitState polls the instance until it is in state, failing at once in
-// a state of fail or after the deadline.
+// waitState polls vm ref until it is in state, failing at once in a
+// state of fail or after 90 s.
 func waitState(t *testing.T, c *client.Client, env, ref, state string, fail ...string) client.ServiceInstance {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	var inst client.ServiceInstance
-	for {
-		err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+ref, &inst)
-		if err == nil && inst.State == state {
-			return inst
-		}
-		for _, f := range fail {
-			if err == nil && inst.State == f {
-				t.Fatalf("instance %s is %s, not %s: %+v", ref, f, state, inst)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("instance %s not %s after 90 s: %+v, %v", ref, state, inst, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return waitEntityState(t, c, env, "vm", ref, state, fail...)
 }
 
 func hasFieldError(p client.Problem, field, detail string) bool {
@@ -453,21 +437,7 @@ func TestServiceInventoryModelChange(t *testing.T) {
 	if err := releaseModel(t, c, env, changed); err != nil {
 		t.Fatal(err)
 	}
-	waitContent := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			got, _ := readFile(t, conf)
-			if got == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("web.conf = %q 60 s after the new model, want %q", got, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	waitContent("mem=3\n")
+	waitContent(t, conf, "mem=3\n")
 	var inst client.ServiceInstance
 	if err := lsmGet(t, c, env, inventory+"/web", &inst); err != nil || inst.State != "up" || inst.Version != up.Version {
 		t.Errorf("after the new model: %+v, %v; want up at version %d", inst, err, up.Version)
@@ -488,7 +458,7 @@ func TestServiceInventoryModelChange(t *testing.T) {
 	if rel, err := st.ReleaseVersion(ctx, e.ID, v.Version); err != nil || rel.Model != packed.Hash {
 		t.Fatalf("release the third model: %+v, %v", rel, err)
 	}
-	waitContent("m=3\n")
+	waitContent(t, conf, "m=3\n")
 }
 
 // TestFullExportKeepsInstances: with an instance up, a full export of the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // letters names instance i with lowercase letters only (lsmFileModel's
@@ -65,13 +66,9 @@ func TestServerKilledDuringTransfers(t *testing.T) {
 		})
 	}
 	// Kill once some creates are answered and the others are on their way.
-	deadline := time.Now().Add(60 * time.Second)
-	for done.Load() < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d creates answered after 60 s:\n%s", done.Load(), srv1.Out.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.ForEvery(t, "five creates to be answered", 60*time.Second, time.Millisecond, func() error {
+		return wait.Unless(done.Load() >= 5, "%d answered\n%s", done.Load(), srv1.Out.String())
+	})
 	srv1.Kill()
 	wg.Wait()
 	var states []string
@@ -110,20 +107,16 @@ func TestServerKilledDuringTransfers(t *testing.T) {
 // or no answer within, fails the test (with out, the server's output).
 func repeatCreate(t *testing.T, create func() (lsmReply, error), within time.Duration, out fmt.Stringer) client.ServiceInstance {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		r, err := create()
-		if err == nil && r.status == http.StatusCreated {
-			return r.instance(t)
-		}
-		if err == nil && r.status != http.StatusServiceUnavailable {
+	var r lsmReply
+	wait.For(t, "a create answered 201", within, func() error {
+		var err error
+		r, err = create()
+		if err == nil && r.status != http.StatusCreated && r.status != http.StatusServiceUnavailable {
 			t.Fatalf("create: %d %s", r.status, r.body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create not answered within %v: %v %+v\n%s", within, err, r, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return wait.Unless(err == nil && r.status == http.StatusCreated, "%v %+v\n%s", err, r, out)
+	})
+	return r.instance(t)
 }
 
 // checkCreatedOnce: each of the n instances letters(i) the creates made

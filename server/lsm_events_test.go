@@ -193,9 +193,7 @@ func TestInstanceEventStream(t *testing.T) {
 	got = append(got, st.until(t, "up")...)
 	// Outlive the server's write timeout before the next transfer: a
 	// stream the timeout cut would deliver nothing more.
-	for time.Since(connected) < 2*writeTimeout {
-		time.Sleep(100 * time.Millisecond)
-	}
+	time.Sleep(time.Until(connected.Add(2 * writeTimeout)))
 	up := got[len(got)-1].data.Version
 	r = lsmDo(t, c, env, http.MethodPatch, inventory+"/web", "", map[string]any{"current_version": up,
 		"attributes": map[string]any{"memory": 4}})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 )
 
@@ -61,13 +62,11 @@ func TestLSMTransferMetrics(t *testing.T) {
 	// The counter moves once the transfer's transaction has committed,
 	// just after the instance reads up.
 	var text string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	wait.For(t, "the transfers to up to be counted", 10*time.Second, func() error {
 		text = scrape(t, srv)
-		if metricValue(t, text, up) >= float64(len(names)) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		got := metricValue(t, text, up)
+		return wait.Unless(got >= float64(len(names)), "%s = %v, want %d", up, got, len(names))
+	})
 	n := float64(len(names))
 	for _, c := range []struct {
 		series string

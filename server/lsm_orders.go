@@ -6,14 +6,13 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/activities"
-	"github.com/intendhq/intend/server/engine"
 	"github.com/intendhq/intend/workflows"
 )
 
 // registerOrders registers the order workflow and its activities.
-func (s *Server) registerOrders(w worker.Worker, orders *engine.Orders, lsmActs *activities.LSM) {
+func (s *Server) registerOrders(w worker.Worker, lsmActs *activities.LSM) {
 	workflows.RegisterOrders(w)
-	(&activities.LSMOrders{Store: s.store, Send: orders.Send, Sync: orders.LSM.Sync, Migrate: lsmActs.MigrateAttributes, Log: s.log}).Register(w)
+	(&activities.LSMOrders{Store: s.store, Engine: s.lsm, Sync: s.lsm.Sync, Migrate: lsmActs.MigrateAttributes, Log: s.log}).Register(w)
 }
 
 // reconcileOrders starts the workflow of every order that has not ended

@@ -21,6 +21,7 @@ import (
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/workflows"
 )
@@ -57,18 +58,13 @@ func postOrder(t *testing.T, c *client.Client, env, policy string, items ...map[
 // waitOrder polls an order until its status is final.
 func waitOrder(t *testing.T, c *client.Client, env, id string) client.Order {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		var o client.Order
+	var o client.Order
+	wait.For(t, "order "+id+" to finish", 3*time.Minute, func() error {
+		o = client.Order{}
 		err := lsmGet(t, c, env, ordersPath+"/"+id, &o)
-		if err == nil && lsm.OrderFinal(o.Status) {
-			return o
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %s not done after 3 minutes: %+v, %v", id, o, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return wait.Unless(err == nil && lsm.OrderFinal(o.Status), "%+v, %v", o, err)
+	})
+	return o
 }
 
 // items returns an order's items by id.
@@ -536,21 +532,18 @@ func TestServerKilledDuringAnOrder(t *testing.T) {
 		items[i] = createVM(fmt.Sprint(i), letters(i), 1+i%9, deps...)
 	}
 	id := postOrder(t, c, env, lsm.OrderAllOrNothing, items...)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// Kill at a moment: polled at a steady 20 ms, not backed off.
+	wait.ForEvery(t, "five items of order "+id+" to succeed", 60*time.Second, 20*time.Millisecond, func() error {
 		var o client.Order
 		if err := lsmGet(t, c, env, ordersPath+"/"+id, &o); err != nil {
 			t.Fatal(err)
 		}
-		if o.Counts[lsm.ItemSucceeded] >= 5 {
-			t.Logf("killed with %v", o.Counts)
-			break
+		if o.Counts[lsm.ItemSucceeded] < 5 {
+			return fmt.Errorf("order counts %v\n%s", o.Counts, srv1.Out.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %v after 60 s:\n%s", o.Counts, srv1.Out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		t.Logf("killed with %v", o.Counts)
+		return nil
+	})
 	srv1.Kill()
 	srv2 := startProc(t, args...)
 	waitHealthy(t, c, srv2)

@@ -16,6 +16,7 @@ import (
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/migrations"
 	"github.com/intendhq/intend/server"
 )
@@ -134,13 +135,9 @@ func instanceCreatesThrough(t *testing.T, o outage) {
 			}
 		})
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for answered.Load() < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d creates answered after 60 s:\n%s", answered.Load(), srv.Out.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.ForEvery(t, "five creates to be answered", 60*time.Second, time.Millisecond, func() error {
+		return wait.Unless(answered.Load() >= 5, "%d answered\n%s", answered.Load(), srv.Out.String())
+	})
 	o.stop()
 	t.Logf("stopped with %d of %d creates answered, for 30 s", answered.Load(), n)
 	time.Sleep(30 * time.Second)
@@ -204,18 +201,14 @@ func TestInstancesRestartedAfterTemporalLosesItsStore(t *testing.T) {
 	start()
 
 	// The update is taken once the instance's workflow runs again.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	wait.For(t, "the update to be taken", 90*time.Second, func() error {
 		r := lsmDo(t, c, env, http.MethodPatch, item, "", map[string]any{"current_version": up.Version,
 			"attributes": map[string]any{"memory": 5}})
-		if r.status == http.StatusOK {
-			break
-		}
-		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		if r.status != http.StatusOK && r.status != http.StatusServiceUnavailable {
 			t.Fatalf("update after Temporal lost its store: %d %s", r.status, r.body)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return wait.Unless(r.status == http.StatusOK, "update after Temporal lost its store: %d %s", r.status, r.body)
+	})
 	waitState(t, c, env, "web", "up", "update_rejected", "update_failed")
 	waitContent(t, filepath.Join(root, "web.conf"), "memory=5\n")
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // relationsModel has a site (a file holding its port), an alias whose
@@ -64,26 +66,21 @@ services: group: lsm.#Entity & {
 }
 
 // waitEntityState polls an instance of entity until it is in state,
-// failing at once in a state of fail or after the deadline.
+// failing at once in a state of fail or after 90 s.
 func waitEntityState(t *testing.T, c *client.Client, env, entity, ref, state string, fail ...string) client.ServiceInstance {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
 	var inst client.ServiceInstance
-	for {
-		err := lsmGet(t, c, env, "/lsm/v1/service_inventory/"+entity+"/"+ref, &inst)
-		if err == nil && inst.State == state {
-			return inst
+	wait.For(t, entity+" "+ref+" to be "+state, 90*time.Second, func() error {
+		inst = client.ServiceInstance{}
+		if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/"+entity+"/"+ref, &inst); err != nil {
+			return err
 		}
-		for _, f := range fail {
-			if err == nil && inst.State == f {
-				t.Fatalf("%s %s is %s, not %s: %+v", entity, ref, f, state, inst)
-			}
+		if slices.Contains(fail, inst.State) {
+			t.Fatalf("%s %s is %s, not %s: %+v", entity, ref, inst.State, state, inst)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s not %s after 90 s: %+v, %v", entity, ref, state, inst, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return wait.Unless(inst.State == state, "it is %s: %+v", inst.State, inst)
+	})
+	return inst
 }
 
 // TestServiceInstanceRelations walks relations by the REST API: a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/names"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -42,12 +43,12 @@ func TestDeployedSignalReachesInstance(t *testing.T) {
 	}
 
 	wfID := names.ServiceInstanceWorkflowID(env, "vm", id)
-	deadline := time.Now().Add(30 * time.Second)
 	ctx := context.Background()
 	// The signal is sent after the run is recorded, which the instance
 	// may see first by a poll: wait for it with a deadline.
-	for {
-		signalled, timerCancelled := false, false
+	signalled, timerCancelled := false, false
+	wait.For(t, "workflow "+wfID+" to get a "+workflows.DeployedSignal+" signal", 30*time.Second, func() error {
+		signalled, timerCancelled = false, false
 		it := s.Temporal().GetWorkflowHistory(ctx, wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
@@ -63,15 +64,9 @@ func TestDeployedSignalReachesInstance(t *testing.T) {
 				timerCancelled = timerCancelled || signalled
 			}
 		}
-		if signalled {
-			t.Logf("signalled; a poll timer cancelled after the signal: %v", timerCancelled)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow %s got no %s signal", wfID, workflows.DeployedSignal)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return wait.Unless(signalled, "no signal in its history")
+	})
+	t.Logf("signalled; a poll timer cancelled after the signal: %v", timerCancelled)
 }
 
 // TestDeployedSignalReachesABurst: of instances created together, each is

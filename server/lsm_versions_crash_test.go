@@ -15,6 +15,7 @@ import (
 	"github.com/intendhq/intend/internal/devtemporal"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/workflows"
 )
 
@@ -55,20 +56,14 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 	if err := json.Unmarshal(r.body, &o); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// Kill at a moment: polled at a steady 20 ms, not backed off.
+	wait.ForEvery(t, "three items of migration "+o.ID+" to succeed", 60*time.Second, 20*time.Millisecond, func() error {
 		if err := lsmGet(t, c, env, ordersPath+"/"+o.ID, &o); err != nil {
 			t.Fatal(err)
 		}
-		if o.Counts[lsm.ItemSucceeded] >= 3 {
-			t.Logf("killed with %v", o.Counts)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("migration %v after 60 s:\n%s", o.Counts, srv1.Out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return wait.Unless(o.Counts[lsm.ItemSucceeded] >= 3, "migration %v\n%s", o.Counts, srv1.Out.String())
+	})
+	t.Logf("killed with %v", o.Counts)
 	srv1.Kill()
 	srv2 := startProc(t, args...)
 	waitHealthy(t, c, srv2)
@@ -113,18 +108,15 @@ func TestServerKilledDuringABulkMigration(t *testing.T) {
 // waitOrderOrDump is waitOrder that, when the order is not done in time,
 // logs each unfinished item: its instance, the instance's log and its
 // workflow's history (from the Temporal CLI), then fails.
-func waitOrderOrDump(t *testing.T, c *client.Client, env, id string, wait time.Duration, hostPort, namespace string) client.Order {
+func waitOrderOrDump(t *testing.T, c *client.Client, env, id string, within time.Duration, hostPort, namespace string) client.Order {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		var o client.Order
-		err := lsmGet(t, c, env, ordersPath+"/"+id, &o)
-		if err == nil && lsm.OrderFinal(o.Status) {
-			return o
-		}
-		if time.Now().Before(deadline) {
-			time.Sleep(200 * time.Millisecond)
-			continue
+	var o client.Order
+	finished := false
+	// wait.For fails the test by runtime.Goexit, which runs this: the
+	// dump follows the failure's message.
+	defer func() {
+		if finished {
+			return
 		}
 		cli, cliErr := devtemporal.FindCLI()
 		for _, it := range o.Items {
@@ -151,6 +143,12 @@ func waitOrderOrDump(t *testing.T, c *client.Client, env, id string, wait time.D
 				t.Logf("workflow %s (%v):\n%s", wid, err, out)
 			}
 		}
-		t.Fatalf("order %s not done after %s: %s %v, %v", id, wait, o.Status, o.Counts, err)
-	}
+	}()
+	wait.For(t, "order "+id+" to finish", within, func() error {
+		o = client.Order{}
+		err := lsmGet(t, c, env, ordersPath+"/"+id, &o)
+		return wait.Unless(err == nil && lsm.OrderFinal(o.Status), "%s %v, %v", o.Status, o.Counts, err)
+	})
+	finished = true
+	return o
 }

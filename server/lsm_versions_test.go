@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // lsmVersionsModel is a model of the entity vm at version 2 (its memory
@@ -232,17 +233,10 @@ func TestEntityVersions(t *testing.T) {
 	}
 	// big's versions: create (4), then update_start, update_rejected
 	// and up again.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	wait.For(t, "big's log to reach up after 7 entries", 90*time.Second, func() error {
 		err := lsmGet(t, c, env, inventory+"/big/log", &log)
-		if err == nil && len(log.Items) >= 7 && log.Items[0].State == "up" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("big's log after 90 s: %+v, %v", log.Items, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return wait.Unless(err == nil && len(log.Items) >= 7 && log.Items[0].State == "up", "%+v, %v", log.Items, err)
+	})
 	bigInst := waitState(t, c, env, "big", "up", "failed")
 	if bigInst.EntityVersion != 1 || bigInst.Active["memory"] != 50.0 || bigInst.Candidate != nil {
 		t.Errorf("big after the refused migration: %+v", bigInst)
@@ -331,19 +325,12 @@ func TestEntityVersionsBulkMigrate(t *testing.T) {
 		!strings.Contains(string(again.body), order.ID) {
 		t.Errorf("repeated bulk migration: %d %s", again.status, again.body)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	wait.For(t, "the migration order to finish", 2*time.Minute, func() error {
 		if err := lsmGet(t, c, env, "/lsm/v1/orders/"+order.ID, &order); err != nil {
 			t.Fatal(err)
 		}
-		if order.FinishedAt != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the migration order after 2 minutes: %+v", order)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return wait.Unless(order.FinishedAt != nil, "%+v", order)
+	})
 	if order.Status != "partially_failed" || order.Counts["succeeded"] != 3 || order.Counts["failed"] != 1 {
 		t.Errorf("migration order: %+v", order)
 	}
@@ -380,11 +367,12 @@ func TestEntityVersionsBulkMigrate(t *testing.T) {
 	if err := json.Unmarshal(r.body, &upd); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); upd.FinishedAt == nil; time.Sleep(200 * time.Millisecond) {
-		if err := lsmGet(t, c, env, "/lsm/v1/orders/"+upd.ID, &upd); err != nil || time.Now().After(deadline) {
+	wait.For(t, "the order of an update of dan to finish", time.Minute, func() error {
+		if err := lsmGet(t, c, env, "/lsm/v1/orders/"+upd.ID, &upd); err != nil {
 			t.Fatalf("order of an update of dan: %+v, %v", upd, err)
 		}
-	}
+		return wait.Unless(upd.FinishedAt != nil, "%+v", upd)
+	})
 	if upd.Status != "succeeded" {
 		t.Errorf("order of an update of dan: %+v", upd)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/intendhq/intend/callbacks"
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 )
 
@@ -70,15 +71,15 @@ func notificationsOf(t *testing.T, c *client.Client, env string) []client.Notifi
 func waitNotification(t *testing.T, c *client.Client, env string, cond func(client.Notification) bool) client.Notification {
 	t.Helper()
 	var found client.Notification
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	wait.For(t, "a notification of "+env, 60*time.Second, func() error {
 		ns := notificationsOf(t, c, env)
 		for _, n := range ns {
 			if cond(n) {
 				found = n
-				return true, ""
+				return nil
 			}
 		}
-		return false, fmt.Sprintf("notifications of %s: %+v", env, ns)
+		return fmt.Errorf("notifications of %s: %+v", env, ns)
 	})
 	return found
 }
@@ -127,15 +128,15 @@ func TestRunFailureNotifiesTheWebhook(t *testing.T) {
 
 	// Delivered: the first attempt got a 500, the second is signed.
 	var ok hookDelivery
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "a delivery answered 200", 30*time.Second, func() error {
 		ds := rcv.deliveries()
 		for _, d := range ds {
 			if d.status == http.StatusOK {
 				ok = d
-				return true, ""
+				return nil
 			}
 		}
-		return false, fmt.Sprintf("%d deliveries, none answered 200", len(ds))
+		return fmt.Errorf("%d deliveries, none answered 200", len(ds))
 	})
 	if err := callbacks.Verify(hook.Secret, ok.header, ok.body, time.Now(), 0); err != nil {
 		t.Errorf("delivery's signature: %v", err)
@@ -157,11 +158,10 @@ func TestRunFailureNotifiesTheWebhook(t *testing.T) {
 		t.Errorf("first delivery = %d %v, want the same event refused with 500", first.status, first.header)
 	}
 	// The dispatcher records the delivery once the receiver answered.
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	wait.For(t, "the webhook delivery to be recorded", 30*time.Second, func() error {
 		var view client.CallbackView
 		err := c.Do(ctx, http.MethodGet, client.EnvPath(env, "notifications", "webhook"), nil, &view)
-		return err == nil && view.Stats.Delivered == 1 && view.Stats.Pending == 0,
-			fmt.Sprintf("webhook view = %+v %v, want one delivered", view, err)
+		return wait.Unless(err == nil && view.Stats.Delivered == 1 && view.Stats.Pending == 0, "webhook view = %+v %v, want one delivered", view, err)
 	})
 
 	// The cause fixed, a run without failures resolves it.

@@ -32,6 +32,7 @@ import (
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/auth"
+	"github.com/intendhq/intend/internal/callbackd"
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/compiler/bounded"
 	"github.com/intendhq/intend/internal/fetchhosts"
@@ -204,7 +205,7 @@ type Config struct {
 	// every request and response against the OpenAPI document with it
 	// (apitest.Validating).
 	WrapHandler func(http.Handler) http.Handler
-	// Callbacks tunes the delivery of LSM callbacks (callbacks.go).
+	// Callbacks tunes the delivery of LSM callbacks (internal/callbackd).
 	Callbacks CallbackOptions
 	// MetricsLockEvery is how often a replica that does not export the
 	// database-derived gauges tries to take the metrics lock, and the one
@@ -241,14 +242,21 @@ type Server struct {
 	orders *engine.Orders
 	// events wakes the service instances' event streams (one LISTEN
 	// connection for the server).
-	events   *lsmevents.Hub
-	compiles *bounded.Pool
+	events *lsmevents.Hub
+	// tel is the server's metrics; metricsLock says whether this replica
+	// exports the database-derived gauges.
+	tel         *telemetry.Telemetry
+	metricsLock *store.MetricsLock
+	compiles    *bounded.Pool
 	// known answers the API's compile of a model source this process
 	// compiled already (RememberCompile).
 	known    *compiler.Known
 	http     *http.Server
 	listener net.Listener
-	metrics  *http.Server
+	// allowedHosts are the Host names the API answers to
+	// (Config.AllowedHosts, or loopback names on a loopback address).
+	allowedHosts []string
+	metrics      *http.Server
 	// scheme is http or https; metricsAddr the metrics listener's address.
 	scheme, metricsAddr string
 	// lastPrune is when the reconciler last started a prune pass (unix
@@ -324,128 +332,207 @@ func TraceRoots() []string {
 const lsmCacheResources = 1 << 17
 
 // Start migrates the database, connects to Temporal, and starts the API,
-// the workers and the reconciler. Stop undoes it.
-func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	if cfg.InstanceReconcileEvery <= 0 {
-		cfg.InstanceReconcileEvery = defaultInstanceReconcileEvery
-	}
-	if cfg.ReconcileEvery <= 0 {
-		cfg.ReconcileEvery = 15 * time.Second
-	}
-	if cfg.PruneEvery <= 0 {
-		cfg.PruneEvery = defaultPruneEvery
-	}
-	if cfg.ExecutorConcurrency <= 0 {
-		cfg.ExecutorConcurrency = 16
-	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = DefaultDataDir(os.Getenv)
-	}
-	log := cfg.Log
-	if cfg.BootstrapToken != "" && len(cfg.BootstrapToken) < auth.MinBootstrapLength {
-		return nil, fmt.Errorf("the bootstrap token (INTEND_BOOTSTRAP_TOKEN) is %d characters; it must be at least %d "+
-			"(make one with `openssl rand -hex 32`)", len(cfg.BootstrapToken), auth.MinBootstrapLength)
-	}
-	fetchHosts, err := fetchhosts.Parse(cfg.CompileFetchHosts)
+// the workers and the reconciler. Shutdown undoes it.
+//
+// Each phase below starts on what the ones before it started; when one
+// fails, Shutdown tears down whatever the phases before it started
+// (every step of Shutdown skips what is not there).
+func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
+	cfg = cfg.withDefaults()
+	fetchHosts, err := cfg.check()
 	if err != nil {
 		return nil, err
 	}
+	s := &Server{cfg: cfg, log: cfg.Log, fetchHosts: fetchHosts, scheme: "http"}
+	defer func() {
+		if err != nil {
+			s.Shutdown(context.Background())
+		}
+	}()
+	if err := s.openStore(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.connectTemporal(ctx); err != nil {
+		return nil, err
+	}
+	s.buildEngine()
+	if err := s.startWorker(); err != nil {
+		return nil, err
+	}
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	handler, err := s.buildAPI(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.EmbeddedExecutor {
+		if err := s.startEmbedded(ctx, handler, s.tel); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.serve(); err != nil {
+		return nil, err
+	}
+	s.startLoops(ctx)
+	s.log.Info("intend server started", "listen", s.Addr(), "tls", s.scheme == "https",
+		"allowed_hosts", s.allowedHosts, "oidc", cfg.OIDC != nil, "temporal", cfg.TemporalAddress,
+		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
+	return s, nil
+}
+
+// withDefaults fills the zero fields of c that have a default.
+func (c Config) withDefaults() Config {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.InstanceReconcileEvery <= 0 {
+		c.InstanceReconcileEvery = defaultInstanceReconcileEvery
+	}
+	if c.ReconcileEvery <= 0 {
+		c.ReconcileEvery = 15 * time.Second
+	}
+	if c.PruneEvery <= 0 {
+		c.PruneEvery = defaultPruneEvery
+	}
+	if c.ExecutorConcurrency <= 0 {
+		c.ExecutorConcurrency = 16
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir(os.Getenv)
+	}
+	return c
+}
+
+// check refuses a configuration that cannot work before anything is
+// started, and returns CompileFetchHosts parsed.
+func (c Config) check() (*fetchhosts.Policy, error) {
+	if c.BootstrapToken != "" && len(c.BootstrapToken) < auth.MinBootstrapLength {
+		return nil, fmt.Errorf("the bootstrap token (INTEND_BOOTSTRAP_TOKEN) is %d characters; it must be at least %d "+
+			"(make one with `openssl rand -hex 32`)", len(c.BootstrapToken), auth.MinBootstrapLength)
+	}
+	return fetchhosts.Parse(c.CompileFetchHosts)
+}
+
+// openStore migrates the database, opens the store, and makes the
+// telemetry whose deploy state gauges read it (exported by the replica
+// that holds the metrics lock).
+func (s *Server) openStore(ctx context.Context) error {
+	cfg := s.cfg
 	from, to, err := migrations.Apply(ctx, cfg.DatabaseURL, -1)
 	if err != nil {
-		return nil, fmt.Errorf("migrate database: %w", err)
+		return fmt.Errorf("migrate database: %w", err)
 	}
 	if from != to {
-		log.Info("database migrated", "from", from, "to", to)
+		s.log.Info("database migrated", "from", from, "to", to)
 	}
 	if latest, err := migrations.Latest(); err == nil && to > latest {
-		log.Warn("the database schema is newer than this binary: running on it, as during a rolling upgrade; upgrade this server",
+		s.log.Warn("the database schema is newer than this binary: running on it, as during a rolling upgrade; upgrade this server",
 			"schema_version", to, "binary_schema_version", latest)
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("database: %w", err)
+	if s.store, err = store.Open(ctx, cfg.DatabaseURL); err != nil {
+		return fmt.Errorf("database: %w", err)
 	}
-	tel, err := telemetry.New()
-	if err != nil {
-		st.Close()
-		return nil, err
+	if s.tel, err = telemetry.New(); err != nil {
+		return err
 	}
-	tel.SetBuildInfo(cfg.Version)
-	metricsLock := &store.MetricsLock{DatabaseURL: cfg.DatabaseURL, Every: cfg.MetricsLockEvery, Log: log}
-	if err := tel.Registry.Register(telemetry.NewClusterStateCollector(stateSource(st), log, metricsLock.Held)); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("register deploy state metrics: %w", err)
+	s.tel.SetBuildInfo(cfg.Version)
+	s.pruned = s.tel.PrunedRows
+	s.metricsLock = &store.MetricsLock{DatabaseURL: cfg.DatabaseURL, Every: cfg.MetricsLockEvery, Log: s.log}
+	if err := s.tel.Registry.Register(telemetry.NewClusterStateCollector(stateSource(s.store), s.log, s.metricsLock.Held)); err != nil {
+		return fmt.Errorf("register deploy state metrics: %w", err)
 	}
-	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, log, tel, cfg.Tracing, cfg.TemporalSecurity)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	s := &Server{cfg: cfg, log: log, store: st, temporal: tc, fetchHosts: fetchHosts, lsm: &engine.LSM{Temporal: tc, Store: st, Wait: cfg.LSMWait}, scheme: "http",
-		pruned: tel.PrunedRows}
-	s.orders = &engine.Orders{Temporal: tc, LSM: s.lsm}
-	s.sched = &engine.Schedulers{Temporal: tc, Deploy: cfg.Deploy, Poll: cfg.SchedulerPoll, Log: log,
-		BeforeRun: s.serveNewAgents}
-	fail := func(err error) (*Server, error) {
-		s.Shutdown(context.Background())
-		return nil, err
-	}
-	if err := EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
-		return fail(err)
-	}
+	return nil
+}
 
-	s.worker = worker.New(tc, workflows.TaskQueue, orchestrationWorkerOptions())
-	registerOrchestration(s.worker, &activities.Orchestration{Store: st, Metrics: tel,
-		SignalDeployed: func(ctx context.Context, workflowID string) error {
-			return s.lsm.Signal(ctx, workflowID, workflows.DeployedSignal, nil)
-		},
-		FactsArrived: s.factsArrived,
-		Routing:      store.RouteOptions{Embedded: cfg.EmbeddedExecutor, EmbeddedLimit: cfg.embeddedLimit()}})
+// connectTemporal dials Temporal and registers intend's search
+// attributes in the namespace when they are missing.
+func (s *Server) connectTemporal(ctx context.Context) error {
+	cfg := s.cfg
+	tc, err := DialTemporal(ctx, cfg.TemporalAddress, cfg.TemporalNamespace, s.log, s.tel, cfg.Tracing, cfg.TemporalSecurity)
+	if err != nil {
+		return err
+	}
+	s.temporal = tc
+	return EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace)
+}
+
+// buildEngine makes the Temporal side of the API's ports (the
+// environments' schedulers, the lifecycle engine, orders), the compile
+// pool and the lifecycle engine's activities. Nothing runs yet.
+func (s *Server) buildEngine() {
+	cfg := s.cfg
+	s.lsm = &engine.LSM{Temporal: s.temporal, Store: s.store, Wait: cfg.LSMWait}
+	s.orders = &engine.Orders{Temporal: s.temporal}
+	s.sched = &engine.Schedulers{Temporal: s.temporal, Deploy: cfg.Deploy, Poll: cfg.SchedulerPoll, Log: s.log,
+		BeforeRun: s.serveNewAgents}
 	s.compiles = &bounded.Pool{Memory: cfg.CompileMemory, Workers: cfg.CompileWorkers,
-		CacheResources: lsmCacheResources, Log: log}
+		CacheResources: lsmCacheResources, Log: s.log}
 	s.known = &compiler.Known{Next: s.compiles}
-	s.registerCompiles(s.worker)
-	// The lifecycle engine: one workflow per service instance.
-	workflows.RegisterServiceInstance(s.worker)
-	lsmActs := &activities.LSM{Store: st, Log: log, Metrics: tel, Cache: compiler.NewCache(lsmCacheResources),
+	s.lsmActs = &activities.LSM{Store: s.store, Log: s.log, Metrics: s.tel, Cache: compiler.NewCache(lsmCacheResources),
 		Runner: s.compiles, CompileTimeout: cfg.CompileTimeout,
 		Wake: func(ctx context.Context, env store.Environment, reason string) error {
 			return s.sched.Wake(ctx, env, reason, true, false)
 		},
 		Signal: s.lsm.Signal,
 	}
-	lsmActs.Register(s.worker)
-	s.lsmActs = lsmActs
-	s.registerOrders(s.worker, s.orders, lsmActs)
+}
+
+// startWorker registers the workflows and activities of intend's task
+// queue (deploys, compiles, the lifecycle engine, orders) and starts its
+// worker.
+func (s *Server) startWorker() error {
+	s.worker = worker.New(s.temporal, workflows.TaskQueue, orchestrationWorkerOptions())
+	registerOrchestration(s.worker, &activities.Orchestration{Store: s.store, Metrics: s.tel,
+		SignalDeployed: func(ctx context.Context, workflowID string) error {
+			return s.lsm.Signal(ctx, workflowID, workflows.DeployedSignal, nil)
+		},
+		FactsArrived: s.factsArrived,
+		Routing:      store.RouteOptions{Embedded: s.cfg.EmbeddedExecutor, EmbeddedLimit: s.cfg.embeddedLimit()}})
+	s.registerCompiles(s.worker)
+	// The lifecycle engine: one workflow per service instance.
+	workflows.RegisterServiceInstance(s.worker)
+	s.lsmActs.Register(s.worker)
+	s.registerOrders(s.worker, s.lsmActs)
 	if err := s.worker.Start(); err != nil {
-		return fail(fmt.Errorf("start orchestration worker: %w", err))
+		return fmt.Errorf("start orchestration worker: %w", err)
 	}
-	authn, err := s.authenticator(ctx)
+	return nil
+}
+
+// listen binds the API's address (its connections bounded per client);
+// serve serves it.
+func (s *Server) listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fail(err)
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
-	}
-	maxConns := cfg.MaxConnsPerClient
+	maxConns := s.cfg.MaxConnsPerClient
 	if maxConns == 0 {
 		maxConns = DefaultMaxConnsPerClient
 	}
-	ln = newLimitListener(ln, maxConns, log)
-	s.listener = ln
-	allowed := cfg.AllowedHosts
-	if allowed == nil && isLoopback(ln.Addr()) {
-		allowed = api.LoopbackHosts
+	s.listener = newLimitListener(ln, maxConns, s.log)
+	return nil
+}
+
+// buildAPI makes the REST API, the web console beside it, and the
+// http.Server of both (with its TLS files); it returns the API's
+// handler, which the embedded executors call too.
+func (s *Server) buildAPI(ctx context.Context) (http.Handler, error) {
+	cfg, st, tc := s.cfg, s.store, s.temporal
+	authn, err := s.authenticator(ctx)
+	if err != nil {
+		return nil, err
 	}
-	s.events = lsmevents.New(st, log, 0)
+	s.allowedHosts = cfg.AllowedHosts
+	if s.allowedHosts == nil && isLoopback(s.listener.Addr()) {
+		s.allowedHosts = api.LoopbackHosts
+	}
+	s.events = lsmevents.New(st, s.log, 0)
 	srv := api.New(api.Options{
-		Store: st, Scheduler: s.sched, Dryruns: s.sched, Log: log, Telemetry: tel, Tracer: cfg.Tracing.Tracer(),
+		Store: st, Scheduler: s.sched, Dryruns: s.sched, Log: s.log, Telemetry: s.tel, Tracer: cfg.Tracing.Tracer(),
 		AccessLog: cfg.AccessLog, AccessLogOff: cfg.AccessLogOff,
-		LSM: s.lsm, LSMPreview: lsmPreviewer{lsmActs}, ModelPreview: lsmPreviewer{lsmActs}, LSMMigrate: lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: allowed, AllowLocalRepos: cfg.AllowLocalRepos,
+		LSM: s.lsm, LSMPreview: s.lsmActs, ModelPreview: s.lsmActs, LSMMigrate: s.lsmActs, Orders: s.orders, Compiles: s.sched, Auth: authn, AllowedHosts: s.allowedHosts, AllowLocalRepos: cfg.AllowLocalRepos,
 		Compiler: s.known, CompileTimeout: cfg.CompileTimeout, CallbackHosts: cfg.Callbacks.AllowedHosts, Events: s.events,
 		BodyTimeout: cfg.BodyTimeout, MaxEventStreamsPerCaller: cfg.MaxStreamsPerCaller, AuditRefusalWindow: cfg.AuditRefusalWindow,
 		CompileFetchHosts: s.fetchHosts,
@@ -461,32 +548,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.WrapHandler != nil {
 		handler = cfg.WrapHandler(handler)
 	}
-	if cfg.EmbeddedExecutor {
-		if err := s.startEmbedded(ctx, handler, tel); err != nil {
-			return fail(err)
-		}
-	}
-	// The web console (/console/) calls the API's handler in process, with
-	// the signed-in user's token.
-	// Its key and the OIDC states it took are in PostgreSQL: a form or a
-	// sign-in begun on one replica is taken by another, and only once.
-	// Configured keys (ConsoleKeys) come first.
-	conKeys := cfg.ConsoleKeys
-	if len(conKeys) == 0 {
-		k, err := st.ConsoleKey(ctx)
-		if err != nil {
-			return fail(fmt.Errorf("console key: %w", err))
-		}
-		conKeys = [][]byte{k}
-	}
-	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: log,
-		Key: conKeys[0], PreviousKeys: conKeys[1:], States: st, MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
-	if o := cfg.OIDC; o != nil {
-		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
-	}
-	con, err := console.New(conOpts)
+	con, err := s.buildConsole(ctx, handler)
 	if err != nil {
-		return fail(fmt.Errorf("console: %w", err))
+		return nil, err
 	}
 	// The console goes through the API's front door too: allowed hosts
 	// and HSTS.
@@ -505,33 +569,65 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		WriteTimeout: cfg.WriteTimeout}
 	s.http.RegisterOnShutdown(s.events.Close)
 	if cfg.TLSCert != "" || cfg.TLSKey != "" || cfg.TLSClientCA != "" {
-		tf, err := tlsfiles.NewServer(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log)
+		tf, err := tlsfiles.NewServer(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, s.log)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		s.http.TLSConfig = tf.Config()
 		s.scheme = "https"
 	}
-	if cfg.MetricsListen != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsListen)
+	return handler, nil
+}
+
+// buildConsole makes the web console (/console/), which calls the API's
+// handler in process, with the signed-in user's token.
+// Its key and the OIDC states it took are in PostgreSQL: a form or a
+// sign-in begun on one replica is taken by another, and only once.
+// Configured keys (ConsoleKeys) come first.
+func (s *Server) buildConsole(ctx context.Context, handler http.Handler) (*console.Console, error) {
+	cfg := s.cfg
+	conKeys := cfg.ConsoleKeys
+	if len(conKeys) == 0 {
+		k, err := s.store.ConsoleKey(ctx)
 		if err != nil {
-			return fail(fmt.Errorf("listen for metrics on %s: %w", cfg.MetricsListen, err))
+			return nil, fmt.Errorf("console key: %w", err)
+		}
+		conKeys = [][]byte{k}
+	}
+	conOpts := console.Options{API: handler, TemporalUI: cfg.TemporalUI, Namespace: cfg.TemporalNamespace, Log: s.log,
+		Key: conKeys[0], PreviousKeys: conKeys[1:], States: s.store, MaxStreamsPerCaller: cfg.MaxStreamsPerCaller}
+	if o := cfg.OIDC; o != nil {
+		conOpts.OIDC = &console.OIDCLogin{Issuer: o.Issuer, ClientID: o.Audience, ClientSecret: o.ClientSecret}
+	}
+	con, err := console.New(conOpts)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	return con, nil
+}
+
+// serve serves /metrics on its own address when MetricsListen is set,
+// then the API and the console on the address listen bound.
+func (s *Server) serve() error {
+	if s.cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", s.cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("listen for metrics on %s: %w", s.cfg.MetricsListen, err)
 		}
 		s.metricsAddr = mln.Addr().String()
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", tel.Handler())
+		mux.Handle("GET /metrics", s.tel.Handler())
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		s.wg.Go(func() {
 			if err := s.metrics.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server stopped", "error", err)
+				s.log.Error("metrics server stopped", "error", err)
 			}
 		})
 	}
 	// Serve writes the TLS config (its HTTP/2 defaults): read it before.
 	tlsOn := s.http.TLSConfig != nil
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	ln := s.listener
+	s.wg.Go(func() {
 		var err error
 		if tlsOn {
 			err = s.http.ServeTLS(ln, "", "")
@@ -539,28 +635,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			err = s.http.Serve(ln)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server stopped", "error", err)
+			s.log.Error("http server stopped", "error", err)
 		}
-	}()
+	})
+	return nil
+}
 
+// startLoops starts what runs in the background until Shutdown: the
+// reconciler, the LSM callbacks' dispatcher (unless another replica
+// delivers them), the service instances' event hub, and the metrics
+// lock.
+func (s *Server) startLoops(ctx context.Context) {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	s.watchingSince = time.Now()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.reconcileLoop(bg)
-	}()
-	if !cfg.Callbacks.Disabled {
-		d := newDispatcher(st, cfg.Callbacks, log)
-		s.wg.Go(func() { d.run(bg) })
+	s.wg.Go(func() { s.reconcileLoop(bg) })
+	if !s.cfg.Callbacks.Disabled {
+		d := callbackd.New(s.store, s.cfg.Callbacks, s.log)
+		s.wg.Go(func() { d.Run(bg) })
 	}
 	s.wg.Go(func() { s.events.Run(bg) })
-	s.wg.Go(func() { metricsLock.Run(bg) })
-	log.Info("intend server started", "listen", ln.Addr().String(), "tls", tlsOn,
-		"allowed_hosts", allowed, "oidc", cfg.OIDC != nil, "temporal", cfg.TemporalAddress,
-		"namespace", cfg.TemporalNamespace, "embedded_executor", cfg.EmbeddedExecutor)
-	return s, nil
+	s.wg.Go(func() { s.metricsLock.Run(bg) })
 }
 
 // RegisterOrchestration registers the workflows and orchestration
@@ -643,6 +738,12 @@ func (s *Server) Shutdown(ctx context.Context) {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = s.http.Shutdown(sctx)
 		cancel()
+	}
+	if s.listener != nil {
+		// Closed already when the API served it (http.Server.Shutdown
+		// closes its listeners), but not when a phase of Start failed
+		// after listen, before serve.
+		_ = s.listener.Close()
 	}
 	if s.metrics != nil {
 		_ = s.metrics.Close()
@@ -752,7 +853,7 @@ func (s *Server) reconcileModels(ctx context.Context) {
 		return
 	}
 	for _, m := range ms {
-		if err := s.lsm.ModelChanged(ctx, m.Environment, m.Hash); err != nil && ctx.Err() == nil {
+		if err := s.lsm.ModelChanged(ctx, m.Environment.LSM(), m.Hash); err != nil && ctx.Err() == nil {
 			s.log.Warn("reconcile: announce the model source", "environment", m.Environment.Name, "model", m.Hash, "error", err)
 		}
 	}

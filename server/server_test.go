@@ -9,13 +9,18 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/intendhq/intend/api/apitest"
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -373,19 +378,14 @@ func TestUserRepairAndRetry(t *testing.T) {
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, acts := getResource(t, c, env, file(bad, "", "").ID)
-		if st.LastResult == "deployed" {
-			if acts[0].Reason != "retry interval" || acts[0].Action != "deploy" {
-				t.Errorf("retry action = %+v", acts[0])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bad.txt not retried within 30 s: %+v", st)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var acts []client.Action
+	wait.For(t, "bad.txt to be retried", 30*time.Second, func() error {
+		var st client.ResourceState
+		st, acts = getResource(t, c, env, file(bad, "", "").ID)
+		return wait.Unless(st.LastResult == "deployed", "%+v", st)
+	})
+	if acts[0].Reason != "retry interval" || acts[0].Action != "deploy" {
+		t.Errorf("retry action = %+v", acts[0])
 	}
 	if got, _ := readFile(t, bad); got != "bad\n" {
 		t.Errorf("bad.txt = %q", got)
@@ -428,7 +428,7 @@ func TestUserRepairAndRetry(t *testing.T) {
 // TestHaltHoldsReleases: a halted environment starts nothing; resuming
 // deploys what was released meanwhile.
 func TestHaltHoldsReleases(t *testing.T) {
-	c, _ := startServer(t)
+	c, srv := startServer(t)
 	ctx := context.Background()
 	env := newEnv(t, c, "halt", nil)
 	if err := c.Do(ctx, http.MethodPost, "/api/v1/environments/"+env+"/halt", nil, nil); err != nil {
@@ -443,9 +443,9 @@ func TestHaltHoldsReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Nothing may happen while halted. (Asserting absence needs a pause;
-	// the scheduler polls every second here.)
-	time.Sleep(1500 * time.Millisecond)
+	// Nothing may happen while halted: once the scheduler has looked at
+	// its queue since the release was queued, the request is still there.
+	schedulerLooked(t, srv, env)
 	if req, err := c.Request(ctx, env, rel.Request.ID); err != nil || req.Run != nil {
 		t.Fatalf("a halted environment took a request: %+v %v", req, err)
 	}
@@ -459,6 +459,50 @@ func TestHaltHoldsReleases(t *testing.T) {
 	if err != nil || run.Deployed != 1 {
 		t.Fatalf("after resume: %+v %v", run, err)
 	}
+}
+
+// schedulerLooked waits until env's scheduler has taken requests (its
+// TakeRequests activity, which takes every queued request of an
+// environment that is not halted into a run) in a pass scheduled after
+// this call: a request queued before it has had its chance to be taken.
+func schedulerLooked(t *testing.T, srv *server.Server, env string) {
+	t.Helper()
+	ctx := context.Background()
+	tc, id := srv.Temporal(), names.SchedulerWorkflowID(env)
+	d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatalf("scheduler of %s: %v", env, err)
+	}
+	// The events after mark, and every event of a later run (the
+	// scheduler continues as new), came after this call.
+	run, mark := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), d.GetWorkflowExecutionInfo().GetHistoryLength()
+	wait.For(t, "a pass of the scheduler of "+env, 30*time.Second, func() error {
+		d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return err
+		}
+		now, since := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), mark
+		if now != run {
+			since = 0
+		}
+		takes := map[int64]bool{}
+		it := tc.GetWorkflowHistory(ctx, id, now, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			// The activity's registered name, which histories carry.
+			if a := ev.GetActivityTaskScheduledEventAttributes(); ev.GetEventId() > since &&
+				a.GetActivityType().GetName() == "intend.TakeRequests" {
+				takes[ev.GetEventId()] = true
+			}
+			if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && takes[a.GetScheduledEventId()] {
+				return nil
+			}
+		}
+		return fmt.Errorf("run %s: %d passes scheduled after event %d, none completed", now, len(takes), since)
+	})
 }
 
 // TestDependencyRecoveryAndEvents: a resource skipped for its dependency is
@@ -513,17 +557,12 @@ func TestDependencyRecoveryAndEvents(t *testing.T) {
 // after, to give reason (merged runs join the reasons of their requests).
 func waitAction(t *testing.T, c *client.Client, env, rid, reason string, after int64) client.Action {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, acts := getResource(t, c, env, rid)
-		if len(acts) > 0 && acts[0].ID > after && strings.Contains(acts[0].Reason, reason) {
-			return acts[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no action %q within 30 s; actions: %+v", rid, reason, acts)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var acts []client.Action
+	wait.For(t, rid+": an action "+strconv.Quote(reason), 30*time.Second, func() error {
+		_, acts = getResource(t, c, env, rid)
+		return wait.Unless(len(acts) > 0 && acts[0].ID > after && strings.Contains(acts[0].Reason, reason), "actions: %+v", acts)
+	})
+	return acts[0]
 }
 
 // TestNoExecutorMeansUnavailable: resources of an agent nobody serves are
@@ -642,16 +681,10 @@ func TestRepairInterval(t *testing.T) {
 	if a.Action != "repair" {
 		t.Errorf("action = %+v, want a repair", a)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if got, _ := os.ReadFile(path); string(got) == "intended\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("drift not repaired within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(t, "the drift to be repaired", 30*time.Second, func() error {
+		got, err := os.ReadFile(path)
+		return wait.Unless(string(got) == "intended\n", "%s = %q, %v", path, got, err)
+	})
 }
 
 // dryrunReport is GET .../dryrun/{id}.
@@ -664,17 +697,11 @@ type dryrunReport struct {
 func waitDryrun(t *testing.T, c *client.Client, env string, run int64) dryrunReport {
 	t.Helper()
 	var out dryrunReport
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, fmt.Sprintf("dry-run %d to be done", run), 30*time.Second, func() error {
 		if err := c.Do(context.Background(), http.MethodGet, fmt.Sprintf("/api/v1/environments/%s/dryrun/%d", env, run), nil, &out); err != nil {
 			t.Fatal(err)
 		}
-		if out.Status == "done" {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dry-run not done: %+v", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return wait.Unless(out.Status == "done", "%+v", out)
+	})
+	return out
 }

@@ -15,15 +15,18 @@ const (
 	CompileQueueWorkflowName = "intend.CompileQueue"
 	CompileWorkflowName      = "intend.Compile"
 
-	TakeCompileActivity    = "intend.TakeCompile"
-	FetchCompileActivity   = "intend.FetchCompile"
-	BuildCompileActivity   = "intend.BuildCompile"
-	ReleaseCompileActivity = "intend.ReleaseCompile"
-	FinishCompileActivity  = "intend.FinishCompile"
-
 	// CompileSignal tells a compile queue to look at its queue now
 	// (payload CompileWake).
 	CompileSignal = "intend.compile"
+)
+
+// Activities of the autonomous compile (activity.go).
+var (
+	TakeCompileActivity    = newActivity[TakeCompileInput, TakeCompileResult]("intend.TakeCompile")
+	FetchCompileActivity   = newActivity[CompileInput, FetchCompileResult]("intend.FetchCompile")
+	BuildCompileActivity   = newActivity[BuildCompileInput, BuildCompileResult]("intend.BuildCompile")
+	ReleaseCompileActivity = newActivity[ReleaseCompileInput, ReleaseCompileResult]("intend.ReleaseCompile")
+	FinishCompileActivity  = newActivityNoResult[FinishCompileInput]("intend.FinishCompile")
 )
 
 // Compile statuses, as the store records them.
@@ -193,9 +196,8 @@ func CompileQueue(ctx workflow.Context, in CompileQueueInput) error {
 		if child == nil && (look || (!next.IsZero() && (!now.Before(next) || !now.Before(nextPoll)))) {
 			look = false
 			drain() // what they asked for, this take sees
-			var take TakeCompileResult
-			if err := workflow.ExecuteActivity(local, TakeCompileActivity, TakeCompileInput{EnvironmentID: in.EnvironmentID}).
-				Get(ctx, &take); err != nil {
+			take, err := TakeCompileActivity.Run(local, TakeCompileInput{EnvironmentID: in.EnvironmentID})
+			if err != nil {
 				return fmt.Errorf("take compile: %w", err)
 			}
 			if take.Gone {
@@ -238,10 +240,10 @@ func CompileQueue(ctx workflow.Context, in CompileQueueInput) error {
 					// this only catches one that ended without (terminated,
 					// failed to start), so the compile is never left running.
 					log.Error("compile workflow failed", "compile", running.ID, "error", err)
-					_ = workflow.ExecuteActivity(local, FinishCompileActivity, FinishCompileInput{
+					_ = FinishCompileActivity.Run(local, FinishCompileInput{
 						EnvironmentID: in.EnvironmentID, ID: running.ID, Status: CompileFailed,
 						Message: "the compile workflow ended without finishing: " + cause(err),
-					}).Get(ctx, nil)
+					})
 				}
 				child = nil
 				look = true
@@ -307,9 +309,9 @@ func Compile(ctx workflow.Context, in CompileInput) (CompileResult, error) {
 			MaximumAttempts: 5},
 	})
 	finish := func(status, message string, released *bool) error {
-		return workflow.ExecuteActivity(quick, FinishCompileActivity, FinishCompileInput{
+		return FinishCompileActivity.Run(quick, FinishCompileInput{
 			EnvironmentID: in.EnvironmentID, ID: in.ID, Status: status, Message: message, Released: released,
-		}).Get(ctx, nil)
+		})
 	}
 	fail := func(step string, err error) (CompileResult, error) {
 		if ferr := finish(CompileFailed, step+": "+cause(err), nil); ferr != nil {
@@ -318,27 +320,27 @@ func Compile(ctx workflow.Context, in CompileInput) (CompileResult, error) {
 		return out, nil
 	}
 
-	var f FetchCompileResult
-	if err := workflow.ExecuteActivity(long, FetchCompileActivity, in).Get(ctx, &f); err != nil {
+	f, err := FetchCompileActivity.Run(long, in)
+	if err != nil {
 		return fail("fetch", err)
 	}
 	if f.Failed {
 		return out, nil
 	}
-	var b BuildCompileResult
-	if err := workflow.ExecuteActivity(long, BuildCompileActivity, BuildCompileInput{
+	b, err := BuildCompileActivity.Run(long, BuildCompileInput{
 		EnvironmentID: in.EnvironmentID, ID: in.ID, Commit: f.Commit,
-	}).Get(ctx, &b); err != nil {
+	})
+	if err != nil {
 		return fail("compile", err)
 	}
 	if b.Failed {
 		return out, nil
 	}
 	out.Version = b.Version
-	var r ReleaseCompileResult
-	if err := workflow.ExecuteActivity(quick, ReleaseCompileActivity, ReleaseCompileInput{
+	r, err := ReleaseCompileActivity.Run(quick, ReleaseCompileInput{
 		EnvironmentID: in.EnvironmentID, ID: in.ID, Version: b.Version,
-	}).Get(ctx, &r); err != nil {
+	})
+	if err != nil {
 		return fail("release", err)
 	}
 	if err := finish(CompileSucceeded, "", &r.Released); err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -32,18 +31,18 @@ func (f *queueFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(CompileQueue, workflow.RegisterOptions{Name: CompileQueueWorkflowName})
-	env.RegisterActivityWithOptions(func(_ context.Context, in TakeCompileInput) (TakeCompileResult, error) {
+	TakeCompileActivity.Register(env, func(_ context.Context, in TakeCompileInput) (TakeCompileResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.takes++
 		return f.respond(f.takes), nil
-	}, activity.RegisterOptions{Name: TakeCompileActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in FinishCompileInput) error {
+	})
+	FinishCompileActivity.Register(env, func(_ context.Context, in FinishCompileInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.finished = append(f.finished, in)
 		return nil
-	}, activity.RegisterOptions{Name: FinishCompileActivity})
+	})
 	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in CompileInput) (CompileResult, error) {
 		if want := CompileWorkflowID("prod", in.ID); workflow.GetInfo(ctx).WorkflowExecution.ID != want {
 			return CompileResult{}, errors.New("child id " + workflow.GetInfo(ctx).WorkflowExecution.ID + ", want " + want)
@@ -254,25 +253,25 @@ func (f *compileFake) env() *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(Compile, workflow.RegisterOptions{Name: CompileWorkflowName})
-	env.RegisterActivityWithOptions(func(_ context.Context, in CompileInput) (FetchCompileResult, error) {
+	FetchCompileActivity.Register(env, func(_ context.Context, in CompileInput) (FetchCompileResult, error) {
 		f.record("fetch")
 		return f.fetch()
-	}, activity.RegisterOptions{Name: FetchCompileActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in BuildCompileInput) (BuildCompileResult, error) {
+	})
+	BuildCompileActivity.Register(env, func(_ context.Context, in BuildCompileInput) (BuildCompileResult, error) {
 		f.record("build " + in.Commit)
 		return f.build()
-	}, activity.RegisterOptions{Name: BuildCompileActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in ReleaseCompileInput) (ReleaseCompileResult, error) {
+	})
+	ReleaseCompileActivity.Register(env, func(_ context.Context, in ReleaseCompileInput) (ReleaseCompileResult, error) {
 		f.record("release")
 		return f.release()
-	}, activity.RegisterOptions{Name: ReleaseCompileActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in FinishCompileInput) error {
+	})
+	FinishCompileActivity.Register(env, func(_ context.Context, in FinishCompileInput) error {
 		f.record("finish " + in.Status)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.finished = append(f.finished, in)
 		return nil
-	}, activity.RegisterOptions{Name: FinishCompileActivity})
+	})
 	return env
 }
 

@@ -1,7 +1,8 @@
 // Package workflows holds intend's Temporal workflows. Workflows decide and
 // never touch the world: no I/O, no wall clock, no randomness, no map order.
-// Every name registered with Temporal is a constant here: they are part of
-// intend's API (histories, the Temporal UI, other workers).
+// Every name registered with Temporal is declared here (workflows, signals)
+// or as a typed activity handle (activity.go): they are part of intend's
+// API (histories, the Temporal UI, other workers).
 package workflows
 
 import (
@@ -19,20 +20,25 @@ import (
 // `intend server`: workflows and the activities that touch PostgreSQL.
 const TaskQueue = "intend"
 
-// Workflow and activity names, registered explicitly.
+// Workflow names, registered explicitly.
 const (
 	DeployWorkflowName    = "intend.Deploy"
 	SchedulerWorkflowName = "intend.Scheduler"
+)
 
-	TakeRequestsActivity = "intend.TakeRequests"
+// Activities of the scheduler and the deploy runs, registered explicitly
+// under these names (activity.go). ExecuteBatchActivity runs on the
+// executors (activities/agent); the others on the orchestration worker.
+var (
+	TakeRequestsActivity = newActivity[TakeInput, TakeResult]("intend.TakeRequests")
 
-	PlanDeployActivity   = "intend.PlanDeploy"
-	FinishDeployActivity = "intend.FinishDeploy"
-	MarkBatchActivity    = "intend.MarkBatch"
-	PlanRetryActivity    = "intend.PlanRetry"
-	RunOutcomeActivity   = "intend.RunOutcome"
-	RouteAgentsActivity  = "intend.RouteAgents"
-	ExecuteBatchActivity = "intend.ExecuteBatch"
+	PlanDeployActivity   = newActivity[PlanInput, PlanResult]("intend.PlanDeploy")
+	FinishDeployActivity = newActivityNoResult[FinishInput]("intend.FinishDeploy")
+	MarkBatchActivity    = newActivity[MarkBatchInput, MarkBatchResult]("intend.MarkBatch")
+	PlanRetryActivity    = newActivity[PlanRetryInput, PlanRetryResult]("intend.PlanRetry")
+	RunOutcomeActivity   = newActivity[RunOutcomeInput, RunOutcome]("intend.RunOutcome")
+	RouteAgentsActivity  = newActivity[RouteAgentsInput, RouteAgentsResult]("intend.RouteAgents")
+	ExecuteBatchActivity = newActivity[BatchInput, BatchResult]("intend.ExecuteBatch")
 )
 
 // Signals.

@@ -47,10 +47,10 @@ func Deploy(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 	d.show(ctx, "planning")
 
 	local := orchestration(ctx, in.Generation >= 2)
-	var plan PlanResult
-	if err := orch(local, PlanDeployActivity, PlanInput{
+	plan, err := orch(local, PlanDeployActivity, PlanInput{
 		EnvironmentID: in.EnvironmentID, Run: in.Run, Limits: in.Limits, Group: in.Generation >= 3,
-	}).Get(ctx, &plan); err != nil {
+	})
+	if err != nil {
 		return res, fmt.Errorf("plan: %w", err)
 	}
 	if in.Carry != nil {
@@ -176,22 +176,30 @@ func orchestration(ctx workflow.Context, local bool) workflow.Context {
 	})
 }
 
-// orch runs the orchestration activity name in a context of
-// orchestration.
-func orch(ctx workflow.Context, name string, in any) workflow.Future {
+// orch runs the orchestration activity a in a context of orchestration
+// and waits for its result.
+func orch[In, Out any](ctx workflow.Context, a Activity[In, Out], in In) (Out, error) {
 	if local, _ := ctx.Value(localKey{}).(bool); local {
-		return workflow.ExecuteLocalActivity(ctx, name, in)
+		return a.RunLocal(ctx, in)
 	}
-	return workflow.ExecuteActivity(ctx, name, in)
+	return a.Run(ctx, in)
+}
+
+// orchNoResult is orch for an activity without a result.
+func orchNoResult[In any](ctx workflow.Context, a ActivityNoResult[In], in In) error {
+	if local, _ := ctx.Value(localKey{}).(bool); local {
+		return a.RunLocal(ctx, in)
+	}
+	return a.Run(ctx, in)
 }
 
 func finish(local, ctx workflow.Context, in DeployInput, status string, res DeployResult) error {
 	res.Stages = endSegment(ctx, res.Stages)
-	if err := orch(local, FinishDeployActivity, FinishInput{
+	if err := orchNoResult(local, FinishDeployActivity, FinishInput{
 		EnvironmentID: in.EnvironmentID, Run: in.Run, Status: status,
 		Deployed: res.Deployed, Failed: res.Failed, Skipped: res.Skipped, Unavailable: res.Unavailable,
 		Stages: res.Stages,
-	}).Get(ctx, nil); err != nil {
+	}); err != nil {
 		return fmt.Errorf("finish: %w", err)
 	}
 	return nil
@@ -262,10 +270,10 @@ func (r *deployRun) retryLevel(batches []BatchRef, st levelStats) error {
 		for i, b := range batches {
 			seqs[i] = b.Seq
 		}
-		var rp PlanRetryResult
-		if err := orch(r.local, PlanRetryActivity, PlanRetryInput{
+		rp, err := orch(r.local, PlanRetryActivity, PlanRetryInput{
 			EnvironmentID: in.EnvironmentID, Run: in.Run, Seqs: seqs, NextSeq: r.nextSeq,
-		}).Get(ctx, &rp); err != nil {
+		})
+		if err != nil {
 			return fmt.Errorf("plan retry: %w", err)
 		}
 		if len(rp.Batches) == 0 {
@@ -394,15 +402,14 @@ func (l *levelRun) dispatch(b BatchRef, reroutes int) {
 		},
 		Summary: batchSummary(b),
 	})
-	f := workflow.ExecuteActivity(actx, ExecuteBatchActivity, BatchInput{
+	f := ExecuteBatchActivity.Start(actx, BatchInput{
 		EnvironmentID: in.EnvironmentID, EnvironmentName: in.EnvironmentName,
 		Run: in.Run, Seq: b.Seq, Agent: b.Agent, Agents: b.Agents,
 	})
-	l.sel.AddFuture(f, func(f workflow.Future) {
+	l.sel.AddFuture(f.Future, func(workflow.Future) {
 		l.inFlight--
 		l.count(b, -1)
-		var br BatchResult
-		err := f.Get(ctx, &br)
+		br, err := f.Get(ctx)
 		if err == nil {
 			l.done(br)
 			return
@@ -440,10 +447,10 @@ func (l *levelRun) dispatch(b BatchRef, reroutes int) {
 func (l *levelRun) routeAgain(b BatchRef, queue string) (again bool, apart string, err error) {
 	r := l.r
 	agents := b.AgentsOf()
-	var rr RouteAgentsResult
-	if err := orch(r.local, RouteAgentsActivity, RouteAgentsInput{
+	rr, err := orch(r.local, RouteAgentsActivity, RouteAgentsInput{
 		EnvironmentID: r.in.EnvironmentID, Agents: agents,
-	}).Get(r.ctx, &rr); err != nil {
+	})
+	if err != nil {
 		return false, "", fmt.Errorf("route agent %s: %w", strings.Join(agents, ", "), err)
 	}
 	now := rr.Routes.Queue(r.in.EnvironmentName, b.Agent)
@@ -487,10 +494,10 @@ func (l *levelRun) done(br BatchResult) {
 // unavailable) or whose executor gave up (failed).
 func (l *levelRun) mark(b BatchRef, result, reason string) {
 	r, ctx, in, res := l.r, l.r.ctx, l.r.in, l.r.res
-	var mr MarkBatchResult
-	if merr := orch(r.local, MarkBatchActivity, MarkBatchInput{
+	mr, merr := orch(r.local, MarkBatchActivity, MarkBatchInput{
 		EnvironmentID: in.EnvironmentID, Run: in.Run, Seq: b.Seq, Result: result, Reason: reason,
-	}).Get(ctx, &mr); merr != nil {
+	})
+	if merr != nil {
 		l.fatal = fmt.Errorf("mark batch %d %s: %w", b.Seq, result, merr)
 		return
 	}

@@ -50,14 +50,14 @@ type fakeActivities struct {
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
-	env.RegisterActivityWithOptions(func(ctx context.Context, in PlanInput) (PlanResult, error) {
+	PlanDeployActivity.Register(env, func(ctx context.Context, in PlanInput) (PlanResult, error) {
 		f.mu.Lock()
 		f.localPlan = activity.GetInfo(ctx).IsLocalActivity
 		f.grouped = in.Group
 		f.mu.Unlock()
 		return f.plan, nil
-	}, activity.RegisterOptions{Name: PlanDeployActivity})
-	env.RegisterActivityWithOptions(func(ctx context.Context, in BatchInput) (BatchResult, error) {
+	})
+	ExecuteBatchActivity.Register(env, func(ctx context.Context, in BatchInput) (BatchResult, error) {
 		f.mu.Lock()
 		lvl := f.levelOf[in.Seq]
 		for l := 0; l < lvl; l++ {
@@ -84,14 +84,14 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.doneLvl[lvl]++
 		f.mu.Unlock()
 		return res, err
-	}, activity.RegisterOptions{Name: ExecuteBatchActivity})
-	env.RegisterActivityWithOptions(func(ctx context.Context, in MarkBatchInput) error {
+	})
+	MarkBatchActivity.Register(env, func(ctx context.Context, in MarkBatchInput) (MarkBatchResult, error) {
 		f.mu.Lock()
 		f.marked = append(f.marked, in)
 		f.mu.Unlock()
-		return nil
-	}, activity.RegisterOptions{Name: MarkBatchActivity})
-	env.RegisterActivityWithOptions(func(ctx context.Context, in PlanRetryInput) (PlanRetryResult, error) {
+		return MarkBatchResult{}, nil // no counts: the whole batch was marked
+	})
+	PlanRetryActivity.Register(env, func(ctx context.Context, in PlanRetryInput) (PlanRetryResult, error) {
 		f.mu.Lock()
 		f.retries = append(f.retries, in)
 		f.mu.Unlock()
@@ -99,13 +99,13 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 			return PlanRetryResult{}, nil
 		}
 		return f.planRetry(in)
-	}, activity.RegisterOptions{Name: PlanRetryActivity})
-	env.RegisterActivityWithOptions(func(ctx context.Context, in FinishInput) error {
+	})
+	FinishDeployActivity.Register(env, func(ctx context.Context, in FinishInput) error {
 		f.finished = &in
 		f.localFinish = activity.GetInfo(ctx).IsLocalActivity
 		return nil
-	}, activity.RegisterOptions{Name: FinishDeployActivity})
-	env.RegisterActivityWithOptions(func(ctx context.Context, in RouteAgentsInput) (RouteAgentsResult, error) {
+	})
+	RouteAgentsActivity.Register(env, func(ctx context.Context, in RouteAgentsInput) (RouteAgentsResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.routed = append(f.routed, in)
@@ -113,7 +113,7 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 			return RouteAgentsResult{}, nil
 		}
 		return f.route(in), nil
-	}, activity.RegisterOptions{Name: RouteAgentsActivity})
+	})
 }
 
 func (f *fakeActivities) countLevel(l int) int {

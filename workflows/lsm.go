@@ -78,10 +78,10 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 				return err
 			}
 			if !ok {
-				var snap *InstanceSnapshot
-				if err := workflow.ExecuteLocalActivity(quickOptions(ctx), LoadInstanceActivity, LoadInstanceInput{
+				snap, err := LoadInstanceActivity.RunLocal(quickOptions(ctx), LoadInstanceInput{
 					EnvironmentID: in.EnvironmentID, Entity: in.Entity.Name, InstanceID: in.InstanceID,
-				}).Get(ctx, &snap); err != nil {
+				})
+				if err != nil {
 					return err
 				}
 				if snap != nil && w.st.Version == 0 {
@@ -355,13 +355,13 @@ func (w *instanceWorkflow) export(ctx workflow.Context, mode string, waits bool)
 			return e.Result, nil
 		}
 	}
-	var res ExportInstanceResult
-	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ExportInstanceActivity, ExportInstanceInput{
+	res, err := ExportInstanceActivity.RunLocal(longOptions(ctx), ExportInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
 		InstanceVersion: w.st.Version, Mode: mode,
 		Attributes:    lsm.WithoutReadOnly(w.entityOf(lsm.EntityVersion(w.st.Sets.ActiveVersion)).Attributes, w.st.Sets.Active),
 		EntityVersion: lsm.EntityVersion(w.st.Sets.ActiveVersion),
-	}).Get(ctx, &res); err != nil {
+	})
+	if err != nil {
 		return res, fmt.Errorf("export: %w", err)
 	}
 	w.st.Export = &InstanceExport{InstanceVersion: w.st.Version, Mode: mode, Attributes: w.st.Sets.Active, Result: res}
@@ -391,11 +391,10 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 			continue
 		}
 		w.busy = true
-		var res CheckInstanceDeployResult
-		err := workflow.ExecuteLocalActivity(quickOptions(ctx), CheckInstanceDeployActivity, CheckInstanceDeployInput{
+		res, err := CheckInstanceDeployActivity.RunLocal(quickOptions(ctx), CheckInstanceDeployInput{
 			EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
 			Since: w.st.Export.Result.Since,
-		}).Get(ctx, &res)
+		})
 		if err == nil && res.Status != DeployPending {
 			_, err = w.transfer(ctx, t, w.st.Sets, res.Status == DeployFailed, nil, caller{})
 			w.busy = false
@@ -422,8 +421,3 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 		delay = min(2*delay, deployPollMax)
 	}
 }
-
-// identity is the value of the entity's identity attribute in attrs, as
-// the store keeps it (lsm.Identity). The identity is fixed at the create
-// (an identity attribute is rw).
-func identity(attr string, attrs map[string]any) string { return lsm.Identity(attr, attrs) }

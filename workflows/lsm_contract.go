@@ -16,12 +16,6 @@ import (
 const (
 	ServiceInstanceWorkflowName = "intend.ServiceInstance"
 
-	ApplyTransferActivity       = "intend.ApplyTransfer"
-	ValidateInstanceActivity    = "intend.ValidateInstance"
-	ExportInstanceActivity      = "intend.ExportInstance"
-	CheckInstanceDeployActivity = "intend.CheckInstanceDeploy"
-	LoadInstanceActivity        = "intend.LoadInstance"
-
 	// The updates of an instance's workflow. CreateUpdate is the first,
 	// sent with update-with-start.
 	CreateUpdate   = "create"
@@ -38,6 +32,16 @@ const (
 	// instance's resources exports them again, built by the new model
 	// (payload: the model source's hash).
 	ModelChangedSignal = "intend.lsm.model_changed"
+)
+
+// Activities of an instance's workflow, run as local activities
+// (activity.go).
+var (
+	ApplyTransferActivity       = newActivity[ApplyTransferInput, ServiceInstanceRecord]("intend.ApplyTransfer")
+	ValidateInstanceActivity    = newActivity[ValidateInstanceInput, ValidateInstanceResult]("intend.ValidateInstance")
+	ExportInstanceActivity      = newActivity[ExportInstanceInput, ExportInstanceResult]("intend.ExportInstance")
+	CheckInstanceDeployActivity = newActivity[CheckInstanceDeployInput, CheckInstanceDeployResult]("intend.CheckInstanceDeploy")
+	LoadInstanceActivity        = newActivity[LoadInstanceInput, *InstanceSnapshot]("intend.LoadInstance")
 )
 
 // Search attributes of an instance's workflow, besides

@@ -22,20 +22,14 @@ const ExpertUpdate = "expert"
 // ExpertTrigger is the trigger an expert transfer is logged with.
 const ExpertTrigger = "expert"
 
-// ExpertRequest is the expert update. Each Set* says whether its set is
-// replaced by the matching map; State "" keeps the state.
+// ExpertRequest is the expert update: the change (its fields inline in
+// the payload's JSON, as recorded histories have them), the version the
+// client saw, and who asked.
 type ExpertRequest struct {
 	CurrentVersion int64
-	State          string
-	SetCandidate   bool
-	Candidate      map[string]any
-	SetActive      bool
-	Active         map[string]any
-	SetRollback    bool
-	Rollback       map[string]any
-	Reason         string
-	Request        *lsm.IdempotentRequest
-	Actor          string
+	lsm.ExpertChange
+	Request *lsm.IdempotentRequest
+	Actor   string
 }
 
 func (w *instanceWorkflow) registerExpert(ctx workflow.Context) error {
@@ -48,19 +42,8 @@ func (w *instanceWorkflow) registerExpert(ctx workflow.Context) error {
 // state (if any) exists in the lifecycle, and something changes is asked
 // for with a reason. The lifecycle's transfers are not consulted.
 func (w *instanceWorkflow) validateExpert(_ workflow.Context, req ExpertRequest) error {
-	if w.st.Version == 0 {
-		return temporal.NewApplicationError(
-			fmt.Sprintf("service instance %s is not created yet", w.in.InstanceID), lsm.RejectNotCreated)
-	}
-	if w.busy {
-		return temporal.NewApplicationError(fmt.Sprintf(
-			"service instance %s is applying a transfer (state %s, version %d); try again shortly",
-			w.in.InstanceID, w.st.State, w.st.Version), lsm.RejectBusy)
-	}
-	if req.CurrentVersion != w.st.Version {
-		return temporal.NewApplicationError(fmt.Sprintf(
-			"service instance %s is at version %d, not %d", w.in.InstanceID, w.st.Version, req.CurrentVersion),
-			lsm.RejectStale, w.st.Version)
+	if err := rejection(w.subject().Ready(req.CurrentVersion)); err != nil {
+		return err
 	}
 	if req.State != "" {
 		if _, ok := w.lifecycle().States[req.State]; !ok {

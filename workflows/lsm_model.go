@@ -13,10 +13,11 @@ import (
 // intend.ModelChanged (env/<env>/model/<hash>) signals every one of them
 // ModelChangedSignal, and each re-exports its resources itself, the single
 // writer of its set, in turn with its own transfers.
-const (
-	ModelChangedWorkflowName   = "intend.ModelChanged"
-	NotifyModelChangedActivity = "intend.NotifyModelChanged"
-)
+const ModelChangedWorkflowName = "intend.ModelChanged"
+
+// NotifyModelChangedActivity signals the environment's live instances
+// (activity.go).
+var NotifyModelChangedActivity = newActivity[ModelChangedInput, ModelChangedResult]("intend.NotifyModelChanged")
 
 // ModelChangedWorkflowID is the id of the notification of a model source.
 func ModelChangedWorkflowID(env, hash string) string { return names.ModelChangedWorkflowID(env, hash) }
@@ -41,7 +42,5 @@ func ModelChanged(ctx workflow.Context, in ModelChangedInput) (ModelChangedResul
 		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
 	})
-	var res ModelChangedResult
-	err := workflow.ExecuteActivity(ctx, NotifyModelChangedActivity, in).Get(ctx, &res)
-	return res, err
+	return NotifyModelChangedActivity.Run(ctx, in)
 }

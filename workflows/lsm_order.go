@@ -13,11 +13,14 @@ import (
 // Names of orders (docs/architecture.md, "Orders").
 const (
 	LSMOrderWorkflowName = "intend.LSMOrder"
+)
 
-	LoadOrderActivity      = "intend.LoadOrder"
-	RunOrderItemsActivity  = "intend.RunOrderItems"
-	SetOrderStatusActivity = "intend.SetOrderStatus"
-	MarkOrderItemsActivity = "intend.MarkOrderItems"
+// Activities of orders (activity.go).
+var (
+	LoadOrderActivity      = newActivity[LoadOrderInput, lsm.OrderPlan]("intend.LoadOrder")
+	RunOrderItemsActivity  = newActivity[RunOrderItemsInput, []RunOrderItemResult]("intend.RunOrderItems")
+	SetOrderStatusActivity = newActivityNoResult[SetOrderStatusInput]("intend.SetOrderStatus")
+	MarkOrderItemsActivity = newActivityNoResult[MarkOrderItemsInput]("intend.MarkOrderItems")
 )
 
 // Defaults of the order workflow.
@@ -63,23 +66,6 @@ type LSMOrderInput struct {
 type LoadOrderInput struct {
 	EnvironmentID string
 	OrderID       string
-}
-
-// OrderPlan is what the workflow knows of an order: its policy, status
-// and items (by position).
-type OrderPlan struct {
-	Policy string
-	Status string
-	Items  []OrderPlanItem
-}
-
-// OrderPlanItem is one item: its client id, operation, the positions it
-// depends on and its status.
-type OrderPlanItem struct {
-	ID        string
-	Operation string
-	Deps      []int
-	Status    string
 }
 
 // SetOrderStatusInput writes an order's status.
@@ -144,7 +130,7 @@ type batchDone struct {
 // scheduling derives from it.
 type orderRun struct {
 	in         LSMOrderInput
-	plan       OrderPlan
+	plan       lsm.OrderPlan
 	aon        bool
 	dependents [][]int
 	// failed names the first item that failed (all_or_nothing stops).
@@ -172,9 +158,8 @@ func LSMOrder(ctx workflow.Context, in LSMOrderInput) error {
 		in.HistoryLimit = defaultOrderHistory
 	}
 	qctx := orderQuickOptions(ctx)
-	var plan OrderPlan
-	if err := workflow.ExecuteActivity(qctx, LoadOrderActivity, LoadOrderInput{
-		EnvironmentID: in.EnvironmentID, OrderID: in.OrderID}).Get(ctx, &plan); err != nil {
+	plan, err := LoadOrderActivity.Run(qctx, LoadOrderInput{EnvironmentID: in.EnvironmentID, OrderID: in.OrderID})
+	if err != nil {
 		return fmt.Errorf("load order: %w", err)
 	}
 	if lsm.OrderFinal(plan.Status) {
@@ -248,8 +233,8 @@ func orderItemOptions(ctx workflow.Context) workflow.Context {
 }
 
 func (o *orderRun) setStatus(ctx workflow.Context, status string) error {
-	if err := workflow.ExecuteActivity(orderQuickOptions(ctx), SetOrderStatusActivity, SetOrderStatusInput{
-		EnvironmentID: o.in.EnvironmentID, OrderID: o.in.OrderID, Status: status}).Get(ctx, nil); err != nil {
+	if err := SetOrderStatusActivity.Run(orderQuickOptions(ctx), SetOrderStatusInput{
+		EnvironmentID: o.in.EnvironmentID, OrderID: o.in.OrderID, Status: status}); err != nil {
 		return fmt.Errorf("set order status %s: %w", status, err)
 	}
 	o.plan.Status = status
@@ -260,8 +245,8 @@ func (o *orderRun) mark(ctx workflow.Context, status string, marks []OrderItemMa
 	if len(marks) == 0 {
 		return nil
 	}
-	if err := workflow.ExecuteActivity(orderQuickOptions(ctx), MarkOrderItemsActivity, MarkOrderItemsInput{
-		EnvironmentID: o.in.EnvironmentID, OrderID: o.in.OrderID, Status: status, Items: marks}).Get(ctx, nil); err != nil {
+	if err := MarkOrderItemsActivity.Run(orderQuickOptions(ctx), MarkOrderItemsInput{
+		EnvironmentID: o.in.EnvironmentID, OrderID: o.in.OrderID, Status: status, Items: marks}); err != nil {
 		return fmt.Errorf("mark order items %s: %w", status, err)
 	}
 	for _, m := range marks {
@@ -329,10 +314,11 @@ func (p *pool) start(ctx workflow.Context, batch []int, compensate bool) {
 	}
 	in := RunOrderItemsInput{EnvironmentID: p.o.in.EnvironmentID, EnvironmentName: p.o.in.EnvironmentName,
 		OrderID: p.o.in.OrderID, Positions: batch, Compensate: compensate}
-	f := workflow.ExecuteActivity(orderItemOptions(ctx), RunOrderItemsActivity, in)
+	f := RunOrderItemsActivity.Start(orderItemOptions(ctx), in)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		d := batchDone{Positions: batch}
-		if err := f.Get(ctx, &d.Results); err != nil {
+		var err error
+		if d.Results, err = f.Get(ctx); err != nil {
 			d.Err = err.Error()
 		}
 		p.done.Send(ctx, d)
@@ -540,7 +526,7 @@ func (o *orderRun) anyPending() bool {
 // undoable reports whether the item is to be compensated: a create or
 // update that succeeded (or was cut short: running), or a create that
 // failed after it made its instance (the activity finds whether it did).
-func undoable(it OrderPlanItem) bool {
+func undoable(it lsm.OrderPlanItem) bool {
 	switch it.Operation {
 	case lsm.OpCreate:
 		return it.Status == lsm.ItemSucceeded || it.Status == lsm.ItemRunning || it.Status == lsm.ItemFailed

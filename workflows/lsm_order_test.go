@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -21,7 +20,7 @@ import (
 // calls are recorded in order.
 type orderFake struct {
 	mu       sync.Mutex
-	plan     OrderPlan
+	plan     lsm.OrderPlan
 	outcome  map[string]string // item id → status it ends in (forward)
 	undo     map[string]string // item id → status of its compensation (default compensated)
 	runs     []string          // item ids, "undo:" + id for compensations, in start order
@@ -39,30 +38,30 @@ func (f *orderFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
 	RegisterOrders(env)
-	env.RegisterActivityWithOptions(func(_ context.Context, in LoadOrderInput) (OrderPlan, error) {
+	LoadOrderActivity.Register(env, func(_ context.Context, in LoadOrderInput) (lsm.OrderPlan, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.loads++
 		p := f.plan
 		p.Items = slices.Clone(f.plan.Items)
 		return p, nil
-	}, activity.RegisterOptions{Name: LoadOrderActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in SetOrderStatusInput) error {
+	})
+	SetOrderStatusActivity.Register(env, func(_ context.Context, in SetOrderStatusInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.statuses = append(f.statuses, in.Status)
 		f.plan.Status = in.Status
 		return nil
-	}, activity.RegisterOptions{Name: SetOrderStatusActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in MarkOrderItemsInput) error {
+	})
+	MarkOrderItemsActivity.Register(env, func(_ context.Context, in MarkOrderItemsInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, m := range in.Items {
 			f.plan.Items[m.Position].Status = in.Status
 		}
 		return nil
-	}, activity.RegisterOptions{Name: MarkOrderItemsActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in RunOrderItemsInput) ([]RunOrderItemResult, error) {
+	})
+	RunOrderItemsActivity.Register(env, func(_ context.Context, in RunOrderItemsInput) ([]RunOrderItemResult, error) {
 		f.mu.Lock()
 		f.batches = append(f.batches, len(in.Positions))
 		for _, pos := range in.Positions {
@@ -98,12 +97,12 @@ func (f *orderFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 			out[k] = RunOrderItemResult{Status: status}
 		}
 		return out, nil
-	}, activity.RegisterOptions{Name: RunOrderItemsActivity})
+	})
 	return env
 }
 
-func item(id, op string, deps ...int) OrderPlanItem {
-	return OrderPlanItem{ID: id, Operation: op, Deps: deps, Status: lsm.ItemPending}
+func item(id, op string, deps ...int) lsm.OrderPlanItem {
+	return lsm.OrderPlanItem{ID: id, Operation: op, Deps: deps, Status: lsm.ItemPending}
 }
 
 func (f *orderFake) status(id string) string {
@@ -126,7 +125,7 @@ func before(list []string, a, b string) bool {
 // failed creates too), and the final statuses.
 func TestLSMOrderScheduling(t *testing.T) {
 	t.Run("best_effort: a failure skips its dependents, transitively; the rest runs", func(t *testing.T) {
-		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: []OrderPlanItem{
+		f := &orderFake{plan: lsm.OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: []lsm.OrderPlanItem{
 			item("a", lsm.OpCreate), item("b", lsm.OpCreate, 0), item("c", lsm.OpCreate, 1), item("d", lsm.OpCreate),
 		}}, outcome: map[string]string{"a": lsm.ItemFailed}}
 		env := f.env(t)
@@ -146,11 +145,11 @@ func TestLSMOrderScheduling(t *testing.T) {
 		}
 	})
 	t.Run("dependencies first, at most MaxConcurrent at once, in batches", func(t *testing.T) {
-		items := []OrderPlanItem{item("root", lsm.OpCreate)}
+		items := []lsm.OrderPlanItem{item("root", lsm.OpCreate)}
 		for _, id := range []string{"1", "2", "3", "4", "5", "6"} {
 			items = append(items, item(id, lsm.OpCreate, 0))
 		}
-		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: items}}
+		f := &orderFake{plan: lsm.OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: items}}
 		env := f.env(t)
 		env.ExecuteWorkflow(LSMOrder, LSMOrderInput{OrderID: "o", MaxConcurrent: 2})
 		if err := env.GetWorkflowError(); err != nil {
@@ -167,11 +166,11 @@ func TestLSMOrderScheduling(t *testing.T) {
 		}
 	})
 	t.Run("independent items go in batches of 64", func(t *testing.T) {
-		var items []OrderPlanItem
+		var items []lsm.OrderPlanItem
 		for i := range 150 {
 			items = append(items, item(fmt.Sprint(i), lsm.OpCreate))
 		}
-		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: items}}
+		f := &orderFake{plan: lsm.OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: items}}
 		env := f.env(t)
 		env.ExecuteWorkflow(LSMOrder, LSMOrderInput{OrderID: "o"})
 		if err := env.GetWorkflowError(); err != nil {
@@ -183,7 +182,7 @@ func TestLSMOrderScheduling(t *testing.T) {
 		}
 	})
 	t.Run("all_or_nothing: deletes last; a failure compensates, dependents first", func(t *testing.T) {
-		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderAllOrNothing, Status: lsm.OrderPending, Items: []OrderPlanItem{
+		f := &orderFake{plan: lsm.OrderPlan{Policy: lsm.OrderAllOrNothing, Status: lsm.OrderPending, Items: []lsm.OrderPlanItem{
 			item("a", lsm.OpCreate), item("b", lsm.OpUpdate, 0), item("del", lsm.OpDelete), item("c", lsm.OpCreate, 1),
 			item("after", lsm.OpCreate, 3),
 		}}, outcome: map[string]string{"c": lsm.ItemFailed}}
@@ -207,7 +206,7 @@ func TestLSMOrderScheduling(t *testing.T) {
 		}
 	})
 	t.Run("all_or_nothing: the delete runs once everything else succeeded", func(t *testing.T) {
-		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderAllOrNothing, Status: lsm.OrderPending, Items: []OrderPlanItem{
+		f := &orderFake{plan: lsm.OrderPlan{Policy: lsm.OrderAllOrNothing, Status: lsm.OrderPending, Items: []lsm.OrderPlanItem{
 			item("del", lsm.OpDelete), item("a", lsm.OpCreate), item("b", lsm.OpCreate, 1),
 		}}}
 		env := f.env(t)
@@ -223,7 +222,7 @@ func TestLSMOrderScheduling(t *testing.T) {
 		}
 	})
 	t.Run("all_or_nothing: a failed compensation fails the order", func(t *testing.T) {
-		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderAllOrNothing, Status: lsm.OrderPending, Items: []OrderPlanItem{
+		f := &orderFake{plan: lsm.OrderPlan{Policy: lsm.OrderAllOrNothing, Status: lsm.OrderPending, Items: []lsm.OrderPlanItem{
 			item("a", lsm.OpCreate), item("b", lsm.OpCreate, 0),
 		}}, outcome: map[string]string{"b": lsm.ItemFailed}, undo: map[string]string{"a": lsm.ItemCompensationFailed}}
 		env := f.env(t)
@@ -236,11 +235,11 @@ func TestLSMOrderScheduling(t *testing.T) {
 		}
 	})
 	t.Run("a long history continues as new after the items in flight, and goes on from the store", func(t *testing.T) {
-		var items []OrderPlanItem
+		var items []lsm.OrderPlanItem
 		for _, id := range []string{"1", "2", "3", "4", "5", "6", "7", "8"} {
 			items = append(items, item(id, lsm.OpCreate))
 		}
-		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: items}}
+		f := &orderFake{plan: lsm.OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderPending, Items: items}}
 		env := f.env(t)
 		env.ExecuteWorkflow(LSMOrder, LSMOrderInput{OrderID: "o", MaxConcurrent: 2, HistoryLimit: 1})
 		var can *workflow.ContinueAsNewError
@@ -261,7 +260,7 @@ func TestLSMOrderScheduling(t *testing.T) {
 		}
 	})
 	t.Run("an order taken up again with an item running reruns it; a final one does nothing", func(t *testing.T) {
-		f := &orderFake{plan: OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderRunning, Items: []OrderPlanItem{
+		f := &orderFake{plan: lsm.OrderPlan{Policy: lsm.OrderBestEffort, Status: lsm.OrderRunning, Items: []lsm.OrderPlanItem{
 			{ID: "a", Operation: lsm.OpCreate, Status: lsm.ItemSucceeded}, {ID: "b", Operation: lsm.OpCreate, Deps: []int{0},
 				Status: lsm.ItemRunning},
 		}}}

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 
@@ -36,75 +35,68 @@ func (w *instanceWorkflow) register(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: w.validateDelete})
 }
 
-func (w *instanceWorkflow) validateCreate(_ workflow.Context, req CreateRequest) error {
-	if w.st.Version > 0 || w.busy {
-		return temporal.NewApplicationError(fmt.Sprintf("service instance %s exists", w.in.InstanceID), lsm.RejectExists)
+// subject is the instance as lsm.Decide judges a request against it.
+func (w *instanceWorkflow) subject() lsm.Subject {
+	return lsm.Subject{
+		ID: w.in.InstanceID, Version: w.st.Version, State: w.st.State, Sets: w.st.Sets, Busy: w.busy,
+		Lifecycle: w.lifecycle(), Entity: w.in.Entity, Attributes: w.entityOf(w.st.Sets.CurrentVersion()).Attributes,
+		AutoTransfersOff: w.in.AutoTransfersOff,
 	}
-	return invalid(lsm.CheckCreate(w.in.Entity.Attributes, req.Attributes))
+}
+
+// decide judges a request (lsm.Decide); a refusal is the rejection the
+// update fails with.
+func (w *instanceWorkflow) decide(req lsm.Request) (lsm.Decision, error) {
+	d, rej := lsm.Decide(w.subject(), req)
+	return d, rejection(rej)
 }
 
 // validateRequest checks what every request after the create must pass:
 // the instance exists, nobody is applying a transfer, the version is
 // current, and the state has a transfer for ev.
 func (w *instanceWorkflow) validateRequest(version int64, ev lsm.Event) (lsm.Transfer, error) {
-	if w.st.Version == 0 {
-		return lsm.Transfer{}, temporal.NewApplicationError(
-			fmt.Sprintf("service instance %s is not created yet", w.in.InstanceID), lsm.RejectNotCreated)
-	}
-	if w.busy {
-		return lsm.Transfer{}, temporal.NewApplicationError(fmt.Sprintf(
-			"service instance %s is applying a transfer (state %s, version %d); try again shortly",
-			w.in.InstanceID, w.st.State, w.st.Version), lsm.RejectBusy)
-	}
-	if version != w.st.Version {
-		return lsm.Transfer{}, temporal.NewApplicationError(fmt.Sprintf(
-			"service instance %s is at version %d, not %d", w.in.InstanceID, w.st.Version, version),
-			lsm.RejectStale, w.st.Version)
-	}
-	t, err := w.lifecycle().Next(w.st.State, ev)
-	if err != nil {
-		return t, temporal.NewApplicationError(err.Error(), lsm.RejectIllegal,
-			IllegalDetails{State: w.st.State, Allowed: w.allowed()})
-	}
-	return t, nil
+	t, rej := w.subject().Transfer(version, ev)
+	return t, rejection(rej)
+}
+
+func (w *instanceWorkflow) validateCreate(_ workflow.Context, req CreateRequest) error {
+	_, err := w.decide(lsm.Request{Op: lsm.OpCreate, Attributes: req.Attributes})
+	return err
 }
 
 func (w *instanceWorkflow) validateUpdate(_ workflow.Context, req UpdateRequest) error {
-	if _, err := w.validateRequest(req.CurrentVersion, lsm.Event{Trigger: lsm.OnUpdate}); err != nil {
-		return err
-	}
-	return invalid(lsm.CheckUpdate(w.entityOf(w.currentVersion()).Attributes, w.currentAttributes(), req.Attributes))
+	_, err := w.decide(lsm.Request{Op: lsm.OpUpdate, CurrentVersion: req.CurrentVersion, Attributes: req.Attributes})
+	return err
 }
 
 func (w *instanceWorkflow) validateSetState(_ workflow.Context, req SetStateRequest) error {
-	_, err := w.setStateTransfer(req)
+	_, err := w.decide(lsm.Request{Op: lsm.OpSetState, CurrentVersion: req.CurrentVersion, Target: req.Target})
 	return err
 }
 
 func (w *instanceWorkflow) validateDelete(_ workflow.Context, req DeleteRequest) error {
-	_, err := w.validateRequest(req.CurrentVersion, lsm.Event{Trigger: lsm.OnDelete})
+	_, err := w.decide(lsm.Request{Op: lsm.OpDelete, CurrentVersion: req.CurrentVersion})
 	return err
 }
 
-// currentAttributes is what an update edits: the candidate set, or the
-// active one when there is no candidate.
-func (w *instanceWorkflow) currentAttributes() map[string]any {
-	if w.st.Sets.Candidate != nil {
-		return w.st.Sets.Candidate
-	}
-	return w.st.Sets.Active
-}
-
-// invalid makes an *lsm.AttributeError an lsm.RejectInvalid rejection.
-func invalid(err error) error {
-	if err == nil {
+// rejection is the Temporal error an update is refused with: the
+// rejection's reason is its type, and its details what the engine's
+// client reads back (server/engine's rejection).
+func rejection(rej *lsm.Rejection) error {
+	if rej == nil {
 		return nil
 	}
-	var ae *lsm.AttributeError
-	if errors.As(err, &ae) {
-		return temporal.NewApplicationError(ae.Error(), lsm.RejectInvalid, ae.Problems)
+	switch rej.Reason {
+	case lsm.RejectStale:
+		return temporal.NewApplicationError(rej.Message, rej.Reason, rej.Version)
+	case lsm.RejectIllegal:
+		return temporal.NewApplicationError(rej.Message, rej.Reason, IllegalDetails{State: rej.State, Allowed: rej.Allowed})
+	case lsm.RejectInvalid:
+		if rej.Problems != nil {
+			return temporal.NewApplicationError(rej.Message, rej.Reason, rej.Problems)
+		}
 	}
-	return temporal.NewApplicationError(err.Error(), lsm.RejectInvalid)
+	return temporal.NewApplicationError(rej.Message, rej.Reason)
 }
 
 // The handlers run the validator's checks again: on replay validators do
@@ -112,23 +104,22 @@ func invalid(err error) error {
 
 func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (ServiceInstanceRecord, error) {
 	failUpdateTask(ctx)
-	if err := w.validateCreate(ctx, req); err != nil {
+	d, err := w.decide(lsm.Request{Op: lsm.OpCreate, Attributes: req.Attributes})
+	if err != nil {
 		return ServiceInstanceRecord{}, err
 	}
 	w.busy = true
 	defer func() { w.busy = false }()
-	start := w.lifecycle().Start
-	ev := TransferEvent{Trigger: "create", Target: start, Operations: []lsm.Operation{}, Actor: req.Actor}
+	start := d.Transfer.Target
+	ev := TransferEvent{Trigger: string(d.Transfer.Trigger), Target: start, Operations: []lsm.Operation{}, Actor: req.Actor}
 	if req.Request != nil {
 		ev.Request = req.Request.Key
 	}
-	// The candidate set shows the defaults the model would use.
-	attrs := lsm.WithDefaults(w.in.Entity.Attributes, req.Attributes)
 	rec, err := w.write(ctx, ApplyTransferInput{
 		Version:  1,
-		Identity: identity(w.in.Entity.Identity, attrs),
+		Identity: d.Identity,
 		State:    start,
-		Sets:     lsm.Sets{Candidate: attrs, CandidateVersion: w.in.Entity.Version},
+		Sets:     d.Sets,
 		Deleted:  w.lifecycle().States[start].Terminal,
 		Event:    ev,
 		Request:  req.Request,
@@ -148,32 +139,26 @@ func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (Serv
 }
 
 func (w *instanceWorkflow) update(ctx workflow.Context, req UpdateRequest) (ServiceInstanceRecord, error) {
-	failUpdateTask(ctx)
-	if err := w.validateUpdate(ctx, req); err != nil {
-		return ServiceInstanceRecord{}, err
-	}
-	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.OnUpdate})
-	sets := w.st.Sets
-	sets.Candidate, sets.CandidateVersion = req.Attributes, w.currentVersion()
-	return w.request(ctx, t, sets, caller{idem: req.Request, actor: req.Actor})
+	return w.apply(ctx, lsm.Request{Op: lsm.OpUpdate, CurrentVersion: req.CurrentVersion, Attributes: req.Attributes}, caller{idem: req.Request, actor: req.Actor})
 }
 
 func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (ServiceInstanceRecord, error) {
-	failUpdateTask(ctx)
-	if err := w.validateSetState(ctx, req); err != nil {
-		return ServiceInstanceRecord{}, err
-	}
-	t, _ := w.setStateTransfer(req)
-	return w.request(ctx, t, w.st.Sets, caller{idem: req.Request, actor: req.Actor})
+	return w.apply(ctx, lsm.Request{Op: lsm.OpSetState, CurrentVersion: req.CurrentVersion, Target: req.Target}, caller{idem: req.Request, actor: req.Actor})
 }
 
 func (w *instanceWorkflow) delete(ctx workflow.Context, req DeleteRequest) (ServiceInstanceRecord, error) {
+	return w.apply(ctx, lsm.Request{Op: lsm.OpDelete, CurrentVersion: req.CurrentVersion}, caller{idem: req.Request, actor: req.Actor})
+}
+
+// apply decides req (refused: the update's error) and applies the
+// transfer it takes.
+func (w *instanceWorkflow) apply(ctx workflow.Context, req lsm.Request, c caller) (ServiceInstanceRecord, error) {
 	failUpdateTask(ctx)
-	if err := w.validateDelete(ctx, req); err != nil {
+	d, err := w.decide(req)
+	if err != nil {
 		return ServiceInstanceRecord{}, err
 	}
-	t, _ := w.lifecycle().Next(w.st.State, lsm.Event{Trigger: lsm.OnDelete})
-	return w.request(ctx, t, w.st.Sets, caller{idem: req.Request, actor: req.Actor})
+	return w.request(ctx, d.Transfer, d.Sets, c)
 }
 
 // request applies the transfer a request caused, validating first when
@@ -195,26 +180,16 @@ func (w *instanceWorkflow) request(ctx workflow.Context, t lsm.Transfer, sets ls
 	return rec, err
 }
 
-// validationSet is what a validating transfer validates: the candidate
-// set, or the active one when there is no candidate (a lifecycle may
-// validate an api transfer out of an active state).
-func validationSet(sets lsm.Sets) map[string]any {
-	if sets.Candidate != nil {
-		return sets.Candidate
-	}
-	return sets.Active
-}
-
-// validate runs ValidateInstance with the set validationSet picks, and
+// validate runs ValidateInstance with the current set (Sets.Current), and
 // returns sets with the r attribute values the model computed written
 // into that set (when the validation succeeded).
 func (w *instanceWorkflow) validate(ctx workflow.Context, sets lsm.Sets) (failed bool, errs json.RawMessage, out lsm.Sets, err error) {
-	var res ValidateInstanceResult
-	version := validationVersion(sets)
-	if err := workflow.ExecuteLocalActivity(longOptions(ctx), ValidateInstanceActivity, ValidateInstanceInput{
+	version := sets.CurrentVersion()
+	res, err := ValidateInstanceActivity.RunLocal(longOptions(ctx), ValidateInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
-		Attributes: lsm.WithoutReadOnly(w.entityOf(version).Attributes, validationSet(sets)), EntityVersion: version,
-	}).Get(ctx, &res); err != nil {
+		Attributes: lsm.WithoutReadOnly(w.entityOf(version).Attributes, sets.Current()), EntityVersion: version,
+	})
+	if err != nil {
 		return false, nil, sets, fmt.Errorf("validate: %w", err)
 	}
 	if res.OK && len(res.ReadOnly) > 0 {
@@ -264,8 +239,8 @@ func (w *instanceWorkflow) transfer(ctx workflow.Context, t lsm.Transfer, sets l
 // write runs ApplyTransfer and takes what it wrote as the instance's state.
 func (w *instanceWorkflow) write(ctx workflow.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
 	in.EnvironmentID, in.Entity, in.InstanceID = w.in.EnvironmentID, w.in.Entity.Name, w.in.InstanceID
-	var rec ServiceInstanceRecord
-	if err := workflow.ExecuteLocalActivity(quickOptions(ctx), ApplyTransferActivity, in).Get(ctx, &rec); err != nil {
+	rec, err := ApplyTransferActivity.RunLocal(quickOptions(ctx), in)
+	if err != nil {
 		if behind(err) {
 			w.syncWanted = true
 		}

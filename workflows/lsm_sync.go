@@ -45,10 +45,10 @@ func (w *instanceWorkflow) listenSync(ctx workflow.Context) {
 // is logged and changes nothing: the next signal tries again.
 func (w *instanceWorkflow) catchUp(ctx workflow.Context) bool {
 	w.syncWanted = false
-	var snap *InstanceSnapshot
-	if err := workflow.ExecuteLocalActivity(quickOptions(ctx), LoadInstanceActivity, LoadInstanceInput{
+	snap, err := LoadInstanceActivity.RunLocal(quickOptions(ctx), LoadInstanceInput{
 		EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
-	}).Get(ctx, &snap); err != nil {
+	})
+	if err != nil {
 		workflow.GetLogger(ctx).Warn("sync: the instance could not be read", "error", err)
 		return false
 	}

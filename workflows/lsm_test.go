@@ -76,7 +76,7 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	env.SetTestTimeout(30 * time.Second)
 	RegisterServiceInstance(env)
 	f.checksOfExprt = map[int]int{}
-	env.RegisterActivityWithOptions(func(_ context.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
+	ApplyTransferActivity.Register(env, func(_ context.Context, in ApplyTransferInput) (ServiceInstanceRecord, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if want := int64(len(f.writes) + 1); in.Version < want {
@@ -91,8 +91,8 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 		f.writes = append(f.writes, in)
 		return ServiceInstanceRecord{ID: in.InstanceID, Entity: in.Entity, Identity: in.Identity, State: in.State,
 			Version: in.Version, Sets: in.Sets, Deleted: in.Deleted}, nil
-	}, activity.RegisterOptions{Name: ApplyTransferActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in ValidateInstanceInput) (ValidateInstanceResult, error) {
+	})
+	ValidateInstanceActivity.Register(env, func(_ context.Context, in ValidateInstanceInput) (ValidateInstanceResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.validations = append(f.validations, in)
@@ -100,14 +100,14 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 			return f.validate(len(f.validations)), nil
 		}
 		return ValidateInstanceResult{OK: true}, nil
-	}, activity.RegisterOptions{Name: ValidateInstanceActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in ExportInstanceInput) (ExportInstanceResult, error) {
+	})
+	ExportInstanceActivity.Register(env, func(_ context.Context, in ExportInstanceInput) (ExportInstanceResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.exports = append(f.exports, in)
 		return ExportInstanceResult{Version: int64(len(f.exports)), Changed: true, Resources: 2}, nil
-	}, activity.RegisterOptions{Name: ExportInstanceActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in CheckInstanceDeployInput) (CheckInstanceDeployResult, error) {
+	})
+	CheckInstanceDeployActivity.Register(env, func(_ context.Context, in CheckInstanceDeployInput) (CheckInstanceDeployResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.checks = append(f.checks, in)
@@ -120,8 +120,8 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 			status = answers[min(i, len(answers)-1)]
 		}
 		return CheckInstanceDeployResult{Status: status}, nil
-	}, activity.RegisterOptions{Name: CheckInstanceDeployActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in LoadInstanceInput) (*InstanceSnapshot, error) {
+	})
+	LoadInstanceActivity.Register(env, func(_ context.Context, in LoadInstanceInput) (*InstanceSnapshot, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.loads++
@@ -130,7 +130,7 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 		}
 		w := f.writes[len(f.writes)-1]
 		return &InstanceSnapshot{State: w.State, Version: w.Version, Identity: w.Identity, Sets: w.Sets}, nil
-	}, activity.RegisterOptions{Name: LoadInstanceActivity})
+	})
 	return env
 }
 
@@ -471,7 +471,7 @@ func TestServiceInstanceBusy(t *testing.T) {
 	create := send(env, 0, CreateUpdate, "c", CreateRequest{Attributes: map[string]any{"name": "web"}})
 	var busy *outcome
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-		if info.ActivityType.Name == ValidateInstanceActivity && busy == nil {
+		if info.ActivityType.Name == ValidateInstanceActivity.Name() && busy == nil {
 			busy = &outcome{}
 			env.UpdateWorkflow(DeleteUpdate, "d", &testsuite.TestUpdateCallback{
 				OnReject: func(err error) { busy.rejected = err }, OnAccept: func() {},
@@ -540,7 +540,7 @@ func TestServiceInstanceDeployedSignal(t *testing.T) {
 	env.RegisterDelayedCallback(func() { start = env.Now() }, 0)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(DeployedSignal, nil) }, 70*time.Second)
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
-		if info.ActivityType.Name == ApplyTransferActivity {
+		if info.ActivityType.Name == ApplyTransferActivity.Name() {
 			if in, ok := args[0].(ApplyTransferInput); ok && in.State == "up" {
 				upAt = env.Now()
 			}

@@ -53,7 +53,7 @@ func (w *instanceWorkflow) validateMigrate(_ workflow.Context, req MigrateReques
 	if req.Entity.Name != w.in.Entity.Name {
 		return temporal.NewApplicationError(fmt.Sprintf("a migration of %s names entity %q", w.in.Entity.Name, req.Entity.Name), lsm.RejectInvalid)
 	}
-	if cur := w.currentVersion(); lsm.EntityVersion(req.Entity.Version) <= cur {
+	if cur := w.st.Sets.CurrentVersion(); lsm.EntityVersion(req.Entity.Version) <= cur {
 		return temporal.NewApplicationError(fmt.Sprintf("service instance %s is of version %d of %s: a migration goes to a newer one, not %d",
 			w.in.InstanceID, cur, w.in.Entity.Name, req.Entity.Version), lsm.RejectInvalid)
 	}
@@ -100,21 +100,4 @@ func (w *instanceWorkflow) entityOf(v int) lsm.Entity {
 		}
 	}
 	return w.in.Entity // not known: the workflow's own, as before versions
-}
-
-// currentVersion is the version of the set an update edits
-// (currentAttributes).
-func (w *instanceWorkflow) currentVersion() int {
-	if w.st.Sets.Candidate != nil {
-		return lsm.EntityVersion(w.st.Sets.CandidateVersion)
-	}
-	return lsm.EntityVersion(w.st.Sets.ActiveVersion)
-}
-
-// validationVersion is the version of the set validationSet picks.
-func validationVersion(sets lsm.Sets) int {
-	if sets.Candidate != nil {
-		return lsm.EntityVersion(sets.CandidateVersion)
-	}
-	return lsm.EntityVersion(sets.ActiveVersion)
 }

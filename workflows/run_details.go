@@ -126,10 +126,9 @@ func conclude(local, ctx workflow.Context, in DeployInput, d *runDetails, res *D
 	log := workflow.GetLogger(ctx)
 	res.Result = RunResultOf(*res)
 	if res.Failed+res.Unavailable+res.Skipped > 0 {
-		var o RunOutcome
-		if err := orch(local, RunOutcomeActivity, RunOutcomeInput{
+		if o, err := orch(local, RunOutcomeActivity, RunOutcomeInput{
 			EnvironmentID: in.EnvironmentID, Run: in.Run, Limit: maxRunFailures,
-		}).Get(ctx, &o); err != nil {
+		}); err != nil {
 			log.Warn("cannot read the resources the run did not deploy", "run", in.Run, "error", err)
 		} else {
 			d.outcome = &o

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	sdkpb "go.temporal.io/api/sdk/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 )
@@ -208,10 +207,10 @@ func TestDeployRecordsItsOutcomeInHistory(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
 	f.register(env)
-	env.RegisterActivityWithOptions(func(_ context.Context, in RunOutcomeInput) (RunOutcome, error) {
+	RunOutcomeActivity.Register(env, func(_ context.Context, in RunOutcomeInput) (RunOutcome, error) {
 		asked = append(asked, in)
 		return outcome, nil
-	}, activity.RegisterOptions{Name: RunOutcomeActivity})
+	})
 	var memo map[string]any
 	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) { memo = args.Get(0).(map[string]any) }).Return(nil)
 	var result []string
@@ -261,10 +260,10 @@ func TestDeployOfGenerationZeroReplaysAsBefore(t *testing.T) {
 	env.RegisterWorkflowWithOptions(Deploy, workflowRegisterOptions())
 	f.register(env)
 	asked := 0
-	env.RegisterActivityWithOptions(func(_ context.Context, in RunOutcomeInput) (RunOutcome, error) {
+	RunOutcomeActivity.Register(env, func(_ context.Context, in RunOutcomeInput) (RunOutcome, error) {
 		asked++
 		return RunOutcome{}, nil
-	}, activity.RegisterOptions{Name: RunOutcomeActivity})
+	})
 	upserts := 0
 	env.OnUpsertMemo(mock.Anything).Run(func(mock.Arguments) { upserts++ }).Return(nil)
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(mock.Arguments) { upserts++ }).Return(nil)

@@ -80,11 +80,11 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 			timers := dueTimers(now, &st, deployInterval, repairInterval)
 			if look || len(timers) > 0 || !now.Before(nextPoll) {
 				st.Seq++
-				var take TakeResult
-				if err := workflow.ExecuteActivity(local, TakeRequestsActivity, TakeInput{
+				take, err := TakeRequestsActivity.Run(local, TakeInput{
 					EnvironmentID: st.EnvironmentID, Token: fmt.Sprintf("%s/%d", info.FirstRunID, st.Seq),
 					Timers: timers, Adopt: adopt,
-				}).Get(ctx, &take); err != nil {
+				})
+				if err != nil {
 					return fmt.Errorf("take requests: %w", err)
 				}
 				look, adopt = false, false
@@ -132,9 +132,9 @@ func Scheduler(ctx workflow.Context, in SchedulerInput) error {
 				var res DeployResult
 				if err := f.Get(ctx, &res); err != nil {
 					log.Error("deploy run failed", "run", running.Run, "error", err)
-					_ = workflow.ExecuteActivity(local, FinishDeployActivity, FinishInput{
+					_ = FinishDeployActivity.Run(local, FinishInput{
 						EnvironmentID: st.EnvironmentID, Run: running.Run, Status: "failed",
-					}).Get(ctx, nil)
+					})
 				}
 				child = nil
 				look = true // requests may have queued meanwhile

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 )
@@ -28,18 +27,18 @@ func (f *schedFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(Scheduler, workflow.RegisterOptions{Name: SchedulerWorkflowName})
-	env.RegisterActivityWithOptions(func(_ context.Context, in TakeInput) (TakeResult, error) {
+	TakeRequestsActivity.Register(env, func(_ context.Context, in TakeInput) (TakeResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.takes = append(f.takes, in)
 		return f.respond(len(f.takes), in), nil
-	}, activity.RegisterOptions{Name: TakeRequestsActivity})
-	env.RegisterActivityWithOptions(func(_ context.Context, in FinishInput) error {
+	})
+	FinishDeployActivity.Register(env, func(_ context.Context, in FinishInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.finished = append(f.finished, in)
 		return nil
-	}, activity.RegisterOptions{Name: FinishDeployActivity})
+	})
 	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in DeployInput) (DeployResult, error) {
 		f.mu.Lock()
 		f.runs = append(f.runs, in.Run)

@@ -22,7 +22,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/intendhq/intend/adapters"
 	"github.com/intendhq/intend/adapters/resource"
@@ -116,8 +115,8 @@ func (e *Executor) wakeSweep(env string, version int64) {
 }
 
 // Register registers the activities under their explicit names.
-func (e *Executor) Register(w worker.ActivityRegistry) {
-	w.RegisterActivityWithOptions(e.ExecuteBatch, activity.RegisterOptions{Name: workflows.ExecuteBatchActivity})
+func (e *Executor) Register(w workflows.ActivityRegistry) {
+	workflows.ExecuteBatchActivity.Register(w, e.ExecuteBatch)
 }
 
 // batchProgress is the heartbeat detail: resources done and recorded

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/callbacks"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // TestLSMCallbackCommands: intend lsm callback add registers a URL and
@@ -58,19 +59,13 @@ services: vm: #VM
 	}
 
 	ok(t, vars, "lsm", "create", "vm", "--attr", "name=web", "--wait", "up")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	wait.For(t, "the callback's four deliveries to be listed", 60*time.Second, func() error {
 		out = ok(t, vars, "lsm", "callback", "list")
 		row := rowOf(t, out, id)
 		// ID ENTITY URL PENDING DELIVERED DEAD ...
-		if row[1] == "vm" && row[2] == rcv.URL+"/hook" && row[3] == "0" && row[4] == "4" && row[5] == "0" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("list after the create:\n%s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return wait.Unless(row[1] == "vm" && row[2] == rcv.URL+"/hook" && row[3] == "0" && row[4] == "4" && row[5] == "0",
+			"list after the create:\n%s", out)
+	})
 	mu.Lock()
 	if len(got) != 4 {
 		t.Errorf("received %d events, want 4 (start, acknowledged, creating, up)", len(got))

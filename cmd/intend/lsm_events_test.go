@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // TestLSMWatchConfigExpert: intend lsm config turns the entity's auto
@@ -56,15 +57,10 @@ func TestLSMWatchConfigExpert(t *testing.T) {
 		t.Fatalf("expert:\n%s", out)
 	}
 	conf := filepath.Join(target, "web.conf")
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if b, _ := os.ReadFile(conf); string(b) == "memory=3\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the forced active set was not deployed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.For(t, "the forced active set to be deployed", 60*time.Second, func() error {
+		b, err := os.ReadFile(conf)
+		return wait.Unless(string(b) == "memory=3\n", "%s = %q, %v", conf, b, err)
+	})
 	ok(t, vars, "lsm", "delete", "vm", "web", "--wait", "terminated")
 
 	select {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/intendhq/intend/adapters/netconf/session"
 	"github.com/intendhq/intend/internal/netconftest"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // copyExampleWith copies examples/NAME into a temporary directory
@@ -106,9 +107,9 @@ func TestExampleLSMNetconf(t *testing.T) {
 	eth1 := func() string { t.Helper(); return get(ifFilter) }
 
 	// The model's own resource reaches the device with the release.
-	waitFor(t, "the contact on the device", func() bool {
-		return strings.Contains(get(`<system xmlns="urn:ietf:params:xml:ns:yang:ietf-system"><contact/></system>`),
-			"<contact>noc@example.net</contact>")
+	wait.For(t, "the contact on the device", 30*time.Second, func() error {
+		got := get(`<system xmlns="urn:ietf:params:xml:ns:yang:ietf-system"><contact/></system>`)
+		return wait.Unless(strings.Contains(got, "<contact>noc@example.net</contact>"), "the device's system: %s", got)
 	})
 
 	out := ok(t, vars, "lsm", "catalog", "interface")
@@ -201,16 +202,4 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// waitFor polls cond until it holds, failing the test after 30 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after 30s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

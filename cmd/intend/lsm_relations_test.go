@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // TestExampleLSMRelations walks the alias of examples/lsm as docs/lsm.md
@@ -28,17 +30,10 @@ func TestExampleLSMRelations(t *testing.T) {
 	file := filepath.Join(root, "aliases", "www.json")
 	waitFile := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		wait.For(t, file+" to hold "+want, 60*time.Second, func() error {
 			b, err := os.ReadFile(file)
-			if err == nil && strings.Contains(string(b), want) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s = %q, %v; want %q in it", file, b, err, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return wait.Unless(err == nil && strings.Contains(string(b), want), "%s = %q, %v", file, b, err)
+		})
 	}
 	waitFile(`"site":"blog","listen":"127.0.0.1:8081","url":"http://127.0.0.1:8081/"`)
 

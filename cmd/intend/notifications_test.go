@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -34,14 +35,10 @@ func TestNotificationsCommand(t *testing.T) {
 	}
 	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": env}
 	var listed []client.Notification
-	deadline := time.Now().Add(60 * time.Second)
-	for len(listed) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no notification of agent lonely within 60s")
-		}
-		time.Sleep(100 * time.Millisecond)
+	wait.For(t, "a notification of agent lonely", 60*time.Second, func() error {
 		jsonOf(t, ok(t, vars, "notifications", "list", "--json"), &listed)
-	}
+		return wait.Unless(len(listed) > 0, "none listed")
+	})
 	n := listed[0]
 	if len(listed) != 1 || n.Kind != "agent_without_executor" || n.Agent != "lonely" {
 		t.Fatalf("notifications = %+v", listed)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/pythonplugin"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // TestPythonPluginDeploy walks examples/python-plugin as its README does:
@@ -172,18 +174,19 @@ func deployKeptRunning(t *testing.T, proj string, rids ...string) (string, []str
 	}()
 	api := regexp.MustCompile(`Keeping everything running \(API (\S+),`)
 	var base string
-	for deadline := time.Now().Add(5 * time.Minute); base == ""; {
+	wait.For(t, "intend deploy --keep-running to keep everything running", 5*time.Minute, func() error {
 		select {
 		case err := <-done:
 			t.Fatalf("intend deploy --keep-running ended: %v\n%s", err, out.String())
-		case <-time.After(200 * time.Millisecond):
+		default:
 		}
-		if m := api.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("intend deploy --keep-running: not running after 5m:\n%s", out.String())
+		m := api.FindStringSubmatch(out.String())
+		if m == nil {
+			return fmt.Errorf("not yet:\n%s", out.String())
 		}
-	}
+		base = m[1]
+		return nil
+	})
 	token, err := os.ReadFile(filepath.Join(proj, "data", "deploy", "admin.token"))
 	if err != nil {
 		t.Fatal(err)

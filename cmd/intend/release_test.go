@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -133,14 +135,15 @@ func TestPreviewReleasesNothing(t *testing.T) {
 	if !strings.Contains(out, "released version") {
 		t.Errorf("export -d:\n%s", out)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, name := range sites {
-		for !strings.Contains(config(name), `"brotli":true`) {
-			if time.Now().After(deadline) {
-				t.Fatalf("site %s 60 s after export -d: %s", name, config(name))
+	wait.For(t, "the sites to get brotli after export -d", 60*time.Second, func() error {
+		for _, name := range sites {
+			if got := config(name); !strings.Contains(got, `"brotli":true`) {
+				return fmt.Errorf("site %s: %s", name, got)
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
+		return nil
+	})
+	for _, name := range sites {
 		if strings.Contains(config(name), "gzip") {
 			t.Errorf("site %s carries the dry-run's change: %s", name, config(name))
 		}
@@ -210,18 +213,13 @@ resources: {
 		}
 	}
 	ok(t, vars, "export", dir, "-d")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	wait.For(t, "pin to be defined by the fact of seed's size", 60*time.Second, func() error {
 		b, err := os.ReadFile(pin)
 		if err == nil && string(b) == "seed is 3 bytes\n" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			out := cli(t, vars, "compiles", "list")
-			t.Fatalf("pin 60 s after export -d: %q, %v (the fact of seed's size did not define it)\n%s", b, err, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("pin = %q, %v\n%s", b, err, cli(t, vars, "compiles", "list"))
+	})
 	if b, err := os.ReadFile(seed); err != nil || string(b) != "xyz" {
 		t.Errorf("seed = %q, %v", b, err)
 	}
@@ -232,15 +230,10 @@ resources: {
 	if err := c.Do(context.Background(), "GET", client.EnvPath(vars["INTEND_ENVIRONMENT"], "model"), nil, &src); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	wait.For(t, "a released compile for the facts of model source "+src.Hash, 30*time.Second, func() error {
 		var compiles struct{ Items []client.Compile }
 		err := c.Do(context.Background(), "GET", client.EnvPath(vars["INTEND_ENVIRONMENT"], "compiles"), nil, &compiles)
-		if err == nil && len(compiles.Items) > 0 && compiles.Items[0].Reason == "facts" && compiles.Items[0].ModelHash == src.Hash &&
-			compiles.Items[0].Released != nil && *compiles.Items[0].Released {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("compiles = %+v, %v; want one for facts of model source %s, released", compiles.Items, err, src.Hash)
-		}
-	}
+		return wait.Unless(err == nil && len(compiles.Items) > 0 && compiles.Items[0].Reason == "facts" && compiles.Items[0].ModelHash == src.Hash &&
+			compiles.Items[0].Released != nil && *compiles.Items[0].Released, "compiles = %+v, %v", compiles.Items, err)
+	})
 }

@@ -46,15 +46,22 @@ const (
 	ItemCompensationFailed = "compensation_failed"
 )
 
-// Order item operations.
-const (
-	OpCreate = "create"
-	OpUpdate = "update"
-	OpDelete = "delete"
-	// OpMigrate moves an instance to a newer version of its entity (the
-	// items of a bulk migration: POST /lsm/v1/service_catalog/{entity}/migrate).
-	OpMigrate = "migrate"
-)
+// OrderPlan is what an order's workflow knows of it: its policy, status
+// and items (by position), as the store reads them.
+type OrderPlan struct {
+	Policy string
+	Status string
+	Items  []OrderPlanItem
+}
+
+// OrderPlanItem is one item: its client id, operation, the positions it
+// depends on and its status.
+type OrderPlanItem struct {
+	ID        string
+	Operation string
+	Deps      []int
+	Status    string
+}
 
 // OrderFinal reports whether an order status is final.
 func OrderFinal(status string) bool {

@@ -35,6 +35,23 @@ func (s Sets) EntityVersion() int {
 	return 1
 }
 
+// Current is the set a write edits and a validation checks: the
+// candidate set, or the active one when there is no candidate.
+func (s Sets) Current() map[string]any {
+	if s.Candidate != nil {
+		return s.Candidate
+	}
+	return s.Active
+}
+
+// CurrentVersion is the entity version of Current.
+func (s Sets) CurrentVersion() int {
+	if s.Candidate != nil {
+		return EntityVersion(s.CandidateVersion)
+	}
+	return EntityVersion(s.ActiveVersion)
+}
+
 // Apply returns the sets after one operation, leaving s and the maps it
 // holds untouched (the result shares nothing with them):
 //

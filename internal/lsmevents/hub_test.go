@@ -12,6 +12,7 @@ import (
 	"github.com/intendhq/intend/internal/lsmevents"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -55,13 +56,9 @@ func TestHubWakesOnNotify(t *testing.T) {
 	done := make(chan struct{})
 	go func() { hub.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	deadline := time.Now().Add(10 * time.Second)
-	for !hub.Listening() {
-		if time.Now().After(deadline) {
-			t.Fatal("the hub does not listen after 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, "the hub to listen", 10*time.Second, func() error {
+		return wait.Unless(hub.Listening(), "not listening")
+	})
 	subA := hub.Subscribe(a, 1)
 	defer subA.Close()
 	subB := hub.Subscribe(b, 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/intendhq/intend/adapters/plugin"
 	"github.com/intendhq/intend/adapters/plugin/adapterv1"
 	"github.com/intendhq/intend/adapters/resource"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 const thing = "test::Thing"
@@ -115,6 +116,7 @@ func TestPanic(t *testing.T) {
 		observe: func(_ context.Context, _ *adapters.Context, r adapters.Resource) (adapters.Observation, error) {
 			if r.ID.Value == "boom" {
 				var m map[string]int
+				//lint:ignore SA5000 the runtime's panic is the point: the plugin must recover it and report its message
 				m["x"]++ // assignment to entry in nil map
 			}
 			return adapters.Observation{Exists: true, Attributes: r.Attributes}, nil
@@ -364,10 +366,10 @@ func TestBatching(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, func() bool {
+	wait.For(t, "the calls to be queued", 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.pending) == n
+		return wait.Unless(len(c.pending) == n, "%d of %d pending", len(c.pending), n)
 	})
 	close(queued)
 	wg.Wait()
@@ -380,18 +382,6 @@ func TestBatching(t *testing.T) {
 	}
 	t.Logf("host: %d messages for %d calls; plugin: %d messages for %d replies", w.hostMessages.Load(),
 		w.hostCalls.Load(), w.pluginMessages.Load(), w.pluginReplies.Load())
-}
-
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met after 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestMaxInFlight: the plugin runs at most WithMaxInFlight handler calls
@@ -592,10 +582,10 @@ func TestLargeBatch(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, func() bool {
+	wait.For(t, "the calls to be queued", 10*time.Second, func() error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.pending) == n
+		return wait.Unless(len(c.pending) == n, "%d of %d pending", len(c.pending), n)
 	})
 	close(queued)
 	wg.Wait()

@@ -24,6 +24,7 @@ import (
 	"github.com/intendhq/intend/adapters/plugin"
 	"github.com/intendhq/intend/adapters/resource"
 	"github.com/intendhq/intend/internal/ledger"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // lifePlugin is testdata/lifeplugin built once for the test binary.
@@ -159,17 +160,6 @@ func pidOf(t *testing.T, h adapters.Handler) int {
 	return 0
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20 s for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func alive(pid int) bool {
 	// A zombie is not alive: its status says so.
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -292,7 +282,7 @@ func TestMemoryLimitKills(t *testing.T) {
 		!strings.Contains(err.Error(), "exceeded its memory limit") {
 		t.Fatalf("got %v, want a transient failure: plugin life … exceeded its memory limit", err)
 	}
-	waitUntil(t, "the killed plugin to be gone", func() bool { return !alive(first) })
+	wait.For(t, "the killed plugin to be gone", 20*time.Second, func() error { return wait.Unless(!alive(first), "pid %d alive", first) })
 	if pid := pidOf(t, hd); pid == first {
 		t.Fatal("the same process after the kill")
 	}
@@ -334,7 +324,7 @@ func TestUnansweredCallKills(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the other call still waits 20 s after the deadline")
 	}
-	waitUntil(t, "the killed plugin to be gone", func() bool { return !alive(first) })
+	wait.For(t, "the killed plugin to be gone", 20*time.Second, func() error { return wait.Unless(!alive(first), "pid %d alive", first) })
 	if pid := pidOf(t, hd); pid == first {
 		t.Fatal("the same process after the kill")
 	}
@@ -376,8 +366,8 @@ func TestIdleStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := pidOf(t, hd)
-	waitUntil(t, "the idle stop", func() bool { return h.Stats().Live == 0 })
-	waitUntil(t, "the idle plugin to be gone", func() bool { return !alive(first) })
+	wait.For(t, "the idle stop", 20*time.Second, func() error { return wait.Unless(h.Stats().Live == 0, "stats %+v", h.Stats()) })
+	wait.For(t, "the idle plugin to be gone", 20*time.Second, func() error { return wait.Unless(!alive(first), "pid %d alive", first) })
 	if pid := pidOf(t, hd); pid == first {
 		t.Fatal("the same process after the idle stop")
 	}
@@ -401,7 +391,7 @@ func TestMaxPlugins(t *testing.T) {
 		hds = append(hds, hd)
 		pids = append(pids, pidOf(t, hd))
 	}
-	waitUntil(t, "the first plugin to be stopped", func() bool { return !alive(pids[0]) })
+	wait.For(t, "the first plugin to be stopped", 20*time.Second, func() error { return wait.Unless(!alive(pids[0]), "pid %d alive", pids[0]) })
 	if !alive(pids[1]) || !alive(pids[2]) {
 		t.Fatal("a recently used plugin was stopped")
 	}
@@ -414,7 +404,7 @@ func TestMaxPlugins(t *testing.T) {
 	for _, hd := range hds[1:] {
 		wg.Go(func() { hd.Create(ctx, adapters.NewContext(), res(t, "busy", map[string]any{"alloc_mb": 1})) })
 	}
-	waitUntil(t, "two calls in flight", func() bool {
+	wait.For(t, "two calls in flight", 20*time.Second, func() error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		n := 0
@@ -423,7 +413,7 @@ func TestMaxPlugins(t *testing.T) {
 				n += sl.proc.inflight
 			}
 		}
-		return n == 2
+		return wait.Unless(n == 2, "%d in flight", n)
 	})
 	_, err := h.Handler(context.Background(), "env1", lifeRef(s.put(variant(bin, 0))), "test::Life")
 	if adapters.ClassOf(err) != adapters.ClassTransient || !strings.Contains(err.Error(), "all of them busy") {
@@ -467,7 +457,7 @@ func TestDigestMismatchRefused(t *testing.T) {
 		}
 		pid := pidOf(t, hd)
 		syscall.Kill(pid, syscall.SIGKILL)
-		waitUntil(t, "the plugin's exit to be seen", func() bool { return h.Stats().Live == 0 })
+		wait.For(t, "the plugin's exit to be seen", 20*time.Second, func() error { return wait.Unless(h.Stats().Live == 0, "stats %+v", h.Stats()) })
 		path := filepath.Join(h.opts.CacheDir, "sha256", strings.TrimPrefix(digest, "sha256:"))
 		if err := os.Chmod(path, 0o700); err != nil {
 			t.Fatal(err)
@@ -557,15 +547,15 @@ func TestExpireAndClose(t *testing.T) {
 	go func() {
 		inFlight <- hd.Create(context.Background(), adapters.NewContext(), res(t, "hung", map[string]any{"hang": true}))
 	}()
-	waitUntil(t, "the call in flight", func() bool {
+	wait.For(t, "the call in flight", 20*time.Second, func() error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, sl := range h.slots {
 			if sl.proc != nil && sl.proc.inflight > 0 {
-				return true
+				return nil
 			}
 		}
-		return false
+		return errors.New("no call in flight")
 	})
 	h.Close()
 	if err := <-inFlight; adapters.ClassOf(err) != adapters.ClassTransient || !strings.Contains(err.Error(), "the executor is stopping") {
@@ -720,11 +710,11 @@ func TestMemoryLimitCountsChildren(t *testing.T) {
 	if err == nil || adapters.ClassOf(err) != adapters.ClassTransient || !strings.Contains(err.Error(), "exceeded its memory limit") {
 		t.Fatalf("got %v, want a transient failure: plugin life … exceeded its memory limit", err)
 	}
-	waitUntil(t, "the killed plugin to be gone", func() bool { return !alive(first) })
+	wait.For(t, "the killed plugin to be gone", 20*time.Second, func() error { return wait.Unless(!alive(first), "pid %d alive", first) })
 	for _, l := range hc.Logs() {
 		if v, ok := l.Attrs["child_pid"]; ok {
 			pid, _ := strconv.Atoi(fmt.Sprint(v))
-			waitUntil(t, "the plugin's child to be gone", func() bool { return !alive(pid) })
+			wait.For(t, "the plugin's child to be gone", 20*time.Second, func() error { return wait.Unless(!alive(pid), "pid %d alive", pid) })
 		}
 	}
 	if st := h.Stats(); st.MemoryKills != 1 {

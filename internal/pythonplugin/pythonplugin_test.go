@@ -27,6 +27,7 @@ import (
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/pluginhost"
 	"github.com/intendhq/intend/internal/pythonplugin"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 var (
@@ -892,16 +893,10 @@ func TestOrphanExits(t *testing.T) {
 		t.Fatalf("socket name %s: %v", parts[3], err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(parts[3]); os.IsNotExist(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the orphaned plugin's socket %s is still there 10s after its parent exited", parts[3])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(t, "the orphaned plugin's socket "+parts[3]+" to go after its parent exited", 10*time.Second, func() error {
+		_, err := os.Stat(parts[3])
+		return wait.Unless(os.IsNotExist(err), "stat: %v", err)
+	})
 }
 
 // TestStubsUpToDate: the committed Python stubs are what `make proto`

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/intent"
 )
 
 // VersionDiff is what changed from one version of an environment to
@@ -20,7 +22,7 @@ type VersionDiff struct {
 	// Removed holds the ids of resources in From but not in To, sorted.
 	Removed []string `json:"removed"`
 	// Modified holds the resources in both whose intent differs, by id.
-	Modified []ModifiedResource `json:"modified"`
+	Modified []intent.ModifiedResource `json:"modified"`
 	// Next, on a page that is full, is the last resource id on it: ask
 	// for the diff after it for the next page.
 	Next string `json:"next,omitempty"`
@@ -31,26 +33,6 @@ type VersionDiff struct {
 type DiffPage struct {
 	After string
 	Limit int
-}
-
-// ModifiedResource is one resource whose intent differs between two
-// versions.
-type ModifiedResource struct {
-	ID string `json:"id"`
-	// Changes maps each attribute that differs to its values in From and To
-	// (nil where the attribute is absent on that side), and, when they
-	// differ, "requires" (sorted id lists), "resource_set" and the flags "purged",
-	// "send_event", "receive_events", "report_only", "undefined" and
-	// "unmanaged". An
-	// attribute named like one of those keys is shadowed by it when both
-	// differ.
-	Changes map[string]Change `json:"changes"`
-}
-
-// Change is one value that differs between two versions.
-type Change struct {
-	From any `json:"from"`
-	To   any `json:"to"`
 }
 
 // DiffVersions compares version a of an environment (From) with version b
@@ -67,7 +49,7 @@ func (s *Store) DiffVersions(ctx context.Context, envID string, a, b int64, page
 	if len(page) > 0 {
 		pg = page[0]
 	}
-	d := VersionDiff{From: a, To: b, Added: []string{}, Removed: []string{}, Modified: []ModifiedResource{}}
+	d := VersionDiff{From: a, To: b, Added: []string{}, Removed: []string{}, Modified: []intent.ModifiedResource{}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, `select version from versions
@@ -166,7 +148,7 @@ func (s *Store) DiffVersions(ctx context.Context, envID string, a, b int64, page
 				if err != nil {
 					return fmt.Errorf("compare %s: %w", p.id, err)
 				}
-				d.Modified = append(d.Modified, ModifiedResource{ID: p.id, Changes: changes})
+				d.Modified = append(d.Modified, intent.ModifiedResource{ID: p.id, Changes: changes})
 			}
 			return nil
 		})
@@ -213,7 +195,7 @@ func loadContents(ctx context.Context, tx pgx.Tx, envID string, hashes [][]byte)
 // diffContents compares two contents attribute by attribute. Values are
 // compared by their canonical JSON (numbers by their text, as the intent
 // hash does), so "420" and "420.0" differ.
-func diffContents(from, to storedContent) (map[string]Change, error) {
+func diffContents(from, to storedContent) (map[string]intent.Change, error) {
 	fa, err := decodeAttributes(from.attributes)
 	if err != nil {
 		return nil, err
@@ -222,11 +204,11 @@ func diffContents(from, to storedContent) (map[string]Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	changes := map[string]Change{}
+	changes := map[string]intent.Change{}
 	for k, fv := range fa {
 		tv, ok := ta[k]
 		if !ok {
-			changes[k] = Change{From: fv, To: nil}
+			changes[k] = intent.Change{From: fv, To: nil}
 			continue
 		}
 		same, err := sameJSON(fv, tv)
@@ -234,22 +216,22 @@ func diffContents(from, to storedContent) (map[string]Change, error) {
 			return nil, fmt.Errorf("attribute %q: %w", k, err)
 		}
 		if !same {
-			changes[k] = Change{From: fv, To: tv}
+			changes[k] = intent.Change{From: fv, To: tv}
 		}
 	}
 	for k, tv := range ta {
 		if _, ok := fa[k]; !ok {
-			changes[k] = Change{From: nil, To: tv}
+			changes[k] = intent.Change{From: nil, To: tv}
 		}
 	}
 	// The resource's own fields go after the attributes: on a name clash
 	// they win, because they are what the orchestrator acts on.
 	fr, tr := sortedIDs(from.requires), sortedIDs(to.requires)
 	if !slices.Equal(fr, tr) {
-		changes["requires"] = Change{From: fr, To: tr}
+		changes["requires"] = intent.Change{From: fr, To: tr}
 	}
 	if fs, ts := setName(from.resourceSet), setName(to.resourceSet); fs != ts {
-		changes["resource_set"] = Change{From: fs, To: ts}
+		changes["resource_set"] = intent.Change{From: fs, To: ts}
 	}
 	for _, f := range []struct {
 		name     string
@@ -263,7 +245,7 @@ func diffContents(from, to storedContent) (map[string]Change, error) {
 		{"unmanaged", from.unmanaged, to.unmanaged},
 	} {
 		if f.from != f.to {
-			changes[f.name] = Change{From: f.from, To: f.to}
+			changes[f.name] = intent.Change{From: f.from, To: f.to}
 		}
 	}
 	return changes, nil

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/intendhq/intend/internal/ledger"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // MaxActiveDryruns is how many dry-runs an environment runs at once; one

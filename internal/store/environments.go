@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/intendhq/intend/internal/lsm"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/confine"
@@ -44,6 +46,9 @@ type Environment struct {
 	// environment takes no other version.
 	DecommissionVersion *int64 `json:"decommission_version"`
 }
+
+// LSM is what the lifecycle's writes need of the environment.
+func (e Environment) LSM() lsm.Env { return lsm.Env{ID: e.ID, Name: e.Name} }
 
 // Settings are an environment's typed settings. Stored as JSON holding
 // only the keys that were set; absent keys read as their default.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -70,7 +71,7 @@ func TestTypedErrors(t *testing.T) {
 func TestReferencedErrorIsAConflict(t *testing.T) {
 	t.Parallel()
 	var err error = &store.ReferencedError{Instance: "i1",
-		Referrers: []store.Referrer{{Entity: "vm", ID: "i2", Attribute: "net"}}}
+		Referrers: []lsm.Referrer{{Entity: "vm", ID: "i2", Attribute: "net"}}}
 	var ce *store.ConflictError
 	if !errors.As(err, &ce) || ce.What != err.Error() || !errors.Is(err, store.ErrConflict) {
 		t.Errorf("%v: As ConflictError %v (%+v), Is ErrConflict %v; want both, saying the same",

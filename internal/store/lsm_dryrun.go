@@ -21,10 +21,10 @@ type InstanceDryrun struct {
 	BaseVersion int64 `json:"base_version"`
 	// Added, Removed and Unchanged are resource ids, sorted; Modified the
 	// resources whose intent would differ, with each changed attribute.
-	Added     []string           `json:"added"`
-	Removed   []string           `json:"removed"`
-	Modified  []ModifiedResource `json:"modified"`
-	Unchanged []string           `json:"unchanged"`
+	Added     []string                  `json:"added"`
+	Removed   []string                  `json:"removed"`
+	Modified  []intent.ModifiedResource `json:"modified"`
+	Unchanged []string                  `json:"unchanged"`
 	// Run is the dry-run of the proposed resources on the targets (every
 	// one of them, so that drift shows too); nil when there are none.
 	Run *DeployRun `json:"dryrun,omitempty"`
@@ -39,7 +39,7 @@ type InstanceDryrun struct {
 // counts towards MaxActiveDryruns (ErrBusy); its workflow is started by
 // the caller, as for CreateDryrun.
 func (s *Store) CreateInstanceDryrun(ctx context.Context, envID, set string, rs []intent.Resource, reason string) (InstanceDryrun, error) {
-	out := InstanceDryrun{Added: []string{}, Removed: []string{}, Modified: []ModifiedResource{}, Unchanged: []string{}}
+	out := InstanceDryrun{Added: []string{}, Removed: []string{}, Modified: []intent.ModifiedResource{}, Unchanged: []string{}}
 	for i := range rs {
 		if rs[i].ResourceSet != set {
 			return out, fmt.Errorf("resource %s is in set %q, not %q", rs[i].ID, rs[i].ResourceSet, set)
@@ -124,7 +124,7 @@ func (s *Store) CreateInstanceDryrun(ctx context.Context, envID, set string, rs 
 				if err != nil {
 					return fmt.Errorf("compare %s: %w", modifiedIDs[i], err)
 				}
-				out.Modified = append(out.Modified, ModifiedResource{ID: modifiedIDs[i], Changes: changes})
+				out.Modified = append(out.Modified, intent.ModifiedResource{ID: modifiedIDs[i], Changes: changes})
 			}
 		}
 		if len(rs) == 0 {

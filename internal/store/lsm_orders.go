@@ -72,15 +72,8 @@ type NewOrder struct {
 	Items       []NewOrderItem
 }
 
-// NewOrderItem is one checked item of a NewOrder.
-type NewOrderItem struct {
-	ItemID     string
-	Operation  string
-	Entity     string
-	InstanceID string
-	Deps       []int
-	Spec       json.RawMessage
-}
+// NewOrderItem is one checked item of a NewOrder (lsm.CheckOrder's).
+type NewOrderItem = lsm.NewOrderItem
 
 // CreateOrder writes an order and its items in one transaction and
 // returns the order as written. With req, the order as written is stored
@@ -293,25 +286,9 @@ func (s *Store) MarkOrderItems(ctx context.Context, envID, orderID, status strin
 	return tag.RowsAffected(), err
 }
 
-// OrderPlan is what the order's workflow needs of it: its policy and
-// status, and each item's operation, dependencies and status.
-type OrderPlan struct {
-	Policy string
-	Status string
-	Items  []OrderPlanItem
-}
-
-// OrderPlanItem is one item of an OrderPlan, by position.
-type OrderPlanItem struct {
-	ID        string
-	Operation string
-	Deps      []int
-	Status    string
-}
-
 // GetOrderPlan returns the plan of an order.
-func (s *Store) GetOrderPlan(ctx context.Context, envID, id string) (OrderPlan, error) {
-	var p OrderPlan
+func (s *Store) GetOrderPlan(ctx context.Context, envID, id string) (lsm.OrderPlan, error) {
+	var p lsm.OrderPlan
 	if err := s.pool.QueryRow(ctx, `select policy, status from lsm_orders where environment_id = $1::uuid and id = $2::uuid`,
 		envID, id).Scan(&p.Policy, &p.Status); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -324,8 +301,8 @@ func (s *Store) GetOrderPlan(ctx context.Context, envID, id string) (OrderPlan, 
 	if err != nil {
 		return p, err
 	}
-	p.Items, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (OrderPlanItem, error) {
-		var it OrderPlanItem
+	p.Items, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (lsm.OrderPlanItem, error) {
+		var it lsm.OrderPlanItem
 		var deps []int32
 		err := row.Scan(&it.ID, &it.Operation, &deps, &it.Status)
 		it.Deps = make([]int, len(deps))

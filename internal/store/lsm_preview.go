@@ -9,22 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/intent"
+	"github.com/intendhq/intend/internal/lsm"
 )
-
-// SetComparison is what a resource set's proposed resources would change
-// against the set in the base version: ids sorted, Modified with each
-// changed attribute (as DiffVersions and CreateInstanceDryrun give them).
-type SetComparison struct {
-	Added     []string
-	Removed   []string
-	Modified  []ModifiedResource
-	Unchanged int
-}
-
-// Changed reports whether anything would change.
-func (c SetComparison) Changed() bool {
-	return len(c.Added)+len(c.Removed)+len(c.Modified) > 0
-}
 
 // CompareSets compares, per resource set, the resources proposed for it
 // with the set in the released version (the newest when none is
@@ -33,8 +19,8 @@ func (c SetComparison) Changed() bool {
 // preview of a model over every live service instance, which must leave
 // no trace; CreateInstanceDryrun stores the proposed contents for its
 // dry-run on the targets).
-func (s *Store) CompareSets(ctx context.Context, envID string, proposed map[string][]intent.Resource) (int64, map[string]SetComparison, error) {
-	out := make(map[string]SetComparison, len(proposed))
+func (s *Store) CompareSets(ctx context.Context, envID string, proposed map[string][]intent.Resource) (int64, map[string]lsm.SetComparison, error) {
+	out := make(map[string]lsm.SetComparison, len(proposed))
 	var base int64
 	sets := make([]string, 0, len(proposed))
 	for set, rs := range proposed {
@@ -90,7 +76,7 @@ func (s *Store) CompareSets(ctx context.Context, envID string, proposed map[stri
 		var modified []pending
 		var oldHashes [][]byte
 		for _, set := range sets {
-			cmp := SetComparison{Added: []string{}, Removed: []string{}, Modified: []ModifiedResource{}}
+			cmp := lsm.SetComparison{Added: []string{}, Removed: []string{}, Modified: []intent.ModifiedResource{}}
 			have := current[set]
 			seen := make(map[string]bool, len(proposed[set]))
 			for i := range proposed[set] {
@@ -131,7 +117,7 @@ func (s *Store) CompareSets(ctx context.Context, envID string, proposed map[stri
 				return fmt.Errorf("compare %s: %w", m.id, err)
 			}
 			cmp := out[m.set]
-			cmp.Modified = append(cmp.Modified, ModifiedResource{ID: m.id, Changes: changes})
+			cmp.Modified = append(cmp.Modified, intent.ModifiedResource{ID: m.id, Changes: changes})
 			out[m.set] = cmp
 		}
 		return nil

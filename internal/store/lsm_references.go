@@ -32,20 +32,11 @@ import (
 // other sees its outcome once it gets the lock (READ COMMITTED re-reads
 // a locked row, and each statement sees what committed before it).
 
-// Referrer is a live instance whose attribute names another instance.
-type Referrer struct {
-	Entity    string `json:"service_entity"`
-	ID        string `json:"id"`
-	Identity  string `json:"identity,omitempty"`
-	Attribute string `json:"attribute"`
-	State     string `json:"state"`
-}
-
 // ReferencedError refuses the deletion of an instance that live instances
 // reference. It wraps a *ConflictError.
 type ReferencedError struct {
 	Instance  string
-	Referrers []Referrer
+	Referrers []lsm.Referrer
 }
 
 func (e *ReferencedError) Error() string {
@@ -67,7 +58,7 @@ func (e *ReferencedError) Unwrap() error { return &ConflictError{What: e.Error()
 
 // ReferencedBy returns the live instances that reference the instance id,
 // one per (referrer, attribute), by entity, id and attribute.
-func (s *Store) ReferencedBy(ctx context.Context, envID, id string) ([]Referrer, error) {
+func (s *Store) ReferencedBy(ctx context.Context, envID, id string) ([]lsm.Referrer, error) {
 	return referrers(ctx, s.pool, envID, id)
 }
 
@@ -88,18 +79,18 @@ const referrersSQL = `select i.entity, i.id::text, coalesce(i.identity, ''), r.a
 		where r.environment_id = $1::uuid and r.target_id = $2::uuid
 		order by i.entity, i.id, r.attribute`
 
-func referrers(ctx context.Context, q queryer, envID, id string) ([]Referrer, error) {
+func referrers(ctx context.Context, q queryer, envID, id string) ([]lsm.Referrer, error) {
 	rows, err := q.Query(ctx, referrersSQL, envID, id)
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Referrer, error) {
-		var r Referrer
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lsm.Referrer, error) {
+		var r lsm.Referrer
 		err := row.Scan(&r.Entity, &r.ID, &r.Identity, &r.Attribute, &r.State)
 		return r, err
 	})
 	if out == nil {
-		out = []Referrer{}
+		out = []lsm.Referrer{}
 	}
 	return out, err
 }
@@ -201,10 +192,7 @@ func mapKeysOf[V any](m map[string]V) func(func(string) bool) {
 
 // NoSuchInstance is the attribute problem of a reference that names no
 // live instance.
-func NoSuchInstance(r lsm.Reference) lsm.AttributeProblem {
-	return lsm.AttributeProblem{Attribute: r.Attribute, Reason: lsm.ReasonNoSuchInstance,
-		Detail: fmt.Sprintf("names no live %s instance (%q): a reference names one by id or identity", r.Entity, r.Value)}
-}
+func NoSuchInstance(r lsm.Reference) lsm.AttributeProblem { return lsm.NoSuchInstance(r) }
 
 // referencePlan is what checkReferences decided for a transfer: the rows
 // the referrer has after it (write replaces them).

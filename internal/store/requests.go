@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/intendhq/intend/internal/ledger"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/intendhq/intend/internal/ledger"
 )
 
 // Request asks the scheduler for deploy work. Kind "deploy" deploys what

@@ -193,8 +193,8 @@ func TestUndefinedDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(d.Modified) != 1 || d.Modified[0].ID != undefA ||
-		!reflect.DeepEqual(d.Modified[0].Changes["undefined"], store.Change{From: true, To: false}) ||
-		!reflect.DeepEqual(d.Modified[0].Changes["content"], store.Change{From: nil, To: "known"}) {
+		!reflect.DeepEqual(d.Modified[0].Changes["undefined"], intent.Change{From: true, To: false}) ||
+		!reflect.DeepEqual(d.Modified[0].Changes["content"], intent.Change{From: nil, To: "known"}) {
 		t.Errorf("diff 1→2 = %+v; want a modified: undefined true → false, content added", d)
 	}
 	for v, want := range map[int64]bool{1: true, 2: false} {

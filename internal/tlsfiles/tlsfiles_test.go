@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/internal/tlsfiles/certtest"
 )
 
@@ -86,17 +87,10 @@ func mustGet(t *testing.T, addr string, cfg *tls.Config, want string) {
 // waitCN makes new connections until the server presents want.
 func waitCN(t *testing.T, addr string, cfg *tls.Config, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.For(t, "the server to present "+want, 5*time.Second, func() error {
 		cn, err := get(addr, cfg)
-		if err == nil && cn == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server still presents %q (err %v), want %q", cn, err, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return wait.Unless(err == nil && cn == want, "it presents %q (err %v)", cn, err)
+	})
 }
 
 func writeRename(t *testing.T, path string, data []byte) {
@@ -320,16 +314,10 @@ func TestMutualTLS(t *testing.T) {
 
 	t.Run("client CA reload", func(t *testing.T) {
 		writeRename(t, clientCAFile, other.CertPEM())
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			if _, err := get(addr, client(badCert, badKey)); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("client of the new client CA still refused after reload")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		wait.For(t, "a client of the new client CA to be accepted after reload", 5*time.Second, func() error {
+			_, err := get(addr, client(badCert, badKey))
+			return err
+		})
 		if _, err := get(addr, client(goodCert, goodKey)); err == nil {
 			t.Fatal("client of the replaced client CA still accepted")
 		}

@@ -105,7 +105,7 @@ func (e *LSM) syncBehind(ctx context.Context, env store.Environment, inst store.
 	log.Warn("reconcile: a service instance's workflow shows another state than PostgreSQL; it is asked to sync",
 		"environment", env.Name, "service_entity", inst.Entity, "instance", inst.ID,
 		"state", inst.State, "workflow_state", state)
-	if err := e.Sync(ctx, env, inst.Entity, inst.ID); err != nil && ctx.Err() == nil {
+	if err := e.Sync(ctx, env.LSM(), inst.Entity, inst.ID); err != nil && ctx.Err() == nil {
 		log.Warn("reconcile: sync a service instance's workflow", "instance", inst.ID, "error", err)
 	}
 }

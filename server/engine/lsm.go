@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/intendhq/intend/api"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
@@ -22,7 +21,7 @@ import (
 const defaultLSMWait = 30 * time.Second
 
 // LSM sends the inventory's writes to the instances' workflows as
-// Updates (api.LSMEngine), tells them of model sources and entity
+// Updates (lsm.Engine), tells them of model sources and entity
 // configs, asks them to sync with PostgreSQL, and restarts the ones
 // Temporal lost.
 type LSM struct {
@@ -34,10 +33,10 @@ type LSM struct {
 	Wait time.Duration
 }
 
-var _ api.LSMEngine = (*LSM)(nil)
+var _ lsm.Engine = (*LSM)(nil)
 
-// Send implements api.LSMEngine.
-func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstance, error) {
+// Send implements lsm.Engine.
+func (e *LSM) Send(ctx context.Context, req lsm.Request) (store.ServiceInstance, error) {
 	wait := e.Wait
 	if wait <= 0 {
 		wait = defaultLSMWait
@@ -46,7 +45,7 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 	// outcome anyway, so that it is logged and stored alike.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
-	env, entity := req.Environment, req.Entity.Name
+	env, entity := req.Env, req.Entity.Name
 	wfID := workflows.ServiceInstanceWorkflowID(env.Name, entity, req.InstanceID)
 	idem := req.Idempotent
 	opts := client.UpdateWorkflowOptions{
@@ -55,23 +54,23 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 		WaitForStage: client.WorkflowUpdateStageAccepted,
 	}
 	switch req.Op {
-	case api.LSMCreate:
+	case lsm.OpCreate:
 		opts.UpdateName, opts.Args = workflows.CreateUpdate,
 			[]any{workflows.CreateRequest{Attributes: req.Attributes, Request: idem, Actor: req.Actor}}
-	case api.LSMUpdate:
+	case lsm.OpUpdate:
 		opts.UpdateName, opts.Args = workflows.UpdateUpdate,
 			[]any{workflows.UpdateRequest{CurrentVersion: req.CurrentVersion, Attributes: req.Attributes, Request: idem,
 				Actor: req.Actor}}
-	case api.LSMSetState:
+	case lsm.OpSetState:
 		opts.UpdateName, opts.Args = workflows.SetStateUpdate,
 			[]any{workflows.SetStateRequest{CurrentVersion: req.CurrentVersion, Target: req.Target, Request: idem,
 				Actor: req.Actor}}
-	case api.LSMDelete:
+	case lsm.OpDelete:
 		opts.UpdateName, opts.Args = workflows.DeleteUpdate,
 			[]any{workflows.DeleteRequest{CurrentVersion: req.CurrentVersion, Request: idem, Actor: req.Actor}}
-	case api.LSMExpert:
+	case lsm.OpExpert:
 		opts.UpdateName, opts.Args = workflows.ExpertUpdate, []any{expertRequest(req, idem)}
-	case api.LSMMigrate:
+	case lsm.OpMigrate:
 		opts.UpdateName, opts.Args = workflows.MigrateUpdate,
 			[]any{workflows.MigrateRequest{CurrentVersion: req.CurrentVersion, Entity: req.Entity, Attributes: req.Attributes,
 				Request: idem, Actor: req.Actor}}
@@ -85,7 +84,7 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 	attempt := func() (store.ServiceInstance, error) {
 		var h client.WorkflowUpdateHandle
 		var err error
-		if req.Op == api.LSMCreate {
+		if req.Op == lsm.OpCreate {
 			start := e.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 				ID:        wfID,
 				TaskQueue: workflows.TaskQueue,
@@ -123,10 +122,10 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 			if errors.As(err, &nf) {
 				// The inventory has the instance live, but its workflow
 				// does not run (it just ended, or Temporal lost it).
-				return store.ServiceInstance{}, fmt.Errorf("%w: workflow %s does not run: %v", api.ErrLSMUnavailable, wfID, err)
+				return store.ServiceInstance{}, fmt.Errorf("%w: workflow %s does not run: %v", lsm.ErrUnavailable, wfID, err)
 			}
 			if ctx.Err() != nil || isUnavailable(err) {
-				return store.ServiceInstance{}, fmt.Errorf("%w: send %s to %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, err)
+				return store.ServiceInstance{}, fmt.Errorf("%w: send %s to %s: %v", lsm.ErrUnavailable, opts.UpdateName, wfID, err)
 			}
 			return store.ServiceInstance{}, fmt.Errorf("send %s to %s: %w", opts.UpdateName, wfID, err)
 		}
@@ -136,10 +135,10 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 				return inst, rej
 			}
 			if ctx.Err() != nil {
-				return inst, fmt.Errorf("%w: %s of %s (update %s)", api.ErrLSMPending, opts.UpdateName, wfID, req.UpdateID)
+				return inst, fmt.Errorf("%w: %s of %s (update %s)", lsm.ErrPending, opts.UpdateName, wfID, req.UpdateID)
 			}
 			if isUnavailable(err) {
-				return inst, fmt.Errorf("%w: wait for %s of %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, err)
+				return inst, fmt.Errorf("%w: wait for %s of %s: %v", lsm.ErrUnavailable, opts.UpdateName, wfID, err)
 			}
 			return inst, fmt.Errorf("%s of %s: %w", opts.UpdateName, wfID, err)
 		}
@@ -149,7 +148,7 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 	synced := false
 	for {
 		inst, err := attempt()
-		var rej *api.LSMRejection
+		var rej *lsm.Rejection
 		var again *retryable
 		retry := errors.As(err, &rej) && rej.Reason == lsm.RejectBusy || errors.As(err, &again)
 		if errors.As(err, &rej) && rej.Reason == lsm.RejectStale && rej.Version < req.CurrentVersion {
@@ -166,7 +165,7 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 			retry = true
 		}
 		if !retry {
-			if err == nil && req.Op == api.LSMCreate {
+			if err == nil && req.Op == lsm.OpCreate {
 				e.syncConfig(ctx, req)
 			}
 			return inst, err
@@ -174,7 +173,7 @@ func (e *LSM) Send(ctx context.Context, req api.LSMRequest) (store.ServiceInstan
 		select {
 		case <-ctx.Done():
 			if again != nil {
-				return inst, fmt.Errorf("%w: send %s to %s: %v", api.ErrLSMUnavailable, opts.UpdateName, wfID, again.err)
+				return inst, fmt.Errorf("%w: send %s to %s: %v", lsm.ErrUnavailable, opts.UpdateName, wfID, again.err)
 			}
 			return inst, err
 		case <-time.After(backoff):
@@ -203,20 +202,20 @@ func (e *LSM) Signal(ctx context.Context, workflowID, name string, arg any) erro
 // compares itself with PostgreSQL and takes up what it lost. A workflow
 // that does not run has nothing to compare (the reconciler starts it
 // from PostgreSQL).
-func (e *LSM) Sync(ctx context.Context, env store.Environment, entity, id string) error {
+func (e *LSM) Sync(ctx context.Context, env lsm.Env, entity, id string) error {
 	return e.Signal(ctx, workflows.ServiceInstanceWorkflowID(env.Name, entity, id), workflows.SyncSignal, nil)
 }
 
 // rejection finds the instance workflow's rejection in err's chain (a
 // validator's, or a handler's after it, possibly under the wrappers of
 // an activity failure), or returns nil.
-func rejection(err error) *api.LSMRejection {
+func rejection(err error) *lsm.Rejection {
 	for ; err != nil; err = errors.Unwrap(err) {
 		ae, ok := err.(*temporal.ApplicationError)
 		if !ok {
 			continue
 		}
-		rej := &api.LSMRejection{Reason: ae.Type(), Message: ae.Message()}
+		rej := &lsm.Rejection{Reason: ae.Type(), Message: ae.Message()}
 		switch ae.Type() {
 		case lsm.RejectStale:
 			if ae.HasDetails() {
@@ -233,7 +232,7 @@ func rejection(err error) *api.LSMRejection {
 				rej.Problems = ps
 			}
 		case lsm.RejectReferenced:
-			var rs []api.InstanceReferrer
+			var rs []lsm.Referrer
 			if ae.HasDetails() && ae.Details(&rs) == nil {
 				rej.Referrers = rs
 			}
@@ -254,12 +253,12 @@ func isUnavailable(err error) bool {
 	return errors.As(err, &u) || errors.As(err, &d) || errors.As(err, &x)
 }
 
-// ModelChanged implements api.LSMEngine: it starts the environment's
+// ModelChanged implements lsm.Engine: it starts the environment's
 // notification of the model source (intend.ModelChanged), which signals
 // every live instance, and records the source as announced. A
 // notification of the same source still running is that one; a source
 // never recorded as announced is announced by the reconciler.
-func (e *LSM) ModelChanged(ctx context.Context, env store.Environment, hash string) error {
+func (e *LSM) ModelChanged(ctx context.Context, env lsm.Env, hash string) error {
 	// Without live instances there is nobody to tell (one created from
 	// now on compiles with this source anyway): no workflow.
 	live, err := e.Store.HasLiveServiceInstances(ctx, env.ID)
@@ -277,8 +276,8 @@ func (e *LSM) ModelChanged(ctx context.Context, env store.Environment, hash stri
 	return nil
 }
 
-func (e *LSM) startModelChanged(ctx context.Context, env store.Environment, hash string) error {
-	_, err := e.Temporal.ExecuteWorkflow(ctx, envWorkflowOptions(workflows.ModelChangedWorkflowID(env.Name, hash), env,
+func (e *LSM) startModelChanged(ctx context.Context, env lsm.Env, hash string) error {
+	_, err := e.Temporal.ExecuteWorkflow(ctx, envWorkflowOptions(workflows.ModelChangedWorkflowID(env.Name, hash), env.Name,
 		fmt.Sprintf("model source %.12s announced to the service instances", hash)),
 		workflows.ModelChangedWorkflowName, workflows.ModelChangedInput{
 			EnvironmentID: env.ID, EnvironmentName: env.Name, Hash: hash,

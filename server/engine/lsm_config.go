@@ -36,15 +36,15 @@ func (e *LSM) ConfigChanged(ctx context.Context, env store.Environment, entity s
 		if inst.Entity != entity {
 			continue
 		}
-		if err := e.signalConfig(ctx, env, entity, inst.ID, c); err != nil {
+		if err := e.signalConfig(ctx, env.Name, entity, inst.ID, c); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (e *LSM) signalConfig(ctx context.Context, env store.Environment, entity, id string, c store.EntityConfig) error {
-	wfID := workflows.ServiceInstanceWorkflowID(env.Name, entity, id)
+func (e *LSM) signalConfig(ctx context.Context, env, entity, id string, c store.EntityConfig) error {
+	wfID := workflows.ServiceInstanceWorkflowID(env, entity, id)
 	err := e.Temporal.SignalWorkflow(ctx, wfID, "", workflows.ConfigChangedSignal,
 		workflows.EntityConfigSignal{AutoTransfers: c.AutoTransfers})
 	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
@@ -59,25 +59,19 @@ func (e *LSM) signalConfig(ctx context.Context, env store.Environment, entity, i
 // syncConfig tells a just created instance's workflow the entity's config
 // when it is not what the create started it with. Best effort: a failure
 // is left to the next config change (or a repeat of it).
-func (e *LSM) syncConfig(ctx context.Context, req api.LSMRequest) {
-	ent, err := e.Store.GetEntityDefinition(ctx, req.Environment.ID, req.Entity.Name)
+func (e *LSM) syncConfig(ctx context.Context, req lsm.Request) {
+	ent, err := e.Store.GetEntityDefinition(ctx, req.Env.ID, req.Entity.Name)
 	if err != nil || !ent.Config.AutoTransfers == req.AutoTransfersOff {
 		return // the workflow started with the config there is
 	}
-	_ = e.signalConfig(ctx, req.Environment, req.Entity.Name, req.InstanceID, ent.Config)
+	_ = e.signalConfig(ctx, req.Env.Name, req.Entity.Name, req.InstanceID, ent.Config)
 }
 
 // expertRequest is an expert write as the instance's workflow takes it.
-func expertRequest(req api.LSMRequest, idem *lsm.IdempotentRequest) workflows.ExpertRequest {
+func expertRequest(req lsm.Request, idem *lsm.IdempotentRequest) workflows.ExpertRequest {
 	x := req.Expert
 	if x == nil {
-		x = &api.ExpertChange{}
+		x = &lsm.ExpertChange{}
 	}
-	return workflows.ExpertRequest{
-		CurrentVersion: req.CurrentVersion, State: x.State,
-		SetCandidate: x.SetCandidate, Candidate: x.Candidate,
-		SetActive: x.SetActive, Active: x.Active,
-		SetRollback: x.SetRollback, Rollback: x.Rollback,
-		Reason: x.Reason, Request: idem, Actor: req.Actor,
-	}
+	return workflows.ExpertRequest{CurrentVersion: req.CurrentVersion, ExpertChange: *x, Request: idem, Actor: req.Actor}
 }

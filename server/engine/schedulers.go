@@ -52,7 +52,7 @@ func (s *Schedulers) schedulerInput(env store.Environment) workflows.SchedulerIn
 }
 
 func schedulerOptions(env store.Environment) client.StartWorkflowOptions {
-	o := envWorkflowOptions(workflows.SchedulerWorkflowID(env.Name), env, "scheduler of environment "+env.Name)
+	o := envWorkflowOptions(workflows.SchedulerWorkflowID(env.Name), env.Name, "scheduler of environment "+env.Name)
 	o.WorkflowTaskTimeout = workflows.SchedulerTaskTimeout
 	return o
 }
@@ -61,14 +61,14 @@ func schedulerOptions(env store.Environment) client.StartWorkflowOptions {
 // scheduler, compile queue, model announcements, orders): on intend's
 // task queue, with its IntendEnvironment, the running one taken when
 // there is one, a new one allowed once it ended.
-func envWorkflowOptions(id string, env store.Environment, summary string) client.StartWorkflowOptions {
+func envWorkflowOptions(id, env, summary string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env.Name),
+			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrEnvironment).ValueSet(env),
 		),
 		StaticSummary: summary,
 	}
@@ -161,7 +161,7 @@ func (s *Schedulers) Stop(ctx context.Context, env store.Environment) error {
 }
 
 func compileQueueOptions(env store.Environment) client.StartWorkflowOptions {
-	return envWorkflowOptions(workflows.CompileQueueWorkflowID(env.Name), env, "compile queue of environment "+env.Name)
+	return envWorkflowOptions(workflows.CompileQueueWorkflowID(env.Name), env.Name, "compile queue of environment "+env.Name)
 }
 
 func compileQueueInput(env store.Environment) workflows.CompileQueueInput {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 func writeProject(t *testing.T, main string) string {
@@ -261,20 +262,15 @@ func TestFairSlots(t *testing.T) {
 	}
 	waiting := func(n int) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		wait.For(t, fmt.Sprintf("%d compiles waiting", n), 10*time.Second, func() error {
 			f.mu.Lock()
 			w := 0
 			for _, q := range f.waiting {
 				w += len(q)
 			}
 			f.mu.Unlock()
-			if w == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d waiting, want %d", w, n)
-			}
-		}
+			return wait.Unless(w == n, "%d waiting", w)
+		})
 	}
 	next := func(want string) {
 		t.Helper()

@@ -1,4 +1,4 @@
-package server
+package callbackd
 
 import (
 	"context"
@@ -18,7 +18,41 @@ import (
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/store/storetest"
+	"github.com/intendhq/intend/internal/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestHostAllowed: a host is allowed when it equals an entry (without
+// case or a trailing dot, IP addresses in any spelling) or lies under a
+// ".domain" entry; no entries allow any host.
+func TestHostAllowed(t *testing.T) {
+	t.Parallel()
+	allowed := []string{"hooks.example.com", ".corp.example", "10.0.0.1", "2001:db8::1"}
+	for _, c := range []struct {
+		host   string
+		want   bool
+		reason string
+	}{
+		{"hooks.example.com", true, "an entry"},
+		{"HOOKS.Example.com.", true, "without case or the trailing dot"},
+		{"other.example.com", false, "a sibling of an entry"},
+		{"example.com", false, "the parent of an entry"},
+		{"a.b.corp.example", true, "under a .domain entry"},
+		{"corp.example", false, "a .domain entry admits the hosts under it, not itself"},
+		{"evilcorp.example", false, "a suffix that is not a label"},
+		{"10.0.0.1", true, "an IPv4 entry"},
+		{"10.0.0.2", false, "another address"},
+		{"2001:0db8:0:0::1", true, "an IPv6 entry, spelt otherwise"},
+	} {
+		if got := HostAllowed(c.host, allowed); got != c.want {
+			t.Errorf("%s (%s): %v, want %v", c.host, c.reason, got, c.want)
+		}
+	}
+	if !HostAllowed("anything.example", nil) {
+		t.Error("no entries: want any host allowed")
+	}
+}
 
 // TestBackoff: the wait doubles from the minimum to the maximum, each
 // between half and all of its step.
@@ -83,18 +117,18 @@ func TestDispatchersShareTheOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := CallbackOptions{Timeout: time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+	opts := Options{Timeout: time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 		Poll: 200 * time.Millisecond, Concurrency: 4}
 	var counts [2]*countingTransport
 	var stops [2]context.CancelFunc
 	var wg sync.WaitGroup
 	for i := range 2 {
-		d := newDispatcher(st, opts, log)
+		d := New(st, opts, log)
 		counts[i] = &countingTransport{rt: d.client.Transport}
 		d.client.Transport = counts[i]
 		dctx, stop := context.WithCancel(ctx)
 		stops[i] = stop
-		wg.Go(func() { d.run(dctx) })
+		wg.Go(func() { d.Run(dctx) })
 	}
 	defer func() { stops[1](); wg.Wait() }()
 
