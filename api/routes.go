@@ -176,6 +176,8 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodPost, "/orders", s.inLSMEnv("lsm.order.create", operator, s.createOrder))
 		r.Method(http.MethodGet, "/orders", s.inLSMEnv("lsm.order.list", read, s.listOrders))
 		r.Method(http.MethodGet, "/orders/{id}", s.inLSMEnv("lsm.order.read", read, s.getOrder))
+		r.Method(http.MethodGet, "/pools", s.inLSMEnv("lsm.pool.list", read, s.listPools))
+		r.Method(http.MethodGet, "/pools/{pool}", s.inLSMEnv("lsm.pool.read", read, s.getPool))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/expert", s.inLSMEnv("lsm.instance.expert", admin, s.expertInstance))
 	})
 	r.Route("/lsm/v2", func(r chi.Router) {

@@ -671,6 +671,9 @@ type AttributeSpec struct {
 	// Embedded: the attribute holds an embedded entity, or a list of
 	// them, with attributes of their own (docs/lsm.md).
 	Embedded *EmbeddedSpec `json:"embedded,omitempty"`
+	// Allocate names the pool the server allocates the value from
+	// (@lsm(r, allocate=vlan)).
+	Allocate string `json:"allocate,omitempty"`
 }
 
 // EmbeddedSpec is the entity an embedded attribute holds.
@@ -792,6 +795,43 @@ type CreatedCallback struct {
 type CallbackView struct {
 	Callback
 	DeadEvents []CallbackEvent `json:"dead_events"`
+}
+
+// Pool is one of the catalog's allocation pools (GET /lsm/v1/pools),
+// with how much of it live instances hold.
+type Pool struct {
+	Name string `json:"name"`
+	// Kind is range, vlan or cidr.
+	Kind string `json:"kind"`
+	// From and To bound a range or vlan pool; Prefix and Size make a
+	// cidr pool (the subnets of length Size of Prefix).
+	From   int64  `json:"from,omitempty"`
+	To     int64  `json:"to,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+	Size   int    `json:"size,omitempty"`
+	// Values is how many values the pool has; Used how many live
+	// instances hold; Free the others.
+	Values int64 `json:"values"`
+	Used   int64 `json:"used"`
+	Free   int64 `json:"free"`
+}
+
+// PoolAllocation is a value of a pool that a live instance holds.
+type PoolAllocation struct {
+	// Value is a number (range, vlan) or a subnet (cidr).
+	Value         any       `json:"value"`
+	ServiceEntity string    `json:"service_entity"`
+	InstanceID    string    `json:"instance_id"`
+	Attribute     string    `json:"attribute"`
+	AllocatedAt   time.Time `json:"allocated_at"`
+}
+
+// PoolView is GET /lsm/v1/pools/{pool}: the pool and a page of its
+// allocations, lowest value first (Next goes back as after).
+type PoolView struct {
+	Pool
+	Allocations []PoolAllocation `json:"allocations"`
+	Next        string           `json:"next,omitempty"`
 }
 
 // Notification is one notification of an environment (GET

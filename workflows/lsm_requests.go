@@ -128,6 +128,12 @@ func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (Serv
 		w.createFailed = true
 		return rec, err
 	}
+	if lsm.HasAllocated(w.in.Entity.Attributes) {
+		// The store gave the allocated r attributes their values in the
+		// candidate set it wrote (docs/lsm.md, "Allocation"): they are
+		// the instance's from now on, and the model reads them.
+		w.st.Sets.Candidate = rec.Candidate
+	}
 	w.dirty = true
 	return rec, nil
 }

@@ -58,7 +58,8 @@ entity's lifecycle.
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
 		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
 		lsmDryrunCommand(s), lsmCallbackCommand(s), lsmOrderCommand(s), lsmOrdersCommand(s),
-		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s), lsmMigrateCommand(s), lsmReferencedByCommand(s))
+		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s), lsmMigrateCommand(s), lsmReferencedByCommand(s),
+		lsmPoolsCommand(s))
 	return cmd
 }
 

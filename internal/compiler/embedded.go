@@ -61,6 +61,11 @@ func (c *compilation) embedded(fpath string, f cue.Value, keys []string, depth i
 				"ref=%s: a reference is a top-level attribute, not one inside an embedded entity", spec.References)
 			good = false
 		}
+		if spec.Allocate != "" {
+			c.errs.addf("", at+"."+cue.MakePath(it.Selector()).String(), attributePos(it.Value()),
+				"allocate=%s: an allocated attribute is a top-level attribute, not one inside an embedded entity", spec.Allocate)
+			good = false
+		}
 		e.Attributes = append(e.Attributes, spec)
 		ok = ok && good
 	}

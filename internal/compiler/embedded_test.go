@@ -149,6 +149,7 @@ func TestEmbeddedEntityErrors(t *testing.T) {
 		{"a key on a plain value", "labels: {[string]: string} @lsm(rw+)", "labels: {[string]: string} @lsm(rw+, key=x)", "only a list of embedded entities has a key"},
 		{"a bad modifier inside", "ip:     string @lsm(rw)", "ip:     string @lsm(rwx)", "@lsm(rwx)"},
 		{"a reference inside", "vlan?:    int @lsm(rw)", "site?: string @lsm(rw, ref=router)", "a reference is a top-level attribute"},
+		{"an allocated attribute inside", "vlan?:    int @lsm(rw)", "vlan?:    int @lsm(r, allocate=vlans)", "an allocated attribute is a top-level attribute"},
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {

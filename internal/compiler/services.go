@@ -226,14 +226,14 @@ func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value, dept
 	}
 	var keys []string
 	if len(mods) > 0 {
-		mod, ref, ks, refOK := c.reference(fpath, f, mods[0])
+		mod, ref, alloc, ks, refOK := c.reference(fpath, f, mods[0])
 		keys = ks
 		m, err := lsm.ParseModifier(mod)
 		if err != nil {
 			c.errs.addf("", fpath, attributePos(f), "@lsm(%s): a modifier is r (read-only, set by the server), rw (set at creation) or rw+ (updatable)", mods[0])
 			ok = false
 		}
-		spec.Modifier, spec.References = m, ref
+		spec.Modifier, spec.References, spec.Allocate = m, ref, alloc
 		ok = ok && refOK
 	}
 	def, hasDefault := fieldDefault(f)
@@ -254,6 +254,9 @@ func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value, dept
 	if e, good := c.embedded(fpath, f, keys, depth); e != nil || !good {
 		spec.Embedded = e
 		ok = ok && good
+	}
+	if spec.Allocate != "" && !c.checkAllocate(fpath, f, spec) {
+		ok = false
 	}
 	return spec, ok
 }

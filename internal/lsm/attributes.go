@@ -53,6 +53,9 @@ type AttributeSpec struct {
 	// Embedded: the attribute is an embedded entity, or a list of them,
 	// whose own attributes have their own modifiers (embedded.go).
 	Embedded *EmbeddedSpec `json:"embedded,omitempty"`
+	// Allocate names the pool an r attribute's value is allocated from
+	// when an instance is created: @lsm(r, allocate=vlan). See pool.go.
+	Allocate string `json:"allocate,omitempty"`
 }
 
 // AttributeReason is why an attribute of a request is refused.
@@ -255,9 +258,10 @@ func WithDefaults(specs []AttributeSpec, attrs map[string]any) map[string]any {
 
 // WithoutReadOnly returns attrs without the entity's r attributes: the
 // model computes those, so a compile gets the others only (a value stored
-// earlier would clash with the one the model computes now). It returns
-// attrs itself when it holds none. Inside embedded entities too: their r
-// attributes are the model's as well.
+// earlier would clash with the one the model computes now). Allocated
+// ones stay (@lsm(r, allocate=pool)): the server chose them, and the
+// model reads them. It returns attrs itself when it holds none. Inside
+// embedded entities too: their r attributes are the model's as well.
 func WithoutReadOnly(specs []AttributeSpec, attrs map[string]any) map[string]any {
 	out, _ := withoutReadOnly(specs, attrs)
 	return out

@@ -327,7 +327,7 @@ func withoutReadOnly(specs []AttributeSpec, attrs map[string]any) (out map[strin
 			continue
 		}
 		var nv any
-		drop := spec.Modifier == ReadOnly
+		drop := spec.Modifier == ReadOnly && !spec.Allocated()
 		if !drop && spec.Embedded != nil {
 			var c bool
 			if nv, c = embeddedWithoutReadOnly(spec.Embedded, v); !c {

@@ -44,7 +44,8 @@ type Source struct {
 }
 
 // Model publishes res, compiled from src: its service entities, with the
-// older versions the model keeps, become envID's catalog and src its
+// older versions the model keeps, and its allocation pools become envID's
+// catalog and src its
 // newest model source, in one transaction, unless that would break live
 // instances: then neither changes and the error is a
 // *store.BreakingChangesError. The source is not announced to the live
@@ -52,6 +53,6 @@ type Source struct {
 func Model(ctx context.Context, st *store.Store, envID string, src Source, res *compiler.Result) (store.ModelSource, error) {
 	return st.PutModel(ctx, envID, store.NewModel{
 		Hash: src.Hash, Archive: src.Archive, Files: src.Files, Origin: src.Origin, Stage: src.Stage,
-		Entities: slices.Concat(res.Services, res.PreviousServices),
+		Entities: slices.Concat(res.Services, res.PreviousServices), Pools: res.Pools,
 	})
 }
