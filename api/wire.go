@@ -180,7 +180,7 @@ func wireEntityDefinition(e lsm.Entity) client.EntityDefinition {
 }
 
 func wireLifecycle(l lsm.Lifecycle) client.Lifecycle {
-	out := client.Lifecycle{Name: l.Name, Start: l.Start}
+	out := client.Lifecycle{Name: l.Name, Start: l.Start, InitialStates: l.InitialStates}
 	if l.States != nil {
 		out.States = make(map[string]client.LifecycleState, len(l.States))
 		for k, s := range l.States {

@@ -676,6 +676,9 @@ type Lifecycle struct {
 	Start     string                    `json:"start"`
 	States    map[string]LifecycleState `json:"states"`
 	Transfers []Transfer                `json:"transfers"`
+	// InitialStates are the states other than Start a create may name
+	// as its initial_state.
+	InitialStates []string `json:"initial_states,omitempty"`
 }
 
 // LifecycleState is one state of a lifecycle.
