@@ -142,7 +142,7 @@ func wireSets(s lsm.Sets) client.AttributeSets { return client.AttributeSets(s) 
 func wireInstance(i store.ServiceInstance) client.ServiceInstance {
 	return client.ServiceInstance{ID: i.ID, Entity: i.Entity, Identity: i.Identity, State: i.State,
 		Version: i.Version, EntityVersion: i.EntityVersion, AttributeSets: wireSets(i.Sets),
-		Deleted: i.Deleted, CreatedAt: i.CreatedAt, UpdatedAt: i.UpdatedAt}
+		Metadata: i.Metadata, Deleted: i.Deleted, CreatedAt: i.CreatedAt, UpdatedAt: i.UpdatedAt}
 }
 
 func wireInstanceLogEntry(e store.InstanceLogEntry) client.InstanceLogEntry {
