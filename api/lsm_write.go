@@ -181,6 +181,9 @@ func rejectionProblem(w http.ResponseWriter, req lsm.Request, rej *lsm.Rejection
 		p.Errors = []FieldError{{Field: "/current_version", Detail: "the current version is " + strconv.FormatInt(rej.Version, 10)}}
 		return p
 	case lsm.RejectIllegal:
+		if req.Op == lsm.OpCreate {
+			return initialStateProblem(req, rej.Allowed)
+		}
 		return illegalProblem(req, rej.State, rej.Allowed)
 	case lsm.RejectInvalid:
 		return Validation(rej.Message, attributeErrors("/attributes/", rej.Problems)...)
@@ -219,6 +222,19 @@ func illegalProblem(req lsm.Request, state string, allowed []lsm.Event) *Problem
 	p.Errors = []FieldError{{Field: field, Detail: fmt.Sprintf("state %q allows no %s", state, what)}}
 	for _, ev := range allowed {
 		p.Errors = append(p.Errors, FieldError{Field: "", Detail: allowedDetail(ev)})
+	}
+	return p
+}
+
+// initialStateProblem is the 422 of a create naming an initial state its
+// lifecycle does not allow: a property of the entity, not of an
+// instance's state (which is a set-state's 409), so the request is
+// invalid as it stands. Errors list the states a create may begin in.
+func initialStateProblem(req lsm.Request, allowed []lsm.Event) *Problem {
+	p := Validation(fmt.Sprintf("the lifecycle of %s allows no create in state %q", req.Entity.Name, req.Target),
+		FieldError{Field: "/initial_state", Detail: fmt.Sprintf("%q is not an initial state of the lifecycle", req.Target)})
+	for _, ev := range allowed {
+		p.Errors = append(p.Errors, FieldError{Field: "/initial_state", Detail: fmt.Sprintf("allowed: %q", ev.Target)})
 	}
 	return p
 }
@@ -282,10 +298,14 @@ type createInstanceRequest struct {
 	// ServiceEntityVersion is the entity version the instance is of
 	// (default: the latest).
 	ServiceEntityVersion *int `json:"service_entity_version"`
+	// InitialState is the state the instance begins in: one of its
+	// lifecycle's initial states (default: its start state).
+	InitialState string `json:"initial_state"`
 }
 
 // createInstance creates an instance: 201 with the instance as the
-// create wrote it (version 1, the lifecycle's start state).
+// create wrote it (version 1, the lifecycle's start state or the
+// initial_state the request named).
 func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) error {
 	lw, done, err := s.beginWrite(w, r)
 	if err != nil || done {
@@ -320,7 +340,8 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) error {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	return s.send(w, r, lw, lsm.Request{Op: lsm.OpCreate, InstanceID: id, Attributes: req.Attributes}, http.StatusCreated)
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpCreate, InstanceID: id, Attributes: req.Attributes, Target: req.InitialState},
+		http.StatusCreated)
 }
 
 // writeTarget resolves {id} for a write after the create: the instance,
@@ -358,6 +379,21 @@ type updateInstanceRequest struct {
 // updateInstance (v1) replaces the given attributes in the instance's
 // current set and sends the result as the update.
 func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request) error {
+	return s.updateAttributes(w, r, false)
+}
+
+// replaceInstance (PUT v1) sends the client's whole set as the update:
+// the attributes it leaves out are removed (those with a default get it,
+// as at a create) and the server's r attributes keep their values
+// (lsm.ReplaceAttributes). The instance's workflow judges the result as
+// it judges a PATCH's (lsm.CheckUpdate): an rw attribute that differs
+// is refused.
+func (s *Server) replaceInstance(w http.ResponseWriter, r *http.Request) error {
+	return s.updateAttributes(w, r, true)
+}
+
+// updateAttributes is the v1 update, PATCH (merge) or PUT (replace).
+func (s *Server) updateAttributes(w http.ResponseWriter, r *http.Request, replace bool) error {
 	lw, done, err := s.beginWrite(w, r)
 	if err != nil || done {
 		return err
@@ -366,18 +402,43 @@ func (s *Server) updateInstance(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(lw.body, &req); err != nil {
 		return err
 	}
-	if len(req.Attributes) == 0 {
+	switch {
+	case req.Attributes == nil && replace:
+		return InvalidField("/attributes", "required: the instance's whole new set of attributes, by name")
+	case len(req.Attributes) == 0 && !replace:
 		return InvalidField("/attributes", "required: the attributes to change, by name")
 	}
 	inst, err := s.writeTarget(r, lw, lsm.OpUpdate, req.CurrentVersion)
 	if err != nil {
 		return err
 	}
-	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, req.Attributes, "/attributes/"); err != nil {
+	next, refs := lsm.MergeAttributes(inst.Current(), req.Attributes), req.Attributes
+	if replace {
+		specs, err := s.attributesOf(r, lw, inst.CurrentVersion())
+		if err != nil {
+			return err
+		}
+		next = lsm.ReplaceAttributes(specs, inst.Current(), req.Attributes)
+		refs = lsm.ChangedAttributes(inst.Current(), next)
+	}
+	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, refs, "/attributes/"); err != nil {
 		return err
 	}
 	return s.send(w, r, lw, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
-		Attributes: lsm.MergeAttributes(inst.Current(), req.Attributes)}, http.StatusOK)
+		Attributes: next}, http.StatusOK)
+}
+
+// attributesOf are the attributes of version of lw's entity (the
+// version an instance's current set is of).
+func (s *Server) attributesOf(r *http.Request, lw lsmWrite, version int) ([]lsm.AttributeSpec, error) {
+	if version == lsm.EntityVersion(lw.entity.Version) {
+		return lw.entity.Attributes, nil
+	}
+	v, err := s.opts.Store.GetEntityVersion(r.Context(), lw.env.ID, lw.entity.Name, version)
+	if err != nil {
+		return nil, err
+	}
+	return v.Attributes, nil
 }
 
 // instanceEdit is one edit of PATCH /lsm/v2/....

@@ -163,6 +163,11 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodPost, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.create", operator, s.createInstance))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/dryrun", s.inLSMEnv("lsm.instance.create_dryrun", operator, s.dryrunCreate))
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.update", operator, s.updateInstance))
+		r.Method(http.MethodPut, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.replace", operator, s.replaceInstance))
+		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}/metadata",
+			s.inLSMEnv("lsm.instance.metadata", operator, s.patchInstanceMetadata))
+		r.Method(http.MethodPut, "/service_inventory/{entity}/{id}/metadata",
+			s.inLSMEnv("lsm.instance.metadata", operator, s.putInstanceMetadata))
 		r.Method(http.MethodDelete, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.delete", operator, s.deleteInstance))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/rollback", s.inLSMEnv("lsm.instance.rollback", operator, s.rollbackInstance))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/dryrun", s.inLSMEnv("lsm.instance.dryrun", operator, s.dryrunInstance))

@@ -142,7 +142,7 @@ func wireSets(s lsm.Sets) client.AttributeSets { return client.AttributeSets(s) 
 func wireInstance(i store.ServiceInstance) client.ServiceInstance {
 	return client.ServiceInstance{ID: i.ID, Entity: i.Entity, Identity: i.Identity, State: i.State,
 		Version: i.Version, EntityVersion: i.EntityVersion, AttributeSets: wireSets(i.Sets),
-		Deleted: i.Deleted, CreatedAt: i.CreatedAt, UpdatedAt: i.UpdatedAt}
+		Metadata: i.Metadata, Deleted: i.Deleted, CreatedAt: i.CreatedAt, UpdatedAt: i.UpdatedAt}
 }
 
 func wireInstanceLogEntry(e store.InstanceLogEntry) client.InstanceLogEntry {
@@ -189,7 +189,7 @@ func wireAttributes(specs []lsm.AttributeSpec) []client.AttributeSpec {
 }
 
 func wireLifecycle(l lsm.Lifecycle) client.Lifecycle {
-	out := client.Lifecycle{Name: l.Name, Start: l.Start}
+	out := client.Lifecycle{Name: l.Name, Start: l.Start, InitialStates: l.InitialStates}
 	if l.States != nil {
 		out.States = make(map[string]client.LifecycleState, len(l.States))
 		for k, s := range l.States {

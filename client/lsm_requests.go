@@ -20,6 +20,15 @@ type CreateInstanceRequest struct {
 	// EntityVersion is the version of the entity the instance is of;
 	// 0: the latest.
 	EntityVersion int `json:"service_entity_version,omitempty"`
+	// InitialState is the state the instance begins in, one its
+	// lifecycle allows (Lifecycle.InitialStates); "": its start state.
+	InitialState string `json:"initial_state,omitempty"`
+}
+
+// MetadataRequest is the body of PATCH (merge: a nil value removes its
+// key) and PUT (replace) /lsm/v1/service_inventory/{entity}/{id}/metadata.
+type MetadataRequest struct {
+	Metadata map[string]any `json:"metadata"`
 }
 
 // UpdateInstanceRequest is the body of PATCH
@@ -75,6 +84,26 @@ func (c *Client) CreateInstance(ctx context.Context, env, entity string, body Cr
 func (c *Client) UpdateInstance(ctx context.Context, env, entity, id string, body UpdateInstanceRequest) (ServiceInstance, error) {
 	var out ServiceInstance
 	err := c.lsm(env).Do(ctx, http.MethodPatch, InventoryPath(entity, id), body, &out)
+	return out, err
+}
+
+// ReplaceInstance replaces an instance's attributes with body's whole set
+// (PUT): the attributes it leaves out are removed.
+func (c *Client) ReplaceInstance(ctx context.Context, env, entity, id string, body UpdateInstanceRequest) (ServiceInstance, error) {
+	var out ServiceInstance
+	err := c.lsm(env).Do(ctx, http.MethodPut, InventoryPath(entity, id), body, &out)
+	return out, err
+}
+
+// WriteInstanceMetadata merges (PATCH: a nil value removes its key) or,
+// with replace, replaces (PUT) an instance's metadata.
+func (c *Client) WriteInstanceMetadata(ctx context.Context, env, entity, id string, metadata map[string]any, replace bool) (ServiceInstance, error) {
+	method := http.MethodPatch
+	if replace {
+		method = http.MethodPut
+	}
+	var out ServiceInstance
+	err := c.lsm(env).Do(ctx, method, InventoryPath(entity, id, "metadata"), MetadataRequest{Metadata: metadata}, &out)
 	return out, err
 }
 

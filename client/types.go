@@ -544,9 +544,12 @@ type ServiceInstance struct {
 	Version       int64  `json:"version"`
 	EntityVersion int    `json:"service_entity_version"`
 	AttributeSets
-	Deleted   bool      `json:"deleted"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"last_updated"`
+	// Metadata are the instance's free key/values (no transfer reads or
+	// writes them); absent when it has none.
+	Metadata  map[string]any `json:"metadata,omitempty"`
+	Deleted   bool           `json:"deleted"`
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"last_updated"`
 }
 
 // InstanceView is GET .../service_inventory/{entity}/{id}: the instance,
@@ -690,6 +693,9 @@ type Lifecycle struct {
 	Start     string                    `json:"start"`
 	States    map[string]LifecycleState `json:"states"`
 	Transfers []Transfer                `json:"transfers"`
+	// InitialStates are the states other than Start a create may name
+	// as its initial_state.
+	InitialStates []string `json:"initial_states,omitempty"`
 }
 
 // LifecycleState is one state of a lifecycle.

@@ -38,6 +38,7 @@ func (c *Console) inventoryRoutes(r chi.Router) {
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/state", c.transferInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/delete", c.deleteInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/dryrun", c.dryrunInstanceWrite)
+	r.Post("/console/env/{env}/inventory/{entity}/{id}/metadata", c.instanceMetadata)
 }
 
 func init() {
@@ -725,6 +726,46 @@ func (c *Console) dryrunInstanceWrite(w http.ResponseWriter, r *http.Request) {
 		flash += fmt.Sprintf(" %d resources would leave the model.", len(d.DesiredState.Removed))
 	}
 	c.toInstance(w, r, env, entity, client.ServiceInstance{ID: d.ID}, flash)
+}
+
+// instanceMetadata sets one metadata key of an instance (its value JSON
+// when it parses as JSON, else the text), or removes it when the value
+// is empty. No transfer: the instance's version stays.
+func (c *Console) instanceMetadata(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, id, ok := c.instanceParams(w, r)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		c.badRequest(w, r, http.StatusRequestEntityTooLarge, "The form is too large or malformed.")
+		return
+	}
+	if !c.checkCSRF(r, u.token) {
+		c.stale(w, r)
+		return
+	}
+	key, raw := r.PostFormValue("key"), strings.TrimSpace(r.PostFormValue("value"))
+	if key == "" {
+		c.badRequest(w, r, http.StatusUnprocessableEntity, "Name the metadata key to set.")
+		return
+	}
+	var value any = raw
+	if raw == "" {
+		value = nil
+	} else if json.Valid([]byte(raw)) {
+		value = json.RawMessage(raw)
+	}
+	out, err := u.api.WriteInstanceMetadata(r.Context(), env, entity, id, map[string]any{key: value}, false)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	flash := fmt.Sprintf("Metadata %s set.", key)
+	if value == nil {
+		flash = fmt.Sprintf("Metadata %s removed.", key)
+	}
+	c.toInstance(w, r, env, entity, out, flash)
 }
 
 func (c *Console) deleteInstance(w http.ResponseWriter, r *http.Request) {

@@ -43,7 +43,7 @@ const fakeEntity = `{"name":"vm","description":"A VM.","identity":"name","versio
 
 const fakeInstance = `{"id":"` + fakeID + `","service_entity":"vm","identity":"web","state":"failed","version":5,
  "service_entity_version":1,"candidate_attributes":null,"active_attributes":{"name":"web","memory":4,"disk":"ssd","fqdn":"web.example"},
- "rollback_attributes":null,"deleted":false,"created_at":"2026-11-25T00:00:00Z","last_updated":"2026-11-25T00:00:00Z",
+ "rollback_attributes":null,"metadata":{"owner":"ops <b>"},"deleted":false,"created_at":"2026-11-25T00:00:00Z","last_updated":"2026-11-25T00:00:00Z",
  "deployment":{"total":1,"deployed":0,"failed":1},"referenced_by":[]}`
 
 func (f *fakeLSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -186,6 +186,8 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 		{"a dry-run without the form token", "POST", base + "/vm/web/dryrun", "good", url.Values{"current_version": {"5"}, "operation": {"delete"}}, 403, []string{"stale"}},
 		{"a delete with version 0", "POST", base + "/vm/web/delete", "good", url.Values{"csrf": {good}, "current_version": {"0"}}, 422, []string{"current_version"}},
 		{"a delete without the form token", "POST", base + "/vm/web/delete", "reader", url.Values{"current_version": {"5"}}, 403, []string{"stale"}},
+		{"metadata without the form token", "POST", base + "/vm/web/metadata", "good", url.Values{"key": {"owner"}, "value": {"x"}}, 403, []string{"stale"}},
+		{"metadata without a key", "POST", base + "/vm/web/metadata", "good", url.Values{"csrf": {good}, "value": {"x"}}, 422, []string{"Name the metadata key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := do(h, tc.method, tc.target, tc.token, tc.form)
@@ -214,6 +216,10 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 		strings.Contains(body, "Move to deleting") || strings.Contains(body, `/update"`) {
 		t.Errorf("a failed instance for an admin: %d\n%s", w.Code, body)
 	}
+	if !strings.Contains(body, `<dt><code>owner</code></dt><dd><code>&#34;ops \u003cb\u003e&#34;</code></dd>`) ||
+		!strings.Contains(body, `action="/console/env/prod/inventory/vm/`+fakeID+`/metadata"`) {
+		t.Errorf("an instance's page for an operator lacks its metadata or their form:\n%s", body)
+	}
 	if !strings.Contains(body, "The validation of version 3 failed") || !strings.Contains(body, "memory: too big") ||
 		!strings.Contains(body, "permission denied") {
 		t.Errorf("a failed instance's page lacks its diagnosis:\n%s", body)
@@ -234,7 +240,8 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 	}
 	w = do(h, "GET", base+"/vm/web", "reader", nil)
 	if body := w.Body.String(); w.Code != 200 || strings.Contains(body, "<button type=\"submit\"") && strings.Count(body, "<button") > 1 ||
-		strings.Contains(body, "Move to") || strings.Contains(body, "Delete</button>") {
+		strings.Contains(body, "Move to") || strings.Contains(body, "Delete</button>") ||
+		strings.Contains(body, "/metadata\"") || !strings.Contains(body, "<code>owner</code>") {
 		t.Errorf("a failed instance for a reader: %d\n%s", w.Code, body)
 	}
 	w = do(h, "GET", base, "reader", nil)
@@ -274,6 +281,12 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 			`POST /lsm/v1/service_inventory/vm/web/dryrun {"operation":"delete","current_version":5}`, "Dry-run+of+the+delete"},
 		{base + "/vm/web/dryrun", url.Values{"csrf": {good}, "current_version": {"5"}, "operation": {"set_state"}, "target": {"creating"}},
 			`POST /lsm/v1/service_inventory/vm/web/dryrun {"operation":"set_state","current_version":5,"target_state":"creating"}`, "Dry-run+of+the+set-state"},
+		{base + "/vm/web/metadata", url.Values{"csrf": {good}, "key": {"ticket"}, "value": {`{"id": 7}`}},
+			`PATCH /lsm/v1/service_inventory/vm/web/metadata {"metadata":{"ticket":{"id":7}}}`, "Metadata+ticket+set"},
+		{base + "/vm/web/metadata", url.Values{"csrf": {good}, "key": {"owner"}, "value": {"ops"}},
+			`PATCH /lsm/v1/service_inventory/vm/web/metadata {"metadata":{"owner":"ops"}}`, "Metadata+owner+set"},
+		{base + "/vm/web/metadata", url.Values{"csrf": {good}, "key": {"owner"}, "value": {""}},
+			`PATCH /lsm/v1/service_inventory/vm/web/metadata {"metadata":{"owner":null}}`, "Metadata+owner+removed"},
 	} {
 		api.writes = nil
 		w := do(h, "POST", tc.target, "good", tc.form)

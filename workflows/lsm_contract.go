@@ -187,6 +187,10 @@ type CreateRequest struct {
 	Request    *lsm.IdempotentRequest
 	// Actor is who asked (auth.Principal.Actor), for the instance's log.
 	Actor string
+	// InitialState is the state the instance begins in, one the
+	// lifecycle allows (lsm.Lifecycle.Initial); "": its start state.
+	// Left out of the payload when empty, as recorded histories have it.
+	InitialState string `json:",omitempty"`
 }
 
 // UpdateRequest is the update update: the whole new candidate set (the

@@ -60,7 +60,7 @@ func (w *instanceWorkflow) validateRequest(version int64, ev lsm.Event) (lsm.Tra
 }
 
 func (w *instanceWorkflow) validateCreate(_ workflow.Context, req CreateRequest) error {
-	_, err := w.decide(lsm.Request{Op: lsm.OpCreate, Attributes: req.Attributes})
+	_, err := w.decide(lsm.Request{Op: lsm.OpCreate, Attributes: req.Attributes, Target: req.InitialState})
 	return err
 }
 
@@ -104,7 +104,7 @@ func rejection(rej *lsm.Rejection) error {
 
 func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (ServiceInstanceRecord, error) {
 	failUpdateTask(ctx)
-	d, err := w.decide(lsm.Request{Op: lsm.OpCreate, Attributes: req.Attributes})
+	d, err := w.decide(lsm.Request{Op: lsm.OpCreate, Attributes: req.Attributes, Target: req.InitialState})
 	if err != nil {
 		return ServiceInstanceRecord{}, err
 	}

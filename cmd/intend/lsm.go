@@ -38,6 +38,8 @@ entity's lifecycle.
   intend lsm referenced-by vm web    the instances whose references name it
   intend lsm create vm --attr name=web --wait up
   intend lsm update vm web --attr memory=8 --wait up
+  intend lsm update vm web --replace --attr name=web   the whole new set (PUT)
+  intend lsm metadata vm web owner=ops --rm ticket     free key/values, no transfer
   intend lsm dryrun vm web --attr memory=8   what the update would change
   intend lsm set-state vm web creating
   intend lsm delete vm web --wait terminated
@@ -56,7 +58,7 @@ entity's lifecycle.
 	s := g.clientFlags(cmd)
 	cmd.AddCommand(lsmCatalogCommand(s), lsmListCommand(s), lsmShowCommand(s), lsmLogCommand(s),
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
-		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
+		lsmCreateCommand(s), lsmUpdateCommand(s), lsmMetadataCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
 		lsmDryrunCommand(s), lsmCallbackCommand(s), lsmOrderCommand(s), lsmOrdersCommand(s),
 		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s), lsmMigrateCommand(s), lsmReferencedByCommand(s),
 		lsmPoolsCommand(s))
@@ -248,7 +250,7 @@ func lsmShowCommand(s *clientSettings) *cobra.Command {
 				return writeFields(s.stdout, "id", i.ID, "entity", i.Entity, "identity", i.Identity, "state", i.State,
 					"version", strconv.FormatInt(i.Version, 10), "candidate", compactJSON(i.Candidate),
 					"active", compactJSON(i.Active), "rollback", compactJSON(i.Rollback),
-					"referenced_by", referrersLine(i.ReferencedBy),
+					"metadata", metadataLine(i.Metadata), "referenced_by", referrersLine(i.ReferencedBy),
 					"created", shortTime(i.CreatedAt), "updated", shortTime(i.UpdatedAt))
 			})
 		},
@@ -363,4 +365,12 @@ func flatAttributes(specs []client.AttributeSpec, prefix string) []client.Attrib
 		}
 	}
 	return out
+}
+
+// metadataLine is an instance's metadata as compact JSON, "" for none.
+func metadataLine(m map[string]any) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return compactJSON(m)
 }

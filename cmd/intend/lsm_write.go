@@ -197,15 +197,19 @@ func lsmCreateCommand(s *clientSettings) *cobra.Command {
 	var attrs []string
 	var id string
 	var entityVersion int
+	var initialState string
 	cmd := &cobra.Command{
 		Use:   "create ENTITY --attr KEY=VALUE ...",
 		Short: "Create a service instance (POST /lsm/v1/service_inventory/{entity})",
 		Long: `Create an instance of ENTITY with the attributes given (VALUE is JSON when it
-parses as JSON, else a string). It starts in its lifecycle's start state;
-the lifecycle takes it from there (simple: validated, deployed, up).
+parses as JSON, else a string). It starts in its lifecycle's start state,
+or with --initial-state in another state its lifecycle allows a create to
+begin in (its initial_states, in intend lsm catalog ENTITY); the lifecycle
+takes it from there (simple: validated, deployed, up).
 
 Examples:
   intend lsm create vm --attr name=web --attr memory=4 --wait up
+  intend lsm create vm --attr name=web --initial-state draft
   intend lsm create vm --attr name=db --idempotency-key create-db-1
   intend lsm create vm --entity-version 1 --attr name=old --attr memory=2`,
 		Args: cobra.ExactArgs(1),
@@ -218,13 +222,15 @@ Examples:
 			if err != nil {
 				return err
 			}
-			body := client.CreateInstanceRequest{Attributes: attributeMap(values), ID: id, EntityVersion: entityVersion}
+			body := client.CreateInstanceRequest{Attributes: attributeMap(values), ID: id, EntityVersion: entityVersion,
+				InitialState: initialState}
 			return w.send(cmd.Context(), s, c, http.MethodPost, lsmPath("service_inventory", args[0]), args[0], body)
 		},
 	}
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "an attribute KEY=VALUE (repeatable)")
 	cmd.Flags().StringVar(&id, "id", "", "the instance's id (a UUID; default: made up)")
 	cmd.Flags().IntVar(&entityVersion, "entity-version", 0, "the version of ENTITY the instance is of (default: the latest; intend lsm catalog ENTITY lists them)")
+	cmd.Flags().StringVar(&initialState, "initial-state", "", "the state the instance begins in, one its lifecycle allows (default: its start state)")
 	w.flags(cmd, false)
 	return cmd
 }
@@ -232,12 +238,18 @@ Examples:
 func lsmUpdateCommand(s *clientSettings) *cobra.Command {
 	var w lsmWrite
 	var attrs, sets, removes []string
+	var replace bool
 	cmd := &cobra.Command{
-		Use:   "update ENTITY ID (--attr KEY=VALUE | --set PATH=VALUE | --remove PATH) ...",
-		Short: "Change an instance's attributes (PATCH /lsm/v1/service_inventory/{entity}/{id}, or v2 edits)",
+		Use:   "update ENTITY ID (--attr KEY=VALUE ... [--replace] | --set PATH=VALUE | --remove PATH) ...",
+		Short: "Change an instance's attributes (PATCH, or PUT with --replace, /lsm/v1/service_inventory/{entity}/{id}; or v2 edits)",
 		Long: `Change the attributes given (only rw+ ones may change; 422 names any other)
 through the lifecycle's on_update transfer (simple: validated, deployed,
 up again, or rolled back when the deploy fails).
+
+With --replace the attributes given are the instance's whole new set
+(PUT): an attribute left out is removed, or gets its default as at a
+create; r attributes keep the server's values. Give the rw ones as they
+are (a changed one is refused).
 
 --set and --remove send dict-path edits (PATCH /lsm/v2/...), in the order
 given (every --set, then every --remove): a path addresses a value inside
@@ -246,13 +258,14 @@ the attributes, an element of a list of embedded entities by its key
 
 Examples:
   intend lsm update vm web --attr memory=8 --wait up
+  intend lsm update vm web --replace --attr name=web --attr memory=8
   intend lsm update router r1 --set 'interfaces[name=eth0].mtu=9000'
   intend lsm update router r1 --set 'interfaces[name=eth2]={"name":"eth2"}' --remove 'interfaces[name=eth1]'`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(sets)+len(removes) > 0 {
-				if len(attrs) > 0 {
-					return usageErrorf("give --attr, or --set and --remove, not both")
+				if len(attrs) > 0 || replace {
+					return usageErrorf("give --attr (with --replace or not), or --set and --remove, not both")
 				}
 				edits, err := pathEdits(sets, removes)
 				if err != nil {
@@ -267,10 +280,13 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if len(values) == 0 {
+			method := http.MethodPatch
+			if replace {
+				method = http.MethodPut
+			} else if len(values) == 0 {
 				return usageErrorf("give at least one --attr KEY=VALUE (or --set PATH=VALUE, --remove PATH)")
 			}
-			return w.sendCurrent(cmd.Context(), s, http.MethodPatch, args[0], args[1], func(v int64) (string, any) {
+			return w.sendCurrent(cmd.Context(), s, method, args[0], args[1], func(v int64) (string, any) {
 				return lsmPath("service_inventory", args[0], args[1]), client.UpdateInstanceRequest{CurrentVersion: v, Attributes: attributeMap(values)}
 			})
 		},
@@ -278,6 +294,7 @@ Examples:
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "an attribute KEY=VALUE (repeatable)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "replace the value at a dict path: PATH=VALUE, e.g. 'interfaces[name=eth0].mtu=9000' (repeatable)")
 	cmd.Flags().StringArrayVar(&removes, "remove", nil, "remove the value at a dict path, e.g. 'interfaces[name=eth1]' (repeatable)")
+	cmd.Flags().BoolVar(&replace, "replace", false, "the --attr given are the whole new set: the others are removed (PUT)")
 	w.flags(cmd, true)
 	return cmd
 }
@@ -337,6 +354,72 @@ func splitPathAssignment(s string) (path, value string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+func lsmMetadataCommand(s *clientSettings) *cobra.Command {
+	var remove []string
+	var replace bool
+	cmd := &cobra.Command{
+		Use:   "metadata ENTITY ID [KEY=VALUE ...] [--rm KEY ...] [--replace]",
+		Short: "Show or set an instance's metadata (PATCH or PUT /lsm/v1/service_inventory/{entity}/{id}/metadata)",
+		Long: `Metadata are free key/values of an instance (VALUE is JSON when it parses
+as JSON, else a string). No lifecycle reads them and setting them takes no
+transfer: the instance's version, state and log stay as they are. Keys
+are 1 to 128 printable characters; an instance holds at most 16 KiB of
+metadata (as JSON). Without KEY=VALUE nor --rm, prints them.
+
+Examples:
+  intend lsm metadata vm web                          print them
+  intend lsm metadata vm web owner=ops ticket=1234    set two keys, keep the others
+  intend lsm metadata vm web --rm ticket              remove one
+  intend lsm metadata vm web --replace owner=dev      only owner is left`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			values, err := parseAssignments(args[2:], "KEY=VALUE")
+			if err != nil {
+				return err
+			}
+			c, err := s.lsmClient()
+			if err != nil {
+				return err
+			}
+			var inst client.ServiceInstance
+			if len(values) == 0 && len(remove) == 0 && !replace {
+				err = c.Do(cmd.Context(), http.MethodGet, lsmPath("service_inventory", args[0], args[1]), nil, &inst)
+			} else {
+				if replace && len(remove) > 0 {
+					return usageErrorf("--rm with --replace: the keys not given are removed anyway")
+				}
+				body := attributeMap(values)
+				for _, k := range remove {
+					if _, dup := body[k]; dup {
+						return usageErrorf("--rm %s: %s is set too", k, k)
+					}
+					body[k] = nil
+				}
+				method := http.MethodPatch
+				if replace {
+					method = http.MethodPut
+				}
+				err = c.Do(cmd.Context(), method, lsmPath("service_inventory", args[0], args[1], "metadata"),
+					client.MetadataRequest{Metadata: body}, &inst)
+			}
+			if err != nil {
+				return err
+			}
+			if s.structured() {
+				return s.write(inst.Metadata)
+			}
+			pairs := make([]string, 0, 2*len(inst.Metadata))
+			for _, k := range slices.Sorted(maps.Keys(inst.Metadata)) {
+				pairs = append(pairs, k, compactJSON(inst.Metadata[k]))
+			}
+			return writeFields(s.stdout, pairs...)
+		},
+	}
+	cmd.Flags().StringArrayVar(&remove, "rm", nil, "remove this key (repeatable)")
+	cmd.Flags().BoolVar(&replace, "replace", false, "the KEY=VALUE given are the whole metadata: the others are removed (PUT)")
+	return cmd
 }
 
 func lsmSetStateCommand(s *clientSettings) *cobra.Command {

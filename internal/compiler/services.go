@@ -307,6 +307,9 @@ func (c *compilation) lifecycle(path string, lc cue.Value) (lsm.Lifecycle, bool)
 		case p.Rule == lsm.RuleStart:
 			at = path + ".start"
 			where = lc.LookupPath(cue.MakePath(cue.Str("start")))
+		case p.Rule == lsm.RuleInitial:
+			at = path + ".initial_states"
+			where = lc.LookupPath(cue.MakePath(cue.Str("initial_states")))
 		case p.State != "":
 			sel := cue.Str(p.State)
 			at = path + ".states." + cue.MakePath(sel).String()

@@ -266,6 +266,8 @@ services: vm: lsm.#Entity & {
 			}},
 		{"a lifecycle CUE refuses", entity("\t\tname: string", strings.Replace(broken, `"on_delete"`, `"on_destroy"`, 1)), nil,
 			[]want{{"", "services.vm.lifecycle.transfers.1.trigger", "conflicting values", 20}}},
+		{"an initial state that is terminal", entity("\t\tname: string", "\tlifecycle: lsm.simple & {initial_states: [\"terminated\"]}"), nil,
+			[]want{{"", "services.vm.lifecycle.initial_states", "cannot be an initial state", 0}}},
 		{"an identity naming nothing", entity("\t\tname: string", simple+"\n\tidentity: \"id\""), nil,
 			[]want{{"", "services.vm.identity", `names "id"`, 11}}},
 		{"an instance breaking the parameter's constraints", entity("\t\tname: =~\"^[a-z]+$\"", simple),
@@ -446,5 +448,19 @@ func TestFocusedCompile(t *testing.T) {
 	insts["vm"]["77aa"] = json.RawMessage(`{"name": "web", "size": "s"}`)
 	if _, err := Compile(context.Background(), Options{Dir: dir, Instances: insts, Focus: &Focus{Entity: "vm", Instance: "9f2e"}}); err == nil {
 		t.Fatal("a focused compile took two instances making the same resources")
+	}
+}
+
+// TestServiceInitialStates: a lifecycle's initial_states reach the
+// catalog's entity.
+func TestServiceInitialStates(t *testing.T) {
+	t.Parallel()
+	model := strings.Replace(vmModel, "lifecycle:   lsm.simple", `lifecycle:   lsm.simple & {initial_states: ["acknowledged"]}`, 1)
+	res, errs := compileServices(t, map[string]string{"main.cue": model}, nil)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	if got := res.Services[0].Lifecycle.InitialStates; !reflect.DeepEqual(got, []string{"acknowledged"}) {
+		t.Errorf("initial_states = %v", got)
 	}
 }

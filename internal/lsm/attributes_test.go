@@ -214,3 +214,36 @@ func TestReadOnlyAttributes(t *testing.T) {
 		t.Errorf("ReadOnlyValues without r attributes = %v, want nil", got)
 	}
 }
+
+// A PUT's set is the client's with the create's defaults and the current
+// r values; what it leaves out without a default is gone, and CheckUpdate
+// judges the result as it judges a PATCH's.
+func TestReplaceAttributes(t *testing.T) {
+	t.Parallel()
+	specs := []AttributeSpec{
+		{Name: "name", Modifier: ReadWrite, Required: true},
+		{Name: "size", Modifier: ReadWriteAlways, Default: json.RawMessage(`3`)},
+		{Name: "note", Modifier: ReadWriteAlways},
+		{Name: "id", Modifier: ReadOnly},
+		{Name: "mode", Modifier: ReadWrite, Default: json.RawMessage(`"fast"`)},
+	}
+	current := map[string]any{"name": "a", "size": 5.0, "note": "hi", "id": 42.0, "mode": "fast"}
+	next := ReplaceAttributes(specs, current, map[string]any{"name": "a"})
+	want := map[string]any{"name": "a", "size": 3.0, "id": 42.0, "mode": "fast"}
+	if !reflect.DeepEqual(next, want) {
+		t.Errorf("next = %v, want %v", next, want)
+	}
+	if err := CheckUpdate(specs, current, next); err != nil {
+		t.Errorf("CheckUpdate refused the PUT's set: %v", err)
+	}
+	if current["note"] != "hi" || len(current) != 5 {
+		t.Errorf("current changed: %v", current)
+	}
+	// A changed rw and an r the client sets are refused like a PATCH's.
+	next = ReplaceAttributes(specs, current, map[string]any{"name": "b", "id": 7.0})
+	var ae *AttributeError
+	if err := CheckUpdate(specs, current, next); !errors.As(err, &ae) || len(ae.Problems) != 2 ||
+		ae.Problems[0].Reason != ReasonReadOnly || ae.Problems[1].Reason != ReasonNotUpdatable {
+		t.Errorf("CheckUpdate = %v, want id read_only and name not_updatable", err)
+	}
+}

@@ -1,8 +1,12 @@
 package lsm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 )
 
 // Decide is the lifecycle's judgement of one write (a create, an update,
@@ -40,7 +44,8 @@ type Subject struct {
 // Decision is what a write does when it is not refused.
 type Decision struct {
 	// Transfer is the lifecycle's transfer the write takes; a create's
-	// has Trigger "create" and goes to the lifecycle's start state.
+	// has Trigger "create" and goes to the lifecycle's start state, or
+	// the initial state the create named (Request.Target).
 	Transfer Transfer
 	// Sets are the sets the transfer starts from (a create's and an
 	// update's with the new candidate set), before its validation and
@@ -53,8 +58,8 @@ type Decision struct {
 // CreateTrigger is the trigger a create is logged with.
 const CreateTrigger Trigger = "create"
 
-// Decide judges req (its Op, CurrentVersion, Attributes and Target)
-// against s. Ops other than create, update, set_state and delete are
+// Decide judges req (its Op, CurrentVersion, Attributes and Target: a
+// set-state's target, a create's initial state) against s. Ops other than create, update, set_state and delete are
 // refused as invalid: the instance's workflow judges expert transfers
 // and migrations itself.
 func Decide(s Subject, req Request) (Decision, *Rejection) {
@@ -100,14 +105,43 @@ func decideCreate(s Subject, req Request) (Decision, *Rejection) {
 	if rej := invalid(CheckCreate(s.Entity.Attributes, req.Attributes)); rej != nil {
 		return Decision{}, rej
 	}
+	start, rej := s.initialState(req.Target)
+	if rej != nil {
+		return Decision{}, rej
+	}
 	// The candidate set shows the defaults the model would use.
 	attrs := WithDefaults(s.Entity.Attributes, req.Attributes)
-	start := s.Lifecycle.Start
 	return Decision{
 		Transfer: Transfer{Trigger: CreateTrigger, Target: start},
 		Sets:     Sets{Candidate: attrs, CandidateVersion: s.Entity.Version},
 		Identity: Identity(s.Entity.Identity, attrs),
 	}, nil
+}
+
+// initialState is the state a create goes to: target, one of the
+// lifecycle's initial states (Lifecycle.Initial), or its start state
+// when target is "". Another is refused as RejectIllegal, with the
+// initial states as create events in Allowed and no State.
+func (s Subject) initialState(target string) (string, *Rejection) {
+	initial := s.Lifecycle.Initial()
+	if target == "" || slices.Contains(initial, target) {
+		return cmp.Or(target, s.Lifecycle.Start), nil
+	}
+	allowed := make([]Event, len(initial))
+	for i, st := range initial {
+		allowed[i] = Event{Trigger: CreateTrigger, Target: st}
+	}
+	return "", &Rejection{Reason: RejectIllegal, Allowed: allowed, Message: fmt.Sprintf(
+		"lifecycle %s allows no create in state %q; a create may begin in %s", s.Lifecycle.Name, target, quoteList(initial))}
+}
+
+// quoteList is names quoted and comma-separated.
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }
 
 // Ready checks what every write after the create must pass, the

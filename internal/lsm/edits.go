@@ -142,6 +142,28 @@ func RestoreAttributes(specs []AttributeSpec, current, then map[string]any) map[
 	return next
 }
 
+// ReplaceAttributes is the update a PUT sends: given, the client's whole
+// new set, with the defaults a create would fill in (WithDefaults) and
+// the r attributes of current it leaves out (the server's values stay).
+// An attribute it leaves out that has no default is removed; whether
+// that (or any other change) is allowed is CheckUpdate's to say. Neither
+// map is changed.
+func ReplaceAttributes(specs []AttributeSpec, current, given map[string]any) map[string]any {
+	next := WithDefaults(specs, given)
+	for _, a := range specs {
+		if a.Modifier != ReadOnly {
+			continue
+		}
+		if _, ok := next[a.Name]; ok {
+			continue
+		}
+		if v, ok := current[a.Name]; ok {
+			next[a.Name] = v
+		}
+	}
+	return next
+}
+
 // Identity is the value of the identity attribute attr in attrs, as the
 // store keeps it: a string as it is, anything else as JSON ("" without
 // one).

@@ -16,8 +16,11 @@ type Event struct {
 }
 
 func (e Event) String() string {
-	if e.Trigger == API {
+	switch e.Trigger {
+	case API:
 		return fmt.Sprintf("api to %q", e.Target)
+	case CreateTrigger:
+		return fmt.Sprintf("create in %q", e.Target)
 	}
 	return string(e.Trigger)
 }

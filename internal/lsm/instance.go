@@ -18,7 +18,11 @@ type Instance struct {
 	// (Sets.EntityVersion).
 	EntityVersion int `json:"service_entity_version"`
 	Sets
-	Deleted   bool      `json:"deleted"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"last_updated"`
+	// Metadata are the instance's free key/values (docs/lsm.md,
+	// "Metadata"): no lifecycle reads them, and writing them takes no
+	// transfer.
+	Metadata  map[string]any `json:"metadata,omitempty"`
+	Deleted   bool           `json:"deleted"`
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"last_updated"`
 }

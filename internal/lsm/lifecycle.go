@@ -98,6 +98,22 @@ type Lifecycle struct {
 	Start     string           `json:"start"`
 	States    map[string]State `json:"states"`
 	Transfers []Transfer       `json:"transfers"`
+	// InitialStates are the states other than Start a create may name
+	// as the instance's first state (docs/lsm.md, "Initial states");
+	// Start is always allowed and is the default.
+	InitialStates []string `json:"initial_states,omitempty"`
+}
+
+// Initial returns the states a create may begin in: Start, then
+// InitialStates in their order, each once.
+func (l *Lifecycle) Initial() []string {
+	out := []string{l.Start}
+	for _, s := range l.InitialStates {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // State is one state of a lifecycle.
@@ -148,6 +164,7 @@ const (
 	RuleModelState   Rule = "model_state"   // a state's model state is one of the four
 	RuleStateExport  Rule = "state_export"  // export and purge are exclusive, and not for inactive or terminal states
 	RuleStart        Rule = "start"         // the start state exists and is not terminal
+	RuleInitial      Rule = "initial"       // an initial state exists, is not terminal nor active, and is listed once
 	RuleUnknownState Rule = "unknown_state" // a transfer names states that exist
 	RuleTrigger      Rule = "trigger"       // a transfer's trigger is one of the five
 	RuleOperation    Rule = "operation"     // operations are the five
@@ -209,7 +226,10 @@ func (e *CheckError) Error() string {
 //   - the lifecycle has a name; every state is keyed by its name and has
 //     a valid model state; a state does not both export and purge, and an
 //     inactive or terminal state does neither;
-//   - start names a state, and not a terminal one;
+//   - start names a state, and not a terminal one; so does each of
+//     initial_states, listed once, whose model state is not active
+//     either (a create writes the candidate set only, and an active
+//     state builds from the active set);
 //   - transfers name states that exist, with valid triggers and
 //     operations;
 //   - only auto and api transfers validate, and a validating transfer
@@ -221,8 +241,8 @@ func (e *CheckError) Error() string {
 //     where it is one per source and target (a set-state request names
 //     the target);
 //   - terminal states have no transfer out, every other state has one,
-//     and every state is reachable from start through targets and error
-//     states;
+//     and every state is reachable from start (or an initial state)
+//     through targets and error states;
 //   - no cycle of auto transfers without a validation: it would loop
 //     forever (a cycle through an api, on_update, on_delete or resource
 //     transfer waits for its event at that step).
@@ -277,6 +297,18 @@ func (c *checker) check() {
 		c.add(RuleStart, "", noTransfer, "start state %q does not exist", l.Start)
 	case start.Terminal:
 		c.add(RuleStart, l.Start, noTransfer, "the start state is terminal")
+	}
+	for i, name := range l.InitialStates {
+		switch st, ok := l.States[name]; {
+		case !ok:
+			c.add(RuleInitial, "", noTransfer, "initial state %q does not exist", name)
+		case slices.Index(l.InitialStates, name) < i:
+			c.add(RuleInitial, name, noTransfer, "is listed in initial_states more than once")
+		case st.Terminal:
+			c.add(RuleInitial, name, noTransfer, "is terminal, so it cannot be an initial state")
+		case st.ModelState == Active:
+			c.add(RuleInitial, name, noTransfer, "has model state active, so it cannot be an initial state: a create writes the candidate set only")
+		}
 	}
 
 	type key struct {
@@ -358,13 +390,21 @@ func (c *checker) check() {
 		reached := l.reachable()
 		for _, name := range names {
 			if !reached[name] {
-				c.add(RuleUnreachable, name, noTransfer, "cannot be reached from the start state %q", l.Start)
+				c.add(RuleUnreachable, name, noTransfer, "cannot be reached from the start state %q%s", l.Start, l.orInitial())
 			}
 		}
 	}
 	for _, loop := range l.autoLoops() {
 		c.add(RuleAutoLoop, loop[0], noTransfer, "auto transfers that do not validate loop forever among the states %s", strings.Join(loop, ", "))
 	}
+}
+
+// orInitial says " or an initial state" when the lifecycle has some.
+func (l *Lifecycle) orInitial() string {
+	if len(l.InitialStates) > 0 {
+		return " or an initial state"
+	}
+	return ""
 }
 
 func exportVerb(s State) string {
@@ -384,11 +424,17 @@ func (l *Lifecycle) stateNames() []string {
 	return names
 }
 
-// reachable returns the states reachable from Start through the targets
-// and error states of transfers.
+// reachable returns the states reachable from Start and the initial
+// states through the targets and error states of transfers.
 func (l *Lifecycle) reachable() map[string]bool {
 	seen := map[string]bool{l.Start: true}
 	queue := []string{l.Start}
+	for _, s := range l.InitialStates {
+		if _, ok := l.States[s]; ok && !seen[s] {
+			seen[s] = true
+			queue = append(queue, s)
+		}
+	}
 	for len(queue) > 0 {
 		s := queue[0]
 		queue = queue[1:]

@@ -272,6 +272,27 @@ func TestCheckRules(t *testing.T) {
 		{"an auto transfer to its own source", tiny, func(t *testing.T, l *Lifecycle) {
 			l.Transfers = append(l.Transfers, Transfer{Source: "bad", Target: "bad", Trigger: Auto})
 		}, []problem{{RuleAutoLoop, "bad", -1}}},
+		{"initial states that are designed, candidate or start are fine", Simple, func(t *testing.T, l *Lifecycle) {
+			l.InitialStates = []string{"start", "acknowledged", "update_start"}
+		}, nil},
+		{"an initial state that does not exist", Simple, func(t *testing.T, l *Lifecycle) {
+			l.InitialStates = []string{"draft"}
+		}, []problem{{RuleInitial, "", -1}}},
+		{"a terminal initial state", Simple, func(t *testing.T, l *Lifecycle) {
+			l.InitialStates = []string{"terminated"}
+		}, []problem{{RuleInitial, "terminated", -1}}},
+		{"an active initial state", Simple, func(t *testing.T, l *Lifecycle) {
+			l.InitialStates = []string{"up"}
+		}, []problem{{RuleInitial, "up", -1}}},
+		{"an initial state listed twice", Simple, func(t *testing.T, l *Lifecycle) {
+			l.InitialStates = []string{"acknowledged", "acknowledged"}
+		}, []problem{{RuleInitial, "acknowledged", -1}}},
+		{"a state reachable from an initial state only", Simple, func(t *testing.T, l *Lifecycle) {
+			l.States["draft"] = State{Name: "draft", ModelState: Inactive}
+			l.Transfers = append(l.Transfers, Transfer{Source: "draft", Target: "start", Trigger: API},
+				Transfer{Source: "draft", Target: "terminated", Trigger: OnDelete})
+			l.InitialStates = []string{"draft"}
+		}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {

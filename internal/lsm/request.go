@@ -51,7 +51,8 @@ type Request struct {
 	// Attributes are the create's attributes or the update's whole new
 	// candidate set.
 	Attributes map[string]any
-	// Target is the state a set-state asks for.
+	// Target is the state a set-state asks for, or the initial state a
+	// create names ("": the lifecycle's start state).
 	Target string
 	// Idempotent, when the client sent a key, makes the engine store the
 	// instance as written as the first response, with the transfer.

@@ -598,11 +598,16 @@ const instanceColumns = `id::text, entity, coalesce(identity, ''), state, versio
 	candidate_attributes, active_attributes, rollback_attributes, deleted, created_at, updated_at,
 	coalesce(candidate_version, 0), coalesce(active_version, 0), coalesce(rollback_version, 0)`
 
+// instanceRowColumns are instanceColumns and the metadata, as
+// scanInstance reads them (LiveServiceInstances, for the compiles, reads
+// instanceColumns: no model sees the metadata).
+const instanceRowColumns = instanceColumns + `, metadata`
+
 func scanInstance(row pgx.Row) (ServiceInstance, error) {
 	var i ServiceInstance
 	err := row.Scan(&i.ID, &i.Entity, &i.Identity, &i.State, &i.Version,
 		&i.Candidate, &i.Active, &i.Rollback, &i.Deleted, &i.CreatedAt, &i.UpdatedAt,
-		&i.CandidateVersion, &i.ActiveVersion, &i.RollbackVersion)
+		&i.CandidateVersion, &i.ActiveVersion, &i.RollbackVersion, &i.Metadata)
 	i.EntityVersion = i.Sets.EntityVersion()
 	return i, err
 }
@@ -620,10 +625,10 @@ func setVersion(set map[string]any, v int) any {
 func getInstance(ctx context.Context, q querier, envID, entity, ref string) (ServiceInstance, error) {
 	var row pgx.Row
 	if IsUUID(ref) {
-		row = q.QueryRow(ctx, `select `+instanceColumns+` from service_instances
+		row = q.QueryRow(ctx, `select `+instanceRowColumns+` from service_instances
 			where environment_id = $1::uuid and id = $2::uuid and ($3 = '' or entity = $3)`, envID, ref, entity)
 	} else {
-		row = q.QueryRow(ctx, `select `+instanceColumns+` from service_instances
+		row = q.QueryRow(ctx, `select `+instanceRowColumns+` from service_instances
 			where environment_id = $1::uuid and entity = $2 and identity = $3 and not deleted`, envID, entity, ref)
 	}
 	inst, err := scanInstance(row)
@@ -644,7 +649,7 @@ func (s *Store) ListInstances(ctx context.Context, envID, entity, state string, 
 	if after == "" {
 		after = "00000000-0000-0000-0000-000000000000"
 	}
-	rows, err := s.pool.Query(ctx, `select `+instanceColumns+` from service_instances
+	rows, err := s.pool.Query(ctx, `select `+instanceRowColumns+` from service_instances
 		where environment_id = $1::uuid and entity = $2 and ($3 = '' or state = $3) and deleted = $4
 		  and id > $5::uuid
 		order by id limit $6`, envID, entity, state, deleted, after, limit)

@@ -351,7 +351,7 @@ func (s *Store) OrderRequestedBy(ctx context.Context, envID, id string) (string,
 // exist), in one query: an order's watcher reads the instances it waits
 // for this way.
 func (s *Store) GetInstances(ctx context.Context, envID string, ids []string) ([]ServiceInstance, error) {
-	rows, err := s.pool.Query(ctx, `select `+instanceColumns+` from service_instances
+	rows, err := s.pool.Query(ctx, `select `+instanceRowColumns+` from service_instances
 		where environment_id = $1::uuid and id = any($2::uuid[])`, envID, ids)
 	if err != nil {
 		return nil, err

@@ -56,7 +56,8 @@ func (e *LSM) Send(ctx context.Context, req lsm.Request) (store.ServiceInstance,
 	switch req.Op {
 	case lsm.OpCreate:
 		opts.UpdateName, opts.Args = workflows.CreateUpdate,
-			[]any{workflows.CreateRequest{Attributes: req.Attributes, Request: idem, Actor: req.Actor}}
+			[]any{workflows.CreateRequest{Attributes: req.Attributes, Request: idem, Actor: req.Actor,
+				InitialState: req.Target}}
 	case lsm.OpUpdate:
 		opts.UpdateName, opts.Args = workflows.UpdateUpdate,
 			[]any{workflows.UpdateRequest{CurrentVersion: req.CurrentVersion, Attributes: req.Attributes, Request: idem,
