@@ -698,6 +698,10 @@ type Transfer struct {
 	TargetOperation []string `json:"target_operation,omitempty"`
 	ErrorOperation  []string `json:"error_operation,omitempty"`
 	Description     string   `json:"description,omitempty"`
+	// ConfigName, on an auto transfer, names the switch of the entity's
+	// and the instance's configs (auto_transfer_configs) that turns it
+	// off and on.
+	ConfigName string `json:"config_name,omitempty"`
 }
 
 // ServiceEntity is one entity of the service catalog: its newest

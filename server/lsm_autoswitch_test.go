@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/intendhq/intend/client"
+)
+
+// autoswitchModel is lsmFileModel with simple's two create-time auto
+// transfers named: start → acknowledged (validates) is auto_validate,
+// acknowledged → creating is auto_creating.
+func autoswitchModel(t *testing.T, root string) string {
+	t.Helper()
+	m := strings.Replace(lsmFileModel(root), "lifecycle: lsm.simple", `lifecycle: lsm.simple & {
+		transfers: [{config_name: "auto_validate"}, {}, {}, {config_name: "auto_creating"}, ...]
+	}`, 1)
+	if m == lsmFileModel(root) {
+		t.Fatal("lsmFileModel has no lifecycle: lsm.simple")
+	}
+	return m
+}
+
+// instanceConfig reads the instance config of vm ref.
+func instanceConfig(t *testing.T, c *client.Client, env, ref string) client.InstanceConfig {
+	t.Helper()
+	var ic client.InstanceConfig
+	if err := lsmGet(t, c, env, "/lsm/v1/service_inventory/vm/"+ref+"/config", &ic); err != nil {
+		t.Fatal(err)
+	}
+	return ic
+}
+
+// TestAutoTransferConfigNames: an entity's lifecycle names its two
+// create-time auto transfers. The entity turns auto_creating off: new
+// instances take auto_validate by themselves and wait in acknowledged.
+// One instance's config turns auto_creating back on: that instance goes
+// on to up, the other keeps waiting (its workflow was told nothing), and
+// a set-state to creating takes its held auto transfer. The instance
+// config route is read for readers, refused to them for writes, refuses
+// names the lifecycle lacks, and shows the effective switches.
+func TestAutoTransferConfigNames(t *testing.T) {
+	c, _ := startServer(t)
+	env := newEnv(t, c, "lsmnames", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, autoswitchModel(t, root)); err != nil {
+		t.Fatal(err)
+	}
+	var ent client.ServiceEntity
+	if err := lsmGet(t, c, env, "/lsm/v1/service_catalog/vm", &ent); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(ent.Lifecycle); !strings.Contains(string(b), `"config_name":"auto_creating"`) {
+		t.Fatalf("the catalog's lifecycle lacks the config name: %s", b)
+	}
+	op := as(c, mint(t, c, "names-operator", "operator", env))
+	reader := as(c, mint(t, c, "names-reader", "read", env))
+	const config = "/lsm/v1/service_catalog/vm/config"
+	for _, bad := range []struct{ why, body, field string }{
+		{"a name no transfer has", `{"auto_transfer_configs": {"auto_deleting": false}}`, "/auto_transfer_configs/auto_deleting"},
+		{"a name that is not a name", `{"auto_transfer_configs": {"a b": false}}`, "/auto_transfer_configs/a b"},
+		{"a string for the bool", `{"auto_transfer_configs": {"auto_creating": "off"}}`, "/auto_transfer_configs/auto_creating"},
+	} {
+		r := lsmRaw(t, op, op.Token, env, http.MethodPatch, config, bad.body)
+		if p := r.problem(t); r.status != 422 || !hasFieldError(p, bad.field, "") {
+			t.Errorf("%s: %d %s", bad.why, r.status, r.body)
+		}
+	}
+	r := lsmDo(t, op, env, http.MethodPatch, config, "", map[string]any{"auto_transfer_configs": map[string]any{"auto_creating": false}})
+	if r.status != 200 || !strings.Contains(string(r.body), `"auto_transfer_configs":{"auto_creating":false}`) ||
+		!strings.Contains(string(r.body), `"auto_transfers":true`) {
+		t.Fatalf("auto_creating off: %d %s", r.status, r.body)
+	}
+
+	const inventory = "/lsm/v1/service_inventory/vm"
+	for _, name := range []string{"web", "db"} {
+		if r := lsmDo(t, op, env, http.MethodPost, inventory, "", map[string]any{"attributes": map[string]any{"name": name}}); r.status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", name, r.status, r.body)
+		}
+	}
+	// auto_validate is still the engine's: both reach acknowledged (version
+	// 2) by themselves, and wait there.
+	for _, name := range []string{"web", "db"} {
+		if inst := waitState(t, c, env, name, "acknowledged", "rejected", "creating", "up"); inst.Version != 2 {
+			t.Fatalf("%s waits at %+v", name, inst)
+		}
+	}
+	ic := instanceConfig(t, reader, env, "db")
+	if !ic.AutoTransfers || len(ic.AutoTransferConfigs) != 0 || !ic.Effective.AutoTransfers ||
+		ic.Effective.AutoTransferConfigs["auto_creating"] || !ic.Effective.AutoTransferConfigs["auto_validate"] {
+		t.Errorf("db's config = %+v", ic)
+	}
+	// A held instance lists the held auto transfer as the set-state that
+	// takes it.
+	if r := lsmDo(t, op, env, http.MethodPost, "/lsm/v1/services/vm/db/state", "",
+		map[string]any{"current_version": 2, "target_state": "up"}); r.status != 409 ||
+		!hasFieldError(r.problem(t), "", `target_state "creating"`) {
+		t.Errorf("set-state to up: %d %s", r.status, r.body)
+	}
+
+	const webConfig = inventory + "/web/config"
+	if r := lsmDo(t, reader, env, http.MethodPatch, webConfig, "", map[string]any{"auto_transfer_configs": map[string]any{"auto_creating": true}}); r.status != 403 {
+		t.Errorf("a reader's instance config: %d %s", r.status, r.body)
+	}
+	for _, bad := range []struct{ why, body, field string }{
+		{"nothing to set", `{}`, "/auto_transfers"},
+		{"an unknown field", `{"auto": true}`, "/auto"},
+		{"a name no transfer has", `{"auto_transfer_configs": {"nope": true}}`, "/auto_transfer_configs/nope"},
+	} {
+		r := lsmRaw(t, op, op.Token, env, http.MethodPatch, webConfig, bad.body)
+		if p := r.problem(t); r.status != 422 || !hasFieldError(p, bad.field, "") {
+			t.Errorf("instance config, %s: %d %s", bad.why, r.status, r.body)
+		}
+	}
+	if r := lsmRaw(t, op, op.Token, env, http.MethodPatch, inventory+"/nobody/config", `{"auto_transfers": true}`); r.status != 404 {
+		t.Errorf("an unknown instance: %d %s", r.status, r.body)
+	}
+	r = lsmDo(t, op, env, http.MethodPatch, webConfig, "", map[string]any{"auto_transfer_configs": map[string]any{"auto_creating": true}})
+	if r.status != 200 {
+		t.Fatalf("web's auto_creating on: %d %s", r.status, r.body)
+	}
+	var got client.InstanceConfig
+	if err := json.Unmarshal(r.body, &got); err != nil || !got.AutoTransferConfigs["auto_creating"] || !got.Effective.AutoTransferConfigs["auto_creating"] {
+		t.Errorf("web's config = %s, %v", r.body, err)
+	}
+	web := waitState(t, c, env, "web", "up", "failed")
+	if web.Version != 4 {
+		t.Errorf("web went on: %+v", web)
+	}
+	if got, _ := readFile(t, filepath.Join(root, "web.conf")); got != "memory=2\n" {
+		t.Errorf("web.conf = %q", got)
+	}
+	// db's workflow was told nothing: it is where it was, and an
+	// operator's set-state takes its held auto transfer (logged as auto).
+	r = lsmDo(t, op, env, http.MethodPost, "/lsm/v1/services/vm/db/state", "",
+		map[string]any{"current_version": 2, "target_state": "creating"})
+	if r.status != 200 {
+		t.Fatalf("db's set-state to creating: %d %s", r.status, r.body)
+	}
+	entry, ev := lastLog(t, c, env, "db")
+	if entry.Version != 3 || ev["trigger"] != "auto" || ev["source"] != "acknowledged" {
+		t.Errorf("db's hand-taken auto transfer's log = %+v %v", entry, ev)
+	}
+	waitState(t, c, env, "db", "up", "failed")
+
+	// The instance's own wide switch holds what its names let go; null
+	// removes a name's entry (the entity's counts again).
+	r = lsmDo(t, op, env, http.MethodPatch, webConfig, "", map[string]any{"auto_transfers": false,
+		"auto_transfer_configs": map[string]any{"auto_creating": nil}})
+	got = client.InstanceConfig{}
+	if err := json.Unmarshal(r.body, &got); r.status != 200 || err != nil || got.AutoTransfers || len(got.AutoTransferConfigs) != 0 ||
+		got.Effective.AutoTransfers || got.Effective.AutoTransferConfigs["auto_validate"] {
+		t.Errorf("web's wide switch off: %d %s", r.status, r.body)
+	}
+	if ic := instanceConfig(t, c, env, "web"); ic.AutoTransfers || ic.Effective.AutoTransferConfigs["auto_creating"] {
+		t.Errorf("web's config read back = %+v", ic)
+	}
+}
