@@ -158,4 +158,18 @@ func TestAutoTransferConfigNames(t *testing.T) {
 	if ic := instanceConfig(t, c, env, "web"); ic.AutoTransfers || ic.Effective.AutoTransferConfigs["auto_creating"] {
 		t.Errorf("web's config read back = %+v", ic)
 	}
+	// The changes are in the audit trail, with what they set.
+	var trail client.List[client.AuditEntry]
+	if err := c.Do(t.Context(), http.MethodGet, "/api/v1/audit?action=lsm.instance.configure", nil, &trail); err != nil {
+		t.Fatal(err)
+	}
+	var done []string
+	for _, e := range trail.Items {
+		if e.Status == http.StatusOK {
+			done = append(done, string(e.Detail))
+		}
+	}
+	if len(done) != 2 || !strings.Contains(done[1], `"auto_creating":true`) || !strings.Contains(done[0], `"auto_transfers":false`) {
+		t.Errorf("the audit trail of instance configs (newest first) = %q", done)
+	}
 }
