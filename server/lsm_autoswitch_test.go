@@ -3,11 +3,15 @@ package server_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
+	"github.com/intendhq/intend/server"
 )
 
 // autoswitchModel is lsmFileModel with simple's two create-time auto
@@ -171,5 +175,57 @@ func TestAutoTransferConfigNames(t *testing.T) {
 	}
 	if len(done) != 2 || !strings.Contains(done[1], `"auto_creating":true`) || !strings.Contains(done[0], `"auto_transfers":false`) {
 		t.Errorf("the audit trail of instance configs (newest first) = %q", done)
+	}
+}
+
+// TestInstanceConfigAfterTemporalLosesItsStore: an instance's own config
+// is PostgreSQL's: Temporal comes back empty, the reconciler restarts the
+// instance's workflow with it, and the instance, its auto transfers held
+// by its own config, waits in update_start after an update until an
+// operator's set-state takes the held transfer.
+func TestInstanceConfigAfterTemporalLosesItsStore(t *testing.T) {
+	addr, namespace, file, stop, start := ownTemporal(t)
+	c, _, _ := startValidated(t, server.Config{TemporalAddress: addr, TemporalNamespace: namespace,
+		EmbeddedExecutor: true, ReconcileEvery: time.Second, SchedulerPoll: time.Second, InstanceReconcileEvery: time.Second})
+	env := newEnv(t, c, "lsmnameslost", nil)
+	root := t.TempDir()
+	if err := uploadModel(t, c, env, autoswitchModel(t, root)); err != nil {
+		t.Fatal(err)
+	}
+	if r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/service_inventory/vm", "",
+		map[string]any{"attributes": map[string]any{"name": "web"}}); r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	up := waitState(t, c, env, "web", "up", "rejected", "failed")
+	if r := lsmDo(t, c, env, http.MethodPatch, "/lsm/v1/service_inventory/vm/web/config", "",
+		map[string]any{"auto_transfers": false}); r.status != 200 {
+		t.Fatalf("web's auto transfers off: %d %s", r.status, r.body)
+	}
+
+	stop()
+	for _, f := range []string{file, file + "-wal", file + "-shm"} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	start()
+
+	wait.For(t, "the update to be taken", 90*time.Second, func() error {
+		r := lsmDo(t, c, env, http.MethodPatch, "/lsm/v1/service_inventory/vm/web", "", map[string]any{"current_version": up.Version,
+			"attributes": map[string]any{"memory": 5}})
+		if r.status != http.StatusOK && r.status != http.StatusServiceUnavailable {
+			t.Fatalf("update after Temporal lost its store: %d %s", r.status, r.body)
+		}
+		return wait.Unless(r.status == http.StatusOK, "update after Temporal lost its store: %d %s", r.status, r.body)
+	})
+	// Held: the set-state at the update's version is the transfer the
+	// engine would have taken (unheld, it has moved on by then: 409).
+	r := lsmDo(t, c, env, http.MethodPost, "/lsm/v1/services/vm/web/state", "",
+		map[string]any{"current_version": up.Version + 1, "target_state": "update_acknowledged"})
+	if r.status != 200 {
+		t.Fatalf("set-state to update_acknowledged: %d %s", r.status, r.body)
+	}
+	if inst := r.instance(t); inst.State != "update_acknowledged" || inst.Version != up.Version+2 {
+		t.Errorf("after the set-state: %+v", inst)
 	}
 }
