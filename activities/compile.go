@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/publish"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/workflows"
 )
@@ -35,7 +35,7 @@ import (
 // Default bounds of the autonomous compile's steps.
 const (
 	DefaultGitTimeout     = 5 * time.Minute
-	DefaultCompileTimeout = 10 * time.Minute
+	DefaultCompileTimeout = publish.DefaultCompileTimeout
 	// heartbeatEvery is well inside the workflow's 20 s heartbeat timeout.
 	heartbeatEvery = 5 * time.Second
 	// maxGitOutput bounds the git output kept for an error message.
@@ -220,8 +220,8 @@ func (c *Compiler) BuildCompile(ctx context.Context, in workflows.BuildCompileIn
 	// Its service entities become the catalog in the same transaction,
 	// unless that would break live instances: then neither changes and
 	// the compile fails, naming them.
-	src, err := c.Store.PutModel(ctx, in.EnvironmentID, store.NewModel{Hash: packed.Hash, Archive: packed.Archive,
-		Files: packed.Files, Origin: "compile", Entities: slices.Concat(res.Services, res.PreviousServices)})
+	src, err := publish.Model(ctx, c.Store, in.EnvironmentID,
+		publish.Source{Hash: packed.Hash, Archive: packed.Archive, Files: packed.Files, Origin: "compile"}, res)
 	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
 			return fail(&failure{msg: be.Error(), errs: store.CompileMessage(be.Error())})
@@ -804,8 +804,7 @@ func (c *Compiler) gitTo(ctx context.Context, env []string, stdout io.Writer, ar
 // env's CPU time limit; a failed compile, or one stopped at a limit, is a
 // failure with structured errors.
 func (c *Compiler) compile(ctx context.Context, env store.Environment, opts compiler.Options) (*compiler.Result, error) {
-	res, err := compiler.OrInProcess(c.Runner).Compile(ctx, opts,
-		compiler.Job{Environment: env.ID, Timeout: orDefaultTimeout(c.CompileTimeout), CPU: env.Settings.CompileCPU()})
+	res, err := publish.Compile(ctx, c.Runner, env, opts, c.CompileTimeout)
 	if err == nil {
 		return res, nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/publish"
 	"github.com/intendhq/intend/internal/store"
 	"github.com/intendhq/intend/internal/telemetry"
 	"github.com/intendhq/intend/workflows"
@@ -327,17 +328,12 @@ func ownsAny(errs compiler.Errors, entity, id string) bool {
 	return false
 }
 
-// compileModel compiles the environment's released model source
+// compileModelVersions compiles the environment's released model source
 // (store.ReleasedModelSource: the newest a released version was built
 // from, never a newer upload nobody released) with the given service
 // instances. A model that does not compile is no activity
 // error: its errors are returned (one without position when the source is
-// missing or does not load).
-func (l *LSM) compileModel(ctx context.Context, envID string, instances, related map[string]map[string]json.RawMessage) (*compiler.Result, compiler.Errors, error) {
-	return l.compileModelVersions(ctx, envID, instances, nil, related, nil)
-}
-
-// compileModelVersions is compileModel with the instances' entity
+// missing or does not load). It takes the instances' entity
 // versions (compiler.Options.InstanceVersions; nil: every instance of its
 // entity's latest version) and, for a validation, the instance the
 // compile is focused on (compiler.Options.Focus; nil: none).
@@ -404,8 +400,7 @@ func (l *LSM) compileModelVersions(ctx context.Context, envID string, instances 
 // env's CPU time limit; a compile stopped at a limit is an error of the
 // compile, like the model's own.
 func (l *LSM) compile(ctx context.Context, env store.Environment, opts compiler.Options) (*compiler.Result, error) {
-	res, err := compiler.OrInProcess(l.Runner).Compile(ctx, opts,
-		compiler.Job{Environment: env.ID, Timeout: orDefaultTimeout(l.CompileTimeout), CPU: env.Settings.CompileCPU()})
+	res, err := publish.Compile(ctx, l.Runner, env, opts, l.CompileTimeout)
 	if le, ok := errors.AsType[*compiler.LimitError](err); ok && ctx.Err() == nil {
 		return nil, compiler.Errors{{Message: le.Error()}}
 	}

@@ -102,7 +102,7 @@ func (s *Secrets) Lookup(ref string) (string, error) {
 			return "", fmt.Errorf("secret %s: refused: this executor has no --secrets-dir, so no file: reference resolves", ref)
 		}
 		if filepath.IsAbs(name) || hasDotDot(name) || !filepath.IsLocal(name) {
-			return "", fmt.Errorf("secret %s: refused: want a relative path inside the secrets directory, without ..", ref)
+			return "", fmt.Errorf("secret %s: refused: want a relative path inside the secrets directory, without .. elements", ref)
 		}
 		// os.Root confines every step of the lookup, symlinks included,
 		// to the directory.

@@ -17,12 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/intendhq/intend/api"
 	iexec "github.com/intendhq/intend/internal/executor"
 	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/ledger"
 	"github.com/intendhq/intend/internal/store"
-	"github.com/jackc/pgx/v5"
 )
 
 // blob returns n pseudo-random bytes (seeded) and their digest.

@@ -44,14 +44,21 @@ func (s *Server) listCatalog(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// lsmEntityParam resolves the environment and reads {entity}, the
+// entity's name, of a lifecycle route.
+func (s *Server) lsmEntityParam(r *http.Request) (store.Environment, string, error) {
+	e, err := s.lsmEnv(r)
+	if err != nil {
+		return e, "", err
+	}
+	name, err := pathParam(chi.URLParam(r, "entity"))
+	return e, name, err
+}
+
 // getCatalogEntity returns one service entity: its attributes with their
 // JSON Schema and modifiers, its lifecycle and instance counts per state.
 func (s *Server) getCatalogEntity(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathParam(chi.URLParam(r, "entity"))
+	e, name, err := s.lsmEntityParam(r)
 	if err != nil {
 		return err
 	}
@@ -70,11 +77,7 @@ func (s *Server) getCatalogEntity(w http.ResponseWriter, r *http.Request) error 
 // instanceRef resolves the {entity} and {id} path parameters to an
 // instance: {id} is the instance's id or its identity.
 func (s *Server) instanceRef(r *http.Request) (store.Environment, store.ServiceInstance, error) {
-	e, err := s.lsmEnv(r)
-	if err != nil {
-		return e, store.ServiceInstance{}, err
-	}
-	entity, err := pathParam(chi.URLParam(r, "entity"))
+	e, entity, err := s.lsmEntityParam(r)
 	if err != nil {
 		return e, store.ServiceInstance{}, err
 	}
@@ -92,11 +95,7 @@ func (s *Server) instanceRef(r *http.Request) (store.Environment, store.ServiceI
 // listInventory returns a page of an entity's instances, by id, of one
 // state when ?state= is given; ?deleted=true lists the terminated ones.
 func (s *Server) listInventory(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	entity, err := pathParam(chi.URLParam(r, "entity"))
+	e, entity, err := s.lsmEntityParam(r)
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
@@ -106,11 +104,7 @@ func lifecycleConfigNames(l lsm.Lifecycle) []string {
 // failure to tell them is a 503 (the config stands: repeat the request
 // and they are told again).
 func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error {
-	env, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathParam(chi.URLParam(r, "entity"))
+	env, name, err := s.lsmEntityParam(r)
 	if err != nil {
 		return err
 	}

@@ -10,12 +10,15 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/intent"
 	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
 
-// A service instance's dry-run (docs/lsm.md, "Dry-run of an update"):
-// what an update would do, shown without doing it. The proposed set is
+// A service instance's dry-run (docs/lsm.md, "Dry-run of an update" and
+// "Dry-run of every write"): what a write would do, shown without doing
+// it. The write is judged by lsm.Decide, as the instance's workflow
+// judges it, on the instance PostgreSQL holds (lsm_dryrun_writes.go). The proposed set is
 // checked as the update would be (modifiers), validated as its transfer
 // would be (the model with the inventory), rendered as its export would
 // be, compared with the set in the released version (per resource, per
@@ -36,19 +39,62 @@ type LSMPreviewer interface {
 // MaxDryrunWait bounds ?wait= of an instance's dry-run.
 const MaxDryrunWait = time.Minute
 
-// instanceDryrunRequest is POST .../{id}/dryrun: the attributes to change
-// (as PATCH /lsm/v1 takes them) or dict-path edits (as PATCH /lsm/v2),
-// not both; neither dry-runs the current set as it is.
+// instanceDryrunRequest is POST .../{id}/dryrun: the write to dry-run
+// (operation, default update) and what that write takes. An update's
+// attributes to change (as PATCH /lsm/v1 takes them) or dict-path edits
+// (as PATCH /lsm/v2), not both; neither dry-runs the current set as it
+// is. A set_state's target_state; a rollback's to_version.
 type instanceDryrunRequest struct {
+	Operation      string         `json:"operation"`
 	CurrentVersion *int64         `json:"current_version"`
 	Attributes     map[string]any `json:"attributes"`
 	Edit           []instanceEdit `json:"edit"`
+	TargetState    string         `json:"target_state"`
+	ToVersion      *int64         `json:"to_version"`
+}
+
+// opRollback is the dry-run of POST .../{id}/rollback, sent as an update.
+const opRollback = "rollback"
+
+// check refuses what the operation does not take, and what it needs and
+// lacks.
+func (req *instanceDryrunRequest) check() error {
+	if req.Operation == "" {
+		req.Operation = lsm.OpUpdate
+	}
+	switch req.Operation {
+	case lsm.OpUpdate, lsm.OpDelete, lsm.OpSetState, opRollback:
+	default:
+		return InvalidField("/operation", "must be update, delete, set_state or rollback (a create's dry-run is POST .../service_inventory/{entity}/dryrun)")
+	}
+	if req.Attributes != nil && req.Edit != nil {
+		return InvalidField("/edit", "give attributes or edit, not both")
+	}
+	if req.Operation != lsm.OpUpdate {
+		if req.Attributes != nil {
+			return InvalidField("/attributes", "only an update takes attributes")
+		}
+		if req.Edit != nil {
+			return InvalidField("/edit", "only an update takes edits")
+		}
+	}
+	switch {
+	case req.Operation == lsm.OpSetState && req.TargetState == "":
+		return InvalidField("/target_state", "required: the state to go to")
+	case req.Operation != lsm.OpSetState && req.TargetState != "":
+		return InvalidField("/target_state", "only a set_state takes a target state")
+	case req.Operation == opRollback && (req.ToVersion == nil || *req.ToVersion < 1):
+		return InvalidField("/to_version", "required: the instance version whose attributes to restore (a positive whole number)")
+	case req.Operation != opRollback && req.ToVersion != nil:
+		return InvalidField("/to_version", "only a rollback takes to_version")
+	}
+	return nil
 }
 
 // instanceDryrunValidation is the validation's verdict.
 type instanceDryrunValidation = client.DryrunValidation
 
-// instanceDryrunResponse is the answer: the update as it would be taken,
+// instanceDryrunResponse is the answer: the write as it would be taken,
 // its validation, the desired-state diff and the dry-run on the targets.
 type instanceDryrunResponse = client.InstanceDryrunReport
 
@@ -73,50 +119,36 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if req.Attributes != nil && req.Edit != nil {
-		return InvalidField("/edit", "give attributes or edit, not both")
+	if err := req.check(); err != nil {
+		return err
 	}
 	e, inst, err := s.instanceRef(r)
 	if err != nil {
 		return err
 	}
-	entity, err := s.opts.Store.GetEntity(r.Context(), e.ID, inst.Entity)
+	entity, err := s.opts.Store.GetEntityDefinition(r.Context(), e.ID, inst.Entity)
 	if err != nil {
 		return err
 	}
-	// The proposal is of the version of the set it edits.
-	if v := inst.CurrentVersion(); v != lsm.EntityVersion(entity.Version) {
-		if entity.Entity, err = s.opts.Store.EntityAt(r.Context(), e.ID, inst.Entity, v); err != nil {
-			return err
-		}
+	subj, err := s.dryrunSubject(r, e.ID, entity, inst)
+	if err != nil {
+		return err
 	}
 	if inst.Deleted {
 		return Conflict("service instance %s is %s: it takes no more requests", inst.ID, inst.State)
 	}
-	if req.CurrentVersion != nil && *req.CurrentVersion != inst.Version {
-		return rejectionProblem(nil, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: *req.CurrentVersion},
+	// The write is judged against the version the client names (the
+	// instance's own when it names none).
+	version := inst.Version
+	if req.CurrentVersion != nil {
+		version = *req.CurrentVersion
+	}
+	if version != inst.Version {
+		return rejectionProblem(nil, lsm.Request{Op: req.Operation, InstanceID: inst.ID, CurrentVersion: version},
 			&lsm.Rejection{Reason: lsm.RejectStale, Version: inst.Version})
 	}
-	current := inst.Current()
-	next := make(map[string]any, len(current)+len(req.Attributes))
-	for k, v := range current {
-		next[k] = v
-	}
-	for k, v := range req.Attributes {
-		next[k] = v
-	}
-	if len(req.Edit) > 0 {
-		if next, err = applyEdits(current, req.Edit); err != nil {
-			return err
-		}
-	}
-	if err := lsm.CheckUpdate(entity.Attributes, current, next); err != nil {
-		return invalidAttributes(err)
-	}
-	noteAudit(r, map[string]any{"entity": entity.Name, "instance": inst.ID})
-
 	out := instanceDryrunResponse{ServiceEntity: entity.Name, ID: inst.ID, Version: inst.Version, State: inst.State,
-		CandidateAttributes: next}
+		Operation: req.Operation}
 	if _, err := entity.Lifecycle.Next(inst.State, lsm.Event{Trigger: lsm.OnUpdate}); err == nil {
 		out.UpdateAllowed = true
 	} else {
@@ -124,27 +156,92 @@ func (s *Server) dryrunInstance(w http.ResponseWriter, r *http.Request) error {
 			out.Allowed = append(out.Allowed, ev.String())
 		}
 	}
+	if req.Operation == lsm.OpDelete || req.Operation == lsm.OpSetState {
+		return s.dryrunTransfer(w, r, e, subj, lsm.Request{Op: req.Operation, InstanceID: inst.ID, CurrentVersion: version,
+			Target: req.TargetState}, wait, out)
+	}
+
+	current := inst.Current()
+	var next map[string]any
+	switch {
+	case req.Operation == opRollback:
+		if next, err = s.rolledBack(r, e.ID, entity.Attributes, inst, *req.ToVersion); err != nil {
+			return err
+		}
+	case len(req.Edit) > 0:
+		if next, err = applyEdits(current, req.Edit); err != nil {
+			return err
+		}
+	default:
+		next = lsm.MergeAttributes(current, req.Attributes)
+	}
+	if req.Operation == lsm.OpUpdate {
+		if err := s.checkReferences(r.Context(), e.ID, entity.Attributes, lsm.ChangedAttributes(current, next), "/attributes/"); err != nil {
+			return err
+		}
+	}
+	// Judged as the write's update would be. An update the state takes
+	// none of still shows what it would do (update_allowed false, as
+	// before there were other operations); a rollback's is the write's 409.
+	lreq := lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: version, Attributes: next}
+	d, rej := lsm.Decide(subj, lreq)
+	switch {
+	case rej == nil:
+		out.Transfer, out.ResultingState, out.ExportMode = dryrunTransferOf(d.Transfer, &entity.Lifecycle)
+	case rej.Reason == lsm.RejectIllegal && req.Operation == lsm.OpUpdate:
+		if err := lsm.CheckUpdate(subj.Attributes, current, next); err != nil {
+			return invalidAttributes(err)
+		}
+	default:
+		return rejectionProblem(w, lreq, rej)
+	}
+	noteAudit(r, map[string]any{"entity": entity.Name, "instance": inst.ID, "op": req.Operation})
+	out.CandidateAttributes = next
 	// The proposal is of the version of the set an update edits.
-	pv, err := s.opts.LSMPreview.PreviewInstance(r.Context(), e.ID, entity.Name, inst.ID, inst.CurrentVersion(),
-		lsm.WithoutReadOnly(entity.Attributes, next))
-	if err != nil {
+	rs, done, err := s.previewSet(r, e.ID, entity.Name, inst.ID, inst.CurrentVersion(), subj.Attributes, next, &out)
+	if err != nil || done {
+		if err == nil {
+			WriteJSON(w, http.StatusOK, out)
+		}
 		return err
+	}
+	return s.dryrunResources(w, r, e, instanceSet(inst), rs, wait, out)
+}
+
+// previewSet validates attrs (of the entity version version, whose
+// attributes are specs) and renders them as the instance's set, writing
+// the verdict and the candidate set with its computed r attributes into
+// out; done: the validation or the render failed, out is the answer.
+func (s *Server) previewSet(r *http.Request, envID, entity, id string, version int, specs []lsm.AttributeSpec,
+	attrs map[string]any, out *instanceDryrunResponse) (rs []intent.Resource, done bool, err error) {
+	pv, err := s.opts.LSMPreview.PreviewInstance(r.Context(), envID, entity, id, version, lsm.WithoutReadOnly(specs, attrs))
+	if err != nil {
+		return nil, false, err
 	}
 	out.Validation = instanceDryrunValidation{OK: pv.OK, Errors: pv.Errors}
 	if !pv.OK {
-		WriteJSON(w, http.StatusOK, out)
-		return nil
+		return nil, true, nil
 	}
 	if len(pv.ReadOnly) > 0 {
-		out.CandidateAttributes = withValues(next, pv.ReadOnly)
+		out.CandidateAttributes = withValues(attrs, pv.ReadOnly)
 	}
 	if pv.RenderErrors != nil {
 		out.RenderErrors = pv.RenderErrors
-		WriteJSON(w, http.StatusOK, out)
-		return nil
+		return nil, true, nil
 	}
-	reason := fmt.Sprintf("dry-run of service instance %s %s (version %d)", entity.Name, inst.ID, inst.Version)
-	d, err := s.opts.Store.CreateInstanceDryrun(r.Context(), e.ID, instanceSet(inst), pv.Resources, reason)
+	return pv.Resources, false, nil
+}
+
+// dryrunResources compares rs, what the set would hold, with the set in
+// the released version and dry-runs rs on the targets (none: the set
+// would be removed; no dry-run), then writes out.
+func (s *Server) dryrunResources(w http.ResponseWriter, r *http.Request, e store.Environment, set string,
+	rs []intent.Resource, wait time.Duration, out instanceDryrunResponse) error {
+	reason := fmt.Sprintf("dry-run of service instance %s %s (version %d)", out.ServiceEntity, out.ID, out.Version)
+	if out.Operation != lsm.OpUpdate {
+		reason = fmt.Sprintf("dry-run of the %s of service instance %s %s (version %d)", out.Operation, out.ServiceEntity, out.ID, out.Version)
+	}
+	d, err := s.opts.Store.CreateInstanceDryrun(r.Context(), e.ID, set, rs, reason)
 	if errors.Is(err, store.ErrBusy) {
 		w.Header().Set("Retry-After", "5")
 		return TooManyRequests("%s; wait for one to finish", err.Error())

@@ -43,11 +43,7 @@ func (s *Server) catalogEntity(ctx context.Context, envID string, ent store.Serv
 
 // getEntityVersion is GET /lsm/v1/service_catalog/{entity}/versions/{version}.
 func (s *Server) getEntityVersion(w http.ResponseWriter, r *http.Request) error {
-	e, err := s.lsmEnv(r)
-	if err != nil {
-		return err
-	}
-	name, err := pathParam(chi.URLParam(r, "entity"))
+	e, name, err := s.lsmEntityParam(r)
 	if err != nil {
 		return err
 	}

@@ -238,11 +238,12 @@ func allowedDetail(ev lsm.Event) string {
 }
 
 // attributeErrors are the field errors of attribute problems, each at
-// prefix and the attribute's name.
+// prefix and the attribute's name, or, inside an embedded entity, at
+// prefix and the value's pointer (/attributes/interfaces/0/mtu).
 func attributeErrors(prefix string, problems []lsm.AttributeProblem) []FieldError {
 	errs := make([]FieldError, 0, len(problems))
 	for _, pr := range problems {
-		errs = append(errs, FieldError{Field: prefix + lsm.EscapePointer(pr.Attribute), Detail: pr.String()})
+		errs = append(errs, FieldError{Field: pr.FieldUnder(prefix), Detail: pr.String()})
 	}
 	return errs
 }
@@ -536,25 +537,33 @@ func (s *Server) rollbackInstance(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	to := *req.ToVersion
-	if to >= inst.Version {
-		return InvalidField("/to_version", fmt.Sprintf("must be a version before the current one (%d)", inst.Version))
-	}
-	log, err := s.opts.Store.InstanceLogPage(r.Context(), lw.env.ID, inst.ID, to+1, 1)
+	next, err := s.rolledBack(r, lw.env.ID, lw.entity.Attributes, inst, *req.ToVersion)
 	if err != nil {
 		return err
 	}
+	return s.send(w, r, lw, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
+		Attributes: next}, http.StatusOK)
+}
+
+// rolledBack is the set a rollback of inst to version to sends as its
+// update (a rollback and its dry-run alike).
+func (s *Server) rolledBack(r *http.Request, envID string, specs []lsm.AttributeSpec, inst store.ServiceInstance, to int64) (map[string]any, error) {
+	if to >= inst.Version {
+		return nil, InvalidField("/to_version", fmt.Sprintf("must be a version before the current one (%d)", inst.Version))
+	}
+	log, err := s.opts.Store.InstanceLogPage(r.Context(), envID, inst.ID, to+1, 1)
+	if err != nil {
+		return nil, err
+	}
 	if len(log) == 0 || log[0].Version != to {
-		return InvalidField("/to_version", fmt.Sprintf("the instance's log has no version %d", to))
+		return nil, InvalidField("/to_version", fmt.Sprintf("the instance's log has no version %d", to))
 	}
 	then := log[0].Active
 	if len(then) == 0 {
 		then = log[0].Candidate
 	}
 	if len(then) == 0 {
-		return InvalidField("/to_version", fmt.Sprintf("version %d holds no attributes to restore", to))
+		return nil, InvalidField("/to_version", fmt.Sprintf("version %d holds no attributes to restore", to))
 	}
-	next := lsm.RestoreAttributes(lw.entity.Attributes, inst.Current(), then)
-	return s.send(w, r, lw, lsm.Request{Op: lsm.OpUpdate, InstanceID: inst.ID, CurrentVersion: inst.Version,
-		Attributes: next}, http.StatusOK)
+	return lsm.RestoreAttributes(specs, inst.Current(), then), nil
 }

@@ -11,12 +11,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/intendhq/intend/internal/compiler"
 	"github.com/intendhq/intend/internal/project"
+	"github.com/intendhq/intend/internal/publish"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -70,10 +69,8 @@ func (s *Server) putModel(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	m, err := s.opts.Store.PutModel(r.Context(), e.ID, store.NewModel{
-		Hash: hash, Archive: archive, Files: files, Origin: "cli", Entities: slices.Concat(res.Services, res.PreviousServices),
-		Stage: stage,
-	})
+	m, err := publish.Model(r.Context(), s.opts.Store, e.ID,
+		publish.Source{Hash: hash, Archive: archive, Files: files, Origin: "cli", Stage: stage}, res)
 	if err != nil {
 		if be, ok := errors.AsType[*store.BreakingChangesError](err); ok {
 			return breakingProblem(be)
@@ -174,18 +171,13 @@ func (s *Server) releasePushed(r *http.Request, e store.Environment, info store.
 }
 
 // DefaultCompileTimeout bounds the compile of an uploaded model unless
-// Options.CompileTimeout says otherwise.
-const DefaultCompileTimeout = 10 * time.Minute
+// the server sets its own (Options.CompileTimeout).
+const DefaultCompileTimeout = publish.DefaultCompileTimeout
 
-// compile runs a compile of the request's for environment e within the
-// time limit and e's CPU time limit, through Options.Compiler.
+// compile compiles a model for e in the request, as every server-side
+// compile runs (publish.Compile).
 func (s *Server) compile(r *http.Request, e store.Environment, opts compiler.Options) (*compiler.Result, error) {
-	limit := s.opts.CompileTimeout
-	if limit <= 0 {
-		limit = DefaultCompileTimeout
-	}
-	return compiler.OrInProcess(s.opts.Compiler).Compile(r.Context(), opts,
-		compiler.Job{Environment: e.ID, Timeout: limit, CPU: e.Settings.CompileCPU()})
+	return publish.Compile(r.Context(), s.opts.Compiler, e, opts, s.opts.CompileTimeout)
 }
 
 // breakingProblem is the 409 of a catalog update that would break live

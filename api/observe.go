@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/intendhq/intend/internal/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/intendhq/intend/internal/telemetry"
 )
 
 // RequestIDHeader carries a request's id: the client's, when it is sane

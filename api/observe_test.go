@@ -117,7 +117,7 @@ func TestTracedRequest(t *testing.T) {
 	}
 	attrs := map[attribute.Key]string{}
 	for _, a := range s.Attributes() {
-		attrs[a.Key] = a.Value.Emit()
+		attrs[a.Key] = a.Value.String()
 	}
 	if attrs["http.route"] != "/api/v1/environments/{env}/runs/{run}" || attrs["http.response.status_code"] != "401" ||
 		attrs["intend.request_id"] != "req-1" {

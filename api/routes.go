@@ -163,6 +163,7 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/config", s.inLSMEnv("lsm.instance.config", read, s.getInstanceConfig))
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}/config", s.inLSMEnv("lsm.instance.configure", operator, s.patchInstanceConfig))
 		r.Method(http.MethodPost, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.create", operator, s.createInstance))
+		r.Method(http.MethodPost, "/service_inventory/{entity}/dryrun", s.inLSMEnv("lsm.instance.create_dryrun", operator, s.dryrunCreate))
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.update", operator, s.updateInstance))
 		r.Method(http.MethodDelete, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.delete", operator, s.deleteInstance))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/rollback", s.inLSMEnv("lsm.instance.rollback", operator, s.rollbackInstance))
@@ -177,6 +178,8 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodPost, "/orders", s.inLSMEnv("lsm.order.create", operator, s.createOrder))
 		r.Method(http.MethodGet, "/orders", s.inLSMEnv("lsm.order.list", read, s.listOrders))
 		r.Method(http.MethodGet, "/orders/{id}", s.inLSMEnv("lsm.order.read", read, s.getOrder))
+		r.Method(http.MethodGet, "/pools", s.inLSMEnv("lsm.pool.list", read, s.listPools))
+		r.Method(http.MethodGet, "/pools/{pool}", s.inLSMEnv("lsm.pool.read", read, s.getPool))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/{id}/expert", s.inLSMEnv("lsm.instance.expert", admin, s.expertInstance))
 	})
 	r.Route("/lsm/v2", func(r chi.Router) {

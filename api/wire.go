@@ -169,11 +169,20 @@ func wireEntityDefinition(e lsm.Entity) client.EntityDefinition {
 	out := client.EntityDefinition{Name: e.Name, Description: e.Description, Identity: e.Identity,
 		Lifecycle: wireLifecycle(e.Lifecycle), Version: e.Version}
 	if e.Attributes != nil {
-		out.Attributes = make([]client.AttributeSpec, len(e.Attributes))
-		for i, a := range e.Attributes {
-			out.Attributes[i] = client.AttributeSpec{Name: a.Name, Modifier: string(a.Modifier),
-				Description: a.Description, Default: a.Default, Schema: a.Schema, Required: a.Required,
-				References: a.References}
+		out.Attributes = wireAttributes(e.Attributes)
+	}
+	return out
+}
+
+func wireAttributes(specs []lsm.AttributeSpec) []client.AttributeSpec {
+	out := make([]client.AttributeSpec, len(specs))
+	for i, a := range specs {
+		out[i] = client.AttributeSpec{Name: a.Name, Modifier: string(a.Modifier),
+			Description: a.Description, Default: a.Default, Schema: a.Schema, Required: a.Required,
+			References: a.References, Allocate: a.Allocate}
+		if a.Embedded != nil {
+			out[i].Embedded = &client.EmbeddedSpec{Attributes: wireAttributes(a.Embedded.Attributes),
+				List: a.Embedded.List, Key: a.Embedded.Key}
 		}
 	}
 	return out
@@ -225,6 +234,16 @@ func wireCallback(c store.Callback) client.Callback {
 	return client.Callback{ID: c.ID, EnvironmentID: c.EnvironmentID, ServiceEntity: c.ServiceEntity,
 		URL: c.URL, Description: c.Description, CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt,
 		Stats: client.CallbackStats(c.Stats)}
+}
+
+func wirePool(p store.PoolUsage) client.Pool {
+	return client.Pool{Name: p.Name, Kind: string(p.Kind), From: p.From, To: p.To, Prefix: p.Prefix, Size: p.Size,
+		Values: p.Values, Used: p.Used, Free: p.Free}
+}
+
+func wirePoolAllocation(a store.Allocation) client.PoolAllocation {
+	return client.PoolAllocation{Value: a.Value, ServiceEntity: a.Entity, InstanceID: a.InstanceID, Attribute: a.Attribute,
+		AllocatedAt: a.AllocatedAt}
 }
 
 func wireCallbackEvent(e store.CallbackEvent) client.CallbackEvent { return client.CallbackEvent(e) }

@@ -17,8 +17,13 @@ import (
 // filler sets every exported field of a value to a distinct non-zero
 // value: every pointer allocated, every slice and map with one element,
 // every string and number different from the others, so that a field the
-// conversion drops, swaps or renames changes the JSON.
-type filler struct{ n int }
+// conversion drops, swaps or renames changes the JSON. A pointer to a
+// struct being filled already (a recursive type: an attribute's embedded
+// entity holds attributes) stays nil, so that filling ends.
+type filler struct {
+	n       int
+	filling map[reflect.Type]bool
+}
 
 var (
 	timeType = reflect.TypeFor[time.Time]()
@@ -49,6 +54,9 @@ func (f *filler) fill(v reflect.Value) {
 	case reflect.Interface:
 		v.Set(reflect.ValueOf(fmt.Sprintf("any%d", f.n)))
 	case reflect.Pointer:
+		if f.filling[v.Type().Elem()] {
+			return
+		}
 		v.Set(reflect.New(v.Type().Elem()))
 		f.fill(v.Elem())
 	case reflect.Slice:
@@ -62,11 +70,17 @@ func (f *filler) fill(v reflect.Value) {
 		m.SetMapIndex(k, e)
 		v.Set(m)
 	case reflect.Struct:
+		if f.filling == nil {
+			f.filling = map[reflect.Type]bool{}
+		}
+		outer := f.filling[v.Type()]
+		f.filling[v.Type()] = true
 		for i := range v.NumField() {
 			if v.Type().Field(i).IsExported() {
 				f.fill(v.Field(i))
 			}
 		}
+		f.filling[v.Type()] = outer
 	default:
 		panic("filler: no value for " + v.Type().String())
 	}

@@ -93,3 +93,23 @@ func (c *Client) DeleteInstance(ctx context.Context, env, entity, id string, cur
 		InventoryPath(entity, id)+"?current_version="+strconv.FormatInt(currentVersion, 10), nil, &out)
 	return out, err
 }
+
+// InstanceWriteDryrun is the body of a dry-run of a write to an instance
+// (POST .../{id}/dryrun): Operation update (the default, with Attributes),
+// delete, set_state (TargetState) or rollback (ToVersion); CurrentVersion
+// 0 judges it against the instance's version.
+type InstanceWriteDryrun struct {
+	Operation      string         `json:"operation,omitempty"`
+	CurrentVersion int64          `json:"current_version,omitempty"`
+	Attributes     map[string]any `json:"attributes,omitempty"`
+	TargetState    string         `json:"target_state,omitempty"`
+	ToVersion      int64          `json:"to_version,omitempty"`
+}
+
+// DryrunInstanceWrite dry-runs a write to an instance: what it would do,
+// changing nothing (a refusal is the write's problem).
+func (c *Client) DryrunInstanceWrite(ctx context.Context, env, entity, id string, body InstanceWriteDryrun) (InstanceDryrunReport, error) {
+	var out InstanceDryrunReport
+	err := c.lsm(env).Do(ctx, http.MethodPost, InventoryPath(entity, id, "dryrun"), body, &out)
+	return out, err
+}

@@ -668,6 +668,20 @@ type AttributeSpec struct {
 	Schema      json.RawMessage `json:"schema,omitempty"`
 	Required    bool            `json:"required"`
 	References  string          `json:"references,omitempty"`
+	// Embedded: the attribute holds an embedded entity, or a list of
+	// them, with attributes of their own (docs/lsm.md).
+	Embedded *EmbeddedSpec `json:"embedded,omitempty"`
+	// Allocate names the pool the server allocates the value from
+	// (@lsm(r, allocate=vlan)).
+	Allocate string `json:"allocate,omitempty"`
+}
+
+// EmbeddedSpec is the entity an embedded attribute holds.
+type EmbeddedSpec struct {
+	Attributes []AttributeSpec `json:"attributes"`
+	// List: a list of such entities, each identified by Key.
+	List bool     `json:"list,omitempty"`
+	Key  []string `json:"key,omitempty"`
 }
 
 // Lifecycle is the state machine a service entity's instances follow.
@@ -812,6 +826,43 @@ type CallbackView struct {
 	DeadEvents []CallbackEvent `json:"dead_events"`
 }
 
+// Pool is one of the catalog's allocation pools (GET /lsm/v1/pools),
+// with how much of it live instances hold.
+type Pool struct {
+	Name string `json:"name"`
+	// Kind is range, vlan or cidr.
+	Kind string `json:"kind"`
+	// From and To bound a range or vlan pool; Prefix and Size make a
+	// cidr pool (the subnets of length Size of Prefix).
+	From   int64  `json:"from,omitempty"`
+	To     int64  `json:"to,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+	Size   int    `json:"size,omitempty"`
+	// Values is how many values the pool has; Used how many live
+	// instances hold; Free the others.
+	Values int64 `json:"values"`
+	Used   int64 `json:"used"`
+	Free   int64 `json:"free"`
+}
+
+// PoolAllocation is a value of a pool that a live instance holds.
+type PoolAllocation struct {
+	// Value is a number (range, vlan) or a subnet (cidr).
+	Value         any       `json:"value"`
+	ServiceEntity string    `json:"service_entity"`
+	InstanceID    string    `json:"instance_id"`
+	Attribute     string    `json:"attribute"`
+	AllocatedAt   time.Time `json:"allocated_at"`
+}
+
+// PoolView is GET /lsm/v1/pools/{pool}: the pool and a page of its
+// allocations, lowest value first (Next goes back as after).
+type PoolView struct {
+	Pool
+	Allocations []PoolAllocation `json:"allocations"`
+	Next        string           `json:"next,omitempty"`
+}
+
 // Notification is one notification of an environment (GET
 // .../notifications): a compile that failed, a run that finished with
 // failed resources, an agent without a live executor. One condition is
@@ -884,6 +935,18 @@ type InstanceDryrunReport struct {
 	ID            string `json:"id"`
 	Version       int64  `json:"version"`
 	State         string `json:"state"`
+	// Operation is the write dry-run: create, update, delete, set_state
+	// or rollback.
+	Operation string `json:"operation,omitempty"`
+	// Transfer is the lifecycle's transfer the write would take (nil when
+	// the state takes none: an update with UpdateAllowed false);
+	// ResultingState the state it would lead to (its error state when
+	// the validation it runs fails), and ExportMode what that state does
+	// with the instance's resources: export, purge (removed from the
+	// targets), remove (the set leaves the model) or none.
+	Transfer       *DryrunTransfer `json:"transfer,omitempty"`
+	ResultingState string          `json:"resulting_state,omitempty"`
+	ExportMode     string          `json:"export_mode,omitempty"`
 	// UpdateAllowed says whether the instance's state takes an update
 	// now; Allowed lists what it takes when it does not.
 	UpdateAllowed bool     `json:"update_allowed"`
@@ -902,6 +965,19 @@ type InstanceDryrunReport struct {
 	Dryrun    *DeployRun     `json:"dryrun,omitempty"`
 	DryrunURL string         `json:"dryrun_url,omitempty"`
 	Targets   []DryrunResult `json:"targets,omitempty"`
+}
+
+// DryrunTransfer is the transfer a dry-run's write would take.
+type DryrunTransfer struct {
+	Trigger string `json:"trigger"`
+	Source  string `json:"source,omitempty"`
+	Target  string `json:"target"`
+	// ErrorState is where it goes when its validation (or deploy) fails.
+	ErrorState string `json:"error_state,omitempty"`
+	// Validates: the transfer validates the instance's current set first.
+	Validates bool `json:"validates"`
+	// Operations are applied to the attribute sets on its way to Target.
+	Operations []string `json:"operations,omitempty"`
 }
 
 // DryrunValidation is the verdict of an instance dry-run's validation:

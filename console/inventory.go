@@ -37,6 +37,7 @@ func (c *Console) inventoryRoutes(r chi.Router) {
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/update", c.updateInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/state", c.transferInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/delete", c.deleteInstance)
+	r.Post("/console/env/{env}/inventory/{entity}/{id}/dryrun", c.dryrunInstanceWrite)
 }
 
 func init() {
@@ -57,6 +58,9 @@ func init() {
 		}
 		return string(b)
 	}
+	// flatAttributes lists attributes with, after each embedded one, the
+	// attributes inside it, named by their path (routes[*].upstream).
+	funcs["flatAttributes"] = func(specs []client.AttributeSpec) []client.AttributeSpec { return flatAttributes(specs, "") }
 	// schemaType is an attribute's type, from its JSON Schema.
 	funcs["schemaType"] = func(raw json.RawMessage) string {
 		var s schema
@@ -681,6 +685,48 @@ func (c *Console) transferInstance(w http.ResponseWriter, r *http.Request) {
 	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Moved to %s (version %d).", out.State, out.Version))
 }
 
+// dryrunInstanceWrite dry-runs the delete or the move to a state the
+// instance page offers: refused, the write's problem; else the dry-run's
+// page on the targets (or, with nothing to dry-run there, the instance
+// with what the write would do).
+func (c *Console) dryrunInstanceWrite(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, id, version, ok := c.instanceForm(w, r)
+	if !ok {
+		return
+	}
+	body := client.InstanceWriteDryrun{CurrentVersion: version, Operation: r.PostFormValue("operation")}
+	switch body.Operation {
+	case "delete":
+	case "set_state":
+		body.TargetState = r.PostFormValue("target")
+		if !stateName.MatchString(body.TargetState) {
+			c.badRequest(w, r, http.StatusUnprocessableEntity, "Name the state to move the instance to.")
+			return
+		}
+	default:
+		c.badRequest(w, r, http.StatusUnprocessableEntity, "Name the write to dry-run (delete or set_state).")
+		return
+	}
+	d, err := u.api.DryrunInstanceWrite(r.Context(), env, entity, id, body)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	flash := fmt.Sprintf("Dry-run of the %s: %s would lead to %s (resources: %s).", strings.ReplaceAll(d.Operation, "_", "-"),
+		d.State, d.ResultingState, d.ExportMode)
+	switch {
+	case !d.Validation.OK:
+		flash += " Its validation would fail."
+	case d.Dryrun != nil:
+		http.Redirect(w, r, c.flashURL(r, fmt.Sprintf("/console/env/%s/dryrun/%d", url.PathEscape(env), d.Dryrun.Run), flash),
+			http.StatusSeeOther)
+		return
+	case d.DesiredState != nil && len(d.DesiredState.Removed) > 0:
+		flash += fmt.Sprintf(" %d resources would leave the model.", len(d.DesiredState.Removed))
+	}
+	c.toInstance(w, r, env, entity, client.ServiceInstance{ID: d.ID}, flash)
+}
+
 func (c *Console) deleteInstance(w http.ResponseWriter, r *http.Request) {
 	u, env, entity, id, version, ok := c.instanceForm(w, r)
 	if !ok {
@@ -697,4 +743,44 @@ func (c *Console) deleteInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Delete requested (state %s, version %d).", out.State, out.Version))
+}
+
+// flatAttributes lists specs and, after each embedded attribute, the
+// attributes inside it named by their wild dict path under prefix
+// (routes[*].upstream, mgmt.host); a keyed list's modifier names its key.
+func flatAttributes(specs []client.AttributeSpec, prefix string) []client.AttributeSpec {
+	var out []client.AttributeSpec
+	for _, a := range specs {
+		if prefix != "" {
+			a.Name = prefix + pathKey(a.Name)
+		}
+		if a.Embedded != nil && len(a.Embedded.Key) > 0 {
+			a.Modifier += ", key=" + strings.Join(a.Embedded.Key, ", key=")
+		}
+		out = append(out, a)
+		if a.Embedded != nil {
+			inner := a.Name + "."
+			if a.Embedded.List {
+				inner = a.Name + "[*]."
+			}
+			out = append(out, flatAttributes(a.Embedded.Attributes, inner)...)
+		}
+	}
+	return out
+}
+
+// pathKey is a key as a dict path writes it (package dictpath): its
+// special characters escaped, the empty key \0.
+func pathKey(k string) string {
+	if k == "" {
+		return `\0`
+	}
+	var b strings.Builder
+	for _, c := range k {
+		if strings.ContainsRune(`.[]=,*\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

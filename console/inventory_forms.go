@@ -50,6 +50,9 @@ type field struct {
 	// Error is what is wrong with the value typed (the console's check or
 	// the API's 422).
 	Error string
+	// Embedded describes the embedded entity the attribute holds (its
+	// attributes and their modifiers), edited as JSON; "" for none.
+	Embedded string
 
 	schema schema
 }
@@ -130,16 +133,17 @@ func (f *form) hasFieldErrors() bool {
 }
 
 // newForm is the form of entity's attributes: on create every attribute
-// but the r ones, on update only the rw+ ones, filled with values (the
-// instance's current attributes; nil for a create).
+// but the r ones, on update only the rw+ ones (and an rw embedded entity
+// with rw+ attributes inside), filled with values (the instance's current
+// attributes; nil for a create).
 func newForm(entity client.EntityDefinition, update bool, values map[string]any) *form {
 	f := &form{}
 	for _, a := range entity.Attributes {
-		if a.Modifier == "r" || (update && a.Modifier != "rw+") {
+		if a.Modifier == "r" || (update && a.Modifier != "rw+" && !updatableInside(a.Embedded)) {
 			continue
 		}
 		fl := &field{Name: a.Name, ID: "attr-" + a.Name, Description: a.Description, Modifier: a.Modifier,
-			References: a.References, Required: a.Required && !update}
+			References: a.References, Required: a.Required && !update, Embedded: describeEmbedded(a.Embedded)}
 		if len(a.Schema) > 0 {
 			_ = json.Unmarshal(a.Schema, &fl.schema)
 		}
@@ -192,6 +196,50 @@ func newForm(entity client.EntityDefinition, update bool, values map[string]any)
 		f.Fields = append(f.Fields, fl)
 	}
 	return f
+}
+
+// updatableInside reports whether the embedded entity e has an rw+
+// attribute at some depth (under no r one).
+func updatableInside(e *client.EmbeddedSpec) bool {
+	if e == nil {
+		return false
+	}
+	for _, a := range e.Attributes {
+		if a.Modifier == "rw+" || a.Modifier != "r" && updatableInside(a.Embedded) {
+			return true
+		}
+	}
+	return false
+}
+
+// describeEmbedded says what an embedded attribute holds, for its
+// field's help: "A list of entities, keyed by name: name (rw), mtu (rw+)."
+func describeEmbedded(e *client.EmbeddedSpec) string {
+	if e == nil {
+		return ""
+	}
+	var b strings.Builder
+	if e.List {
+		b.WriteString("A list of entities")
+		if len(e.Key) > 0 {
+			b.WriteString(", keyed by " + strings.Join(e.Key, " and "))
+		}
+	} else {
+		b.WriteString("An entity")
+	}
+	b.WriteString(": ")
+	for i, a := range e.Attributes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.Name + " (" + a.Modifier)
+		if a.Required && a.Modifier != "r" {
+			b.WriteString(", required")
+		}
+		b.WriteString(")")
+	}
+	b.WriteString(".")
+	return b.String()
 }
 
 // show puts a current value into the field's input.
@@ -330,6 +378,9 @@ func (f *form) setErrors(p *client.Problem) {
 	for _, e := range p.Errors {
 		name, ok := strings.CutPrefix(e.Field, "/attributes/")
 		if ok {
+			// Inside an embedded entity (/attributes/routes/0/scheme): the
+			// attribute's field, whose detail names the place.
+			name, _, _ = strings.Cut(name, "/")
 			name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
 			if fl := f.field(name); fl != nil {
 				if fl.Error != "" {

@@ -78,6 +78,16 @@ func (f *fakeLSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			 "errors":[{"field":"/attributes/name","detail":"name: required"}]}`)
 			return
 		}
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/dryrun") {
+			var req struct {
+				Operation string `json:"operation"`
+			}
+			_ = json.Unmarshal(b, &req)
+			_, _ = io.WriteString(w, `{"service_entity":"vm","id":"`+fakeID+`","version":5,"state":"failed","update_allowed":false,`+
+				`"operation":"`+req.Operation+`","resulting_state":"deleting","export_mode":"purge","candidate_attributes":{},"validation":{"ok":true},`+
+				`"desired_state":{"base_version":2,"added":[],"removed":["fs::File[h,path=/web.conf]"],"modified":[],"unchanged":[]}}`)
+			return
+		}
 		if r.Method == http.MethodPost && r.URL.Path == "/lsm/v1/service_inventory/vm" {
 			w.WriteHeader(http.StatusCreated)
 		}
@@ -171,6 +181,9 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 			[]string{"not a whole number", `value="x"`}},
 		{"a transfer without a target", "POST", base + "/vm/web/state", "good", url.Values{"csrf": {good}, "current_version": {"5"}}, 422, []string{"Name the state"}},
 		{"a transfer to a path", "POST", base + "/vm/web/state", "good", url.Values{"csrf": {good}, "current_version": {"5"}, "target": {"../up"}}, 422, []string{"Name the state"}},
+		{"a dry-run of no write", "POST", base + "/vm/web/dryrun", "good", url.Values{"csrf": {good}, "current_version": {"5"}}, 422, []string{"Name the write"}},
+		{"a dry-run move to a path", "POST", base + "/vm/web/dryrun", "good", url.Values{"csrf": {good}, "current_version": {"5"}, "operation": {"set_state"}, "target": {"../up"}}, 422, []string{"Name the state"}},
+		{"a dry-run without the form token", "POST", base + "/vm/web/dryrun", "good", url.Values{"current_version": {"5"}, "operation": {"delete"}}, 403, []string{"stale"}},
 		{"a delete with version 0", "POST", base + "/vm/web/delete", "good", url.Values{"csrf": {good}, "current_version": {"0"}}, 422, []string{"current_version"}},
 		{"a delete without the form token", "POST", base + "/vm/web/delete", "reader", url.Values{"current_version": {"5"}}, 403, []string{"stale"}},
 	} {
@@ -197,6 +210,7 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 	w := do(h, "GET", base+"/vm/web", "good", nil)
 	body := w.Body.String()
 	if w.Code != 200 || !strings.Contains(body, "Move to creating") || !strings.Contains(body, ">Delete</button>") ||
+		!strings.Contains(body, ">Dry-run move to creating</button>") || !strings.Contains(body, ">Dry-run delete</button>") ||
 		strings.Contains(body, "Move to deleting") || strings.Contains(body, `/update"`) {
 		t.Errorf("a failed instance for an admin: %d\n%s", w.Code, body)
 	}
@@ -256,6 +270,10 @@ func TestInventoryRefusesBadInput(t *testing.T) {
 			`POST /lsm/v1/services/vm/web/state {"current_version":5,"target_state":"creating"}`, "Moved+to"},
 		{base + "/vm/web/delete", url.Values{"csrf": {good}, "current_version": {"5"}, "confirm": {"yes"}},
 			`DELETE /lsm/v1/service_inventory/vm/web?current_version=5 `, "Delete+requested"},
+		{base + "/vm/web/dryrun", url.Values{"csrf": {good}, "current_version": {"5"}, "operation": {"delete"}},
+			`POST /lsm/v1/service_inventory/vm/web/dryrun {"operation":"delete","current_version":5}`, "Dry-run+of+the+delete"},
+		{base + "/vm/web/dryrun", url.Values{"csrf": {good}, "current_version": {"5"}, "operation": {"set_state"}, "target": {"creating"}},
+			`POST /lsm/v1/service_inventory/vm/web/dryrun {"operation":"set_state","current_version":5,"target_state":"creating"}`, "Dry-run+of+the+set-state"},
 	} {
 		api.writes = nil
 		w := do(h, "POST", tc.target, "good", tc.form)

@@ -11,10 +11,6 @@ import (
 // service instances whose workflow does not run.
 const defaultInstanceReconcileEvery = 2 * time.Minute
 
-// maxInstanceRestarts bounds the workflows one reconcile starts per
-// environment; the next one starts the rest.
-const maxInstanceRestarts = 500
-
 // reconcileInstances restarts, from PostgreSQL, the workflow of every live
 // service instance that has none running, and has the running ones that
 // are behind PostgreSQL sync (engine.LSM.RestartInstances), at most once

@@ -100,7 +100,7 @@ func (g *attributeGuard) restored(ctx context.Context, o *client.StartWorkflowOp
 	var nf *serviceerror.NamespaceNotFound
 	switch {
 	case errors.As(err, &nf):
-	case errors.As(err, &ia) && (o == nil || o.TypedSearchAttributes.Size() > 0 || len(o.SearchAttributes) > 0):
+	case errors.As(err, &ia) && (o == nil || o.TypedSearchAttributes.Size() > 0):
 	default:
 		return false
 	}

@@ -423,8 +423,3 @@ func (w *instanceWorkflow) waitDeploy(ctx workflow.Context, t lsm.Transfer) erro
 		delay = min(2*delay, deployPollMax)
 	}
 }
-
-// identity is the value of the entity's identity attribute in attrs, as
-// the store keeps it (lsm.Identity). The identity is fixed at the create
-// (an identity attribute is rw).
-func identity(attr string, attrs map[string]any) string { return lsm.Identity(attr, attrs) }

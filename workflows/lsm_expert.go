@@ -42,19 +42,8 @@ func (w *instanceWorkflow) registerExpert(ctx workflow.Context) error {
 // state (if any) exists in the lifecycle, and something changes is asked
 // for with a reason. The lifecycle's transfers are not consulted.
 func (w *instanceWorkflow) validateExpert(_ workflow.Context, req ExpertRequest) error {
-	if w.st.Version == 0 {
-		return temporal.NewApplicationError(
-			fmt.Sprintf("service instance %s is not created yet", w.in.InstanceID), lsm.RejectNotCreated)
-	}
-	if w.busy {
-		return temporal.NewApplicationError(fmt.Sprintf(
-			"service instance %s is applying a transfer (state %s, version %d); try again shortly",
-			w.in.InstanceID, w.st.State, w.st.Version), lsm.RejectBusy)
-	}
-	if req.CurrentVersion != w.st.Version {
-		return temporal.NewApplicationError(fmt.Sprintf(
-			"service instance %s is at version %d, not %d", w.in.InstanceID, w.st.Version, req.CurrentVersion),
-			lsm.RejectStale, w.st.Version)
+	if err := rejection(w.subject().Ready(req.CurrentVersion)); err != nil {
+		return err
 	}
 	if req.State != "" {
 		if _, ok := w.lifecycle().States[req.State]; !ok {

@@ -128,35 +128,37 @@ func (w *instanceWorkflow) create(ctx workflow.Context, req CreateRequest) (Serv
 		w.createFailed = true
 		return rec, err
 	}
+	if lsm.HasAllocated(w.in.Entity.Attributes) {
+		// The store gave the allocated r attributes their values in the
+		// candidate set it wrote (docs/lsm.md, "Allocation"): they are
+		// the instance's from now on, and the model reads them.
+		w.st.Sets.Candidate = rec.Candidate
+	}
 	w.dirty = true
 	return rec, nil
 }
 
 func (w *instanceWorkflow) update(ctx workflow.Context, req UpdateRequest) (ServiceInstanceRecord, error) {
-	failUpdateTask(ctx)
-	d, err := w.decide(lsm.Request{Op: lsm.OpUpdate, CurrentVersion: req.CurrentVersion, Attributes: req.Attributes})
-	if err != nil {
-		return ServiceInstanceRecord{}, err
-	}
-	return w.request(ctx, d.Transfer, d.Sets, caller{idem: req.Request, actor: req.Actor})
+	return w.apply(ctx, lsm.Request{Op: lsm.OpUpdate, CurrentVersion: req.CurrentVersion, Attributes: req.Attributes}, caller{idem: req.Request, actor: req.Actor})
 }
 
 func (w *instanceWorkflow) setState(ctx workflow.Context, req SetStateRequest) (ServiceInstanceRecord, error) {
-	failUpdateTask(ctx)
-	d, err := w.decide(lsm.Request{Op: lsm.OpSetState, CurrentVersion: req.CurrentVersion, Target: req.Target})
-	if err != nil {
-		return ServiceInstanceRecord{}, err
-	}
-	return w.request(ctx, d.Transfer, d.Sets, caller{idem: req.Request, actor: req.Actor})
+	return w.apply(ctx, lsm.Request{Op: lsm.OpSetState, CurrentVersion: req.CurrentVersion, Target: req.Target}, caller{idem: req.Request, actor: req.Actor})
 }
 
 func (w *instanceWorkflow) delete(ctx workflow.Context, req DeleteRequest) (ServiceInstanceRecord, error) {
+	return w.apply(ctx, lsm.Request{Op: lsm.OpDelete, CurrentVersion: req.CurrentVersion}, caller{idem: req.Request, actor: req.Actor})
+}
+
+// apply decides req (refused: the update's error) and applies the
+// transfer it takes.
+func (w *instanceWorkflow) apply(ctx workflow.Context, req lsm.Request, c caller) (ServiceInstanceRecord, error) {
 	failUpdateTask(ctx)
-	d, err := w.decide(lsm.Request{Op: lsm.OpDelete, CurrentVersion: req.CurrentVersion})
+	d, err := w.decide(req)
 	if err != nil {
 		return ServiceInstanceRecord{}, err
 	}
-	return w.request(ctx, d.Transfer, d.Sets, caller{idem: req.Request, actor: req.Actor})
+	return w.request(ctx, d.Transfer, d.Sets, c)
 }
 
 // request applies the transfer a request caused, validating first when

@@ -75,8 +75,8 @@ func srvApply(t *testing.T, r adapters.Resource, dryRun bool, want adapters.Oper
 }
 
 // srvFail runs an attempt that must fail with an error of class want, and
-// returns the error and the attempt's log as text.
-func srvFail(t *testing.T, r adapters.Resource, dryRun bool, want adapters.Class, opts ...adapters.ContextOption) (error, string) {
+// returns the attempt's log as text and the error.
+func srvFail(t *testing.T, r adapters.Resource, dryRun bool, want adapters.Class, opts ...adapters.ContextOption) (string, error) {
 	t.Helper()
 	out, hc, err := srvRun(r, dryRun, opts...)
 	if err == nil {
@@ -85,7 +85,7 @@ func srvFail(t *testing.T, r adapters.Resource, dryRun bool, want adapters.Class
 	if got := adapters.ClassOf(err); got != want {
 		t.Fatalf("%s (dry-run %v): %v is %s, want %s", r.ID, dryRun, err, got, want)
 	}
-	return err, srvJSON(out.Diff) + srvJSON(hc.Logs())
+	return srvJSON(out.Diff) + srvJSON(hc.Logs()), err
 }
 
 // srvFieldLogged reports whether the attempt logged that field differs.
@@ -220,7 +220,7 @@ func TestEtcdError(t *testing.T) {
 	a := etcdKey(s.URL, "/leased", "v")
 	a["body"].(map[string]any)["lease"] = "12345"
 	a["managed"] = []any{"/value"}
-	err, _ := srvFail(t, srvObject("leased", a, false), false, adapters.ClassPermanent)
+	_, err := srvFail(t, srvObject("leased", a, false), false, adapters.ClassPermanent)
 	if !strings.Contains(err.Error(), "etcdserver: requested lease not found") || !strings.Contains(err.Error(), "404") {
 		t.Errorf("error %q does not quote etcd's status and message", err)
 	}
@@ -270,7 +270,7 @@ func TestEtcdMutualTLS(t *testing.T) {
 			"cert": s.ClientCert, "key": map[string]any{"secret": "env:INTEND_SECRET_ETCD_KEY"}}},
 	} {
 		t.Run(c.reason, func(t *testing.T) {
-			err, record := srvFail(t, srvObject("tls", withTLS(c.tls), false), false, adapters.ClassPermanent, secrets)
+			record, err := srvFail(t, srvObject("tls", withTLS(c.tls), false), false, adapters.ClassPermanent, secrets)
 			for _, key := range []string{s.ClientKey, string(strangerKey)} {
 				body := strings.Split(strings.TrimSpace(key), "\n")[1] // a line of the key's base64
 				if strings.Contains(err.Error(), body) || strings.Contains(record, body) {
@@ -290,7 +290,7 @@ func TestEtcdUnreachable(t *testing.T) {
 	t.Parallel()
 	r := srvObject("nowhere", etcdKey(srvClosedURL(t), "/k", "v"), false)
 	for _, dryRun := range []bool{true, false} {
-		err, _ := srvFail(t, r, dryRun, adapters.ClassUnavailable)
+		_, err := srvFail(t, r, dryRun, adapters.ClassUnavailable)
 		var ae *adapters.Error
 		if !errors.As(err, &ae) || !strings.Contains(err.Error(), "connection refused") {
 			t.Errorf("dry-run %v: %v, want a classified error saying the connection was refused", dryRun, err)

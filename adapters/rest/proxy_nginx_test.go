@@ -42,7 +42,7 @@ func TestNginxThrottled(t *testing.T) {
 			key := "/throttled/" + c.reason[:3]
 			r := srvObject("throttled-"+c.reason[:3], etcdKey(ngx.URL, key, "v"), false)
 			ngx.Exhaust(t, "/health", nil)
-			err, _ := srvFail(t, r, false, adapters.ClassThrottled)
+			_, err := srvFail(t, r, false, adapters.ClassThrottled)
 			if d := adapters.RetryAfterOf(err); d != 2*time.Second {
 				t.Errorf("throttled for %s, want Retry-After's 2s: %v", d, err)
 			}
@@ -142,7 +142,7 @@ func TestNginxAuth(t *testing.T) {
 			}
 			for _, secret := range []any{ref("WRONG"), wrong} {
 				for _, dryRun := range []bool{true, false} {
-					err, record := srvFail(t, object("AuthChanged", secret), dryRun, adapters.ClassPermanent, secrets)
+					record, err := srvFail(t, object("AuthChanged", secret), dryRun, adapters.ClassPermanent, secrets)
 					noSecret("the failed attempt", err.Error()+record)
 					if !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), c.detail) {
 						t.Errorf("error %q does not quote nginx's 401 and %q", err, c.detail)
@@ -163,7 +163,7 @@ func TestNginxUpstreamGone(t *testing.T) {
 	ngx := nginxtest.Start(t, nginxtest.Options{Upstream: srvClosedURL(t)})
 	r := srvObject("behind", etcdKey(ngx.URL, "/k", "v"), false)
 	for _, dryRun := range []bool{true, false} {
-		err, _ := srvFail(t, r, dryRun, adapters.ClassTransient)
+		_, err := srvFail(t, r, dryRun, adapters.ClassTransient)
 		if !strings.Contains(err.Error(), "502") {
 			t.Errorf("dry-run %v: %v, want nginx's 502", dryRun, err)
 		}

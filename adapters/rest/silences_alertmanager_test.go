@@ -171,7 +171,7 @@ func TestAlertmanagerTextError(t *testing.T) {
 	am := alertmanagertest.Start(t)
 	a := silence(am.URL, "backwards", "X", "intend")
 	a["body"].(map[string]any)["endsAt"] = "2029-12-31T00:00:00Z"
-	err, _ := srvFail(t, srvObject("backwards", a, false), false, adapters.ClassPermanent)
+	_, err := srvFail(t, srvObject("backwards", a, false), false, adapters.ClassPermanent)
 	if !strings.Contains(err.Error(), "start time must be before end time") || !strings.Contains(err.Error(), "400") {
 		t.Errorf("error %q does not quote Alertmanager's status and text", err)
 	}

@@ -258,6 +258,12 @@ func lsmCount(ctx context.Context, c *apiclient.Client) (up, bad int, err error)
 // lsmCall sends a request of the /lsm API in the benchmark's LSM
 // environment and decodes a 2xx answer into out.
 func lsmCall(ctx context.Context, c *apiclient.Client, method, path string, body, out any) error {
+	return envCall(ctx, c, lsmEnv, method, path, body, out)
+}
+
+// envCall sends a request of the /lsm API in env and decodes a 2xx
+// answer into out.
+func envCall(ctx context.Context, c *apiclient.Client, env, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -270,7 +276,7 @@ func lsmCall(ctx context.Context, c *apiclient.Client, method, path string, body
 	if err != nil {
 		return err
 	}
-	req.Header.Set(apiclient.EnvironmentHeader, lsmEnv)
+	req.Header.Set(apiclient.EnvironmentHeader, env)
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

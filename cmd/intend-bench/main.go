@@ -46,6 +46,7 @@ func main() {
 	lsmParallel := flag.Int("lsm-parallel", 32, "P7: creates in flight at once")
 	flag.IntVar(&orderN, "order", 0, "P7o: items of one order creating that many service instances (with -n 0: after P7, if any)")
 	flag.IntVar(&previewN, "preview", 0, "P13: service instances to create, then preview a model change over (with -n 0: after P7 and P7o, if any)")
+	flag.IntVar(&embeddedN, "embedded", 0, "P7e: elements of the embedded list of one service instance, created → up and one element updated → up, 5 times (with -n 0: after P13, if any)")
 	flag.IntVar(&orderChain, "order-chain", 1, "P7o: items per dependency chain (1: no dependencies; 10: item i depends on i-1 within each 10)")
 	flag.IntVar(&compileWorkers, "compile-workers", 2, "the server's model compiles at once (intend server --compile-workers)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -113,7 +114,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "intend-bench:", err)
 			os.Exit(1)
 		}
-		if *n == 0 && *lsmN == 0 && orderN == 0 && previewN == 0 {
+		if *n == 0 && *lsmN == 0 && orderN == 0 && previewN == 0 && embeddedN == 0 {
 			return
 		}
 	}
@@ -326,6 +327,13 @@ func run(ctx context.Context, n, lsmN, lsmParallel, external int, fsync bool, fi
 				return fmt.Errorf("P13: %w", err)
 			}
 			rows = append(rows, p13...)
+		}
+		if embeddedN > 0 {
+			p7e, err := benchEmbedded(ctx, c, files, embeddedN)
+			if err != nil {
+				return fmt.Errorf("P7e: %w", err)
+			}
+			rows = append(rows, p7e...)
 		}
 		return table(out, rows)
 	}

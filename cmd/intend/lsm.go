@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/dictpath"
 	"github.com/intendhq/intend/internal/compiler"
 )
 
@@ -57,7 +58,8 @@ entity's lifecycle.
 		lsmDiagnoseCommand(s), lsmResourcesCommand(s),
 		lsmCreateCommand(s), lsmUpdateCommand(s), lsmSetStateCommand(s), lsmDeleteCommand(s), lsmRollbackCommand(s),
 		lsmDryrunCommand(s), lsmCallbackCommand(s), lsmOrderCommand(s), lsmOrdersCommand(s),
-		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s), lsmMigrateCommand(s), lsmReferencedByCommand(s))
+		lsmWatchCommand(s), lsmConfigCommand(s), lsmExpertCommand(s), lsmMigrateCommand(s), lsmReferencedByCommand(s),
+		lsmPoolsCommand(s))
 	return cmd
 }
 
@@ -139,10 +141,13 @@ func lsmCatalogCommand(s *clientSettings) *cobra.Command {
 			}
 			fmt.Fprintln(s.stdout)
 			t := newTable(s.stdout, "ATTRIBUTE", "MODIFIER", "REQUIRED", "DEFAULT", "SCHEMA", "DESCRIPTION")
-			for _, a := range e.Attributes {
+			for _, a := range flatAttributes(e.Attributes, "") {
 				mod := string(a.Modifier)
 				if a.References != "" {
 					mod += ",ref=" + a.References // it names instances of that entity
+				}
+				if a.Embedded != nil && len(a.Embedded.Key) > 0 {
+					mod += ",key=" + strings.Join(a.Embedded.Key, ",key=") // edits address its elements by it
 				}
 				t.row(a.Name, mod, yesNo(a.Required), string(a.Default), string(a.Schema), a.Description)
 			}
@@ -335,4 +340,27 @@ func lsmResourcesCommand(s *clientSettings) *cobra.Command {
 			})
 		},
 	}
+}
+
+// flatAttributes lists specs and, after each embedded attribute, the
+// attributes inside it, named by their wild dict path under prefix
+// (interfaces[*].mtu, mgmt.host).
+func flatAttributes(specs []client.AttributeSpec, prefix string) []client.AttributeSpec {
+	var out []client.AttributeSpec
+	for _, a := range specs {
+		name := a.Name
+		if prefix != "" {
+			name = prefix + dictpath.Path{}.Key(a.Name).String() // escaped as a path writes it
+		}
+		a.Name = name
+		out = append(out, a)
+		if a.Embedded != nil {
+			inner := name + "."
+			if a.Embedded.List {
+				inner = name + "[*]."
+			}
+			out = append(out, flatAttributes(a.Embedded.Attributes, inner)...)
+		}
+	}
+	return out
 }

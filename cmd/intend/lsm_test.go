@@ -249,6 +249,34 @@ func TestLSMWriteCommands(t *testing.T) {
 		t.Errorf("after the dry-run: %q", b)
 	}
 	fails(t, vars, exitFailed, []string{"422", "/attributes/name"}, "lsm", "dryrun", "vm", "web", "--attr", "name=other")
+	// The other writes, dry-run: a delete would purge the file, a create
+	// would make one, a rollback goes through on_update; an illegal
+	// set-state and a stale version are refused as the writes would be.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"web", "--delete"}, []string{"transfer: on_delete up → deleting", "resulting state: deleting (resources: purge)", "on the targets:", "deleted"}},
+		{[]string{"web", "--rollback-to", "4"}, []string{"transfer: on_update up → update_start", "validation: ok"}},
+		{[]string{"--create", "--attr", "name=db"}, []string{"create of vm", "transfer: create (none) → start", `"memory":2`, "1 added"}},
+	} {
+		out = ok(t, vars, append([]string{"lsm", "dryrun", "vm"}, tc.args...)...)
+		for _, want := range tc.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("lsm dryrun vm %v: no %q in\n%s", tc.args, want, out)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(conf); string(b) != "memory=2\n" {
+		t.Errorf("after the dry-runs: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(target, "db.conf")); !os.IsNotExist(err) {
+		t.Errorf("db.conf after a create's dry-run: %v", err)
+	}
+	fails(t, vars, exitFailed, []string{"409", "/target_state"}, "lsm", "dryrun", "vm", "web", "--set-state", "creating")
+	fails(t, vars, exitFailed, []string{"409", "/current_version"}, "lsm", "dryrun", "vm", "web", "--delete", "--version", "1")
+	fails(t, vars, exitUsage, []string{"one of"}, "lsm", "dryrun", "vm", "web", "--delete", "--rollback-to", "2")
+	fails(t, vars, exitUsage, []string{"--create"}, "lsm", "dryrun", "vm", "web", "--create")
 	fails(t, vars, exitUsage, []string{"VERSION"}, "lsm", "rollback", "vm", "web", "four")
 	fails(t, vars, exitFailed, []string{"422", "/to_version"}, "lsm", "rollback", "vm", "web", "99")
 	fails(t, vars, exitFailed, []string{"409", "on_update"}, "lsm", "set-state", "vm", "web", "creating")
@@ -269,7 +297,7 @@ func TestLSMWriteCommands(t *testing.T) {
 func TestExampleLSM(t *testing.T) {
 	// Not parallel: see servertest.StartServer.
 	vars, _ := lsmServer(t, "lsmex")
-	_, root := exportExample(t, vars, "lsm", "/tmp/intend-lsm", "service entities: alias (lifecycle simple), site (lifecycle simple)")
+	_, root := exportExample(t, vars, "lsm", "/tmp/intend-lsm", "service entities: alias (lifecycle simple), proxy (lifecycle simple), site (lifecycle simple)")
 	out := ok(t, vars, "lsm", "catalog", "site")
 	for _, want := range []string{"identity:     name", "port", "rw+", `"Welcome"`} {
 		if !strings.Contains(out, want) {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/dictpath"
 	"github.com/intendhq/intend/internal/lsm"
 )
 
@@ -232,24 +233,44 @@ Examples:
 
 func lsmUpdateCommand(s *clientSettings) *cobra.Command {
 	var w lsmWrite
-	var attrs []string
+	var attrs, sets, removes []string
 	cmd := &cobra.Command{
-		Use:   "update ENTITY ID --attr KEY=VALUE ...",
-		Short: "Change an instance's attributes (PATCH /lsm/v1/service_inventory/{entity}/{id})",
+		Use:   "update ENTITY ID (--attr KEY=VALUE | --set PATH=VALUE | --remove PATH) ...",
+		Short: "Change an instance's attributes (PATCH /lsm/v1/service_inventory/{entity}/{id}, or v2 edits)",
 		Long: `Change the attributes given (only rw+ ones may change; 422 names any other)
 through the lifecycle's on_update transfer (simple: validated, deployed,
 up again, or rolled back when the deploy fails).
 
+--set and --remove send dict-path edits (PATCH /lsm/v2/...), in the order
+given (every --set, then every --remove): a path addresses a value inside
+the attributes, an element of a list of embedded entities by its key
+(docs/lsm.md, "Dict paths" and "Embedded entities").
+
 Examples:
-  intend lsm update vm web --attr memory=8 --wait up`,
+  intend lsm update vm web --attr memory=8 --wait up
+  intend lsm update router r1 --set 'interfaces[name=eth0].mtu=9000'
+  intend lsm update router r1 --set 'interfaces[name=eth2]={"name":"eth2"}' --remove 'interfaces[name=eth1]'`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(sets)+len(removes) > 0 {
+				if len(attrs) > 0 {
+					return usageErrorf("give --attr, or --set and --remove, not both")
+				}
+				edits, err := pathEdits(sets, removes)
+				if err != nil {
+					return err
+				}
+				return w.sendCurrent(cmd.Context(), s, http.MethodPatch, args[0], args[1], func(v int64) (string, any) {
+					return "/lsm/v2" + strings.TrimPrefix(lsmPath("service_inventory", args[0], args[1]), "/lsm/v1"),
+						map[string]any{"current_version": v, "edit": edits}
+				})
+			}
 			values, err := parseAssignments(attrs, "--attr")
 			if err != nil {
 				return err
 			}
 			if len(values) == 0 {
-				return usageErrorf("give at least one --attr KEY=VALUE")
+				return usageErrorf("give at least one --attr KEY=VALUE (or --set PATH=VALUE, --remove PATH)")
 			}
 			return w.sendCurrent(cmd.Context(), s, http.MethodPatch, args[0], args[1], func(v int64) (string, any) {
 				return lsmPath("service_inventory", args[0], args[1]), client.UpdateInstanceRequest{CurrentVersion: v, Attributes: attributeMap(values)}
@@ -257,8 +278,67 @@ Examples:
 		},
 	}
 	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "an attribute KEY=VALUE (repeatable)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "replace the value at a dict path: PATH=VALUE, e.g. 'interfaces[name=eth0].mtu=9000' (repeatable)")
+	cmd.Flags().StringArrayVar(&removes, "remove", nil, "remove the value at a dict path, e.g. 'interfaces[name=eth1]' (repeatable)")
 	w.flags(cmd, true)
 	return cmd
+}
+
+// pathEdit is one v2 edit as the API takes it.
+type pathEdit struct {
+	Operation string          `json:"operation"`
+	Target    string          `json:"target"`
+	Value     json.RawMessage `json:"value,omitempty"`
+}
+
+// pathEdits are the replace edits of sets (PATH=VALUE: the path ends at
+// the first '=' outside a selector, the value is JSON or else a string)
+// and the remove edits of removes. Paths are checked here, so that a
+// typo is a usage error.
+func pathEdits(sets, removes []string) ([]pathEdit, error) {
+	var edits []pathEdit
+	for _, a := range sets {
+		target, value, ok := splitPathAssignment(a)
+		if !ok {
+			return nil, usageErrorf("--set %q: want PATH=VALUE", a)
+		}
+		if _, err := dictpath.Parse(target); err != nil {
+			return nil, usageErrorf("--set %q: %v", a, err)
+		}
+		v := json.RawMessage(value)
+		if !json.Valid(v) {
+			v, _ = json.Marshal(value)
+		}
+		edits = append(edits, pathEdit{Operation: "replace", Target: target, Value: v})
+	}
+	for _, target := range removes {
+		if _, err := dictpath.Parse(target); err != nil {
+			return nil, usageErrorf("--remove %q: %v", target, err)
+		}
+		edits = append(edits, pathEdit{Operation: "remove", Target: target})
+	}
+	return edits, nil
+}
+
+// splitPathAssignment splits PATH=VALUE at the first '=' that is neither
+// escaped nor inside a selector ([name=eth0]).
+func splitPathAssignment(s string) (path, value string, ok bool) {
+	inSel := false // '[' is ordinary inside a selector
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '[':
+			inSel = true
+		case ']':
+			inSel = false
+		case '=':
+			if !inSel {
+				return s[:i], s[i+1:], i > 0
+			}
+		}
+	}
+	return "", "", false
 }
 
 func lsmSetStateCommand(s *clientSettings) *cobra.Command {

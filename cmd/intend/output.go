@@ -36,14 +36,6 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
-// writeJSONArray prints items as one JSON array ([] when there are none).
-func writeJSONArray(w io.Writer, items []json.RawMessage) error {
-	if items == nil {
-		items = []json.RawMessage{}
-	}
-	return writeJSON(w, items)
-}
-
 // decodeItems decodes the raw items of a list into T.
 func decodeItems[T any](items []json.RawMessage) ([]T, error) {
 	out := make([]T, len(items))

@@ -33,7 +33,7 @@ func TestPreviewReleasesNothing(t *testing.T) {
 	envName := testenv.UniqueName(t, "preview")
 	vars := map[string]string{"INTEND_SERVER": c.Base, "INTEND_TOKEN": c.Token, "INTEND_ENVIRONMENT": envName}
 	ok(t, vars, "env", "create", envName, "--project", "p-"+envName)
-	dir, root := exportExample(t, vars, "lsm", "/tmp/intend-lsm", "service entities: alias (lifecycle simple), site (lifecycle simple)")
+	dir, root := exportExample(t, vars, "lsm", "/tmp/intend-lsm", "service entities: alias (lifecycle simple), proxy (lifecycle simple), site (lifecycle simple)")
 	sites := []string{"blog", "shop"}
 	for i, name := range sites {
 		ok(t, vars, "lsm", "create", "site", "--attr", "name="+name, "--attr", "port="+[]string{"8081", "8082"}[i], "--wait", "up")

@@ -138,7 +138,7 @@ func TestAuthenticateToken(t *testing.T) {
 			t.Errorf("Authenticate(%q) = %v, want ErrUnauthenticated", bad, err)
 		}
 	}
-	if len(NewSecret()) < MinBootstrapLength || NewSecret() == NewSecret() || !strings.HasPrefix(Hint(good), TokenPrefix) ||
+	if s1, s2 := NewSecret(), NewSecret(); len(s1) < MinBootstrapLength || s1 == s2 || !strings.HasPrefix(Hint(good), TokenPrefix) ||
 		strings.Contains(Hint(good), good[len(TokenPrefix)+8:]) {
 		t.Error("secrets are short, repeat, or their hint shows too much")
 	}

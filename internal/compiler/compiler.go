@@ -24,6 +24,10 @@
 //     and a JSON Schema made from their CUE constraints, and its
 //     lifecycle, checked by internal/lsm.
 //
+//   - pools: the pools the server allocates r attributes from
+//     (@lsm(r, allocate=vlan)), each an intend.dev/std/lsm #Pool: checked,
+//     and given with the entities for the catalog (Result.Pools; pools.go).
+//
 // The module is evaluated once for its plain resources and the refinement
 // definitions; then every instance is evaluated on its own
 // (using & {parameter: instance}) and its output decoded to Go, so memory
@@ -174,6 +178,9 @@ type Result struct {
 	// PreviousServices are the older versions the model keeps of its
 	// entities (an entity's previous), by name and version.
 	PreviousServices []Service
+	// Pools are the model's allocation pools (top-level pools), sorted
+	// by name: the catalog's, with the entities (pools.go).
+	Pools []lsm.Pool
 	// Parameters are the evaluated parameters of the instances given in
 	// Options.Instances that compiled, by refinement or entity and
 	// instance: the attributes given, with what the model adds (defaults,
@@ -257,6 +264,7 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 	if err := c.refinements(refs); err != nil {
 		return nil, err
 	}
+	c.pools(v.LookupPath(cue.MakePath(cue.Str("pools"))))
 	svcs := v.LookupPath(cue.MakePath(cue.Str("services")))
 	if err := c.services(svcs, refs); err != nil {
 		return nil, err
@@ -280,7 +288,7 @@ func Compile(ctx context.Context, opts Options) (*Result, error) {
 	slices.SortFunc(c.out, func(a, b Resource) int { return strings.Compare(a.ID, b.ID) })
 	OrderRemovals(c.out)
 	slices.SortFunc(c.svcs, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
-	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Services: c.svcs, PreviousServices: c.prev, Parameters: c.params,
+	res := &Result{Project: proj, Resources: c.out, Instances: c.instances, Services: c.svcs, PreviousServices: c.prev, Pools: c.poolList, Parameters: c.params,
 		Took: time.Since(start), DeclaresFacts: declared}
 	for _, r := range c.out {
 		if r.Undefined {
@@ -370,6 +378,10 @@ type compilation struct {
 	// whose entity must be one of them (references.go).
 	entityNames []string
 	refs        []pendingRef
+	// poolList and poolsByName are the model's allocation pools
+	// (pools.go).
+	poolList    []lsm.Pool
+	poolsByName map[string]lsm.Pool
 }
 
 // load finds the entry package with the standard library overlaid. A nil

@@ -152,6 +152,7 @@ func TestLSMGuideExamples(t *testing.T) {
 	doc := filepath.Join("..", "..", "docs", "lsm.md")
 	excerptOf := map[string]string{
 		"#Alias:":   filepath.Join("..", "..", "examples", "lsm", "main.cue"),
+		"#Route:":   filepath.Join("..", "..", "examples", "lsm", "main.cue"),
 		"#SiteV1:":  filepath.Join("..", "..", "examples", "lsm-versions", "main.cue"),
 		"device: {": filepath.Join("..", "..", "examples", "lsm-netconf", "main.cue"),
 	}
@@ -164,15 +165,23 @@ func TestLSMGuideExamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("docs/lsm.md:%d: %v", line, err)
 			}
-			if len(res.Services) != 1 || res.Services[0].Name != "vm" {
-				t.Fatalf("docs/lsm.md:%d: services %+v, want vm", line, res.Services)
+			// The entities whole models define, with the attributes
+			// the text names (link: "Allocation", with its pools).
+			wantAttrs := map[string]string{"vm": "name memory fqdn", "link": "name vlan_id subnet asn"}
+			if len(res.Services) != 1 || wantAttrs[res.Services[0].Name] == "" {
+				t.Fatalf("docs/lsm.md:%d: services %+v, want vm or link", line, res.Services)
 			}
 			var names []string
 			for _, a := range res.Services[0].Attributes {
-				names = append(names, a.Name)
+				names = append(names, a.Name+strings.TrimSuffix(" "+a.Allocate, " "))
 			}
-			if got := strings.Join(names, " "); got != "name memory fqdn" {
-				t.Errorf("docs/lsm.md:%d: vm's attributes are %s, want name memory fqdn", line, got)
+			name := res.Services[0].Name
+			if name == "link" && len(res.Pools) != 3 {
+				t.Errorf("docs/lsm.md:%d: pools %+v, want asn, p2p, vlan", line, res.Pools)
+			}
+			if got := strings.Join(names, " "); got != map[string]string{"vm": "name memory fqdn",
+				"link": "name vlan_id vlan subnet p2p asn asn"}[name] {
+				t.Errorf("docs/lsm.md:%d: %s's attributes (and pools) are %s, want %s", line, name, got, wantAttrs[name])
 			}
 			continue
 		}

@@ -28,24 +28,34 @@ type pendingRef struct {
 }
 
 // reference splits the contents of an @lsm attribute, "rw" or
-// "rw, ref=site", into the modifier and the referenced entity. ok is
-// false when the contents have something else (reported).
-func (c *compilation) reference(fpath string, f cue.Value, contents string) (mod, ref string, ok bool) {
+// "rw, ref=site", into the modifier, the referenced entity, the pool an
+// r attribute is allocated from ("r, allocate=vlan") and the keys of a
+// list of embedded entities ("rw+, key=name"). ok is false when the
+// contents have something else (reported).
+func (c *compilation) reference(fpath string, f cue.Value, contents string) (mod, ref, alloc string, keys []string, ok bool) {
 	parts := strings.Split(contents, ",")
 	mod = strings.TrimSpace(parts[0])
 	ok = true
 	for _, p := range parts[1:] {
 		k, v, found := strings.Cut(strings.TrimSpace(p), "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if found && k == "key" && v != "" {
+			keys = append(keys, v) // a list of embedded entities' key (embedded.go)
+			continue
+		}
+		if pool, isAlloc := allocateOption(k, v); found && isAlloc && alloc == "" {
+			alloc = pool
+			continue
+		}
 		if !found || k != "ref" || !entityName.MatchString(v) || ref != "" {
-			c.errs.addf("", fpath, attributePos(f), "@lsm(%s): after the modifier, only ref=<entity> may follow (the service entity whose instances the attribute names)", contents)
+			c.errs.addf("", fpath, attributePos(f), "@lsm(%s): after the modifier, only ref=<entity> may follow (the service entity whose instances the attribute names), or allocate=<pool> on an r attribute (the pool its value is allocated from)", contents)
 			ok = false
 			continue
 		}
 		ref = v
 		c.refs = append(c.refs, pendingRef{path: fpath, entity: v, pos: attributePos(f)})
 	}
-	return mod, ref, ok
+	return mod, ref, alloc, keys, ok
 }
 
 // checkReference refuses a reference attribute that is read-only (the

@@ -169,7 +169,7 @@ func (c *compilation) service(name, path string, ent cue.Value) (svc Service, ok
 		return svc, false
 	}
 	for it.Next() {
-		spec, good := c.attribute(path+".parameter", it.Selector(), it.Value())
+		spec, good := c.attribute(path+".parameter", it.Selector(), it.Value(), 0)
 		svc.Attributes = append(svc.Attributes, spec)
 		ok = ok && good
 	}
@@ -205,8 +205,9 @@ func hasFields(v cue.Value) bool {
 	return err == nil && it.Next()
 }
 
-// attribute extracts one field of an entity's parameter.
-func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value) (lsm.AttributeSpec, bool) {
+// attribute extracts one field of an entity's parameter, or of an
+// embedded entity depth levels inside it.
+func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value, depth int) (lsm.AttributeSpec, bool) {
 	name := sel.Unquoted()
 	fpath := path + "." + cue.MakePath(cue.Str(name)).String()
 	spec := lsm.AttributeSpec{Name: name, Modifier: lsm.ReadWrite, Description: docText(f)}
@@ -223,14 +224,16 @@ func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value) (lsm
 			ok = false
 		}
 	}
+	var keys []string
 	if len(mods) > 0 {
-		mod, ref, refOK := c.reference(fpath, f, mods[0])
+		mod, ref, alloc, ks, refOK := c.reference(fpath, f, mods[0])
+		keys = ks
 		m, err := lsm.ParseModifier(mod)
 		if err != nil {
 			c.errs.addf("", fpath, attributePos(f), "@lsm(%s): a modifier is r (read-only, set by the server), rw (set at creation) or rw+ (updatable)", mods[0])
 			ok = false
 		}
-		spec.Modifier, spec.References = m, ref
+		spec.Modifier, spec.References, spec.Allocate = m, ref, alloc
 		ok = ok && refOK
 	}
 	def, hasDefault := fieldDefault(f)
@@ -246,6 +249,13 @@ func (c *compilation) attribute(path string, sel cue.Selector, f cue.Value) (lsm
 	}
 	spec.Schema = b
 	if spec.References != "" && !c.checkReference(fpath, f, spec, schema) {
+		ok = false
+	}
+	if e, good := c.embedded(fpath, f, keys, depth); e != nil || !good {
+		spec.Embedded = e
+		ok = ok && good
+	}
+	if spec.Allocate != "" && !c.checkAllocate(fpath, f, spec) {
 		ok = false
 	}
 	return spec, ok

@@ -50,6 +50,12 @@ type AttributeSpec struct {
 	// or instances (a list of strings) the value names, by id or
 	// identity: @lsm(rw, ref=site). See references.go.
 	References string `json:"references,omitempty"`
+	// Embedded: the attribute is an embedded entity, or a list of them,
+	// whose own attributes have their own modifiers (embedded.go).
+	Embedded *EmbeddedSpec `json:"embedded,omitempty"`
+	// Allocate names the pool an r attribute's value is allocated from
+	// when an instance is created: @lsm(r, allocate=vlan). See pool.go.
+	Allocate string `json:"allocate,omitempty"`
 }
 
 // AttributeReason is why an attribute of a request is refused.
@@ -72,8 +78,14 @@ const (
 
 // AttributeProblem is one attribute a request may not set (or leave out).
 type AttributeProblem struct {
-	Attribute string          `json:"attribute"`
-	Reason    AttributeReason `json:"reason"`
+	// Attribute is the attribute's name; inside an embedded entity, its
+	// dict path (interfaces[name=eth0].mtu).
+	Attribute string `json:"attribute"`
+	// Pointer is, inside an embedded entity, the JSON pointer of the
+	// value in the attributes (/interfaces/0/mtu); "" for a top-level
+	// attribute.
+	Pointer string          `json:"pointer,omitempty"`
+	Reason  AttributeReason `json:"reason"`
 	// Modifier is the attribute's, when the entity has it.
 	Modifier Modifier `json:"modifier,omitempty"`
 	// Detail says more, where the reason alone does not
@@ -90,7 +102,12 @@ func (p AttributeProblem) String() string {
 	case ReasonMissing:
 		return fmt.Sprintf("%s: required", p.Attribute)
 	case ReasonNotUpdatable:
+		if p.Detail != "" {
+			return fmt.Sprintf("%s: cannot change after creation (%s; only rw+ can): the update %s", p.Attribute, p.Modifier, p.Detail)
+		}
 		return fmt.Sprintf("%s: cannot change after creation (%s; only rw+ can)", p.Attribute, p.Modifier)
+	case ReasonDuplicateKey:
+		return fmt.Sprintf("%s: %s", p.Attribute, p.Detail)
 	case ReasonNoSuchInstance:
 		return fmt.Sprintf("%s: %s", p.Attribute, p.Detail)
 	}
@@ -136,24 +153,12 @@ func specsByName(specs []AttributeSpec) map[string]AttributeSpec {
 // each must be one of them and not read-only, and every required one that
 // is not read-only must be given (a read-only one is the server's to
 // allocate). It returns an *AttributeError or nil. Whether the values
-// are valid is the model's to say, when the instance is validated.
+// are valid is the model's to say, when the instance is validated. The
+// same holds inside embedded entities, at every depth, and the elements
+// of an embedded list have distinct keys (embedded.go).
 func CheckCreate(specs []AttributeSpec, attrs map[string]any) error {
-	byName := specsByName(specs)
 	var problems []AttributeProblem
-	for name := range attrs {
-		spec, ok := byName[name]
-		switch {
-		case !ok:
-			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonUnknown})
-		case spec.Modifier == ReadOnly:
-			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonReadOnly, Modifier: spec.Modifier})
-		}
-	}
-	for _, spec := range specs {
-		if _, given := attrs[spec.Name]; spec.Required && spec.Modifier != ReadOnly && !given {
-			problems = append(problems, AttributeProblem{Attribute: spec.Name, Reason: ReasonMissing, Modifier: spec.Modifier})
-		}
-	}
+	checkCreateDict(specs, attrs, place{}, &problems)
 	return attributeError(problems)
 }
 
@@ -162,37 +167,13 @@ func CheckCreate(specs []AttributeSpec, attrs map[string]any) error {
 // changes must be an rw+ attribute of the entity, and it may not remove a
 // required one. Attributes it leaves as they are pass whatever they are
 // (the server's r attributes, rw ones). Values are compared as JSON:
-// numbers by value, whether decoded as float64 or json.Number. It
-// returns an *AttributeError or nil.
+// numbers by value, whether decoded as float64 or json.Number. An
+// embedded attribute is checked element by element, each attribute of
+// it by its own modifier (embedded.go). It returns an *AttributeError or
+// nil.
 func CheckUpdate(specs []AttributeSpec, current, next map[string]any) error {
-	byName := specsByName(specs)
 	var problems []AttributeProblem
-	check := func(name string) {
-		cur, inCur := current[name]
-		nxt, inNext := next[name]
-		if inCur == inNext && (!inCur || sameJSON(cur, nxt)) {
-			return
-		}
-		spec, ok := byName[name]
-		switch {
-		case !ok:
-			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonUnknown})
-		case spec.Modifier == ReadOnly:
-			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonReadOnly, Modifier: spec.Modifier})
-		case spec.Modifier != ReadWriteAlways:
-			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonNotUpdatable, Modifier: spec.Modifier})
-		case !inNext && spec.Required:
-			problems = append(problems, AttributeProblem{Attribute: name, Reason: ReasonMissing, Modifier: spec.Modifier})
-		}
-	}
-	for name := range current {
-		check(name)
-	}
-	for name := range next {
-		if _, done := current[name]; !done {
-			check(name)
-		}
-	}
+	checkUpdateDict(specs, current, next, place{}, &problems)
 	return attributeError(problems)
 }
 
@@ -258,46 +239,43 @@ func WithDefaults(specs []AttributeSpec, attrs map[string]any) map[string]any {
 	out := make(map[string]any, len(attrs)+len(specs))
 	maps.Copy(out, attrs)
 	for _, spec := range specs {
-		if _, given := out[spec.Name]; given || spec.Modifier == ReadOnly || len(spec.Default) == 0 {
+		if spec.Modifier == ReadOnly {
 			continue
 		}
-		var v any
-		if err := json.Unmarshal(spec.Default, &v); err == nil {
-			out[spec.Name] = v
+		v, given := out[spec.Name]
+		if !given {
+			if len(spec.Default) == 0 || json.Unmarshal(spec.Default, &v) != nil {
+				continue
+			}
 		}
+		if spec.Embedded != nil {
+			v = embeddedDefaults(spec.Embedded, v) // inside embedded entities too
+		}
+		out[spec.Name] = v
 	}
 	return out
 }
 
 // WithoutReadOnly returns attrs without the entity's r attributes: the
 // model computes those, so a compile gets the others only (a value stored
-// earlier would clash with the one the model computes now). It returns
-// attrs itself when it holds none.
+// earlier would clash with the one the model computes now). Allocated
+// ones stay (@lsm(r, allocate=pool)): the server chose them, and the
+// model reads them. It returns attrs itself when it holds none. Inside
+// embedded entities too: their r attributes are the model's as well.
 func WithoutReadOnly(specs []AttributeSpec, attrs map[string]any) map[string]any {
-	var out map[string]any
-	for _, spec := range specs {
-		if _, ok := attrs[spec.Name]; !ok || spec.Modifier != ReadOnly {
-			continue
-		}
-		if out == nil {
-			out = maps.Clone(attrs)
-		}
-		delete(out, spec.Name)
-	}
-	if out == nil {
-		return attrs
-	}
+	out, _ := withoutReadOnly(specs, attrs)
 	return out
 }
 
 // ReadOnlyValues picks the entity's r attributes out of an instance's
 // evaluated parameter (the compiler's), for the instance's sets; nil when
-// there are none.
+// there are none. An embedded attribute with r attributes inside is
+// picked whole, as the model evaluated it: its r values are inside.
 func ReadOnlyValues(specs []AttributeSpec, param map[string]any) map[string]any {
 	var out map[string]any
 	for _, spec := range specs {
 		v, ok := param[spec.Name]
-		if !ok || spec.Modifier != ReadOnly {
+		if !ok || spec.Modifier != ReadOnly && (spec.Embedded == nil || !hasReadOnly(spec.Embedded)) {
 			continue
 		}
 		if out == nil {

@@ -113,13 +113,23 @@ func MergeAttributes(current, given map[string]any) map[string]any {
 // RestoreAttributes is the update that takes an instance back to the
 // attributes then it had at an earlier version: current with every rw+
 // attribute as it was then (one it lacked then is removed: its default
-// then is its default now). The others cannot have changed.
+// then is its default now). The others cannot have changed, but for the
+// rw+ attributes inside an rw embedded entity: every embedded attribute
+// (rw or rw+) takes its value then, without the r attributes inside (the
+// model computes those again), and an rw one it lacked then stays as it
+// is.
 func RestoreAttributes(specs []AttributeSpec, current, then map[string]any) map[string]any {
 	next := maps.Clone(current)
 	if next == nil {
 		next = map[string]any{}
 	}
 	for _, a := range specs {
+		if a.Embedded != nil && a.Modifier != ReadOnly {
+			if v, ok := then[a.Name]; ok {
+				next[a.Name], _ = embeddedWithoutReadOnly(a.Embedded, v)
+				continue
+			}
+		}
 		if a.Modifier != ReadWriteAlways {
 			continue
 		}

@@ -154,7 +154,7 @@ func (c *orderCheck) bad(field, format string, args ...any) {
 
 func (c *orderCheck) attributeProblems(prefix string, problems []AttributeProblem) {
 	for _, pr := range problems {
-		c.problems = append(c.problems, FieldProblem{Field: prefix + EscapePointer(pr.Attribute), Detail: pr.String()})
+		c.problems = append(c.problems, FieldProblem{Field: pr.FieldUnder(prefix), Detail: pr.String()})
 	}
 }
 
@@ -445,6 +445,16 @@ func ChangedAttributes(current, next map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// FieldUnder is the JSON pointer of the problem's attribute under prefix,
+// the pointer of the attributes (ending in "/"): a problem inside an
+// embedded entity has its own Pointer below the attributes.
+func (p AttributeProblem) FieldUnder(prefix string) string {
+	if p.Pointer != "" {
+		return strings.TrimSuffix(prefix, "/") + p.Pointer
+	}
+	return prefix + EscapePointer(p.Attribute)
 }
 
 // EscapePointer escapes a JSON pointer token (RFC 6901).

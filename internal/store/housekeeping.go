@@ -102,8 +102,8 @@ type Cleared struct {
 // configuration or a record of who did what, not desired or observed
 // state).
 var clearedTables = []string{
-	"service_instance_references", "service_instance_log", "service_instances",
-	"service_entity_versions", "service_entities", "lsm_requests", "lsm_order_items", "lsm_orders",
+	"lsm_allocations", "service_instance_references", "service_instance_log", "service_instances",
+	"service_entity_versions", "service_entities", "lsm_pools", "lsm_requests", "lsm_order_items", "lsm_orders",
 	"resource_intents", "dryrun_resources", "deploy_batches", "deploy_runs", "deploy_requests",
 	"resource_actions", "unchanged_actions", "facts", "resource_state", "version_resources", "resource_contents", "versions",
 	"agents", "compiles", "model_sources",

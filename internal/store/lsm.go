@@ -38,11 +38,15 @@ type ServiceEntity struct {
 type BreakingChange struct {
 	Entity    string `json:"entity"`
 	Attribute string `json:"attribute,omitempty"`
+	// Pool is the pool of a removed_pool or shrunk_pool change
+	// (lsm_alloc.go).
+	Pool string `json:"pool,omitempty"`
 	// Version is the entity version whose instances it breaks (0 for a
 	// removed entity).
 	Version int `json:"version,omitempty"`
-	// Change is removed_entity, removed_version, removed_attribute or
-	// retyped_attribute.
+	// Change is removed_entity, removed_version, removed_attribute,
+	// retyped_attribute, unallocated_attribute, removed_pool or
+	// shrunk_pool.
 	Change string `json:"change"`
 	Detail string `json:"detail"`
 	// Instances are the ids of the live instances it would break.
@@ -221,6 +225,12 @@ func breakingChanges(entities []lsm.Entity, live []liveInstance) []BreakingChang
 			hint := ""
 			if v == latest[li.entity] {
 				hint = fmt.Sprintf(": make the change a new version (version: %d, with version %d in previous and a migrate)", v+1, v)
+			}
+			for _, a := range e.Attributes {
+				if _, has := set.attrs[a.Name]; a.Allocated() && !has {
+					add(BreakingChange{Entity: li.entity, Version: v, Attribute: a.Name, Pool: a.Allocate, Change: "unallocated_attribute",
+						Detail: fmt.Sprintf("attribute %s of version %d is now allocated from pool %s, and live instances have no value: values are allocated when an instance is created", a.Name, v, a.Allocate)}, li.id)
+				}
 			}
 			for name, val := range set.attrs {
 				spec, ok := specs[name]
@@ -448,13 +458,22 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 			return err
 		case current >= ch.Version:
 			// A retry finds its version written with what it writes; a
-			// writer behind PostgreSQL finds another transfer there.
+			// writer behind PostgreSQL finds another transfer there. A
+			// create's candidate set was written with the values the
+			// server allocated, which the retry does not have: they are
+			// left out of the comparison (lsm_alloc.go).
+			cand, allocNames := ch.Sets.Candidate, []string{}
+			if ch.Version == 1 {
+				if cand, allocNames, err = withoutAllocated(ctx, tx, envID, ch); err != nil {
+					return err
+				}
+			}
 			var same bool
-			err := tx.QueryRow(ctx, `select state = $4 and candidate_attributes is not distinct from $5
+			err := tx.QueryRow(ctx, `select state = $4 and (candidate_attributes - $8::text[]) is not distinct from $5
 					and active_attributes is not distinct from $6 and rollback_attributes is not distinct from $7
 				from service_instance_log
 				where environment_id = $1::uuid and instance_id = $2::uuid and version = $3`,
-				envID, ch.ID, ch.Version, ch.State, ch.Sets.Candidate, ch.Sets.Active, ch.Sets.Rollback).Scan(&same)
+				envID, ch.ID, ch.Version, ch.State, cand, ch.Sets.Active, ch.Sets.Rollback, allocNames).Scan(&same)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return Conflict("service instance %s is at version %d, not %d", ch.ID, current, ch.Version-1)
 			}
@@ -476,6 +495,14 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		var identity *string
 		if ch.Identity != "" {
 			identity = &ch.Identity
+		}
+		// A create takes its allocated values (lsm_alloc.go); the
+		// transfer that terminates an instance gives them back.
+		var allocs []allocated
+		if ch.Version == 1 && !ch.Deleted {
+			if ch.Sets.Candidate, allocs, err = allocate(ctx, tx, envID, ch); err != nil {
+				return err
+			}
 		}
 		cv, av, rv := setVersion(ch.Sets.Candidate, ch.Sets.CandidateVersion),
 			setVersion(ch.Sets.Active, ch.Sets.ActiveVersion), setVersion(ch.Sets.Rollback, ch.Sets.RollbackVersion)
@@ -503,6 +530,14 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		}
 		if err := refs.write(ctx, tx, envID, ch.ID); err != nil {
 			return err
+		}
+		if err := recordAllocations(ctx, tx, envID, ch.ID, allocs); err != nil {
+			return err
+		}
+		if ch.Deleted && ch.Version > 1 {
+			if err := releaseAllocations(ctx, tx, envID, ch.ID); err != nil {
+				return err
+			}
 		}
 		event := ch.Event
 		if len(event) == 0 {

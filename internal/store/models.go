@@ -47,6 +47,9 @@ type NewModel struct {
 	// Origin is cli (intend export) or compile (autonomous).
 	Origin   string
 	Entities []lsm.Entity
+	// Pools are the model's allocation pools (lsm_alloc.go), which
+	// become the catalog's with the entities.
+	Pools []lsm.Pool
 	// Stage leaves the catalog as it is until a version built from the
 	// source is released (releaseModel registers the entities then); the
 	// entities are checked against the live instances all the same. An
@@ -78,27 +81,35 @@ func (s *Store) PutModel(ctx context.Context, envID string, m NewModel) (ModelSo
 			}
 			stage = released
 		}
-		var staged []byte
+		var staged, stagedPools []byte
 		if stage {
 			live, err := liveInstances(ctx, tx, envID)
 			if err != nil {
 				return err
 			}
-			if changes := breakingChanges(m.Entities, live); len(changes) > 0 {
+			changes := breakingChanges(m.Entities, live)
+			pools, err := poolChanges(ctx, tx, envID, m.Pools)
+			if err != nil {
+				return err
+			}
+			if changes = append(changes, pools...); len(changes) > 0 {
 				return &BreakingChangesError{Changes: changes}
 			}
 			if staged, err = json.Marshal(m.Entities); err != nil {
 				return err
 			}
-		} else if err := registerEntities(ctx, tx, envID, m.Hash, m.Entities); err != nil {
+			if stagedPools, err = json.Marshal(m.Pools); err != nil {
+				return err
+			}
+		} else if err := registerCatalog(ctx, tx, envID, m.Hash, m.Entities, m.Pools); err != nil {
 			return err
 		}
 		var err error
 		if src, err = putModelSource(ctx, tx, envID, m.Hash, m.Archive, m.Files, m.Origin); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `update model_sources set staged_entities = $3
-			where environment_id = $1::uuid and hash = $2`, envID, m.Hash, staged)
+		_, err = tx.Exec(ctx, `update model_sources set staged_entities = $3, staged_pools = $4
+			where environment_id = $1::uuid and hash = $2`, envID, m.Hash, staged, stagedPools)
 		return err
 	})
 	return src, err
@@ -220,9 +231,9 @@ func releaseModel(ctx context.Context, tx pgx.Tx, envID string, version int64) (
 	}
 	// A staged upload's entities become the catalog now (checked again:
 	// instances may have changed since the upload).
-	var staged []byte
-	err = tx.QueryRow(ctx, `select staged_entities from model_sources where environment_id = $1::uuid and hash = $2`,
-		envID, *hash).Scan(&staged)
+	var staged, stagedPools []byte
+	err = tx.QueryRow(ctx, `select staged_entities, staged_pools from model_sources where environment_id = $1::uuid and hash = $2`,
+		envID, *hash).Scan(&staged, &stagedPools)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil // pruned: the instances keep the model they have
 	}
@@ -234,12 +245,18 @@ func releaseModel(ctx context.Context, tx pgx.Tx, envID string, version int64) (
 		if err := json.Unmarshal(staged, &entities); err != nil {
 			return "", fmt.Errorf("staged service entities of model source %s: %w", *hash, err)
 		}
-		if err := registerEntities(ctx, tx, envID, *hash, entities); err != nil {
+		var pools []lsm.Pool
+		if stagedPools != nil {
+			if err := json.Unmarshal(stagedPools, &pools); err != nil {
+				return "", fmt.Errorf("staged pools of model source %s: %w", *hash, err)
+			}
+		}
+		if err := registerCatalog(ctx, tx, envID, *hash, entities, pools); err != nil {
 			return "", err
 		}
 	}
 	var announced *time.Time
-	err = tx.QueryRow(ctx, `update model_sources set released_at = clock_timestamp(), staged_entities = null,
+	err = tx.QueryRow(ctx, `update model_sources set released_at = clock_timestamp(), staged_entities = null, staged_pools = null,
 			announced_at = case when $3 then announced_at else null end
 		where environment_id = $1::uuid and hash = $2 returning announced_at`,
 		envID, *hash, current != nil && *current == *hash).Scan(&announced)

@@ -310,6 +310,7 @@ type result struct {
 	Undefined  int                                   `json:"undefined"`
 	Services   []lsm.Entity                          `json:"services"`
 	Previous   []lsm.Entity                          `json:"previous_services,omitempty"`
+	Pools      []lsm.Pool                            `json:"pools,omitempty"`
 	Parameters map[string]map[string]json.RawMessage `json:"parameters,omitempty"`
 	Took       time.Duration                         `json:"took"`
 	Facts      bool                                  `json:"declares_facts,omitempty"`
@@ -317,7 +318,7 @@ type result struct {
 
 func toWire(r *compiler.Result) *result {
 	w := &result{Project: r.Project, Resources: r.Resources, Instances: r.Instances, Undefined: r.Undefined,
-		Services: r.Services, Previous: r.PreviousServices, Parameters: r.Parameters, Took: r.Took, Facts: r.DeclaresFacts,
+		Services: r.Services, Previous: r.PreviousServices, Pools: r.Pools, Parameters: r.Parameters, Took: r.Took, Facts: r.DeclaresFacts,
 		Origins: make([]string, len(r.Resources))}
 	for i, res := range r.Resources {
 		w.Origins[i] = res.Origin
@@ -327,7 +328,7 @@ func toWire(r *compiler.Result) *result {
 
 func (w *result) toResult() *compiler.Result {
 	r := &compiler.Result{Project: w.Project, Resources: w.Resources, Instances: w.Instances, Undefined: w.Undefined,
-		Services: w.Services, PreviousServices: w.Previous, Parameters: w.Parameters, Took: w.Took, DeclaresFacts: w.Facts}
+		Services: w.Services, PreviousServices: w.Previous, Pools: w.Pools, Parameters: w.Parameters, Took: w.Took, DeclaresFacts: w.Facts}
 	for i := range r.Resources {
 		if i < len(w.Origins) {
 			r.Resources[i].Origin = w.Origins[i]
