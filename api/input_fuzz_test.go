@@ -67,6 +67,7 @@ func FuzzRequest(f *testing.F) {
 		{"PATCH", "localhost", "/lsm/v2/service_inventory/vm/6f1c1b8e-4e43-4f7a-9a55-0a1b2c3d4e5f", 0, "prod",
 			`{"current_version":1,"edit":[{"operation":"replace","target":"name","value":"x"}]}`},
 		{"PATCH", "localhost", "/lsm/v1/service_catalog/vm/config", 0, "prod", `{"auto_transfers":false}`},
+		{"PATCH", "localhost", "/lsm/v1/service_inventory/vm/web/config", 0, "prod", `{"auto_transfer_configs":{"auto_creating":null}}`},
 		{"POST", "localhost", "/lsm/v1/service_inventory/vm/web/expert", 1, "key-2",
 			`{"current_version":1,"state":"up","active_attributes":{"name":"web"},"reason":"r"}`},
 		{"GET", "localhost", "/lsm/v1/service_inventory/vm/web/events?after=0", 0, "prod", ""},

@@ -2,8 +2,14 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 
+	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/lsm"
 	"github.com/intendhq/intend/internal/store"
 )
 
@@ -24,6 +30,73 @@ type LSMConfigNotifier interface {
 // change, the others stay.
 type entityConfigRequest struct {
 	AutoTransfers *bool `json:"auto_transfers"`
+	// AutoTransferConfigs changes the entries it names: true or false
+	// sets the name's switch, null removes the entry (the name is on for
+	// an entity, the entity's for an instance).
+	AutoTransferConfigs map[string]*bool `json:"auto_transfer_configs"`
+}
+
+// LSMInstanceConfigNotifier is the optional capability of an lsm.Engine
+// that tells an instance's workflow the instance's new config.
+type LSMInstanceConfigNotifier interface {
+	// InstanceConfigChanged tells the live instance id of entity in env
+	// its config c. Telling it twice is harmless. Safe for concurrent
+	// use.
+	InstanceConfigChanged(ctx context.Context, env store.Environment, entity, id string, c store.InstanceConfig) error
+}
+
+// apply checks req against the entity's lifecycle and applies it to the
+// config's two keys; at least one key is required.
+func (req entityConfigRequest) apply(ent store.ServiceEntity, on *bool, configs *map[string]bool) error {
+	if req.AutoTransfers == nil && req.AutoTransferConfigs == nil {
+		return InvalidField("/auto_transfers", "required: auto_transfers (true: the engine takes the lifecycle's auto transfers; "+
+			"false: none) or auto_transfer_configs ({config name: true, false or null})")
+	}
+	names := lifecycleConfigNames(ent.Lifecycle)
+	for _, name := range slices.Sorted(maps.Keys(req.AutoTransferConfigs)) {
+		field := "/auto_transfer_configs/" + lsm.EscapePointer(name)
+		if err := lsm.CheckConfigName(name); err != nil {
+			return InvalidField(field, err.Error())
+		}
+		if req.AutoTransferConfigs[name] != nil && !slices.Contains(names, name) {
+			return InvalidField(field, fmt.Sprintf("no auto transfer of lifecycle %s has config name %q (it has: %s)",
+				ent.Lifecycle.Name, name, strings.Join(names, ", ")))
+		}
+	}
+	if req.AutoTransfers != nil {
+		*on = *req.AutoTransfers
+	}
+	if len(req.AutoTransferConfigs) > 0 {
+		m := maps.Clone(*configs)
+		if m == nil {
+			m = map[string]bool{}
+		}
+		for name, v := range req.AutoTransferConfigs {
+			if v == nil {
+				delete(m, name)
+			} else {
+				m[name] = *v
+			}
+		}
+		if len(m) == 0 {
+			m = nil
+		}
+		*configs = m
+	}
+	return nil
+}
+
+// lifecycleConfigNames are the config names of l's auto transfers,
+// sorted.
+func lifecycleConfigNames(l lsm.Lifecycle) []string {
+	var names []string
+	for _, t := range l.Transfers {
+		if t.Trigger == lsm.Auto && t.ConfigName != "" && !slices.Contains(names, t.ConfigName) {
+			names = append(names, t.ConfigName)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // patchEntityConfig changes an entity's config: 200 with the entity.
@@ -47,11 +120,10 @@ func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error
 	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
-	if req.AutoTransfers == nil {
-		return InvalidField("/auto_transfers", "required: true (the engine takes the lifecycle's auto transfers) or false")
-	}
 	c := ent.Config
-	c.AutoTransfers = *req.AutoTransfers
+	if err := req.apply(ent, &c.AutoTransfers, &c.AutoTransferConfigs); err != nil {
+		return err
+	}
 	n, ok := s.opts.LSM.(LSMConfigNotifier)
 	if !ok {
 		return Unavailable("the lifecycle engine is not running in this server to tell the live instances")
@@ -66,5 +138,89 @@ func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error
 			"Temporal, is unavailable); repeat the request")
 	}
 	WriteJSON(w, http.StatusOK, wireServiceEntity(ent))
+	return nil
+}
+
+// An instance's own config (issue 31): GET and PATCH
+// /lsm/v1/service_inventory/{entity}/{id}/config, the keys of the
+// entity's config, over it (store.InstanceConfig). The answer shows the
+// instance's config and the effective switch of each config name of the
+// entity's lifecycle.
+
+// instanceConfigView is the answer of the instance config routes.
+func instanceConfigView(ent store.ServiceEntity, inst store.ServiceInstance, c store.InstanceConfig) client.InstanceConfig {
+	auto := ent.Config.Auto(c)
+	eff := client.EffectiveAutoConfig{AutoTransfers: !auto.Off && !auto.InstanceOff, AutoTransferConfigs: map[string]bool{}}
+	for _, name := range lifecycleConfigNames(ent.Lifecycle) {
+		eff.AutoTransferConfigs[name] = auto.Takes(lsm.Transfer{Trigger: lsm.Auto, ConfigName: name})
+	}
+	return client.InstanceConfig{ID: inst.ID, Entity: inst.Entity, AutoTransfers: c.AutoTransfers,
+		AutoTransferConfigs: c.AutoTransferConfigs, Effective: eff}
+}
+
+// getInstanceConfig returns an instance's config.
+func (s *Server) getInstanceConfig(w http.ResponseWriter, r *http.Request) error {
+	env, inst, err := s.instanceRef(r)
+	if err != nil {
+		return err
+	}
+	ent, err := s.opts.Store.GetEntity(r.Context(), env.ID, inst.Entity)
+	if err != nil {
+		return err
+	}
+	c, err := s.opts.Store.InstanceConfig(r.Context(), env.ID, inst.ID)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, instanceConfigView(ent, inst, c))
+	return nil
+}
+
+// patchInstanceConfig changes an instance's config: 200 with the
+// config. Stored first, then the instance's workflow is told; a failure
+// to tell it is a 503 (the config stands: repeat the request). A
+// terminated instance has no auto transfers left: 409.
+func (s *Server) patchInstanceConfig(w http.ResponseWriter, r *http.Request) error {
+	env, inst, err := s.instanceRef(r)
+	if err != nil {
+		return err
+	}
+	ent, err := s.opts.Store.GetEntity(r.Context(), env.ID, inst.Entity)
+	if err != nil {
+		return err
+	}
+	body, err := ReadBody(r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	var req entityConfigRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return err
+	}
+	c, err := s.opts.Store.InstanceConfig(r.Context(), env.ID, inst.ID)
+	if err != nil {
+		return err
+	}
+	if err := req.apply(ent, &c.AutoTransfers, &c.AutoTransferConfigs); err != nil {
+		return err
+	}
+	if inst.Deleted {
+		return Conflict("service instance %s is terminated: it takes no more transfers", inst.ID)
+	}
+	n, ok := s.opts.LSM.(LSMInstanceConfigNotifier)
+	if !ok {
+		return Unavailable("the lifecycle engine is not running in this server to tell the instance")
+	}
+	noteAudit(r, map[string]any{"entity": inst.Entity, "instance": inst.ID, "config": c})
+	if err := s.opts.Store.SetInstanceConfig(r.Context(), env.ID, inst.ID, c); err != nil {
+		return err
+	}
+	if err := n.InstanceConfigChanged(r.Context(), env, inst.Entity, inst.ID, c); err != nil {
+		s.log.WarnContext(r.Context(), "service instance config: the instance not told", "environment", env.Name,
+			"service_entity", inst.Entity, "instance", inst.ID, "error", err)
+		return Unavailable("the config is stored, but the instance could not be told (the lifecycle engine, " +
+			"Temporal, is unavailable); repeat the request")
+	}
+	WriteJSON(w, http.StatusOK, instanceConfigView(ent, inst, c))
 	return nil
 }

@@ -49,7 +49,8 @@ func exportModeOf(l *lsm.Lifecycle, state string) string {
 
 // dryrunSubject is inst as lsm.Decide judges a write against it, as its
 // workflow would: nobody applying a transfer (PostgreSQL cannot tell), the
-// entity's lifecycle and auto-transfer switch, the attributes of the
+// entity's lifecycle and auto-transfer switches (the entity's and the
+// instance's own config), the attributes of the
 // entity version its current set is of.
 func (s *Server) dryrunSubject(r *http.Request, envID string, entity store.ServiceEntity, inst store.ServiceInstance) (lsm.Subject, error) {
 	attrs := entity.Attributes
@@ -60,9 +61,13 @@ func (s *Server) dryrunSubject(r *http.Request, envID string, entity store.Servi
 		}
 		attrs = at.Attributes
 	}
+	ic, err := s.opts.Store.InstanceConfig(r.Context(), envID, inst.ID)
+	if err != nil {
+		return lsm.Subject{}, err
+	}
 	return lsm.Subject{ID: inst.ID, Version: inst.Version, State: inst.State, Sets: inst.Sets,
 		Lifecycle: &entity.Lifecycle, Entity: entity.Entity, Attributes: attrs,
-		AutoTransfersOff: !entity.Config.AutoTransfers}, nil
+		Auto: entity.Config.Auto(ic)}, nil
 }
 
 // dryrunTransferOf reports t, the state it leads to and that state's
@@ -195,7 +200,7 @@ func (s *Server) dryrunCreate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	subj := lsm.Subject{ID: id, Lifecycle: &lw.entity.Lifecycle, Entity: lw.entity.Entity,
-		AutoTransfersOff: !lw.entity.Config.AutoTransfers}
+		Auto: lw.entity.Config.Auto(store.DefaultInstanceConfig())}
 	lreq := lsm.Request{Op: lsm.OpCreate, InstanceID: id, Attributes: req.Attributes}
 	d, rej := lsm.Decide(subj, lreq)
 	if rej != nil {

@@ -124,6 +124,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, lw lsmWrite, req l
 	}
 	req.Env, req.Entity, req.Actor = lw.env.LSM(), lw.entity.Entity, principal(r).Actor()
 	req.AutoTransfersOff = !lw.entity.Config.AutoTransfers
+	req.AutoTransferConfigs = lw.entity.Config.AutoTransferConfigs
 	noteAudit(r, map[string]any{"entity": lw.entity.Name, "instance": req.InstanceID, "op": req.Op})
 	if lw.key != "" {
 		// The instance's workflow takes an update id once: the key with

@@ -160,6 +160,8 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/diagnose",
 			s.inLSMEnv("lsm.instance.diagnose", read, s.diagnoseInstance))
 		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/events", s.inLSMEnv("lsm.instance.events", read, s.streamInstanceEvents))
+		r.Method(http.MethodGet, "/service_inventory/{entity}/{id}/config", s.inLSMEnv("lsm.instance.config", read, s.getInstanceConfig))
+		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}/config", s.inLSMEnv("lsm.instance.configure", operator, s.patchInstanceConfig))
 		r.Method(http.MethodPost, "/service_inventory/{entity}", s.inLSMEnv("lsm.instance.create", operator, s.createInstance))
 		r.Method(http.MethodPost, "/service_inventory/{entity}/dryrun", s.inLSMEnv("lsm.instance.create_dryrun", operator, s.dryrunCreate))
 		r.Method(http.MethodPatch, "/service_inventory/{entity}/{id}", s.inLSMEnv("lsm.instance.update", operator, s.updateInstance))

@@ -202,7 +202,7 @@ func wireLifecycle(l lsm.Lifecycle) client.Lifecycle {
 		for i, t := range l.Transfers {
 			out.Transfers[i] = client.Transfer{Source: t.Source, Target: t.Target, Error: t.Error,
 				Trigger: string(t.Trigger), Validate: t.Validate, TargetOperation: operations(t.TargetOperation),
-				ErrorOperation: operations(t.ErrorOperation), Description: t.Description}
+				ErrorOperation: operations(t.ErrorOperation), Description: t.Description, ConfigName: t.ConfigName}
 		}
 	}
 	return out

@@ -718,6 +718,10 @@ type Transfer struct {
 	TargetOperation []string `json:"target_operation,omitempty"`
 	ErrorOperation  []string `json:"error_operation,omitempty"`
 	Description     string   `json:"description,omitempty"`
+	// ConfigName, on an auto transfer, names the switch of the entity's
+	// and the instance's configs (auto_transfer_configs) that turns it
+	// off and on.
+	ConfigName string `json:"config_name,omitempty"`
 }
 
 // ServiceEntity is one entity of the service catalog: its newest
@@ -734,6 +738,31 @@ type ServiceEntity struct {
 // EntityConfig is a service entity's config.
 type EntityConfig struct {
 	AutoTransfers bool `json:"auto_transfers"`
+	// AutoTransferConfigs switches the auto transfers of each config name
+	// (a name it lacks is on).
+	AutoTransferConfigs map[string]bool `json:"auto_transfer_configs,omitempty"`
+}
+
+// InstanceConfig is a service instance's own config over its entity's,
+// and the switches that result (GET
+// /lsm/v1/service_inventory/{entity}/{id}/config).
+type InstanceConfig struct {
+	ID     string `json:"id"`
+	Entity string `json:"service_entity"`
+	// AutoTransfers false holds every auto transfer of the instance.
+	AutoTransfers bool `json:"auto_transfers"`
+	// AutoTransferConfigs overrides the entity's entry of each name.
+	AutoTransferConfigs map[string]bool     `json:"auto_transfer_configs,omitempty"`
+	Effective           EffectiveAutoConfig `json:"effective"`
+}
+
+// EffectiveAutoConfig is what the engine does with an instance's auto
+// transfers: AutoTransfers, the entity's and the instance's wide
+// switches together; AutoTransferConfigs, for each config name of the
+// entity's lifecycle, whether the engine takes its auto transfers.
+type EffectiveAutoConfig struct {
+	AutoTransfers       bool            `json:"auto_transfers"`
+	AutoTransferConfigs map[string]bool `json:"auto_transfer_configs"`
 }
 
 // EntityVersionInfo is one version of a service entity the catalog keeps.

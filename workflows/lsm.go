@@ -58,6 +58,7 @@ func ServiceInstance(ctx workflow.Context, in ServiceInstanceInput) error {
 		}
 	})
 	w.listenConfig(ctx)
+	w.listenInstanceConfig(ctx)
 	w.listenSync(ctx)
 	if w.st.Version == 0 {
 		wait := createWait
@@ -292,9 +293,10 @@ func (w *instanceWorkflow) advance(ctx workflow.Context) (step, error) {
 			return step{}, nil
 		}
 		if t, ok := lc.AutoFrom(w.st.State); ok {
-			if w.in.AutoTransfersOff {
-				// The entity's auto transfers are off: the instance waits
-				// here for an operator's set-state (setStateTransfer).
+			if !w.in.auto().Takes(t) {
+				// The entity's or the instance's config holds this auto
+				// transfer: the instance waits here for an operator's
+				// set-state (setStateTransfer) or for the config to change.
 				return step{}, nil
 			}
 			failed, errs, sets := false, json.RawMessage(nil), w.st.Sets

@@ -138,6 +138,13 @@ type ServiceInstanceInput struct {
 	// AutoTransfersOff: the entity's config turned its auto transfers
 	// off (lsm_config.go); ConfigChangedSignal changes it.
 	AutoTransfersOff bool `json:",omitempty"`
+	// AutoTransferConfigs is the entity's config per config name,
+	// InstanceAutoTransfersOff and InstanceAutoTransferConfigs the
+	// instance's own config (lsm_config.go, lsm.AutoConfig);
+	// ConfigChangedSignal and InstanceConfigChangedSignal change them.
+	AutoTransferConfigs         map[string]bool `json:",omitempty"`
+	InstanceAutoTransfersOff    bool            `json:",omitempty"`
+	InstanceAutoTransferConfigs map[string]bool `json:",omitempty"`
 	// Generation is the workflow's behaviour its run was started with
 	// (InstanceGeneration when started by this code). Recorded in the
 	// input, it lets a replay of an older run keep the older behaviour

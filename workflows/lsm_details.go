@@ -101,6 +101,9 @@ func (w *instanceWorkflow) showDetails(ctx workflow.Context) {
 	if w.in.AutoTransfersOff {
 		b.WriteString("\nAuto transfers are off for the entity.\n")
 	}
+	if w.in.InstanceAutoTransfersOff {
+		b.WriteString("\nAuto transfers are off for the instance.\n")
+	}
 	if w.lastError != "" {
 		fmt.Fprintf(&b, "\n**Last error** %s\n", w.lastError)
 	}

@@ -40,7 +40,7 @@ func (w *instanceWorkflow) subject() lsm.Subject {
 	return lsm.Subject{
 		ID: w.in.InstanceID, Version: w.st.Version, State: w.st.State, Sets: w.st.Sets, Busy: w.busy,
 		Lifecycle: w.lifecycle(), Entity: w.in.Entity, Attributes: w.entityOf(w.st.Sets.CurrentVersion()).Attributes,
-		AutoTransfersOff: w.in.AutoTransfersOff,
+		Auto: w.in.auto(),
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,11 +150,16 @@ func transferLine(te client.TransferEvent) string {
 
 func lsmConfigCommand(s *clientSettings) *cobra.Command {
 	var auto bool
+	var names []string
+	var instance string
 	cmd := &cobra.Command{
-		Use:   "config ENTITY",
-		Short: "Show or set a service entity's config (PATCH /lsm/v1/service_catalog/{entity}/config)",
+		Use:   "config ENTITY [--instance ID] [--auto-transfers=BOOL] [--auto-transfer NAME=on|off|default]...",
+		Short: "Show or set a service entity's or one instance's config (PATCH /lsm/v1/service_catalog/{entity}/config)",
 		Long: `Without flags, show the entity's config; with them, change it (role
-operator) and tell the entity's live instances.
+operator) and tell the entity's live instances. With --instance, the same
+for one instance's own config (GET/PATCH
+/lsm/v1/service_inventory/{entity}/{id}/config), which goes over the
+entity's.
 
 --auto-transfers=false stops the lifecycle engine from taking the
 entity's auto transfers: an instance waits in a state an auto transfer
@@ -161,20 +168,71 @@ takes that transfer with intend lsm set-state ENTITY ID TARGET, naming the
 auto transfer's target (validated when the transfer validates).
 --auto-transfers=true takes the waiting instances on by themselves.
 
+--auto-transfer NAME=off switches off only the auto transfers whose
+lifecycle gives them config_name NAME (docs/lsm.md); NAME=on switches
+them on, NAME=default removes the entry (an entity's name is then on,
+an instance's follows the entity). The engine takes an auto transfer
+with config name N when the entity's and the instance's --auto-transfers
+are both true and N is on: the instance's entry for N if it has one, else
+the entity's, else on.
+
 Examples:
   intend lsm config vm --auto-transfers=false
   intend lsm set-state vm web acknowledged
-  intend lsm config vm --auto-transfers=true`,
+  intend lsm config vm --auto-transfers=true
+  intend lsm config vm --auto-transfer auto_creating=off
+  intend lsm config vm --instance web --auto-transfer auto_creating=on`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			body := map[string]any{}
+			if cmd.Flags().Changed("auto-transfers") {
+				body["auto_transfers"] = auto
+			}
+			if len(names) > 0 {
+				m := map[string]any{}
+				for _, kv := range names {
+					name, v, ok := strings.Cut(kv, "=")
+					switch {
+					case !ok || name == "":
+						return usageErrorf("--auto-transfer %q: want NAME=on, NAME=off or NAME=default", kv)
+					case v == "on" || v == "true":
+						m[name] = true
+					case v == "off" || v == "false":
+						m[name] = false
+					case v == "default":
+						m[name] = nil
+					default:
+						return usageErrorf("--auto-transfer %q: %q is none of on, off, default", kv, v)
+					}
+				}
+				body["auto_transfer_configs"] = m
+			}
 			c, err := s.lsmClient()
 			if err != nil {
 				return err
 			}
+			if instance != "" {
+				path := lsmPath("service_inventory", args[0], instance, "config")
+				var ic client.InstanceConfig
+				if len(body) > 0 {
+					err = c.Do(cmd.Context(), http.MethodPatch, path, body, &ic)
+				} else {
+					err = c.Do(cmd.Context(), http.MethodGet, path, nil, &ic)
+				}
+				if err != nil {
+					return err
+				}
+				if s.structured() {
+					return s.write(ic)
+				}
+				return writeFields(s.stdout, "entity", ic.Entity, "instance", ic.ID,
+					"auto_transfers", strconv.FormatBool(ic.AutoTransfers),
+					"auto_transfer_configs", configNames(ic.AutoTransferConfigs),
+					"effective", effectiveConfig(ic.Effective))
+			}
 			var ent client.ServiceEntity
-			if cmd.Flags().Changed("auto-transfers") {
-				err = c.Do(cmd.Context(), http.MethodPatch, lsmPath("service_catalog", args[0], "config"),
-					map[string]any{"auto_transfers": auto}, &ent)
+			if len(body) > 0 {
+				err = c.Do(cmd.Context(), http.MethodPatch, lsmPath("service_catalog", args[0], "config"), body, &ent)
 			} else {
 				err = c.Do(cmd.Context(), http.MethodGet, lsmPath("service_catalog", args[0]), nil, &ent)
 			}
@@ -184,11 +242,42 @@ Examples:
 			if s.structured() {
 				return s.write(map[string]any{"entity": ent.Name, "config": ent.Config})
 			}
-			return writeFields(s.stdout, "entity", ent.Name, "auto_transfers", strconv.FormatBool(ent.Config.AutoTransfers))
+			return writeFields(s.stdout, "entity", ent.Name, "auto_transfers", strconv.FormatBool(ent.Config.AutoTransfers),
+				"auto_transfer_configs", configNames(ent.Config.AutoTransferConfigs))
 		},
 	}
 	cmd.Flags().BoolVar(&auto, "auto-transfers", true, "take the lifecycle's auto transfers (false: operators take them with set-state)")
+	cmd.Flags().StringArrayVar(&names, "auto-transfer", nil, "NAME=on|off|default: switch the auto transfers with config_name NAME (repeatable)")
+	cmd.Flags().StringVar(&instance, "instance", "", "the instance (id or identity) whose own config to show or set")
 	return cmd
+}
+
+// configNames shows a config's names, sorted: "a=off b=on" ("" for none).
+func configNames(m map[string]bool) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, name+"="+onOff(m[name]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// effectiveConfig shows what the engine does with an instance's auto
+// transfers.
+func effectiveConfig(e client.EffectiveAutoConfig) string {
+	if !e.AutoTransfers {
+		return "every auto transfer held"
+	}
+	if len(e.AutoTransferConfigs) == 0 {
+		return "every auto transfer taken"
+	}
+	return configNames(e.AutoTransferConfigs)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 func lsmExpertCommand(s *clientSettings) *cobra.Command {
@@ -252,11 +341,11 @@ Examples:
 // withoutAuto is lc without its auto transfers: what an instance of an
 // entity whose auto transfers are off follows by itself (a wait then
 // knows that it settles where an auto transfer leaves).
-func withoutAuto(lc *lsm.Lifecycle) *lsm.Lifecycle {
+func withoutAuto(lc *lsm.Lifecycle, auto lsm.AutoConfig) *lsm.Lifecycle {
 	out := *lc
 	out.Transfers = nil
 	for _, t := range lc.Transfers {
-		if t.Trigger != lsm.Auto {
+		if t.Trigger != lsm.Auto || auto.Takes(t) {
 			out.Transfers = append(out.Transfers, t)
 		}
 	}

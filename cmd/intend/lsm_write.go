@@ -51,16 +51,18 @@ func (w *lsmWrite) send(ctx context.Context, s *clientSettings, c *client.Client
 		var catalog struct {
 			Lifecycle lsm.Lifecycle `json:"lifecycle"`
 			Config    struct {
-				AutoTransfers *bool `json:"auto_transfers"`
+				AutoTransfers       *bool           `json:"auto_transfers"`
+				AutoTransferConfigs map[string]bool `json:"auto_transfer_configs"`
 			} `json:"config"`
 		}
 		if err := c.Do(ctx, http.MethodGet, lsmPath("service_catalog", entity), nil, &catalog); err != nil {
 			return err
 		}
 		lc = &catalog.Lifecycle
-		if a := catalog.Config.AutoTransfers; a != nil && !*a {
-			lc = withoutAuto(lc) // a state an auto transfer leaves waits for a set-state
-		}
+		a := catalog.Config.AutoTransfers
+		// A state an auto transfer the entity's config holds leaves waits
+		// for a set-state (an instance's own config is not read).
+		lc = withoutAuto(lc, lsm.AutoConfig{Off: a != nil && !*a, Entity: catalog.Config.AutoTransferConfigs})
 		if _, ok := lc.States[w.wait]; !ok {
 			return usageErrorf("--wait %s: lifecycle %s has no state %q (it has %s)", w.wait, lc.Name, w.wait,
 				strings.Join(slices.Sorted(maps.Keys(lc.States)), ", "))

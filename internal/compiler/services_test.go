@@ -129,6 +129,31 @@ func TestServiceEntity(t *testing.T) {
 	}
 }
 
+// TestServiceConfigName: an auto transfer's config_name reaches the
+// catalog's lifecycle.
+func TestServiceConfigName(t *testing.T) {
+	t.Parallel()
+	model := strings.Replace(vmModel, "lifecycle:   lsm.simple", `lifecycle: lsm.simple & {
+		transfers: [{}, {}, {}, {config_name: "auto_creating"}, ...]
+	}`, 1)
+	if model == vmModel {
+		t.Fatal("vmModel has no lifecycle: lsm.simple")
+	}
+	res, errs := compileServices(t, map[string]string{"main.cue": model}, nil)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	var names []string
+	for _, tr := range res.Services[0].Lifecycle.Transfers {
+		if tr.ConfigName != "" {
+			names = append(names, tr.Source+":"+tr.ConfigName)
+		}
+	}
+	if len(names) != 1 || names[0] != "acknowledged:auto_creating" {
+		t.Errorf("config names = %v", names)
+	}
+}
+
 // TestStdSimpleIsGoSimple holds intend.dev/std/lsm's simple equal to
 // lsm.Simple, decoded as the catalog would.
 func TestStdSimpleIsGoSimple(t *testing.T) {
@@ -268,6 +293,13 @@ services: vm: lsm.#Entity & {
 			[]want{{"", "services.vm.lifecycle.transfers.1.trigger", "conflicting values", 20}}},
 		{"an initial state that is terminal", entity("\t\tname: string", "\tlifecycle: lsm.simple & {initial_states: [\"terminated\"]}"), nil,
 			[]want{{"", "services.vm.lifecycle.initial_states", "cannot be an initial state", 0}}},
+		{"a config name on an api transfer", entity("\t\tname: string", strings.Replace(broken,
+			`{source: "up", target: "nowhere", trigger: "on_delete"},`,
+			`{source: "up", target: "new", trigger: "api", config_name: "again"},`, 1)), nil,
+			[]want{{"", "services.vm.lifecycle.transfers[1]", `config_name "again"`, 20}}},
+		{"a config name CUE refuses", entity("\t\tname: string", strings.Replace(broken,
+			`trigger: "auto"}`, `trigger: "auto", config_name: "no spaces"}`, 1)), nil,
+			[]want{{"", "services.vm.lifecycle.transfers.0.config_name", "invalid value", 19}}},
 		{"an identity naming nothing", entity("\t\tname: string", simple+"\n\tidentity: \"id\""), nil,
 			[]want{{"", "services.vm.identity", `names "id"`, 11}}},
 		{"an instance breaking the parameter's constraints", entity("\t\tname: =~\"^[a-z]+$\"", simple),

@@ -35,10 +35,10 @@ type Subject struct {
 	// Attributes are the attributes of the entity version the current
 	// set is of (Sets.CurrentVersion): an update is checked with them.
 	Attributes []AttributeSpec
-	// AutoTransfersOff: the instance's auto transfers are switched off,
-	// so it waits at an auto transfer that a set-state to its target
-	// takes instead.
-	AutoTransfersOff bool
+	// Auto switches the instance's auto transfers: one it does not take
+	// (AutoConfig.Takes) is held, and a set-state to its target takes
+	// it instead.
+	Auto AutoConfig
 }
 
 // Decision is what a write does when it is not refused.
@@ -174,18 +174,19 @@ func (s Subject) Transfer(version int64, ev Event) (Transfer, *Rejection) {
 	return t, nil
 }
 
-// heldAuto is the auto transfer the instance waits at with its auto
-// transfers off.
+// heldAuto is the auto transfer the instance waits at because its
+// config holds it (AutoConfig.Takes).
 func (s Subject) heldAuto() (Transfer, bool) {
-	if !s.AutoTransfersOff {
+	t, ok := s.Lifecycle.AutoFrom(s.State)
+	if !ok || s.Auto.Takes(t) {
 		return Transfer{}, false
 	}
-	return s.Lifecycle.AutoFrom(s.State)
+	return t, true
 }
 
 // Allowed are the events the instance's state takes, as a refusal lists
-// them: with auto transfers off, the auto transfer the instance waits at
-// is one a set-state to its target takes.
+// them: the auto transfer the instance's config holds it at is one a
+// set-state to its target takes.
 func (s Subject) Allowed() []Event {
 	evs := s.Lifecycle.Allowed(s.State)
 	if auto, ok := s.heldAuto(); ok {

@@ -149,6 +149,10 @@ type Transfer struct {
 	TargetOperation []Operation `json:"target_operation,omitempty"`
 	ErrorOperation  []Operation `json:"error_operation,omitempty"`
 	Description     string      `json:"description,omitempty"`
+	// ConfigName, on an auto transfer, names the switch that turns it
+	// off and on in the entity's and the instance's configs (Inmanta's
+	// config_name; AutoConfig.Takes).
+	ConfigName string `json:"config_name,omitempty"`
 }
 
 // canFail reports whether the transfer can end in its error state.
@@ -176,6 +180,7 @@ const (
 	RuleNoWayOut     Rule = "no_way_out"    // a transfer leaves every non-terminal state
 	RuleUnreachable  Rule = "unreachable"   // every state is reachable from start
 	RuleAutoLoop     Rule = "auto_loop"     // no cycle of auto transfers without a validation
+	RuleConfigName   Rule = "config_name"   // a config name only on an auto transfer, and a valid name
 )
 
 // noTransfer is Problem.Transfer when no transfer is at fault.
@@ -245,7 +250,9 @@ func (e *CheckError) Error() string {
 //     through targets and error states;
 //   - no cycle of auto transfers without a validation: it would loop
 //     forever (a cycle through an api, on_update, on_delete or resource
-//     transfer waits for its event at that step).
+//     transfer waits for its event at that step);
+//   - a config name only on an auto transfer (the others are not the
+//     engine's to take), and a valid one (CheckConfigName).
 func (l *Lifecycle) Check() error {
 	c := checker{l: l}
 	c.check()
@@ -374,6 +381,13 @@ func (c *checker) check() {
 		}
 		if s, ok := l.States[t.Source]; ok && s.Terminal {
 			c.add(RuleTerminalOut, "", i, "leaves terminal state %q", t.Source)
+		}
+		if t.ConfigName != "" {
+			if t.Trigger != Auto && t.Trigger.valid() {
+				c.add(RuleConfigName, "", i, "a %s transfer has config_name %q; only auto transfers are switched by a config name", t.Trigger, t.ConfigName)
+			} else if err := CheckConfigName(t.ConfigName); err != nil {
+				c.add(RuleConfigName, "", i, "%v", err)
+			}
 		}
 	}
 

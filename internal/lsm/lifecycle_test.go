@@ -293,6 +293,21 @@ func TestCheckRules(t *testing.T) {
 				Transfer{Source: "draft", Target: "terminated", Trigger: OnDelete})
 			l.InitialStates = []string{"draft"}
 		}, nil},
+		{"a config name on an auto transfer is fine", Simple, func(t *testing.T, l *Lifecycle) {
+			l.Transfers[transferFrom(t, l, "acknowledged", Auto)].ConfigName = "auto_creating"
+		}, nil},
+		{"a config name on an api transfer", Simple, func(t *testing.T, l *Lifecycle) {
+			l.Transfers[transferFrom(t, l, "failed", API)].ConfigName = "retry"
+		}, []problem{{RuleConfigName, "", transferFrom(t, ptr(Simple()), "failed", API)}}},
+		{"a config name on a resource transfer", Simple, func(t *testing.T, l *Lifecycle) {
+			l.Transfers[transferFrom(t, l, "creating", Resource)].ConfigName = "deployed"
+		}, []problem{{RuleConfigName, "", transferFrom(t, ptr(Simple()), "creating", Resource)}}},
+		{"a config name that is not a name", Simple, func(t *testing.T, l *Lifecycle) {
+			l.Transfers[transferFrom(t, l, "start", Auto)].ConfigName = "auto creating"
+		}, []problem{{RuleConfigName, "", transferFrom(t, ptr(Simple()), "start", Auto)}}},
+		{"a config name too long", Simple, func(t *testing.T, l *Lifecycle) {
+			l.Transfers[transferFrom(t, l, "start", Auto)].ConfigName = "a" + strings.Repeat("b", 64)
+		}, []problem{{RuleConfigName, "", transferFrom(t, ptr(Simple()), "start", Auto)}}},
 	}
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {

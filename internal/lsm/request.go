@@ -63,6 +63,10 @@ type Request struct {
 	// AutoTransfersOff is the entity's config as the request read it: a
 	// create's workflow starts with it.
 	AutoTransfersOff bool
+	// AutoTransferConfigs is the entity's config per config name as the
+	// request read it (AutoConfig.Entity): a create's workflow starts
+	// with it.
+	AutoTransferConfigs map[string]bool
 	// Expert is what an expert transfer forces (OpExpert).
 	Expert *ExpertChange
 }

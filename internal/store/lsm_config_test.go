@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/intendhq/intend/internal/lsm"
@@ -59,6 +60,57 @@ func TestEntityConfig(t *testing.T) {
 	}
 	if _, err := st.SetEntityConfig(ctx, e.ID, "nope", store.EntityConfig{}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown entity: %v", err)
+	}
+	named := store.EntityConfig{AutoTransfers: true, AutoTransferConfigs: map[string]bool{"auto_creating": false, "auto_up": true}}
+	if ent, err := st.SetEntityConfig(ctx, e.ID, "vm", named); err != nil || !reflect.DeepEqual(ent.Config, named) {
+		t.Errorf("per config name: %+v, %v", ent.Config, err)
+	}
+}
+
+// TestInstanceConfig: an instance's config defaults to its entity's
+// (auto transfers on, no name set), is stored per instance, is
+// replaced as a whole by a set, and an unknown instance's is
+// ErrNotFound; InstanceConfigs lists those set; the config goes with
+// the instance's row.
+func TestInstanceConfig(t *testing.T) {
+	t.Parallel()
+	st, e, _ := openVM(t)
+	ctx := context.Background()
+	web, db := liveWebDeletedDB(t, st, e)
+	if c, err := st.InstanceConfig(ctx, e.ID, web); err != nil || !reflect.DeepEqual(c, store.DefaultInstanceConfig()) {
+		t.Errorf("default = %+v, %v", c, err)
+	}
+	set := store.InstanceConfig{AutoTransfers: true, AutoTransferConfigs: map[string]bool{"auto_creating": true}}
+	if err := st.SetInstanceConfig(ctx, e.ID, web, set); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := st.InstanceConfig(ctx, e.ID, web); err != nil || !reflect.DeepEqual(c, set) {
+		t.Errorf("set = %+v, %v", c, err)
+	}
+	off := store.InstanceConfig{AutoTransfers: false}
+	if err := st.SetInstanceConfig(ctx, e.ID, web, off); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := st.InstanceConfig(ctx, e.ID, web); err != nil || !reflect.DeepEqual(c, off) {
+		t.Errorf("set again = %+v, %v", c, err)
+	}
+	if c, err := st.InstanceConfig(ctx, e.ID, db); err != nil || !c.AutoTransfers {
+		t.Errorf("another instance's = %+v, %v", c, err)
+	}
+	all, err := st.InstanceConfigs(ctx, e.ID)
+	if err != nil || len(all) != 1 || !reflect.DeepEqual(all[web], off) {
+		t.Errorf("configs = %+v, %v", all, err)
+	}
+	const nope = "00000000-0000-4000-8000-000000000000"
+	if _, err := st.InstanceConfig(ctx, e.ID, nope); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown instance: %v", err)
+	}
+	if err := st.SetInstanceConfig(ctx, e.ID, nope, off); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("set of an unknown instance: %v", err)
+	}
+	if got := (store.EntityConfig{AutoTransfers: true, AutoTransferConfigs: map[string]bool{"a": false}}).Auto(set); got.Off || got.InstanceOff ||
+		!got.Instance["auto_creating"] || got.Entity["a"] {
+		t.Errorf("Auto = %+v", got)
 	}
 }
 

@@ -38,6 +38,7 @@ func (e *LSM) RestartInstances(ctx context.Context, env store.Environment, stabl
 		return 0, err
 	}
 	var entities map[string]store.ServiceEntity
+	var configs map[string]store.InstanceConfig
 	started := 0
 	for _, inst := range live {
 		wfID := workflows.ServiceInstanceWorkflowID(env.Name, inst.Entity, inst.ID)
@@ -69,6 +70,15 @@ func (e *LSM) RestartInstances(ctx context.Context, env store.Environment, stabl
 			return started, err
 		}
 		entity.Entity = own
+		if configs == nil {
+			if configs, err = e.Store.InstanceConfigs(ctx, env.ID); err != nil {
+				return started, err
+			}
+		}
+		ic, ok := configs[inst.ID]
+		if !ok {
+			ic = store.DefaultInstanceConfig()
+		}
 		_, err = e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID:                       wfID,
 			TaskQueue:                workflows.TaskQueue,
@@ -79,7 +89,9 @@ func (e *LSM) RestartInstances(ctx context.Context, env store.Environment, stabl
 			StaticSummary:            fmt.Sprintf("service instance %s/%s (restarted from PostgreSQL)", inst.Entity, inst.ID),
 		}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
 			EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: entity.Entity, InstanceID: inst.ID,
-			AutoTransfersOff: !entity.Config.AutoTransfers, Generation: workflows.InstanceGeneration,
+			AutoTransfersOff: !entity.Config.AutoTransfers, AutoTransferConfigs: entity.Config.AutoTransferConfigs,
+			InstanceAutoTransfersOff: !ic.AutoTransfers, InstanceAutoTransferConfigs: ic.AutoTransferConfigs,
+			Generation: workflows.InstanceGeneration,
 			Snapshot: &workflows.InstanceSnapshot{State: inst.State, Version: inst.Version, Identity: inst.Identity,
 				Sets: inst.Sets, Entities: others},
 		})

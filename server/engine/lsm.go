@@ -99,7 +99,7 @@ func (e *LSM) Send(ctx context.Context, req lsm.Request) (store.ServiceInstance,
 				StaticSummary:            fmt.Sprintf("service instance %s/%s", entity, req.InstanceID),
 			}, workflows.ServiceInstanceWorkflowName, workflows.ServiceInstanceInput{
 				EnvironmentID: env.ID, EnvironmentName: env.Name, Entity: req.Entity, InstanceID: req.InstanceID,
-				AutoTransfersOff: req.AutoTransfersOff, Generation: workflows.InstanceGeneration,
+				AutoTransfersOff: req.AutoTransfersOff, AutoTransferConfigs: req.AutoTransferConfigs, Generation: workflows.InstanceGeneration,
 			})
 			h, err = e.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 				StartWorkflowOperation: start, UpdateOptions: opts,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"go.temporal.io/api/serviceerror"
 
@@ -21,7 +22,10 @@ import (
 // written, reads the config again and signals its own workflow when it
 // changed (syncConfig), so that either the change or the create tells it.
 
-var _ api.LSMConfigNotifier = (*LSM)(nil)
+var (
+	_ api.LSMConfigNotifier         = (*LSM)(nil)
+	_ api.LSMInstanceConfigNotifier = (*LSM)(nil)
+)
 
 // ConfigChanged implements api.LSMConfigNotifier: it signals c to every
 // live instance of entity (a workflow that does not run is skipped: the
@@ -46,7 +50,23 @@ func (e *LSM) ConfigChanged(ctx context.Context, env store.Environment, entity s
 func (e *LSM) signalConfig(ctx context.Context, env, entity, id string, c store.EntityConfig) error {
 	wfID := workflows.ServiceInstanceWorkflowID(env, entity, id)
 	err := e.Temporal.SignalWorkflow(ctx, wfID, "", workflows.ConfigChangedSignal,
-		workflows.EntityConfigSignal{AutoTransfers: c.AutoTransfers})
+		workflows.EntityConfigSignal{AutoTransfers: c.AutoTransfers, AutoTransferConfigs: c.AutoTransferConfigs})
+	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("signal %s: %w", wfID, err)
+	}
+	return nil
+}
+
+// InstanceConfigChanged implements api.LSMInstanceConfigNotifier: it
+// signals c to the workflow of the instance id (one that does not run is
+// skipped: the reconciler restarts it with the stored config).
+func (e *LSM) InstanceConfigChanged(ctx context.Context, env store.Environment, entity, id string, c store.InstanceConfig) error {
+	wfID := workflows.ServiceInstanceWorkflowID(env.Name, entity, id)
+	err := e.Temporal.SignalWorkflow(ctx, wfID, "", workflows.InstanceConfigChangedSignal,
+		workflows.InstanceConfigSignal{AutoTransfers: c.AutoTransfers, AutoTransferConfigs: c.AutoTransferConfigs})
 	if _, gone := errors.AsType[*serviceerror.NotFound](err); gone {
 		return nil
 	}
@@ -61,7 +81,7 @@ func (e *LSM) signalConfig(ctx context.Context, env, entity, id string, c store.
 // is left to the next config change (or a repeat of it).
 func (e *LSM) syncConfig(ctx context.Context, req lsm.Request) {
 	ent, err := e.Store.GetEntityDefinition(ctx, req.Env.ID, req.Entity.Name)
-	if err != nil || !ent.Config.AutoTransfers == req.AutoTransfersOff {
+	if err != nil || (!ent.Config.AutoTransfers == req.AutoTransfersOff && maps.Equal(ent.Config.AutoTransferConfigs, req.AutoTransferConfigs)) {
 		return // the workflow started with the config there is
 	}
 	_ = e.signalConfig(ctx, req.Env.Name, req.Entity.Name, req.InstanceID, ent.Config)
