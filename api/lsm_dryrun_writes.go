@@ -1,12 +1,8 @@
 package api
 
 import (
-	"errors"
 	"net/http"
-	"strings"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/intent"
@@ -161,11 +157,8 @@ func (s *Server) dryrunCreate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var lw lsmWrite
-	if lw.env, err = s.lsmEnv(r); err != nil {
-		return err
-	}
-	name, err := pathParam(chi.URLParam(r, "entity"))
-	if err != nil {
+	var name string
+	if lw.env, name, err = s.lsmEntityParam(r); err != nil {
 		return err
 	}
 	if lw.entity, err = s.opts.Store.GetEntityDefinition(r.Context(), lw.env.ID, name); err != nil {
@@ -178,25 +171,8 @@ func (s *Server) dryrunCreate(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(lw.body, &req); err != nil {
 		return err
 	}
-	id := strings.ToLower(req.ServiceInstanceID)
-	switch {
-	case id != "" && !isUUID(id):
-		return InvalidField("/service_instance_id", "must be a UUID")
-	case id == "":
-		id = newUUID()
-	}
-	if req.Attributes == nil {
-		req.Attributes = map[string]any{}
-	}
-	if err := s.entityVersion(r, &lw, req.ServiceEntityVersion); err != nil {
-		return err
-	}
-	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, req.Attributes, "/attributes/"); err != nil {
-		return err
-	}
-	if _, err := s.opts.Store.GetInstance(r.Context(), lw.env.ID, "", id); err == nil {
-		return Conflict("service instance %s exists", id)
-	} else if !errors.Is(err, store.ErrNotFound) {
+	id, err := s.prepareCreate(r, &lw, &req)
+	if err != nil {
 		return err
 	}
 	subj := lsm.Subject{ID: id, Lifecycle: &lw.entity.Lifecycle, Entity: lw.entity.Entity,

@@ -304,6 +304,39 @@ type createInstanceRequest struct {
 	InitialState string `json:"initial_state"`
 }
 
+// prepareCreate resolves what a create (or its dry-run) names: the new
+// instance's id (the client's UUID, one derived from the Idempotency-Key,
+// or a fresh one), the entity version, the references, and that the id
+// was never used. req.Attributes is nil no more.
+func (s *Server) prepareCreate(r *http.Request, lw *lsmWrite, req *createInstanceRequest) (string, error) {
+	id := strings.ToLower(req.ServiceInstanceID)
+	switch {
+	case id != "" && !isUUID(id):
+		return "", InvalidField("/service_instance_id", "must be a UUID")
+	case id == "" && lw.key != "":
+		id = keyedUUID(lw.env.ID, lw.entity.Name, lw.key)
+	case id == "":
+		id = newUUID()
+	}
+	if req.Attributes == nil {
+		req.Attributes = map[string]any{}
+	}
+	if err := s.entityVersion(r, lw, req.ServiceEntityVersion); err != nil {
+		return "", err
+	}
+	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, req.Attributes, "/attributes/"); err != nil {
+		return "", err
+	}
+	// An id that was created before (even terminated) is taken: its
+	// workflow may have ended, and a new one must not take it over.
+	if _, err := s.opts.Store.GetInstance(r.Context(), lw.env.ID, "", id); err == nil {
+		return "", Conflict("service instance %s exists", id)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	return id, nil
+}
+
 // createInstance creates an instance: 201 with the instance as the
 // create wrote it (version 1, the lifecycle's start state or the
 // initial_state the request named).
@@ -316,29 +349,8 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(lw.body, &req); err != nil {
 		return err
 	}
-	id := strings.ToLower(req.ServiceInstanceID)
-	switch {
-	case id != "" && !isUUID(id):
-		return InvalidField("/service_instance_id", "must be a UUID")
-	case id == "" && lw.key != "":
-		id = keyedUUID(lw.env.ID, lw.entity.Name, lw.key)
-	case id == "":
-		id = newUUID()
-	}
-	if req.Attributes == nil {
-		req.Attributes = map[string]any{}
-	}
-	if err := s.entityVersion(r, &lw, req.ServiceEntityVersion); err != nil {
-		return err
-	}
-	if err := s.checkReferences(r.Context(), lw.env.ID, lw.entity.Attributes, req.Attributes, "/attributes/"); err != nil {
-		return err
-	}
-	// An id that was created before (even terminated) is taken: its
-	// workflow may have ended, and a new one must not take it over.
-	if _, err := s.opts.Store.GetInstance(r.Context(), lw.env.ID, "", id); err == nil {
-		return Conflict("service instance %s exists", id)
-	} else if !errors.Is(err, store.ErrNotFound) {
+	id, err := s.prepareCreate(r, &lw, &req)
+	if err != nil {
 		return err
 	}
 	return s.send(w, r, lw, lsm.Request{Op: lsm.OpCreate, InstanceID: id, Attributes: req.Attributes, Target: req.InitialState},

@@ -271,13 +271,27 @@ func poolNames(pools []Pool) string {
 // schemaAllows reports whether a JSON Schema's type takes integers
 // (integer) or strings; a schema without a type takes anything.
 func schemaAllows(schema json.RawMessage, integer bool) bool {
+	types, anything := SchemaTypes(schema)
+	if anything {
+		return true
+	}
+	for _, t := range types {
+		if integer && (t == "integer" || t == "number") || !integer && t == "string" {
+			return true
+		}
+	}
+	return false
+}
+
+// SchemaTypes are the JSON types a JSON Schema's "type" names (one, or a
+// list); anything is true when it names none.
+func SchemaTypes(schema json.RawMessage) (types []string, anything bool) {
 	var s struct {
 		Type any `json:"type"`
 	}
 	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil || s.Type == nil {
-		return true
+		return nil, true
 	}
-	var types []string
 	switch t := s.Type.(type) {
 	case string:
 		types = []string{t}
@@ -288,10 +302,5 @@ func schemaAllows(schema json.RawMessage, integer bool) bool {
 			}
 		}
 	}
-	for _, t := range types {
-		if integer && (t == "integer" || t == "number") || !integer && t == "string" {
-			return true
-		}
-	}
-	return false
+	return types, false
 }

@@ -252,22 +252,9 @@ func breakingChanges(entities []lsm.Entity, live []liveInstance) []BreakingChang
 // fits reports whether v has a JSON type the schema's "type" allows (no
 // "type": anything fits), and the allowed types.
 func fits(schema json.RawMessage, v any) (string, bool) {
-	var s struct {
-		Type any `json:"type"`
-	}
-	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil || s.Type == nil {
+	types, anything := lsm.SchemaTypes(schema)
+	if anything {
 		return "", true
-	}
-	var types []string
-	switch t := s.Type.(type) {
-	case string:
-		types = []string{t}
-	case []any:
-		for _, x := range t {
-			if str, ok := x.(string); ok {
-				types = append(types, str)
-			}
-		}
 	}
 	kind := jsonKind(v)
 	for _, t := range types {
