@@ -99,6 +99,17 @@ func lifecycleConfigNames(l lsm.Lifecycle) []string {
 	return names
 }
 
+// configRequest reads the body of PATCH .../config (an entity's or an
+// instance's).
+func (s *Server) configRequest(r *http.Request) (entityConfigRequest, error) {
+	var req entityConfigRequest
+	body, err := ReadBody(r, s.opts.MaxBodyBytes)
+	if err != nil {
+		return req, err
+	}
+	return req, decodeJSON(body, &req)
+}
+
 // patchEntityConfig changes an entity's config: 200 with the entity.
 // The config is stored first, then the live instances are told; a
 // failure to tell them is a 503 (the config stands: repeat the request
@@ -112,12 +123,8 @@ func (s *Server) patchEntityConfig(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	body, err := ReadBody(r, s.opts.MaxBodyBytes)
+	req, err := s.configRequest(r)
 	if err != nil {
-		return err
-	}
-	var req entityConfigRequest
-	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
 	c := ent.Config
@@ -189,12 +196,8 @@ func (s *Server) patchInstanceConfig(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	body, err := ReadBody(r, s.opts.MaxBodyBytes)
+	req, err := s.configRequest(r)
 	if err != nil {
-		return err
-	}
-	var req entityConfigRequest
-	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
 	c, err := s.opts.Store.InstanceConfig(r.Context(), env.ID, inst.ID)
