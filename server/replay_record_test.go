@@ -257,13 +257,24 @@ func TestSchedulerHistory(t *testing.T) {
 	if run := deploy(t, c, env, body(t, file(ok, "ok at last\n", "0644"), file(bad, "bad\n", "0644"))); run.Deployed < 1 {
 		t.Fatalf("run of the continued scheduler = %+v", run)
 	}
-	if err := srv.Temporal().TerminateWorkflow(ctx, wfID, "", "environment stopped: deleted, cleared or decommissioned"); err != nil {
+	// The continued run is named by its ID: once it is terminated, the
+	// reconciler (every second here) starts a fresh scheduler for the
+	// environment, which would be "the latest run".
+	d, err := srv.Temporal().DescribeWorkflowExecution(ctx, wfID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	continued := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if continued == firstRun {
+		t.Fatalf("the latest run is still the first one (%s)", firstRun)
+	}
+	if err := srv.Temporal().TerminateWorkflow(ctx, wfID, continued, "environment stopped: deleted, cleared or decommissioned"); err != nil {
 		t.Fatal(err)
 	}
 
 	register := func(r worker.WorkflowReplayer) { workflows.Register(r) }
 	replayRun(t, srv, wfID, firstRun, "INTEND_RECORD_SCHEDULER_HISTORY", register)
-	replayRun(t, srv, wfID, "", "INTEND_RECORD_SCHEDULER_CONTINUED_HISTORY", register)
+	replayRun(t, srv, wfID, continued, "INTEND_RECORD_SCHEDULER_CONTINUED_HISTORY", register)
 }
 
 // TestCompileHistories records an environment's compile queue through
