@@ -88,7 +88,7 @@ func instanceSet(entity, id string) string { return entity + "/" + id }
 // ApplyTransfer writes one version of an instance, its log row and the
 // first response to its idempotent request in one transaction
 // (store.ApplyInstanceChange). A retry finds the version written and
-// returns the instance as it is. A write the store refuses (another live
+// returns the instance as that version left it. A write the store refuses (another live
 // instance has the identity; the instance moved under another writer) is
 // a non-retryable lsm.RejectConflict; a version another transfer wrote
 // (the workflow is behind PostgreSQL) a non-retryable lsm.RejectStale

@@ -168,7 +168,8 @@ func TestConcurrentInstanceExportsKeepEverySet(t *testing.T) {
 
 // TestApplyInstanceChangeTellsARetryFromAWriterBehind: a change whose
 // version is written already is a retry when it writes the same state
-// and sets (it returns the instance as it is now, written nothing), and a
+// and sets (it returns the instance as that version left it, written
+// nothing: the answer to the request that wrote it), and a
 // writer behind PostgreSQL when it writes something else (a
 // *VersionTakenError with the instance's version, an ErrConflict).
 func TestApplyInstanceChangeTellsARetryFromAWriterBehind(t *testing.T) {
@@ -187,8 +188,12 @@ func TestApplyInstanceChangeTellsARetryFromAWriterBehind(t *testing.T) {
 		}
 	}
 	again, err := st.ApplyInstanceChange(ctx, e.ID, change(2, "up", 2))
-	if err != nil || again.Written || again.Instance.Version != 3 {
-		t.Fatalf("a retry of version 2: %+v %v, want nothing written and the instance at 3", again, err)
+	if err != nil || again.Written || again.Instance.Version != 2 || again.Instance.State != "up" ||
+		again.Instance.Active["memory"] != 2.0 {
+		t.Fatalf("a retry of version 2: %+v %v, want nothing written and the instance as version 2 left it", again, err)
+	}
+	if now, err := st.GetInstance(ctx, e.ID, "vm", id); err != nil || now.Version != 3 || now.State != "update_start" {
+		t.Fatalf("after the retry: %+v %v, want the instance still at version 3", now, err)
 	}
 	for _, c := range []store.InstanceChange{change(2, "up", 8), change(3, "up", 4), change(2, "update_start", 2)} {
 		_, err := st.ApplyInstanceChange(ctx, e.ID, c)

@@ -417,7 +417,7 @@ type AppliedChange struct {
 // row, its log row, an outbox row per callback that hears of it and, for
 // an idempotent request, its first response. It
 // is idempotent: when the version was written before (a retried activity),
-// it returns the instance as it is and writes nothing. A version that is
+// it returns the instance as that version left it and writes nothing. A version that is
 // neither next nor written before is ErrConflict (a stale writer).
 func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch InstanceChange) (AppliedChange, error) {
 	var out AppliedChange
@@ -470,7 +470,7 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 			if !same {
 				return &VersionTakenError{ID: ch.ID, Version: ch.Version, Current: current}
 			}
-			out.Instance, err = getInstance(ctx, tx, envID, "", ch.ID)
+			out.Instance, err = instanceAt(ctx, tx, envID, ch, current)
 			return err
 		case current != ch.Version-1:
 			return Conflict("service instance %s is at version %d, not %d", ch.ID, current, ch.Version-1)
@@ -567,6 +567,31 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		return AppliedChange{}, err
 	}
 	return out, nil
+}
+
+// instanceAt is the instance as the version ch wrote left it, for a
+// retry that finds it written: the row when it is still at that version,
+// else the row with the state, sets and time of ch's log row. A retry
+// answers the request that wrote ch, not a later transfer (a workflow
+// task that timed out after its local activities wrote two versions
+// retries the first with the second already in PostgreSQL).
+func instanceAt(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange, current int64) (ServiceInstance, error) {
+	inst, err := getInstance(ctx, tx, envID, "", ch.ID)
+	if err != nil || current == ch.Version {
+		return inst, err
+	}
+	err = tx.QueryRow(ctx, `select state, candidate_attributes, active_attributes, rollback_attributes,
+			coalesce(candidate_version, 0), coalesce(active_version, 0), coalesce(rollback_version, 0), created_at
+		from service_instance_log
+		where environment_id = $1::uuid and instance_id = $2::uuid and version = $3`,
+		envID, ch.ID, ch.Version).Scan(&inst.State, &inst.Candidate, &inst.Active, &inst.Rollback,
+		&inst.CandidateVersion, &inst.ActiveVersion, &inst.RollbackVersion, &inst.UpdatedAt)
+	if err != nil {
+		return ServiceInstance{}, fmt.Errorf("service instance %s at version %d: %w", ch.ID, ch.Version, err)
+	}
+	inst.Version, inst.Deleted = ch.Version, ch.Deleted
+	inst.EntityVersion = inst.Sets.EntityVersion()
+	return inst, nil
 }
 
 func nullIfEmptyJSON(b json.RawMessage) any {

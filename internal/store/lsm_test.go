@@ -119,6 +119,13 @@ func TestServiceInventory(t *testing.T) {
 		t.Errorf("version 2 left %q entered at %v (written %v); want start, entered at the create, %v",
 			applied.Source, applied.SourceSince, applied.Written, inst.UpdatedAt)
 	}
+	// A retry of version 1 with version 2 written answers version 1 as
+	// it was written (its state and sets), not the instance as it is now.
+	if again, err := st.ApplyInstanceChange(ctx, e.ID, create); err != nil || again.Written ||
+		again.Instance.Version != 1 || again.Instance.State != "start" || again.Instance.Active != nil ||
+		again.Instance.Candidate["name"] != "web" || !again.Instance.UpdatedAt.Equal(inst.UpdatedAt) {
+		t.Errorf("retry of version 1 after version 2: %+v, %v; want version 1 in start with no active set", again, err)
+	}
 	// A writer that missed version 2 is refused.
 	stale := next
 	stale.Version = 4
