@@ -77,6 +77,7 @@ func (l *LSM) Register(w workflows.ActivityRegistry) {
 	workflows.ExportInstanceActivity.Register(w, l.ExportInstance)
 	workflows.CheckInstanceDeployActivity.Register(w, l.CheckInstanceDeploy)
 	workflows.LoadInstanceActivity.Register(w, l.LoadInstance)
+	workflows.AllocateValuesActivity.Register(w, l.AllocateValues)
 	workflows.NotifyModelChangedActivity.Register(w, l.NotifyModelChanged)
 }
 
@@ -130,6 +131,22 @@ func (l *LSM) ApplyTransfer(ctx context.Context, in workflows.ApplyTransferInput
 		return workflows.ServiceInstanceRecord{}, err
 	}
 	return applied.Instance, nil
+}
+
+// AllocateValues gives a migration's candidate set the values of its
+// version's allocated attributes (store.AllocateForVersion). A pool
+// with no free value, or an attribute holding a value of another pool,
+// is a non-retryable lsm.RejectConflict: the migration is refused and
+// the instance stays as it is.
+func (l *LSM) AllocateValues(ctx context.Context, in workflows.AllocateValuesInput) (map[string]any, error) {
+	attrs, err := l.Store.AllocateForVersion(ctx, in.EnvironmentID, in.Entity, in.InstanceID, in.EntityVersion, in.Attributes)
+	if ce := (*store.ConflictError)(nil); errors.As(err, &ce) {
+		return nil, temporal.NewNonRetryableApplicationError(ce.What, lsm.RejectConflict, err)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return attrs, nil
 }
 
 // observeTransfer counts a transfer that was written and committed (a

@@ -61,7 +61,7 @@ func TestActivitiesOnlyThroughHandles(t *testing.T) {
 // declared once.
 func TestActivityNames(t *testing.T) {
 	want := []string{
-		"intend.ApplyTransfer", "intend.BuildCompile", "intend.CheckInstanceDeploy", "intend.ExecuteBatch",
+		"intend.AllocateValues", "intend.ApplyTransfer", "intend.BuildCompile", "intend.CheckInstanceDeploy", "intend.ExecuteBatch",
 		"intend.ExportInstance", "intend.FetchCompile", "intend.FinishCompile", "intend.FinishDeploy",
 		"intend.LoadInstance", "intend.LoadOrder", "intend.MarkBatch", "intend.MarkOrderItems",
 		"intend.NotifyModelChanged", "intend.PlanDeploy", "intend.PlanRetry", "intend.ReleaseCompile",

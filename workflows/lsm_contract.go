@@ -42,6 +42,7 @@ var (
 	ExportInstanceActivity      = newActivity[ExportInstanceInput, ExportInstanceResult]("intend.ExportInstance")
 	CheckInstanceDeployActivity = newActivity[CheckInstanceDeployInput, CheckInstanceDeployResult]("intend.CheckInstanceDeploy")
 	LoadInstanceActivity        = newActivity[LoadInstanceInput, *InstanceSnapshot]("intend.LoadInstance")
+	AllocateValuesActivity      = newActivity[AllocateValuesInput, map[string]any]("intend.AllocateValues")
 )
 
 // Search attributes of an instance's workflow, besides
@@ -279,6 +280,19 @@ type ApplyTransferInput struct {
 	// Errors are a failed validation's or export's errors, for the log.
 	Errors  json.RawMessage
 	Request *lsm.IdempotentRequest
+}
+
+// AllocateValuesInput asks for the values of the allocated attributes of
+// version EntityVersion of an instance's entity, for Attributes (the
+// candidate set a migration mapped to that version): the ones the
+// instance holds, else new ones from their pools (docs/lsm.md,
+// "Allocation"). The answer is Attributes with them.
+type AllocateValuesInput struct {
+	EnvironmentID string
+	Entity        string
+	InstanceID    string
+	EntityVersion int
+	Attributes    map[string]any
 }
 
 // ValidateInstanceInput asks whether the model compiles with the

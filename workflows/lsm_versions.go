@@ -70,6 +70,20 @@ func (w *instanceWorkflow) migrate(ctx workflow.Context, req MigrateRequest) (Se
 	sets := w.st.Sets
 	sets.Candidate = lsm.WithDefaults(req.Entity.Attributes, req.Attributes)
 	sets.CandidateVersion = lsm.EntityVersion(req.Entity.Version)
+	if lsm.HasAllocated(req.Entity.Attributes) {
+		// The target version's allocated attributes get their values
+		// before the validation reads them: the ones the instance holds,
+		// else new ones (a version that adds one). Entities without
+		// allocated attributes run no activity here, as before.
+		attrs, err := AllocateValuesActivity.RunLocal(quickOptions(ctx), AllocateValuesInput{
+			EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
+			EntityVersion: sets.CandidateVersion, Attributes: sets.Candidate,
+		})
+		if err != nil {
+			return ServiceInstanceRecord{}, fmt.Errorf("allocate the values of version %d: %w", sets.CandidateVersion, err)
+		}
+		sets.Candidate = attrs
+	}
 	return w.request(ctx, t, sets, caller{idem: req.Request, actor: req.Actor, migrateTo: sets.CandidateVersion})
 }
 

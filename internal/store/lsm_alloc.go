@@ -192,16 +192,27 @@ func allocate(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange) (
 		// The lowest free value is the pool's first, or one right after
 		// a value given (every given value is one of the pool's:
 		// poolChanges keeps it so).
+		// Values this call chose already (two attributes of one pool)
+		// are not recorded yet: they count as given.
+		chosen := []string{}
+		for _, a := range out {
+			if a.pool == p.Name {
+				chosen = append(chosen, a.ordinal)
+			}
+		}
 		var ord *string
 		err = tx.QueryRow(ctx, `select c::text from (
 				select $3::text::numeric as c
 				union all
 				select ordinal + $4::text::numeric from lsm_allocations where environment_id = $1::uuid and pool = $2
+				union all
+				select o::numeric + $4::text::numeric from unnest($6::text[]) o
 			) x
 			where c >= $3::text::numeric and c <= $5::text::numeric
 			  and not exists (select 1 from lsm_allocations a where a.environment_id = $1::uuid and a.pool = $2 and a.ordinal = x.c)
+			  and not x.c = any($6::text[]::numeric[])
 			order by c limit 1`,
-			envID, p.Name, p.First().String(), p.Step().String(), p.Last().String()).Scan(&ord)
+			envID, p.Name, p.First().String(), p.Step().String(), p.Last().String(), chosen).Scan(&ord)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, &PoolExhaustedError{Pool: p.Name, Describe: p.Describe(), Size: p.Count(), Entity: ch.Entity, Attribute: spec.Name}
 		}
