@@ -25,7 +25,7 @@ func wireSettings(s store.Settings) client.Settings {
 		RecompileInterval: s.RecompileInterval, AllowPush: s.AllowPush, CompileCPULimit: s.CompileCPULimit,
 		AllowedPaths: s.AllowedPaths, AllowedCommands: s.AllowedCommands, AllowedEndpoints: s.AllowedEndpoints,
 		AllowedPlugins: s.AllowedPlugins, ArtifactQuota: s.ArtifactQuota,
-		Retention: client.Retention(s.Retention),
+		InstanceQuota: s.InstanceQuota, Retention: client.Retention(s.Retention),
 	}
 }
 

@@ -105,6 +105,9 @@ type Settings struct {
 	// changes them.
 	AllowedPlugins []string `json:"allowed_plugins"`
 	ArtifactQuota  int64    `json:"artifact_quota"`
+	// InstanceQuota bounds the environment's live service instances;
+	// only a global admin changes it.
+	InstanceQuota int64 `json:"service_instance_quota"`
 	// Retention is how long the environment keeps its history; its keys
 	// are settings of their own.
 	Retention

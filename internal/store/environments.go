@@ -124,6 +124,11 @@ type Settings struct {
 	// artifacts together, in bytes (0, as rows stored before it read:
 	// DefaultArtifactQuota). Only a global admin changes it.
 	ArtifactQuota int64 `json:"artifact_quota"`
+	// InstanceQuota bounds the environment's live service instances (0,
+	// as rows stored before it read: DefaultInstanceQuota): each is a
+	// workflow in the shared Temporal cluster and rows in the shared
+	// database. Only a global admin changes it.
+	InstanceQuota int64 `json:"service_instance_quota"`
 	// Retention says how long the environment keeps its history
 	// (retention.go); its keys are settings of their own.
 	Retention
@@ -135,7 +140,7 @@ func DefaultSettings() Settings {
 		AgentTimeout: 600, KeepVersions: 100, RetryAttempts: 2, RetryBackoff: 5, RepoBranch: "main",
 		CompileCPULimit: DefaultCompileCPULimit, AllowedPaths: []string{}, AllowedCommands: []string{},
 		AllowedEndpoints: []string{}, AllowedPlugins: []string{}, ArtifactQuota: DefaultArtifactQuota,
-		Retention: DefaultRetention()}
+		InstanceQuota: DefaultInstanceQuota, Retention: DefaultRetention()}
 }
 
 // DefaultCompileCPULimit is compile_cpu_limit unless set, in seconds: the
@@ -159,7 +164,7 @@ const (
 // allowed_commands and allowed_endpoints confine what the environment's
 // resources touch there.
 var GlobalAdminSettings = []string{"autostart_agents", "compile_cpu_limit", "allowed_paths", "allowed_commands",
-	"allowed_endpoints", "allowed_plugins", "artifact_quota"}
+	"allowed_endpoints", "allowed_plugins", "artifact_quota", "service_instance_quota"}
 
 // GlobalAdminChanges returns the GlobalAdminSettings whose values differ
 // between before and after, in order.
@@ -195,6 +200,10 @@ func GlobalAdminChanges(before, after Settings) []string {
 			if before.Quota() != after.Quota() {
 				changed = append(changed, k)
 			}
+		case "service_instance_quota":
+			if before.Instances() != after.Instances() {
+				changed = append(changed, k)
+			}
 		}
 	}
 	return changed
@@ -221,6 +230,23 @@ func (s Settings) Quota() int64 {
 
 // MaxArtifactQuota is the largest artifact_quota a global admin may set.
 const MaxArtifactQuota = 1 << 40
+
+// DefaultInstanceQuota is service_instance_quota unless set: ten times
+// the largest inventory measured (P8, 10,000 instances); with metadata
+// at its 16 KiB per instance, 1.6 GiB. MaxInstanceQuota is the largest a
+// global admin may set.
+const (
+	DefaultInstanceQuota = 100_000
+	MaxInstanceQuota     = 10_000_000
+)
+
+// Instances is service_instance_quota, DefaultInstanceQuota when unset.
+func (s Settings) Instances() int64 {
+	if s.InstanceQuota <= 0 {
+		return DefaultInstanceQuota
+	}
+	return s.InstanceQuota
+}
 
 // CompileCPU is compile_cpu_limit as a duration (the default when a row
 // stored before the setting existed reads 0).
@@ -424,6 +450,13 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				continue
 			}
 			s.ArtifactQuota = n
+		case "service_instance_quota":
+			var n int64
+			if json.Unmarshal(raw, &n) != nil || n < 1 || n > MaxInstanceQuota {
+				bad("must be a whole number of live service instances from 1 to " + strconv.FormatInt(MaxInstanceQuota, 10))
+				continue
+			}
+			s.InstanceQuota = n
 		case "autostart_agents":
 			var a []string
 			if json.Unmarshal(raw, &a) != nil {
@@ -443,7 +476,8 @@ func ApplySettings(s Settings, patch map[string]json.RawMessage) (Settings, []*S
 				"auto_deploy, auto_release, autostart_agents, " +
 				"compile_cpu_limit, compile_retention, deploy_interval, instance_log_retention, keep_versions, " +
 				"notification_retention, order_retention, " +
-				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff, run_retention)")
+				"recompile_interval, repair_interval, repo_branch, repo_url, retry_attempts, retry_backoff, run_retention, " +
+				"service_instance_quota)")
 		}
 	}
 	return s, errs
@@ -583,6 +617,7 @@ func scanEnvironment(row pgx.Row) (Environment, error) {
 		e.Settings.AllowedPlugins = []string{}
 	}
 	e.Settings.ArtifactQuota = e.Settings.Quota()
+	e.Settings.InstanceQuota = e.Settings.Instances()
 	return e, nil
 }
 

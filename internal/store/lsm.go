@@ -487,6 +487,9 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		// transfer that terminates an instance gives them back.
 		var allocs []allocated
 		if ch.Version == 1 && !ch.Deleted {
+			if err := checkInstanceQuota(ctx, tx, envID); err != nil {
+				return err
+			}
 			if ch.Sets.Candidate, allocs, err = allocate(ctx, tx, envID, ch); err != nil {
 				return err
 			}
@@ -567,6 +570,30 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		return AppliedChange{}, err
 	}
 	return out, nil
+}
+
+// checkInstanceQuota refuses a create when the environment holds its
+// service_instance_quota of live instances (Settings.Instances): a
+// *ConflictError, nothing written. It counts at most the quota's rows.
+// Creates committing at once may each pass it at quota-1: the quota can
+// be passed by the creates in flight, not more.
+func checkInstanceQuota(ctx context.Context, tx pgx.Tx, envID string) error {
+	var s Settings
+	if err := tx.QueryRow(ctx, `select coalesce((settings->>'service_instance_quota')::bigint, 0) from environments where id = $1::uuid`,
+		envID).Scan(&s.InstanceQuota); err != nil {
+		return fmt.Errorf("environment %s: %w", envID, err)
+	}
+	quota := s.Instances()
+	var live int64
+	if err := tx.QueryRow(ctx, `select count(*) from (select 1 from service_instances
+			where environment_id = $1::uuid and not deleted limit $2) x`, envID, quota).Scan(&live); err != nil {
+		return fmt.Errorf("count live service instances: %w", err)
+	}
+	if live >= quota {
+		return Conflict("the environment holds %d live service instances, its service_instance_quota: terminate some, "+
+			"or ask a global admin to raise service_instance_quota", quota)
+	}
+	return nil
 }
 
 // instanceAt is the instance as the version ch wrote left it, for a
