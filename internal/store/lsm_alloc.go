@@ -239,8 +239,12 @@ type PoolExhaustedError struct {
 func (e *PoolExhaustedError) Error() string { return e.conflict().Error() }
 
 func (e *PoolExhaustedError) conflict() *ConflictError {
-	return &ConflictError{What: fmt.Sprintf("pool %s (%s) is exhausted: its %d values are allocated, none is left for attribute %s of %s "+
-		"(terminate an instance that holds one, or widen the pool in the model)", e.Pool, e.Describe, e.Size, e.Attribute, e.Entity)}
+	held := fmt.Sprintf("its %d values are allocated", e.Size)
+	if e.Size == 1 {
+		held = "its one value is allocated"
+	}
+	return &ConflictError{What: fmt.Sprintf("pool %s (%s) is exhausted: %s, none is left for attribute %s of %s "+
+		"(terminate an instance that holds one, or widen the pool in the model)", e.Pool, e.Describe, held, e.Attribute, e.Entity)}
 }
 
 // Unwrap makes a PoolExhaustedError an ErrConflict.
