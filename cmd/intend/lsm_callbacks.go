@@ -105,18 +105,8 @@ func lsmCallbackListCommand(s *clientSettings) *cobra.Command {
 				return err
 			}
 			// Every page, printed as one list.
-			items, err := c.List(cmd.Context(), lsmPath("callbacks"), nil, "after", 0)
-			if err != nil {
-				return err
-			}
-			if s.structured() {
-				if items == nil {
-					items = []json.RawMessage{}
-				}
-				return s.write(client.List[json.RawMessage]{Items: items})
-			}
-			cbs, err := decodeItems[client.Callback](items)
-			if err != nil {
+			cbs, done, err := listEvery[client.Callback](cmd.Context(), s, c, lsmPath("callbacks"))
+			if err != nil || done {
 				return err
 			}
 			t := newTable(s.stdout, "ID", "ENTITY", "URL", "PENDING", "DELIVERED", "DEAD", "LAST DELIVERED", "LAST ERROR")

@@ -33,18 +33,8 @@ live instances hold, lowest first, and who holds each.`,
 				}
 				return writePool(s, p)
 			}
-			items, err := c.List(cmd.Context(), lsmPath("pools"), nil, "after", 0)
-			if err != nil {
-				return err
-			}
-			if s.structured() {
-				if items == nil {
-					items = []json.RawMessage{}
-				}
-				return s.write(client.List[json.RawMessage]{Items: items})
-			}
-			pools, err := decodeItems[client.Pool](items)
-			if err != nil {
+			pools, done, err := listEvery[client.Pool](cmd.Context(), s, c, lsmPath("pools"))
+			if err != nil || done {
 				return err
 			}
 			t := newTable(s.stdout, "POOL", "KIND", "VALUES", "SIZE", "USED", "FREE")

@@ -51,6 +51,9 @@ func TestLSMPoolsCommand(t *testing.T) {
 	if out = ok(t, vars, "lsm", "pools", "vlan", "--json"); !strings.Contains(out, `"allocations"`) || !strings.Contains(out, `"value": 101`) {
 		t.Errorf("pools vlan --json:\n%s", out)
 	}
+	if out = ok(t, vars, "lsm", "pools", "--json"); !strings.Contains(out, `"items"`) || !strings.Contains(out, `"used": 2`) {
+		t.Errorf("pools --json:\n%s", out)
+	}
 	fails(t, vars, 1, []string{"404"}, "lsm", "pools", "nosuch")
 
 	// The export is staged: the catalog (pools included) changes when

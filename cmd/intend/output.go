@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,6 +46,24 @@ func decodeItems[T any](items []json.RawMessage) ([]T, error) {
 		}
 	}
 	return out, nil
+}
+
+// listEvery reads every page of the list at path (cursor "after"). With
+// -o json or yaml it prints them as one list ({"items": [...]}) and
+// returns done; else it returns them decoded, for a table.
+func listEvery[T any](ctx context.Context, s *clientSettings, c *client.Client, path string) (items []T, done bool, err error) {
+	raw, err := c.List(ctx, path, nil, "after", 0)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.structured() {
+		if raw == nil {
+			raw = []json.RawMessage{}
+		}
+		return nil, true, s.write(client.List[json.RawMessage]{Items: raw})
+	}
+	items, err = decodeItems[T](raw)
+	return items, false, err
 }
 
 // decode decodes the server's raw answer into v.
