@@ -75,7 +75,9 @@ func Decide(s Subject, req Request) (Decision, *Rejection) {
 			return Decision{}, rej
 		}
 		sets := s.Sets
-		sets.Candidate, sets.CandidateVersion = req.Attributes, s.Sets.CurrentVersion()
+		// An element an update adds gets its fields' defaults, as the
+		// create's elements do.
+		sets.Candidate, sets.CandidateVersion = WithEmbeddedDefaults(s.Attributes, req.Attributes), s.Sets.CurrentVersion()
 		return Decision{Transfer: t, Sets: sets}, nil
 	case OpSetState:
 		t, rej := s.Transfer(req.CurrentVersion, Event{Trigger: API, Target: req.Target})

@@ -296,6 +296,29 @@ func checkUpdateEmbedded(name string, spec AttributeSpec, cur, next any, p place
 
 // embeddedDefaults is v with the defaults of the embedded entity e
 // written into it (into each element of a list); v is not changed.
+// WithEmbeddedDefaults is attrs with the defaults of the embedded
+// entities' fields written into each element that lacks them: an
+// update that adds an element gets them in its candidate set, as a
+// create does (WithDefaults). Top-level attributes are left as they
+// are; attrs itself is returned when the entity has no embedded ones.
+func WithEmbeddedDefaults(specs []AttributeSpec, attrs map[string]any) map[string]any {
+	var out map[string]any
+	for _, spec := range specs {
+		v, ok := attrs[spec.Name]
+		if spec.Embedded == nil || !ok || spec.Modifier == ReadOnly {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(attrs)
+		}
+		out[spec.Name] = embeddedDefaults(spec.Embedded, v)
+	}
+	if out == nil {
+		return attrs
+	}
+	return out
+}
+
 func embeddedDefaults(e *EmbeddedSpec, v any) any {
 	if !e.List {
 		if m, ok := v.(map[string]any); ok {

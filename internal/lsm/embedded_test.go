@@ -220,3 +220,32 @@ func TestRestoreEmbedded(t *testing.T) {
 		t.Errorf("the restore is refused: %v", err)
 	}
 }
+
+// TestUpdateAddsEmbeddedDefaults: an update that adds an element gets
+// its fields' defaults in the candidate set (the create's elements got
+// them from WithDefaults), and the elements it keeps stay as they were;
+// an entity without embedded ones gets its attributes back as they are.
+func TestUpdateAddsEmbeddedDefaults(t *testing.T) {
+	t.Parallel()
+	l := Simple()
+	active := decode(t, `{"name":"r1","interfaces":[{"name":"eth0","mtu":9000}],"uplinks":[]}`)
+	s := Subject{ID: "r1", Version: 3, State: "up", Lifecycle: &l, Attributes: routerSpecs,
+		Entity: Entity{Name: "router", Attributes: routerSpecs}, Sets: Sets{Active: active}}
+	next := decode(t, `{"name":"r1","interfaces":[{"name":"eth0","mtu":9000},{"name":"eth1","address":{"ip":"10.0.0.2"}}],"uplinks":[]}`)
+	d, rej := Decide(s, Request{Op: OpUpdate, CurrentVersion: 3, Attributes: next})
+	if rej != nil {
+		t.Fatal(rej)
+	}
+	want := decode(t, `{"name":"r1","interfaces":[{"name":"eth0","mtu":9000},{"name":"eth1","mtu":1500,"address":{"ip":"10.0.0.2","prefix":24}}],"uplinks":[]}`)
+	if !sameJSON(d.Sets.Candidate, want) {
+		t.Errorf("candidate = %v, want %v", d.Sets.Candidate, want)
+	}
+	if _, ok := next["interfaces"].([]any)[1].(map[string]any)["mtu"]; ok {
+		t.Error("Decide changed the request's attributes")
+	}
+	flat := []AttributeSpec{{Name: "name", Modifier: ReadWrite}, {Name: "size", Modifier: ReadWriteAlways, Default: json.RawMessage("2")}}
+	attrs := map[string]any{"name": "x"}
+	if got := WithEmbeddedDefaults(flat, attrs); reflect.ValueOf(got).Pointer() != reflect.ValueOf(attrs).Pointer() {
+		t.Errorf("without embedded entities: %v, want the attributes themselves", got)
+	}
+}
