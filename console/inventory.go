@@ -562,12 +562,11 @@ func newFormData(e client.CatalogEntity, f *form, initial string) formData {
 	if initial == "" {
 		initial = e.Lifecycle.Start
 	}
-	for _, s := range append([]string{e.Lifecycle.Start}, e.Lifecycle.InitialStates...) {
-		label := s
-		if s == e.Lifecycle.Start {
-			label += " (the lifecycle's start)"
+	d.Initial = []option{{Value: e.Lifecycle.Start, Label: e.Lifecycle.Start + " (the lifecycle's start)", Selected: initial == e.Lifecycle.Start}}
+	for _, s := range e.Lifecycle.InitialStates {
+		if s != e.Lifecycle.Start {
+			d.Initial = append(d.Initial, option{Value: s, Label: s, Selected: s == initial})
 		}
-		d.Initial = append(d.Initial, option{Value: s, Label: label, Selected: s == initial})
 	}
 	return d
 }

@@ -145,7 +145,9 @@ func TestServiceModelInABrowser(t *testing.T) {
 	run(t, ctx,
 		chromedp.SetValue(`#auto-auto_creating`, "on", chromedp.ByID),
 		chromedp.Click(`//button[text()="Save auto transfers"]`, chromedp.BySearch),
-		chromedp.WaitVisible(`p.flash`, chromedp.ByQuery),
+		// (The page may still show the create's flash until the save's
+		// page replaces it.)
+		chromedp.WaitVisible(`//p[@class="flash"][starts-with(., "Auto transfers")]`, chromedp.BySearch),
 		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
 		shot(t, ctx, "instance-auto-transfers"),
 	)
