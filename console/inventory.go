@@ -39,6 +39,7 @@ func (c *Console) inventoryRoutes(r chi.Router) {
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/delete", c.deleteInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/dryrun", c.dryrunInstanceWrite)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/metadata", c.instanceMetadata)
+	c.configRoutes(r)
 }
 
 func init() {
@@ -286,12 +287,20 @@ type instancesData struct {
 	Items    []client.ServiceInstance
 	Next     string
 	Operator bool
+	// Auto is the entity's auto-transfer config.
+	Auto *autoConfig
 }
 
 // instancesPage is how many instances a page shows.
 const instancesPage = 50
 
 func (c *Console) instances(w http.ResponseWriter, r *http.Request) {
+	c.instancesPage(w, r, http.StatusOK, "")
+}
+
+// instancesPage shows an entity's instances, with errText (a config form
+// refused) and status.
+func (c *Console) instancesPage(w http.ResponseWriter, r *http.Request, status int, errText string) {
 	u, env, entity, ok := c.entityParams(w, r)
 	if !ok {
 		return
@@ -342,7 +351,8 @@ func (c *Console) instances(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Items, d.Next = list.Items, list.Next
-	c.render(w, r, http.StatusOK, "instances", page{Title: "Instances of " + entity, Env: env, Data: d})
+	d.Auto = entityAutoConfig(env, d.Entity, d.Operator)
+	c.render(w, r, status, "instances", page{Title: "Instances of " + entity, Env: env, Data: d, Error: errText})
 }
 
 // instanceData is one instance's page.
@@ -362,6 +372,8 @@ type instanceData struct {
 	// failed validation and its resources not deployed as intended (nil
 	// when it has neither).
 	Diagnosis *client.Diagnosis
+	// Auto is the instance's auto-transfer config (nil once terminated).
+	Auto *autoConfig
 }
 
 // logRow is one version of the instance's log, with the transfer that
@@ -439,6 +451,14 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status in
 	}
 	d.Operator = u.may(env, auth.RoleOperator)
 	inst := d.Instance
+	if !inst.Deleted {
+		var cfg client.InstanceConfig
+		if err := u.lsm(env).Do(r.Context(), http.MethodGet, base+"/config", nil, &cfg); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		d.Auto = instanceAutoConfig(env, d.Entity, cfg, d.Operator)
+	}
 	for _, t := range d.Entity.Lifecycle.Transfers {
 		if t.Source != inst.State {
 			continue
@@ -522,6 +542,33 @@ func attributeRows(specs []client.AttributeSpec, s client.AttributeSets) []setRo
 type formData struct {
 	Entity client.CatalogEntity
 	Form   *form
+	// Initial are the states a create may begin in, when the lifecycle
+	// declares initial_states (the start first); InitialError what is
+	// wrong with the one posted.
+	Initial      []option
+	InitialError string
+	// Dryrun says what the create's dry-run found when it did not go to
+	// a dry-run's page; Problems are its validation's errors.
+	Dryrun   string
+	Problems json.RawMessage
+}
+
+// newFormData is the create form of e, with the initial state chosen.
+func newFormData(e client.CatalogEntity, f *form, initial string) formData {
+	d := formData{Entity: e, Form: f}
+	if len(e.Lifecycle.InitialStates) == 0 {
+		return d
+	}
+	if initial == "" {
+		initial = e.Lifecycle.Start
+	}
+	d.Initial = []option{{Value: e.Lifecycle.Start, Label: e.Lifecycle.Start + " (the lifecycle's start)", Selected: initial == e.Lifecycle.Start}}
+	for _, s := range e.Lifecycle.InitialStates {
+		if s != e.Lifecycle.Start {
+			d.Initial = append(d.Initial, option{Value: s, Label: s, Selected: s == initial})
+		}
+	}
+	return d
 }
 
 func (c *Console) newInstance(w http.ResponseWriter, r *http.Request) {
@@ -539,24 +586,34 @@ func (c *Console) newInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.render(w, r, http.StatusOK, "entity", page{Title: "New " + entity, Env: env,
-		Data: formData{Entity: e, Form: newForm(e.EntityDefinition, false, nil)}})
+		Data: newFormData(e, newForm(e.EntityDefinition, false, nil), "")})
 }
 
 // maxForm bounds a form's body.
 const maxForm = 64 << 10
+
+// postedForm reads a posted form, bounded by maxForm, and checks its
+// anti-forgery token (signed with the key the replicas share, so any
+// replica takes it); false after a page saying what is wrong.
+func (c *Console) postedForm(w http.ResponseWriter, r *http.Request, u *user) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		c.badRequest(w, r, http.StatusRequestEntityTooLarge, "The form is too large or malformed.")
+		return false
+	}
+	if !c.checkCSRF(r, u.token) {
+		c.stale(w, r)
+		return false
+	}
+	return true
+}
 
 func (c *Console) createInstance(w http.ResponseWriter, r *http.Request) {
 	u, env, entity, ok := c.entityParams(w, r)
 	if !ok {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	if err := r.ParseForm(); err != nil {
-		c.badRequest(w, r, http.StatusRequestEntityTooLarge, "The form is too large or malformed.")
-		return
-	}
-	if !c.checkCSRF(r, u.token) {
-		c.stale(w, r)
+	if !c.postedForm(w, r, u) {
 		return
 	}
 	e, err := catalogEntity(r, u, env, entity)
@@ -566,14 +623,31 @@ func (c *Console) createInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	f := newForm(e.EntityDefinition, false, nil)
 	attrs := f.parse(r.PostForm)
+	initial := r.PostFormValue("initial_state")
+	d := newFormData(e, f, initial)
 	show := func(status int, msg string) {
-		c.render(w, r, status, "entity", page{Title: "New " + entity, Env: env, Error: msg, Data: formData{Entity: e, Form: f}})
+		c.render(w, r, status, "entity", page{Title: "New " + entity, Env: env, Error: msg, Data: d})
 	}
-	if f.hasFieldErrors() {
+	req := client.CreateInstanceRequest{Attributes: attrs}
+	if initial != "" && initial != e.Lifecycle.Start {
+		if !slices.Contains(e.Lifecycle.InitialStates, initial) {
+			d.InitialError = fmt.Sprintf("%q is not a state a create may begin in: choose %s or one of %s.", initial,
+				e.Lifecycle.Start, strings.Join(e.Lifecycle.InitialStates, ", "))
+		}
+		req.InitialState = initial
+	}
+	if f.hasFieldErrors() || d.InitialError != "" {
 		show(http.StatusUnprocessableEntity, "Some values are not valid; see the fields below.")
 		return
 	}
-	inst, err := u.api.CreateInstance(r.Context(), env, entity, client.CreateInstanceRequest{Attributes: attrs})
+	var inst client.ServiceInstance
+	var rep client.InstanceDryrunReport
+	dryrun := r.PostFormValue("dryrun") != ""
+	if dryrun {
+		err = u.lsm(env).Do(r.Context(), http.MethodPost, client.InventoryPath(entity, "dryrun"), req, &rep)
+	} else {
+		inst, err = u.api.CreateInstance(r.Context(), env, entity, req)
+	}
 	if err != nil {
 		if p, ok := formProblem(err); ok {
 			f.setErrors(p)
@@ -581,6 +655,19 @@ func (c *Console) createInstance(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.fail(w, r, err)
+		return
+	}
+	if dryrun {
+		// As the instance's dry-runs: the dry-run's page when one runs on
+		// the targets, else the form as posted, saying what was found.
+		d.Dryrun = dryrunSummary(rep)
+		if rep.Dryrun != nil && rep.Validation.OK {
+			http.Redirect(w, r, c.flashURL(r, fmt.Sprintf("/console/env/%s/dryrun/%d", url.PathEscape(env), rep.Dryrun.Run), d.Dryrun),
+				http.StatusSeeOther)
+			return
+		}
+		d.Problems = rep.Validation.Errors
+		show(http.StatusOK, "")
 		return
 	}
 	c.toInstance(w, r, env, entity, inst, fmt.Sprintf("Created %s %s (state %s, version %d).", entity, instanceName(inst), inst.State, inst.Version))
@@ -610,13 +697,7 @@ func (c *Console) instanceForm(w http.ResponseWriter, r *http.Request) (*user, s
 	if !ok {
 		return nil, "", "", "", 0, false
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	if err := r.ParseForm(); err != nil {
-		c.badRequest(w, r, http.StatusRequestEntityTooLarge, "The form is too large or malformed.")
-		return nil, "", "", "", 0, false
-	}
-	if !c.checkCSRF(r, u.token) {
-		c.stale(w, r)
+	if !c.postedForm(w, r, u) {
 		return nil, "", "", "", 0, false
 	}
 	v, err := strconv.ParseInt(r.PostFormValue("current_version"), 10, 64)
@@ -713,19 +794,34 @@ func (c *Console) dryrunInstanceWrite(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	flash := fmt.Sprintf("Dry-run of the %s: %s would lead to %s (resources: %s).", strings.ReplaceAll(d.Operation, "_", "-"),
-		d.State, d.ResultingState, d.ExportMode)
-	switch {
-	case !d.Validation.OK:
-		flash += " Its validation would fail."
-	case d.Dryrun != nil:
+	flash := dryrunSummary(d)
+	if d.Validation.OK && d.Dryrun != nil {
 		http.Redirect(w, r, c.flashURL(r, fmt.Sprintf("/console/env/%s/dryrun/%d", url.PathEscape(env), d.Dryrun.Run), flash),
 			http.StatusSeeOther)
 		return
-	case d.DesiredState != nil && len(d.DesiredState.Removed) > 0:
-		flash += fmt.Sprintf(" %d resources would leave the model.", len(d.DesiredState.Removed))
 	}
 	c.toInstance(w, r, env, entity, client.ServiceInstance{ID: d.ID}, flash)
+}
+
+// dryrunSummary says what a dry-run of a write found: where the write
+// would lead and, when nothing ran on the targets, why.
+func dryrunSummary(d client.InstanceDryrunReport) string {
+	from := d.State
+	if from == "" {
+		from = "the new instance"
+	}
+	s := fmt.Sprintf("Dry-run of the %s: %s would lead to %s (resources: %s).", strings.ReplaceAll(d.Operation, "_", "-"),
+		from, d.ResultingState, d.ExportMode)
+	switch {
+	case !d.Validation.OK:
+		s += " Its validation would fail."
+	case d.Dryrun != nil:
+	case d.DesiredState != nil && len(d.DesiredState.Removed) > 0:
+		s += fmt.Sprintf(" %d resources would leave the model.", len(d.DesiredState.Removed))
+	case d.DesiredState != nil && len(d.DesiredState.Added) == 0 && len(d.DesiredState.Modified) == 0:
+		s += " No resource would change."
+	}
+	return s
 }
 
 // instanceMetadata sets one metadata key of an instance (its value JSON
@@ -736,13 +832,7 @@ func (c *Console) instanceMetadata(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	if err := r.ParseForm(); err != nil {
-		c.badRequest(w, r, http.StatusRequestEntityTooLarge, "The form is too large or malformed.")
-		return
-	}
-	if !c.checkCSRF(r, u.token) {
-		c.stale(w, r)
+	if !c.postedForm(w, r, u) {
 		return
 	}
 	key, raw := r.PostFormValue("key"), strings.TrimSpace(r.PostFormValue("value"))

@@ -103,6 +103,8 @@ func (f *fakeLSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"items":[`+fakeInstance+`]}`)
 	case "/lsm/v1/service_inventory/vm/web", "/lsm/v1/service_inventory/vm/" + fakeID:
 		_, _ = io.WriteString(w, fakeInstance)
+	case "/lsm/v1/service_inventory/vm/" + fakeID + "/config":
+		_, _ = io.WriteString(w, `{"id":"`+fakeID+`","service_entity":"vm","auto_transfers":true,"effective":{"auto_transfers":true,"auto_transfer_configs":{}}}`)
 	case "/lsm/v1/service_inventory/vm/" + fakeID + "/resources":
 		_, _ = io.WriteString(w, `{"items":[]}`)
 	case "/lsm/v1/service_inventory/vm/" + fakeID + "/log":
