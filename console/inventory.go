@@ -23,7 +23,7 @@ import (
 // The service catalog and inventory: the entities with their attributes
 // and lifecycles, an entity's instances, one instance with its three
 // attribute sets, log and resources, and the forms that create, update,
-// transfer and delete instances (through the /lsm API, with the user's
+// transfer, delete and roll back instances (through the /lsm API, with the user's
 // token and the environment's header).
 
 // inventoryRoutes are the pages of the service catalog and inventory.
@@ -37,6 +37,7 @@ func (c *Console) inventoryRoutes(r chi.Router) {
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/update", c.updateInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/state", c.transferInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/delete", c.deleteInstance)
+	r.Post("/console/env/{env}/inventory/{entity}/{id}/rollback", c.rollbackInstance)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/dryrun", c.dryrunInstanceWrite)
 	r.Post("/console/env/{env}/inventory/{entity}/{id}/metadata", c.instanceMetadata)
 	c.configRoutes(r)
@@ -368,6 +369,8 @@ type instanceData struct {
 	Update, Delete bool
 	Operator       bool
 	Form           *form
+	// Rollback: some row of the log offers a rollback to its version.
+	Rollback bool
 	// Diagnosis says why the instance was rejected or failed: its newest
 	// failed validation and its resources not deployed as intended (nil
 	// when it has neither).
@@ -380,6 +383,8 @@ type instanceData struct {
 // made it.
 type logRow struct {
 	client.InstanceLogEntry
+	// Rollback: an operator may roll the instance back to this version.
+	Rollback bool
 	Transfer struct {
 		Source     string   `json:"source"`
 		Target     string   `json:"target"`
@@ -473,6 +478,18 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status in
 		}
 	}
 	d.Sets = attributeRows(d.Entity.Attributes, inst.AttributeSets)
+	// A rollback is an update to the attributes of an earlier version
+	// (its active set, or its candidate set when it had none): offered
+	// where the API would take it, on a live instance whose state takes
+	// an update, to a version before the current one that holds a set.
+	if d.Operator && d.Update && !inst.Deleted {
+		for i := range d.Log {
+			e := &d.Log[i]
+			if e.Version < inst.Version && (len(e.Active) > 0 || len(e.Candidate) > 0) {
+				e.Rollback, d.Rollback = true, true
+			}
+		}
+	}
 	// A submitted form is shown again (with its errors) even if the
 	// instance has moved on to a state that takes no update.
 	if (d.Update || f != nil) && d.Operator {
@@ -767,8 +784,8 @@ func (c *Console) transferInstance(w http.ResponseWriter, r *http.Request) {
 	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Moved to %s (version %d).", out.State, out.Version))
 }
 
-// dryrunInstanceWrite dry-runs the delete or the move to a state the
-// instance page offers: refused, the write's problem; else the dry-run's
+// dryrunInstanceWrite dry-runs the delete, the move to a state or the
+// rollback to a version the instance page offers: refused, the write's problem; else the dry-run's
 // page on the targets (or, with nothing to dry-run there, the instance
 // with what the write would do).
 func (c *Console) dryrunInstanceWrite(w http.ResponseWriter, r *http.Request) {
@@ -785,8 +802,12 @@ func (c *Console) dryrunInstanceWrite(w http.ResponseWriter, r *http.Request) {
 			c.badRequest(w, r, http.StatusUnprocessableEntity, "Name the state to move the instance to.")
 			return
 		}
+	case "rollback":
+		if body.ToVersion, ok = c.toVersion(w, r, version); !ok {
+			return
+		}
 	default:
-		c.badRequest(w, r, http.StatusUnprocessableEntity, "Name the write to dry-run (delete or set_state).")
+		c.badRequest(w, r, http.StatusUnprocessableEntity, "Name the write to dry-run (delete, set_state or rollback).")
 		return
 	}
 	d, err := u.api.DryrunInstanceWrite(r.Context(), env, entity, id, body)
@@ -874,6 +895,55 @@ func (c *Console) deleteInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Delete requested (state %s, version %d).", out.State, out.Version))
+}
+
+// toVersion is the version a rollback form names (to_version), one
+// before the instance's version; false after a page saying it is none.
+func (c *Console) toVersion(w http.ResponseWriter, r *http.Request, version int64) (int64, bool) {
+	to, err := strconv.ParseInt(r.PostFormValue("to_version"), 10, 64)
+	if err != nil || to < 1 || to >= version {
+		c.badRequest(w, r, http.StatusUnprocessableEntity, fmt.Sprintf(
+			"Name the version to roll back to (to_version): one of the log's, before the current one (%d).", version))
+		return 0, false
+	}
+	return to, true
+}
+
+// rollbackInstance restores the attributes the instance had at an
+// earlier version of its log (POST .../rollback, which sends them as an
+// update), after asking. A refusal (a stale page's 409, a version that
+// holds nothing to restore) is shown on the instance's page as it is now.
+func (c *Console) rollbackInstance(w http.ResponseWriter, r *http.Request) {
+	u, env, entity, id, version, ok := c.instanceForm(w, r)
+	if !ok {
+		return
+	}
+	// Asked before the confirmation, which a read token should not get.
+	if !u.may(env, auth.RoleOperator) {
+		c.badRequest(w, r, http.StatusForbidden, "Your role in "+env+" may not roll back instances (operator or admin may).")
+		return
+	}
+	to, ok := c.toVersion(w, r, version)
+	if !ok {
+		return
+	}
+	if !c.confirmed(w, r, fmt.Sprintf("Roll %s %s back to version %d?", entity, id, to),
+		fmt.Sprintf("The attributes it had at version %d are sent as an update of version %d: the lifecycle validates and deploys them as any update.", to, version),
+		fmt.Sprintf("Roll back to version %d", to), "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity)+"/"+url.PathEscape(id)) {
+		return
+	}
+	var out client.ServiceInstance
+	err := u.lsm(env).Do(r.Context(), http.MethodPost, client.InventoryPath(entity, id, "rollback"),
+		client.InstanceRollbackRequest{CurrentVersion: version, ToVersion: to}, &out)
+	if err != nil {
+		if p, ok := formProblem(err); ok {
+			c.instancePage(w, r, p.Status, nil, problemText(p))
+			return
+		}
+		c.fail(w, r, err)
+		return
+	}
+	c.toInstance(w, r, env, entity, out, fmt.Sprintf("Rollback to version %d requested (state %s, version %d).", to, out.State, out.Version))
 }
 
 // flatAttributes lists specs and, after each embedded attribute, the

@@ -83,6 +83,7 @@ func uploadInventoryModel(t *testing.T, c *client.Client, env, mainCUE string) {
 // generated form (refused first by the console's check of a value, then
 // by the API's 422 for a missing attribute, each shown next to its field
 // with the values typed kept), the instance reaching up, an update,
+// a rollback to the first version from the log (and its dry-run),
 // Delete, and a read token that sees no button.
 func TestInventoryInABrowser(t *testing.T) {
 	c, s, _ := servertest.StartServer(t, server.Config{EmbeddedExecutor: true, ReconcileEvery: time.Second,
@@ -258,6 +259,45 @@ func TestInventoryInABrowser(t *testing.T) {
 	waitInstance("up")
 	if got, _ := os.ReadFile(filepath.Join(root, "web.conf")); string(got) != "memory=6\ndisk=hdd\nbackup=true\n" {
 		t.Errorf("web.conf after the update = %q", got)
+	}
+
+	// Back to the first version, from the log: its dry-run first (which
+	// changes nothing), then the rollback, which asks first; the
+	// instance's attributes are version 1's again, and deployed.
+	var page string
+	run(t, ctx, chromedp.Location(&page))
+	page, _, _ = strings.Cut(page, "?")
+	run(t, ctx,
+		chromedp.Click(`//button[@aria-label="Dry-run the rollback to version 1"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//p[@class="flash"][starts-with(., "Dry-run of the rollback")]`, chromedp.BySearch),
+		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
+	)
+	if !strings.Contains(text, "Dry-run of the rollback: up would lead to") {
+		t.Errorf("after the rollback's dry-run the page says %q", text)
+	}
+	run(t, ctx,
+		navigate(page),
+		chromedp.Click(`//button[@aria-label="Roll back to this version: 1"]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//section[contains(@class, "confirm")]//button`, chromedp.BySearch),
+		chromedp.Text(`//section[contains(@class, "confirm")]//button`, &text, chromedp.BySearch),
+	)
+	if text != "Roll back to version 1" {
+		t.Errorf("the rollback's confirmation offers %q", text)
+	}
+	run(t, ctx,
+		chromedp.Click(`//section[contains(@class, "confirm")]//button`, chromedp.BySearch),
+		chromedp.WaitVisible(`//p[@class="flash"][starts-with(., "Rollback")]`, chromedp.BySearch),
+		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
+	)
+	if !strings.HasPrefix(text, "Rollback to version 1 requested") {
+		t.Errorf("after the rollback the page says %q", text)
+	}
+	waitInstance("up")
+	if got, _ := os.ReadFile(filepath.Join(root, "web.conf")); string(got) != "memory=4\ndisk=hdd\nbackup=false\n" {
+		t.Errorf("web.conf after the rollback to version 1 = %q", got)
+	}
+	if vm, err := c.Instance(ctx0, env, "vm", "web"); err != nil || fmt.Sprintf("%v %v %v", vm.Active["memory"], vm.Active["disk"], vm.Active["backup"]) != "4 hdd false" {
+		t.Errorf("the instance's attributes after the rollback to version 1: %v, %v", vm.Active, err)
 	}
 
 	// The instances, filtered on up.
