@@ -1022,6 +1022,7 @@ func FuzzCheckOrder(f *testing.F) {
 	f.Add([]byte(`{"policy":"all_or_nothing","items":[{"id":"a","operation":"create","service_entity":"vm","attributes":{"name":"x"}}]}`))
 	f.Add([]byte(`{"policy":"best_effort","items":[{"id":"a","operation":"update","service_entity":"vm","instance":"x","edit":[{"operation":"replace","target":"size","value":"2"}],"depends_on":["a"]}]}`))
 	f.Add([]byte(`{"policy":"best_effort","items":[{"id":"a","operation":"delete","service_entity":"site","instance":"` + genID(1) + `","depends_on":["b"]},{"id":"b","operation":"create","service_entity":"vm","attributes":{"site":"` + genID(1) + `"},"depends_on":["a"]}]}`))
+	f.Add([]byte(`{"policy":"best_effort","items":[{"id":"a","operation":"create","service_entity":"vm","initial_state":"up"},{"id":"b","operation":"delete","service_entity":"vm","instance":"x","initial_state":"start"}]}`))
 	g := &orderGen{r: rand.New(rand.NewPCG(1, 2))}
 	inv := g.inventory()
 	f.Fuzz(func(t *testing.T, body []byte) {
