@@ -202,6 +202,9 @@ func (w *watcher) look(ctx context.Context, id string) (store.ServiceInstance, e
 type orderItemSpec struct {
 	Attributes map[string]any `json:"attributes"`
 	Edit       []lsm.Edit     `json:"edit"`
+	// InitialState is the state a create's instance begins in ("": its
+	// lifecycle's start state).
+	InitialState string `json:"initial_state"`
 	// ToVersion is a migrate item's target entity version.
 	ToVersion int `json:"to_version"`
 }
@@ -384,7 +387,7 @@ func (o *LSMOrders) run(ctx context.Context, r itemRun) (workflows.RunOrderItemR
 		req := lsm.Request{Op: it.Operation, InstanceID: it.InstanceID}
 		var before *int64
 		if it.Operation == lsm.OpCreate {
-			req.Attributes = spec.Attributes
+			req.Attributes, req.Target = spec.Attributes, spec.InitialState
 			if req.Attributes == nil {
 				req.Attributes = map[string]any{}
 			}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -177,16 +178,32 @@ func (s *Server) dryrunCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	subj := lsm.Subject{ID: id, Lifecycle: &lw.entity.Lifecycle, Entity: lw.entity.Entity,
 		Auto: lw.entity.Config.Auto(store.DefaultInstanceConfig())}
-	lreq := lsm.Request{Op: lsm.OpCreate, InstanceID: id, Attributes: req.Attributes}
+	lreq := lsm.Request{Op: lsm.OpCreate, InstanceID: id, Attributes: req.Attributes, Target: req.InitialState}
 	d, rej := lsm.Decide(subj, lreq)
 	if rej != nil {
 		return rejectionProblem(w, lreq, rej)
 	}
+	// The values the create would be given from pools, taken by nothing
+	// (an exhausted pool: the create's 409).
+	cand := d.Sets.Candidate
+	vals, err := s.opts.Store.PreviewAllocation(r.Context(), lw.env.ID, lw.entity.Name, d.Sets.CandidateVersion, cand)
+	if err != nil {
+		return err
+	}
 	noteAudit(r, map[string]any{"entity": lw.entity.Name, "instance": id, "op": lsm.OpCreate})
-	out := instanceDryrunResponse{ServiceEntity: lw.entity.Name, ID: id, Operation: lsm.OpCreate,
-		CandidateAttributes: d.Sets.Candidate}
+	out := instanceDryrunResponse{ServiceEntity: lw.entity.Name, ID: id, Operation: lsm.OpCreate}
+	if len(vals) > 0 {
+		picked := make(map[string]any, len(vals))
+		for _, v := range vals {
+			picked[v.Attribute] = v.Value
+			out.Allocated = append(out.Allocated, client.DryrunAllocation{Attribute: v.Attribute, Pool: v.Pool, Value: v.Value,
+				Detail: fmt.Sprintf("would be allocated from pool %s; another create may take it first", v.Pool)})
+		}
+		cand = withValues(cand, picked)
+	}
+	out.CandidateAttributes = cand
 	out.Transfer, out.ResultingState, out.ExportMode = dryrunTransferOf(d.Transfer, subj.Lifecycle)
-	rs, done, err := s.previewSet(r, lw.env.ID, lw.entity.Name, id, d.Sets.CandidateVersion, lw.entity.Attributes, d.Sets.Candidate, &out)
+	rs, done, err := s.previewSet(r, lw.env.ID, lw.entity.Name, id, d.Sets.CandidateVersion, lw.entity.Attributes, cand, &out)
 	if err != nil || done {
 		if err == nil {
 			WriteJSON(w, http.StatusOK, out)

@@ -232,10 +232,13 @@ func illegalProblem(req lsm.Request, state string, allowed []lsm.Event) *Problem
 // instance's state (which is a set-state's 409), so the request is
 // invalid as it stands. Errors list the states a create may begin in.
 func initialStateProblem(req lsm.Request, allowed []lsm.Event) *Problem {
-	p := Validation(fmt.Sprintf("the lifecycle of %s allows no create in state %q", req.Entity.Name, req.Target),
-		FieldError{Field: "/initial_state", Detail: fmt.Sprintf("%q is not an initial state of the lifecycle", req.Target)})
-	for _, ev := range allowed {
-		p.Errors = append(p.Errors, FieldError{Field: "/initial_state", Detail: fmt.Sprintf("allowed: %q", ev.Target)})
+	initial := make([]string, len(allowed))
+	for i, ev := range allowed {
+		initial[i] = ev.Target
+	}
+	p := Validation(fmt.Sprintf("the lifecycle of %s allows no create in state %q", req.Entity.Name, req.Target))
+	for _, d := range lsm.InitialStateDetails(req.Target, initial) {
+		p.Errors = append(p.Errors, FieldError{Field: "/initial_state", Detail: d})
 	}
 	return p
 }

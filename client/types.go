@@ -974,6 +974,22 @@ type InstanceDryrunReport struct {
 	Dryrun    *DeployRun     `json:"dryrun,omitempty"`
 	DryrunURL string         `json:"dryrun_url,omitempty"`
 	Targets   []DryrunResult `json:"targets,omitempty"`
+	// Allocated are the values a create's dry-run shows for the
+	// attributes the server allocates from pools (in
+	// CandidateAttributes too): the lowest free ones now, taken by
+	// nothing, so provisional.
+	Allocated []DryrunAllocation `json:"allocated,omitempty"`
+}
+
+// DryrunAllocation is a value a create would be given from a pool, as
+// its dry-run shows it.
+type DryrunAllocation struct {
+	Attribute string `json:"attribute"`
+	Pool      string `json:"pool"`
+	Value     any    `json:"value"`
+	// Detail says the value is provisional: another create may take it
+	// first.
+	Detail string `json:"detail"`
 }
 
 // DryrunTransfer is the transfer a dry-run's write would take.

@@ -37,7 +37,11 @@ type OrderItemRequest struct {
 	Instance      string         `json:"instance,omitempty"`
 	Attributes    map[string]any `json:"attributes,omitempty"`
 	Edit          []Edit         `json:"edit,omitempty"`
-	DependsOn     []string       `json:"depends_on,omitempty"`
+	// InitialState is the state a create's instance begins in: one of
+	// its lifecycle's initial states (default: its start state), as
+	// POST /lsm/v1/service_inventory/{entity} takes it.
+	InitialState string   `json:"initial_state,omitempty"`
+	DependsOn    []string `json:"depends_on,omitempty"`
 }
 
 // NewOrderItem is one checked item of an order, ready to write
@@ -280,6 +284,13 @@ func (c *orderCheck) run(req OrderRequest, newID func() string) []NewOrderItem {
 			if it.Edit != nil {
 				c.bad(at+"/edit", "a create takes attributes, not edits")
 			}
+			if it.InitialState != "" {
+				if initial := ent.Lifecycle.Initial(); !slices.Contains(initial, it.InitialState) {
+					for _, d := range InitialStateDetails(it.InitialState, initial) {
+						c.bad(at+"/initial_state", "%s", d)
+					}
+				}
+			}
 			var ae *AttributeError
 			if err := CheckCreate(ent.Attributes, it.Attributes); errors.As(err, &ae) {
 				c.attributeProblems(at+"/attributes/", ae.Problems)
@@ -297,6 +308,9 @@ func (c *orderCheck) run(req OrderRequest, newID func() string) []NewOrderItem {
 				identities[k] = i
 			}
 			continue
+		}
+		if it.InitialState != "" {
+			c.bad(at+"/initial_state", "only a create begins in an initial state: an update or a delete takes none")
 		}
 		// An update or a delete names a live instance, by id or identity.
 		if it.Instance == "" {
@@ -425,6 +439,18 @@ func (c *orderCheck) editProblem(at string, err error) {
 		field = at + "/" + strconv.Itoa(ee.Index) + ee.Field
 	}
 	c.bad(field, "%s", ee.Detail)
+}
+
+// InitialStateDetails are the details of the problem of a create that
+// names target, which is not one of initial (the lifecycle's initial
+// states, Lifecycle.Initial): that it is not, then each state allowed.
+// A single create's 422 and an order's item say the same.
+func InitialStateDetails(target string, initial []string) []string {
+	out := []string{fmt.Sprintf("%q is not an initial state of the lifecycle", target)}
+	for _, st := range initial {
+		out = append(out, fmt.Sprintf("allowed: %q", st))
+	}
+	return out
 }
 
 // NoSuchInstance is the attribute problem of a reference that names no

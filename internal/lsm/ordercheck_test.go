@@ -97,6 +97,7 @@ var ruleKinds = []string{
 	"creates the", "a live ", "required: the instance's id", "the inventory has no", "it takes no more requests",
 	"on the same instance", "a delete takes no attributes", "not both", "required: the attributes to change",
 	"/edit/", "names no live", "the order has no item", "cannot depend on itself", "a dependency cycle",
+	"is not an initial state of the lifecycle", "only a create begins in an initial state",
 }
 
 // checkOrderCase checks one case; it reports (t.Errorf) every property
@@ -331,6 +332,20 @@ func orderModel(req OrderRequest, inv OrderInventory) (problems []FieldProblem, 
 			if it.Edit != nil {
 				add(at+"/edit", "a create takes attributes, not edits")
 			}
+			// A create begins in the lifecycle's start state or one of
+			// its initial_states; another is refused, listing those
+			// (the start state first, each once).
+			lc := ent.Lifecycle
+			if s := it.InitialState; s != "" && s != lc.Start && !slices.Contains(lc.InitialStates, s) {
+				add(at+"/initial_state", fmt.Sprintf("%q is not an initial state of the lifecycle", s))
+				listed := []string{}
+				for _, st := range append([]string{lc.Start}, lc.InitialStates...) {
+					if !slices.Contains(listed, st) {
+						listed = append(listed, st)
+						add(at+"/initial_state", fmt.Sprintf("allowed: %q", st))
+					}
+				}
+			}
 			for _, p := range modelCreate(ent.Attributes, it.Attributes) {
 				add(at+"/attributes/"+p.Field, p.Detail)
 			}
@@ -355,6 +370,9 @@ func orderModel(req OrderRequest, inv OrderInventory) (problems []FieldProblem, 
 			}
 			creations = append(creations, creation{i, ent.Name, ident})
 			continue
+		}
+		if it.InitialState != "" {
+			add(at+"/initial_state", "only a create begins in an initial state: an update or a delete takes none")
 		}
 		inst, found := inv.Instances[InstanceKey{ent.Name, it.Instance}]
 		switch j, twice := onInstance[inst.ID]; {
@@ -728,7 +746,7 @@ func (g *orderGen) inventory() OrderInventory {
 		if g.fault(0.1) {
 			continue
 		}
-		e := Entity{Name: name, Attributes: g.specs(name), Version: g.r.IntN(3)}
+		e := Entity{Name: name, Attributes: g.specs(name), Version: g.r.IntN(3), Lifecycle: g.lifecycle()}
 		if g.chance(0.7) {
 			e.Identity = "name"
 			if !slices.ContainsFunc(e.Attributes, func(s AttributeSpec) bool { return s.Name == "name" }) {
@@ -779,6 +797,41 @@ func (g *orderGen) inventory() OrderInventory {
 		}
 	}
 	return inv
+}
+
+// genStates are the states a create may name: the generated lifecycles'
+// (start, up, creating) and one none has.
+var genStates = []string{"start", "up", "creating", "nowhere"}
+
+// lifecycle is a lifecycle whose start state is "start", with a few of
+// genStates as initial_states (maybe the start state again).
+func (g *orderGen) lifecycle() Lifecycle {
+	l := Lifecycle{Name: "gen", Start: "start"}
+	for _, st := range genStates[:3] {
+		if g.chance(0.3) {
+			l.InitialStates = append(l.InitialStates, st)
+		}
+	}
+	return l
+}
+
+// initialState is an item's initial_state: mostly none or one the
+// lifecycle allows for a create, now and then another (a fault), and
+// for an update or a delete mostly none.
+func (g *orderGen) initialState(inv OrderInventory, it OrderItemRequest) string {
+	if it.Operation != "create" {
+		if g.fault(0.1) {
+			return g.pick(genStates...)
+		}
+		return ""
+	}
+	if g.fault(0.15) {
+		return g.pick(genStates...)
+	}
+	if e, ok := inv.Entities[it.ServiceEntity]; ok && g.chance(0.5) {
+		return g.pick(e.Lifecycle.Initial()...)
+	}
+	return ""
 }
 
 // value is a value of attribute a: a string, for peers a list of
@@ -928,6 +981,7 @@ func (g *orderGen) request(inv OrderInventory) OrderRequest {
 				}
 			}
 		}
+		it.InitialState = g.initialState(inv, it)
 		for range g.r.IntN(3) {
 			switch {
 			case g.fault(0.15):
@@ -968,6 +1022,7 @@ func FuzzCheckOrder(f *testing.F) {
 	f.Add([]byte(`{"policy":"all_or_nothing","items":[{"id":"a","operation":"create","service_entity":"vm","attributes":{"name":"x"}}]}`))
 	f.Add([]byte(`{"policy":"best_effort","items":[{"id":"a","operation":"update","service_entity":"vm","instance":"x","edit":[{"operation":"replace","target":"size","value":"2"}],"depends_on":["a"]}]}`))
 	f.Add([]byte(`{"policy":"best_effort","items":[{"id":"a","operation":"delete","service_entity":"site","instance":"` + genID(1) + `","depends_on":["b"]},{"id":"b","operation":"create","service_entity":"vm","attributes":{"site":"` + genID(1) + `"},"depends_on":["a"]}]}`))
+	f.Add([]byte(`{"policy":"best_effort","items":[{"id":"a","operation":"create","service_entity":"vm","initial_state":"up"},{"id":"b","operation":"delete","service_entity":"vm","instance":"x","initial_state":"start"}]}`))
 	g := &orderGen{r: rand.New(rand.NewPCG(1, 2))}
 	inv := g.inventory()
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -167,9 +167,20 @@ func allocatedSpecs(ctx context.Context, tx pgx.Tx, envID, entity string, versio
 // returns the candidate set with them and what to record (record). An
 // exhausted pool is a *ConflictError naming it: nothing is written.
 func allocate(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange) (map[string]any, []allocated, error) {
+	return chooseValues(ctx, tx, envID, ch, true)
+}
+
+// chooseValues is allocate's choice, each pool row locked for update
+// (lock) or only read (a preview, in a read-only transaction: it holds
+// no lock, so another create may take the values it chose first).
+func chooseValues(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange, lock bool) (map[string]any, []allocated, error) {
 	specs, err := allocatedSpecs(ctx, tx, envID, ch.Entity, ch.Sets.CandidateVersion)
 	if err != nil || len(specs) == 0 {
 		return ch.Sets.Candidate, nil, err
+	}
+	poolQuery := `select definition from lsm_pools where environment_id = $1::uuid and name = $2`
+	if lock {
+		poolQuery += ` for update`
 	}
 	cand := maps.Clone(ch.Sets.Candidate)
 	if cand == nil {
@@ -181,8 +192,7 @@ func allocate(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange) (
 			continue
 		}
 		var p lsm.Pool
-		err := tx.QueryRow(ctx, `select definition from lsm_pools where environment_id = $1::uuid and name = $2 for update`,
-			envID, spec.Allocate).Scan(&p)
+		err := tx.QueryRow(ctx, poolQuery, envID, spec.Allocate).Scan(&p)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, Conflict("attribute %s of %s is allocated from pool %s, which the catalog does not have", spec.Name, ch.Entity, spec.Allocate)
 		}
@@ -225,6 +235,44 @@ func allocate(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange) (
 		out = append(out, allocated{pool: p.Name, attribute: spec.Name, value: text, ordinal: *ord})
 	}
 	return cand, out, nil
+}
+
+// PreviewedValue is a value a create would be given now for one of its
+// allocated attributes (PreviewAllocation).
+type PreviewedValue struct {
+	Attribute, Pool string
+	// Value is the value as the instance would hold it (a number or a
+	// string).
+	Value any
+}
+
+// PreviewAllocation is what a create of entity whose candidate set is
+// cand, of entity version version (as the create's sets name it), would be given
+// by allocation now: for each allocated attribute cand lacks, the lowest
+// free value of its pool, as allocate chooses it (ordered as it locks
+// the pools: by pool, then attribute). It reads in a read-only
+// transaction and neither locks nor writes anything, so the values are
+// provisional: another create may take them first. An exhausted pool is
+// the create's *PoolExhaustedError, a pool the catalog lacks its
+// *ConflictError; an entity that allocates nothing gives none.
+func (s *Store) PreviewAllocation(ctx context.Context, envID, entity string, version int, cand map[string]any) ([]PreviewedValue, error) {
+	var out []PreviewedValue
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		next, chosen, err := chooseValues(ctx, tx, envID, InstanceChange{Entity: entity,
+			Sets: lsm.Sets{Candidate: cand, CandidateVersion: version}}, false)
+		if err != nil {
+			return err
+		}
+		out = make([]PreviewedValue, len(chosen))
+		for i, a := range chosen {
+			out[i] = PreviewedValue{Attribute: a.attribute, Pool: a.pool, Value: next[a.attribute]}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // PoolExhaustedError refuses a create whose pool has no free value. It
