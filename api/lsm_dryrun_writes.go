@@ -183,6 +183,11 @@ func (s *Server) dryrunCreate(w http.ResponseWriter, r *http.Request) error {
 	if rej != nil {
 		return rejectionProblem(w, lreq, rej)
 	}
+	// A create beyond the environment's service_instance_quota: the
+	// create's 409.
+	if err := s.opts.Store.CheckInstanceQuota(r.Context(), lw.env.ID); err != nil {
+		return err
+	}
 	// The values the create would be given from pools, taken by nothing
 	// (an exhausted pool: the create's 409).
 	cand := d.Sets.Candidate

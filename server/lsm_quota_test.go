@@ -9,7 +9,8 @@ import (
 
 // TestServiceInstanceQuota: an environment holds at most its
 // service_instance_quota of live instances. A create beyond it is a 409
-// naming the setting and writes nothing; an order's create beyond it
+// naming the setting and writes nothing, and so is its dry-run; an
+// order's create beyond it
 // fails as its item; a terminated instance no longer counts, so the next
 // create is taken.
 func TestServiceInstanceQuota(t *testing.T) {
@@ -34,6 +35,11 @@ func TestServiceInstanceQuota(t *testing.T) {
 	}
 	if r := lsmDo(t, c, env, http.MethodGet, inventory+"/c", "", nil); r.status != http.StatusNotFound {
 		t.Errorf("the refused create: %d %s", r.status, r.body)
+	}
+	// A create's dry-run answers what the create would.
+	r = lsmDo(t, c, env, http.MethodPost, inventory+"/dryrun", "", map[string]any{"attributes": map[string]any{"name": "c"}})
+	if p := r.problem(t); r.status != http.StatusConflict || !strings.Contains(p.Detail, "service_instance_quota") {
+		t.Errorf("a create's dry-run beyond the quota: %d %s", r.status, r.body)
 	}
 	// An order's create beyond it fails as its item.
 	order := waitOrder(t, c, env, postOrder(t, c, env, "best_effort", createVM("d", "d", 2)))

@@ -15,7 +15,7 @@ import (
 func lsmDryrunCommand(s *clientSettings) *cobra.Command {
 	var attrs []string
 	var all, create, del bool
-	var setState, id string
+	var setState, id, initialState string
 	var rollbackTo, version int64
 	var entityVersion int
 	var wait time.Duration
@@ -37,7 +37,10 @@ by the executors, on the targets.
   --set-state STATE the api transfer to STATE; the resources of STATE
                     (exported, purged, or none)
   --rollback-to N   the rollback to version N's attributes (an update)
-  --create          a create of ENTITY with the --attr given (no ID)
+  --create          a create of ENTITY with the --attr given (no ID), in
+                    its start state or --initial-state; the values its
+                    pools would give its allocated attributes are shown
+                    (provisional: another create may take them first)
 
 A text attribute of several lines changes as a unified diff, coloured on a
 terminal (red removed, green added, cyan hunk headers; --color always or
@@ -50,6 +53,7 @@ Examples:
   intend lsm dryrun vm web --set-state paused --version 4
   intend lsm dryrun vm web --rollback-to 3
   intend lsm dryrun vm --create --attr name=db --attr memory=4
+  intend lsm dryrun vm --create --attr name=db --initial-state acknowledged
   intend lsm dryrun vm web --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -72,8 +76,8 @@ Examples:
 				return usageErrorf("give ENTITY and ID (or --create)")
 			case len(values) > 0 && (del || setState != "" || cmd.Flags().Changed("rollback-to")):
 				return usageErrorf("--attr goes with an update or --create only")
-			case !create && (id != "" || entityVersion != 0):
-				return usageErrorf("--id and --entity-version go with --create only")
+			case !create && (id != "" || entityVersion != 0 || initialState != ""):
+				return usageErrorf("--id, --entity-version and --initial-state go with --create only")
 			case create && cmd.Flags().Changed("version"):
 				return usageErrorf("--version goes with a write to an instance, not --create")
 			}
@@ -85,7 +89,8 @@ Examples:
 			var body any
 			if create {
 				path = lsmPath("service_inventory", args[0], "dryrun")
-				body = client.CreateInstanceRequest{Attributes: attributeMap(values), ID: id, EntityVersion: entityVersion}
+				body = client.CreateInstanceRequest{Attributes: attributeMap(values), ID: id, EntityVersion: entityVersion,
+					InitialState: initialState}
 			} else {
 				path = lsmPath("service_inventory", args[0], args[1], "dryrun")
 				b := map[string]any{}
@@ -136,6 +141,7 @@ Examples:
 	cmd.Flags().Int64Var(&version, "version", 0, "the instance version the write is against (default: the current one; a stale one is refused as the write would be)")
 	cmd.Flags().StringVar(&id, "id", "", "with --create: the instance's id (a UUID; default: made up)")
 	cmd.Flags().IntVar(&entityVersion, "entity-version", 0, "with --create: the version of ENTITY (default: the latest)")
+	cmd.Flags().StringVar(&initialState, "initial-state", "", "with --create: the state the instance would begin in (default: its lifecycle's start)")
 	cmd.Flags().BoolVar(&all, "all", false, "also list the resources that would not change")
 	cmd.Flags().DurationVar(&wait, "timeout", time.Minute, "wait this long (at most 1m) for the dry-run on the targets")
 	s.colorFlag(cmd)
@@ -182,6 +188,9 @@ func printInstanceDryrun(w io.Writer, p palette, d client.InstanceDryrunReport, 
 		label = "active"
 	}
 	fmt.Fprintf(w, "%s: %s\n", label, compactJSON(d.CandidateAttributes))
+	for _, a := range d.Allocated {
+		fmt.Fprintf(w, "allocated: %s = %v from pool %s (provisional: another create may take it first)\n", a.Attribute, a.Value, a.Pool)
+	}
 	if !d.Validation.OK {
 		fmt.Fprintf(w, "validation: failed\n  %s\n", d.Validation.Errors)
 		return

@@ -63,6 +63,14 @@ func TestLSMPoolsCommand(t *testing.T) {
 		t.Errorf("pools after the export, before its release:\n%s", out)
 	}
 	ok(t, vars, "versions", "release", "2")
+	// A create's dry-run shows the value it would get, and takes none;
+	// an initial state the lifecycle does not allow is the create's 422.
+	if out = ok(t, vars, "lsm", "dryrun", "vm", "--create", "--attr", "name=ftp"); !strings.Contains(out,
+		"allocated: vlan = 102 from pool vlan (provisional") {
+		t.Errorf("dryrun --create:\n%s", out)
+	}
+	fails(t, vars, 1, []string{"422", "/initial_state"}, "lsm", "dryrun", "vm", "--create", "--attr", "name=ftp", "--initial-state", "up")
+	fails(t, vars, exitUsage, []string{"--initial-state go with --create only"}, "lsm", "dryrun", "vm", "web", "--initial-state", "up")
 	ftp := ok(t, vars, "lsm", "create", "vm", "--attr", "name=ftp", "--wait", "up")
 	if out = ok(t, vars, "lsm", "pools"); strings.Join(rowOf(t, out, "vlan"), " ") != "vlan vlan 100–102 3 3 0" {
 		t.Errorf("pools after widening:\n%s\n(create: %s)", out, ftp)

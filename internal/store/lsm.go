@@ -577,7 +577,7 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 // *ConflictError, nothing written. It counts at most the quota's rows.
 // Creates committing at once may each pass it at quota-1: the quota can
 // be passed by the creates in flight, not more.
-func checkInstanceQuota(ctx context.Context, tx pgx.Tx, envID string) error {
+func checkInstanceQuota(ctx context.Context, tx querier, envID string) error {
 	var s Settings
 	if err := tx.QueryRow(ctx, `select coalesce((settings->>'service_instance_quota')::bigint, 0) from environments where id = $1::uuid`,
 		envID).Scan(&s.InstanceQuota); err != nil {
@@ -594,6 +594,12 @@ func checkInstanceQuota(ctx context.Context, tx pgx.Tx, envID string) error {
 			"or ask a global admin to raise service_instance_quota", quota)
 	}
 	return nil
+}
+
+// CheckInstanceQuota is a create's quota check (checkInstanceQuota) for
+// a create's dry-run: nil when one more live instance fits now.
+func (s *Store) CheckInstanceQuota(ctx context.Context, envID string) error {
+	return checkInstanceQuota(ctx, s.pool, envID)
 }
 
 // instanceAt is the instance as the version ch wrote left it, for a
