@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -100,6 +101,13 @@ func (f *lsmFake) env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 			return f.validate(len(f.validations)), nil
 		}
 		return ValidateInstanceResult{OK: true}, nil
+	})
+	AllocateValuesActivity.Register(env, func(_ context.Context, in AllocateValuesInput) (map[string]any, error) {
+		// Every allocated attribute gets 64512 (store.AllocateForVersion
+		// chooses them).
+		out := maps.Clone(in.Attributes)
+		out["asn"] = 64512.0
+		return out, nil
 	})
 	ExportInstanceActivity.Register(env, func(_ context.Context, in ExportInstanceInput) (ExportInstanceResult, error) {
 		f.mu.Lock()

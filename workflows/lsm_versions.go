@@ -74,11 +74,16 @@ func (w *instanceWorkflow) migrate(ctx workflow.Context, req MigrateRequest) (Se
 		// The target version's allocated attributes get their values
 		// before the validation reads them: the ones the instance holds,
 		// else new ones (a version that adds one). Entities without
-		// allocated attributes run no activity here, as before.
+		// allocated attributes run no activity here, as before. Busy
+		// while it runs: no other request, and no auto transfer of the
+		// main loop, moves the instance on meanwhile (request sets it
+		// again, with nothing in between).
+		w.busy = true
 		attrs, err := AllocateValuesActivity.RunLocal(quickOptions(ctx), AllocateValuesInput{
 			EnvironmentID: w.in.EnvironmentID, Entity: w.in.Entity.Name, InstanceID: w.in.InstanceID,
 			EntityVersion: sets.CandidateVersion, Attributes: sets.Candidate,
 		})
+		w.busy = false
 		if err != nil {
 			return ServiceInstanceRecord{}, fmt.Errorf("allocate the values of version %d: %w", sets.CandidateVersion, err)
 		}

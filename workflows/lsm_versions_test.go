@@ -1,8 +1,14 @@
 package workflows
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/intendhq/intend/internal/lsm"
 )
@@ -102,5 +108,43 @@ func TestServiceInstanceMigrateRefused(t *testing.T) {
 	}
 	if len(f.writes) != 4 {
 		t.Errorf("%d writes, want none after the seeded 4", len(f.writes))
+	}
+}
+
+// TestServiceInstanceMigrateAllocates: a migration to a version with an
+// allocated attribute asks for its value before the validation, which
+// gets it; a request that arrives while the value is asked for is
+// refused as busy (the instance must not move on meanwhile).
+func TestServiceInstanceMigrateAllocates(t *testing.T) {
+	t.Parallel()
+	f := (&lsmFake{}).seeded(4)
+	env := f.env(t)
+	target := v2Entity()
+	target.Attributes = append(target.Attributes, lsm.AttributeSpec{Name: "asn", Modifier: lsm.ReadOnly, Allocate: "asn"})
+	mig := send(env, time.Minute, MigrateUpdate, "m", MigrateRequest{CurrentVersion: 4, Entity: target,
+		Attributes: map[string]any{"name": "web", "ram": 2.0}})
+	var busy *outcome
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		if info.ActivityType.Name == AllocateValuesActivity.Name() && busy == nil {
+			busy = &outcome{}
+			env.UpdateWorkflow(DeleteUpdate, "d", &testsuite.TestUpdateCallback{
+				OnReject: func(err error) { busy.rejected = err }, OnAccept: func() {},
+				OnComplete: func(any, error) { busy.completed = true },
+			}, DeleteRequest{CurrentVersion: 4})
+		}
+	})
+	cancelAt(env, time.Hour)
+	env.ExecuteWorkflow(ServiceInstanceWorkflowName, upInput())
+	wantCanceled(t, env)
+	mig.mustComplete(t, "migrate")
+	var ae *temporal.ApplicationError
+	if busy == nil || !errors.As(busy.rejected, &ae) || ae.Type() != lsm.RejectBusy {
+		t.Fatalf("a delete while the migration's values are allocated: %+v, want rejected as busy", busy)
+	}
+	if v := f.validations[0]; v.EntityVersion != 2 || v.Attributes["asn"] != 64512.0 {
+		t.Errorf("validation = %+v, want version 2's attributes with the allocated asn", v)
+	}
+	if w := f.writes[4]; w.Sets.Candidate["asn"] != 64512.0 || w.Event.MigrateTo != 2 {
+		t.Errorf("the migration's write = %+v", w)
 	}
 }
