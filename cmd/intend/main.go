@@ -203,6 +203,7 @@ Exit codes:
 		notificationsCommand(g),
 		tokenCommand(g),
 		auditCommand(g),
+		artifactsCommand(g),
 	)
 	// Cobra adds these when it executes; added now, markStarted sees them.
 	root.InitDefaultHelpCmd()
