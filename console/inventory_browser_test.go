@@ -267,7 +267,10 @@ func TestInventoryInABrowser(t *testing.T) {
 	var page string
 	run(t, ctx, chromedp.Location(&page))
 	page, _, _ = strings.Cut(page, "?")
+	// The page shown is the update's answer (update_start): loaded again,
+	// its forms name the version the instance is up at.
 	run(t, ctx,
+		navigate(page),
 		chromedp.Click(`//button[@aria-label="Dry-run the rollback to version 1"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`//p[@class="flash"][starts-with(., "Dry-run of the rollback")]`, chromedp.BySearch),
 		chromedp.Text(`p.flash`, &text, chromedp.ByQuery),
