@@ -237,26 +237,12 @@ func (c *Console) entityConfig(w http.ResponseWriter, r *http.Request) {
 	if !ok || !c.postedForm(w, r, u) {
 		return
 	}
-	e, err := catalogEntity(r, u, env, entity)
-	if err != nil {
-		c.fail(w, r, err)
-		return
+	refused := func(status int, msg string) { c.instancesPage(w, r, status, msg) }
+	path := "/lsm/v1/service_catalog/" + url.PathEscape(entity) + "/config"
+	if p, ok := c.saveConfig(w, r, u, env, entity, path, false, nil, refused); ok {
+		http.Redirect(w, r, c.flashURL(r, "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity),
+			fmt.Sprintf("Auto transfers of %s saved: %s.", entity, p.said())), http.StatusSeeOther)
 	}
-	p, bad := parseConfig(r.PostForm, e.Lifecycle, false)
-	if bad != "" {
-		c.instancesPage(w, r, http.StatusUnprocessableEntity, bad)
-		return
-	}
-	if err := u.lsm(env).Do(r.Context(), http.MethodPatch, "/lsm/v1/service_catalog/"+url.PathEscape(entity)+"/config", p, nil); err != nil {
-		if status, msg, ok := configRefused(err); ok {
-			c.instancesPage(w, r, status, msg)
-			return
-		}
-		c.fail(w, r, err)
-		return
-	}
-	http.Redirect(w, r, c.flashURL(r, "/console/env/"+url.PathEscape(env)+"/inventory/"+url.PathEscape(entity),
-		fmt.Sprintf("Auto transfers of %s saved: %s.", entity, p.said())), http.StatusSeeOther)
 }
 
 func (c *Console) instanceConfig(w http.ResponseWriter, r *http.Request) {
@@ -264,26 +250,38 @@ func (c *Console) instanceConfig(w http.ResponseWriter, r *http.Request) {
 	if !ok || !c.postedForm(w, r, u) {
 		return
 	}
+	refused := func(status int, msg string) { c.instancePage(w, r, status, nil, msg) }
+	var out client.InstanceConfig
+	if p, ok := c.saveConfig(w, r, u, env, entity, client.InventoryPath(entity, id, "config"), true, &out, refused); ok {
+		c.toInstance(w, r, env, entity, client.ServiceInstance{ID: out.ID}, "Auto transfers of this instance saved: "+p.said()+".")
+	}
+}
+
+// saveConfig PATCHes the auto-transfer config the posted form gives
+// (parseConfig; instance: an instance's, with "default") to path, into
+// out. A form it refuses, or the API's 4xx, goes to refused (the page
+// again, with the sentence); another error to c.fail. ok: saved.
+func (c *Console) saveConfig(w http.ResponseWriter, r *http.Request, u *user, env, entity, path string, instance bool, out any,
+	refused func(status int, msg string)) (configPatch, bool) {
 	e, err := catalogEntity(r, u, env, entity)
 	if err != nil {
 		c.fail(w, r, err)
-		return
+		return configPatch{}, false
 	}
-	p, bad := parseConfig(r.PostForm, e.Lifecycle, true)
+	p, bad := parseConfig(r.PostForm, e.Lifecycle, instance)
 	if bad != "" {
-		c.instancePage(w, r, http.StatusUnprocessableEntity, nil, bad)
-		return
+		refused(http.StatusUnprocessableEntity, bad)
+		return p, false
 	}
-	var out client.InstanceConfig
-	if err := u.lsm(env).Do(r.Context(), http.MethodPatch, client.InventoryPath(entity, id, "config"), p, &out); err != nil {
+	if err := u.lsm(env).Do(r.Context(), http.MethodPatch, path, p, out); err != nil {
 		if status, msg, ok := configRefused(err); ok {
-			c.instancePage(w, r, status, nil, msg)
-			return
+			refused(status, msg)
+		} else {
+			c.fail(w, r, err)
 		}
-		c.fail(w, r, err)
-		return
+		return p, false
 	}
-	c.toInstance(w, r, env, entity, client.ServiceInstance{ID: out.ID}, "Auto transfers of this instance saved: "+p.said()+".")
+	return p, true
 }
 
 // poolsData is the pools page's.
