@@ -1,9 +1,11 @@
 package childproc
 
 import (
+	"bytes"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -66,5 +68,38 @@ func TestRepoRoot(t *testing.T) {
 		if got := repoRoot(tc.from); got != tc.want {
 			t.Errorf("%s: repoRoot(%s) = %q, want %q", tc.name, tc.from, got, tc.want)
 		}
+	}
+}
+
+func TestLinesFindsNeedlesAcrossWrites(t *testing.T) {
+	t.Parallel()
+	l := &Lines{Needles: []string{"address already in use", "panic:"}, Max: 2}
+	// The needle split over three writes, the lines around it dropped.
+	for _, s := range []string{"starting\nlisten tcp: addr", "ess already ", "in use\nok\n"} {
+		l.Write([]byte(s))
+	}
+	if !l.Seen("address already in use") || l.Seen("panic:") {
+		t.Fatalf("seen: in use %v, panic %v; want true, false", l.Seen("address already in use"), l.Seen("panic:"))
+	}
+	if got := l.String(); got != "listen tcp: address already in use" {
+		t.Fatalf("kept %q, want the whole matching line only", got)
+	}
+	// An over-long line is judged in pieces: a needle across the cut is
+	// still found, and the unfinished last line counts.
+	long := &Lines{Needles: []string{"panic:"}, Max: 1}
+	long.Write(bytes.Repeat([]byte("x"), maxLine-2))
+	long.Write([]byte("pan"))
+	long.Write([]byte("ic: boom"))
+	if !long.Seen("panic:") {
+		t.Fatal("a needle across an over-long line's cut was missed")
+	}
+	// Beyond Max, matches are counted.
+	l.Write([]byte("panic: one\npanic: two\n"))
+	if got := l.String(); !strings.HasSuffix(got, "panic: one\n(1 more such lines)") {
+		t.Fatalf("kept %q, want two lines and a count of the rest", got)
+	}
+	var none *Lines
+	if none.Seen("panic:") || none.String() != "" {
+		t.Fatal("a nil Lines is not empty")
 	}
 }

@@ -71,7 +71,7 @@ type Server struct {
 	hostPort  string
 	uiAddress string
 	namespace string
-	tail      *childproc.Tail
+	tail      *childproc.ServerOutput
 	logFile   *os.File
 
 	exited  chan struct{} // closed when the process has exited
@@ -133,7 +133,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	for attempt := 1; ; attempt++ {
 		s, err := start(ctx, cli, cfg, opts, logger)
 		if errors.Is(err, errPortInUse) && (opts.Port == 0 || opts.UIPort == 0) && attempt < portAttempts {
-			// A port we found free was taken before the server bound it.
+			// A port we (or the server itself) found free was taken
+			// before the server bound it.
+			logger.Warn("the Temporal dev server's port was taken before it bound it; starting it again on new ports",
+				"attempt", attempt, "error", firstLine(err))
 			continue
 		}
 		if err != nil {
@@ -159,7 +162,7 @@ func start(ctx context.Context, cli string, cfg intend.TemporalDev, opts Options
 	s := &Server{
 		hostPort:  net.JoinHostPort(ip, strconv.Itoa(port)),
 		namespace: cfg.Namespace,
-		tail:      &childproc.Tail{Max: logTailBytes},
+		tail:      childproc.NewServerOutput(logTailBytes),
 		exited:    make(chan struct{}),
 	}
 	// The flags testsuite.StartDevServer passes, plus temporal.yaml's.
@@ -209,10 +212,10 @@ func start(ctx context.Context, cli string, cfg intend.TemporalDev, opts Options
 	if err := s.waitReady(ctx, cfg, logger); err != nil {
 		s.kill()
 		tail := s.tail.String()
-		if strings.Contains(tail, "address already in use") {
+		if s.tail.PortInUse() {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
-		return nil, fmt.Errorf("%w\ntemporal %s output (tail):\n%s", err, strings.Join(args, " "), tail)
+		return nil, fmt.Errorf("%w\ntemporal %s output, %s", err, strings.Join(args, " "), tail)
 	}
 	return s, nil
 }
@@ -366,4 +369,11 @@ func portOrFree(ip string, port int) (int, error) {
 		return port, nil
 	}
 	return childproc.FreePort(ip)
+}
+
+// firstLine is err's message up to its first line break (the server's
+// output follows it).
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }

@@ -122,6 +122,41 @@ func TestStartFailsWithOutput(t *testing.T) {
 	}
 }
 
+// TestStartRetriesAPortTakenMeanwhile: a server whose port was taken
+// between our pick and its bind panics with a goroutine dump far longer
+// than the output's tail; Start still tells the bind error (it looks at
+// the whole output) and picks new ports, and when every attempt fails its
+// error shows the bind error's line.
+func TestStartRetriesAPortTakenMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	cli := filepath.Join(dir, "temporal")
+	script := `#!/bin/sh
+echo start >> "` + starts + `"
+echo 'time=now level=INFO msg="starting"'
+echo 'panic: listen tcp 127.0.0.1:7233: bind: address already in use'
+i=0; while [ $i -lt 400 ]; do echo "goroutine $i [running]: go.temporal.io/server/common.(*Service).Start(...) /src/service.go:42"; i=$((i+1)); done
+exit 2
+`
+	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(ctx, Options{CLIPath: cli, UIPort: -1})
+	if !errors.Is(err, errPortInUse) {
+		t.Fatalf("start = %v, want a port in use", err)
+	}
+	if !strings.Contains(err.Error(), "panic: listen tcp 127.0.0.1:7233: bind: address already in use") {
+		t.Errorf("the error lacks the bind error's line:\n%v", err)
+	}
+	b, _ := os.ReadFile(starts)
+	if n := strings.Count(string(b), "start"); n != portAttempts {
+		t.Errorf("the server was started %d times, want %d (a port taken meanwhile is retried)", n, portAttempts)
+	}
+}
+
 func TestFindCLI(t *testing.T) {
 	p, err := FindCLI()
 	if err != nil {

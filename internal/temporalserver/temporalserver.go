@@ -146,7 +146,7 @@ type Server struct {
 	hostPort  string
 	namespace string
 	ports     Ports
-	tail      *childproc.Tail
+	tail      *childproc.ServerOutput
 	logFile   *os.File
 
 	exited  chan struct{} // closed when the process has exited
@@ -295,7 +295,7 @@ func start(ctx context.Context, opts Options, cfg intend.TemporalDev, searchAttr
 		hostPort:  net.JoinHostPort(opts.IP, strconv.Itoa(ports.Frontend)),
 		namespace: cfg.Namespace,
 		ports:     ports,
-		tail:      &childproc.Tail{Max: logTailBytes},
+		tail:      childproc.NewServerOutput(logTailBytes),
 		exited:    make(chan struct{}),
 	}
 	cmd := exec.Command(opts.ServerPath, args...)
@@ -319,10 +319,10 @@ func start(ctx context.Context, opts Options, cfg intend.TemporalDev, searchAttr
 	if err := s.waitReady(ctx, searchAttributes, opts.Logger); err != nil {
 		s.kill()
 		tail := s.tail.String()
-		if strings.Contains(tail, "address already in use") {
+		if s.tail.PortInUse() {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
-		return nil, fmt.Errorf("%w\n%s %s output (tail):\n%s", err, opts.ServerPath, strings.Join(args, " "), tail)
+		return nil, fmt.Errorf("%w\n%s %s output, %s", err, opts.ServerPath, strings.Join(args, " "), tail)
 	}
 	return s, nil
 }
