@@ -240,8 +240,13 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.Click(`//section[contains(@class, "confirm")]//button`, chromedp.BySearch),
 		chromedp.WaitVisible(`//p[@class="flash" and contains(text(), "halted")]`, chromedp.BySearch),
 		chromedp.Click(`//button[text()="Resume"]`, chromedp.BySearch),
-		chromedp.WaitVisible(`//p[@class="flash" and contains(text(), "resumed")]`, chromedp.BySearch),
+		// The halt's own flash says "until it is resumed": wait for the
+		// resume's, or the next navigation cancels the resume in flight.
+		chromedp.WaitVisible(`//p[@class="flash" and contains(text(), "resumed: deploys go on")]`, chromedp.BySearch),
 	)
+	if e, err := c.Environment(context.Background(), env); err != nil || e.Halted {
+		t.Fatalf("after Resume the environment is %+v (%v), want it not halted", e, err)
+	}
 
 	// An admin edits the settings: a refused value is shown next to its
 	// field, as typed; a good one is saved.
