@@ -487,9 +487,6 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		// transfer that terminates an instance gives them back.
 		var allocs []allocated
 		if ch.Version == 1 && !ch.Deleted {
-			if err := checkInstanceQuota(ctx, tx, envID); err != nil {
-				return err
-			}
 			if ch.Sets.Candidate, allocs, err = allocate(ctx, tx, envID, ch); err != nil {
 				return err
 			}
@@ -517,6 +514,14 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 				return Conflict("another live %s instance has identity %q", ch.Entity, ch.Identity)
 			}
 			return fmt.Errorf("write service instance %s: %w", ch.ID, err)
+		}
+		if ch.Version == 1 && !ch.Deleted {
+			// Counted by the insert's trigger, which holds the count's
+			// row until this transaction ends: a create beside it waits,
+			// then counts this one.
+			if err := checkInstanceQuota(ctx, tx, envID, 0); err != nil {
+				return err
+			}
 		}
 		if err := refs.write(ctx, tx, envID, ch.ID); err != nil {
 			return err
@@ -572,24 +577,23 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 	return out, nil
 }
 
-// checkInstanceQuota refuses a create when the environment holds its
-// service_instance_quota of live instances (Settings.Instances): a
-// *ConflictError, nothing written. It counts at most the quota's rows.
-// Creates committing at once may each pass it at quota-1: the quota can
-// be passed by the creates in flight, not more.
-func checkInstanceQuota(ctx context.Context, tx querier, envID string) error {
+// checkInstanceQuota refuses a create when the environment's live
+// service instances, with adding more, would pass its
+// service_instance_quota. The count is service_instance_counts' row, which
+// the insert of a live instance and an instance's termination keep
+// (migration 042). A create checks after its insert (adding 0): its
+// trigger's update of the row makes a concurrent create in the same
+// environment wait for this transaction, so no two of them pass the quota
+// together.
+func checkInstanceQuota(ctx context.Context, tx querier, envID string, adding int64) error {
 	var s Settings
-	if err := tx.QueryRow(ctx, `select coalesce((settings->>'service_instance_quota')::bigint, 0) from environments where id = $1::uuid`,
-		envID).Scan(&s.InstanceQuota); err != nil {
+	var live int64
+	if err := tx.QueryRow(ctx, `select coalesce((e.settings->>'service_instance_quota')::bigint, 0), coalesce(c.live, 0)
+		from environments e left join service_instance_counts c on c.environment_id = e.id
+		where e.id = $1::uuid`, envID).Scan(&s.InstanceQuota, &live); err != nil {
 		return fmt.Errorf("environment %s: %w", envID, err)
 	}
-	quota := s.Instances()
-	var live int64
-	if err := tx.QueryRow(ctx, `select count(*) from (select 1 from service_instances
-			where environment_id = $1::uuid and not deleted limit $2) x`, envID, quota).Scan(&live); err != nil {
-		return fmt.Errorf("count live service instances: %w", err)
-	}
-	if live >= quota {
+	if quota := s.Instances(); live+adding > quota {
 		return Conflict("the environment holds %d live service instances, its service_instance_quota: terminate some, "+
 			"or ask a global admin to raise service_instance_quota", quota)
 	}
@@ -599,7 +603,7 @@ func checkInstanceQuota(ctx context.Context, tx querier, envID string) error {
 // CheckInstanceQuota is a create's quota check (checkInstanceQuota) for
 // a create's dry-run: nil when one more live instance fits now.
 func (s *Store) CheckInstanceQuota(ctx context.Context, envID string) error {
-	return checkInstanceQuota(ctx, s.pool, envID)
+	return checkInstanceQuota(ctx, s.pool, envID, 1)
 }
 
 // instanceAt is the instance as the version ch wrote left it, for a
