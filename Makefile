@@ -293,6 +293,7 @@ bench: tools ## hot-path benchmarks, then the end-to-end deploy benchmark (docs/
 	$(GO) test -run '^$$' -bench P8 -benchtime 5x -benchmem ./internal/compiler/   # P8: compile of 1 / 1,000 service instances
 	CI=$${CI:-1} $(GO) test -run '^$$' -bench 'Authenticate|GuardedRead' -benchtime 2000x ./api/   # what authentication adds per request
 	CI=$${CI:-1} $(GO) test -run '^$$' -bench ConsolePages -benchtime 20x ./console/   # the console's pages at 10,000 resources
+	$(GO) test -run '^$$' -bench AllocateInAFullPool -benchtime 20x ./internal/store/   # a create allocating from pools holding 1,000 and 99,000 values
 	$(GO) run ./cmd/intend-bench -n $(BENCH_N)
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm; fi
 	@if [ -d /dev/shm ]; then $(GO) run ./cmd/intend-bench -n $(BENCH_N) -files /dev/shm -external 1; fi   # P1–P5 on an executor without database credentials

@@ -178,7 +178,7 @@ func chooseValues(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChang
 	if err != nil || len(specs) == 0 {
 		return ch.Sets.Candidate, nil, err
 	}
-	poolQuery := `select definition from lsm_pools where environment_id = $1::uuid and name = $2`
+	poolQuery := `select definition, coalesce(free_from::text, '') from lsm_pools where environment_id = $1::uuid and name = $2`
 	if lock {
 		poolQuery += ` for update`
 	}
@@ -192,49 +192,82 @@ func chooseValues(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChang
 			continue
 		}
 		var p lsm.Pool
-		err := tx.QueryRow(ctx, poolQuery, envID, spec.Allocate).Scan(&p)
+		var freeFrom string
+		err := tx.QueryRow(ctx, poolQuery, envID, spec.Allocate).Scan(&p, &freeFrom)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil, Conflict("attribute %s of %s is allocated from pool %s, which the catalog does not have", spec.Name, ch.Entity, spec.Allocate)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("lock pool %s: %w", spec.Allocate, err)
 		}
-		// The lowest free value is the pool's first, or one right after
-		// a value given (every given value is one of the pool's:
-		// poolChanges keeps it so).
 		// Values this call chose already (two attributes of one pool)
-		// are not recorded yet: they count as given.
-		chosen := []string{}
+		// are not recorded yet: they count as given, and the search
+		// goes on past them.
+		from := p.First()
+		if f, ok := new(big.Int).SetString(freeFrom, 10); ok && f.Cmp(from) > 0 {
+			from = f
+		}
 		for _, a := range out {
-			if a.pool == p.Name {
-				chosen = append(chosen, a.ordinal)
+			if o, _ := new(big.Int).SetString(a.ordinal, 10); a.pool == p.Name && o.Cmp(from) >= 0 {
+				from = o.Add(o, p.Step())
 			}
 		}
-		var ord *string
-		err = tx.QueryRow(ctx, `select c::text from (
-				select $3::text::numeric as c
-				union all
-				select ordinal + $4::text::numeric from lsm_allocations where environment_id = $1::uuid and pool = $2
-				union all
-				select o::numeric + $4::text::numeric from unnest($6::text[]) o
-			) x
-			where c >= $3::text::numeric and c <= $5::text::numeric
-			  and not exists (select 1 from lsm_allocations a where a.environment_id = $1::uuid and a.pool = $2 and a.ordinal = x.c)
-			  and not x.c = any($6::text[]::numeric[])
-			order by c limit 1`,
-			envID, p.Name, p.First().String(), p.Step().String(), p.Last().String(), chosen).Scan(&ord)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil, &PoolExhaustedError{Pool: p.Name, Describe: p.Describe(), Size: p.Count(), Entity: ch.Entity, Attribute: spec.Name}
-		}
+		o, err := lowestFree(ctx, tx, envID, p, from)
 		if err != nil {
 			return nil, nil, fmt.Errorf("allocate from pool %s: %w", p.Name, err)
 		}
-		o, _ := new(big.Int).SetString(*ord, 10)
+		if o == nil {
+			return nil, nil, &PoolExhaustedError{Pool: p.Name, Describe: p.Describe(), Size: p.Count(), Entity: ch.Entity, Attribute: spec.Name}
+		}
 		v, text := p.Value(o)
 		cand[spec.Name] = v
-		out = append(out, allocated{pool: p.Name, attribute: spec.Name, value: text, ordinal: *ord})
+		out = append(out, allocated{pool: p.Name, attribute: spec.Name, value: text, ordinal: o.String()})
+		if lock {
+			// No value below the one taken is free (it was the lowest).
+			next := new(big.Int).Add(o, p.Step())
+			if _, err := tx.Exec(ctx, `update lsm_pools set free_from = $3::text::numeric
+				where environment_id = $1::uuid and name = $2`, envID, p.Name, next.String()); err != nil {
+				return nil, nil, fmt.Errorf("pool %s: %w", p.Name, err)
+			}
+		}
 	}
 	return cand, out, nil
+}
+
+// lowestFree is the ordinal of pool p's lowest value at from or after it
+// that no instance holds (nil: none is left up to the pool's last). Every
+// value given is one of the pool's (poolChanges keeps it so), so from an
+// ordinal that is taken it walks the values given in a row after it, in
+// the primary key's order, and stops at the first whose successor is
+// free: the run's length, not the pool's values given, is what it costs.
+func lowestFree(ctx context.Context, tx pgx.Tx, envID string, p lsm.Pool, from *big.Int) (*big.Int, error) {
+	if from.Cmp(p.Last()) > 0 {
+		return nil, nil
+	}
+	var ord *string
+	err := tx.QueryRow(ctx, `select case
+			when not exists (select 1 from lsm_allocations where environment_id = $1::uuid and pool = $2 and ordinal = $3::text::numeric)
+			then $3::text
+			else (select (a.ordinal + $4::text::numeric)::text from lsm_allocations a
+				where a.environment_id = $1::uuid and a.pool = $2 and a.ordinal >= $3::text::numeric
+				  and not exists (select 1 from lsm_allocations b
+					where b.environment_id = $1::uuid and b.pool = $2 and b.ordinal = a.ordinal + $4::text::numeric)
+				order by a.ordinal limit 1)
+			end`, envID, p.Name, from.String(), p.Step().String()).Scan(&ord)
+	if err != nil {
+		return nil, err
+	}
+	if ord == nil {
+		return nil, nil
+	}
+	o, ok := new(big.Int).SetString(*ord, 10)
+	if !ok {
+		return nil, fmt.Errorf("ordinal %q", *ord)
+	}
+	if o.Cmp(p.Last()) > 0 {
+		return nil, nil
+	}
+	return o, nil
 }
 
 // PreviewedValue is a value a create would be given now for one of its
@@ -319,7 +352,17 @@ func recordAllocations(ctx context.Context, tx pgx.Tx, envID, id string, allocs 
 }
 
 // releaseAllocations gives the values of a terminated instance back.
+//
+// It locks the pools of the values first, in name order as a create
+// locks them: the delete's trigger (migration 043) lowers their
+// free_from, and a create holding one pool while it waits for another
+// must not find this transaction holding that one and waiting for its.
 func releaseAllocations(ctx context.Context, tx pgx.Tx, envID, id string) error {
+	if _, err := tx.Exec(ctx, `select 1 from lsm_pools where environment_id = $1::uuid and name in
+			(select pool from lsm_allocations where environment_id = $1::uuid and instance_id = $2::uuid)
+		order by name for update`, envID, id); err != nil {
+		return fmt.Errorf("lock the pools of service instance %s: %w", id, err)
+	}
 	_, err := tx.Exec(ctx, `delete from lsm_allocations where environment_id = $1::uuid and instance_id = $2::uuid`, envID, id)
 	return err
 }
@@ -378,7 +421,8 @@ func writePools(ctx context.Context, tx pgx.Tx, envID string, pools []lsm.Pool) 
 		}
 		if _, err := tx.Exec(ctx, `insert into lsm_pools (environment_id, name, definition) values ($1::uuid, $2, $3)
 			on conflict (environment_id, name) do update set definition = excluded.definition,
-			  updated_at = case when lsm_pools.definition = excluded.definition then lsm_pools.updated_at else now() end`,
+			  updated_at = case when lsm_pools.definition = excluded.definition then lsm_pools.updated_at else now() end,
+			  free_from = case when lsm_pools.definition = excluded.definition then lsm_pools.free_from end`,
 			envID, p.Name, def); err != nil {
 			return fmt.Errorf("register pool %s: %w", p.Name, err)
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -303,5 +305,97 @@ func TestAllocationReplicas(t *testing.T) {
 	}
 	if u := poolUsage(t, a, e.ID); u["vlan"] != [3]int64{5, 5, 0} || u["asn"][1] != 5 {
 		t.Errorf("usage: %v", u)
+	}
+}
+
+// TestAllocationTakesTheLowestFreeValue: through a random run of creates
+// and terminations, and a change of the pools that frees values below
+// those given, every create gets each pool's lowest free value, and a
+// full pool refuses it, as a model of the values held says (the search
+// starts at the pool's free_from, migration 043, which creates raise and
+// terminations lower).
+func TestAllocationTakesTheLowestFreeValue(t *testing.T) {
+	t.Parallel()
+	st, e := newStoreEnv(t)
+	ctx := context.Background()
+	pools := func(vlanFrom int64) []lsm.Pool {
+		return []lsm.Pool{
+			{Name: "asn", Kind: lsm.PoolRange, From: 64512, To: 64523},
+			{Name: "p2p", Kind: lsm.PoolCIDR, Prefix: "10.9.0.0/26", Size: 30},
+			{Name: "vlan", Kind: lsm.PoolVLAN, From: vlanFrom, To: 20},
+		}
+	}
+	if _, err := st.PutModel(ctx, e.ID, linkModel("a", pools(9))); err != nil {
+		t.Fatal(err)
+	}
+	// What the model says: the values live instances hold.
+	held := map[string]map[string]bool{"asn": {}, "p2p": {}, "vlan": {}}
+	lowest := func(vlanFrom int64) map[string]string {
+		want := map[string]string{}
+		for i := int64(64512); i <= 64523; i++ {
+			if v := fmt.Sprint(i); !held["asn"][v] {
+				want["asn"] = v
+				break
+			}
+		}
+		for i := 0; i < 64; i += 4 {
+			if v := fmt.Sprintf("10.9.0.%d/30", i); !held["p2p"][v] {
+				want["p2p"] = v
+				break
+			}
+		}
+		for i := vlanFrom; i <= 20; i++ {
+			if v := fmt.Sprint(i); !held["vlan"][v] {
+				want["vlan"] = v
+				break
+			}
+		}
+		return want
+	}
+	values := func(inst store.ServiceInstance) map[string]string {
+		return map[string]string{"asn": fmt.Sprint(inst.Candidate["asn"]), "p2p": fmt.Sprint(inst.Candidate["subnet"]),
+			"vlan": fmt.Sprint(inst.Candidate["vlan"])}
+	}
+	rng := rand.New(rand.NewPCG(31, 43))
+	var live []store.ServiceInstance
+	vlanFrom := int64(9)
+	for step := range 160 {
+		if step == 80 {
+			// The VLAN pool grows at its front: values below every one
+			// given are free now, and the next creates take them.
+			vlanFrom = 3
+			if _, err := st.PutModel(ctx, e.ID, linkModel("b", pools(vlanFrom))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(live) > 0 && rng.IntN(5) < 2 {
+			i := rng.IntN(len(live))
+			if err := terminate(ctx, st, e.ID, live[i]); err != nil {
+				t.Fatalf("step %d: terminate: %v", step, err)
+			}
+			for pool, v := range values(live[i]) {
+				delete(held[pool], v)
+			}
+			live = slices.Delete(live, i, i+1)
+			continue
+		}
+		want := lowest(vlanFrom)
+		applied, err := createLink(ctx, st, e.ID, newLinkID(), fmt.Sprintf("s%d", step))
+		if len(want) < 3 {
+			if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "is exhausted") {
+				t.Fatalf("step %d: a create with a pool full (%v free) = %v, want it refused", step, want, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("step %d: create: %v", step, err)
+		}
+		if got := values(applied.Instance); !maps.Equal(got, want) {
+			t.Fatalf("step %d: the create got %v, want the lowest free values %v", step, got, want)
+		}
+		for pool, v := range want {
+			held[pool][v] = true
+		}
+		live = append(live, applied.Instance)
 	}
 }
