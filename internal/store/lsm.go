@@ -491,6 +491,15 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 				return err
 			}
 		}
+		if ch.Deleted && ch.Version > 1 {
+			// Before the row's write: a create locks its pools and then
+			// the environment's live count (the insert's trigger), and so
+			// does a termination, its pools here and the count with the
+			// row (migrations 042, 043); the other order deadlocks them.
+			if err := releaseAllocations(ctx, tx, envID, ch.ID); err != nil {
+				return err
+			}
+		}
 		cv, av, rv := setVersion(ch.Sets.Candidate, ch.Sets.CandidateVersion),
 			setVersion(ch.Sets.Active, ch.Sets.ActiveVersion), setVersion(ch.Sets.Rollback, ch.Sets.RollbackVersion)
 		if ch.Version == 1 {
@@ -528,11 +537,6 @@ func (s *Store) ApplyInstanceChange(ctx context.Context, envID string, ch Instan
 		}
 		if err := recordAllocations(ctx, tx, envID, ch.ID, allocs); err != nil {
 			return err
-		}
-		if ch.Deleted && ch.Version > 1 {
-			if err := releaseAllocations(ctx, tx, envID, ch.ID); err != nil {
-				return err
-			}
 		}
 		event := ch.Event
 		if len(event) == 0 {

@@ -399,3 +399,60 @@ func TestAllocationTakesTheLowestFreeValue(t *testing.T) {
 		live = append(live, applied.Instance)
 	}
 }
+
+// TestAllocationChurnReplicas: creates and terminations of instances
+// holding values of three pools, at once from two replicas, never wait
+// for each other in a circle (a create locks its pools, then the live
+// count; a termination the same, in that order) and never give a value
+// twice: every one succeeds, or is refused only for an exhausted pool.
+func TestAllocationChurnReplicas(t *testing.T) {
+	t.Parallel()
+	a, url := openStore(t)
+	b, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	e := newEnv(t, a)
+	ctx := context.Background()
+	if _, err := a.PutModel(ctx, e.ID, linkModel("a", linkPools(4094, "10.1.0.0/24"))); err != nil {
+		t.Fatal(err)
+	}
+	const workers, rounds = 6, 12
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := a
+			if w%2 == 1 {
+				st = b
+			}
+			for r := range rounds {
+				applied, err := createLink(ctx, st, e.ID, newLinkID(), fmt.Sprintf("w%dr%d", w, r))
+				if errors.Is(err, store.ErrConflict) && strings.Contains(err.Error(), "is exhausted") {
+					continue
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d round %d: create: %w", w, r, err)
+					return
+				}
+				if err := terminate(ctx, st, e.ID, applied.Instance); err != nil {
+					errs <- fmt.Errorf("worker %d round %d: terminate: %w", w, r, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for pool, u := range poolUsage(t, a, e.ID) {
+		if u[1] != 0 {
+			t.Errorf("pool %s: %d values still held after every instance was terminated", pool, u[1])
+		}
+	}
+}
