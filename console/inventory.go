@@ -377,7 +377,16 @@ type instanceData struct {
 	Diagnosis *client.Diagnosis
 	// Auto is the instance's auto-transfer config (nil once terminated).
 	Auto *autoConfig
+	// LogNext is the cursor of the log's older versions ("": none);
+	// LogBefore the version this page of the log starts before (0: the
+	// newest).
+	LogNext   string
+	LogBefore int64
 }
+
+// instanceLogPage is how many versions of an instance's log its page
+// shows at a time.
+const instanceLogPage = 100
 
 // logRow is one version of the instance's log, with the transfer that
 // made it.
@@ -425,8 +434,16 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status in
 		return
 	}
 	base := client.InventoryPath(entity, d.Instance.ID)
-	var log struct {
-		Items []client.InstanceLogEntry `json:"items"`
+	var log client.List[client.InstanceLogEntry]
+	logPath := fmt.Sprintf("%s/log?limit=%d", base, instanceLogPage)
+	if v := r.URL.Query().Get("log_before"); v != "" {
+		before, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || before < 1 {
+			c.badRequest(w, r, http.StatusBadRequest, "log_before names a version of the log: a whole number from 1.")
+			return
+		}
+		d.LogBefore = before
+		logPath += "&before=" + v
 	}
 	var res struct {
 		Items []client.ResourceState `json:"items"`
@@ -434,7 +451,7 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status in
 	for _, get := range []struct {
 		path string
 		out  any
-	}{{base + "/log?limit=100", &log}, {base + "/resources", &res}} {
+	}{{logPath, &log}, {base + "/resources", &res}} {
 		if err := u.lsm(env).Do(r.Context(), http.MethodGet, get.path, nil, get.out); err != nil {
 			c.fail(w, r, err)
 			return
@@ -449,6 +466,7 @@ func (c *Console) instancePage(w http.ResponseWriter, r *http.Request, status in
 	if diag.Validation != nil || len(diag.Resources) > 0 {
 		d.Diagnosis = &diag
 	}
+	d.LogNext = log.Next
 	for _, e := range log.Items {
 		row := logRow{InstanceLogEntry: e}
 		_ = json.Unmarshal(e.Event, &row.Transfer)

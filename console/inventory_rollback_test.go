@@ -197,3 +197,73 @@ func TestInstanceRollbackForms(t *testing.T) {
 		})
 	}
 }
+
+// fakePagedLogLSM is fakeRollbackLSM whose log comes in pages of two
+// versions (newest first), as the API pages it with before and next.
+type fakePagedLogLSM struct {
+	fakeRollbackLSM
+	asked []string
+}
+
+func (f *fakePagedLogLSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet || r.URL.Path != "/lsm/v1/service_inventory/vm/"+fakeID+"/log" {
+		f.fakeRollbackLSM.ServeHTTP(w, r)
+		return
+	}
+	f.asked = append(f.asked, r.URL.RawQuery)
+	var all struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	_ = json.Unmarshal([]byte(rollbackLog), &all)
+	from := 0 // the index of the first version below before
+	if b := r.URL.Query().Get("before"); b != "" {
+		from = 5 - int(b[0]-'0') + 1
+	}
+	page := map[string]any{"items": all.Items[from:min(from+2, len(all.Items))]}
+	if from+2 < len(all.Items) {
+		page["next"] = string(rune('0' + 5 - from - 1))
+	}
+	_ = json.NewEncoder(w).Encode(page)
+}
+
+// TestInstanceLogPages: an instance's page shows the newest page of its
+// log with a link to the older versions; that page shows them, with a
+// rollback to each that holds a set (so an instance with a long log can be
+// rolled back to any of its versions) and a way back to the newest; a bad
+// cursor is refused before the API hears of it.
+func TestInstanceLogPages(t *testing.T) {
+	api := &fakePagedLogLSM{}
+	c, err := New(Options{API: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Handler()
+	const page = "/console/env/prod/inventory/vm/web"
+	body := do(h, "GET", page, "good", nil).Body.String()
+	if !strings.Contains(body, `<a rel="next" href="?log_before=4#log">Older versions</a>`) ||
+		strings.Contains(body, "The newest versions") || strings.Contains(body, `name="to_version" value="3"`) {
+		t.Errorf("the newest page of the log:\n%s", body)
+	}
+	body = do(h, "GET", page+"?log_before=4", "good", nil).Body.String()
+	for _, want := range []string{
+		`<input type="hidden" name="to_version" value="3">`,
+		`aria-label="Roll back to this version: 2"`,
+		`<a rel="next" href="?log_before=2#log">Older versions</a>`,
+		`<a href="?#log">The newest versions</a>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the older page of the log lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `name="to_version" value="4"`) {
+		t.Errorf("the older page shows version 4 too:\n%s", body)
+	}
+	if got := strings.Join(api.asked, " | "); got != "limit=100 | limit=100&before=4" {
+		t.Errorf("the API was asked for the log with %q", got)
+	}
+	api.asked = nil
+	if w := do(h, "GET", page+"?log_before=x", "good", nil); w.Code != http.StatusBadRequest ||
+		!strings.Contains(w.Body.String(), "log_before names a version") || len(api.asked) != 0 {
+		t.Errorf("a bad cursor: %d, the API asked %v:\n%s", w.Code, api.asked, w.Body.String())
+	}
+}
