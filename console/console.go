@@ -157,7 +157,7 @@ func New(opts Options) (*Console, error) {
 // Handler returns the console's routes, under /console/.
 func (c *Console) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(securityHeaders)
+	r.Use(securityHeaders, finishWrites)
 	static, _ := fs.Sub(staticFS, "static")
 	r.Handle("/console/static/*", http.StripPrefix("/console/static/", http.FileServer(http.FS(static))))
 	r.Get("/console", func(w http.ResponseWriter, r *http.Request) {
@@ -188,6 +188,28 @@ func (c *Console) Handler() http.Handler {
 		c.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Error: "There is no page " + r.URL.Path + "."})
 	})
 	return r
+}
+
+// writeTimeout bounds a console write once its browser has gone.
+const writeTimeout = 2 * time.Minute
+
+// finishWrites carries a form's post through once the console has it,
+// whether or not its browser waits for the answer: a browser cancels a
+// navigation in flight when another starts (a second click, a link
+// followed at once), and a write cancelled halfway is one the operator
+// believes done (a Resume whose page was left at once left the
+// environment halted). Reads still end with their browser.
+func finishWrites(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // securityHeaders: no framing, no inline script, nothing from elsewhere.
