@@ -167,16 +167,20 @@ func allocatedSpecs(ctx context.Context, tx pgx.Tx, envID, entity string, versio
 // returns the candidate set with them and what to record (record). An
 // exhausted pool is a *ConflictError naming it: nothing is written.
 func allocate(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange) (map[string]any, []allocated, error) {
-	return chooseValues(ctx, tx, envID, ch, true)
+	specs, err := allocatedSpecs(ctx, tx, envID, ch.Entity, ch.Sets.CandidateVersion)
+	if err != nil {
+		return nil, nil, err
+	}
+	return chooseValues(ctx, tx, envID, ch, specs, true)
 }
 
 // chooseValues is allocate's choice, each pool row locked for update
 // (lock) or only read (a preview, in a read-only transaction: it holds
 // no lock, so another create may take the values it chose first).
-func chooseValues(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange, lock bool) (map[string]any, []allocated, error) {
-	specs, err := allocatedSpecs(ctx, tx, envID, ch.Entity, ch.Sets.CandidateVersion)
-	if err != nil || len(specs) == 0 {
-		return ch.Sets.Candidate, nil, err
+// specs are the entity version's allocated attributes (allocatedSpecs).
+func chooseValues(ctx context.Context, tx pgx.Tx, envID string, ch InstanceChange, specs []lsm.AttributeSpec, lock bool) (map[string]any, []allocated, error) {
+	if len(specs) == 0 {
+		return ch.Sets.Candidate, nil, nil
 	}
 	poolQuery := `select definition, coalesce(free_from::text, '') from lsm_pools where environment_id = $1::uuid and name = $2`
 	if lock {
@@ -291,8 +295,12 @@ type PreviewedValue struct {
 func (s *Store) PreviewAllocation(ctx context.Context, envID, entity string, version int, cand map[string]any) ([]PreviewedValue, error) {
 	var out []PreviewedValue
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		next, chosen, err := chooseValues(ctx, tx, envID, InstanceChange{Entity: entity,
-			Sets: lsm.Sets{Candidate: cand, CandidateVersion: version}}, false)
+		ch := InstanceChange{Entity: entity, Sets: lsm.Sets{Candidate: cand, CandidateVersion: version}}
+		specs, err := allocatedSpecs(ctx, tx, envID, entity, version)
+		if err != nil {
+			return err
+		}
+		next, chosen, err := chooseValues(ctx, tx, envID, ch, specs, false)
 		if err != nil {
 			return err
 		}

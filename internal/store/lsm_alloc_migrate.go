@@ -85,8 +85,8 @@ func (s *Store) AllocateForVersion(ctx context.Context, envID, entity, id string
 				delete(next, spec.Name) // allocate fills it
 			}
 		}
-		next, allocs, err := allocate(ctx, tx, envID, InstanceChange{Entity: entity, ID: id,
-			Sets: lsm.Sets{Candidate: next, CandidateVersion: version}})
+		next, allocs, err := chooseValues(ctx, tx, envID, InstanceChange{Entity: entity, ID: id,
+			Sets: lsm.Sets{Candidate: next, CandidateVersion: version}}, specs, true)
 		if err != nil {
 			return err
 		}
