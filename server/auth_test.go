@@ -18,6 +18,7 @@ import (
 	"github.com/intendhq/intend/internal/auth"
 	"github.com/intendhq/intend/internal/oidc/oidctest"
 	"github.com/intendhq/intend/internal/store"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -250,17 +251,10 @@ func TestTokenLifecycle(t *testing.T) {
 		map[string]any{"name": "short", "role": "read", "expires_in": 1}, &tk); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, "a token that expires after 1 s to be refused", 10*time.Second, func() error {
 		_, err := versions(ctx, as(admin, tk.Secret), env)
-		if status(err) == 401 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a token expired after 1 s still works: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return wait.Unless(status(err) == 401, "a token expired after 1 s still works: %v", err)
+	})
 
 	// Bad requests are named.
 	for _, tc := range []struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/gittest"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 )
 
@@ -108,11 +109,12 @@ import (
 	}
 	t.Logf("create of an exploding instance: %d %s", r.status, r.body)
 	var inst client.ServiceInstance
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err := lsmGet(t, c, lsmEnv, "/lsm/v1/service_inventory/boom/big", &inst); err == nil && inst.State != "start" {
-			break
+	wait.For(t, "the exploding instance to leave start", 60*time.Second, func() error {
+		if err := lsmGet(t, c, lsmEnv, "/lsm/v1/service_inventory/boom/big", &inst); err != nil {
+			return err
 		}
-	}
+		return wait.Unless(inst.State != "start", "the instance is %+v", inst)
+	})
 	var log any
 	if err := lsmGet(t, c, lsmEnv, "/lsm/v1/service_inventory/boom/big/log", &log); err != nil {
 		t.Fatal(err)
@@ -197,18 +199,16 @@ func TestCompileCPULimitAndFairness(t *testing.T) {
 	}
 	defer creates.Wait()
 	// Wait until both workers are busy and a's queue is behind them.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	wait.For(t, "a's validations to fill both compile workers and queue behind them", 20*time.Second, func() error {
 		running, waiting := srv.CompileQueue()
 		if running == 2 && waiting >= instances/2 {
 			t.Logf("a's compiles: %d running, %d waiting", running, waiting)
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			var log any
-			_ = lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/h0/log", &log)
-			t.Fatalf("a's validations did not queue: %d running, %d waiting; h0's log %v", running, waiting, log)
-		}
-	}
+		var log any
+		_ = lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/h0/log", &log)
+		return fmt.Errorf("a's validations did not queue: %d running, %d waiting; h0's log %v", running, waiting, log)
+	})
 	start = time.Now()
 	if err := uploadModel(t, c, b, catalogModel); err != nil {
 		t.Fatalf("b's upload: %v", err)
@@ -226,11 +226,12 @@ func TestCompileCPULimitAndFairness(t *testing.T) {
 	for i := range instances {
 		name := fmt.Sprintf("h%d", i)
 		var inst client.ServiceInstance
-		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if err := lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/"+name, &inst); err == nil && inst.State != "start" {
-				break
+		wait.For(t, name+" to leave start", 3*time.Minute, func() error {
+			if err := lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/"+name, &inst); err != nil {
+				return err
 			}
-		}
+			return wait.Unless(inst.State != "start", "%s is %s", name, inst.State)
+		})
 		var log any
 		if err := lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/"+name+"/log", &log); err != nil {
 			t.Fatal(err)

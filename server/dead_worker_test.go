@@ -17,6 +17,7 @@ import (
 
 	apiclient "github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 	"github.com/intendhq/intend/workflows"
@@ -179,19 +180,13 @@ func TestOldSchedulerRenewed(t *testing.T) {
 	}
 
 	startValidated(t, server.Config{DatabaseURL: db, EmbeddedExecutor: true, ReconcileEvery: time.Second})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	wait.For(t, "the scheduler to run with its workflow task timeout", 20*time.Second, func() error {
 		d, err := tc.DescribeWorkflowExecution(ctx, id, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := d.GetExecutionConfig().GetDefaultWorkflowTaskTimeout().AsDuration()
-		if got == workflows.SchedulerTaskTimeout {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the scheduler's workflow task timeout is still %s, want %s", got, workflows.SchedulerTaskTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return wait.Unless(got == workflows.SchedulerTaskTimeout,
+			"the scheduler's workflow task timeout is still %s, want %s", got, workflows.SchedulerTaskTimeout)
+	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/intendhq/intend/internal/names"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server/servertest"
 	"github.com/intendhq/intend/workflows"
 )
@@ -92,21 +93,14 @@ func TestOneTaskQueueForManyAgents(t *testing.T) {
 
 	// The embedded agents' files arrive; the remote agents' batches wait
 	// in their own queues, which nothing polls yet.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	wait.For(t, "the embedded agents' files to be deployed", 90*time.Second, func() error {
 		var n int
 		if err := conn.QueryRow(ctx, `select count(*) from resource_actions a join environments e on e.id = a.environment_id
 			where e.name = $1 and a.result = 'deployed'`, env).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 2*embedded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the embedded agents' %d files deployed", n, 2*embedded)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return wait.Unless(n == 2*embedded, "%d of the embedded agents' %d files deployed", n, 2*embedded)
+	})
 	// The agents one queue serves share batches (DeployGeneration 3): the
 	// 120 agents' 240 files are one batch, not 120.
 	var batches int

@@ -21,6 +21,7 @@ import (
 
 	intend "github.com/intendhq/intend"
 	"github.com/intendhq/intend/internal/devtemporal"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/workflows"
 )
@@ -93,18 +94,14 @@ func TestRecoveryAfterTemporalLosesItsStore(t *testing.T) {
 	}
 
 	// The instance's workflow runs again and takes an update.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	wait.For(t, "the update to be taken", 90*time.Second, func() error {
 		r := lsmDo(t, c, lsmEnv, http.MethodPatch, "/lsm/v1/service_inventory/vm/web", "",
 			map[string]any{"current_version": up.Version, "attributes": map[string]any{"memory": 5}})
-		if r.status == http.StatusOK {
-			break
-		}
-		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		if r.status != http.StatusOK && r.status != http.StatusServiceUnavailable {
 			t.Fatalf("update after Temporal lost its store: %d %s", r.status, r.body)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return wait.Unless(r.status == http.StatusOK, "update after Temporal lost its store: %d %s", r.status, r.body)
+	})
 	waitState(t, c, lsmEnv, "web", "up", "update_rejected", "update_failed")
 	waitContent(t, filepath.Join(root, "web.conf"), "memory=5\n")
 }
@@ -148,19 +145,12 @@ func TestStartsRegisterMissingSearchAttributes(t *testing.T) {
 		Namespace: ts.Namespace(), SearchAttributes: []string{workflows.SearchAttrEnvironment}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// The frontend's namespace cache takes the removal within 10 s.
+	// The frontend's namespace cache takes the removal within 10 s.
+	wait.For(t, "the removed search attribute to be unusable", 30*time.Second, func() error {
 		_, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
 			Namespace: ts.Namespace(), Query: workflows.SearchAttrEnvironment + " IS NULL"})
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the removed search attribute is still usable after 30 s")
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return wait.Unless(err != nil, "a query on the removed search attribute is still answered")
+	})
 	uws := func() error {
 		op := tc.NewWithStartWorkflowOperation(opts("dr/uws"), "intend.Nothing")
 		uctx, cancel := context.WithTimeout(ctx, time.Second)

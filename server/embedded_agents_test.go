@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -46,13 +47,10 @@ func TestEmbeddedAgentsAreBounded(t *testing.T) {
 	}
 	waitServed := func(want []string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !slices.Equal(served(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the embedded executor serves %v, want %v", served(), want)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		wait.For(t, fmt.Sprintf("the embedded executor to serve %v", want), 60*time.Second, func() error {
+			got := served()
+			return wait.Unless(slices.Equal(got, want), "the embedded executor serves %v, want %v", got, want)
+		})
 	}
 	release(40)
 	waitServed([]string{"a00", "a01", "a02", "a03", "a04"})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server/servertest"
 )
 
@@ -68,17 +69,11 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 	a, b := start("exec-a"), start("exec-b")
 
 	// Both registered (they register once they poll).
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	wait.For(t, "exec-a and exec-b to register", 60*time.Second, func() error {
 		l := servertest.Executors(t, c, env)
-		if len(l) == 2 && l[0].Name == "exec-a" && l[0].Live && l[1].Name == "exec-b" && l[1].Live {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("executors = %+v\nexec-a:\n%s\nexec-b:\n%s", l, a.Out.String(), b.Out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return wait.Unless(len(l) == 2 && l[0].Name == "exec-a" && l[0].Live && l[1].Name == "exec-b" && l[1].Live,
+			"executors = %+v\nexec-a:\n%s\nexec-b:\n%s", l, a.Out.String(), b.Out.String())
+	})
 
 	// Six batches of 500: each executor runs at most four at once, so both
 	// get some.
@@ -91,18 +86,15 @@ func TestTwoExecutorsShareAnAgent(t *testing.T) {
 
 	// Stop exec-a while one of its batches is part done: it has recorded
 	// some chunks (of 100), not whole batches (of 500).
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	// Polled every 2 ms: a backed-off pause would miss the part done batch.
+	wait.ForEvery(t, "exec-a to be part way through a batch", 60*time.Second, 2*time.Millisecond, func() error {
 		done := recordsBy(t, conn, env, "true")["exec-a"]
 		if done >= 100 && done%500 != 0 {
 			t.Logf("stopping exec-a after %d of its records", done)
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exec-a never got going (%d records)\n%s", done, a.Out.String())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return fmt.Errorf("exec-a never got going (%d records)\n%s", done, a.Out.String())
+	})
 	if err := a.Stop(); err != nil {
 		t.Fatalf("stopping exec-a (SIGTERM): %v\n%s", err, a.Out.String())
 	}

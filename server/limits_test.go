@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -101,18 +102,12 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 		}
 		// A connection closed gives its slot back.
 		mine[0].Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		wait.For(t, "the client's closed connection to give its slot back", 10*time.Second, func() error {
 			c := dial("127.0.0.1")
 			_ = c.SetDeadline(time.Now().Add(time.Second))
-			if code := healthz(t, c); code == http.StatusOK {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the client's connections stay refused after one closed")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			code := healthz(t, c)
+			return wait.Unless(code == http.StatusOK, "the client's connections stay refused after one closed: /healthz %d", code)
+		})
 	})
 }
 
@@ -175,8 +170,7 @@ func TestRefusalSummariesAreWritten(t *testing.T) {
 			t.Fatalf("a read token's project: %v, want 403", err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, "the refusals' summary row", 30*time.Second, func() error {
 		var trail client.List[client.AuditEntry]
 		if err := admin.Do(ctx, http.MethodGet, "/api/v1/audit?actor=token:reader", nil, &trail); err != nil {
 			t.Fatal(err)
@@ -184,13 +178,8 @@ func TestRefusalSummariesAreWritten(t *testing.T) {
 		var d struct {
 			Refusals int `json:"refusals"`
 		}
-		if len(trail.Items) == 2 && json.Unmarshal(trail.Items[0].Detail, &d) == nil && d.Refusals == 4 &&
-			trail.Items[1].Detail == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the trail of 5 refusals: %+v; want the first's row and a summary of 4", trail.Items)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return wait.Unless(len(trail.Items) == 2 && json.Unmarshal(trail.Items[0].Detail, &d) == nil && d.Refusals == 4 &&
+			trail.Items[1].Detail == nil,
+			"the trail of 5 refusals: %+v; want the first's row and a summary of 4", trail.Items)
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -56,8 +57,7 @@ func TestClusterMetricsOneReplica(t *testing.T) {
 		"attributes": {"path": "/nonexistent/x", "content": "x"}}]}`))
 
 	var holder, other *server.Server
-	deadline := time.Now().Add(20 * time.Second)
-	for holder == nil && time.Now().Before(deadline) {
+	wait.For(t, "a replica to take the metrics lock", 20*time.Second, func() error {
 		ea, eb := exports(t, scrape(t, a)), exports(t, scrape(t, b))
 		switch {
 		case ea && eb:
@@ -67,11 +67,8 @@ func TestClusterMetricsOneReplica(t *testing.T) {
 		case eb:
 			holder, other = b, a
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if holder == nil {
-		t.Fatal("no replica took the metrics lock in 20 s")
-	}
+		return wait.Unless(holder != nil, "neither replica exports the cluster's gauges")
+	})
 	text := scrape(t, holder)
 	for _, want := range []string{
 		`intend_build_info{goversion="go`,
@@ -95,11 +92,7 @@ func TestClusterMetricsOneReplica(t *testing.T) {
 	}
 
 	holder.Shutdown(context.Background())
-	deadline = time.Now().Add(20 * time.Second)
-	for !exports(t, scrape(t, other)) {
-		if time.Now().After(deadline) {
-			t.Fatal("the other replica did not take over in 20 s after the holder stopped")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(t, "the other replica to take over after the holder stopped", 20*time.Second, func() error {
+		return wait.Unless(exports(t, scrape(t, other)), "the other replica does not export the cluster's gauges")
+	})
 }

@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -82,18 +84,12 @@ func TestPostgresStoppedAnswers503(t *testing.T) {
 	}
 
 	start()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, "the API to answer after the outage", 30*time.Second, func() error {
 		resp, err := authGet(c, envs)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			return fmt.Errorf("after the outage: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the outage: %v %v", resp, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return wait.Unless(resp.StatusCode == http.StatusOK, "after the outage: %s", resp.Status)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"github.com/intendhq/intend/client"
 	"github.com/intendhq/intend/internal/pgcluster"
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/workflows"
 )
@@ -80,18 +82,14 @@ func startManagedPostgres(t *testing.T) managedPostgres {
 	if _, err := conn.Exec(ctx, "select pg_reload_conf()"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, "the managed server to check passwords", 30*time.Second, func() error {
 		probe, err := pgx.Connect(ctx, c.URL("postgres"))
 		if err != nil {
-			break // passwords are checked now
+			return nil // passwords are checked now
 		}
 		probe.Close(ctx)
-		if time.Now().After(deadline) {
-			t.Fatal("the managed server still accepts connections without a password")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return errors.New("the managed server still accepts connections without a password")
+	})
 	return m
 }
 
@@ -207,16 +205,12 @@ func TestPostgresDeploy(t *testing.T) {
 		client.DeployRun
 		Results []client.DryrunResult
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for dryOut.Status != "done" {
-		if time.Now().After(deadline) {
-			t.Fatalf("dry-run not done: %+v", dryOut)
-		}
-		time.Sleep(100 * time.Millisecond)
+	wait.For(t, "the dry-run to be done", 60*time.Second, func() error {
 		if err := c.Do(ctx, http.MethodGet, dryPath, nil, &dryOut); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return wait.Unless(dryOut.Status == "done", "dry-run not done: %+v", dryOut)
+	})
 	drift := ""
 	for _, r := range dryOut.Results {
 		if r.ResourceID == role.ID {
@@ -345,7 +339,7 @@ func histories(t *testing.T, env string, runs []client.DeployRun) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var execs []struct{ id, run string }
-	for {
+	wait.For(t, "the runs' and the scheduler's workflows to be listed", 60*time.Second, func() error {
 		execs = execs[:0]
 		var token []byte
 		for {
@@ -374,14 +368,8 @@ func histories(t *testing.T, env string, runs []client.DeployRun) []byte {
 		if !found(execs, workflows.SchedulerWorkflowID(env)) {
 			missing = workflows.SchedulerWorkflowID(env)
 		}
-		if missing == "" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("workflow %s not listed within 60 s", missing)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return wait.Unless(missing == "", "workflow %s not listed", missing)
+	})
 	var all bytes.Buffer
 	for _, e := range execs {
 		it := tc.GetWorkflowHistory(ctx, e.id, e.run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

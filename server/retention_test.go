@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 	"github.com/intendhq/intend/server/servertest"
 )
@@ -56,8 +57,7 @@ func TestPeriodicPrune(t *testing.T) {
 		from resource_actions`).Scan(&wantA, &wantB); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, "the prune of old rows", 30*time.Second, func() error {
 		var actions, requests, audit, newAudit int
 		if err := conn.QueryRow(ctx, `select (select count(*) from resource_actions), (select count(*) from lsm_requests),
 			(select count(*) from audit_log where action = 'old.action'), (select count(*) from audit_log)`).
@@ -65,19 +65,14 @@ func TestPeriodicPrune(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := scrape(t, s)
-		if actions == 2 && requests == 0 && audit == 0 && newAudit > 0 &&
+		return wait.Unless(actions == 2 && requests == 0 && audit == 0 && newAudit > 0 &&
 			strings.Contains(text, "\nintend_pruned_rows_total{table=\"resource_actions\"} 2\n") &&
 			strings.Contains(text, "\nintend_pruned_rows_total{table=\"lsm_requests\"} 1\n") &&
-			strings.Contains(text, "\nintend_pruned_rows_total{table=\"audit_log\"} 1\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: %d action rows (want 2), %d idempotent responses (want 0), %d old audit rows (want 0) "+
+			strings.Contains(text, "\nintend_pruned_rows_total{table=\"audit_log\"} 1\n"),
+			"%d action rows (want 2), %d idempotent responses (want 0), %d old audit rows (want 0) "+
 				"and %d in all (want the test's own); metrics:\n%s",
-				actions, requests, audit, newAudit, grepLines(text, "intend_pruned_rows_total"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+			actions, requests, audit, newAudit, grepLines(text, "intend_pruned_rows_total"))
+	})
 	var left []int64
 	if err := conn.QueryRow(ctx, `select array_agg(id order by id) from resource_actions`).Scan(&left); err != nil {
 		t.Fatal(err)

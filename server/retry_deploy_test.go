@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // TestTransientFailureRetriedWithinTheRun: a command that fails once (a
@@ -66,10 +69,10 @@ func TestReloadOnEvent(t *testing.T) {
 	// The file's change queues a repair of the command ("event from
 	// ..."), which runs after the release's run: wait for it.
 	waitReloads := func(want int) int {
-		deadline := time.Now().Add(30 * time.Second)
-		for reloads() < want && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
+		wait.For(t, fmt.Sprintf("the command to have run %d times", want), 30*time.Second, func() error {
+			got := reloads()
+			return wait.Unless(got >= want, "the command ran %d times, want %d", got, want)
+		})
 		time.Sleep(2 * time.Second) // and see that no more come
 		return reloads()
 	}

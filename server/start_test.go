@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intendhq/intend/internal/testenv"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/server"
 )
 
@@ -57,17 +58,15 @@ func TestStartFailureTearsDownEarlierPhases(t *testing.T) {
 			} else {
 				ln.Close()
 			}
-			if n := dbConnections(t, db); n != 0 {
-				t.Errorf("%s: %d connections to the database left open, want none", c.reason, n)
-			}
+			waitNoDBConnections(t, c.reason, db)
 		})
 	}
 }
 
-// dbConnections counts the other sessions on db's database, waiting up
-// to 5 s for it to drop to zero (a closed client's backend exits
-// shortly after).
-func dbConnections(t *testing.T, db string) int {
+// waitNoDBConnections waits up to 5 s for the other sessions on db's
+// database to drop to zero (a closed client's backend exits shortly
+// after); why names the case.
+func waitNoDBConnections(t *testing.T, why, db string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, db)
@@ -75,14 +74,12 @@ func dbConnections(t *testing.T, db string) int {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var n int
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	wait.For(t, why+": the connections to the database to close", 5*time.Second, func() error {
+		var n int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 || time.Now().After(deadline) {
-			return n
-		}
-	}
+		return wait.Unless(n == 0, "%d connections to the database left open, want none", n)
+	})
 }

@@ -17,14 +17,15 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/intendhq/intend/internal/names"
+	"github.com/intendhq/intend/internal/testenv/wait"
 )
 
 // findWorkflows lists the workflows a visibility query finds, waiting up
 // to 30 s for one with id want (visibility lags behind the workflows).
 func findWorkflows(t *testing.T, tc client.Client, query, want string) *workflow.WorkflowExecutionInfo {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var found *workflow.WorkflowExecutionInfo
+	wait.For(t, fmt.Sprintf("%s to find %s", query, want), 30*time.Second, func() error {
 		resp, err := tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Query: query})
 		if err != nil {
 			t.Fatalf("list %s: %v", query, err)
@@ -32,15 +33,14 @@ func findWorkflows(t *testing.T, tc client.Client, query, want string) *workflow
 		var ids []string
 		for _, e := range resp.GetExecutions() {
 			if e.GetExecution().GetWorkflowId() == want {
-				return e
+				found = e
+				return nil
 			}
 			ids = append(ids, e.GetExecution().GetWorkflowId())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: found %v after 30 s, not %s", query, ids, want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("found %v, not %s", ids, want)
+	})
+	return found
 }
 
 // memo decodes one field of a workflow's memo.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/intendhq/intend/client"
+	"github.com/intendhq/intend/internal/testenv/wait"
 	"github.com/intendhq/intend/internal/tlsfiles"
 	"github.com/intendhq/intend/internal/tlsfiles/certtest"
 	"github.com/intendhq/intend/server"
@@ -78,13 +79,10 @@ func TestServerTLS(t *testing.T) {
 	if err := os.WriteFile(certFile, newCert, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for peer() != "intend-two" {
-		if time.Now().After(deadline) {
-			t.Fatal("the rotated certificate is not served without a restart")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	wait.For(t, "the rotated certificate to be served without a restart", 10*time.Second, func() error {
+		got := peer()
+		return wait.Unless(got == "intend-two", "the server's certificate names %s, want intend-two", got)
+	})
 
 	// Plain HTTP to the TLS port is no API.
 	resp, err := http.Get("http://" + s.Addr() + "/healthz")
