@@ -199,16 +199,23 @@ func TestCompileCPULimitAndFairness(t *testing.T) {
 	}
 	defer creates.Wait()
 	// Wait until both workers are busy and a's queue is behind them.
-	wait.For(t, "a's validations to fill both compile workers and queue behind them", 20*time.Second, func() error {
-		running, waiting := srv.CompileQueue()
-		if running == 2 && waiting >= instances/2 {
-			t.Logf("a's compiles: %d running, %d waiting", running, waiting)
-			return nil
-		}
-		var log any
-		_ = lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/h0/log", &log)
-		return fmt.Errorf("a's validations did not queue: %d running, %d waiting; h0's log %v", running, waiting, log)
-	})
+	func() {
+		defer func() {
+			if t.Failed() {
+				var log any
+				_ = lsmGet(t, c, a, "/lsm/v1/service_inventory/heavy/h0/log", &log)
+				t.Logf("h0's log: %v", log)
+			}
+		}()
+		wait.ForEvery(t, "a's validations to fill both compile workers and queue behind them", 20*time.Second, 10*time.Millisecond, func() error {
+			running, waiting := srv.CompileQueue()
+			if running == 2 && waiting >= instances/2 {
+				t.Logf("a's compiles: %d running, %d waiting", running, waiting)
+				return nil
+			}
+			return fmt.Errorf("%d running, %d waiting", running, waiting)
+		})
+	}()
 	start = time.Now()
 	if err := uploadModel(t, c, b, catalogModel); err != nil {
 		t.Fatalf("b's upload: %v", err)
