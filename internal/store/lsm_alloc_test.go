@@ -245,13 +245,7 @@ func TestPoolChanges(t *testing.T) {
 // are refused as exhausted.
 func TestAllocationReplicas(t *testing.T) {
 	t.Parallel()
-	a, url := openStore(t)
-	b, err := store.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	e := newEnv(t, a)
+	a, b, e := twoReplicas(t)
 	ctx := context.Background()
 	// vlan 4090–4094: 5 values, the smallest of the three pools.
 	if _, err := a.PutModel(ctx, e.ID, linkModel("a", linkPools(4094, "10.1.0.0/24"))); err != nil {
@@ -407,13 +401,7 @@ func TestAllocationTakesTheLowestFreeValue(t *testing.T) {
 // twice: every one succeeds, or is refused only for an exhausted pool.
 func TestAllocationChurnReplicas(t *testing.T) {
 	t.Parallel()
-	a, url := openStore(t)
-	b, err := store.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	e := newEnv(t, a)
+	a, b, e := twoReplicas(t)
 	ctx := context.Background()
 	if _, err := a.PutModel(ctx, e.ID, linkModel("a", linkPools(4094, "10.1.0.0/24"))); err != nil {
 		t.Fatal(err)
@@ -455,4 +443,17 @@ func TestAllocationChurnReplicas(t *testing.T) {
 			t.Errorf("pool %s: %d values still held after every instance was terminated", pool, u[1])
 		}
 	}
+}
+
+// twoReplicas is two stores on one database, as two servers are, and an
+// environment.
+func twoReplicas(t *testing.T) (a, b *store.Store, e store.Environment) {
+	t.Helper()
+	a, url := openStore(t)
+	b, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return a, b, newEnv(t, a)
 }

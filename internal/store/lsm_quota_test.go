@@ -24,13 +24,7 @@ import (
 // changes nothing; a create's dry-run check agrees with the create.
 func TestInstanceQuotaUnderConcurrentCreates(t *testing.T) {
 	t.Parallel()
-	a, url := openStore(t)
-	b, err := store.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	e := newEnv(t, a)
+	a, b, e := twoReplicas(t)
 	ctx := context.Background()
 	const quota = 5
 	if _, err := a.UpdateEnvironment(ctx, e.ID, store.EnvironmentPatch{Settings: map[string]json.RawMessage{
